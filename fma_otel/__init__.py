@@ -1,0 +1,27 @@
+"""fma-otel: OpenTelemetry traces of llm-d Fast Model Actuation.
+
+Public entry points for the in-process wrappers are re-exported lazily here
+(``fma_otel.instrument``, ``fma_otel.uninstrument``, ``fma_otel.actuation``) so that
+``import fma_otel`` stays cheap for the command-line tool.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "instrument": ("fma_otel.instrument", "instrument"),
+    "uninstrument": ("fma_otel.instrument", "uninstrument"),
+    "actuation": ("fma_otel.instrument.actuation", "actuation"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        mod, attr = _LAZY[name]
+        return getattr(importlib.import_module(mod), attr)
+    raise AttributeError(name)

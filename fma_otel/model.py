@@ -1,0 +1,380 @@
+"""The actuation trace model: the one place where span names, parents and instants live.
+
+Everything else in fma-otel (bridge, wrappers, live watcher, SLO queries, report) asks this
+module for names, parents and ids, so that the contract in ``docs/span-model.md`` is spelled
+exactly once.  The table below is that document's table, as data.
+
+Why ids are derived and not random: the bridge (after the fact), the in-process wrappers
+(live) and a re-run of either must all agree on the ids of the same actuation, so that a
+re-export is idempotent and live spans parent into the bridge's tree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+# --------------------------------------------------------------------------- paths
+
+COLD_LAUNCHER = "cold_launcher"
+WARM = "warm"
+HOT = "hot"
+COLD_NO_FMA = "cold_no_fma"
+UNKNOWN = "unknown"
+
+ALL_PATHS: frozenset[str] = frozenset({COLD_LAUNCHER, WARM, HOT, COLD_NO_FMA, UNKNOWN})
+FMA_PATHS: frozenset[str] = frozenset({COLD_LAUNCHER, WARM, HOT})
+#: The DPC's own ``path`` label (``fma_actuation_seconds``) mapped to ours.
+DPC_PATH_LABELS: Mapping[str, str] = {"cold": COLD_LAUNCHER, "warm": WARM, "hot": HOT}
+
+# --------------------------------------------------------------------------- span kinds
+
+INTERNAL = "INTERNAL"
+CLIENT = "CLIENT"
+SERVER = "SERVER"
+
+# --------------------------------------------------------------------------- resources
+
+SERVICE_DPC = "dual-pods-controller"
+SERVICE_LAUNCHER = "fma-launcher"
+SERVICE_K8S = "kubernetes"
+SERVICE_NAMESPACE = "fma"
+
+# --------------------------------------------------------------------------- instants
+
+NS = 1
+US = 1_000
+MS = 1_000_000
+S = 1_000_000_000
+
+
+@dataclass(frozen=True)
+class InstantDef:
+    """Where an instant comes from: the component that observed it and its precision."""
+
+    name: str
+    service: str
+    precision_ns: int
+    doc: str
+
+
+INSTANTS: Mapping[str, InstantDef] = {
+    d.name: d
+    for d in (
+        InstantDef("R.created", SERVICE_K8S, S, "requester metadata.creationTimestamp"),
+        InstantDef("R.scheduled", SERVICE_K8S, S, "requester PodScheduled=True lastTransitionTime"),
+        InstantDef("R.started", SERVICE_K8S, S, "requester inference-server state.running.startedAt"),
+        InstantDef("R.ready", SERVICE_K8S, S, "requester Ready=True lastTransitionTime"),
+        InstantDef("L.created", SERVICE_K8S, S, "launcher metadata.creationTimestamp"),
+        InstantDef("L.scheduled", SERVICE_K8S, S, "launcher PodScheduled=True lastTransitionTime"),
+        InstantDef("L.ready", SERVICE_K8S, S, "launcher Ready=True lastTransitionTime"),
+        InstantDef("D.bound", SERVICE_DPC, US, "DPC log time of launcher creation / binding"),
+        InstantDef("D.create.start", SERVICE_DPC, NS, "DPC create_instance httpCallStartTime"),
+        InstantDef("D.create.end", SERVICE_DPC, NS, "DPC create_instance start + latencySecs"),
+        InstantDef("X.receipt", SERVICE_LAUNCHER, MS, "launcher 'Accepted request to create'"),
+        InstantDef("X.response", SERVICE_LAUNCHER, MS, "launcher access-log line of the PUT"),
+        InstantDef("D.serving", SERVICE_DPC, NS, "end of first query_sleeping 200 after create"),
+        InstantDef("D.wake.start", SERVICE_DPC, NS, "DPC wake httpCallStartTime"),
+        InstantDef("D.wake.end", SERVICE_DPC, NS, "DPC wake start + latencySecs"),
+        InstantDef("D.relayed", SERVICE_DPC, US, "DPC log time of 'Successfully relayed the readiness'"),
+    )
+}
+
+
+@dataclass(frozen=True)
+class Instant:
+    """An observed instant: the true time lies in ``[t_ns, t_ns + precision_ns)``.
+
+    ``source`` is the human-readable origin written to ``fma.start.source`` /
+    ``fma.end.source`` (for example ``k8s:PodScheduled``).
+    """
+
+    t_ns: int
+    precision_ns: int
+    source: str
+    service: str
+
+
+# --------------------------------------------------------------------------- the tree
+
+
+@dataclass(frozen=True)
+class SpanDef:
+    """One row of the span model's table.
+
+    ``start``/``end`` name instants; a mapping gives a per-path choice (the readiness relay
+    starts at ``D.serving`` on cold/warm but at ``D.wake.end`` on hot).  ``parent`` is a
+    span name, a per-path mapping, or ``None`` for the root.
+    """
+
+    name: str
+    metric: str | None
+    start: str | Mapping[str, str]
+    end: str | Mapping[str, str]
+    paths: frozenset[str]
+    parent: str | Mapping[str, str] | None
+    kind: str = INTERNAL
+    needs_launcher_data: bool = False
+
+    def start_instant(self, path: str) -> str | None:
+        return _per_path(self.start, path)
+
+    def end_instant(self, path: str) -> str | None:
+        return _per_path(self.end, path)
+
+    def parent_name(self, path: str) -> str | None:
+        return _per_path(self.parent, path)
+
+
+def _per_path(value: str | Mapping[str, str] | None, path: str) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    return value.get(path)
+
+
+_ALL = ALL_PATHS
+_CL_W = frozenset({COLD_LAUNCHER, WARM})
+
+ROOT = "fma.request"
+
+SPANS: tuple[SpanDef, ...] = (
+    SpanDef(ROOT, None, "R.created", "R.ready", _ALL, None),
+    SpanDef("fma.requester.schedule", None, "R.created", "R.scheduled", _ALL, ROOT),
+    SpanDef("fma.requester.startup", None, "R.scheduled", "R.started", _ALL, ROOT),
+    SpanDef("fma.actuation", "T_actuation", "R.started", "R.ready", _ALL, ROOT),
+    SpanDef("fma.dpc.bind", None, "R.started", "D.bound", FMA_PATHS, "fma.actuation"),
+    SpanDef(
+        "fma.launcher.cold_start",
+        "T_cold_launcher",
+        "L.created",
+        "D.relayed",
+        frozenset({COLD_LAUNCHER}),
+        "fma.actuation",
+    ),
+    SpanDef(
+        "fma.launcher.schedule",
+        "T_launcher_schedule",
+        "L.created",
+        "L.scheduled",
+        frozenset({COLD_LAUNCHER}),
+        "fma.launcher.cold_start",
+    ),
+    SpanDef(
+        "fma.launcher.startup",
+        "T_launcher_startup",
+        "L.scheduled",
+        "L.ready",
+        frozenset({COLD_LAUNCHER}),
+        "fma.launcher.cold_start",
+    ),
+    SpanDef(
+        "fma.dpc.react",
+        "T_dpc_react",
+        "L.ready",
+        "D.create.start",
+        frozenset({COLD_LAUNCHER}),
+        "fma.launcher.cold_start",
+    ),
+    SpanDef(
+        "fma.instance.ready",
+        "T_instance_ready",
+        "D.create.start",
+        "D.relayed",
+        _CL_W,
+        {COLD_LAUNCHER: "fma.launcher.cold_start", WARM: "fma.actuation"},
+    ),
+    SpanDef(
+        "fma.dpc.create_instance",
+        None,
+        "D.create.start",
+        "D.create.end",
+        _CL_W,
+        "fma.instance.ready",
+        CLIENT,
+    ),
+    SpanDef(
+        "fma.launcher.create_instance",
+        None,
+        "X.receipt",
+        "X.response",
+        _CL_W,
+        "fma.dpc.create_instance",
+        SERVER,
+        needs_launcher_data=True,
+    ),
+    SpanDef(
+        "fma.instance.create",
+        "T_instance_create",
+        "X.receipt",
+        "D.relayed",
+        _CL_W,
+        "fma.instance.ready",
+        needs_launcher_data=True,
+    ),
+    SpanDef("fma.vllm.ready", None, "D.create.end", "D.serving", _CL_W, "fma.instance.ready"),
+    SpanDef("fma.vllm.wake", "T_wake", "D.wake.start", "D.wake.end", frozenset({HOT}), "fma.actuation", CLIENT),
+    SpanDef(
+        "fma.readiness.relay",
+        None,
+        {COLD_LAUNCHER: "D.serving", WARM: "D.serving", HOT: "D.wake.end"},
+        "D.relayed",
+        FMA_PATHS,
+        {COLD_LAUNCHER: "fma.instance.ready", WARM: "fma.instance.ready", HOT: "fma.actuation"},
+    ),
+    SpanDef("fma.kubelet.probe", None, "D.relayed", "R.ready", FMA_PATHS, "fma.actuation"),
+)
+
+SPANS_BY_NAME: Mapping[str, SpanDef] = {d.name: d for d in SPANS}
+
+#: Spans emitted only by the in-process wrappers, finer than the bridge can see.
+WRAPPER_SPANS: Mapping[str, str] = {
+    "fma.vllm.startup": "fma.vllm.ready",
+}
+
+#: Every FMA metric name carried in ``fma.metric``.
+METRICS: tuple[str, ...] = tuple(d.metric for d in SPANS if d.metric)
+
+
+def metric_span(metric: str) -> SpanDef:
+    """The span that carries a metric (``T_actuation`` -> ``fma.actuation``)."""
+    for d in SPANS:
+        if d.metric == metric:
+            return d
+    raise KeyError(metric)
+
+
+# --------------------------------------------------------------------------- ids
+
+
+def actuation_key(requester_uid: str, n: int = 1) -> str:
+    """The key of the ``n``-th actuation of a requester (1-based): ``uid``, ``uid/2``, ..."""
+    return requester_uid if n <= 1 else f"{requester_uid}/{n}"
+
+
+def _first_nonzero(digest: bytes, width: int) -> str:
+    for i in range(0, len(digest) - width + 1, width):
+        chunk = digest[i : i + width]
+        if any(chunk):
+            return chunk.hex()
+    raise ValueError("digest is all zeros")  # pragma: no cover - 2**-256
+
+
+def trace_id_for(key: str) -> str:
+    """``trace_id`` = first 16 bytes of sha256("fma-actuation/" + key), as lowercase hex."""
+    return _first_nonzero(hashlib.sha256(("fma-actuation/" + key).encode()).digest(), 16)
+
+
+def span_id_for(trace_id: str, span_name: str, n: int = 0) -> str:
+    """``span_id`` = first 8 bytes of sha256(trace_id + "/" + name + "/" + str(n))."""
+    data = f"{trace_id}/{span_name}/{n}".encode()
+    return _first_nonzero(hashlib.sha256(data).digest(), 8)
+
+
+# --------------------------------------------------------------------------- attributes
+
+A_PATH = "fma.path"
+A_NAMESPACE = "k8s.namespace.name"
+A_REQ_NAME = "fma.requester.name"
+A_REQ_UID = "fma.requester.uid"
+A_LAUNCHER = "fma.launcher.name"
+A_INSTANCE = "fma.instance.id"
+A_ISC = "fma.isc.name"
+A_NODE = "k8s.node.name"
+A_DELETED = "fma.instances_deleted"
+A_METRIC = "fma.metric"
+A_POD_NAME = "k8s.pod.name"
+A_POD_UID = "k8s.pod.uid"
+A_COMPLETE = "fma.complete"
+A_HOT_HIT = "fma.hot_hit"
+A_WARM_HIT = "fma.warm_hit"
+A_DPC_SECS = "fma.dpc.actuation_secs"
+A_START_SRC = "fma.start.source"
+A_END_SRC = "fma.end.source"
+A_MIN = "fma.duration.min_s"
+A_MAX = "fma.duration.max_s"
+A_INCONSISTENT = "fma.clock.inconsistent"
+A_RAW = "fma.duration.raw_s"
+A_ACTUATION_KEY = "fma.actuation.key"
+A_MISSING = "fma.missing"
+
+STATUS_UNSET = "UNSET"
+STATUS_OK = "OK"
+STATUS_ERROR = "ERROR"
+
+
+@dataclass(frozen=True)
+class SpanRecord:
+    """A finished span, immutable: what the builder makes and every sink consumes."""
+
+    trace_id: str
+    span_id: str
+    parent_span_id: str | None
+    name: str
+    kind: str
+    start_ns: int
+    end_ns: int
+    service: str
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+    status_code: str = STATUS_UNSET
+    status_message: str = ""
+    resource: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def duration_s(self) -> float:
+        return (self.end_ns - self.start_ns) / S
+
+
+def resource_attributes(service: str, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Resource attributes for a span observed by ``service``."""
+    attrs: dict[str, Any] = {"service.name": service, "service.namespace": SERVICE_NAMESPACE}
+    if extra:
+        attrs.update(extra)
+    return attrs
+
+
+# --------------------------------------------------------------------------- redaction
+
+REDACTED = "<redacted>"
+_SECRET_FLAG = re.compile(r"(--[A-Za-z0-9_-]*(?:key|token|secret|password|passwd|credential)[A-Za-z0-9_-]*)(=|\s+)(\S+)", re.I)
+
+
+def redact_options(options: str) -> str:
+    """Hide the values of secret-looking vLLM flags (``--api-key X``, ``--hf-token=X``)."""
+    return _SECRET_FLAG.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", options)
+
+
+def redact_structure(value: Any) -> Any:
+    """Redact a vLLM config-like structure: every env value, secret flags in options.
+
+    Accepts dicts (``options``, ``env_vars``, nested JSON strings such as the
+    ``dual-pods.llm-d.ai/vllm-config`` annotation); returns a redacted copy.
+    """
+    import json
+
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            if k in ("env_vars", "env", "environment") and isinstance(v, dict):
+                out[k] = {ek: REDACTED for ek in v}
+            elif k == "options" and isinstance(v, str):
+                out[k] = redact_options(v)
+            elif k.endswith("vllm-config") and isinstance(v, str):
+                try:
+                    out[k] = json.dumps(redact_structure(json.loads(v)), separators=(",", ":"))
+                except ValueError:
+                    out[k] = REDACTED
+            elif isinstance(v, (dict, list)):
+                out[k] = redact_structure(v)
+            elif isinstance(v, str) and re.search(r"key|token|secret|password", k, re.I):
+                out[k] = REDACTED
+            else:
+                out[k] = v
+        return out
+    if isinstance(value, list):
+        return [redact_structure(v) for v in value]
+    if isinstance(value, str):
+        return redact_options(value)
+    return value

@@ -1,0 +1,197 @@
+"""OTLP JSON lines: the embedded default output, and the reader every query uses.
+
+One ``ExportTraceServiceRequest`` per line in the protobuf JSON mapping as OTLP/JSON
+specifies it (hex ``traceId``/``spanId``, 64-bit integers as strings, enums as numbers):
+the format the OpenTelemetry Collector's ``file`` exporter writes and its ``otlpjsonfile``
+receiver reads, so a file written here can be replayed into any collector.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from typing import IO, Any
+
+from .. import __version__
+from ..model import STATUS_ERROR, STATUS_OK, STATUS_UNSET, SpanRecord, resource_attributes
+
+SCOPE_NAME = "fma-otel"
+
+KIND_TO_OTLP = {"INTERNAL": 1, "SERVER": 2, "CLIENT": 3, "PRODUCER": 4, "CONSUMER": 5}
+OTLP_TO_KIND = {v: k for k, v in KIND_TO_OTLP.items()}
+OTLP_TO_KIND.update({f"SPAN_KIND_{k}": k for k in KIND_TO_OTLP})
+STATUS_TO_OTLP = {STATUS_UNSET: 0, STATUS_OK: 1, STATUS_ERROR: 2}
+OTLP_TO_STATUS = {v: k for k, v in STATUS_TO_OTLP.items()}
+OTLP_TO_STATUS.update({f"STATUS_CODE_{k}": k for k in STATUS_TO_OTLP})
+
+
+# --------------------------------------------------------------------------- encode
+
+
+def any_value(v: Any) -> dict[str, Any]:
+    """A Python value as an OTLP ``AnyValue`` in JSON form."""
+    if isinstance(v, bool):
+        return {"boolValue": v}
+    if isinstance(v, int):
+        return {"intValue": str(v)}
+    if isinstance(v, float):
+        return {"doubleValue": v}
+    if isinstance(v, (list, tuple)):
+        return {"arrayValue": {"values": [any_value(x) for x in v]}}
+    return {"stringValue": str(v)}
+
+
+def key_values(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [{"key": k, "value": any_value(v)} for k, v in attrs.items()]
+
+
+def span_to_json(s: SpanRecord) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "traceId": s.trace_id,
+        "spanId": s.span_id,
+        "name": s.name,
+        "kind": KIND_TO_OTLP.get(s.kind, 1),
+        "startTimeUnixNano": str(s.start_ns),
+        "endTimeUnixNano": str(s.end_ns),
+        "attributes": key_values(s.attributes),
+        "status": {"code": STATUS_TO_OTLP[s.status_code]},
+    }
+    if s.parent_span_id:
+        out["parentSpanId"] = s.parent_span_id
+    if s.status_message:
+        out["status"]["message"] = s.status_message
+    return out
+
+
+def export_request(spans: Iterable[SpanRecord]) -> dict[str, Any]:
+    """Group spans by resource into one ``ExportTraceServiceRequest`` (JSON form)."""
+    groups: dict[tuple[tuple[str, Any], ...], list[SpanRecord]] = {}
+    for s in spans:
+        res = s.resource or resource_attributes(s.service)
+        groups.setdefault(tuple(sorted(res.items())), []).append(s)
+    return {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": key_values(dict(res))},
+                "scopeSpans": [
+                    {
+                        "scope": {"name": SCOPE_NAME, "version": __version__},
+                        "spans": [span_to_json(s) for s in group],
+                    }
+                ],
+            }
+            for res, group in groups.items()
+        ]
+    }
+
+
+def write_trace_line(out: IO[str], spans: Iterable[SpanRecord]) -> None:
+    """Write one trace (or any batch of spans) as one line."""
+    out.write(json.dumps(export_request(spans), separators=(",", ":")))
+    out.write("\n")
+
+
+# --------------------------------------------------------------------------- decode
+
+
+def value_of(av: Mapping[str, Any]) -> Any:
+    """An OTLP JSON ``AnyValue`` as a Python value."""
+    if "stringValue" in av:
+        return av["stringValue"]
+    if "boolValue" in av:
+        return bool(av["boolValue"])
+    if "intValue" in av:
+        return int(av["intValue"])
+    if "doubleValue" in av:
+        return float(av["doubleValue"])
+    if "arrayValue" in av:
+        return [value_of(x) for x in av["arrayValue"].get("values", [])]
+    if "kvlistValue" in av:
+        return {kv["key"]: value_of(kv.get("value", {})) for kv in av["kvlistValue"].get("values", [])}
+    if "bytesValue" in av:
+        return av["bytesValue"]
+    return None
+
+
+def attrs_of(kvs: Iterable[Mapping[str, Any]] | None) -> dict[str, Any]:
+    return {kv["key"]: value_of(kv.get("value", {})) for kv in kvs or ()}
+
+
+def normalize_id(raw: str | None, nbytes: int) -> str | None:
+    """Hex id from either OTLP/JSON hex or protobuf-JSON base64 (Tempo, Jaeger v3)."""
+    if not raw:
+        return None
+    if len(raw) == nbytes * 2:
+        try:
+            int(raw, 16)
+            return raw.lower()
+        except ValueError:
+            pass
+    try:
+        b = base64.b64decode(raw, validate=True)
+    except (binascii.Error, ValueError):
+        return raw.lower()
+    if len(b) != nbytes:
+        return raw.lower()
+    return b.hex()
+
+
+def spans_from_request(req: Mapping[str, Any]) -> Iterator[SpanRecord]:
+    """All spans of one ``ExportTraceServiceRequest`` (or ``TracesData``) in JSON form."""
+    for rs in req.get("resourceSpans") or req.get("resource_spans") or ():
+        res = attrs_of((rs.get("resource") or {}).get("attributes"))
+        service = str(res.get("service.name", ""))
+        for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or ():
+            for sp in ss.get("spans") or ():
+                status = sp.get("status") or {}
+                kind = sp.get("kind", 1)
+                code = status.get("code", 0)
+                yield SpanRecord(
+                    trace_id=normalize_id(sp.get("traceId"), 16) or "",
+                    span_id=normalize_id(sp.get("spanId"), 8) or "",
+                    parent_span_id=normalize_id(sp.get("parentSpanId"), 8),
+                    name=sp.get("name", ""),
+                    kind=OTLP_TO_KIND.get(kind, "INTERNAL"),
+                    start_ns=int(sp.get("startTimeUnixNano", 0)),
+                    end_ns=int(sp.get("endTimeUnixNano", 0)),
+                    service=service,
+                    attributes=attrs_of(sp.get("attributes")),
+                    status_code=OTLP_TO_STATUS.get(code, STATUS_UNSET),
+                    status_message=status.get("message", ""),
+                    resource=res,
+                )
+
+
+class OtlpJsonError(ValueError):
+    """A file that is not OTLP JSON lines."""
+
+
+def read_spans(path: str, stats: dict[str, int] | None = None) -> Iterator[SpanRecord]:
+    """Stream spans from an OTLP JSON lines file.
+
+    Bad lines are counted in ``stats['skipped']`` (never fatal); a file with no parsable
+    line at all raises :class:`OtlpJsonError` so the CLI can say "wrong kind of file".
+    """
+    st = stats if stats is not None else {}
+    st.setdefault("lines", 0)
+    st.setdefault("skipped", 0)
+    good = 0
+    with open(path, "rb") as fh:
+        for raw in fh:
+            if not raw.strip():
+                continue
+            st["lines"] += 1
+            try:
+                req = json.loads(raw)
+            except ValueError:
+                st["skipped"] += 1
+                continue
+            if not isinstance(req, dict) or not ("resourceSpans" in req or "resource_spans" in req):
+                st["skipped"] += 1
+                continue
+            good += 1
+            yield from spans_from_request(req)
+    if st["lines"] and not good:
+        raise OtlpJsonError(f"{path}: not OTLP JSON lines (no line holds resourceSpans)")
