@@ -1,0 +1,22 @@
+"""Fixtures for the live-bridge tests: a fresh fake API server per test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.k8s_server import FakeCluster
+
+
+@pytest.fixture
+def k8s() -> Iterator[FakeCluster]:
+    with FakeCluster(max_watch_seconds=30) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def core_api(k8s: FakeCluster):  # noqa: ANN201 - kubernetes types are untyped
+    from kubernetes import client
+
+    return client.CoreV1Api(client.ApiClient(k8s.configuration()))

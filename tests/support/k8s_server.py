@@ -1,0 +1,979 @@
+"""A small Kubernetes API server for tests: Pods and Pod logs, over the real wire protocol.
+
+Why a hand-written server and not mocks of the ``kubernetes`` client: the live watcher's
+hard parts (resourceVersion bookkeeping, ``410 Gone`` mid-stream, chunked watch streams
+cut in the middle, ``pods/log?follow=true&timestamps=true`` across container restarts)
+live *in the protocol*, and a mock of the client would only test our assumptions about
+it.  Here the real client talks HTTP to a server that behaves like kube-apiserver for the
+few endpoints fma-otel uses:
+
+* ``GET /api/v1/namespaces/{ns}/pods`` (and ``/api/v1/pods``): a ``PodList`` with
+  ``metadata.resourceVersion``; ``labelSelector`` (``=``, ``==``, ``!=``, ``in``,
+  ``notin``, exists, ``!``), ``fieldSelector`` on ``metadata.name``/``metadata.namespace``,
+  ``limit``/``continue``.
+* the same with ``watch=true``: a chunked stream of ``{"type","object"}`` JSON lines with
+  the events after ``resourceVersion`` (all current Pods as ``ADDED`` when it is absent or
+  ``0``), blocking for new ones up to ``timeoutSeconds``; ``allowWatchBookmarks`` and
+  :meth:`FakeCluster.send_bookmarks`.  A ``resourceVersion`` older than the compaction
+  window answers HTTP 200 with an ``ERROR`` event holding a ``Status`` with code 410 (what
+  kube-apiserver's watch cache does), or a plain HTTP 410 (``gone_mode="http"``).
+  :meth:`FakeCluster.expire_watches` sends that ERROR event to watches already streaming.
+* ``GET /api/v1/namespaces/{ns}/pods/{name}`` (404 ``Status`` when absent), ``PATCH`` of a
+  Pod with a JSON merge patch (strategic merge is treated as merge), ``DELETE``.
+* ``GET .../pods/{name}/log`` with ``container``, ``follow``, ``timestamps`` (kubelet's
+  fixed 9-digit RFC3339Nano prefix), ``previous``, ``sinceTime``, ``sinceSeconds``,
+  ``tailLines``, ``limitBytes``; a follow stream ends when its container restarts or the
+  Pod is deleted, like the kubelet's.
+
+Tests drive it through :class:`FakeCluster`: add/modify/delete Pods (each change bumps the
+resourceVersion and records a watch event), append container log lines, restart a
+container (its log becomes the ``previous`` one), compact history, drop open connections,
+inject errors, and read the request log.  :meth:`FakeCluster.configuration` and
+:meth:`FakeCluster.write_kubeconfig` point the real client at it.
+
+Usage::
+
+    with FakeCluster() as k8s:
+        k8s.add_pod(make_pod("r1", labels={"app": "x"}))
+        api = kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(k8s.configuration()))
+        api.list_namespaced_pod("default")
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import re
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+__all__ = [
+    "FakeCluster",
+    "make_pod",
+    "format_log_timestamp",
+    "parse_label_selector",
+    "rfc3339",
+]
+
+# --------------------------------------------------------------------------- helpers
+
+
+def rfc3339(t: float | None = None) -> str:
+    """A whole-second Kubernetes timestamp (``metav1.Time``), as the API server writes it."""
+    t = time.time() if t is None else t
+    return datetime.fromtimestamp(int(t), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def format_log_timestamp(ts_ns: int) -> str:
+    """The kubelet's ``timestamps=true`` prefix: RFC3339 with a fixed 9-digit fraction."""
+    sec, frac = divmod(ts_ns, 1_000_000_000)
+    return datetime.fromtimestamp(sec, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S") + f".{frac:09d}Z"
+
+
+def _parse_time(value: str) -> int:
+    """RFC3339 (any fraction) -> ns since the epoch."""
+    m = re.fullmatch(r"(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?(Z|[+-]\d{2}:\d{2})", value)
+    if not m:
+        raise ValueError(f"bad time {value!r}")
+    zone = "+00:00" if m.group(3) == "Z" else m.group(3)
+    base = datetime.fromisoformat(m.group(1) + zone)
+    return int(base.timestamp()) * 1_000_000_000 + int((m.group(2) or "0").ljust(9, "0"))
+
+
+def _truthy(value: str | None) -> bool:
+    """Go's strconv.ParseBool, which the API server uses for query flags."""
+    return (value or "").lower() in ("1", "t", "true")
+
+
+Selector = Callable[[dict[str, str]], bool]
+
+
+def parse_label_selector(text: str) -> Selector:
+    """A label selector string as kube-apiserver accepts it, as a predicate on labels."""
+    reqs: list[Selector] = []
+    # split on commas that are not inside parentheses
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur)
+    for raw in parts:
+        p = raw.strip()
+        if not p:
+            continue
+        m = re.fullmatch(r"([\w./-]+)\s+(in|notin)\s+\(([^)]*)\)", p)
+        if m:
+            key, op = m.group(1), m.group(2)
+            vals = {v.strip() for v in m.group(3).split(",") if v.strip()}
+            if op == "in":
+                reqs.append(lambda lb, k=key, vs=vals: lb.get(k) in vs)
+            else:
+                reqs.append(lambda lb, k=key, vs=vals: lb.get(k) not in vs)
+            continue
+        m = re.fullmatch(r"([\w./-]+)\s*(==|=|!=)\s*([\w./-]*)", p)
+        if m:
+            key, op, val = m.groups()
+            if op == "!=":
+                reqs.append(lambda lb, k=key, v=val: lb.get(k) != v)
+            else:
+                reqs.append(lambda lb, k=key, v=val: lb.get(k) == v)
+            continue
+        m = re.fullmatch(r"(!?)([\w./-]+)", p)
+        if m:
+            neg, key = m.groups()
+            if neg:
+                reqs.append(lambda lb, k=key: k not in lb)
+            else:
+                reqs.append(lambda lb, k=key: k in lb)
+            continue
+        raise ValueError(f"unable to parse requirement: {p!r}")
+    return lambda labels: all(r(labels) for r in reqs)
+
+
+def _parse_field_selector(text: str) -> Selector:
+    """``metadata.name=x,metadata.namespace=y`` (the fields the Pod watch cache indexes)."""
+    reqs: list[tuple[str, str, str]] = []
+    for p in filter(None, (s.strip() for s in text.split(","))):
+        m = re.fullmatch(r"([\w.]+)\s*(==|=|!=)\s*(.*)", p)
+        if not m or m.group(1) not in (
+            "metadata.name",
+            "metadata.namespace",
+            "spec.nodeName",
+            "status.phase",
+        ):
+            raise ValueError(f"field label not supported: {p!r}")
+        reqs.append(m.groups())  # type: ignore[arg-type]
+
+    def pred(fields: dict[str, str]) -> bool:
+        for key, op, val in reqs:
+            eq = fields.get(key, "") == val
+            if eq == (op == "!="):
+                return False
+        return True
+
+    return pred
+
+
+def _pod_fields(pod: dict[str, Any]) -> dict[str, str]:
+    md = pod.get("metadata") or {}
+    return {
+        "metadata.name": md.get("name", ""),
+        "metadata.namespace": md.get("namespace", ""),
+        "spec.nodeName": (pod.get("spec") or {}).get("nodeName", ""),
+        "status.phase": (pod.get("status") or {}).get("phase", ""),
+    }
+
+
+def _merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = _merge_patch(out.get(k), v)
+    return out
+
+
+def status_object(code: int, reason: str, message: str) -> dict[str, Any]:
+    """A ``metav1.Status`` as the API server sends for errors."""
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+
+
+def make_pod(
+    name: str,
+    namespace: str = "default",
+    *,
+    uid: str | None = None,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    containers: list[str] | None = None,
+    created: str | None = None,
+    node: str | None = None,
+    phase: str = "Pending",
+) -> dict[str, Any]:
+    """A minimal but well-formed Pod object (what tests need when they do not bring their own)."""
+    containers = containers or ["main"]
+    pod: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": uid or str(uuid.uuid4()),
+            "creationTimestamp": created or rfc3339(),
+            "labels": dict(labels or {}),
+            "annotations": dict(annotations or {}),
+        },
+        "spec": {"containers": [{"name": c, "image": "example/image:1"} for c in containers]},
+        "status": {"phase": phase},
+    }
+    if node:
+        pod["spec"]["nodeName"] = node
+    return pod
+
+
+# --------------------------------------------------------------------------- state
+
+
+@dataclass
+class _Event:
+    rv: int
+    namespace: str
+    type: str  # ADDED MODIFIED DELETED
+    old: dict[str, Any] | None
+    new: dict[str, Any]
+
+
+@dataclass
+class _ContainerLog:
+    """One container's log: the current instance and the previous one (after a restart)."""
+
+    lines: list[tuple[int, str]] = field(default_factory=list)
+    previous: list[tuple[int, str]] | None = None
+    generation: int = 0  # bumped on restart: ends follow streams of the old instance
+
+
+@dataclass
+class _Stream:
+    """An open streaming response, so tests can drop it or inject an error into it."""
+
+    kind: str  # "watch" | "log"
+    conn: socket.socket
+    killed: bool = False
+    expire: bool = False
+    bookmark: bool = False
+
+
+@dataclass
+class RequestRecord:
+    """One request the server answered (for assertions such as "it relisted")."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    status: int = 0
+
+
+class FakeCluster:
+    """The state behind the test server, and the API tests use to change it.
+
+    Every mutation takes the one lock and notifies waiting streams; resourceVersions are
+    one global counter like etcd's revision.
+    """
+
+    def __init__(
+        self, *, gone_mode: str = "event", max_watch_seconds: float = 300.0, start_rv: int = 1000
+    ) -> None:
+        if gone_mode not in ("event", "http"):
+            raise ValueError("gone_mode is 'event' or 'http'")
+        self.gone_mode = gone_mode
+        self.max_watch_seconds = max_watch_seconds
+        self.cond = threading.Condition()
+        self.rv = start_rv
+        self.compacted_rv = start_rv
+        self.pods: dict[tuple[str, str], dict[str, Any]] = {}
+        self.events: list[_Event] = []
+        self.logs: dict[tuple[str, str, str], _ContainerLog] = {}
+        self.streams: list[_Stream] = []
+        self.requests: list[RequestRecord] = []
+        self._errors: list[tuple[str, re.Pattern[str], int, int]] = []  # method, path re, code, remaining
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> FakeCluster:
+        """Listen on 127.0.0.1 at an ephemeral port, serving from a daemon thread."""
+        handler = type("Handler", (_Handler,), {"cluster": self})
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-k8s", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and end every open stream."""
+        with self.cond:
+            self._stopping = True
+            for s in self.streams:
+                s.killed = True
+            self.cond.notify_all()
+        self.drop_connections()
+        if self._server:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def __enter__(self) -> FakeCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        assert self._server, "start() first"
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def configuration(self) -> Any:
+        """A ``kubernetes.client.Configuration`` pointing at this server."""
+        from kubernetes import client
+
+        cfg = client.Configuration()
+        cfg.host = self.url
+        cfg.verify_ssl = False
+        return cfg
+
+    def write_kubeconfig(self, path: str, namespace: str = "default") -> str:
+        """Write a kubeconfig file for this server (what ``--kubeconfig`` is given)."""
+        import yaml
+
+        doc = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "users": [{"name": "fake", "user": {"token": "test-token"}}],
+            "contexts": [
+                {"name": "fake", "context": {"cluster": "fake", "user": "fake", "namespace": namespace}}
+            ],
+            "current-context": "fake",
+        }
+        with open(path, "w", encoding="utf-8") as fh:
+            yaml.safe_dump(doc, fh)
+        return path
+
+    # ------------------------------------------------------------------ pods
+
+    def _record(self, etype: str, old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+        self.rv += 1
+        new["metadata"]["resourceVersion"] = str(self.rv)
+        ns = new["metadata"].get("namespace", "default")
+        self.events.append(_Event(self.rv, ns, etype, old, copy.deepcopy(new)))
+        self.cond.notify_all()
+        return copy.deepcopy(new)
+
+    def add_pod(self, pod: dict[str, Any]) -> dict[str, Any]:
+        """Create a Pod (ADDED); fills uid/namespace/creationTimestamp when absent."""
+        pod = copy.deepcopy(pod)
+        pod.setdefault("apiVersion", "v1")
+        pod.setdefault("kind", "Pod")
+        md = pod.setdefault("metadata", {})
+        md.setdefault("namespace", "default")
+        md.setdefault("uid", str(uuid.uuid4()))
+        md.setdefault("creationTimestamp", rfc3339())
+        key = (md["namespace"], md["name"])
+        with self.cond:
+            if key in self.pods:
+                raise ValueError(f"pod {key} exists")
+            self.pods[key] = pod
+            return self._record("ADDED", None, pod)
+
+    def get_pod(self, name: str, namespace: str = "default") -> dict[str, Any]:
+        with self.cond:
+            return copy.deepcopy(self.pods[(namespace, name)])
+
+    def modify_pod(
+        self,
+        name: str,
+        namespace: str = "default",
+        *,
+        patch: dict[str, Any] | None = None,
+        mutate: Callable[[dict[str, Any]], None] | None = None,
+        replace: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Change a Pod (MODIFIED): a merge patch, an in-place function, or a whole object."""
+        with self.cond:
+            old = self.pods[(namespace, name)]
+            if replace is not None:
+                new = copy.deepcopy(replace)
+                new.setdefault("metadata", {}).update(namespace=namespace, name=name)
+                new["metadata"].setdefault("uid", old["metadata"].get("uid"))
+            else:
+                new = copy.deepcopy(old)
+                if patch is not None:
+                    new = _merge_patch(new, patch)
+                if mutate is not None:
+                    mutate(new)
+            self.pods[(namespace, name)] = new
+            return self._record("MODIFIED", copy.deepcopy(old), new)
+
+    def delete_pod(self, name: str, namespace: str = "default") -> dict[str, Any]:
+        """Delete a Pod (DELETED); its follow log streams end, its logs are gone."""
+        with self.cond:
+            old = self.pods.pop((namespace, name))
+            for k in [k for k in self.logs if k[0] == namespace and k[1] == name]:
+                self.logs[k].generation += 1
+                del self.logs[k]
+            return self._record("DELETED", copy.deepcopy(old), copy.deepcopy(old))
+
+    def apply_pod(self, pod: dict[str, Any]) -> dict[str, Any]:
+        """Add or replace (convenient for replaying a capture's Pod states in order)."""
+        md = pod["metadata"]
+        key = (md.get("namespace", "default"), md["name"])
+        with self.cond:
+            exists = key in self.pods
+        if exists:
+            return self.modify_pod(key[1], key[0], replace=pod)
+        return self.add_pod(pod)
+
+    def compact(self) -> int:
+        """Forget all history up to now: a watch from an older resourceVersion gets 410."""
+        with self.cond:
+            self.compacted_rv = self.rv
+            self.events = [e for e in self.events if e.rv > self.compacted_rv]
+            return self.compacted_rv
+
+    def expire_watches(self) -> None:
+        """Compact, and send ``ERROR`` 410 to every open watch (then end it)."""
+        with self.cond:
+            self.compact()
+            for s in self.streams:
+                if s.kind == "watch":
+                    s.expire = True
+            self.cond.notify_all()
+
+    def send_bookmarks(self) -> None:
+        """Send a BOOKMARK with the current resourceVersion to watches that allow them."""
+        with self.cond:
+            for s in self.streams:
+                if s.kind == "watch":
+                    s.bookmark = True
+            self.cond.notify_all()
+
+    def drop_connections(self, kind: str | None = None) -> int:
+        """Cut open streams (``"watch"``, ``"log"`` or all) mid-response, like a broken LB."""
+        with self.cond:
+            victims = [s for s in self.streams if kind is None or s.kind == kind]
+            for s in victims:
+                s.killed = True
+            self.cond.notify_all()
+        for s in victims:
+            try:
+                s.conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        return len(victims)
+
+    def inject_error(self, method: str, path_regex: str, code: int = 500, count: int = 1) -> None:
+        """Answer the next ``count`` matching requests with ``code`` (a Status body)."""
+        with self.cond:
+            self._errors.append((method.upper(), re.compile(path_regex), code, count))
+
+    def open_streams(self, kind: str | None = None) -> int:
+        with self.cond:
+            return sum(1 for s in self.streams if kind is None or s.kind == kind)
+
+    def wait_for_streams(self, kind: str, n: int = 1, timeout: float = 5.0) -> bool:
+        """Wait until at least ``n`` streams of ``kind`` are open (a client has (re)connected)."""
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while sum(1 for s in self.streams if s.kind == kind) < n:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.cond.wait(left)
+            return True
+
+    def requests_to(self, path_contains: str, **query: str) -> list[RequestRecord]:
+        """Requests whose path contains a string and whose query has the given values."""
+        with self.cond:
+            return [
+                r
+                for r in self.requests
+                if path_contains in r.path and all(r.query.get(k) == v for k, v in query.items())
+            ]
+
+    # ------------------------------------------------------------------ logs
+
+    def _log(self, namespace: str, pod: str, container: str) -> _ContainerLog:
+        return self.logs.setdefault((namespace, pod, container), _ContainerLog())
+
+    def append_log(
+        self, pod: str, container: str, *lines: str, namespace: str = "default", ts_ns: int | None = None
+    ) -> None:
+        """Append lines to a container's current log, stamped now (or at ``ts_ns``, +1 ns each)."""
+        with self.cond:
+            log = self._log(namespace, pod, container)
+            for i, line in enumerate(lines):
+                t = (ts_ns + i) if ts_ns is not None else time.time_ns()
+                if log.lines and t < log.lines[-1][0]:
+                    t = log.lines[-1][0]  # a container's log is in time order
+                log.lines.append((t, line.rstrip("\n")))
+            self.cond.notify_all()
+
+    def log_lines(
+        self, pod: str, container: str, namespace: str = "default", previous: bool = False
+    ) -> list[str]:
+        with self.cond:
+            log = self._log(namespace, pod, container)
+            src = log.previous if previous else log.lines
+            return [line for _, line in (src or [])]
+
+    def restart_container(
+        self, pod: str, container: str, namespace: str = "default", update_status: bool = True
+    ) -> None:
+        """The container exits and starts again: its log becomes ``previous``, follows end."""
+        with self.cond:
+            log = self._log(namespace, pod, container)
+            log.previous = log.lines
+            log.lines = []
+            log.generation += 1
+            self.cond.notify_all()
+        if update_status and (namespace, pod) in self.pods:
+
+            def bump(p: dict[str, Any]) -> None:
+                statuses = p.setdefault("status", {}).setdefault("containerStatuses", [])
+                for cs in statuses:
+                    if cs.get("name") == container:
+                        cs["restartCount"] = int(cs.get("restartCount", 0)) + 1
+                        cs["state"] = {"running": {"startedAt": rfc3339()}}
+                        break
+                else:
+                    statuses.append(
+                        {
+                            "name": container,
+                            "restartCount": 1,
+                            "ready": True,
+                            "state": {"running": {"startedAt": rfc3339()}},
+                        }
+                    )
+
+            self.modify_pod(pod, namespace, mutate=bump)
+
+
+# --------------------------------------------------------------------------- HTTP
+
+
+class _Handler(BaseHTTPRequestHandler):
+    cluster: FakeCluster
+    protocol_version = "HTTP/1.1"
+    server_version = "fake-kube-apiserver/0.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+        pass
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _send_json(self, code: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _status(self, code: int, message: str, reason: str | None = None) -> None:
+        reason = reason or {
+            400: "BadRequest",
+            404: "NotFound",
+            405: "MethodNotAllowed",
+            410: "Expired",
+            415: "UnsupportedMediaType",
+            500: "InternalError",
+        }.get(code, HTTPStatus(code).phrase.replace(" ", ""))
+        self._send_json(code, status_object(code, reason, message))
+
+    def _start_chunked(self, content_type: str) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+    def _chunk(self, data: bytes) -> None:
+        if data:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+    def _end_chunked(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
+
+    def _route(self, method: str) -> None:
+        parts = urlsplit(self.path)
+        path = unquote(parts.path)
+        query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+        rec = RequestRecord(method, path, query)
+        c = self.cluster
+        with c.cond:
+            c.requests.append(rec)
+            for i, (m, rx, code, left) in enumerate(c._errors):
+                if m == method and rx.search(path):
+                    if left <= 1:
+                        c._errors.pop(i)
+                    else:
+                        c._errors[i] = (m, rx, code, left - 1)
+                    rec.status = code
+                    break
+        if rec.status:
+            self._status(rec.status, f"injected error {rec.status}")
+            return
+        try:
+            rec.status = self._dispatch(method, path, query) or 200
+        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, OSError):
+            self.close_connection = True
+
+    def _dispatch(self, method: str, path: str, query: dict[str, str]) -> int | None:
+        m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)/log", path)
+        if m and method == "GET":
+            return self._pod_log(m.group(1), m.group(2), query)
+        m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)", path)
+        if m:
+            return self._pod(method, m.group(1), m.group(2))
+        m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods|/api/v1/pods", path)
+        if m and method == "GET":
+            ns = m.group(1)
+            if _truthy(query.get("watch")):
+                return self._watch(ns, query)
+            return self._list(ns, query)
+        if path in ("/healthz", "/readyz", "/livez"):
+            data = b"ok"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return 200
+        if path == "/version":
+            self._send_json(200, {"major": "1", "minor": "33", "gitVersion": "v1.33.0-fake"})
+            return 200
+        self._status(404, f"the server could not find the requested resource ({method} {path})")
+        return 404
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._route("GET")
+
+    def do_PATCH(self) -> None:  # noqa: N802
+        self._route("PATCH")
+
+    def do_DELETE(self) -> None:  # noqa: N802
+        self._route("DELETE")
+
+    # ------------------------------------------------------------------ pods
+
+    def _selectors(self, query: dict[str, str]) -> tuple[Selector, Selector] | None:
+        try:
+            return (
+                parse_label_selector(query.get("labelSelector", "")),
+                _parse_field_selector(query.get("fieldSelector", "")),
+            )
+        except ValueError as exc:
+            self._status(400, str(exc))
+            return None
+
+    @staticmethod
+    def _matches(pod: dict[str, Any] | None, ns: str | None, sel: tuple[Selector, Selector]) -> bool:
+        if pod is None:
+            return False
+        md = pod.get("metadata") or {}
+        if ns is not None and md.get("namespace") != ns:
+            return False
+        return sel[0](md.get("labels") or {}) and sel[1](_pod_fields(pod))
+
+    def _list(self, ns: str | None, query: dict[str, str]) -> int:
+        sel = self._selectors(query)
+        if sel is None:
+            return 400
+        c = self.cluster
+        start_after = ""
+        if query.get("continue"):
+            try:
+                tok = json.loads(base64.urlsafe_b64decode(query["continue"].encode()))
+                start_after, tok_rv = tok["start"], int(tok["rv"])
+            except (ValueError, KeyError):
+                self._status(400, "invalid continue token")
+                return 400
+            if tok_rv < c.compacted_rv:
+                self._status(410, "The provided continue parameter is too old", "Expired")
+                return 410
+        with c.cond:
+            items = sorted(
+                (copy.deepcopy(p) for p in c.pods.values() if self._matches(p, ns, sel)),
+                key=lambda p: (p["metadata"].get("namespace", ""), p["metadata"]["name"]),
+            )
+            rv = c.rv
+        items = [
+            p for p in items if f"{p['metadata'].get('namespace')}/{p['metadata']['name']}" > start_after
+        ]
+        meta: dict[str, Any] = {"resourceVersion": str(rv)}
+        limit = int(query.get("limit") or 0)
+        if limit and len(items) > limit:
+            items = items[:limit]
+            last = items[-1]["metadata"]
+            tok = {"rv": rv, "start": f"{last.get('namespace')}/{last['name']}"}
+            meta["continue"] = base64.urlsafe_b64encode(json.dumps(tok).encode()).decode()
+        for p in items:  # list items carry no kind/apiVersion, like the real server's
+            p.pop("kind", None)
+            p.pop("apiVersion", None)
+        self._send_json(200, {"kind": "PodList", "apiVersion": "v1", "metadata": meta, "items": items})
+        return 200
+
+    def _pod(self, method: str, ns: str, name: str) -> int:
+        c = self.cluster
+        if method == "GET":
+            with c.cond:
+                pod = copy.deepcopy(c.pods.get((ns, name)))
+            if pod is None:
+                self._status(404, f'pods "{name}" not found')
+                return 404
+            self._send_json(200, pod)
+            return 200
+        if method == "DELETE":
+            try:
+                pod = c.delete_pod(name, ns)
+            except KeyError:
+                self._status(404, f'pods "{name}" not found')
+                return 404
+            self._send_json(200, pod)
+            return 200
+        if method == "PATCH":
+            ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if ctype not in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
+                self._status(415, f"unsupported patch type {ctype!r}")
+                return 415
+            try:
+                patch = json.loads(body or b"{}")
+                pod = c.modify_pod(name, ns, patch=patch)
+            except KeyError:
+                self._status(404, f'pods "{name}" not found')
+                return 404
+            except ValueError as exc:
+                self._status(400, str(exc))
+                return 400
+            self._send_json(200, pod)
+            return 200
+        self._status(405, f"method {method} not allowed")
+        return 405
+
+    # ------------------------------------------------------------------ watch
+
+    def _register(self, kind: str) -> _Stream:
+        s = _Stream(kind, self.connection)
+        with self.cluster.cond:
+            self.cluster.streams.append(s)
+            self.cluster.cond.notify_all()
+        return s
+
+    def _unregister(self, s: _Stream) -> None:
+        with self.cluster.cond:
+            if s in self.cluster.streams:
+                self.cluster.streams.remove(s)
+            self.cluster.cond.notify_all()
+
+    def _watch(self, ns: str | None, query: dict[str, str]) -> int:
+        sel = self._selectors(query)
+        if sel is None:
+            return 400
+        c = self.cluster
+        rv_param = query.get("resourceVersion", "")
+        bookmarks = _truthy(query.get("allowWatchBookmarks"))
+        timeout = float(query.get("timeoutSeconds") or c.max_watch_seconds)
+        timeout = min(timeout, c.max_watch_seconds)
+        try:
+            from_rv = int(rv_param) if rv_param not in ("", "0") else None
+        except ValueError:
+            self._status(400, f"invalid resourceVersion {rv_param!r}")
+            return 400
+        gone = from_rv is not None and from_rv < c.compacted_rv
+        if gone and c.gone_mode == "http":
+            self._status(410, f"too old resource version: {from_rv} ({c.compacted_rv})", "Expired")
+            self.close_connection = True
+            return 410
+        self._start_chunked("application/json")
+        if gone:
+            err = status_object(410, "Expired", f"too old resource version: {from_rv} ({c.compacted_rv})")
+            self._chunk(json.dumps({"type": "ERROR", "object": err}).encode() + b"\n")
+            self._end_chunked()
+            return 200
+        stream = self._register("watch")
+        try:
+            with c.cond:
+                if from_rv is None:  # initial events: the current state as ADDED
+                    initial = [copy.deepcopy(p) for p in c.pods.values() if self._matches(p, ns, sel)]
+                    pos = c.rv
+                else:
+                    initial = []
+                    pos = from_rv
+            for p in initial:
+                self._chunk(json.dumps({"type": "ADDED", "object": p}).encode() + b"\n")
+            deadline = time.monotonic() + timeout
+            while True:
+                with c.cond:
+                    while True:
+                        if stream.killed or c._stopping:
+                            raise ConnectionAbortedError
+                        pending = [e for e in c.events if e.rv > pos]
+                        if pending or stream.expire or stream.bookmark:
+                            break
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            break
+                        c.cond.wait(min(left, 0.5))
+                    expire, stream.expire = stream.expire, False
+                    bookmark, stream.bookmark = stream.bookmark, False
+                    current_rv = c.rv
+                out: list[dict[str, Any]] = []
+                for e in pending:
+                    pos = e.rv
+                    was, now = self._matches(e.old, ns, sel), self._matches(e.new, ns, sel)
+                    if e.type == "DELETED":
+                        if was:
+                            out.append({"type": "DELETED", "object": e.new})
+                    elif was and now:
+                        out.append({"type": "MODIFIED", "object": e.new})
+                    elif now:
+                        out.append({"type": "ADDED", "object": e.new})
+                    elif was:
+                        out.append({"type": "DELETED", "object": e.new})
+                for ev in out:
+                    self._chunk(json.dumps(ev).encode() + b"\n")
+                if expire:
+                    err = status_object(410, "Expired", f"too old resource version: {pos} ({c.compacted_rv})")
+                    self._chunk(json.dumps({"type": "ERROR", "object": err}).encode() + b"\n")
+                    break
+                if bookmark and bookmarks:
+                    pos = max(pos, current_rv)
+                    bm = {"kind": "Pod", "apiVersion": "v1", "metadata": {"resourceVersion": str(pos)}}
+                    self._chunk(json.dumps({"type": "BOOKMARK", "object": bm}).encode() + b"\n")
+                if time.monotonic() >= deadline and not pending:
+                    break
+            self._end_chunked()
+        except ConnectionAbortedError:
+            self.close_connection = True
+        finally:
+            self._unregister(stream)
+        return 200
+
+    # ------------------------------------------------------------------ logs
+
+    def _pod_log(self, ns: str, name: str, query: dict[str, str]) -> int:
+        c = self.cluster
+        with c.cond:
+            pod = copy.deepcopy(c.pods.get((ns, name)))
+        if pod is None:
+            self._status(404, f'pods "{name}" not found')
+            return 404
+        names = [ct.get("name") for ct in (pod.get("spec") or {}).get("containers") or []]
+        container = query.get("container") or ""
+        if not container:
+            if len(names) != 1:
+                self._status(
+                    400,
+                    f"a container name must be specified for pod {name}, choose one of: [{' '.join(names)}]",
+                )
+                return 400
+            container = names[0]
+        elif container not in names:
+            self._status(400, f"container {container} is not valid for pod {name}")
+            return 400
+        follow = _truthy(query.get("follow"))
+        stamps = _truthy(query.get("timestamps"))
+        previous = _truthy(query.get("previous"))
+        since_ns: int | None = None
+        try:
+            if query.get("sinceTime"):
+                since_ns = _parse_time(query["sinceTime"])
+            elif query.get("sinceSeconds"):
+                since_ns = time.time_ns() - int(query["sinceSeconds"]) * 1_000_000_000
+            tail = int(query["tailLines"]) if query.get("tailLines") else None
+            limit_bytes = int(query["limitBytes"]) if query.get("limitBytes") else None
+        except ValueError as exc:
+            self._status(400, str(exc))
+            return 400
+        with c.cond:
+            log = c._log(ns, name, container)
+            if previous:
+                if log.previous is None:
+                    self._status(
+                        400, f'previous terminated container "{container}" in pod "{name}" not found'
+                    )
+                    return 400
+                lines = list(log.previous)
+                follow = False  # a terminated container's log does not grow
+            else:
+                lines = list(log.lines)
+            gen = log.generation
+        sent = len(lines)
+        if since_ns is not None:
+            lines = [ln for ln in lines if ln[0] >= since_ns]
+        if tail is not None:
+            lines = lines[-tail:] if tail > 0 else []
+        budget = [limit_bytes if limit_bytes is not None else -1]
+
+        def emit(batch: list[tuple[int, str]]) -> bool:
+            data = b"".join(
+                ((format_log_timestamp(t) + " ") if stamps else "").encode() + text.encode() + b"\n"
+                for t, text in batch
+            )
+            if budget[0] >= 0:
+                data = data[: budget[0]]
+                budget[0] -= len(data)
+            self._chunk(data)
+            return budget[0] != 0
+
+        self._start_chunked("text/plain")
+        stream = self._register("log") if follow else None
+        try:
+            more = emit(lines)
+            while follow and more:
+                with c.cond:
+                    while True:
+                        if stream is not None and (stream.killed or c._stopping):
+                            raise ConnectionAbortedError
+                        cur = c.logs.get((ns, name, container))
+                        if cur is None or cur.generation != gen:
+                            batch, ended = [], True  # container restarted or pod deleted
+                            break
+                        if len(cur.lines) > sent:
+                            batch, ended = cur.lines[sent:], False
+                            sent = len(cur.lines)
+                            break
+                        c.cond.wait(0.5)
+                if batch:
+                    more = emit(batch)
+                if ended:
+                    break
+            self._end_chunked()
+        except ConnectionAbortedError:
+            self.close_connection = True
+        finally:
+            if stream is not None:
+                self._unregister(stream)
+        return 200
+
+
+def iter_events(resp: Any) -> Iterator[dict[str, Any]]:
+    """Decode a raw watch response (urllib3) into event dicts: a convenience for tests."""
+    buf = b""
+    for chunk in resp.stream(amt=None, decode_content=False):
+        buf += chunk
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            if line.strip():
+                yield json.loads(line)
