@@ -16,9 +16,15 @@ from . import __version__
 
 #: subcommand name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "bridge": ("fma_otel.commands.bridge", "Build actuation traces from a capture (Pods + DPC/launcher logs)."),
+    "bridge": (
+        "fma_otel.commands.bridge",
+        "Build actuation traces from a capture (Pods + DPC/launcher logs).",
+    ),
     "show": ("fma_otel.commands.show", "Print a terminal waterfall of the traces in an OTLP JSON file."),
-    "capture": ("fma_otel.commands.capture", "Record Pods and logs of a live namespace into a capture directory."),
+    "capture": (
+        "fma_otel.commands.capture",
+        "Record Pods and logs of a live namespace into a capture directory.",
+    ),
     "watch": ("fma_otel.commands.watch", "Live bridge: watch a namespace and export each actuation once."),
     "slo": ("fma_otel.commands.slo", "Percentiles, hit rates and SLO verdicts from traces."),
     "report": ("fma_otel.commands.report", "Write a self-contained HTML report with plots and waterfalls."),

@@ -215,7 +215,9 @@ SPANS: tuple[SpanDef, ...] = (
         needs_launcher_data=True,
     ),
     SpanDef("fma.vllm.ready", None, "D.create.end", "D.serving", _CL_W, "fma.instance.ready"),
-    SpanDef("fma.vllm.wake", "T_wake", "D.wake.start", "D.wake.end", frozenset({HOT}), "fma.actuation", CLIENT),
+    SpanDef(
+        "fma.vllm.wake", "T_wake", "D.wake.start", "D.wake.end", frozenset({HOT}), "fma.actuation", CLIENT
+    ),
     SpanDef(
         "fma.readiness.relay",
         None,
@@ -338,7 +340,9 @@ def resource_attributes(service: str, extra: Mapping[str, Any] | None = None) ->
 # --------------------------------------------------------------------------- redaction
 
 REDACTED = "<redacted>"
-_SECRET_FLAG = re.compile(r"(--[A-Za-z0-9_-]*(?:key|token|secret|password|passwd|credential)[A-Za-z0-9_-]*)(=|\s+)(\S+)", re.I)
+_SECRET_FLAG = re.compile(
+    r"(--[A-Za-z0-9_-]*(?:key|token|secret|password|passwd|credential)[A-Za-z0-9_-]*)(=|\s+)(\S+)", re.I
+)
 
 
 def redact_options(options: str) -> str:

@@ -1,0 +1,174 @@
+"""The offline bridge: capture files -> correlator -> span trees.
+
+This is the pipeline behind ``fma-otel bridge`` (and the reference the live watcher is
+tested against): sources are read in a fixed order (Pods first, so the klog year can be
+resolved against Pod timestamps; then launcher logs; then the DPC log, streamed), every
+line is counted, and the result is a list of finished traces.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from . import model as M
+from .build import build_trace
+from .correlate import Actuation, Correlator
+from .facts import WANTED_MESSAGES
+from .sources.klog import iter_klog
+from .sources.launcher_log import iter_launcher_log
+from .sources.pods import iter_pod_events
+from .sources.records import SourceStats
+
+CAPTURE_PODS = "pods.json"
+CAPTURE_DPC = "dpc.log"
+CAPTURE_LAUNCHER_PREFIX = "launcher-"
+CAPTURE_LAUNCHER_SUFFIX = ".log"
+
+
+class InputError(Exception):
+    """An unusable argument or file: the CLI prints it on one line and exits 2."""
+
+
+@dataclass
+class BridgeInputs:
+    pods: list[str]
+    dpc_log: str | None
+    launcher_logs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class BridgeResult:
+    actuations: list[Actuation]
+    traces: list[list[M.SpanRecord]]
+    stats: list[SourceStats]
+
+    @property
+    def span_count(self) -> int:
+        return sum(len(t) for t in self.traces)
+
+
+def sample_dir() -> Path:
+    """The embedded sample capture shipped inside the package."""
+    return Path(str(resources.files("fma_otel") / "data" / "sample"))
+
+
+def inputs_from_capture(directory: str | os.PathLike[str]) -> BridgeInputs:
+    """A capture directory: ``pods.json``, ``dpc.log``, ``launcher-<pod>.log`` (docs/capture-format.md)."""
+    d = Path(directory)
+    if not d.is_dir():
+        raise InputError(f"{d}: not a capture directory")
+    pods = d / CAPTURE_PODS
+    if not pods.is_file():
+        raise InputError(f"{d}: capture directory has no {CAPTURE_PODS}")
+    dpc = d / CAPTURE_DPC
+    launchers = {
+        p.name[len(CAPTURE_LAUNCHER_PREFIX) : -len(CAPTURE_LAUNCHER_SUFFIX)]: str(p)
+        for p in sorted(d.glob(f"{CAPTURE_LAUNCHER_PREFIX}*{CAPTURE_LAUNCHER_SUFFIX}"))
+    }
+    return BridgeInputs([str(pods)], str(dpc) if dpc.is_file() else None, launchers)
+
+
+def _open(path: str):  # noqa: ANN202 - binary file object
+    try:
+        return open(path, "rb")
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory, expected a file") from None
+    except PermissionError:
+        raise InputError(f"{path}: permission denied") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+
+
+def check_readable(paths: Iterable[str]) -> None:
+    """Fail fast, before any work, on a missing or unreadable input."""
+    for p in paths:
+        _open(p).close()
+
+
+def run_bridge(
+    inputs: BridgeInputs,
+    *,
+    baseline_selector: Mapping[str, str] | None = None,
+    baseline_container: str | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> BridgeResult:
+    """Read every source, correlate, and build one finished trace per actuation."""
+    check_readable(
+        [*inputs.pods, *([inputs.dpc_log] if inputs.dpc_log else []), *inputs.launcher_logs.values()]
+    )
+    c = Correlator(baseline_selector=baseline_selector, baseline_container=baseline_container)
+    stats: list[SourceStats] = []
+    for path in inputs.pods:
+        st = SourceStats(path)
+        with _open(path) as fh:
+            n = 0
+            for ev in iter_pod_events(fh, st):
+                c.add_pod(ev)
+                n += 1
+        if n == 0 and st.read and not st.understood:
+            raise InputError(f"{path}: not Kubernetes Pod JSON (no Pod object found)")
+        stats.append(st)
+    for launcher, path in inputs.launcher_logs.items():
+        st = SourceStats(path)
+        c.mark_launcher_log(launcher)
+        with _open(path) as fh:
+            for rec in iter_launcher_log(fh, st):
+                c.add_launcher(launcher, rec)
+        _require_some(st, path, "a launcher log")
+        stats.append(st)
+    if inputs.dpc_log:
+        st = SourceStats(inputs.dpc_log)
+        with _open(inputs.dpc_log) as fh:
+            src = _ProgressReader(fh, progress) if progress else fh
+            for rec in iter_klog(src, st, messages=WANTED_MESSAGES):
+                try:
+                    c.add_dpc(rec)
+                except ValueError as exc:
+                    st.skip(rec.line_no, str(exc))
+                    st.understood -= 1
+        _require_some(st, inputs.dpc_log, "a klog (DPC) log")
+        stats.append(st)
+    acts = c.actuations()
+    return BridgeResult(acts, [build_trace(a) for a in acts], stats)
+
+
+def _require_some(st: SourceStats, path: str, what: str) -> None:
+    if st.read and not st.understood:
+        raise InputError(f"{path}: not {what} (none of its {st.read} lines could be read)")
+
+
+class _ProgressReader:
+    """Wraps a binary file to report bytes read (for a progress bar on long logs)."""
+
+    def __init__(self, fh, report: Callable[[int], None]) -> None:  # noqa: ANN001
+        self._fh, self._report = fh, report
+
+    def __iter__(self):  # noqa: ANN204
+        for line in self._fh:
+            self._report(len(line))
+            yield line
+
+    def __getattr__(self, name: str):  # noqa: ANN204
+        return getattr(self._fh, name)
+
+
+def summary(result: BridgeResult) -> str:
+    """The stderr summary: actuations per path, completeness, lines per source, spans."""
+    by_path: dict[str, list[int]] = {}
+    for a in result.actuations:
+        row = by_path.setdefault(a.path, [0, 0])
+        row[0 if a.complete else 1] += 1
+    lines = [f"actuations: {len(result.actuations)}"]
+    for path in sorted(by_path):
+        done, open_ = by_path[path]
+        lines.append(f"  {path:<14} complete {done:>5}  incomplete {open_:>5}")
+    for st in result.stats:
+        lines.append(f"source {st.name}: read {st.read}, understood {st.understood}, skipped {st.skipped}")
+    lines.append(f"spans: {result.span_count} in {len(result.traces)} traces")
+    return "\n".join(lines)

@@ -1,0 +1,82 @@
+"""Small pieces every subcommand shares: one-line errors, safe output files, progress.
+
+Why here: the brief asks for the same behaviour everywhere — a clear one-line error and
+exit 2 for unusable input, a clear error for a full or read-only disk, no traceback when
+the reader of a pipe goes away, and a progress bar only on a terminal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import sys
+from collections.abc import Callable, Iterator
+from typing import IO, NoReturn
+
+import click
+
+EXIT_USAGE = 2
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    """Print ``fma-otel: <message>`` on stderr and exit (2 by default)."""
+    ctx = click.get_current_context(silent=True)
+    name = ctx.command_path if ctx else "fma-otel"
+    click.echo(f"{name}: {message}", err=True)
+    sys.exit(code)
+
+
+def _describe_os_error(path: str, exc: OSError) -> str:
+    if exc.errno == errno.ENOSPC:
+        return f"{path}: no space left on device"
+    if exc.errno in (errno.EROFS,):
+        return f"{path}: read-only file system"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return f"{path}: permission denied"
+    if exc.errno == errno.ENOENT:
+        return f"{path}: directory does not exist"
+    if exc.errno == errno.EISDIR:
+        return f"{path}: is a directory"
+    return f"{path}: {exc.strerror or exc}"
+
+
+@contextlib.contextmanager
+def open_out(path: str) -> Iterator[IO[str]]:
+    """Open ``path`` for writing text ('-' is stdout); disk errors become one-line failures."""
+    if path == "-":
+        yield sys.stdout
+        sys.stdout.flush()
+        return
+    try:
+        fh = open(path, "w", encoding="utf-8")
+    except OSError as exc:
+        fail(f"cannot write {_describe_os_error(path, exc)}", 1)
+    try:
+        with fh:
+            yield fh
+    except OSError as exc:
+        fail(f"cannot write {_describe_os_error(path, exc)}", 1)
+
+
+@contextlib.contextmanager
+def byte_progress(label: str, total: int, quiet: bool) -> Iterator[Callable[[int], None] | None]:
+    """A progress bar over bytes on an interactive stderr for inputs over 32 MiB, else nothing."""
+    if quiet or total < 32 * 1024 * 1024 or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+
+    with Progress(
+        f"[bold]{label}[/]", BarColumn(), DownloadColumn(), TimeRemainingColumn(), transient=True
+    ) as bar:
+        task = bar.add_task(label, total=total)
+        pending = 0
+
+        def advance(n: int) -> None:
+            nonlocal pending
+            pending += n
+            if pending >= 1 << 20:
+                bar.advance(task, pending)
+                pending = 0
+
+        yield advance

@@ -1,0 +1,154 @@
+"""``fma-otel bridge``: capture files in, one OTLP trace per actuation out.
+
+The flags ``--pods --dpc-log --launcher-log NAME=FILE --baseline-selector --out`` are a
+contract.  Exit codes: 0 done; 1 ``--strict`` found skipped lines, or the OTLP export
+failed (the ``--out`` file is complete either way); 2 unusable arguments or files.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .. import bridge as B
+from ..podfacts import parse_selector
+from ..sinks.otlp_json import write_trace_line
+from ._common import fail, open_out
+
+
+@click.command(
+    "bridge",
+    help="Build actuation traces from a capture. With no inputs, uses the embedded sample capture.",
+)
+@click.argument("capture", required=False, type=click.Path())
+@click.option(
+    "--pods", "pods", multiple=True, type=click.Path(), help="Pod JSON: List, object or watch stream."
+)
+@click.option("--dpc-log", type=click.Path(), help="Dual-pods controller log (klog text).")
+@click.option(
+    "--launcher-log",
+    "launcher_logs",
+    multiple=True,
+    metavar="POD=FILE",
+    help="A launcher Pod's inference-server log (repeatable).",
+)
+@click.option(
+    "--baseline-selector", metavar="SEL", help="Label selector of baseline (no-FMA) vLLM Pods, e.g. app=vllm."
+)
+@click.option(
+    "--baseline-container", metavar="NAME", help="Main container of baseline Pods (default: the first)."
+)
+@click.option("--out", "out", type=click.Path(), help="Write OTLP JSON lines here ('-' for stdout).")
+@click.option(
+    "--otlp-endpoint", metavar="URL", help="Export over OTLP (else OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT)."
+)
+@click.option("--otlp-protocol", type=click.Choice(["grpc", "http/protobuf"]), help="OTLP protocol.")
+@click.option("--strict", is_flag=True, help="Fail (exit 1) naming file and line if any line was skipped.")
+@click.option("--quiet", "-q", is_flag=True, help="No summary or progress on stderr.")
+def command(
+    capture: str | None,
+    pods: tuple[str, ...],
+    dpc_log: str | None,
+    launcher_logs: tuple[str, ...],
+    baseline_selector: str | None,
+    baseline_container: str | None,
+    out: str | None,
+    otlp_endpoint: str | None,
+    otlp_protocol: str | None,
+    strict: bool,
+    quiet: bool,
+) -> None:
+    try:
+        selector = parse_selector(baseline_selector)
+    except ValueError as exc:
+        fail(str(exc))
+    try:
+        inputs = _inputs(capture, pods, dpc_log, launcher_logs, quiet)
+    except B.InputError as exc:
+        fail(str(exc))
+
+    from ..sinks import otlp_export
+
+    exporting = otlp_export.otlp_configured(otlp_endpoint)
+    if out is None and not exporting:
+        out = "-"
+    try:
+        result = _run(inputs, selector, baseline_container, quiet)
+    except B.InputError as exc:
+        fail(str(exc))
+
+    if out is not None:
+        with open_out(out) as fh:
+            for trace in result.traces:
+                write_trace_line(fh, trace)
+    failed = False
+    if exporting:
+        try:
+            sink = otlp_export.OtlpSink(endpoint=otlp_endpoint, protocol=otlp_protocol)
+            try:
+                for trace in result.traces:
+                    sink.export(trace)
+            finally:
+                sink.close()
+        except otlp_export.ExportError as exc:
+            click.echo(f"fma-otel bridge: export failed: {exc}", err=True)
+            failed = True
+    if not quiet:
+        click.echo(B.summary(result), err=True)
+    skipped = [(st.name, ln, why) for st in result.stats for ln, why in st.skipped_lines]
+    if strict and skipped:
+        for name, ln, why in skipped[:20]:
+            click.echo(f"{name}:{ln}: skipped: {why}", err=True)
+        total = sum(st.skipped for st in result.stats)
+        click.echo(f"fma-otel bridge: --strict: {total} line(s) skipped", err=True)
+        sys.exit(1)
+    if failed:
+        sys.exit(1)
+
+
+def _inputs(
+    capture: str | None,
+    pods: tuple[str, ...],
+    dpc_log: str | None,
+    launcher_logs: tuple[str, ...],
+    quiet: bool,
+) -> B.BridgeInputs:
+    if capture:
+        inputs = B.inputs_from_capture(capture)
+    elif pods or dpc_log:
+        inputs = B.BridgeInputs(list(pods), dpc_log)
+    else:
+        if not launcher_logs:
+            if not quiet:
+                click.echo(
+                    f"fma-otel bridge: no inputs given; using the embedded sample capture {B.sample_dir()}",
+                    err=True,
+                )
+            return B.inputs_from_capture(B.sample_dir())
+        raise B.InputError("--launcher-log needs --pods and --dpc-log (or a capture directory)")
+    if not inputs.pods:
+        raise B.InputError("--pods is required (or give a capture directory)")
+    for spec in launcher_logs:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            raise B.InputError(f"--launcher-log {spec!r}: expected POD_NAME=PATH")
+        inputs.launcher_logs[name] = path
+    return inputs
+
+
+def _run(inputs: B.BridgeInputs, selector, container, quiet: bool) -> B.BridgeResult:  # noqa: ANN001
+    from ._common import byte_progress
+
+    total = 0
+    if inputs.dpc_log:
+        import os
+
+        try:
+            total = os.path.getsize(inputs.dpc_log)
+        except OSError:
+            total = 0
+    with byte_progress("bridge", total, quiet) as advance:
+        return B.run_bridge(
+            inputs, baseline_selector=selector, baseline_container=container, progress=advance
+        )

@@ -1,0 +1,471 @@
+"""Correlate: facts from Pods and logs -> actuations, each with the instants it knows.
+
+One engine for both the offline bridge and the live watcher: it is fed Pods, DPC lines and
+launcher lines in any order and can be asked, at any time, which actuations exist and which
+are finished.  Nothing here is order-sensitive: facts are kept per requester and the
+actuation is assembled on demand, so a replay of the same capture in another order gives
+the same actuations (the replay tests check this).
+
+Rounds: a requester that is unbound (DPC "Unbound server-providing Pod") and bound again is
+actuated again; round ``k`` (from 1) has the key ``uid`` (k=1) or ``uid/k``, and its window
+runs from the previous unbind to the next one.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import facts as F
+from . import model as M
+from . import podfacts as P
+from .facts import DpcFact, LauncherFact
+from .sources.pods import PodStore
+from .sources.records import KlogRecord, LauncherRecord, PodEvent
+from .timeutil import civil_to_ns, year_of_ns
+
+INF = 1 << 62
+#: how far a launcher's log may be from the DPC's clock and still be paired with its call
+LAUNCHER_PAIR_WINDOW_NS = 60 * M.S
+#: cap of successful /is_sleeping answers kept per requester (bounded memory on long logs)
+MAX_QUERIES = 64
+
+
+@dataclass(frozen=True)
+class Actuation:
+    """One actuation as the builder needs it: identity, path, instants, attributes."""
+
+    key: str
+    round: int
+    path: str
+    complete: bool
+    instants: Mapping[str, M.Instant]
+    attributes: Mapping[str, Any]
+    missing: tuple[str, ...] = ()
+    dpc_actuation_secs: float | None = None
+    has_launcher_data: bool = False
+
+    @property
+    def trace_id(self) -> str:
+        return M.trace_id_for(self.key)
+
+    @property
+    def last_ns(self) -> int:
+        return max((i.t_ns for i in self.instants.values()), default=0)
+
+
+@dataclass
+class _PodTrack:
+    """Everything seen of one Pod across versions: Ready transitions are kept as a set."""
+
+    ready_true: set[int] = field(default_factory=set)
+    updated_wall_ns: int = 0
+
+
+class YearResolver:
+    """klog prints no year: take it from a ``--timestamps`` prefix, else nearest Pod time."""
+
+    def __init__(self) -> None:
+        self._refs: list[int] = []
+        self._cache: dict[tuple[int, int], int] = {}
+
+    def add_reference(self, t_ns: int | None) -> None:
+        if t_ns is None:
+            return
+        bisect.insort(self._refs, t_ns)
+        self._cache.clear()
+
+    def resolve(self, rec: KlogRecord) -> int:
+        if rec.prefix_ns is not None:
+            year = year_of_ns(rec.prefix_ns)
+            # the prefix is read after the line was written: December line, January prefix
+            if rec.month == 12 and _month_of(rec.prefix_ns) == 1:
+                year -= 1
+            return civil_to_ns(year, rec.month, rec.day, rec.tod_us)
+        key = (rec.month, rec.day)
+        year = self._cache.get(key)
+        if year is None:
+            year = self._nearest_year(rec)
+            self._cache[key] = year
+        return civil_to_ns(year, rec.month, rec.day, rec.tod_us)
+
+    def _nearest_year(self, rec: KlogRecord) -> int:
+        if not self._refs:
+            import time
+
+            return time.gmtime().tm_year
+        years = {year_of_ns(self._refs[0]), year_of_ns(self._refs[-1])}
+        best: tuple[int, int] | None = None
+        for y0 in years:
+            for y in (y0 - 1, y0, y0 + 1):
+                try:
+                    t = civil_to_ns(y, rec.month, rec.day, rec.tod_us)
+                except (ValueError, OverflowError):
+                    continue
+                i = bisect.bisect_left(self._refs, t)
+                d = min(abs(self._refs[j] - t) for j in (i - 1, i) if 0 <= j < len(self._refs))
+                if best is None or d < best[0] or (d == best[0] and y > best[1]):
+                    best = (d, y)
+        return best[1] if best else year_of_ns(self._refs[-1])
+
+
+def _month_of(ns: int) -> int:
+    import time
+
+    return time.gmtime(ns // M.S).tm_mon
+
+
+class Correlator:
+    """Feed Pods, DPC records and launcher records; ask for actuations."""
+
+    def __init__(
+        self,
+        *,
+        baseline_selector: Mapping[str, str] | None = None,
+        baseline_container: str | None = None,
+        clock_ns: Any = None,
+    ) -> None:
+        import time
+
+        self.baseline_selector = dict(baseline_selector) if baseline_selector else None
+        self.baseline_container = baseline_container
+        self._clock = clock_ns or time.time_ns
+        self.store = PodStore()
+        self._tracks: dict[str, _PodTrack] = {}
+        self._dpc: dict[str, list[DpcFact]] = {}
+        self._launcher: dict[tuple[str, str], list[LauncherFact]] = {}
+        self._launchers_with_logs: set[str] = set()
+        self._updated: dict[str, int] = {}  # requester uid or name-key -> wall ns of last fact
+        self.years = YearResolver()
+        self._evicted: OrderedDict[str, None] = OrderedDict()
+        self.dpc_errors = 0
+
+    # ------------------------------------------------------------------ feeding
+
+    def add_pod(self, ev: PodEvent) -> None:
+        pod = ev.pod
+        u = P.uid(pod)
+        if not u:
+            return
+        self.store.add(ev)
+        track = self._tracks.setdefault(u, _PodTrack())
+        ready = P.condition_true_ns(pod, "Ready")
+        if ready is not None:
+            track.ready_true.add(ready)
+        track.updated_wall_ns = self._clock()
+        self._updated[u] = track.updated_wall_ns
+        self.years.add_reference(P.created_ns(pod))
+
+    def add_dpc(self, rec: KlogRecord) -> DpcFact | None:
+        """Add one DPC line; returns its fact.  Raises ``ValueError`` for a malformed wanted line."""
+        if rec.msg not in F.MESSAGES:
+            return None
+        fact = F.dpc_fact(rec, self.years.resolve(rec))
+        if fact is None:
+            return None
+        key = fact.uid or (f"name:{fact.name}" if fact.name else None)
+        if key is None:
+            return fact
+        if fact.kind == F.SLEEP_QUERY and not self._keep_query(key, fact):
+            return fact
+        self._dpc.setdefault(key, []).append(fact)
+        self._updated[key] = self._clock()
+        return fact
+
+    def add_launcher(self, launcher: str, rec: LauncherRecord) -> LauncherFact | None:
+        self._launchers_with_logs.add(launcher)
+        fact = F.launcher_fact(launcher, rec)
+        if fact is not None:
+            self._launcher.setdefault((launcher, fact.instance_id), []).append(fact)
+        return fact
+
+    def mark_launcher_log(self, launcher: str) -> None:
+        """Say that a launcher's log is part of the input even if it holds no create."""
+        self._launchers_with_logs.add(launcher)
+
+    def _keep_query(self, key: str, q: DpcFact) -> bool:
+        """Keep only the first successful /is_sleeping answer after each create call."""
+        if not q.ok:
+            return False
+        facts = self._dpc.get(key, ())
+        creates = [f.end_ns for f in facts if f.kind == F.CREATE and f.ok and f.end_ns <= q.start_ns]
+        if creates:
+            last = max(creates)
+            if any(f.kind == F.SLEEP_QUERY and last <= f.start_ns <= q.start_ns for f in facts):
+                return False
+        return sum(1 for f in facts if f.kind == F.SLEEP_QUERY) < MAX_QUERIES
+
+    # ------------------------------------------------------------------ asking
+
+    def requesters(self) -> list[dict[str, Any]]:
+        return [
+            p
+            for p in self.store.pods()
+            if P.role(p, self.baseline_selector) in (P.ROLE_REQUESTER, P.ROLE_BASELINE)
+        ]
+
+    def actuations(self) -> list[Actuation]:
+        """Every actuation the data shows, complete or not, ordered by requester creation."""
+        out: list[Actuation] = []
+        for pod in sorted(self.requesters(), key=lambda p: (P.created_ns(p) or 0, P.name(p) or "")):
+            for act in self._actuations_of(pod):
+                if act.key not in self._evicted:
+                    out.append(act)
+        return out
+
+    def finished(self, now_ns: int, grace_ns: int, incomplete_after_ns: int) -> list[Actuation]:
+        """Actuations ready to emit live: complete and quiet for ``grace_ns``, or too old.
+
+        A complete FMA actuation waits for the relay line too, but no longer than 30 s past
+        its requester's Ready (the line may be missing, as FMA #583 saw).
+        """
+        out = []
+        for act in self.actuations():
+            uid = act.attributes.get(M.A_REQ_UID, "")
+            quiet = now_ns - max(
+                self._updated.get(uid, 0), self._updated.get(f"name:{act.attributes.get(M.A_REQ_NAME)}", 0)
+            )
+            if act.complete:
+                relayed = "D.relayed" in act.instants or act.path not in M.FMA_PATHS
+                if quiet >= grace_ns and (relayed or quiet >= max(grace_ns, 30 * M.S)):
+                    out.append(act)
+            else:
+                began = act.instants.get("R.created")
+                if began is not None and now_ns - began.t_ns >= incomplete_after_ns and quiet >= grace_ns:
+                    out.append(act)
+        return out
+
+    def evict(self, key: str) -> None:
+        """Forget an emitted actuation (memory stays bounded by open actuations)."""
+        self._evicted[key] = None
+        while len(self._evicted) > 200_000:
+            self._evicted.popitem(last=False)
+        uid = key.split("/", 1)[0]
+        pod = self.store.get(uid)
+        if pod is None:
+            return
+        # drop everything once every round of this requester has been emitted
+        rounds = self._rounds(uid, P.name(pod))
+        if all(M.actuation_key(uid, i + 1) in self._evicted for i in range(len(rounds))):
+            self._dpc.pop(uid, None)
+            self._dpc.pop(f"name:{P.name(pod)}", None)
+
+    def forget_pod(self, uid: str) -> None:
+        """Drop a deleted Pod whose actuations were all emitted."""
+        self.store.remove(uid) if hasattr(self.store, "remove") else None
+        self._tracks.pop(uid, None)
+        self._updated.pop(uid, None)
+
+    # ------------------------------------------------------------------ assembly
+
+    def _facts_for(self, uid: str, name: str | None) -> list[DpcFact]:
+        facts = list(self._dpc.get(uid, ()))
+        if name:
+            facts.extend(self._dpc.get(f"name:{name}", ()))
+        facts.sort(key=lambda f: (f.t_ns, f.line_no))
+        return facts
+
+    def _rounds(self, uid: str, name: str | None) -> list[tuple[int, int, list[DpcFact]]]:
+        """Split a requester's facts at each unbind: [(window_start, window_end, facts)]."""
+        facts = self._facts_for(uid, name)
+        rounds: list[tuple[int, int, list[DpcFact]]] = []
+        start, cur = -INF, []
+        for f in facts:
+            if f.kind == F.UNBOUND:
+                rounds.append((start, f.t_ns, cur))
+                start, cur = f.t_ns, []
+            else:
+                cur.append(f)
+        rounds.append((start, INF, cur))
+        # a round after an unbind exists only if something happened in it
+        return [r for i, r in enumerate(rounds) if i == 0 or any(f.kind != F.UNBOUND for f in r[2])]
+
+    def _actuations_of(self, pod: dict[str, Any]) -> list[Actuation]:
+        uid = P.uid(pod) or ""
+        name = P.name(pod)
+        role = P.role(pod, self.baseline_selector)
+        if role == P.ROLE_BASELINE:
+            return [self._assemble(pod, 1, -INF, INF, [], baseline=True)]
+        return [
+            self._assemble(pod, i + 1, lo, hi, fs) for i, (lo, hi, fs) in enumerate(self._rounds(uid, name))
+        ]
+
+    def _assemble(
+        self, pod: dict[str, Any], rnd: int, lo: int, hi: int, fs: list[DpcFact], baseline: bool = False
+    ) -> Actuation:
+        uid = P.uid(pod) or ""
+        inst: dict[str, M.Instant] = {}
+
+        def put(name: str, t: int | None, source: str) -> None:
+            if t is not None:
+                d = M.INSTANTS[name]
+                inst[name] = M.Instant(t, d.precision_ns, source, d.service)
+
+        container = self.baseline_container if baseline else P.REQUESTER_CONTAINER
+        put("R.created", P.created_ns(pod), "k8s:creationTimestamp")
+        put("R.scheduled", P.condition_true_ns(pod, "PodScheduled"), "k8s:PodScheduled")
+        put("R.started", P.container_started_ns(pod, container), "k8s:startedAt")
+        track = self._tracks.get(uid)
+        lo_s = lo - lo % M.S if lo > -INF else -INF
+        readies = sorted(t for t in (track.ready_true if track else ()) if lo_s <= t < hi)
+        put("R.ready", readies[0] if readies else None, "k8s:Ready")
+
+        first = _first_by(fs)
+        bound = first(F.BOUND_COLD) or first(F.BOUND)
+        create = first(F.CREATE, ok=True)
+        wake = first(F.WAKE, ok=True)
+        relayed = first(F.RELAYED)
+        observed = first(F.OBSERVED)
+        if bound:
+            put(
+                "D.bound",
+                bound.t_ns,
+                "dpc:"
+                + (
+                    "Created launcher-based server-providing pod"
+                    if bound.kind == F.BOUND_COLD
+                    else "Bound server-providing Pod"
+                ),
+            )
+        if create:
+            put("D.create.start", create.start_ns, "dpc:HTTP call done/create_instance")
+            put("D.create.end", create.end_ns, "dpc:HTTP call done/create_instance")
+            serving = [f for f in fs if f.kind == F.SLEEP_QUERY and f.ok and f.start_ns >= create.end_ns]
+            if serving:
+                put(
+                    "D.serving",
+                    min(serving, key=lambda f: f.start_ns).end_ns,
+                    "dpc:HTTP call done/query_sleeping",
+                )
+        if wake:
+            put("D.wake.start", wake.start_ns, "dpc:HTTP call done/wake")
+            put("D.wake.end", wake.end_ns, "dpc:HTTP call done/wake")
+        if relayed:
+            put("D.relayed", relayed.t_ns, "dpc:Successfully relayed the readiness")
+
+        # path: what the DPC did in this round, then what it said, then its hints
+        if baseline:
+            path = M.COLD_NO_FMA
+        elif bound and bound.kind == F.BOUND_COLD:
+            path = M.COLD_LAUNCHER
+        elif create:
+            path = M.WARM
+        elif wake:
+            path = M.HOT
+        elif observed and observed.path_label in M.DPC_PATH_LABELS:
+            path = M.DPC_PATH_LABELS[observed.path_label]
+        elif first(F.HINT_HOT):
+            path = M.HOT
+        elif first(F.HINT_WARM):
+            path = M.WARM
+        else:
+            path = M.UNKNOWN
+
+        labels = P.labels(pod)
+        launcher = next((f.launcher for f in (bound, create, wake, relayed) if f and f.launcher), None)
+        if launcher is None and not baseline:
+            launcher = labels.get(P.L_DUAL)
+        instance = next((f.instance_id for f in (bound, create, wake, relayed) if f and f.instance_id), None)
+        if instance is None and not baseline:
+            instance = labels.get(P.L_INSTANCE)
+        lpod = self._launcher_pod(launcher) if launcher else None
+        if lpod is not None and path == M.COLD_LAUNCHER:
+            put("L.created", P.created_ns(lpod), "k8s:creationTimestamp")
+            put("L.scheduled", P.condition_true_ns(lpod, "PodScheduled"), "k8s:PodScheduled")
+            ltrack = self._tracks.get(P.uid(lpod) or "")
+            lready = sorted(ltrack.ready_true) if ltrack else []
+            cut = create.start_ns if create else INF
+            before = [t for t in lready if t <= cut]
+            put("L.ready", before[-1] if before else (lready[0] if lready else None), "k8s:Ready")
+
+        has_launcher_data = bool(launcher and launcher in self._launchers_with_logs)
+        if has_launcher_data and instance and path in (M.COLD_LAUNCHER, M.WARM):
+            anchor = create.start_ns if create else (bound.t_ns if bound else None)
+            self._pair_launcher(launcher, instance, anchor, put)
+
+        attrs: dict[str, Any] = {
+            M.A_PATH: path,
+            M.A_NAMESPACE: P.namespace(pod) or "",
+            M.A_REQ_NAME: P.name(pod) or "",
+            M.A_REQ_UID: uid,
+        }
+        if launcher:
+            attrs[M.A_LAUNCHER] = launcher
+        if instance:
+            attrs[M.A_INSTANCE] = instance
+        isc = P.annotations(pod).get(P.A_ISC_CONFIG) or next((f.isc_name for f in fs if f.isc_name), None)
+        if isc and not baseline:
+            attrs[M.A_ISC] = isc
+        node = P.node_name(pod)
+        if node:
+            attrs[M.A_NODE] = node
+        if path == M.WARM:
+            attrs[M.A_DELETED] = sum(1 for f in fs if f.kind == F.RECLAIM)
+
+        complete = "R.ready" in inst
+        missing = tuple(n for n in _expected_instants(path, has_launcher_data) if n not in inst)
+        return Actuation(
+            key=M.actuation_key(uid, rnd),
+            round=rnd,
+            path=path,
+            complete=complete,
+            instants=inst,
+            attributes=attrs,
+            missing=missing,
+            dpc_actuation_secs=observed.secs if observed else None,
+            has_launcher_data=has_launcher_data,
+        )
+
+    def _launcher_pod(self, launcher_name: str) -> dict[str, Any] | None:
+        found = None
+        for p in self.store.pods():
+            if P.name(p) == launcher_name and P.role(p, None) == P.ROLE_LAUNCHER:
+                if found is None or (P.created_ns(p) or 0) > (P.created_ns(found) or 0):
+                    found = p
+        return found
+
+    def _pair_launcher(self, launcher: str, instance: str, anchor: int | None, put: Any) -> None:
+        """The launcher's receipt nearest the DPC's call, then the PUT response after it."""
+        facts = self._launcher.get((launcher, instance), [])
+        receipts = [f for f in facts if f.kind == "receipt"]
+        if not receipts or anchor is None:
+            return
+        receipt = min(receipts, key=lambda f: abs(f.t_ns - anchor))
+        if abs(receipt.t_ns - anchor) > LAUNCHER_PAIR_WINDOW_NS:
+            return
+        put("X.receipt", receipt.t_ns, "launcher:log")
+        responses = [
+            f
+            for f in facts
+            if f.kind == "response" and receipt.t_ns <= f.t_ns <= receipt.t_ns + LAUNCHER_PAIR_WINDOW_NS
+        ]
+        if responses:
+            put("X.response", min(responses, key=lambda f: f.t_ns).t_ns, "launcher:log")
+
+
+def _first_by(fs: list[DpcFact]) -> Any:
+    def first(kind: str, ok: bool | None = None) -> DpcFact | None:
+        best = None
+        for f in fs:
+            if f.kind != kind or (ok is not None and f.ok != ok):
+                continue
+            t = f.start_ns if f.start_ns is not None else f.t_ns
+            if best is None or t < (best.start_ns if best.start_ns is not None else best.t_ns):
+                best = f
+        return best
+
+    return first
+
+
+def _expected_instants(path: str, launcher_data: bool) -> list[str]:
+    names: list[str] = []
+    for d in M.SPANS:
+        if path not in d.paths or (d.needs_launcher_data and not launcher_data):
+            continue
+        for n in (d.start_instant(path), d.end_instant(path)):
+            if n and n not in names:
+                names.append(n)
+    return names

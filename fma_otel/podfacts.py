@@ -1,0 +1,157 @@
+"""What a Pod object says about an actuation: roles, links and second-precision instants.
+
+Pure accessors over raw Pod JSON (``dict``), so they work the same on ``kubectl get -o
+json`` output, watch-stream objects and the live watcher's raw API answers.  Kubernetes
+truncates these timestamps to whole seconds, which is why every instant taken here has a
+precision of one second.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .timeutil import parse_rfc3339_ns
+
+A_ISC_CONFIG = "dual-pods.llm-d.ai/inference-server-config"
+A_REQUESTER = "dual-pods.llm-d.ai/requester"
+L_DUAL = "dual-pods.llm-d.ai/dual"
+L_INSTANCE = "dual-pods.llm-d.ai/instance"
+L_LAUNCHER_CONFIG = "dual-pods.llm-d.ai/launcher-config-name"
+A_INSTANCE_ID = "dual-pods.llm-d.ai/instance-id"
+REQUESTER_CONTAINER = "inference-server"
+
+ROLE_REQUESTER = "requester"
+ROLE_LAUNCHER = "launcher"
+ROLE_BASELINE = "baseline"
+
+
+def meta(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    m = pod.get("metadata")
+    return m if isinstance(m, dict) else {}
+
+
+def labels(pod: Mapping[str, Any]) -> Mapping[str, str]:
+    v = meta(pod).get("labels")
+    return v if isinstance(v, dict) else {}
+
+
+def annotations(pod: Mapping[str, Any]) -> Mapping[str, str]:
+    v = meta(pod).get("annotations")
+    return v if isinstance(v, dict) else {}
+
+
+def uid(pod: Mapping[str, Any]) -> str | None:
+    v = meta(pod).get("uid")
+    return str(v) if v else None
+
+
+def name(pod: Mapping[str, Any]) -> str | None:
+    v = meta(pod).get("name")
+    return str(v) if v else None
+
+
+def namespace(pod: Mapping[str, Any]) -> str | None:
+    v = meta(pod).get("namespace")
+    return str(v) if v else None
+
+
+def node_name(pod: Mapping[str, Any]) -> str | None:
+    spec = pod.get("spec")
+    v = spec.get("nodeName") if isinstance(spec, dict) else None
+    return str(v) if v else None
+
+
+def parse_selector(text: str | None) -> dict[str, str] | None:
+    """``app=vllm,tier=x`` -> dict (equality selectors only, which is what users pass here)."""
+    if not text:
+        return None
+    out: dict[str, str] = {}
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "==" in part:
+            k, v = part.split("==", 1)
+        elif "=" in part:
+            k, v = part.split("=", 1)
+        else:
+            raise ValueError(f"baseline selector {text!r}: only key=value terms are supported")
+        out[k.strip()] = v.strip()
+    return out
+
+
+def role(pod: Mapping[str, Any], baseline_selector: Mapping[str, str] | None) -> str | None:
+    """Requester (ISC annotation), launcher (launcher-config label), baseline (selector)."""
+    if A_ISC_CONFIG in annotations(pod):
+        return ROLE_REQUESTER
+    lab = labels(pod)
+    if L_LAUNCHER_CONFIG in lab:
+        return ROLE_LAUNCHER
+    if baseline_selector and all(lab.get(k) == v for k, v in baseline_selector.items()):
+        return ROLE_BASELINE
+    return None
+
+
+def _ts(value: Any) -> int | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return parse_rfc3339_ns(value)
+    except ValueError:
+        return None
+
+
+def created_ns(pod: Mapping[str, Any]) -> int | None:
+    return _ts(meta(pod).get("creationTimestamp"))
+
+
+def condition_true_ns(pod: Mapping[str, Any], ctype: str) -> int | None:
+    """``lastTransitionTime`` of condition ``ctype`` when its status is True."""
+    status = pod.get("status")
+    conds = status.get("conditions") if isinstance(status, dict) else None
+    for c in conds or ():
+        if isinstance(c, dict) and c.get("type") == ctype and c.get("status") == "True":
+            return _ts(c.get("lastTransitionTime"))
+    return None
+
+
+def container_started_ns(pod: Mapping[str, Any], container: str | None) -> int | None:
+    """``state.running.startedAt`` of the named container (or the first one if ``None``)."""
+    status = pod.get("status")
+    statuses = status.get("containerStatuses") if isinstance(status, dict) else None
+    if not statuses:
+        return None
+    chosen = None
+    if container is None:
+        spec = pod.get("spec")
+        containers = spec.get("containers") if isinstance(spec, dict) else None
+        first = containers[0].get("name") if containers and isinstance(containers[0], dict) else None
+        for cs in statuses:
+            if isinstance(cs, dict) and (first is None or cs.get("name") == first):
+                chosen = cs
+                break
+    else:
+        for cs in statuses:
+            if isinstance(cs, dict) and cs.get("name") == container:
+                chosen = cs
+                break
+    if not chosen:
+        return None
+    state = chosen.get("state")
+    running = state.get("running") if isinstance(state, dict) else None
+    return _ts(running.get("startedAt")) if isinstance(running, dict) else None
+
+
+def requester_link(pod: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """A launcher's binding record: annotation ``"<requesterUID> <requesterName>"``."""
+    raw = annotations(pod).get(A_REQUESTER)
+    if not raw:
+        return (None, None)
+    parts = str(raw).split(" ", 1)
+    return (parts[0] or None, parts[1] if len(parts) > 1 else None)
+
+
+def resource_version(pod: Mapping[str, Any]) -> str | None:
+    v = meta(pod).get("resourceVersion")
+    return str(v) if v is not None else None
