@@ -1,0 +1,419 @@
+"""Export finished spans over OTLP with the official OpenTelemetry exporters.
+
+The bridge builds spans after the fact, with ids derived from the actuation (see the span
+model), so they cannot go through a ``Tracer`` (which would mint random ids and take the
+time now).  Instead each :class:`~fma_otel.model.SpanRecord` becomes a ``ReadableSpan``
+with its own ids and times, and is handed straight to the SDK's ``OTLPSpanExporter``: the
+wire format, TLS, headers and retries stay the SDK's, so whatever a collector accepts from
+an instrumented service it accepts from us.
+
+Configuration, most specific first:
+
+- endpoint: the ``endpoint`` argument, then ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` (used
+  as-is), then ``OTEL_EXPORTER_OTLP_ENDPOINT`` (a base URL: ``/v1/traces`` is appended
+  for HTTP).  An explicit ``endpoint`` for HTTP is treated like the base URL when it has
+  no path (``http://collector:4318``) and used as-is when it has one.
+- protocol: the ``protocol`` argument, then ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL``, then
+  ``OTEL_EXPORTER_OTLP_PROTOCOL``; otherwise ``grpc`` when the endpoint's port is 4317 (the
+  well-known OTLP/gRPC port: sending protobuf-over-HTTP there would only give an opaque
+  error) and ``http/protobuf`` in every other case, the default the OpenTelemetry
+  specification gives SDKs.  ``http/json`` is not offered by the Python exporters and is
+  refused with a clear message.
+- headers: ``OTEL_EXPORTER_OTLP_TRACES_HEADERS`` or ``OTEL_EXPORTER_OTLP_HEADERS``, with
+  the ``headers`` argument layered on top (keys lowercased, as gRPC metadata requires).
+- TLS: ``https://`` is secure, ``http://`` is plaintext (also for gRPC); certificates come
+  from ``OTEL_EXPORTER_OTLP_[TRACES_]CERTIFICATE`` and friends, read by the SDK itself.
+
+Failure is loud and bounded: the SDK exporters retry transient errors with exponential
+backoff, up to their ``timeout``; we give them ``timeout_s`` per batch and also run each
+batch in a worker thread that we stop waiting for shortly after, so a receiver that is
+down, refusing or hanging turns into one :class:`ExportError` within about ``timeout_s``,
+never a silent drop and never a hang.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import urlparse
+
+from .. import __version__
+from ..model import STATUS_ERROR, STATUS_OK, SpanRecord, resource_attributes
+from .otlp_json import SCOPE_NAME
+
+GRPC = "grpc"
+HTTP_PROTOBUF = "http/protobuf"
+PROTOCOLS = (GRPC, HTTP_PROTOBUF)
+GRPC_PORT = 4317
+#: Spans per request: far below the exporters' 64 MiB request cap even with big attributes.
+BATCH_SIZE = 512
+#: Extra wall time granted to the SDK past ``timeout_s`` before we stop waiting.
+_GRACE_S = 2.0
+
+ENV_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
+ENV_TRACES_ENDPOINT = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+ENV_PROTOCOL = "OTEL_EXPORTER_OTLP_PROTOCOL"
+ENV_TRACES_PROTOCOL = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+ENV_HEADERS = "OTEL_EXPORTER_OTLP_HEADERS"
+ENV_TRACES_HEADERS = "OTEL_EXPORTER_OTLP_TRACES_HEADERS"
+
+
+class ExportError(RuntimeError):
+    """Spans could not be delivered (or the export is misconfigured); message is one line."""
+
+
+def otlp_configured(endpoint_flag: str | None) -> bool:
+    """Whether the CLI should export over OTLP: a flag was given or the standard env is set.
+
+    Only the endpoint variables count: a protocol or headers variable alone (common in
+    shells that also run instrumented apps) must not make the bridge start exporting.
+    """
+    if endpoint_flag:
+        return True
+    return bool(os.environ.get(ENV_TRACES_ENDPOINT) or os.environ.get(ENV_ENDPOINT))
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+def _env(*names: str) -> str | None:
+    for name in names:
+        value = os.environ.get(name, "").strip()
+        if value:
+            return value
+    return None
+
+
+def resolve_protocol(protocol: str | None, endpoint: str | None) -> str:
+    """The OTLP protocol to use; see the module docstring for the order of precedence."""
+    chosen = protocol or _env(ENV_TRACES_PROTOCOL, ENV_PROTOCOL)
+    if chosen:
+        chosen = chosen.strip().lower()
+        if chosen == "http":  # a common shorthand
+            chosen = HTTP_PROTOBUF
+        if chosen not in PROTOCOLS:
+            raise ExportError(
+                f"unsupported OTLP protocol {chosen!r}: use one of {', '.join(PROTOCOLS)}"
+                + (" (http/json is not offered by the Python exporters)" if chosen == "http/json" else "")
+            )
+        return chosen
+    if endpoint:
+        try:
+            port = urlparse(endpoint if "://" in endpoint else f"//{endpoint}").port
+        except ValueError:
+            port = None
+        if port == GRPC_PORT:
+            return GRPC
+    return HTTP_PROTOBUF
+
+
+def resolve_endpoint(endpoint: str | None, protocol: str) -> str:
+    """The URL (HTTP) or ``scheme://host:port`` (gRPC) to send to."""
+    if endpoint:
+        url = endpoint.strip()
+        append = urlparse(url).path in ("", "/")  # a bare host means the base URL
+    elif traces := _env(ENV_TRACES_ENDPOINT):
+        url, append = traces, False  # the signal-specific variable is the full URL
+    elif generic := _env(ENV_ENDPOINT):
+        url, append = generic, True  # the generic variable is always a base URL
+    else:
+        url, append = ("http://localhost:4317" if protocol == GRPC else "http://localhost:4318"), True
+    if protocol == GRPC:
+        return url
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise ExportError(f"OTLP/HTTP endpoint {url!r} is not an http:// or https:// URL")
+    if append:
+        url = url.rstrip("/") + "/v1/traces"
+    return url
+
+
+def resolve_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
+    """Env headers with explicit ones on top; keys lowercased (gRPC rejects capitals)."""
+    from opentelemetry.util.re import parse_env_headers
+
+    out = {
+        k.lower(): v
+        for k, v in parse_env_headers(_env(ENV_TRACES_HEADERS, ENV_HEADERS) or "", liberal=True).items()
+    }
+    out.update({str(k).lower(): str(v) for k, v in (headers or {}).items()})
+    return out
+
+
+# --------------------------------------------------------------------------- conversion
+
+
+def _attr_value(v: Any) -> Any:
+    """A value the OTLP encoder accepts; anything else as its string form (never dropped)."""
+    if isinstance(v, (bool, int, float, str, bytes)):
+        return v
+    if isinstance(v, Mapping):
+        return {str(k): _attr_value(x) for k, x in v.items() if x is not None}
+    if isinstance(v, (list, tuple)):
+        return [_attr_value(x) for x in v if x is not None]
+    return str(v)
+
+
+class _Converter:
+    """SpanRecord -> ReadableSpan, sharing one Resource object per distinct resource.
+
+    Sharing matters: the encoder groups spans by Resource, so equal resources must compare
+    equal (they do) and should not be rebuilt per span (cheaper on big captures).
+    """
+
+    def __init__(self) -> None:
+        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+        self._resources: dict[tuple[tuple[str, str], ...], Any] = {}
+        self._scope = InstrumentationScope(SCOPE_NAME, __version__)
+
+    def _resource(self, rec: SpanRecord) -> Any:
+        from opentelemetry.sdk.resources import Resource
+
+        attrs = dict(rec.resource or resource_attributes(rec.service))
+        key = tuple(sorted((k, repr(v)) for k, v in attrs.items()))
+        res = self._resources.get(key)
+        if res is None:
+            res = self._resources[key] = Resource({k: _attr_value(v) for k, v in attrs.items()})
+        return res
+
+    def __call__(self, rec: SpanRecord) -> Any:
+        from opentelemetry import trace as api
+        from opentelemetry.sdk.trace import ReadableSpan
+        from opentelemetry.trace.status import Status, StatusCode
+
+        flags = api.TraceFlags(api.TraceFlags.SAMPLED)
+        trace_id = int(rec.trace_id, 16)
+        ctx = api.SpanContext(trace_id, int(rec.span_id, 16), is_remote=False, trace_flags=flags)
+        parent = (
+            api.SpanContext(trace_id, int(rec.parent_span_id, 16), is_remote=False, trace_flags=flags)
+            if rec.parent_span_id
+            else None
+        )
+        if rec.status_code == STATUS_ERROR:
+            status = Status(StatusCode.ERROR, rec.status_message or None)
+        elif rec.status_code == STATUS_OK:
+            status = Status(StatusCode.OK)
+        else:
+            status = Status(StatusCode.UNSET)
+        return ReadableSpan(
+            name=rec.name,
+            context=ctx,
+            parent=parent,
+            resource=self._resource(rec),
+            attributes={k: _attr_value(v) for k, v in rec.attributes.items() if v is not None},
+            kind=getattr(api.SpanKind, rec.kind, api.SpanKind.INTERNAL),
+            status=status,
+            start_time=rec.start_ns,
+            end_time=rec.end_ns,
+            instrumentation_scope=self._scope,
+        )
+
+
+def to_readable_spans(spans: Sequence[SpanRecord]) -> list[Any]:
+    """SpanRecords as SDK ``ReadableSpan`` objects with their own ids, times and resource."""
+    convert = _Converter()
+    return [convert(s) for s in spans]
+
+
+# --------------------------------------------------------------------------- the sink
+
+
+class _Capture(logging.Filter):
+    """Keep the exporter's log lines of one worker thread out of stderr, remember them.
+
+    The SDK logs each retry and the final failure; on a CLI those would interleave with
+    our own one-line error, so they are swallowed and the last one becomes its detail.
+    Filtering by thread leaves every other exporter in the process untouched.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.thread_id: int | None = None
+        self.messages: list[str] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.thread != self.thread_id:
+            return True
+        try:
+            self.messages.append(" ".join(record.getMessage().split()))
+        except Exception:  # a badly formatted record must not break the export
+            self.messages.append(str(record.msg))
+        return False
+
+
+_GRPC_FAILURE = re.compile(r"error code: StatusCode\.(\w+), error details: (.*)$")
+_HTTP_FAILURE = re.compile(r"batch code: (\d+|None), reason: (.*)$")
+_TRANSIENT = re.compile(r"Transient error (.*?) encountered while exporting")
+
+
+_ERRNO = re.compile(r"\[Errno -?\d+\] ([^'\")]+)")
+_GAVE_UP = "due to timeout, max retries or shutdown"
+
+
+def _failure_detail(messages: list[str]) -> str | None:
+    """The most telling cause in the SDK's log lines (gRPC status, HTTP status, or error).
+
+    The SDK reports the cause only in its log text; if a future SDK words it differently
+    the last line is used as it is, which is still a readable one-liner.  ``None`` when
+    the only news is that time ran out.
+    """
+    for m in reversed(messages):
+        if g := _GRPC_FAILURE.search(m):
+            return f"gRPC {g.group(1)}: {g.group(2)}"
+        if h := _HTTP_FAILURE.search(m):
+            code = "" if h.group(1) == "None" else f"HTTP {h.group(1)} "
+            return _short(f"{code}{h.group(2)}")
+    for m in reversed(messages):
+        if t := _TRANSIENT.search(m):
+            return _short(t.group(1))
+    informative = [m for m in messages if _GAVE_UP not in m]
+    return _short(informative[-1]) if informative else None
+
+
+def _short(text: str) -> str:
+    """``requests``' connection errors are paragraphs; the errno text says it all."""
+    if e := _ERRNO.search(text):
+        return f"cannot connect: {e.group(1).strip()}"
+    return text
+
+
+def _exporter_loggers() -> list[logging.Logger]:
+    import opentelemetry.exporter.otlp.proto.common  # noqa: F401  (registers the loggers)
+
+    names = [n for n in logging.Logger.manager.loggerDict if n.startswith("opentelemetry.exporter")]
+    return [logging.getLogger(n) for n in names]
+
+
+def _unfilter_after(worker: threading.Thread, loggers: list[logging.Logger], capture: _Capture) -> None:
+    worker.join()
+    for lg in loggers:
+        lg.removeFilter(capture)
+
+
+class OtlpSink:
+    """Send SpanRecords to an OTLP receiver (collector, Jaeger, Tempo) and say if it failed."""
+
+    def __init__(
+        self,
+        endpoint: str | None = None,
+        protocol: str | None = None,
+        headers: dict[str, str] | None = None,
+        timeout_s: float = 10,
+    ) -> None:
+        if timeout_s <= 0:
+            raise ExportError(f"OTLP timeout must be positive, got {timeout_s}")
+        self.protocol = resolve_protocol(protocol, endpoint or _env(ENV_TRACES_ENDPOINT, ENV_ENDPOINT))
+        self.endpoint = resolve_endpoint(endpoint, self.protocol)
+        self.timeout_s = float(timeout_s)
+        self._headers = resolve_headers(headers)
+        self._exporter = self._make_exporter()
+        self._closed = False
+
+    def _make_exporter(self) -> Any:
+        if self.protocol == GRPC:
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+
+            scheme = urlparse(self.endpoint).scheme if "://" in self.endpoint else ""
+            insecure = {"http": True, "https": False}.get(scheme)  # no scheme: the SDK's env rules
+            return GrpcExporter(
+                endpoint=self.endpoint,
+                insecure=insecure,
+                headers=self._headers or None,
+                timeout=self.timeout_s,
+            )
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+
+        return HttpExporter(endpoint=self.endpoint, headers=self._headers or None, timeout=self.timeout_s)
+
+    def __repr__(self) -> str:
+        return f"OtlpSink({self.endpoint!r}, {self.protocol!r})"
+
+    def export(self, spans: Sequence[SpanRecord]) -> None:
+        """Deliver ``spans`` (in batches of :data:`BATCH_SIZE`) or raise :class:`ExportError`.
+
+        Each batch may take up to about ``timeout_s`` including the SDK's retries; the
+        first failed batch stops the export, since a receiver that refused one batch will
+        most likely refuse the next and the caller wants to know now.
+        """
+        if self._closed:
+            raise ExportError(f"OTLP export to {self.endpoint}: sink already closed")
+        if not spans:
+            return
+        try:
+            readable = to_readable_spans(spans)
+        except (ValueError, TypeError) as exc:  # bad hex id: a bug upstream, say which
+            raise ExportError(f"cannot convert spans for OTLP export to {self.endpoint}: {exc}") from exc
+        for i in range(0, len(readable), BATCH_SIZE):
+            self._export_batch(readable[i : i + BATCH_SIZE])
+
+    def _export_batch(self, batch: list[Any]) -> None:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        capture = _Capture()
+        outcome: list[Any] = []
+
+        def work() -> None:
+            capture.thread_id = threading.get_ident()
+            try:
+                outcome.append(self._exporter.export(batch))
+            except Exception as exc:  # the exporter should not raise; report it if it does
+                outcome.append(exc)
+
+        worker = threading.Thread(target=work, name="fma-otel-otlp-export", daemon=True)
+        loggers = _exporter_loggers()
+        for lg in loggers:
+            # First in line, ahead of the SDK's DuplicateFilter, which would hide a second
+            # identical failure (and so its detail) from us within 20 s.
+            lg.filters.insert(0, capture)
+        try:
+            worker.start()
+            worker.join(self.timeout_s + _GRACE_S)
+        finally:
+            if not worker.is_alive():
+                for lg in loggers:
+                    lg.removeFilter(capture)
+        where = f"OTLP export ({self.protocol}) to {self.endpoint}"
+        if worker.is_alive():
+            # Leave the filter on so the straggler's late log lines stay quiet, and stop
+            # the exporter: shutdown wakes its backoff sleep so the thread ends soon.
+            self._shutdown_quietly()
+            threading.Thread(target=_unfilter_after, args=(worker, loggers, capture), daemon=True).start()
+            raise ExportError(f"{where} failed: no answer within {self.timeout_s:g} s")
+        result = outcome[0] if outcome else None
+        if result is SpanExportResult.SUCCESS:
+            return
+        if isinstance(result, Exception):
+            detail = f"{type(result).__name__}: {result}"
+        else:
+            detail = _failure_detail(capture.messages) or f"no success within {self.timeout_s:g} s"
+        retries = sum("retrying in" in m for m in capture.messages)
+        if retries:
+            detail += f" (gave up after {retries} {'retry' if retries == 1 else 'retries'})"
+        raise ExportError(f"{where} failed: {detail}")
+
+    def _shutdown_quietly(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self.protocol == GRPC:
+                self._exporter.shutdown(timeout_millis=100)
+            else:
+                self._exporter.shutdown()
+        except Exception:  # closing a broken channel must not mask the export error
+            pass
+
+    def close(self) -> None:
+        """Release the channel / HTTP session; safe to call twice."""
+        self._shutdown_quietly()
+
+    def __enter__(self) -> OtlpSink:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

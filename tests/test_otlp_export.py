@@ -1,0 +1,242 @@
+"""OtlpSink against in-process receivers: what arrives must be exactly what was built."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from fma_otel.model import SpanRecord, resource_attributes
+from fma_otel.sinks import otlp_export
+from fma_otel.sinks.otlp_export import ExportError, OtlpSink, otlp_configured
+from tests.support.otlp_receiver import free_port
+
+TRACE = "0af7651916cd43dd8448eb211c80319c"
+T0 = 1_700_000_000_123_456_789
+
+
+def _spans() -> list[SpanRecord]:
+    common = {"fma.path": "cold_launcher", "k8s.namespace.name": "ns", "fma.requester.name": "r1"}
+    return [
+        SpanRecord(
+            TRACE,
+            "b7ad6b7169203331",
+            None,
+            "fma.request",
+            "INTERNAL",
+            T0,
+            T0 + 30_000_000_000,
+            "kubernetes",
+            {**common, "fma.complete": True, "fma.duration.min_s": 29.0, "fma.duration.max_s": 31.0},
+            resource=resource_attributes("kubernetes", {"k8s.cluster.name": "test"}),
+        ),
+        SpanRecord(
+            TRACE,
+            "00f067aa0ba902b7",
+            "b7ad6b7169203331",
+            "fma.dpc.create_instance",
+            "CLIENT",
+            T0 + 5_000_000_001,
+            T0 + 6_500_000_000,
+            "dual-pods-controller",
+            {**common, "fma.metric": "T_instance_create", "fma.instances_deleted": 2, "tags": ["a", "b"]},
+            status_code="ERROR",
+            status_message="HTTP 500",
+        ),
+        SpanRecord(
+            TRACE,
+            "1111111111111111",
+            "00f067aa0ba902b7",
+            "fma.launcher.create_instance",
+            "SERVER",
+            T0 + 5_100_000_000,
+            T0 + 6_400_000_000,
+            "fma-launcher",
+            common,
+            status_code="OK",
+        ),
+    ]
+
+
+def _by_id(spans: list[SpanRecord]) -> dict[str, SpanRecord]:
+    return {s.span_id: s for s in spans}
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_spans_arrive_intact(protocol, otlp_grpc_receiver, otlp_http_receiver, clean_otlp_env):
+    rx = otlp_grpc_receiver if protocol == "grpc" else otlp_http_receiver
+    sent = _spans()
+    with OtlpSink(rx.endpoint, protocol, timeout_s=5) as sink:
+        sink.export(sent)
+    got = _by_id(rx.spans())
+    assert set(got) == {s.span_id for s in sent}
+    for s in sent:
+        g = got[s.span_id]
+        assert (g.trace_id, g.parent_span_id, g.name, g.kind) == (
+            s.trace_id,
+            s.parent_span_id,
+            s.name,
+            s.kind,
+        )
+        assert (g.start_ns, g.end_ns) == (s.start_ns, s.end_ns)
+        assert g.attributes == dict(s.attributes)
+        assert (g.status_code, g.status_message) == (s.status_code, s.status_message)
+        assert g.resource == dict(s.resource or resource_attributes(s.service))
+        assert g.service == s.service
+    # one request, grouped by resource: three distinct services -> three resourceSpans
+    assert len(rx.requests) == 1
+    assert len(rx.requests[0].resource_spans) == 3
+    assert rx.requests[0].resource_spans[0].scope_spans[0].scope.name == "fma-otel"
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_headers_arrive(protocol, otlp_grpc_receiver, otlp_http_receiver, clean_otlp_env):
+    rx = otlp_grpc_receiver if protocol == "grpc" else otlp_http_receiver
+    clean_otlp_env.setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-tenant=env,x-from-env=1")
+    with OtlpSink(rx.endpoint, protocol, headers={"X-Tenant": "flag"}, timeout_s=5) as sink:
+        sink.export(_spans()[:1])
+    h = rx.headers[0]
+    assert h["x-tenant"] == "flag"  # the explicit header wins over the env one
+    assert h["x-from-env"] == "1"
+
+
+def test_env_configuration_grpc(otlp_grpc_receiver, clean_otlp_env):
+    clean_otlp_env.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", otlp_grpc_receiver.endpoint)
+    clean_otlp_env.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+    assert otlp_configured(None)
+    with OtlpSink(timeout_s=5) as sink:
+        assert sink.protocol == "grpc"
+        sink.export(_spans())
+    assert len(otlp_grpc_receiver.spans()) == 3
+
+
+def test_env_configuration_http_base_and_traces_url(otlp_http_receiver, clean_otlp_env):
+    # the generic variable is a base URL: /v1/traces is appended
+    clean_otlp_env.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", otlp_http_receiver.endpoint)
+    with OtlpSink(timeout_s=5) as sink:
+        assert sink.protocol == "http/protobuf"  # the spec's default
+        assert sink.endpoint == otlp_http_receiver.traces_url
+        sink.export(_spans()[:1])
+    # the traces variable is the full URL and wins, with its own protocol variable
+    clean_otlp_env.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+    clean_otlp_env.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", otlp_http_receiver.traces_url)
+    clean_otlp_env.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+    clean_otlp_env.setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf")
+    with OtlpSink(timeout_s=5) as sink:
+        assert sink.endpoint == otlp_http_receiver.traces_url
+        sink.export(_spans()[1:2])
+    assert [s.name for s in otlp_http_receiver.spans()] == ["fma.request", "fma.dpc.create_instance"]
+
+
+def test_resolution_rules(clean_otlp_env):
+    assert otlp_export.resolve_protocol(None, "http://collector:4317") == "grpc"
+    assert otlp_export.resolve_protocol(None, "collector:4317") == "grpc"
+    assert otlp_export.resolve_protocol(None, "http://collector:4318") == "http/protobuf"
+    assert otlp_export.resolve_protocol(None, None) == "http/protobuf"
+    assert otlp_export.resolve_protocol("HTTP", None) == "http/protobuf"
+    with pytest.raises(ExportError, match="http/json"):
+        otlp_export.resolve_protocol("http/json", None)
+    assert otlp_export.resolve_endpoint("http://c:4318", "http/protobuf") == "http://c:4318/v1/traces"
+    assert otlp_export.resolve_endpoint("http://c:4318/", "http/protobuf") == "http://c:4318/v1/traces"
+    assert (
+        otlp_export.resolve_endpoint("https://c/otlp/v1/traces", "http/protobuf")
+        == "https://c/otlp/v1/traces"
+    )
+    assert otlp_export.resolve_endpoint(None, "http/protobuf") == "http://localhost:4318/v1/traces"
+    with pytest.raises(ExportError, match="not an http"):
+        otlp_export.resolve_endpoint("collector:4318", "http/protobuf")
+    assert not otlp_configured(None)
+    assert otlp_configured("http://x:4317")
+    clean_otlp_env.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+    assert not otlp_configured(None)  # a protocol alone does not turn export on
+    clean_otlp_env.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://x:4318/v1/traces")
+    assert otlp_configured(None)
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_receiver_down_fails_promptly(protocol, clean_otlp_env):
+    endpoint = f"http://127.0.0.1:{free_port()}"
+    sink = OtlpSink(endpoint, protocol, timeout_s=1.5)
+    t = time.monotonic()
+    with pytest.raises(ExportError) as err:
+        sink.export(_spans())
+    assert time.monotonic() - t < 1.5 + 2.5
+    msg = str(err.value)
+    assert "\n" not in msg
+    assert endpoint in msg
+    assert "refused" in msg.lower() or "unavailable" in msg.lower()
+    sink.close()
+
+
+@pytest.mark.parametrize(
+    ("protocol", "fault"),
+    [("grpc", "UNAVAILABLE"), ("grpc", "INVALID_ARGUMENT"), ("http/protobuf", 503), ("http/protobuf", 400)],
+)
+def test_receiver_errors_raise(protocol, fault, otlp_grpc_receiver, otlp_http_receiver, clean_otlp_env):
+    rx = otlp_grpc_receiver if protocol == "grpc" else otlp_http_receiver
+    rx.fail_with = fault
+    with OtlpSink(rx.endpoint, protocol, timeout_s=1.5) as sink:
+        with pytest.raises(ExportError) as err:
+            sink.export(_spans())
+        msg = str(err.value)
+        assert rx.endpoint in msg and "\n" not in msg
+        assert str(fault) in msg or "Unavailable" in msg
+        # the receiver recovers: the same sink delivers the next batch
+        rx.fail_with = None
+        sink.export(_spans()[:1])
+    assert [s.name for s in rx.spans()] == ["fma.request"]
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_slow_receiver_is_bounded(protocol, otlp_grpc_receiver, otlp_http_receiver, clean_otlp_env):
+    rx = otlp_grpc_receiver if protocol == "grpc" else otlp_http_receiver
+    rx.delay_s = 4
+    sink = OtlpSink(rx.endpoint, protocol, timeout_s=1)
+    t = time.monotonic()
+    with pytest.raises(ExportError, match="DEADLINE_EXCEEDED|within 1 s"):
+        sink.export(_spans())
+    assert time.monotonic() - t < 1 + 2.5
+    sink.close()
+
+
+def test_exporter_logs_stay_off_stderr(otlp_http_receiver, clean_otlp_env, capfd):
+    otlp_http_receiver.fail_with = 503
+    with OtlpSink(otlp_http_receiver.endpoint, "http/protobuf", timeout_s=1.5) as sink:
+        with pytest.raises(ExportError):
+            sink.export(_spans())
+    assert "Transient error" not in capfd.readouterr().err
+
+
+def test_batches_and_empty(otlp_grpc_receiver, clean_otlp_env, monkeypatch):
+    monkeypatch.setattr(otlp_export, "BATCH_SIZE", 2)
+    with OtlpSink(otlp_grpc_receiver.endpoint, "grpc", timeout_s=5) as sink:
+        sink.export([])
+        sink.export(_spans())
+    assert len(otlp_grpc_receiver.requests) == 2
+    assert len(otlp_grpc_receiver.spans()) == 3
+
+
+def test_closed_sink_and_bad_timeout(clean_otlp_env):
+    sink = OtlpSink("http://127.0.0.1:4318", "http/protobuf")
+    sink.close()
+    sink.close()
+    with pytest.raises(ExportError, match="closed"):
+        sink.export(_spans())
+    with pytest.raises(ExportError, match="positive"):
+        OtlpSink("http://127.0.0.1:4318", timeout_s=0)
+
+
+def test_http_receiver_accepts_json(otlp_http_receiver):
+    """The test receiver also takes OTLP/JSON, for helpers that post the file format."""
+    import json
+    import urllib.request
+
+    from fma_otel.sinks.otlp_json import export_request
+
+    body = json.dumps(export_request(_spans())).encode()
+    req = urllib.request.Request(otlp_http_receiver.traces_url, body, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=5) as resp:
+        assert resp.status == 200
+    got = _by_id(otlp_http_receiver.spans())
+    assert got["00f067aa0ba902b7"].parent_span_id == "b7ad6b7169203331"
+    assert got["00f067aa0ba902b7"].attributes["fma.instances_deleted"] == 2
