@@ -1,0 +1,94 @@
+"""The span model's fixed rules: derived ids, the tree table, redaction."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from fma_otel import model as M
+
+
+def test_trace_id_is_first_16_bytes_of_sha256() -> None:
+    key = "811f8932-b608-416c-8a90-589b39ed9bde"
+    expected = hashlib.sha256(("fma-actuation/" + key).encode()).digest()[:16].hex()
+    assert M.trace_id_for(key) == expected
+    assert len(expected) == 32 and expected == expected.lower()
+
+
+def test_span_id_rule_and_n() -> None:
+    tid = M.trace_id_for("u")
+    expected = hashlib.sha256(f"{tid}/fma.actuation/0".encode()).digest()[:8].hex()
+    assert M.span_id_for(tid, "fma.actuation") == expected
+    assert M.span_id_for(tid, "fma.actuation", 1) != expected
+
+
+def test_actuation_keys() -> None:
+    assert M.actuation_key("u", 1) == "u"
+    assert M.actuation_key("u", 2) == "u/2"
+    assert M.trace_id_for("u/2") != M.trace_id_for("u")
+
+
+def test_all_zero_digest_takes_next_chunk() -> None:
+    assert M._first_nonzero(bytes(16) + bytes.fromhex("01" * 16), 16) == "01" * 16
+
+
+def test_table_parents_exist_for_every_path() -> None:
+    for d in M.SPANS:
+        for path in d.paths:
+            parent = d.parent_name(path)
+            if d.name == M.ROOT:
+                assert parent is None
+                continue
+            assert parent in M.SPANS_BY_NAME, (d.name, path)
+            assert path in M.SPANS_BY_NAME[parent].paths, (d.name, path, parent)
+            assert d.start_instant(path) in M.INSTANTS
+            assert d.end_instant(path) in M.INSTANTS
+
+
+def test_metric_spans() -> None:
+    assert M.metric_span("T_actuation").name == "fma.actuation"
+    assert M.metric_span("T_wake").kind == M.CLIENT
+    assert set(M.METRICS) == {
+        "T_actuation",
+        "T_cold_launcher",
+        "T_launcher_schedule",
+        "T_launcher_startup",
+        "T_dpc_react",
+        "T_instance_ready",
+        "T_instance_create",
+        "T_wake",
+    }
+    with pytest.raises(KeyError):
+        M.metric_span("T_nope")
+
+
+def test_relay_start_depends_on_path() -> None:
+    relay = M.SPANS_BY_NAME["fma.readiness.relay"]
+    assert relay.start_instant(M.HOT) == "D.wake.end"
+    assert relay.start_instant(M.WARM) == "D.serving"
+    assert relay.parent_name(M.HOT) == "fma.actuation"
+    assert relay.parent_name(M.COLD_LAUNCHER) == "fma.instance.ready"
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ("--model m --api-key sk-123 --port 8005", "--model m --api-key <redacted> --port 8005"),
+        ("--hf-token=hf_abc --x 1", "--hf-token=<redacted> --x 1"),
+        ("--model m", "--model m"),
+    ],
+)
+def test_redact_options(options: str, expected: str) -> None:
+    assert M.redact_options(options) == expected
+
+
+def test_redact_vllm_config_annotation() -> None:
+    import json
+
+    cfg = {"options": "--api-key s3cret", "env_vars": {"HF_TOKEN": "hf_secret", "USER": "x"}}
+    out = M.redact_structure({"dual-pods.llm-d.ai/vllm-config": json.dumps(cfg), "other": "v"})
+    assert "hf_secret" not in json.dumps(out) and "s3cret" not in json.dumps(out)
+    inner = json.loads(out["dual-pods.llm-d.ai/vllm-config"])
+    assert inner["env_vars"] == {"HF_TOKEN": "<redacted>", "USER": "<redacted>"}
+    assert out["other"] == "v"
