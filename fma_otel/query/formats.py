@@ -1,0 +1,213 @@
+"""Output forms of ``fma-otel slo``: table, json (a contract), csv, clusterloader2 PerfData.
+
+The JSON form is a contract that other tools parse (the issue "Explore and query" fixes its
+keys): ``{"window", "metrics": [{metric, path, n, p50, p90, p95, p99, min, max, mean,
+incomplete}], "hit_rates": {hot, warm, cold_launcher, requesters}, "slo": [...]}``, every
+duration in seconds and ``null`` where there is no data.  ``dpc_metrics`` is added only when
+``--dpc-metrics`` was given.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .slo_spec import FAIL, HIT_RATES, PASS, Verdict
+from .stats import MetricRow, Report
+
+FORMATS: tuple[str, ...] = ("table", "json", "csv", "perfdata")
+ROW_KEYS: tuple[str, ...] = (
+    "metric",
+    "path",
+    "n",
+    "p50",
+    "p90",
+    "p95",
+    "p99",
+    "min",
+    "max",
+    "mean",
+    "incomplete",
+)
+HIT_KEYS: tuple[str, ...] = ("hot", "warm", "cold_launcher", "requesters")
+
+
+def row_json(r: MetricRow) -> dict[str, Any]:
+    return {k: getattr(r, k) for k in ROW_KEYS}
+
+
+def to_json_obj(
+    report: Report,
+    window: Mapping[str, Any],
+    verdicts: Sequence[Verdict],
+    dpc: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    h = report.hit_rates
+    out: dict[str, Any] = {
+        "window": dict(window),
+        "metrics": [row_json(r) for r in report.rows],
+        "hit_rates": {
+            "hot": h.hot,
+            "warm": h.warm,
+            "cold_launcher": h.cold_launcher,
+            "requesters": h.requesters,
+        },
+        "slo": [v.as_json() for v in verdicts],
+    }
+    if dpc is not None:
+        out["dpc_metrics"] = dpc
+    return out
+
+
+def to_json(report: Report, window: Mapping[str, Any], verdicts: Sequence[Verdict], dpc: Any = None) -> str:
+    return json.dumps(to_json_obj(report, window, verdicts, dpc), indent=2) + "\n"
+
+
+def to_csv(report: Report) -> str:
+    """One row per metric x path; hit rates follow as rows named ``Hot_hit_rate`` etc.
+
+    For those rows ``n`` holds the number of requesters and ``mean`` the rate, so that the
+    file stays one rectangular table that spreadsheets and ``pandas.read_csv`` take as is.
+    """
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(ROW_KEYS)
+    for r in report.rows:
+        w.writerow(["" if v is None else _num(v) for v in (getattr(r, k) for k in ROW_KEYS)])
+    h = report.hit_rates
+    for path, name in HIT_RATES.items():
+        rate = getattr(h, path)
+        w.writerow([name, path, h.requesters, "", "", "", "", "", "", "" if rate is None else _num(rate), ""])
+    return buf.getvalue()
+
+
+def to_perfdata(report: Report) -> str:
+    """clusterloader2's PerfData: one data item per metric x path with data, in seconds.
+
+    Rows without a complete actuation are left out (clusterloader2 would print zeros, which
+    perfdash would plot as a real, impossibly good figure).
+    """
+    items: list[dict[str, Any]] = []
+    for r in report.rows:
+        if not r.n:
+            continue
+        items.append(
+            {
+                "data": {"Perc50": r.p50, "Perc90": r.p90, "Perc95": r.p95, "Perc99": r.p99},
+                "unit": "s",
+                "labels": {"Metric": r.metric, "Path": r.path, "Count": str(r.n)},
+            }
+        )
+    h = report.hit_rates
+    if h.requesters:
+        for path, name in HIT_RATES.items():
+            items.append(
+                {
+                    "data": {"Value": getattr(h, path)},
+                    "unit": "ratio",
+                    "labels": {"Metric": name, "Path": path, "Count": str(h.requesters)},
+                }
+            )
+    return json.dumps({"version": "v1", "dataItems": items}, indent=2) + "\n"
+
+
+def _num(v: float | int) -> str:
+    return str(v) if isinstance(v, int) else f"{v:.6g}"
+
+
+def _secs(v: float | None) -> str:
+    if v is None:
+        return "-"
+    if v < 1:
+        return f"{v * 1000:.0f}ms"
+    if v < 120:
+        return f"{v:.2f}s"
+    return f"{v / 60:.1f}m"
+
+
+def _count(v: float | None) -> str:
+    return "-" if v is None else f"{v:g}"
+
+
+def _rate(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.1f}%"
+
+
+def table_sections(
+    report: Report, verdicts: Sequence[Verdict], dpc: list[dict[str, Any]] | None
+) -> list[tuple[str, list[str], list[list[str]]]]:
+    """The table form as data (title, header, rows): rendered by rich or as plain text."""
+    sections: list[tuple[str, list[str], list[list[str]]]] = []
+    rows = [
+        [
+            r.metric,
+            r.path,
+            str(r.n),
+            *(_secs(getattr(r, k)) for k in ("p50", "p90", "p95", "p99", "min", "max", "mean")),
+            str(r.incomplete),
+        ]
+        for r in report.rows
+    ]
+    sections.append(("FMA metrics (nearest-rank percentiles)", list(ROW_KEYS), rows))
+    h = report.hit_rates
+    sections.append(
+        (
+            f"Hit rates over {h.requesters} FMA requesters",
+            ["rate", "value"],
+            [[name, _rate(getattr(h, path))] for path, name in HIT_RATES.items()],
+        )
+    )
+    if verdicts:
+        vr = []
+        for v in verdicts:
+            fmt = _rate if v.kind == "hit_rate" else _count if v.stat in ("n", "incomplete") else _secs
+            where = v.subject if v.kind == "hit_rate" else f"{v.subject}/{v.path or '*'}"
+            status = {PASS: "PASS", FAIL: "FAIL"}.get(v.status, "NO DATA")
+            vr.append([str(v.item), where, v.stat, f"{v.op} {fmt(v.threshold)}", fmt(v.value), status])
+        sections.append(("SLO verdicts", ["item", "target", "stat", "threshold", "value", "verdict"], vr))
+    if dpc is not None:
+        from .dpc_metrics import summary_rows
+
+        sections.append(
+            (
+                "DPC fma_actuation_seconds vs traces (T_actuation)",
+                ["path", "dpc count", "trace count", "bucket agreement", "logged agreement"],
+                [list(r) for r in summary_rows(dpc)],
+            )
+        )
+    return sections
+
+
+def render_plain(sections: list[tuple[str, list[str], list[list[str]]]]) -> str:
+    out: list[str] = []
+    for title, header, rows in sections:
+        widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=True)]
+        out.append(title)
+        out.append("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip())
+        out.append("  ".join("-" * w for w in widths))
+        for r in rows:
+            out.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+        if not rows:
+            out.append("(none)")
+        out.append("")
+    return "\n".join(out)
+
+
+def render_rich(sections: list[tuple[str, list[str], list[list[str]]]], file: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(file=file)
+    for title, header, rows in sections:
+        t = Table(title=title, title_justify="left")
+        for i, h in enumerate(header):
+            t.add_column(h, justify="left" if i < 2 else "right")
+        for r in rows:
+            styled = [
+                f"[red]{c}[/red]" if c == "FAIL" else f"[green]{c}[/green]" if c == "PASS" else c for c in r
+            ]
+            t.add_row(*styled)
+        console.print(t)

@@ -1,0 +1,189 @@
+"""The lean reader: keep only what percentiles and hit rates need.
+
+Why not :func:`fma_otel.sinks.otlp_json.spans_from_request`: that builds a full
+:class:`~fma_otel.model.SpanRecord` (every attribute, resource, status) for every span,
+which costs several times the ``json.loads`` of the line.  ``slo`` over 100k actuations must
+stay within twice one plain parse, so here a span is looked at only when its *name* is one
+the model says carries an FMA metric (or is the root ``fma.request``), and only a handful of
+attribute keys are decoded.  The names come from :mod:`fma_otel.model`, never re-spelled.
+
+Duplicates (a re-export, a trace returned by two overlapping remote queries) are idempotent:
+spans are keyed by their derived ``(trace_id, span_id)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..model import (
+    A_COMPLETE,
+    A_DPC_SECS,
+    A_HOT_HIT,
+    A_METRIC,
+    A_PATH,
+    A_WARM_HIT,
+    ROOT,
+    SPANS,
+    UNKNOWN,
+)
+from ..sinks.otlp_json import normalize_id, value_of
+from .window import Window
+
+#: span name -> the FMA metric it carries, per the model's table
+METRIC_OF_SPAN: Mapping[str, str] = {d.name: d.metric for d in SPANS if d.metric}
+#: every span name the statistics look at
+WANTED_NAMES: frozenset[str] = frozenset(METRIC_OF_SPAN) | {ROOT}
+_KEYS = frozenset({A_METRIC, A_PATH, A_COMPLETE, A_HOT_HIT, A_WARM_HIT, A_DPC_SECS})
+
+
+@dataclass(frozen=True)
+class RequestObs:
+    """What the root ``fma.request`` says about one actuation."""
+
+    path: str
+    complete: bool
+    hot_hit: bool | None
+    warm_hit: bool | None
+    start_ns: int
+    dpc_secs: float | None = None
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One metric span, resolved against its actuation (path, completeness, window)."""
+
+    trace_id: str
+    metric: str
+    path: str
+    duration_s: float
+    complete: bool
+
+
+@dataclass
+class Dataset:
+    """The harvest inside a window: what :mod:`.stats` summarizes."""
+
+    samples: list[Sample] = field(default_factory=list)
+    requests: dict[str, RequestObs] = field(default_factory=dict)
+
+
+class Harvest:
+    """Accumulates spans from any source; :meth:`dataset` resolves them in a window."""
+
+    def __init__(self) -> None:
+        # (trace_id, span_id) -> (metric, path or None, start_ns, end_ns, own_complete)
+        self._spans: dict[tuple[str, str], tuple[str, str | None, int, int, bool]] = {}
+        self._requests: dict[str, RequestObs] = {}
+        self.traces_seen: set[str] = set()
+
+    # ------------------------------------------------------------------ input
+
+    def add_otlp(self, req: Mapping[str, Any]) -> None:
+        """One ``ExportTraceServiceRequest``/``TracesData`` in JSON form (hex or base64 ids).
+
+        Also takes Tempo's older ``batches`` wrapping and ``instrumentationLibrarySpans``.
+        """
+        for rs in req.get("resourceSpans") or req.get("resource_spans") or req.get("batches") or ():
+            for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or ():
+                for sp in ss.get("spans") or ():
+                    name = sp.get("name")
+                    if name not in WANTED_NAMES:
+                        continue
+                    attrs: dict[str, Any] = {}
+                    for kv in sp.get("attributes") or ():
+                        k = kv.get("key")
+                        if k in _KEYS:
+                            attrs[k] = value_of(kv.get("value") or {})
+                    self.add_span(
+                        normalize_id(sp.get("traceId"), 16) or "",
+                        normalize_id(sp.get("spanId"), 8) or "",
+                        name,
+                        int(sp.get("startTimeUnixNano") or 0),
+                        int(sp.get("endTimeUnixNano") or 0),
+                        attrs,
+                    )
+
+    def add_span(
+        self, trace_id: str, span_id: str, name: str, start_ns: int, end_ns: int, attrs: Mapping[str, Any]
+    ) -> None:
+        """One span, whatever source decoded it (OTLP JSON, Jaeger v1 JSON)."""
+        if name not in WANTED_NAMES:
+            return
+        self.traces_seen.add(trace_id)
+        path = attrs.get(A_PATH)
+        if name == ROOT:
+            dpc = attrs.get(A_DPC_SECS)
+            self._requests[trace_id] = RequestObs(
+                path=str(path) if path else UNKNOWN,
+                complete=_truthy(attrs.get(A_COMPLETE), default=True),
+                hot_hit=_opt_bool(attrs.get(A_HOT_HIT)),
+                warm_hit=_opt_bool(attrs.get(A_WARM_HIT)),
+                start_ns=start_ns,
+                dpc_secs=float(dpc) if isinstance(dpc, (int, float)) and not isinstance(dpc, bool) else None,
+            )
+            return
+        metric = attrs.get(A_METRIC) or METRIC_OF_SPAN[name]
+        self._spans[(trace_id, span_id)] = (
+            str(metric),
+            str(path) if path else None,
+            start_ns,
+            end_ns,
+            _truthy(attrs.get(A_COMPLETE), default=True),
+        )
+
+    # ------------------------------------------------------------------ output
+
+    def dataset(self, window: Window | None = None) -> Dataset:
+        """Resolve spans against their actuation and keep those inside ``window``.
+
+        An actuation belongs to the window by the start of its root (the requester's
+        creation), so all of its spans fall on the same side; a trace without a root is
+        placed by each span's own start.  A metric span is *incomplete* when it or its
+        actuation says ``fma.complete=false``: the span model forbids counting an
+        actuation that never finished as a duration.
+        """
+        w = window or Window()
+        out = Dataset()
+        for tid, req in self._requests.items():
+            if w.contains_ns(req.start_ns):
+                out.requests[tid] = req
+        for (tid, _sid), (metric, path, start, end, own_complete) in self._spans.items():
+            req = self._requests.get(tid)
+            anchor = req.start_ns if req else start
+            if not w.contains_ns(anchor):
+                continue
+            complete = own_complete and (req.complete if req else True)
+            out.samples.append(
+                Sample(
+                    trace_id=tid,
+                    metric=metric,
+                    path=path or (req.path if req else UNKNOWN),
+                    duration_s=max(0, end - start) / 1e9,
+                    complete=complete,
+                )
+            )
+        return out
+
+
+def _truthy(v: Any, default: bool) -> bool:
+    """Attribute booleans may arrive as bool (OTLP) or as text (Jaeger v1 tags, Tempo)."""
+    b = _opt_bool(v)
+    return default if b is None else b
+
+
+def _opt_bool(v: Any) -> bool | None:
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, str) and v.lower() in ("true", "false"):
+        return v.lower() == "true"
+    return None
+
+
+def harvest_requests(reqs: Iterable[Mapping[str, Any]]) -> Harvest:
+    """A harvest of several OTLP JSON requests (a helper for tests and small callers)."""
+    h = Harvest()
+    for r in reqs:
+        h.add_otlp(r)
+    return h

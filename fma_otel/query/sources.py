@@ -1,0 +1,365 @@
+"""Where actuation traces come from: an OTLP JSON lines file, Jaeger, or Tempo.
+
+Every source feeds one :class:`~.harvest.Harvest`; none of them assumes which service a span
+was filed under (the bridge files spans under ``kubernetes``, ``dual-pods-controller`` or
+``fma-launcher`` by who observed their end), so remote stores are searched by span *name*:
+the root ``fma.request`` that every actuation trace has.
+
+Result limits are met by splitting the time window in halves until each part is under the
+limit (neither Jaeger nor Tempo pages its search), and traces seen twice are idempotent.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta
+from typing import Any
+
+import httpx
+
+from ..model import ROOT
+from . import QueryError
+from .harvest import METRIC_OF_SPAN, Harvest
+from .window import Window, rfc3339, to_ns
+
+#: remote stores need explicit bounds; without --since, look back this far
+DEFAULT_LOOKBACK_S = 24 * 3600.0
+Warn = Callable[[str], None]
+
+
+def _stderr(msg: str) -> None:
+    print(f"fma-otel slo: warning: {msg}", file=sys.stderr)
+
+
+# --------------------------------------------------------------------------- file
+
+
+class FileSource:
+    """OTLP JSON lines, as the bridge and the collector's ``file`` exporter write them."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.lines = 0
+        self.skipped = 0
+
+    @property
+    def description(self) -> str:
+        return f"file:{self.path}"
+
+    def fill(self, harvest: Harvest, window: Window, warn: Warn = _stderr) -> None:
+        """Stream the file: one ``json.loads`` per line and the lean harvest, nothing more."""
+        good = 0
+        loads = json.loads
+        add = harvest.add_otlp
+        try:
+            fh = open(self.path, "rb")
+        except OSError as exc:
+            raise QueryError(f"--traces {self.path}: {exc.strerror or exc}") from None
+        with fh:
+            for raw in fh:
+                if not raw.strip():
+                    continue
+                self.lines += 1
+                try:
+                    req = loads(raw)
+                except ValueError:
+                    self.skipped += 1
+                    continue
+                if not isinstance(req, dict) or not ("resourceSpans" in req or "resource_spans" in req):
+                    self.skipped += 1
+                    continue
+                good += 1
+                add(req)
+        if self.lines and not good:
+            raise QueryError(f"--traces {self.path}: not OTLP JSON lines (no line holds resourceSpans)")
+        if self.skipped:
+            warn(f"{self.path}: skipped {self.skipped} of {self.lines} lines that are not OTLP JSON")
+
+
+# --------------------------------------------------------------------------- http
+
+
+class _Http:
+    """A tiny JSON-over-HTTP client whose errors are one line each."""
+
+    def __init__(
+        self, base: str, what: str, client: httpx.Client | None = None, timeout: float = 30.0
+    ) -> None:
+        if not base.startswith(("http://", "https://")):
+            raise QueryError(f"--{what} {base}: not an http(s) URL")
+        self.base = base.rstrip("/")
+        self.what = what
+        self.client = client or httpx.Client(timeout=timeout, headers={"Accept": "application/json"})
+        self.requests = 0
+
+    def get(self, path: str, params: dict[str, Any] | None = None) -> tuple[int, Any]:
+        url = self.base + path
+        self.requests += 1
+        try:
+            resp = self.client.get(url, params=params)
+        except httpx.HTTPError as exc:
+            raise QueryError(f"--{self.what} {self.base}: {type(exc).__name__}: {exc}") from None
+        if resp.status_code == 404:
+            return 404, None
+        try:
+            body = resp.json()
+        except ValueError:
+            body = None
+        if resp.status_code != 200:
+            msg = _error_message(body) or next(iter(resp.text.strip().splitlines()), "")
+            raise QueryError(f"--{self.what} {url}: HTTP {resp.status_code}: {msg}")
+        if body is None:
+            raise QueryError(f"--{self.what} {url}: the answer is not JSON")
+        return 200, body
+
+
+def _error_message(body: Any) -> str:
+    if isinstance(body, dict):
+        err = body.get("error") or body.get("errors")
+        if isinstance(err, dict):
+            return str(err.get("message", err))
+        if isinstance(err, list) and err:
+            return str(err[0].get("msg", err[0]) if isinstance(err[0], dict) else err[0])
+        if err:
+            return str(err)
+    return ""
+
+
+def _halves(start: datetime, end: datetime) -> tuple[tuple[datetime, datetime], tuple[datetime, datetime]]:
+    mid = start + (end - start) / 2
+    return (start, mid), (mid, end)
+
+
+# --------------------------------------------------------------------------- Jaeger
+
+
+class JaegerSource:
+    """Jaeger's query service: api/v3 (OTLP JSON), falling back to the v1 ``/api/traces``.
+
+    api/v3's FindTraces needs a service name, so every service is asked which operations
+    it has, and each service that has ``fma.request`` is searched for it (or, where no
+    service has a root, for the spans that carry FMA metrics).
+    """
+
+    def __init__(
+        self,
+        base: str,
+        client: httpx.Client | None = None,
+        limit: int = 1000,
+        lookback_s: float = DEFAULT_LOOKBACK_S,
+        min_window: timedelta = timedelta(milliseconds=1),
+    ) -> None:
+        self.http = _Http(base, "jaeger", client)
+        self.limit = limit
+        self.lookback_s = lookback_s
+        self.min_window = min_window
+        self.api = "v3"
+
+    @property
+    def description(self) -> str:
+        return f"jaeger:{self.http.base} (api/{self.api})"
+
+    def fill(self, harvest: Harvest, window: Window, warn: Warn = _stderr) -> None:
+        start, end = window.closed(self.lookback_s)
+        status, body = self.http.get("/api/v3/services")
+        if status == 404:
+            self.api = "v1"
+            self._fill_v1(harvest, start, end, warn)
+            return
+        services = [s for s in (body or {}).get("services") or [] if s]
+        for svc, op in self._targets(services, self._v3_operations):
+            self._search(lambda a, b, s=svc, o=op: self._find_v3(s, o, a, b), start, end, harvest, warn)
+
+    def _targets(self, services: list[str], operations: Callable[[str], list[str]]) -> list[tuple[str, str]]:
+        ops = {svc: set(operations(svc)) for svc in services}
+        roots = [(svc, ROOT) for svc in services if ROOT in ops[svc]]
+        if roots:
+            return roots
+        return [(svc, name) for svc in services for name in sorted(ops[svc] & set(METRIC_OF_SPAN))]
+
+    def _v3_operations(self, service: str) -> list[str]:
+        status, body = self.http.get("/api/v3/operations", {"service": service})
+        if status == 404 or not body:
+            return []
+        return [o.get("name", "") for o in body.get("operations") or []]
+
+    def _find_v3(
+        self, service: str, op: str, start: datetime, end: datetime
+    ) -> tuple[int, list[dict[str, Any]]]:
+        params = {
+            "query.service_name": service,
+            "query.operation_name": op,
+            "query.start_time_min": rfc3339(start),
+            "query.start_time_max": rfc3339(end),
+            "query.search_depth": self.limit,
+            "query.num_traces": self.limit,
+        }
+        status, body = self.http.get("/api/v3/traces", params)
+        if status == 404 or not body:  # Jaeger answers 404 "No traces found"
+            return 0, []
+        result = body.get("result", body)
+        results = result if isinstance(result, list) else [result]
+        ids = {
+            sp.get("traceId")
+            for r in results
+            for rs in r.get("resourceSpans") or ()
+            for ss in rs.get("scopeSpans") or ()
+            for sp in ss.get("spans") or ()
+        }
+        return len(ids), results
+
+    def _fill_v1(self, harvest: Harvest, start: datetime, end: datetime, warn: Warn) -> None:
+        status, body = self.http.get("/api/services")
+        if status == 404:
+            raise QueryError(f"--jaeger {self.http.base}: neither /api/v3/services nor /api/services answers")
+        services = [s for s in (body or {}).get("data") or [] if s]
+
+        def operations(svc: str) -> list[str]:
+            st, b = self.http.get(f"/api/services/{svc}/operations")
+            return [] if st == 404 or not b else [str(o) for o in b.get("data") or []]
+
+        for svc, op in self._targets(services, operations):
+            self._search(lambda a, b, s=svc, o=op: self._find_v1(s, o, a, b), start, end, harvest, warn)
+
+    def _find_v1(
+        self, service: str, op: str, start: datetime, end: datetime
+    ) -> tuple[int, list[dict[str, Any]]]:
+        params = {
+            "service": service,
+            "operation": op,
+            "start": to_ns(start) // 1000,
+            "end": to_ns(end) // 1000,
+            "limit": self.limit,
+        }
+        status, body = self.http.get("/api/traces", params)
+        if status == 404 or not body:
+            return 0, []
+        traces = body.get("data") or []
+        return len(traces), [{"v1": t} for t in traces]
+
+    def _search(
+        self,
+        find: Callable[[datetime, datetime], tuple[int, list[dict[str, Any]]]],
+        start: datetime,
+        end: datetime,
+        harvest: Harvest,
+        warn: Warn,
+    ) -> None:
+        """Search ``[start, end]``; a window that fills the limit is split in halves."""
+        stack = [(start, end)]
+        while stack:
+            a, b = stack.pop()
+            n, results = find(a, b)
+            if n >= self.limit and b - a > self.min_window:
+                stack.extend(_halves(a, b))
+                continue
+            if n >= self.limit:
+                warn(f"{self.http.base}: {n} traces in {rfc3339(a)}..{rfc3339(b)}; some may be missing")
+            for r in results:
+                if "v1" in r:
+                    _add_v1_trace(harvest, r["v1"])
+                else:
+                    harvest.add_otlp(r)
+
+
+def _add_v1_trace(harvest: Harvest, trace: dict[str, Any]) -> None:
+    """Jaeger's v1 UI JSON: µs times, ``tags`` with ``type``/``value``."""
+    for sp in trace.get("spans") or ():
+        attrs = {t.get("key"): t.get("value") for t in sp.get("tags") or ()}
+        start_us = int(sp.get("startTime") or 0)
+        dur_us = int(sp.get("duration") or 0)
+        harvest.add_span(
+            str(sp.get("traceID", "")).lower().zfill(32),
+            str(sp.get("spanID", "")).lower().zfill(16),
+            str(sp.get("operationName", "")),
+            start_us * 1000,
+            (start_us + dur_us) * 1000,
+            attrs,
+        )
+
+
+# --------------------------------------------------------------------------- Tempo
+
+
+class TempoSource:
+    """Grafana Tempo: TraceQL ``/api/search`` for the roots, then each trace by id.
+
+    Search times are whole seconds; trace bodies come back in Tempo's OTLP JSON with
+    base64 ids, which :func:`~fma_otel.sinks.otlp_json.normalize_id` turns into hex.
+    """
+
+    QUERY = "{ " + f'name = "{ROOT}"' + " }"
+
+    def __init__(
+        self,
+        base: str,
+        client: httpx.Client | None = None,
+        limit: int = 500,
+        lookback_s: float = DEFAULT_LOOKBACK_S,
+        workers: int = 8,
+    ) -> None:
+        self.http = _Http(base, "tempo", client)
+        self.limit = limit
+        self.lookback_s = lookback_s
+        self.workers = workers
+        self._by_id_path: str | None = None
+
+    @property
+    def description(self) -> str:
+        return f"tempo:{self.http.base}"
+
+    def fill(self, harvest: Harvest, window: Window, warn: Warn = _stderr) -> None:
+        start, end = window.closed(self.lookback_s)
+        ids = list(
+            self._search_ids(int(to_ns(start) // 1_000_000_000), -(-to_ns(end) // 1_000_000_000), warn)
+        )
+        if not ids:
+            return
+        # the first fetch settles which by-id endpoint this Tempo has
+        first = self._trace(ids[0])
+        if first is not None:
+            harvest.add_otlp(first)
+        with ThreadPoolExecutor(max_workers=max(1, self.workers)) as pool:
+            for body in pool.map(self._trace, ids[1:]):
+                if body is not None:
+                    harvest.add_otlp(body)
+
+    def _search_ids(self, start: int, end: int, warn: Warn) -> Iterator[str]:
+        seen: set[str] = set()
+        stack = [(start, end)]
+        while stack:
+            a, b = stack.pop()
+            params = {"q": self.QUERY, "start": a, "end": b, "limit": self.limit, "spss": 1}
+            status, body = self.http.get("/api/search", params)
+            traces = [] if status == 404 or not body else body.get("traces") or []
+            if len(traces) >= self.limit and b - a > 1:
+                mid = (a + b) // 2
+                stack.extend([(a, mid), (mid, b)])
+                continue
+            if len(traces) >= self.limit:
+                warn(f"{self.http.base}: {len(traces)} traces in one second at {a}; some may be missing")
+            for t in traces:
+                tid = str(t.get("traceID", ""))
+                key = tid.lower().zfill(32)
+                if tid and key not in seen:
+                    seen.add(key)
+                    yield tid
+
+    def _trace(self, trace_id: str) -> dict[str, Any] | None:
+        """A trace by id: ``/api/v2/traces`` (Tempo >= 2.5), else ``/api/traces``."""
+        paths = [self._by_id_path] if self._by_id_path else ["/api/v2/traces/", "/api/traces/"]
+        for p in paths:
+            status, body = self.http.get(p + trace_id)
+            if status == 404:
+                continue
+            if self._by_id_path is None:
+                self._by_id_path = p
+            inner = body.get("trace", body) if isinstance(body, dict) else None
+            return inner if isinstance(inner, dict) else None
+        return None
+
+
+Source = FileSource | JaegerSource | TempoSource

@@ -1,0 +1,143 @@
+"""Percentiles per FMA metric x path, and hit rates over FMA requesters.
+
+Percentiles are *nearest rank*, ``sorted[ceil(n*p/100) - 1]``, exactly as clusterloader2's
+``NewLatencyMetric`` computes them: every reported figure is a duration that actually
+happened (no interpolation between two actuations), and the figures agree with the
+Kubernetes SLI tooling that FMA's benchmarks are compared against.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from ..model import COLD_LAUNCHER, COLD_NO_FMA, HOT, METRICS, UNKNOWN, WARM
+from .harvest import Dataset
+
+PERCENTILES: tuple[int, ...] = (50, 90, 95, 99)
+#: report order of paths: FMA paths first, then the baseline, then the unknown
+PATH_ORDER: tuple[str, ...] = (COLD_LAUNCHER, WARM, HOT, COLD_NO_FMA, UNKNOWN)
+
+
+def nearest_rank(sorted_values: Sequence[float], p: int) -> float:
+    """The ``p``-th percentile (0 < p <= 100) of already sorted values, by nearest rank.
+
+    Integer arithmetic for the rank, so ``n*p/100`` landing on a whole number (n=20, p=95)
+    never rounds up by a float error.
+    """
+    n = len(sorted_values)
+    if n == 0:
+        raise ValueError("no values")
+    rank = max(1, -(-n * p // 100))
+    return sorted_values[rank - 1]
+
+
+@dataclass(frozen=True)
+class MetricRow:
+    """One row of the report; ``None`` figures when no complete actuation was seen."""
+
+    metric: str
+    path: str
+    n: int
+    p50: float | None
+    p90: float | None
+    p95: float | None
+    p99: float | None
+    min: float | None
+    max: float | None
+    mean: float | None
+    incomplete: int
+
+    def stat(self, name: str) -> float | None:
+        return getattr(self, name)
+
+
+def summarize(metric: str, path: str, values: Iterable[float], incomplete: int = 0) -> MetricRow:
+    v = sorted(values)
+    if not v:
+        return MetricRow(metric, path, 0, None, None, None, None, None, None, None, incomplete)
+    p = {q: nearest_rank(v, q) for q in PERCENTILES}
+    return MetricRow(
+        metric, path, len(v), p[50], p[90], p[95], p[99], v[0], v[-1], sum(v) / len(v), incomplete
+    )
+
+
+@dataclass(frozen=True)
+class HitRates:
+    """Shares of FMA requesters served hot, warm, and cold with a launcher.
+
+    ``requesters`` counts every requester in the window except the plain-vLLM baseline
+    (``cold_no_fma``): requesters whose path is ``unknown`` stay in the denominator, since
+    they did ask FMA for a server, so a rate is never flattered by missing data.
+    Unfinished actuations count too: the DPC chose their path all the same.
+    """
+
+    hot: float | None
+    warm: float | None
+    cold_launcher: float | None
+    requesters: int
+
+
+@dataclass
+class Report:
+    rows: list[MetricRow]
+    hit_rates: HitRates
+    #: all complete durations per (metric, path), sorted, kept for SLO items over all paths
+    values: dict[tuple[str, str], list[float]]
+
+
+def hit_rates(ds: Dataset) -> HitRates:
+    hot = warm = cold = total = 0
+    for req in ds.requests.values():
+        if req.path == COLD_NO_FMA:
+            continue
+        total += 1
+        is_hot = req.hot_hit if req.hot_hit is not None else req.path == HOT
+        is_warm = req.warm_hit if req.warm_hit is not None else req.path == WARM
+        hot += is_hot
+        warm += is_warm
+        cold += req.path == COLD_LAUNCHER
+    if not total:
+        return HitRates(None, None, None, 0)
+    return HitRates(hot / total, warm / total, cold / total, total)
+
+
+def _metric_order(metric: str) -> tuple[int, str]:
+    return (METRICS.index(metric), "") if metric in METRICS else (len(METRICS), metric)
+
+
+def _path_order(path: str) -> tuple[int, str]:
+    return (PATH_ORDER.index(path), "") if path in PATH_ORDER else (len(PATH_ORDER), path)
+
+
+def build_report(ds: Dataset) -> Report:
+    """Rows for every metric x path that has a complete or an incomplete actuation."""
+    values: dict[tuple[str, str], list[float]] = defaultdict(list)
+    incomplete: dict[tuple[str, str], int] = defaultdict(int)
+    for s in ds.samples:
+        key = (s.metric, s.path)
+        if s.complete:
+            values[key].append(s.duration_s)
+        else:
+            incomplete[key] += 1
+    keys = sorted(set(values) | set(incomplete), key=lambda k: (_metric_order(k[0]), _path_order(k[1])))
+    rows = [summarize(m, p, values.get((m, p), ()), incomplete.get((m, p), 0)) for m, p in keys]
+    sorted_values = {k: sorted(v) for k, v in values.items()}
+    return Report(rows=rows, hit_rates=hit_rates(ds), values=sorted_values)
+
+
+def merged(report: Report, metric: str, path: str | None) -> MetricRow:
+    """A row for ``metric`` on one path, or over all paths when ``path`` is ``None``."""
+    if path is not None:
+        for r in report.rows:
+            if r.metric == metric and r.path == path:
+                return r
+        return summarize(metric, path, ())
+    vals: list[float] = []
+    inc = 0
+    for r in report.rows:
+        if r.metric == metric:
+            vals.extend(report.values.get((metric, r.path), ()))
+            inc += r.incomplete
+    return summarize(metric, "*", vals, inc)
