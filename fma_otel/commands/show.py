@@ -1,0 +1,101 @@
+"""``fma-otel show FILE``: a waterfall of each trace in an OTLP JSON lines file.
+
+Exit codes: 0 shown (also when the reader of a pipe goes away: ``show | head`` is normal
+use, not an error); 1 ``--trace``/``--requester`` matched nothing; 2 the file is missing,
+unreadable or not OTLP JSON lines.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+
+import click
+
+from ..model import A_REQ_NAME, SpanRecord
+from ..sinks.otlp_json import OtlpJsonError, read_spans
+from ..sinks.show import group_traces, render_waterfall
+from ._common import fail
+
+#: Width when stdout is not a terminal: fixed, so piped output is the same everywhere.
+PIPE_WIDTH = 120
+
+
+def _warn(message: str) -> None:
+    """A note on stderr, prefixed like :func:`fail`'s errors."""
+    ctx = click.get_current_context(silent=True)
+    click.echo(f"{ctx.command_path if ctx else 'fma-otel show'}: {message}", err=True)
+
+
+def _load(path: str) -> list[SpanRecord]:
+    stats: dict[str, int] = {}
+    try:
+        spans = list(read_spans(path, stats))
+    except FileNotFoundError:
+        fail(f"{path}: no such file")
+    except IsADirectoryError:
+        fail(f"{path}: is a directory, not an OTLP JSON lines file")
+    except PermissionError:
+        fail(f"{path}: permission denied")
+    except OtlpJsonError:
+        fail(f"{path}: not an OTLP JSON lines file (no line holds resourceSpans)")
+    except OSError as exc:
+        fail(f"{path}: cannot read: {exc.strerror or exc}")
+    if stats.get("skipped"):
+        _warn(f"{path}: skipped {stats['skipped']} line(s) that are not OTLP JSON")
+    return spans
+
+
+def _select(spans: list[SpanRecord], trace: str | None, requester: str | None) -> list[SpanRecord]:
+    """Keep the traces asked for: ``--trace`` by id (a unique prefix will do), ``--requester``
+    by the requester Pod name on any of the trace's spans."""
+    traces = group_traces(spans)
+    if trace:
+        want = trace.strip().lower()
+        exact = [t for t in traces if t[0].trace_id == want]
+        hits = exact or [t for t in traces if t[0].trace_id.startswith(want)]
+        if not hits:
+            fail(f"no trace with id {trace}", 1)
+        if len(hits) > 1:
+            fail(f"trace id prefix {trace} matches {len(hits)} traces; give more digits", 1)
+        traces = hits
+    if requester:
+        traces = [t for t in traces if any(s.attributes.get(A_REQ_NAME) == requester for s in t)]
+        if not traces:
+            fail(f"no trace for requester {requester}", 1)
+    return [s for t in traces for s in t]
+
+
+def _write(text: str) -> None:
+    """Write, treating a closed pipe as the reader having seen enough (exit 0, no noise)."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Point stdout at /dev/null so the interpreter's final flush cannot fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(0)
+
+
+@click.command("show", help="Print a terminal waterfall of the traces in an OTLP JSON lines file.")
+@click.argument("file", type=click.Path(dir_okay=True, path_type=str))
+@click.option("--trace", "trace_id", metavar="ID", help="Only this trace (hex id, or a unique prefix).")
+@click.option("--requester", metavar="NAME", help="Only traces of this requester Pod.")
+@click.option("--width", type=click.IntRange(min=30), help="Line width (default: the terminal's, or 120).")
+@click.option("--no-color", is_flag=True, help="Plain text even on a terminal (also: NO_COLOR set).")
+def command(
+    file: str, trace_id: str | None, requester: str | None, width: int | None, no_color: bool
+) -> None:
+    spans = _select(_load(file), trace_id, requester)
+    if not spans:
+        _warn(f"{file}: no spans")
+        return
+    tty = sys.stdout.isatty()
+    color = tty and not no_color and not os.environ.get("NO_COLOR")
+    if width is None:
+        width = shutil.get_terminal_size((PIPE_WIDTH, 24)).columns if tty else PIPE_WIDTH
+    # One trace at a time: `show big.jsonl | head` stops early instead of rendering all.
+    for i, trace in enumerate(group_traces(spans)):
+        _write(("\n" if i else "") + render_waterfall(trace, width, color))

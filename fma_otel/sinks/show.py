@@ -1,0 +1,268 @@
+"""Terminal waterfalls of actuation traces: the quickest look at a trace without Jaeger.
+
+Rendering is a pure function of the spans (:func:`render_waterfall`) so tests can compare
+exact text and the HTML report can reuse it.  Each trace becomes a header line and one line
+per span, indented by depth in the tree, with a bar on an axis shared by the whole trace:
+what a user sees in Jaeger's timeline, plus the things Jaeger does not show at a glance
+(the honest ``[min, max]`` duration interval, where each boundary came from, the FMA metric
+the span measures, and whether it is an error or has inconsistent clocks).
+
+Line layout (plain text)::
+
+    r1  cold_launcher  trace 0af7...319c  complete  30.000s
+    fma.request            │████████████████████│   30.000s  [29.000, 31.000]  k8s:created → k8s:Ready
+      fma.actuation        │      ██████████████│   20.000s  ...  T_actuation
+
+``width`` governs the name, bar and duration columns (the bar takes what the names leave,
+at least :data:`MIN_BAR`); the detail columns follow and may run past it, since cutting
+sources short would hide exactly what this view is for.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ..model import (
+    A_COMPLETE,
+    A_END_SRC,
+    A_INCONSISTENT,
+    A_MAX,
+    A_METRIC,
+    A_MIN,
+    A_PATH,
+    A_RAW,
+    A_REQ_NAME,
+    A_START_SRC,
+    ROOT,
+    SERVICE_DPC,
+    SERVICE_K8S,
+    SERVICE_LAUNCHER,
+    STATUS_ERROR,
+    S,
+    SpanRecord,
+)
+
+MIN_BAR = 10
+MAX_NAME = 48
+INDENT = "  "
+FULL = "█"
+TICK = "▏"  # a zero-length span: visible, but clearly not a duration
+EDGE = "│"
+DUR_WIDTH = 9
+
+#: Bar colours by the service that observed the span's end (who to blame for its length).
+SERVICE_STYLE: Mapping[str, str] = {
+    SERVICE_K8S: "blue",
+    SERVICE_DPC: "green",
+    SERVICE_LAUNCHER: "magenta",
+}
+
+
+# --------------------------------------------------------------------------- structure
+
+
+def group_traces(spans: Iterable[SpanRecord]) -> list[list[SpanRecord]]:
+    """Spans grouped by trace id, traces ordered by the start of their root (then id)."""
+    by_trace: dict[str, list[SpanRecord]] = {}
+    for s in spans:
+        by_trace.setdefault(s.trace_id, []).append(s)
+    return sorted(by_trace.values(), key=lambda t: (_root(t).start_ns, t[0].trace_id))
+
+
+def _root(trace: Sequence[SpanRecord]) -> SpanRecord:
+    """The ``fma.request`` span, else the earliest parentless span, else the earliest span."""
+    named = [s for s in trace if s.name == ROOT and not s.parent_span_id]
+    if named:
+        return min(named, key=_order)
+    parentless = [s for s in trace if not s.parent_span_id]
+    return min(parentless or trace, key=_order)
+
+
+def _order(s: SpanRecord) -> tuple[int, str, str]:
+    return (s.start_ns, s.name, s.span_id)
+
+
+def tree_lines(trace: Sequence[SpanRecord]) -> list[tuple[int, SpanRecord, bool]]:
+    """Depth-first ``(depth, span, orphan)``; children by start time, then name.
+
+    A span whose parent is not in the file (a wrapper span whose bridge trace was not
+    exported, say) is shown at the top level and flagged, rather than hidden.
+    """
+    ids = {s.span_id for s in trace}
+    children: dict[str | None, list[SpanRecord]] = {}
+    for s in trace:
+        parent = s.parent_span_id if s.parent_span_id in ids else None
+        children.setdefault(parent, []).append(s)
+    out: list[tuple[int, SpanRecord, bool]] = []
+    seen: set[str] = set()
+
+    def walk(s: SpanRecord, depth: int) -> None:
+        if s.span_id in seen:  # duplicate ids: show each record once, never loop
+            return
+        seen.add(s.span_id)
+        out.append((depth, s, bool(s.parent_span_id) and s.parent_span_id not in ids))
+        for c in sorted(children.get(s.span_id, ()), key=_order):
+            walk(c, depth + 1)
+
+    for top in sorted(children.get(None, ()), key=_order):
+        walk(top, 0)
+    return out
+
+
+# --------------------------------------------------------------------------- pieces
+
+
+def bar(start_ns: int, end_ns: int, t0: int, t1: int, cells: int) -> str:
+    """The span's extent as block characters on the ``[t0, t1]`` axis, ``cells`` wide.
+
+    A cell is filled when the span covers any part of it, so a short span is never
+    invisible; a zero-length span is a thin tick at its instant.
+    """
+    total = max(t1 - t0, 1)
+    a = (start_ns - t0) / total * cells
+    b = (end_ns - t0) / total * cells
+    first = min(max(int(math.floor(a)), 0), cells - 1)
+    if end_ns <= start_ns:
+        return " " * first + TICK + " " * (cells - first - 1)
+    last = min(max(int(math.ceil(b)), first + 1), cells)
+    return " " * first + FULL * (last - first) + " " * (cells - last)
+
+
+def fmt_s(seconds: float) -> str:
+    return f"{seconds:.3f}s"
+
+
+def _num(v: Any) -> float | None:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def details(s: SpanRecord) -> list[tuple[str, str]]:
+    """The detail columns of a span as ``(text, style)`` pieces."""
+    a = s.attributes
+    out: list[tuple[str, str]] = []
+    lo, hi = _num(a.get(A_MIN)), _num(a.get(A_MAX))
+    if lo is not None or hi is not None:
+        lo_s = "?" if lo is None else f"{lo:.3f}"
+        hi_s = "?" if hi is None else f"{hi:.3f}"
+        out.append((f"[{lo_s}, {hi_s}]", "dim"))
+    src, dst = a.get(A_START_SRC), a.get(A_END_SRC)
+    if src or dst:
+        out.append((f"{src or '?'} → {dst or '?'}", "dim"))
+    if a.get(A_METRIC):
+        out.append((str(a[A_METRIC]), "bold cyan"))
+    if s.status_code == STATUS_ERROR:
+        out.append((f"!ERROR{': ' + s.status_message if s.status_message else ''}", "bold red"))
+    if a.get(A_INCONSISTENT) is True:
+        raw = _num(a.get(A_RAW))
+        out.append((f"!CLOCK{' raw=' + fmt_s(raw) if raw is not None else ''}", "bold yellow"))
+    return out
+
+
+def header(trace: Sequence[SpanRecord]) -> list[tuple[str, str]]:
+    """Requester, path, trace id, complete/INCOMPLETE and total duration."""
+    root = _root(trace)
+
+    def first_attr(key: str) -> Any:
+        if key in root.attributes:
+            return root.attributes[key]
+        return next((s.attributes[key] for s in trace if key in s.attributes), None)
+
+    requester = first_attr(A_REQ_NAME) or "?"
+    path = first_attr(A_PATH) or "?"
+    has_root = root.name == ROOT and not root.parent_span_id
+    complete = has_root and root.attributes.get(A_COMPLETE, True) is not False
+    t0 = min(s.start_ns for s in trace)
+    t1 = max(s.end_ns for s in trace)
+    out = [(str(requester), "bold"), (str(path), ""), (f"trace {root.trace_id}", "dim")]
+    if complete:
+        out.append(("complete", "green"))
+    else:
+        why = root.status_message if has_root and root.status_code == STATUS_ERROR else ""
+        if not has_root:
+            why = f"no {ROOT} span"
+        out.append((f"INCOMPLETE{' (' + why + ')' if why else ''}", "bold red"))
+    out.append((fmt_s((t1 - t0) / S), ""))
+    return out
+
+
+# --------------------------------------------------------------------------- render
+
+
+def _trace_rows(trace: Sequence[SpanRecord], width: int) -> list[list[tuple[str, str]]]:
+    """One trace as rows of styled pieces (the single source of both plain and colour)."""
+    lines = tree_lines(trace)
+    labels = [INDENT * d + s.name + (" ↑?" if orphan else "") for d, s, orphan in lines]
+    name_w = min(max(len(x) for x in labels), MAX_NAME)
+    cells = max(width - name_w - len(" " + EDGE + EDGE + " ") - DUR_WIDTH, MIN_BAR)
+    t0 = min(s.start_ns for s in trace)
+    t1 = max(s.end_ns for s in trace)
+    rows: list[list[tuple[str, str]]] = [_join(header(trace), "  ")]
+    for (_depth, s, _orphan), label in zip(lines, labels, strict=True):
+        if len(label) > name_w:
+            label = label[: name_w - 1] + "…"
+        if s.status_code == STATUS_ERROR:
+            style = "red"
+        elif s.attributes.get(A_INCONSISTENT) is True:
+            style = "yellow"
+        else:
+            style = SERVICE_STYLE.get(s.service, "white")
+        row = [
+            (label.ljust(name_w), ""),
+            (" " + EDGE, "dim"),
+            (bar(s.start_ns, s.end_ns, t0, t1, cells), style),
+            (EDGE + " ", "dim"),
+            (fmt_s(s.duration_s).rjust(DUR_WIDTH), ""),
+        ]
+        for text, st in details(s):
+            row += [("  ", ""), (text, st)]
+        rows.append(row)
+    return rows
+
+
+def _join(pieces: list[tuple[str, str]], sep: str) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for i, p in enumerate(pieces):
+        if i:
+            out.append((sep, ""))
+        out.append(p)
+    return out
+
+
+def render_waterfall(spans: list[SpanRecord], width: int, color: bool) -> str:
+    """Every trace in ``spans`` as a waterfall; traces separated by a blank line.
+
+    With ``color`` the text carries ANSI styles made by rich; without, it is plain and
+    deterministic (no trailing spaces), which is what tests and pipes get.
+    """
+    blocks: list[list[list[tuple[str, str]]]] = [_trace_rows(t, width) for t in group_traces(spans)]
+    if not color:
+        text_blocks = ["\n".join("".join(t for t, _ in row).rstrip() for row in rows) for rows in blocks]
+        return "\n\n".join(text_blocks) + ("\n" if text_blocks else "")
+    return _ansi(blocks)
+
+
+def _ansi(blocks: list[list[list[tuple[str, str]]]]) -> str:
+    import io
+
+    from rich.console import Console
+    from rich.text import Text
+
+    buf = io.StringIO()
+    console = Console(
+        file=buf, force_terminal=True, color_system="standard", width=100_000, highlight=False, emoji=False
+    )
+    for i, rows in enumerate(blocks):
+        if i:
+            console.print()
+        for row in rows:
+            text = Text(no_wrap=True, overflow="ignore")
+            for piece, style in row:
+                text.append(piece, style=style or None)
+            text.rstrip()
+            console.print(text, soft_wrap=True)
+    return buf.getvalue()

@@ -1,0 +1,170 @@
+"""``fma-otel show``: exact waterfall text, selection, exit codes, and pipes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fma_otel.commands.show import command
+from fma_otel.model import S, SpanRecord
+from fma_otel.sinks.otlp_json import write_trace_line
+from fma_otel.sinks.show import bar, render_waterfall
+
+REPO = Path(__file__).resolve().parents[1]
+TRACE = "0af7651916cd43dd8448eb211c80319c"
+T0 = 1_700_000_000 * S
+COMMON = {"fma.path": "cold_launcher", "fma.requester.name": "r1"}
+
+
+def _span(span_id, parent, name, start_s, end_s, service="kubernetes", trace=TRACE, **kw) -> SpanRecord:
+    attrs = {**COMMON, **kw.pop("attrs", {})}
+    return SpanRecord(
+        trace, span_id * 16, parent and parent * 16, name, "INTERNAL", T0 + int(start_s * S), T0 + int(end_s * S),
+        service, attrs, **kw,
+    )  # fmt: skip
+
+
+def three_levels() -> list[SpanRecord]:
+    """A hand-made 3-level trace, deliberately out of order."""
+    return [
+        _span("d", "b", "fma.kubelet.probe", 29, 29, "dual-pods-controller",
+              attrs={"fma.clock.inconsistent": True, "fma.duration.raw_s": -0.5}),
+        _span("c", "b", "fma.dpc.bind", 10, 12, "dual-pods-controller", status_code="ERROR", status_message="boom"),
+        _span("b", "a", "fma.actuation", 10, 30, attrs={"fma.metric": "T_actuation"}),
+        _span("e", "a", "fma.requester.schedule", 0, 1),
+        _span("a", None, "fma.request", 0, 30, attrs={
+            "fma.complete": True, "fma.duration.min_s": 29.0, "fma.duration.max_s": 31.0,
+            "fma.start.source": "k8s:created", "fma.end.source": "k8s:Ready"}),
+    ]  # fmt: skip
+
+
+def test_render_three_levels_exact():
+    out = render_waterfall(three_levels(), 60, color=False)
+    assert out.splitlines() == [
+        "r1  cold_launcher  trace 0af7651916cd43dd8448eb211c80319c  complete  30.000s",
+        "fma.request              │███████████████████████│   30.000s  [29.000, 31.000]  k8s:created → k8s:Ready",
+        "  fma.requester.schedule │█                      │    1.000s",
+        "  fma.actuation          │       ████████████████│   20.000s  T_actuation",
+        "    fma.dpc.bind         │       ███             │    2.000s  !ERROR: boom",
+        "    fma.kubelet.probe    │                      ▏│    0.000s  !CLOCK raw=-0.500s",
+    ]
+    # 23 bar cells for 30 s: 10 s starts in cell 7, 12 s ends in cell 10, 29 s is cell 22;
+    # the name, bar and duration columns fill exactly the width asked for
+    assert len(out.splitlines()[2]) == 60
+
+
+def test_render_orders_traces_by_root_start_and_flags_incomplete():
+    later = [_span("a", None, "fma.request", 100, 130, trace="1" * 32)]
+    incomplete = [
+        _span("a", None, "fma.request", 50, 60, trace="2" * 32, status_code="ERROR",
+              status_message="missing R.ready", attrs={"fma.complete": False, "fma.requester.name": "r2"}),
+        _span("f", "9", "fma.vllm.startup", 51, 52, trace="2" * 32),
+    ]  # fmt: skip
+    out = render_waterfall(later + incomplete + three_levels(), 60, color=False)
+    headers = [line for line in out.splitlines() if "trace " in line]
+    assert [h.split("trace ")[1].split()[0] for h in headers] == [TRACE, "2" * 32, "1" * 32]
+    assert "INCOMPLETE (missing R.ready)" in headers[1]
+    assert "fma.vllm.startup ↑?" in out  # parent not in the file: shown at top level, flagged
+    assert "\n\n" in out and not out.endswith("\n\n")
+
+
+def test_render_no_root_and_color():
+    spans = [_span("b", "a", "fma.actuation", 0, 1)]
+    assert "INCOMPLETE (no fma.request span)" in render_waterfall(spans, 60, color=False)
+    colored = render_waterfall(three_levels(), 60, color=True)
+    assert "\x1b[" in colored
+    assert "fma.dpc.bind" in colored
+    assert render_waterfall([], 60, color=False) == ""
+
+
+def test_bar_edges():
+    assert bar(0, 10, 0, 10, 10) == "█" * 10
+    assert bar(0, 1, 0, 1000, 10) == "█" + " " * 9  # tiny spans stay visible
+    assert bar(10, 10, 0, 10, 10) == " " * 9 + "▏"
+    assert bar(5, 5, 5, 5, 4) == "▏   "  # a trace of one instant
+
+
+@pytest.fixture
+def trace_file(tmp_path: Path) -> Path:
+    p = tmp_path / "traces.jsonl"
+    with p.open("w") as fh:
+        write_trace_line(fh, three_levels())
+        write_trace_line(fh, [_span("a", None, "fma.request", 100, 130, trace="1" * 32,
+                                    attrs={"fma.requester.name": "r9"})])  # fmt: skip
+    return p
+
+
+def _run(*args: str):
+    return CliRunner().invoke(command, list(args), prog_name="fma-otel show")
+
+
+def test_cli_shows_all_then_filters(trace_file):
+    res = _run(str(trace_file))
+    assert res.exit_code == 0, res.output
+    assert res.output.count(" trace ") == 2
+    res = _run(str(trace_file), "--trace", TRACE[:8], "--width", "60")
+    assert res.exit_code == 0
+    assert res.output == render_waterfall(three_levels(), 60, color=False)
+    res = _run(str(trace_file), "--requester", "r9")
+    assert res.exit_code == 0 and "r9" in res.output and TRACE not in res.output
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["--trace", "deadbeef"], 1, "no trace with id deadbeef"),
+        (["--requester", "nobody"], 1, "no trace for requester nobody"),
+    ],
+)
+def test_cli_selection_misses(trace_file, args, code, message):
+    res = _run(str(trace_file), *args)
+    assert res.exit_code == code
+    assert message in res.stderr
+    assert "Traceback" not in res.output
+
+
+def test_cli_bad_files(tmp_path: Path):
+    res = _run(str(tmp_path / "missing.jsonl"))
+    assert res.exit_code == 2
+    assert res.stderr.strip().endswith("missing.jsonl: no such file")
+    assert len(res.stderr.strip().splitlines()) == 1
+    text = tmp_path / "notes.txt"
+    text.write_text("hello\nthis is not json\n")
+    res = _run(str(text))
+    assert res.exit_code == 2
+    assert "not an OTLP JSON lines file" in res.stderr
+    res = _run(str(tmp_path))
+    assert res.exit_code == 2 and "is a directory" in res.stderr
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    res = _run(str(empty))
+    assert res.exit_code == 0 and "no spans" in res.stderr
+
+
+def test_cli_skipped_lines_are_reported(trace_file):
+    with trace_file.open("a") as fh:
+        fh.write("garbage\n")
+    res = _run(str(trace_file))
+    assert res.exit_code == 0
+    assert "skipped 1 line(s)" in res.stderr
+
+
+def test_pipe_to_head_is_quiet(tmp_path: Path):
+    big = tmp_path / "big.jsonl"
+    with big.open("w") as fh:
+        for i in range(1500):  # far more than a pipe buffer of output
+            write_trace_line(fh, [_span("a", None, "fma.request", i, i + 30, trace=f"{i + 1:032x}"),
+                                  _span("b", "a", "fma.actuation", i + 5, i + 30, trace=f"{i + 1:032x}")])  # fmt: skip
+    cli = [sys.executable, "-c", "from fma_otel.cli import run; run()", "show", str(big)]
+    proc = subprocess.run(
+        f"{' '.join(map(repr, cli))} | head -1; echo \"rc=${{PIPESTATUS[0]}}\"",
+        shell=True, executable="/bin/bash", cwd=REPO, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("r1  cold_launcher  trace 00000000000000000000000000000001")
+    assert lines[-1] == "rc=0"
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
