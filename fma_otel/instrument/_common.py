@@ -1,0 +1,232 @@
+"""Shared machinery of the in-process wrappers: tracers, forced span ids, do-no-harm guards.
+
+Why this exists: every wrapper must (1) never let a tracing failure reach the host,
+(2) give some spans the *derived* span id of the span model (so that the live span and
+the bridge's span are the same span), and (3) stay silent when the SDK is disabled, when
+instrumentation is suppressed, or in a forked vLLM child.  Doing that once here keeps the
+wrappers short and makes the guarantees testable in one place.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import logging
+import os
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+from fma_otel import __version__
+
+logger = logging.getLogger("fma_otel.instrument")
+
+SCOPE = "fma_otel.instrument"
+#: The contextvar through which a wrapper tells the id generator which span id to use.
+_FORCED_SPAN_ID: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "fma_forced_span_id", default=None
+)
+
+#: pid of the process that instrumented; a forked child has another pid and goes silent.
+_OWNER_PID = os.getpid()
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def sdk_disabled() -> bool:
+    """``OTEL_SDK_DISABLED=true`` turns every wrapper into a pass-through (the spec's switch)."""
+    return os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true"
+
+
+def set_owner_pid() -> None:
+    """Remember which process instrumented, so that a forked child never records spans."""
+    global _OWNER_PID
+    _OWNER_PID = os.getpid()
+
+
+def in_forked_child() -> bool:
+    return os.getpid() != _OWNER_PID
+
+
+def active() -> bool:
+    """Whether a wrapper should record anything now (cheap; called on every hot path)."""
+    return is_instrumentation_enabled() and not in_forked_child()
+
+
+def swallow(default: Any = None) -> Callable[[F], F]:
+    """Decorator: a failure inside tracing code is logged at debug level and swallowed.
+
+    The host (launcher, controller tool) must behave exactly as uninstrumented even if the
+    tracer, the exporter or our own code breaks.
+    """
+
+    def deco(fn: F) -> F:
+        @functools.wraps(fn)
+        def inner(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except Exception:  # noqa: BLE001 - do no harm
+                logger.debug("fma-otel: tracing failure in %s (ignored)", fn.__qualname__, exc_info=True)
+                return default
+
+        return inner  # type: ignore[return-value]
+
+    return deco
+
+
+# --------------------------------------------------------------------------- ids
+
+
+class ForcingIdGenerator:
+    """Id generator that returns a forced span id when a wrapper asked for one.
+
+    The SDK keeps ``SpanContext`` immutable and has no "span id" argument (upstream's
+    suggested workaround is an id generator consulting a contextvar); everything else is
+    delegated, so spans of other instrumentations keep their random ids.
+    """
+
+    def __init__(self, delegate: Any) -> None:
+        self.delegate = delegate
+
+    def generate_span_id(self) -> int:
+        forced = _FORCED_SPAN_ID.get()
+        if forced is not None:
+            _FORCED_SPAN_ID.set(None)
+            return forced
+        return self.delegate.generate_span_id()
+
+    def generate_trace_id(self) -> int:
+        return self.delegate.generate_trace_id()
+
+    def is_trace_id_random(self) -> bool:
+        fn = getattr(self.delegate, "is_trace_id_random", None)
+        return bool(fn()) if fn else False
+
+
+class TracerSource:
+    """Lazily resolves our tracer for the current (or an explicit) provider.
+
+    Resolved at use time rather than at instrument time because the SDK may be configured
+    after ``instrument()`` (``import fma_otel.auto`` before ``opentelemetry-instrument``'s
+    configurator, tests that swap providers).
+    """
+
+    def __init__(self, provider: Any = None) -> None:
+        self.provider = provider
+        self._cache: tuple[Any, Any] | None = None
+
+    def get(self) -> trace.Tracer:
+        prov = self.provider if self.provider is not None else trace.get_tracer_provider()
+        cached = self._cache
+        if cached is not None and cached[0] is prov:
+            return cached[1]
+        tracer = prov.get_tracer(SCOPE, __version__)
+        gen = getattr(tracer, "id_generator", None)
+        if gen is not None and not isinstance(gen, ForcingIdGenerator):
+            tracer.id_generator = ForcingIdGenerator(gen)
+        if not isinstance(prov, trace.ProxyTracerProvider):
+            self._cache = (prov, tracer)
+        return tracer
+
+
+def start_span(
+    tracer: trace.Tracer,
+    name: str,
+    *,
+    context: otel_context.Context | None = None,
+    kind: trace.SpanKind = trace.SpanKind.INTERNAL,
+    attributes: dict[str, Any] | None = None,
+    start_time: int | None = None,
+    span_id: str | None = None,
+) -> trace.Span:
+    """Start a span, with the given hex ``span_id`` when the tracer can honour it."""
+    token = _FORCED_SPAN_ID.set(int(span_id, 16)) if span_id else None
+    try:
+        return tracer.start_span(
+            name, context=context, kind=kind, attributes=attributes, start_time=start_time
+        )
+    finally:
+        if token is not None:
+            _FORCED_SPAN_ID.reset(token)
+
+
+def remote_context(trace_id: str, span_id: str) -> otel_context.Context:
+    """A context whose parent is the (possibly never emitted here) span ``span_id``."""
+    sc = SpanContext(
+        trace_id=int(trace_id, 16),
+        span_id=int(span_id, 16),
+        is_remote=True,
+        trace_flags=TraceFlags(TraceFlags.SAMPLED),
+    )
+    return trace.set_span_in_context(NonRecordingSpan(sc), otel_context.Context())
+
+
+def hex_ids(span: trace.Span) -> tuple[str, str]:
+    sc = span.get_span_context()
+    return format(sc.trace_id, "032x"), format(sc.span_id, "016x")
+
+
+def traceparent_of(span: trace.Span) -> str | None:
+    sc = span.get_span_context()
+    if not sc.is_valid:
+        return None
+    return f"00-{sc.trace_id:032x}-{sc.span_id:016x}-{int(sc.trace_flags):02x}"
+
+
+class OrdinalCounter:
+    """Counts spans of one name per trace (the ``n`` of the span-id rule), bounded in memory."""
+
+    def __init__(self, max_traces: int = 4096) -> None:
+        self._seen: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._max = max_traces
+
+    def next(self, trace_id: str, name: str) -> int:
+        key = (trace_id, name)
+        n = self._seen.pop(key, -1) + 1
+        self._seen[key] = n
+        while len(self._seen) > self._max:
+            self._seen.popitem(last=False)
+        return n
+
+
+@contextmanager
+def attached(ctx: otel_context.Context | None) -> Iterator[None]:
+    """Attach ``ctx`` for a block, tolerating a failed detach (never raises into the host)."""
+    token = otel_context.attach(ctx) if ctx is not None else None
+    try:
+        yield
+    finally:
+        if token is not None:
+            try:
+                otel_context.detach(token)
+            except Exception:  # noqa: BLE001
+                pass
+
+
+def env_float(name: str, default: float) -> float:
+    try:
+        return float(os.environ.get(name, "") or default)
+    except ValueError:
+        return default
+
+
+def attach_safe(ctx: otel_context.Context | None) -> object | None:
+    try:
+        return otel_context.attach(ctx) if ctx is not None else None
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def detach_safe(token: object | None) -> None:
+    if token is None:
+        return
+    try:
+        otel_context.detach(token)  # type: ignore[arg-type]
+    except Exception:  # noqa: BLE001
+        pass

@@ -1,0 +1,153 @@
+"""``fma_otel.actuation(requester_pod)``: make work done for one actuation join its trace.
+
+Why: DPC-side Python code (test requesters, controllers acting for the DPC, benchmark
+harnesses) has no ``traceparent`` to start from; the actuation trace is *derived* from the
+requester Pod's UID.  Inside the context manager the current span context is the
+actuation's (trace id = ``trace_id_for(actuation_key(uid, n))``, span id = the derived id of
+``fma.actuation``), so httpx calls made inside become its children, are named by their
+DPC purpose and - for the spans the model names (``fma.dpc.create_instance``,
+``fma.vllm.wake``) - get the derived ids themselves, parented where the bridge puts them.
+
+By default the ``fma.actuation`` span itself is *not* emitted (``emit=False``): the bridge
+emits it with the true Kubernetes instants, and two spans with one id would collide.  Pass
+``emit=True`` when no bridge will run (a harness that wants a live tree of its own).
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry import trace
+
+from fma_otel import model
+from fma_otel.instrument import _common as c
+
+ACTUATION_SPAN = model.SPANS_BY_NAME["fma.actuation"].name
+_CURRENT: contextvars.ContextVar[Actuation | None] = contextvars.ContextVar("fma_actuation", default=None)
+_tracers = c.TracerSource()
+
+
+@dataclass
+class Actuation:
+    """The identity of one actuation and a per-name counter (the ``n`` of the id rule)."""
+
+    requester_uid: str
+    requester_name: str | None
+    namespace: str | None
+    n: int
+    path: str | None
+    key: str = ""
+    trace_id: str = ""
+    _counts: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.key = model.actuation_key(self.requester_uid, self.n)
+        self.trace_id = model.trace_id_for(self.key)
+
+    def span_id(self, name: str, n: int = 0) -> str:
+        return model.span_id_for(self.trace_id, name, n)
+
+    def next_index(self, name: str) -> int:
+        """0 for the first span of ``name`` opened in this actuation, then 1, 2, ..."""
+        n = self._counts.get(name, 0)
+        self._counts[name] = n + 1
+        return n
+
+    def parent_of(self, name: str) -> str | None:
+        """The model's parent span name for ``name`` on this actuation's path."""
+        d = model.SPANS_BY_NAME.get(name)
+        if d is None:
+            return None
+        path = self.path if self.path in d.paths else sorted(d.paths)[0]
+        return d.parent_name(path)
+
+    def attributes(self) -> dict[str, Any]:
+        attrs: dict[str, Any] = {model.A_REQ_UID: self.requester_uid, model.A_ACTUATION_KEY: self.key}
+        if self.requester_name:
+            attrs[model.A_REQ_NAME] = self.requester_name
+        if self.namespace:
+            attrs[model.A_NAMESPACE] = self.namespace
+        if self.path:
+            attrs[model.A_PATH] = self.path
+        return attrs
+
+
+def current_actuation() -> Actuation | None:
+    return _CURRENT.get()
+
+
+def _identity(pod: Any) -> tuple[str, str | None, str | None]:
+    """UID, name, namespace from a V1Pod, a Pod dict (JSON) or a bare UID string."""
+    if isinstance(pod, str):
+        return pod, None, None
+    if isinstance(pod, Mapping):
+        meta = pod.get("metadata", pod)
+        return str(meta["uid"]), meta.get("name"), meta.get("namespace")
+    meta = getattr(pod, "metadata", pod)
+    uid = getattr(meta, "uid", None)
+    if not uid:
+        raise ValueError("requester_pod has no metadata.uid")
+    return str(uid), getattr(meta, "name", None), getattr(meta, "namespace", None)
+
+
+@contextmanager
+def actuation(
+    requester_pod: Any,
+    *,
+    n: int = 1,
+    path: str | None = None,
+    emit: bool = False,
+    tracer_provider: Any = None,
+) -> Iterator[Actuation]:
+    """Run the block inside the actuation trace of ``requester_pod`` (see module doc).
+
+    ``n`` is the actuation number of that requester (1 for the first binding); ``path``
+    (``cold_launcher``, ``warm``, ``hot``) picks the model parent where it depends on it.
+    """
+    uid, name, ns = _identity(requester_pod)
+    act = Actuation(uid, name, ns, n, path)
+    parent_name = model.SPANS_BY_NAME[ACTUATION_SPAN].parent_name(path or model.COLD_LAUNCHER)
+    span: trace.Span | None = None
+    ctx = None
+    try:
+        if emit and not c.sdk_disabled() and c.active():
+            tracer = (c.TracerSource(tracer_provider) if tracer_provider else _tracers).get()
+            parent_ctx = c.remote_context(act.trace_id, act.span_id(parent_name)) if parent_name else None
+            span = c.start_span(
+                tracer,
+                ACTUATION_SPAN,
+                context=parent_ctx,
+                attributes={**act.attributes(), model.A_START_SRC: "wrapper", model.A_END_SRC: "wrapper"},
+                span_id=act.span_id(ACTUATION_SPAN),
+            )
+            ctx = trace.set_span_in_context(span, parent_ctx)
+        else:
+            ctx = c.remote_context(act.trace_id, act.span_id(ACTUATION_SPAN))
+    except Exception:  # noqa: BLE001 - do no harm
+        ctx = None
+    token = _CURRENT.set(act)
+    ctx_token = c.attach_safe(ctx)
+    try:
+        yield act
+    except BaseException as exc:
+        if span is not None:
+            _end(span, exc)
+            span = None
+        raise
+    finally:
+        c.detach_safe(ctx_token)
+        _CURRENT.reset(token)
+        if span is not None:
+            _end(span, None)
+
+
+@c.swallow()
+def _end(span: trace.Span, exc: BaseException | None) -> None:
+    if exc is not None:
+        span.record_exception(exc)
+        span.set_status(trace.Status(trace.StatusCode.ERROR, type(exc).__name__))
+    span.end()

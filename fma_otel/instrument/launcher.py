@@ -1,0 +1,617 @@
+"""``LauncherInstrumentor``: live spans from the FMA launcher that join the actuation trace.
+
+What it does, and why each choice:
+
+* **ASGI middleware added to the app's middleware stack** (``build_middleware_stack`` is
+  wrapped at class level).  The launcher's handlers are bound to routes at decoration
+  time, so re-binding module functions would change nothing; the stack, though, is built
+  lazily at the first ASGI call (the lifespan start-up), after the whole launcher module -
+  including a ``__main__`` block - has run.  That makes one hook work for ``python3
+  launcher.py`` (module ``__main__``), ``import launcher`` and ``uvicorn launcher:app``.
+* ``PUT /v2/vllm/instances/{id}`` becomes ``fma.launcher.create_instance`` (SERVER,
+  receipt to response) whose trace comes from an incoming ``traceparent``, else from the
+  launcher Pod's ``dual-pods.llm-d.ai/requester`` annotation (derived trace id, parent =
+  derived ``fma.dpc.create_instance``), else a trace of its own that says why.  Its span id
+  is the derived one, so it *is* the bridge's span.  Other endpoints get ordinary HTTP
+  SERVER spans - unless the framework already makes them (FastAPI's own telemetry in recent
+  releases, contrib's ASGI middleware), so a request never gets two SERVER spans.
+* The launcher classes (``VllmInstance.start``/``stop``, ``VllmMultiProcessManager.
+  create_instance``, ``vllm_kickoff``) are wrapped with wrapt on whichever module defines
+  them (``__main__`` or ``launcher``), found by scanning ``sys.modules`` when the app's
+  stack is built (the class is patched, never the instance: ``__main__`` rebinds the global
+  manager).  ``start`` opens ``fma.vllm.startup`` and hands its ``traceparent`` to the
+  forked child through the child-side ``vllm_kickoff`` wrapper - the parent's environment
+  and the instance's reported ``env_vars`` are never touched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import sys
+import time
+import weakref
+from collections.abc import Collection
+from types import ModuleType
+from typing import Any
+
+import wrapt
+from opentelemetry import propagate, trace
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
+from opentelemetry.instrumentation.utils import unwrap
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from fma_otel import model
+from fma_otel.instrument import _common as c
+from fma_otel.instrument.podinfo import PodInfo, PodLookup
+from fma_otel.instrument.vllm_watch import A_LAG_HINT, A_PID, A_PORT, LAG_RULE, StartupWatch, instance_port
+
+# Span names come from the model, never spelled here.
+CREATE_SPAN = model.SPANS_BY_NAME["fma.launcher.create_instance"].name
+CREATE_PARENT = model.SPANS_BY_NAME[CREATE_SPAN].parent_name(model.COLD_LAUNCHER) or ""
+STARTUP_SPAN = next(iter(model.WRAPPER_SPANS))
+STARTUP_PARENT = model.WRAPPER_SPANS[STARTUP_SPAN]
+
+A_JOIN = "fma.join"
+A_JOIN_REASON = "fma.join.reason"
+A_OPTIONS = "fma.vllm.options"
+A_CONFIG = "fma.vllm.config"
+JOIN_TRACEPARENT = "traceparent"
+JOIN_ANNOTATION = "pod-annotation"
+JOIN_NONE = "none"
+
+_CREATE_PATH = re.compile(r"^/v2/vllm/instances/([^/]+)$")
+_CLASS_NAMES = ("VllmMultiProcessManager", "VllmInstance")
+_HEADER_GETTER_KEYS = ("traceparent", "tracestate", "baggage")
+
+#: Set by the ``start`` wrapper just before the fork; the child-side ``vllm_kickoff``
+#: wrapper reads its (copied) value.  A plain global: fork copies memory, not contexts.
+_PENDING_CHILD_ENV: dict[str, str] | None = None
+
+
+class _HeaderGetter:
+    """Minimal propagation getter over ASGI headers (lower-cased byte pairs)."""
+
+    def get(self, carrier: dict[str, str], key: str) -> list[str] | None:
+        v = carrier.get(key.lower())
+        return [v] if v is not None else None
+
+    def keys(self, carrier: dict[str, str]) -> list[str]:
+        return list(carrier)
+
+
+_GETTER = _HeaderGetter()
+
+
+def _headers(scope: dict[str, Any]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for k, v in scope.get("headers") or ():
+        try:
+            out[k.decode("latin-1").lower()] = v.decode("latin-1")
+        except Exception:  # noqa: BLE001
+            continue
+    return out
+
+
+class _RequestState:
+    __slots__ = ("span", "status", "is_create", "join")
+
+    def __init__(self, span: trace.Span, is_create: bool, join: str) -> None:
+        self.span = span
+        self.status: int | None = None
+        self.is_create = is_create
+        self.join = join
+
+
+class FmaLauncherMiddleware:
+    """The ASGI layer that makes the launcher's SERVER spans (see module doc)."""
+
+    def __init__(self, app: Any, owner: LauncherInstrumentor, fastapi_app: Any, generic: bool = True) -> None:
+        self.app = app
+        self._owner = owner
+        self._fastapi_app = fastapi_app
+        self._generic = generic
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope.get("type") != "http" or not self._owner.recording():
+            await self.app(scope, receive, send)
+            return
+        state: _RequestState | None = None
+        ctx = None
+        try:
+            state, ctx = await self._begin(scope)
+        except Exception:  # noqa: BLE001 - do no harm
+            c.logger.debug("fma-otel: span start failed", exc_info=True)
+        if state is None:
+            await self.app(scope, receive, send)
+            return
+
+        async def send_wrapper(message: dict[str, Any]) -> None:
+            if message.get("type") == "http.response.start":
+                try:
+                    state.status = int(message.get("status", 0))
+                except Exception:  # noqa: BLE001
+                    pass
+            await send(message)
+
+        token = c.attach_safe(ctx)
+        try:
+            await self.app(scope, receive, send_wrapper)
+        except BaseException as exc:
+            self._finish(state, exc)
+            raise
+        else:
+            self._finish(state, None)
+        finally:
+            c.detach_safe(token)
+
+    async def _begin(self, scope: dict[str, Any]) -> tuple[_RequestState | None, Any]:
+        path = scope.get("path", "")
+        method = scope.get("method", "GET")
+        if self._owner.excluded(path):
+            return None, None
+        receipt = time.time_ns()
+        headers = _headers(scope)
+        m = _CREATE_PATH.match(path) if method == "PUT" else None
+        if m is None:
+            if not self._generic or _native_span(scope):
+                return None, None
+            return self._begin_generic(scope, method, path, headers, receipt)
+        instance_id = m.group(1)
+        return await self._begin_create(scope, instance_id, headers, receipt)
+
+    def _begin_generic(
+        self, scope: dict[str, Any], method: str, path: str, headers: dict[str, str], t0: int
+    ) -> tuple[_RequestState, Any]:
+        route = _route_of(self._fastapi_app, scope) or None
+        parent = propagate.extract(headers, getter=_GETTER)
+        attrs = _http_attrs(scope, method, path, headers, route)
+        span = c.start_span(
+            self._owner.tracer(),
+            f"{method} {route}" if route else method,
+            context=parent,
+            kind=SpanKind.SERVER,
+            attributes=attrs,
+            start_time=t0,
+        )
+        return _RequestState(span, False, ""), trace.set_span_in_context(span, parent)
+
+    async def _begin_create(
+        self, scope: dict[str, Any], instance_id: str, headers: dict[str, str], t0: int
+    ) -> tuple[_RequestState, Any]:
+        owner = self._owner
+        attrs = _http_attrs(scope, "PUT", scope.get("path", ""), headers, "/v2/vllm/instances/{instance_id}")
+        attrs[model.A_INSTANCE] = instance_id
+        attrs[model.A_START_SRC] = "wrapper"
+        attrs[model.A_END_SRC] = "wrapper"
+        parent = propagate.extract(headers, getter=_GETTER)
+        psc = trace.get_current_span(parent).get_span_context()
+        span_id: str | None = None
+        if psc.is_valid:
+            join = JOIN_TRACEPARENT
+            trace_hex = format(psc.trace_id, "032x")
+        else:
+            look = await owner.lookup_requester(instance_id)
+            if look.ok:
+                join = JOIN_ANNOTATION
+                assert look.requester_uid
+                key = model.actuation_key(look.requester_uid)
+                trace_hex = model.trace_id_for(key)
+                parent = c.remote_context(trace_hex, model.span_id_for(trace_hex, CREATE_PARENT, 0))
+                attrs[model.A_ACTUATION_KEY] = key
+                attrs[model.A_REQ_UID] = look.requester_uid
+                if look.requester_name:
+                    attrs[model.A_REQ_NAME] = look.requester_name
+            else:
+                join = JOIN_NONE
+                trace_hex = ""
+                attrs[A_JOIN_REASON] = f"no traceparent header; {look.reason}"
+            _pod_attrs(attrs, look)
+        if trace_hex:
+            span_id = model.span_id_for(trace_hex, CREATE_SPAN, owner.ordinals.next(trace_hex, CREATE_SPAN))
+        attrs[A_JOIN] = join
+        span = c.start_span(
+            owner.tracer(),
+            CREATE_SPAN,
+            context=parent,
+            kind=SpanKind.SERVER,
+            attributes=attrs,
+            start_time=t0,
+            span_id=span_id,
+        )
+        return _RequestState(span, True, join), trace.set_span_in_context(span, parent)
+
+    @c.swallow()
+    def _finish(self, state: _RequestState, exc: BaseException | None) -> None:
+        span = state.span
+        status = state.status
+        if status is not None:
+            span.set_attribute("http.response.status_code", status)
+        if exc is not None and not isinstance(exc, asyncio.CancelledError):
+            span.record_exception(exc)
+            span.set_attribute("error.type", type(exc).__qualname__)
+            span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:300]))
+        elif status is not None and (status >= 500 or (state.is_create and status >= 400)):
+            # A refused create (409) did not create anything: an error for the actuation.
+            span.set_attribute("error.type", str(status))
+            span.set_status(Status(StatusCode.ERROR, f"HTTP {status}"))
+        span.end()
+
+
+def _native_span(scope: dict[str, Any]) -> bool:
+    """Did FastAPI's own telemetry already open a SERVER span for this request?"""
+    rt = scope.get("fastapi.telemetry")
+    return rt is not None and getattr(rt, "span", None) is not None
+
+
+def _route_of(app: Any, scope: dict[str, Any]) -> str | None:
+    try:
+        from starlette.routing import Match
+
+        for route in getattr(getattr(app, "router", None), "routes", ()):
+            match, _ = route.matches(scope)
+            if match == Match.FULL:
+                return getattr(route, "path", None)
+    except Exception:  # noqa: BLE001
+        return None
+    return None
+
+
+def _http_attrs(
+    scope: dict[str, Any], method: str, path: str, headers: dict[str, str], route: str | None
+) -> dict[str, Any]:
+    attrs: dict[str, Any] = {
+        "http.request.method": method,
+        "url.path": path,
+        "url.scheme": scope.get("scheme", "http"),
+    }
+    if route:
+        attrs["http.route"] = route
+    if scope.get("query_string"):
+        attrs["url.query"] = scope["query_string"].decode("latin-1")[:256]
+    server = scope.get("server")
+    if server:
+        attrs["server.address"], attrs["server.port"] = server[0], server[1]
+    client = scope.get("client")
+    if client:
+        attrs["client.address"] = client[0]
+    if "user-agent" in headers:
+        attrs["user_agent.original"] = headers["user-agent"][:256]
+    return attrs
+
+
+def _pod_attrs(attrs: dict[str, Any], look: PodLookup) -> None:
+    if look.pod_name:
+        attrs[model.A_LAUNCHER] = look.pod_name
+    if look.namespace:
+        attrs[model.A_NAMESPACE] = look.namespace
+    if look.node_name:
+        attrs[model.A_NODE] = look.node_name
+
+
+def _is_launcher_module(mod: ModuleType | None) -> bool:
+    try:
+        d = vars(mod)
+    except TypeError:
+        return False
+    return all(isinstance(d.get(n), type) for n in _CLASS_NAMES)
+
+
+def launcher_modules() -> list[ModuleType]:
+    """Every loaded module that defines the launcher's classes (``__main__``, ``launcher``...)."""
+    found: list[ModuleType] = []
+    for name in ("__main__", "launcher", "__mp_main__"):
+        mod = sys.modules.get(name)
+        if mod is not None and _is_launcher_module(mod) and mod not in found:
+            found.append(mod)
+    for mod in list(sys.modules.values()):
+        if mod is not None and mod not in found and _is_launcher_module(mod):
+            found.append(mod)
+    return found
+
+
+class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+    """Instrument the FMA launcher (see the module docstring for what and why).
+
+    ``instrument(tracer_provider=None, pod_info=None, modules=None, configure_sdk=True)``:
+    ``pod_info`` replaces the Kubernetes lookup (tests); ``modules`` names launcher modules
+    to patch now instead of waiting for the app's first ASGI call; ``configure_sdk``
+    configures an SDK from the ``OTEL_*`` variables when nobody has (``opentelemetry-
+    instrument`` without a distro configures none).
+    """
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        return ("fastapi >= 0.100",)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def _instrument(self, **kwargs: Any) -> None:
+        self._on = False
+        if c.sdk_disabled():
+            return
+        if kwargs.get("configure_sdk", True) and kwargs.get("tracer_provider") is None:
+            from fma_otel.instrument._sdk import ensure_sdk
+
+            ensure_sdk(default_service=model.SERVICE_LAUNCHER)
+        c.set_owner_pid()
+        self._tracers = c.TracerSource(kwargs.get("tracer_provider"))
+        self.podinfo: PodInfo = kwargs.get("pod_info") or PodInfo()
+        self.ordinals = c.OrdinalCounter()
+        self._patched_modules: list[ModuleType] = []
+        self._apps: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._native_saved: list[tuple[Any, Any]] = []
+        self._watches: weakref.WeakKeyDictionary[Any, StartupWatch] = weakref.WeakKeyDictionary()
+        self._excluded = _excluded_urls()
+        self._patch_stack_builder()
+        for mod in kwargs.get("modules") or ():
+            self.patch_module(mod)
+        for mod in launcher_modules():
+            self.patch_module(mod)
+        self._on = True
+        self.podinfo.prefetch()
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        self._on = False
+        for cls, attr in getattr(self, "_stack_targets", []):
+            unwrap(cls, attr)
+        self._stack_targets = []
+        for mod in getattr(self, "_patched_modules", []):
+            _unpatch_module(mod)
+        self._patched_modules = []
+        for cfg, old in getattr(self, "_native_saved", []):
+            cfg["tracing"] = old
+        self._native_saved = []
+        for app in list(getattr(self, "_apps", ())):
+            app.middleware_stack = None  # rebuilt without us on the next call
+        for watch in list(getattr(self, "_watches", {}).values()):
+            watch.stop("instrumentation removed")
+
+    # ------------------------------------------------------------------ helpers
+
+    def recording(self) -> bool:
+        return getattr(self, "_on", False) and c.active()
+
+    def tracer(self) -> trace.Tracer:
+        return self._tracers.get()
+
+    def excluded(self, path: str) -> bool:
+        return bool(self._excluded and self._excluded.url_disabled(path))
+
+    async def lookup_requester(self, instance_id: str) -> PodLookup:
+        """Cached answer at once; else the bounded lookup in a worker thread (loop stays free)."""
+        pi = self.podinfo
+        hit = pi.cached(instance_id)
+        if hit is not None:
+            return hit
+        if not pi.pod_name or not pi.namespace:
+            return pi.lookup(instance_id)
+        try:
+            return await asyncio.wait_for(asyncio.to_thread(pi.lookup, instance_id), pi.timeout + 0.25)
+        except Exception as exc:  # noqa: BLE001
+            return PodLookup(
+                pod_name=pi.pod_name, namespace=pi.namespace, reason=f"pod lookup: {type(exc).__name__}"
+            )
+
+    # ------------------------------------------------------------------ the app
+
+    def _patch_stack_builder(self) -> None:
+        self._stack_targets: list[tuple[type, str]] = []
+        try:
+            import fastapi
+        except ImportError:  # pragma: no cover - dependency check prevents this
+            return
+        cls: type = fastapi.FastAPI
+        if "build_middleware_stack" not in vars(cls):
+            import starlette.applications
+
+            cls = starlette.applications.Starlette
+        wrapt.wrap_function_wrapper(cls, "build_middleware_stack", self._build_stack_wrapper)
+        self._stack_targets.append((cls, "build_middleware_stack"))
+        # Apps whose stack is already built (instrument() called late) rebuild with us.
+        for mod in launcher_modules():
+            app = vars(mod).get("app")
+            if app is not None and getattr(app, "middleware_stack", None) is not None:
+                app.middleware_stack = None
+
+    def _build_stack_wrapper(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        stack = wrapped(*args, **kwargs)
+        try:
+            return self._wrap_stack(instance, stack)
+        except Exception:  # noqa: BLE001 - do no harm: serve uninstrumented
+            c.logger.debug("fma-otel: could not add the launcher middleware", exc_info=True)
+            return stack
+
+    def _wrap_stack(self, app: Any, stack: Any) -> Any:
+        if not getattr(self, "_on", False) or isinstance(stack, FmaLauncherMiddleware):
+            return stack
+        mods = [m for m in launcher_modules() if vars(m).get("app") is app]
+        if not mods:
+            return stack  # not the launcher: leave other FastAPI apps alone
+        for mod in mods:
+            self.patch_module(mod)
+        generic = not _has_contrib_asgi(stack)
+        cfg = getattr(app, "_telemetry", None)
+        if generic and isinstance(cfg, dict) and cfg.get("tracing"):
+            # FastAPI >= 0.16x emits its own SERVER spans; ours replace them for this app.
+            self._native_saved.append((cfg, cfg["tracing"]))
+            cfg["tracing"] = False
+        self._apps.add(app)
+        return FmaLauncherMiddleware(stack, self, app, generic=generic)
+
+    # ------------------------------------------------------------------ the classes
+
+    def patch_module(self, mod: ModuleType) -> None:
+        """Wrap the launcher classes of ``mod`` (idempotent)."""
+        if mod in self._patched_modules or not _is_launcher_module(mod):
+            return
+        d = vars(mod)
+        inst_cls, mgr_cls = d["VllmInstance"], d["VllmMultiProcessManager"]
+        if "start" in vars(inst_cls) and not _is_wrapped(inst_cls, "start"):
+            wrapt.wrap_function_wrapper(inst_cls, "start", self._start_wrapper)
+        if "stop" in vars(inst_cls) and not _is_wrapped(inst_cls, "stop"):
+            wrapt.wrap_function_wrapper(inst_cls, "stop", self._stop_wrapper)
+        if "create_instance" in vars(mgr_cls) and not _is_wrapped(mgr_cls, "create_instance"):
+            wrapt.wrap_function_wrapper(mgr_cls, "create_instance", self._create_wrapper)
+        if callable(d.get("vllm_kickoff")) and not isinstance(d["vllm_kickoff"], wrapt.FunctionWrapper):
+            wrapt.wrap_function_wrapper(mod, "vllm_kickoff", _kickoff_wrapper)
+        self._patched_modules.append(mod)
+
+    def _create_wrapper(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        result = wrapped(*args, **kwargs)
+        if self.recording():
+            _note_instance_id(result)
+        return result
+
+    def _start_wrapper(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        global _PENDING_CHILD_ENV
+        if not self.recording():
+            return wrapped(*args, **kwargs)
+        span = self._open_startup(instance)
+        if span is None:
+            return wrapped(*args, **kwargs)
+        _PENDING_CHILD_ENV = _child_env(span)
+        try:
+            result = wrapped(*args, **kwargs)
+        except BaseException as exc:
+            _end_error(span, exc)
+            raise
+        finally:
+            _PENDING_CHILD_ENV = None
+        self._watch(instance, span)
+        return result
+
+    @c.swallow()
+    def _open_startup(self, instance: Any) -> trace.Span | None:
+        cur = trace.get_current_span().get_span_context()
+        cfg = getattr(instance, "config", None)
+        options = getattr(cfg, "options", None)
+        annotations = getattr(cfg, "annotations", None)
+        iid = str(getattr(instance, "instance_id", ""))
+        attrs: dict[str, Any] = {
+            model.A_INSTANCE: iid,
+            model.A_START_SRC: "wrapper:fork",
+            model.A_END_SRC: "wrapper:GET /health",
+            A_LAG_HINT: LAG_RULE,
+        }
+        port = instance_port(options, annotations)
+        if port is not None:
+            attrs[A_PORT] = port
+        if isinstance(options, str):
+            attrs[A_OPTIONS] = model.redact_options(options)
+        dump = getattr(cfg, "model_dump", None)
+        if callable(dump):
+            attrs[A_CONFIG] = json.dumps(
+                model.redact_structure(dump(exclude_none=True)), separators=(",", ":")
+            )
+        if annotations and annotations.get("isc-name"):
+            attrs[model.A_ISC] = annotations["isc-name"]
+        ctx = None
+        span_id = None
+        if cur.is_valid:
+            trace_hex = format(cur.trace_id, "032x")
+            span_id = model.span_id_for(trace_hex, STARTUP_SPAN, self.ordinals.next(trace_hex, STARTUP_SPAN))
+            cur_span = trace.get_current_span()
+            joined = getattr(cur_span, "attributes", {}) or {}
+            if joined.get(A_JOIN, JOIN_TRACEPARENT) != JOIN_NONE:
+                ctx = c.remote_context(trace_hex, model.span_id_for(trace_hex, STARTUP_PARENT, 0))
+        return c.start_span(self.tracer(), STARTUP_SPAN, context=ctx, attributes=attrs, span_id=span_id)
+
+    @c.swallow()
+    def _watch(self, instance: Any, span: trace.Span) -> None:
+        proc = getattr(instance, "process", None)
+        pid = getattr(proc, "pid", None)
+        if pid is not None:
+            span.set_attribute(A_PID, pid)
+        cfg = getattr(instance, "config", None)
+        port = instance_port(getattr(cfg, "options", None), getattr(cfg, "annotations", None))
+        self._watches[instance] = StartupWatch(span, proc, port).start()
+
+    def _stop_wrapper(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        try:
+            watch = self._watches.pop(instance, None)
+            if watch is not None:
+                watch.stop()
+        except Exception:  # noqa: BLE001
+            pass
+        return wrapped(*args, **kwargs)
+
+
+@c.swallow()
+def _note_instance_id(result: Any) -> None:
+    span = trace.get_current_span()
+    if isinstance(result, dict) and result.get("instance_id") and span.is_recording():
+        span.set_attribute(model.A_INSTANCE, str(result["instance_id"]))
+
+
+@c.swallow()
+def _end_error(span: trace.Span, exc: BaseException) -> None:
+    span.record_exception(exc)
+    span.set_status(Status(StatusCode.ERROR, f"fork failed: {type(exc).__name__}"))
+    span.end()
+
+
+@c.swallow(default=None)
+def _child_env(span: trace.Span) -> dict[str, str] | None:
+    """What the vLLM child adds to its environment: the trace context, and a service name."""
+    tp = c.traceparent_of(span)
+    if not tp:
+        return None
+    env = {"TRACEPARENT": tp}
+    if os.environ.get("OTEL_SERVICE_NAME", model.SERVICE_LAUNCHER) == model.SERVICE_LAUNCHER:
+        env["OTEL_SERVICE_NAME"] = "vllm"
+    return env
+
+
+def _kickoff_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    """Runs in the forked child: put the trace context into its environment, then hand over.
+
+    The parent's tracer provider is inherited but stays idle (our wrappers are silent in
+    a child; the SDK's at-fork hook empties the batch queue; multiprocessing leaves with
+    ``os._exit`` so no atexit flush uses the inherited exporter).
+    """
+    try:
+        env = _PENDING_CHILD_ENV
+        if env:
+            os.environ.update(env)
+    except Exception:  # noqa: BLE001
+        pass
+    return wrapped(*args, **kwargs)
+
+
+def _has_contrib_asgi(stack: Any) -> bool:
+    seen: set[int] = set()
+    while stack is not None and id(stack) not in seen:
+        seen.add(id(stack))
+        if type(stack).__name__ == "OpenTelemetryMiddleware":
+            return True
+        stack = getattr(stack, "app", None)
+    return False
+
+
+def _is_wrapped(owner: Any, attr: str) -> bool:
+    return isinstance(vars(owner).get(attr), wrapt.FunctionWrapper)
+
+
+def _unpatch_module(mod: ModuleType) -> None:
+    d = vars(mod)
+    for cls_name, attrs in (
+        ("VllmInstance", ("start", "stop")),
+        ("VllmMultiProcessManager", ("create_instance",)),
+    ):
+        cls = d.get(cls_name)
+        for attr in attrs:
+            if cls is not None and _is_wrapped(cls, attr):
+                unwrap(cls, attr)
+    if isinstance(d.get("vllm_kickoff"), wrapt.FunctionWrapper):
+        unwrap(mod, "vllm_kickoff")
+
+
+def _excluded_urls() -> Any:
+    try:
+        from opentelemetry.util.http import get_excluded_urls
+
+        return get_excluded_urls("FMA_LAUNCHER")
+    except Exception:  # noqa: BLE001
+        return None

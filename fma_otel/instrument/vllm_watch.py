@@ -1,0 +1,196 @@
+"""``fma.vllm.startup``: from the fork of a vLLM instance to its first healthy ``GET /health``.
+
+Why: the launcher never checks whether vLLM serves; the DPC finds out by polling
+``/is_sleeping`` every 5 s.  Watching from inside the launcher Pod gives the true instant
+(to within the poll interval), so ``fma.vllm.ready`` end minus ``fma.vllm.startup`` end
+is the DPC's detection lag.
+
+Polling is cheap (a loopback ``GET``; connection refused costs microseconds), bounded in
+time (``FMA_OTEL_VLLM_STARTUP_TIMEOUT``, default 30 min) and stops with the instance: the
+child's exit (seen on its sentinel without reaping it, so the launcher's own exit
+detection is untouched) or the launcher's ``stop`` ends the span with an error status.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import re
+import shlex
+import threading
+import time
+from typing import Any
+
+from opentelemetry.instrumentation.utils import suppress_instrumentation
+from opentelemetry.trace import Span, Status, StatusCode
+
+from fma_otel.instrument._common import env_float, logger
+
+ENV_INTERVAL = "FMA_OTEL_VLLM_POLL_INTERVAL"
+ENV_TIMEOUT = "FMA_OTEL_VLLM_STARTUP_TIMEOUT"
+
+A_PORT = "server.port"
+A_PID = "fma.vllm.pid"
+A_POLLS = "fma.vllm.health_polls"
+A_HEALTHY_AT = "fma.vllm.healthy_time_unix_nano"
+A_LAG_HINT = "fma.detection_lag.rule"
+A_PRECISION = "fma.end.precision_s"
+LAG_RULE = "fma.vllm.ready end - fma.vllm.startup end"
+
+_PORT_RE = re.compile(r"^--port(?:=(\d+))?$")
+
+
+def instance_port(options: str | None, annotations: dict[str, str] | None) -> int | None:
+    """The vLLM port: ``--port`` in the options, else the ``inference-port`` annotation."""
+    if options:
+        try:
+            toks = shlex.split(options)
+        except ValueError:
+            toks = options.split()
+        for i, tok in enumerate(toks):
+            m = _PORT_RE.match(tok)
+            if not m:
+                continue
+            val = m.group(1) or (toks[i + 1] if i + 1 < len(toks) else "")
+            if val.isdigit():
+                return int(val)
+    if annotations:
+        val = str(annotations.get("inference-port", ""))
+        if val.isdigit():
+            return int(val)
+    return None
+
+
+def _probe(host: str, port: int, timeout: float) -> int | None:
+    """Status code of ``GET /health`` or ``None`` when nothing answers yet."""
+    conn = http.client.HTTPConnection(host, port, timeout=timeout)
+    try:
+        conn.request("GET", "/health")
+        return conn.getresponse().status
+    except (OSError, http.client.HTTPException):
+        return None
+    finally:
+        conn.close()
+
+
+def _exited(process: Any) -> bool:
+    """Has the child exited?  Peeks with ``WNOWAIT`` so the launcher still reaps it itself."""
+    pid = getattr(process, "pid", None)
+    if pid is None:
+        return False
+    if getattr(process, "_popen", None) is not None and process._popen.returncode is not None:
+        return True
+    try:
+        res = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        return res is not None
+    except ChildProcessError:
+        return True  # already reaped by the launcher
+    except (AttributeError, OSError):
+        return False
+
+
+def _exit_code(process: Any) -> int | None:
+    popen = getattr(process, "_popen", None)
+    code = getattr(popen, "returncode", None)
+    if code is not None:
+        return code
+    try:
+        res = os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        if res is not None:
+            return res.si_status if res.si_code == os.CLD_EXITED else -res.si_status
+    except (AttributeError, OSError):
+        pass
+    return None
+
+
+class StartupWatch:
+    """One watcher thread per instance; ends its span exactly once."""
+
+    def __init__(
+        self,
+        span: Span,
+        process: Any,
+        port: int | None,
+        *,
+        host: str = "127.0.0.1",
+        interval: float | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        self.span = span
+        self.process = process
+        self.port = port
+        self.host = host
+        self.interval = interval if interval is not None else env_float(ENV_INTERVAL, 0.1)
+        self.timeout = timeout if timeout is not None else env_float(ENV_TIMEOUT, 1800.0)
+        self._stop = threading.Event()
+        self._done = threading.Lock()
+        self._ended = False
+        self.thread = threading.Thread(target=self._run, name="fma-otel-vllm-startup", daemon=True)
+
+    def start(self) -> StartupWatch:
+        self.thread.start()
+        return self
+
+    def stop(self, reason: str = "instance stopped before it answered GET /health") -> None:
+        """Called when the launcher stops the instance: end now, with an error."""
+        self._finish(StatusCode.ERROR, reason)
+        self._stop.set()
+
+    def _finish(self, code: StatusCode, message: str = "", end_ns: int | None = None, **attrs: Any) -> None:
+        with self._done:
+            if self._ended:
+                return
+            self._ended = True
+        try:
+            for k, v in attrs.items():
+                self.span.set_attribute(k, v)
+            self.span.set_status(Status(code, message or None) if code is StatusCode.ERROR else Status(code))
+            self.span.end(end_time=end_ns)
+        except Exception:  # noqa: BLE001 - do no harm
+            logger.debug("fma-otel: ending fma.vllm.startup failed", exc_info=True)
+
+    @property
+    def ended(self) -> bool:
+        return self._ended
+
+    def _run(self) -> None:
+        try:
+            self._loop()
+        except Exception as exc:  # noqa: BLE001
+            self._finish(StatusCode.ERROR, f"watcher failed: {type(exc).__name__}")
+
+    def _loop(self) -> None:
+        if self.port is None:
+            self._finish(StatusCode.ERROR, "no --port in options and no inference-port annotation")
+            return
+        deadline = time.monotonic() + self.timeout
+        polls = 0
+        probe_timeout = max(0.05, min(1.0, self.interval * 5))
+        with suppress_instrumentation():
+            while not self._stop.is_set():
+                if _exited(self.process):
+                    code = _exit_code(self.process)
+                    self._finish(
+                        StatusCode.ERROR,
+                        f"vLLM process exited (code {code}) before it answered GET /health",
+                        **{A_POLLS: polls, "process.exit.code": code if code is not None else -1},
+                    )
+                    return
+                status = _probe(self.host, self.port, probe_timeout)
+                polls += 1
+                if status == 200:
+                    now = time.time_ns()
+                    self._finish(
+                        StatusCode.OK,
+                        end_ns=now,
+                        **{A_POLLS: polls, A_HEALTHY_AT: now, A_PRECISION: self.interval},
+                    )
+                    return
+                if time.monotonic() >= deadline:
+                    self._finish(
+                        StatusCode.ERROR,
+                        f"no healthy GET /health within {self.timeout:g} s",
+                        **{A_POLLS: polls},
+                    )
+                    return
+                self._stop.wait(self.interval)
