@@ -1,0 +1,692 @@
+"""Parser for klog v2 text lines, as the dual-pods controller (DPC) writes them.
+
+A line is ``Lmmdd hh:mm:ss.uuuuuu PID file.go:line] "<msg>" key=value ...``, optionally
+preceded by the ``kubectl logs --timestamps`` RFC3339Nano prefix.  The message is always
+``strconv.Quote``-d; each value is a Go-quoted string, a JSON value (klog marshals every
+non-string value with ``encoding/json``), a ``%+q`` byte string, or a multi-line block::
+
+    ... tail=<
+    <TAB>first line
+    <TAB>second line
+     > next=1
+
+Why not a regex per pair (as the benchmark harness's ``(\\w+)="([^"]*)"``): it loses every
+non-string value and breaks on escaped quotes inside ``err`` and ``annotations``.  Here each
+value is read from its first character: a quoted string by scanning for the unescaped closing
+quote, anything else with :meth:`json.JSONDecoder.raw_decode` at that position, so JSON with
+spaces and escaped quotes inside costs one C call.
+
+Decisions (the tests pin them):
+
+* **Non-UTF-8 bytes** are decoded with ``errors="replace"`` (U+FFFD) and the line is still
+  parsed: klog itself escapes invalid bytes inside quoted values, so raw invalid bytes only
+  show up in block text or in corrupted lines, and the header instant is still worth having.
+* **Truncated lines** (cut mid-value, e.g. by a line-length limit or the end of a file) are
+  parsed *partially*: the record keeps the header, the message and every pair that was
+  complete; the value that was cut is dropped (a cut number or string would be silently
+  wrong).  Such a line counts as understood.  A line cut inside the header or the message is
+  skipped.  An unterminated multi-line block is dropped the same way.
+* **Unparseable values** (klog's ``%+v`` fallback, corruption) are kept as the raw ``str``
+  up to the next `` key=`` where the parser resynchronises.
+* **Unstructured klog lines** (``klog.Infof`` from libraries: message not quoted) are
+  understood: ``msg`` is the rest of the line and ``kv`` is empty.
+* **Accounting**: every physical line is counted in ``stats.read`` and in exactly one of
+  ``stats.understood`` (records, continuation lines of a block, lines ignored by the
+  ``messages`` prefilter) or ``stats.skipped`` (with a reason).
+"""
+
+from __future__ import annotations
+
+import calendar
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from functools import lru_cache
+from typing import Any
+
+from fma_otel.sources.records import KlogRecord, SourceStats
+
+__all__ = [
+    "KlogParseError",
+    "go_quote",
+    "go_unquote",
+    "iter_klog",
+    "parse_klog_line",
+    "parse_rfc3339_ns",
+    "split_timestamp_prefix",
+]
+
+
+class KlogParseError(ValueError):
+    """A line that is not klog text; ``reason`` is short and meant for ``SourceStats``."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+# --------------------------------------------------------------------------- RFC3339
+
+_DIGITS = frozenset("0123456789")
+
+
+@lru_cache(maxsize=4096)
+def _epoch_seconds_of_day(ymd: str) -> int:
+    """``YYYY-MM-DD`` -> seconds since the epoch at 00:00 UTC; cached (lines share dates)."""
+    if len(ymd) != 10 or ymd[4] != "-" or ymd[7] != "-":
+        raise ValueError(f"bad date {ymd!r}")
+    y, mo, d = ymd[0:4], ymd[5:7], ymd[8:10]
+    if not (_all_digits(y) and _all_digits(mo) and _all_digits(d)):
+        raise ValueError(f"bad date {ymd!r}")
+    year, month, day = int(y), int(mo), int(d)
+    if not 1 <= month <= 12 or not 1 <= day <= calendar.monthrange(year, month)[1]:
+        raise ValueError(f"bad date {ymd!r}")
+    return calendar.timegm((year, month, day, 0, 0, 0, 0, 0, 0))
+
+
+def _all_digits(s: str) -> bool:
+    # str.isdigit() accepts non-ASCII digits such as '²' that int() then rejects or misreads.
+    return bool(s) and s.isascii() and s.isdigit()
+
+
+def parse_rfc3339_ns(text: str) -> int:
+    """``2026-09-03T19:49:03.7972878Z`` -> UTC nanoseconds since the epoch.
+
+    Accepts what Go's ``time.RFC3339Nano`` and Kubernetes write: 0-9 fractional digits
+    (more are truncated to ns), ``Z``/``z`` or a ``±HH:MM`` offset.  Written by hand because
+    Python 3.10's ``datetime.fromisoformat`` rejects ``Z`` and 9 digits, and every datetime
+    API rounds to microseconds.  Raises ``ValueError`` on anything else.
+    """
+    s = text
+    n = len(s)
+    if n < 20 or s[10] not in "Tt" or s[13] != ":" or s[16] != ":":
+        raise ValueError(f"not an RFC3339 time: {text[:40]!r}")
+    day_s = _epoch_seconds_of_day(s[:10])
+    hh, mm, ss = s[11:13], s[14:16], s[17:19]
+    if not (_all_digits(hh) and _all_digits(mm) and _all_digits(ss)):
+        raise ValueError(f"not an RFC3339 time: {text[:40]!r}")
+    h, m, sec = int(hh), int(mm), int(ss)
+    if h > 23 or m > 59 or sec > 60:
+        raise ValueError(f"not an RFC3339 time: {text[:40]!r}")
+    i = 19
+    frac_ns = 0
+    if i < n and s[i] == ".":
+        j = i + 1
+        while j < n and s[j] in _DIGITS:
+            j += 1
+        digits = s[i + 1 : j]
+        if not digits:
+            raise ValueError(f"not an RFC3339 time: {text[:40]!r}")
+        frac_ns = int(digits[:9].ljust(9, "0"))
+        i = j
+    zone = s[i:]
+    if zone in ("Z", "z"):
+        offset = 0
+    elif len(zone) == 6 and zone[0] in "+-" and zone[3] == ":" and _all_digits(zone[1:3] + zone[4:6]):
+        offset = int(zone[1:3]) * 3600 + int(zone[4:6]) * 60
+        if zone[0] == "-":
+            offset = -offset
+    else:
+        raise ValueError(f"not an RFC3339 time (zone): {text[:40]!r}")
+    return (day_s + h * 3600 + m * 60 + sec - offset) * 1_000_000_000 + frac_ns
+
+
+def split_timestamp_prefix(line: str) -> tuple[int | None, str]:
+    """Split a ``kubectl logs --timestamps`` prefix off a decoded line.
+
+    Returns ``(prefix_ns, rest)``; ``(None, line)`` when the line does not start with a
+    digit (klog and launcher lines start with a letter or with the prefix's year).  Raises
+    ``ValueError`` when it starts like a prefix but is not one.
+    """
+    if not line or line[0] not in _DIGITS:
+        return None, line
+    sp = line.find(" ")
+    if sp < 0:
+        raise ValueError("line is only a timestamp")
+    return parse_rfc3339_ns(line[:sp]), line[sp + 1 :]
+
+
+# --------------------------------------------------------------------------- Go quoting
+
+_SIMPLE_ESCAPES = {
+    "a": "\a",
+    "b": "\b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+    "v": "\v",
+    "\\": "\\",
+    '"': '"',
+    "'": "'",
+}
+_HEX = frozenset("0123456789abcdefABCDEF")
+_OCT = frozenset("01234567")
+
+
+def _hex(s: str, width: int) -> int:
+    if len(s) != width or not all(c in _HEX for c in s):
+        raise ValueError(f"bad hex escape {s!r}")
+    return int(s, 16)
+
+
+def go_unquote(quoted: str) -> str:
+    """Decode a Go ``strconv.Quote`` / ``%+q`` literal, quotes included.
+
+    ``\\xNN`` and octal ``\\NNN`` are *bytes* in Go; consecutive ones are collected and
+    decoded as UTF-8 (``errors="replace"``), so ``\\xe2\\x82\\xac`` gives ``€`` and a lone
+    invalid byte gives U+FFFD.  ``\\u``/``\\U`` are code points (surrogates and values past
+    U+10FFFF, which Go never writes, raise).  Raises ``ValueError`` on a malformed literal.
+    """
+    if len(quoted) < 2 or quoted[0] != '"' or quoted[-1] != '"':
+        raise ValueError("not a quoted string")
+    body = quoted[1:-1]
+    if "\\" not in body:
+        return body
+    out: list[str] = []
+    raw = bytearray()
+    i = 0
+    n = len(body)
+    while i < n:
+        bs = body.find("\\", i)
+        if bs < 0:
+            bs = n
+        if bs > i:
+            if raw:
+                out.append(raw.decode("utf-8", "replace"))
+                raw.clear()
+            out.append(body[i:bs])
+        if bs >= n:
+            break
+        if bs + 1 >= n:
+            raise ValueError("backslash at end of string")
+        c = body[bs + 1]
+        if c == "x":
+            raw.append(_hex(body[bs + 2 : bs + 4], 2))
+            i = bs + 4
+            continue
+        if c in _OCT:
+            o = body[bs + 1 : bs + 4]
+            if len(o) != 3 or not all(d in _OCT for d in o) or int(o, 8) > 255:
+                raise ValueError(f"bad octal escape {o!r}")
+            raw.append(int(o, 8))
+            i = bs + 4
+            continue
+        if raw:
+            out.append(raw.decode("utf-8", "replace"))
+            raw.clear()
+        simple = _SIMPLE_ESCAPES.get(c)
+        if simple is not None:
+            out.append(simple)
+            i = bs + 2
+        elif c in "uU":
+            width = 4 if c == "u" else 8
+            cp = _hex(body[bs + 2 : bs + 2 + width], width)
+            if cp > 0x10FFFF or 0xD800 <= cp <= 0xDFFF:
+                raise ValueError(f"bad code point {cp:#x}")
+            out.append(chr(cp))
+            i = bs + 2 + width
+        else:
+            raise ValueError(f"unknown escape \\{c}")
+    if raw:
+        out.append(raw.decode("utf-8", "replace"))
+    return "".join(out)
+
+
+_QUOTE_ESCAPES = {
+    "\a": "\\a",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+    "\v": "\\v",
+    "\\": "\\\\",
+    '"': '\\"',
+}
+
+
+def go_quote(s: str) -> str:
+    """``strconv.Quote`` in Python (close enough for log messages): the prefilter compares
+    quoted message text byte for byte, so it must quote a message the way klog did."""
+    out = ['"']
+    for ch in s:
+        esc = _QUOTE_ESCAPES.get(ch)
+        if esc is not None:
+            out.append(esc)
+        elif ch.isprintable() or ch == " ":
+            out.append(ch)
+        elif ord(ch) < 0x80:
+            out.append(f"\\x{ord(ch):02x}")
+        elif ord(ch) <= 0xFFFF:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(f"\\U{ord(ch):08x}")
+    out.append('"')
+    return "".join(out)
+
+
+def _quoted_end(s: str, start: int) -> int:
+    """Index just past the closing quote of the literal opening at ``s[start]``; -1 if cut.
+
+    A quote is closing when an even number of backslashes precedes it (Go escapes every
+    backslash, so an odd run means the quote itself is escaped).
+    """
+    j = start + 1
+    while True:
+        q = s.find('"', j)
+        if q < 0:
+            return -1
+        k = q - 1
+        while s[k] == "\\":
+            k -= 1
+        if (q - 1 - k) % 2 == 0:
+            return q + 1
+        j = q + 1
+
+
+def _quoted_end_b(b: bytes, start: int) -> int:
+    """:func:`_quoted_end` on bytes, for the prefilter (no decode of ignored lines)."""
+    j = start + 1
+    while True:
+        q = b.find(b'"', j)
+        if q < 0:
+            return -1
+        k = q - 1
+        while b[k] == 0x5C:
+            k -= 1
+        if (q - 1 - k) % 2 == 0:
+            return q + 1
+        j = q + 1
+
+
+# --------------------------------------------------------------------------- one line
+
+_HEADER = re.compile(
+    r"([IWEF])(\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{6}) +(\d+) ([^ :\]]+):(\d+)\] ", re.ASCII
+)
+#: One pair whose value is a Go-quoted string or a JSON scalar, followed by a space or the end.
+_PAIR = re.compile(
+    r' ([^ ="]+)=(?:"([^"\\]*(?:\\.[^"\\]*)*)"|(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null))(?= |$)',
+    re.ASCII,
+)
+_RESYNC = re.compile(r" [A-Za-z_][A-Za-z0-9_.\-/]*=")
+_DECODER = json.JSONDecoder()
+_JSON_CONST: dict[str, Any] = {"true": True, "false": False, "null": None}
+
+
+def _parse_header(s: str) -> tuple[str, int, int, int, int, str, int, int]:
+    """Match the header: (level, month, day, tod_us, pid, file, src_line, end) or raise."""
+    m = _HEADER.match(s)
+    if m is None:
+        raise KlogParseError("not a klog line")
+    lv, mo, dd, hh, mi, ss, us, pid, file, src = m.groups()
+    month, day, h, mn, sec = int(mo), int(dd), int(hh), int(mi), int(ss)
+    if not (1 <= month <= 12 and 1 <= day <= 31 and h <= 23 and mn <= 59 and sec <= 60):
+        raise KlogParseError("klog header with an impossible date or time")
+    tod_us = ((h * 60 + mn) * 60 + sec) * 1_000_000 + int(us)
+    return lv, month, day, tod_us, int(pid), file, int(src), m.end()
+
+
+def _raw_value(s: str, j: int) -> tuple[str, int]:
+    """An unparseable value: raw text up to the next `` key=`` (resync point) or the end."""
+    r = _RESYNC.search(s, j)
+    end = r.start() if r else len(s)
+    return s[j:end], end
+
+
+def _parse_pairs(s: str, i: int, kv: list[tuple[str, Any]]) -> tuple[str | None, bool]:
+    """Append the `` key=value`` pairs of ``s[i:]`` to ``kv``.
+
+    Returns ``(block_key, truncated)``: ``block_key`` names a multi-line block opened at the
+    end of the line (its lines follow); ``truncated`` says the line was cut inside a pair,
+    which was then dropped.
+    """
+    n = len(s)
+    pair = _PAIR.match
+    while i < n:
+        m = pair(s, i)
+        if m is not None:
+            # Fast path: a quoted string or a JSON scalar, one C-level match per pair.
+            key, q, tok = m.group(1, 2, 3)
+            if q is not None:
+                if "\\" in q:
+                    try:
+                        q = go_unquote(f'"{q}"')
+                    except ValueError:
+                        q = f'"{q}"'
+                kv.append((key, q))
+            elif tok in _JSON_CONST:
+                kv.append((key, _JSON_CONST[tok]))
+            elif "." in tok or "e" in tok or "E" in tok:
+                kv.append((key, float(tok)))
+            else:
+                kv.append((key, int(tok)))
+            i = m.end()
+            continue
+        if s[i] != " ":
+            # Only reachable after a raw value that ran to the end; nothing to resync to.
+            return None, False
+        eq = s.find("=", i + 1)
+        if eq < 0:
+            return None, True  # cut inside a key
+        key = s[i + 1 : eq]
+        if not key or " " in key or '"' in key:
+            # Junk between pairs (not a key): drop it and resynchronise at the next key.
+            _, i = _raw_value(s, i + 1)
+            continue
+        j = eq + 1
+        if j >= n:
+            return None, True  # cut right after '='
+        c = s[j]
+        if c == '"':
+            end = _quoted_end(s, j)
+            if end < 0:
+                return None, True  # cut inside a quoted value
+            if end < n and s[end] != " ":
+                val, i = _raw_value(s, j)
+                kv.append((key, val))
+                continue
+            try:
+                kv.append((key, go_unquote(s[j:end])))
+            except ValueError:
+                kv.append((key, s[j:end]))
+            i = end
+            continue
+        if c == "<" and j + 1 == n:
+            return key, False
+        sp = s.find(" ", j)
+        tok = s[j:] if sp < 0 else s[j:sp]
+        if tok in _JSON_CONST:
+            kv.append((key, _JSON_CONST[tok]))
+            i = j + len(tok)
+            continue
+        try:
+            val, end = _DECODER.raw_decode(s, j)
+        except json.JSONDecodeError as e:
+            r = _RESYNC.search(s, j)
+            if r is None and (e.pos >= n - 5 or e.msg.startswith("Unterminated string")):
+                return None, True  # JSON cut by the end of the line
+            val, i = _raw_value(s, j)
+            kv.append((key, val))
+            continue
+        if end < n and s[end] != " ":
+            val, i = _raw_value(s, j)
+            kv.append((key, val))
+            continue
+        kv.append((key, val))
+        i = end
+    return None, False
+
+
+class _Parsed:
+    """A line parsed as far as its pairs go; finished into a record by the caller."""
+
+    __slots__ = (
+        "line_no",
+        "level",
+        "month",
+        "day",
+        "tod_us",
+        "pid",
+        "file",
+        "src_line",
+        "msg",
+        "kv",
+        "prefix_ns",
+        "block_key",
+        "block",
+        "truncated",
+    )
+
+    def __init__(self, line_no: int, prefix_ns: int | None, s: str) -> None:
+        (self.level, self.month, self.day, self.tod_us, self.pid, self.file, self.src_line, i) = (
+            _parse_header(s)
+        )
+        self.line_no = line_no
+        self.prefix_ns = prefix_ns
+        self.kv: list[tuple[str, Any]] = []
+        self.block_key: str | None = None
+        self.block: list[str] = []
+        self.truncated = False
+        if i < len(s) and s[i] == '"':
+            end = _quoted_end(s, i)
+            if end < 0:
+                raise KlogParseError("line cut inside the message")
+            try:
+                self.msg = go_unquote(s[i:end])
+            except ValueError:
+                self.msg = s[i + 1 : end - 1]
+            self.more(s, end)
+        else:
+            self.msg = s[i:]  # unstructured klog.Infof line
+
+    def more(self, s: str, i: int) -> None:
+        self.block_key, cut = _parse_pairs(s, i, self.kv)
+        self.truncated = self.truncated or cut
+
+    def record(self) -> KlogRecord:
+        return KlogRecord(
+            line_no=self.line_no,
+            level=self.level,
+            month=self.month,
+            day=self.day,
+            tod_us=self.tod_us,
+            pid=self.pid,
+            file=self.file,
+            src_line=self.src_line,
+            msg=self.msg,
+            kv=tuple(self.kv),
+            prefix_ns=self.prefix_ns,
+        )
+
+
+def _decode(line: str | bytes) -> str:
+    s = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
+    return s.rstrip("\r\n")
+
+
+def parse_klog_line(line: str | bytes, line_no: int = 0) -> KlogRecord | None:
+    """Parse one physical klog line (with or without a ``--timestamps`` prefix).
+
+    Returns ``None`` for a blank line, raises :class:`KlogParseError` (with ``.reason``)
+    for a line that is not klog.  A ``key=<`` block cannot be completed from one line, so
+    its pair is left out; :func:`iter_klog` joins blocks.  Truncation as in the module doc.
+    """
+    s = _decode(line)
+    if not s.strip():
+        return None
+    try:
+        prefix_ns, s = split_timestamp_prefix(s)
+    except ValueError as e:
+        raise KlogParseError(f"bad timestamp prefix: {e}") from None
+    return _Parsed(line_no, prefix_ns, s).record()
+
+
+# --------------------------------------------------------------------------- stream
+
+_LEVELS_B = frozenset(b"IWEF")
+_DIGITS_B = frozenset(b"0123456789")
+
+
+def _header_offset_b(b: bytes) -> int:
+    """Where the klog header starts in a raw line: 0, or after a ``--timestamps`` prefix."""
+    if b and b[0] in _DIGITS_B:
+        return b.find(b" ") + 1
+    return 0
+
+
+def _cheap_message_b(b: bytes, h: int) -> bytes | None:
+    """The quoted message of a well-shaped header line, as raw bytes; ``None`` if the line
+    does not look like klog.  Checks the fixed header punctuation instead of a regex, so
+    that a line the prefilter ignores costs a few C-level calls."""
+    if (
+        len(b) < h + 30
+        or b[h] not in _LEVELS_B
+        or b[h + 5] != 0x20
+        or b[h + 8] != 0x3A
+        or b[h + 14] != 0x2E
+        or b[h + 21] != 0x20
+    ):
+        return None
+    j = b.find(b"] ", h + 22)
+    if j < 0:
+        return None
+    if b[j + 2 : j + 3] != b'"':
+        return b""  # unstructured: never a wanted message
+    end = _quoted_end_b(b, j + 2)
+    if end < 0:
+        return None
+    return b[j + 2 : end]
+
+
+def _lacks(b: bytes, subs: tuple[bytes, ...] | None) -> bool:
+    """True when ``subs`` is given and none of them occurs in ``b`` (the line is not wanted)."""
+    if subs is None:
+        return False
+    return not any(x in b for x in subs)
+
+
+def iter_klog(
+    fh_or_lines: Iterable[bytes] | Iterable[str],
+    stats: SourceStats,
+    messages: frozenset[str] | None = None,
+    contains: Mapping[str, Iterable[str]] | None = None,
+) -> Iterator[KlogRecord]:
+    """Stream :class:`KlogRecord` s from a binary file (or any iterable of lines).
+
+    ``messages``, when given, is a prefilter: only lines whose (decoded) message is in the
+    set are decoded and fully parsed.  Other well-formed lines cost a fixed-offset header
+    check and one set lookup on the raw quoted bytes; they are counted as understood and not
+    yielded (with their multi-line blocks, if any).  Records are yielded in line order; a
+    record with a block is yielded when its closing `` >`` line (or the next header) is read.
+
+    ``contains`` narrows the prefilter further (it only acts together with ``messages``):
+    for a message listed there, a line is parsed only if its raw text contains at least one
+    of the given substrings, e.g. ``{"HTTP call done": ['purpose="wake"']}``, because the
+    DPC's most frequent line is "HTTP call done" and the bridge wants only a few purposes.
+
+    ``stats.read``/``understood`` are kept in local counters on the hot path and written
+    back before every yield and when the iterator ends or is closed, so they are exact
+    whenever the caller looks at them between records.
+    """
+    wanted: frozenset[bytes] | None = None
+    if messages is not None:
+        wanted = frozenset(go_quote(m).encode("utf-8") for m in messages)
+    need: dict[bytes, tuple[bytes, ...]] | None = None
+    if contains:
+        need = {
+            go_quote(m).encode("utf-8"): tuple(x.encode("utf-8") for x in subs)
+            for m, subs in contains.items()
+        }
+    pending: _Parsed | None = None  # a record whose multi-line block is still open
+    ignoring_block = False  # consuming the block of a line the prefilter ignored
+    read = understood = 0  # not yet written back to stats
+    levels, digits = _LEVELS_B, _DIGITS_B
+    line_no = 0
+    try:
+        for raw in fh_or_lines:
+            line_no += 1
+            read += 1
+            b = raw.encode("utf-8", "surrogateescape") if isinstance(raw, str) else raw
+            if wanted is not None and pending is None and not ignoring_block:
+                # Prefilter fast path, inlined: fixed header punctuation, then the message.
+                h = b.find(b" ") + 1 if b[:1] and b[0] in digits else 0
+                if (
+                    len(b) > h + 30
+                    and b[h] in levels
+                    and b[h + 5] == 0x20
+                    and b[h + 8] == 0x3A
+                    and b[h + 14] == 0x2E
+                    and b[h + 21] == 0x20
+                ):
+                    j = b.find(b"] ", h + 22)
+                    if j > 0:
+                        if b[j + 2 : j + 3] == b'"':
+                            end = b.find(b'"', j + 3)
+                            if end > 0 and b[end - 1] == 0x5C:
+                                end = _quoted_end_b(b, j + 2) - 1
+                            msg = b[j + 2 : end + 1] if end > 0 else None
+                        else:
+                            msg = b""  # unstructured line: never a wanted message
+                        if msg is not None and (
+                            msg not in wanted or (need is not None and _lacks(b, need.get(msg)))
+                        ):
+                            understood += 1
+                            ignoring_block = b.endswith((b"=<\n", b"=<", b"=<\r\n"))
+                            continue
+            if b.endswith(b"\n"):
+                b = b[:-2] if b.endswith(b"\r\n") else b[:-1]
+            h = _header_offset_b(b)
+            if pending is not None or ignoring_block:
+                if b[h : h + 1] == b"\t":
+                    understood += 1
+                    if pending is not None:
+                        pending.block.append(_decode(b[h + 1 :]))
+                    continue
+                if b.startswith(b" >", h):
+                    understood += 1
+                    if pending is not None:
+                        assert pending.block_key is not None
+                        pending.kv.append((pending.block_key, "\n".join(pending.block)))
+                        pending.block = []
+                        pending.more(_decode(b[h + 2 :]), 0)
+                        if pending.block_key is None:
+                            stats.read += read
+                            stats.understood += understood
+                            read = understood = 0
+                            yield pending.record()
+                            pending = None
+                    else:
+                        ignoring_block = b.endswith(b"=<")
+                    continue
+                # The block was never closed (cut): its value is dropped, the record kept.
+                if pending is not None:
+                    pending.truncated = True
+                    stats.read += read
+                    stats.understood += understood
+                    read = understood = 0
+                    yield pending.record()
+                    pending = None
+                ignoring_block = False
+                if wanted is not None:
+                    msg = _cheap_message_b(b, h)
+                    if msg is not None and (
+                        msg not in wanted or (need is not None and _lacks(b, need.get(msg)))
+                    ):
+                        understood += 1
+                        ignoring_block = b.endswith(b"=<")
+                        continue
+            s = _decode(b)
+            if not s.strip():
+                stats.skip(line_no, "blank line")
+                continue
+            try:
+                prefix_ns, s = split_timestamp_prefix(s)
+            except ValueError as e:
+                stats.skip(line_no, f"bad timestamp prefix: {e}")
+                continue
+            if s[:1] == "\t" or s.startswith(" >"):
+                stats.skip(line_no, "continuation line outside a multi-line value")
+                continue
+            try:
+                p = _Parsed(line_no, prefix_ns, s)
+            except KlogParseError as e:
+                stats.skip(line_no, e.reason)
+                continue
+            understood += 1
+            if p.block_key is not None:
+                pending = p
+            else:
+                stats.read += read
+                stats.understood += understood
+                read = understood = 0
+                yield p.record()
+        if pending is not None:
+            stats.read += read
+            stats.understood += understood
+            read = understood = 0
+            yield pending.record()
+    finally:
+        stats.read += read
+        stats.understood += understood

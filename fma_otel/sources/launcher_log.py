@@ -1,0 +1,197 @@
+"""Parser for the launcher container log (Python ``logging``, uvicorn routed through it).
+
+The launcher configures ``%(asctime)s - %(name)s - %(levelname)s - %(message)s`` for the
+root logger and lets uvicorn's loggers propagate, so every line, access lines included,
+reads ``2026-06-29 14:36:20,511 - uvicorn.access - INFO - 10.244.0.12:53410 - "PUT
+/v2/vllm/instances/<id> HTTP/1.1" 201``.  ``asctime`` has no zone; the container runs in
+UTC, so it is taken as UTC.  Millisecond precision is what the span model records for
+``X.receipt``/``X.response``.
+
+Decisions (the tests pin them):
+
+* A line that starts with no date (a traceback, the rest of a multi-line message) is a
+  **continuation** of the previous record: it is appended to that record's message with
+  ``\\n`` and counted as understood, never as skipped.  Hence a record is yielded only when
+  the next header line (or the end) is read.  A continuation before any record is skipped.
+* A line with the uvicorn CLI layout (``INFO:     10.131.6.2:34340 - "GET ..." 200 OK``,
+  the launcher started by ``uvicorn launcher:app``) has no time at all: it is skipped with
+  a reason that says so, and it ends the previous record.
+* A line that starts with a date but not in the launcher layout (for example the notifier
+  sidecar's ``2026-06-29 14:35:47,250 INFO launcher_pod_notifier: ...`` when containers are
+  concatenated) is skipped and ends the previous record, rather than glued onto it.
+* Non-UTF-8 bytes are replaced (U+FFFD), as in :mod:`fma_otel.sources.klog`.
+* Accounting: every physical line counts in ``read`` and in exactly one of ``understood``
+  or ``skipped``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from urllib.parse import unquote
+
+from fma_otel.sources.klog import _all_digits, _epoch_seconds_of_day, split_timestamp_prefix
+from fma_otel.sources.records import LauncherRecord, SourceStats
+
+__all__ = [
+    "LauncherParseError",
+    "accepted_create_id",
+    "iter_launcher_log",
+    "parse_access",
+    "parse_launcher_line",
+    "put_instance_id",
+]
+
+ACCEPTED_PREFIX = "Accepted request to create vLLM instance with id="
+INSTANCES_PATH = "/v2/vllm/instances/"
+ACCESS_LOGGER = "uvicorn.access"
+
+
+class LauncherParseError(ValueError):
+    """A line that is no launcher record; ``reason`` is meant for ``SourceStats``."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+#: uvicorn's access format ``'%s - "%s %s HTTP/%s" %d'``, plus an optional reason phrase.
+_ACCESS = re.compile(r'(\S*) - "([A-Z]+) (\S+) HTTP/([0-9.]+)" (\d{3})(?: .*)?$')
+#: uvicorn's own (CLI) formatter: ``LEVEL:`` padded with spaces, no time.
+_UVICORN_CLI = re.compile(r"(?:TRACE|DEBUG|INFO|WARNING|ERROR|CRITICAL):\s")
+
+
+def parse_access(message: str) -> tuple[str, str, str, str, int] | None:
+    """``(client, method, path, http_version, status)`` of a uvicorn access message."""
+    m = _ACCESS.match(message)
+    if m is None:
+        return None
+    return m.group(1), m.group(2), m.group(3), m.group(4), int(m.group(5))
+
+
+def _asctime_ns(s: str) -> int:
+    """``YYYY-MM-DD HH:MM:SS,mmm`` (the first 23 characters of ``s``) as UTC ns."""
+    if s[10] != " " or s[13] != ":" or s[16] != ":" or s[19] != ",":
+        raise ValueError("not an asctime")
+    hh, mm, ss, ms = s[11:13], s[14:16], s[17:19], s[20:23]
+    if not (_all_digits(hh) and _all_digits(mm) and _all_digits(ss) and _all_digits(ms)):
+        raise ValueError("not an asctime")
+    h, m, sec = int(hh), int(mm), int(ss)
+    if h > 23 or m > 59 or sec > 60:
+        raise ValueError("not an asctime")
+    day = _epoch_seconds_of_day(s[:10])
+    return (day + h * 3600 + m * 60 + sec) * 1_000_000_000 + int(ms) * 1_000_000
+
+
+def _starts_with_date(s: str) -> bool:
+    return len(s) >= 10 and s[4] == "-" and s[7] == "-" and _all_digits(s[:4] + s[5:7] + s[8:10])
+
+
+def parse_launcher_line(line: str, line_no: int = 0, prefix_ns: int | None = None) -> LauncherRecord:
+    """Parse one header line (no ``--timestamps`` prefix); raise :class:`LauncherParseError`."""
+    if len(line) < 26 or not _starts_with_date(line):
+        raise LauncherParseError("not a launcher log line")
+    try:
+        t_ns = _asctime_ns(line)
+    except ValueError:
+        raise LauncherParseError("line starts with a date but not with a launcher asctime") from None
+    if line[23:26] != " - ":
+        raise LauncherParseError("timestamped line not in the launcher format")
+    a = line.find(" - ", 26)
+    b = line.find(" - ", a + 3) if a >= 0 else -1
+    if b < 0:
+        if a >= 0 and line.endswith(" -"):  # empty message whose trailing space was stripped
+            b = len(line)
+        else:
+            raise LauncherParseError("timestamped line not in the launcher format")
+    logger = line[26:a]
+    level = line[a + 3 : b]
+    message = line[b + 3 :]
+    if not logger or not level or " " in logger:
+        raise LauncherParseError("timestamped line not in the launcher format")
+    access = parse_access(message) if logger == ACCESS_LOGGER else None
+    return LauncherRecord(line_no, t_ns, logger, level, message, access, prefix_ns)
+
+
+def _with_more(rec: LauncherRecord, more: list[str]) -> LauncherRecord:
+    if not more:
+        return rec
+    return LauncherRecord(
+        rec.line_no,
+        rec.t_ns,
+        rec.logger,
+        rec.level,
+        "\n".join([rec.message, *more]),
+        rec.access,
+        rec.prefix_ns,
+    )
+
+
+def iter_launcher_log(
+    fh_or_lines: Iterable[bytes] | Iterable[str], stats: SourceStats
+) -> Iterator[LauncherRecord]:
+    """Stream :class:`LauncherRecord` s from a binary file or any iterable of lines."""
+    pending: LauncherRecord | None = None
+    more: list[str] = []
+    for line_no, raw in enumerate(fh_or_lines, 1):
+        stats.read += 1
+        s = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+        s = s.rstrip("\r\n")
+        prefix_ns, body = None, s
+        if s[10:11] in ("T", "t"):  # "2026-...T...Z <line>": a --timestamps prefix
+            try:
+                prefix_ns, body = split_timestamp_prefix(s)
+            except ValueError:
+                stats.skip(line_no, "bad timestamp prefix")
+                continue
+        if not _starts_with_date(body):
+            if _UVICORN_CLI.match(body):
+                if pending is not None:
+                    yield _with_more(pending, more)
+                    pending, more = None, []
+                stats.skip(line_no, "uvicorn CLI line without a time (no asctime)")
+            elif pending is not None:
+                stats.understood += 1
+                more.append(body)
+            elif not body.strip():
+                stats.skip(line_no, "blank line")
+            else:
+                stats.skip(line_no, "continuation line before any launcher record")
+            continue
+        if pending is not None:
+            yield _with_more(pending, more)
+            pending, more = None, []
+        try:
+            pending = parse_launcher_line(body, line_no, prefix_ns)
+        except LauncherParseError as e:
+            stats.skip(line_no, e.reason)
+            continue
+        stats.understood += 1
+    if pending is not None:
+        yield _with_more(pending, more)
+
+
+def accepted_create_id(rec: LauncherRecord) -> str | None:
+    """The instance id of ``"Accepted request to create vLLM instance with id=<id>"``
+    (the ``X.receipt`` instant), else ``None``."""
+    msg = rec.message
+    if not msg.startswith(ACCEPTED_PREFIX):
+        return None
+    rest = msg[len(ACCEPTED_PREFIX) :].split(None, 1)
+    return rest[0] if rest else None
+
+
+def put_instance_id(rec: LauncherRecord) -> str | None:
+    """The instance id of an access line ``PUT /v2/vllm/instances/<id>`` (the
+    ``X.response`` instant; the status is ``rec.access[4]``), else ``None``.  Sub-resources
+    such as ``.../<id>/log`` are not a create and give ``None``."""
+    acc = rec.access
+    if acc is None or acc[1] != "PUT":
+        return None
+    path = acc[2].split("?", 1)[0]
+    if not path.startswith(INSTANCES_PATH):
+        return None
+    ident = path[len(INSTANCES_PATH) :]
+    if not ident or "/" in ident:
+        return None
+    return unquote(ident)
