@@ -21,8 +21,10 @@ Configuration, most specific first:
   refused with a clear message.
 - headers: ``OTEL_EXPORTER_OTLP_TRACES_HEADERS`` or ``OTEL_EXPORTER_OTLP_HEADERS``, with
   the ``headers`` argument layered on top (keys lowercased, as gRPC metadata requires).
-- TLS: ``https://`` is secure, ``http://`` is plaintext (also for gRPC); certificates come
-  from ``OTEL_EXPORTER_OTLP_[TRACES_]CERTIFICATE`` and friends, read by the SDK itself.
+- TLS: ``https://`` is secure, ``http://`` is plaintext (also for gRPC); a gRPC endpoint
+  without a scheme (``collector:4317``) is secure unless ``OTEL_EXPORTER_OTLP_INSECURE=true``
+  (the SDK's rule).  Certificates come from ``OTEL_EXPORTER_OTLP_[TRACES_]CERTIFICATE`` and
+  friends, read by the SDK itself.
 
 Failure is loud and bounded: the SDK exporters retry transient errors with exponential
 backoff, up to their ``timeout``; we give them ``timeout_s`` per batch and also run each
