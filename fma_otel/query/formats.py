@@ -114,8 +114,8 @@ def to_perfdata(report: Report) -> str:
     return json.dumps({"version": "v1", "dataItems": items}, indent=2) + "\n"
 
 
-def _num(v: float | int) -> str:
-    return str(v) if isinstance(v, int) else f"{v:.6g}"
+def _num(v: float | int | str) -> str:
+    return f"{v:.6g}" if isinstance(v, float) else str(v)
 
 
 def _secs(v: float | None) -> str:

@@ -171,7 +171,7 @@ class JaegerSource:
             return
         services = [s for s in (body or {}).get("services") or [] if s]
         for svc, op in self._targets(services, self._v3_operations):
-            self._search(lambda a, b, s=svc, o=op: self._find_v3(s, o, a, b), start, end, harvest, warn)
+            self._search(lambda a, b, n, s=svc, o=op: self._find_v3(s, o, a, b, n), start, end, harvest, warn)
 
     def _targets(self, services: list[str], operations: Callable[[str], list[str]]) -> list[tuple[str, str]]:
         ops = {svc: set(operations(svc)) for svc in services}
@@ -187,15 +187,15 @@ class JaegerSource:
         return [o.get("name", "") for o in body.get("operations") or []]
 
     def _find_v3(
-        self, service: str, op: str, start: datetime, end: datetime
+        self, service: str, op: str, start: datetime, end: datetime, limit: int
     ) -> tuple[int, list[dict[str, Any]]]:
         params = {
             "query.service_name": service,
             "query.operation_name": op,
             "query.start_time_min": rfc3339(start),
             "query.start_time_max": rfc3339(end),
-            "query.search_depth": self.limit,
-            "query.num_traces": self.limit,
+            "query.search_depth": limit,
+            "query.num_traces": limit,
         }
         status, body = self.http.get("/api/v3/traces", params)
         if status == 404 or not body:  # Jaeger answers 404 "No traces found"
@@ -222,17 +222,17 @@ class JaegerSource:
             return [] if st == 404 or not b else [str(o) for o in b.get("data") or []]
 
         for svc, op in self._targets(services, operations):
-            self._search(lambda a, b, s=svc, o=op: self._find_v1(s, o, a, b), start, end, harvest, warn)
+            self._search(lambda a, b, n, s=svc, o=op: self._find_v1(s, o, a, b, n), start, end, harvest, warn)
 
     def _find_v1(
-        self, service: str, op: str, start: datetime, end: datetime
+        self, service: str, op: str, start: datetime, end: datetime, limit: int
     ) -> tuple[int, list[dict[str, Any]]]:
         params = {
             "service": service,
             "operation": op,
             "start": to_ns(start) // 1000,
             "end": to_ns(end) // 1000,
-            "limit": self.limit,
+            "limit": limit,
         }
         status, body = self.http.get("/api/traces", params)
         if status == 404 or not body:
@@ -242,21 +242,28 @@ class JaegerSource:
 
     def _search(
         self,
-        find: Callable[[datetime, datetime], tuple[int, list[dict[str, Any]]]],
+        find: Callable[[datetime, datetime, int], tuple[int, list[dict[str, Any]]]],
         start: datetime,
         end: datetime,
         harvest: Harvest,
         warn: Warn,
     ) -> None:
-        """Search ``[start, end]``; a window that fills the limit is split in halves."""
-        stack = [(start, end)]
+        """Search ``[start, end]``; a window that fills the limit is split in halves.
+
+        Many requesters can share one creation second, so a window too small to split that
+        still fills the limit is asked again with a doubled limit (up to 64 times it).
+        """
+        stack = [(start, end, self.limit)]
         while stack:
-            a, b = stack.pop()
-            n, results = find(a, b)
-            if n >= self.limit and b - a > self.min_window:
-                stack.extend(_halves(a, b))
+            a, b, limit = stack.pop()
+            n, results = find(a, b, limit)
+            if n >= limit and b - a > self.min_window:
+                stack.extend((x, y, limit) for x, y in _halves(a, b))
                 continue
-            if n >= self.limit:
+            if n >= limit:
+                if limit < 64 * self.limit:
+                    stack.append((a, b, limit * 2))
+                    continue
                 warn(f"{self.http.base}: {n} traces in {rfc3339(a)}..{rfc3339(b)}; some may be missing")
             for r in results:
                 if "v1" in r:
@@ -329,17 +336,20 @@ class TempoSource:
 
     def _search_ids(self, start: int, end: int, warn: Warn) -> Iterator[str]:
         seen: set[str] = set()
-        stack = [(start, end)]
+        stack = [(start, end, self.limit)]
         while stack:
-            a, b = stack.pop()
-            params = {"q": self.QUERY, "start": a, "end": b, "limit": self.limit, "spss": 1}
+            a, b, limit = stack.pop()
+            params = {"q": self.QUERY, "start": a, "end": b, "limit": limit, "spss": 1}
             status, body = self.http.get("/api/search", params)
             traces = [] if status == 404 or not body else body.get("traces") or []
-            if len(traces) >= self.limit and b - a > 1:
+            if len(traces) >= limit and b - a > 1:
                 mid = (a + b) // 2
-                stack.extend([(a, mid), (mid, b)])
+                stack.extend([(a, mid, limit), (mid, b, limit)])
                 continue
-            if len(traces) >= self.limit:
+            if len(traces) >= limit:
+                if limit < 64 * self.limit:  # one busy second: ask again for more
+                    stack.append((a, b, limit * 2))
+                    continue
                 warn(f"{self.http.base}: {len(traces)} traces in one second at {a}; some may be missing")
             for t in traces:
                 tid = str(t.get("traceID", ""))

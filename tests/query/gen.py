@@ -53,6 +53,7 @@ class Act:
     namespace: str = "fma-test"
     dpc_secs: float | None = None
     n: int = 1
+    root_service: str = "kubernetes"
 
 
 def spans_of(a: Act) -> list[SpanRecord]:
@@ -111,10 +112,10 @@ def spans_of(a: Act) -> list[SpanRecord]:
             kind="INTERNAL",
             start_ns=t0,
             end_ns=t0 + round((longest + 3) * S),
-            service="kubernetes",
+            service=a.root_service,
             attributes=root_attrs,
             status_code=status,
-            resource=resource_attributes("kubernetes"),
+            resource=resource_attributes(a.root_service),
         )
     )
     return out
