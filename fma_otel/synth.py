@@ -2027,27 +2027,35 @@ def stream_big_capture(
 def _noise_stream(
     sim: _Sim, t0: int, t1: int, budget: int, seed: int
 ) -> Iterator[tuple[int, int, int, list[str]]]:
-    """Background lines in time order within [t0, t1] until ``budget`` bytes are produced."""
+    """Background lines in time order within ~[t0, t1] until ``budget`` bytes are produced.
+
+    One piece of chatter can span a few ms (a call and its result), so pieces are held in a
+    heap and released only once no later piece can start before them.
+    """
     if budget <= 0 or t1 <= t0:
         return
     sim.rng = random.Random(seed)
     sim.noise = True
-    est = max(1, budget // _AVG_NOISE_LINE)
-    step = max(1, (t1 - t0) // est)
     t = t0
     produced = 0
     n = 0
+    pending: list[tuple[int, int, int, list[str]]] = []
     while produced < budget:
-        t += sim.rng.randrange(1, 2 * step + 1)
-        if t > t1:
-            t = t1
+        # re-aim every step so the chatter spreads evenly over what is left of the window
+        avg = produced / n if n else _AVG_NOISE_LINE
+        left = max(1, int((budget - produced) / avg))
+        step = max(1, (t1 - t) // left)
+        t = min(t + sim.rng.randrange(1, 2 * step + 1), t1)
         sim.dpc = []
         sim.noise_lines(t)
-        for tt, _, lines in sorted(sim.dpc, key=lambda x: (x[0], x[1])):
-            tt = min(tt, t1)
+        for tt, _, lines in sim.dpc:
             produced += sum(len(ln) + 1 for ln in lines)
             n += 1
-            yield (tt, 1, n, lines)
+            heapq.heappush(pending, (tt, 1, n, lines))
+        while pending and pending[0][0] <= t:
+            yield heapq.heappop(pending)
+    while pending:
+        yield heapq.heappop(pending)
 
 
 # --------------------------------------------------------------------------- sample / CLI
