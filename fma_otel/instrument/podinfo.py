@@ -59,20 +59,33 @@ def parse_requester(value: str | None) -> tuple[str | None, str | None]:
     return parts[0], (parts[1] if len(parts) > 1 else None)
 
 
+_API: Any = None
+
+
+def _api() -> Any:
+    """One ``CoreV1Api`` per process (building a client is slow: config, pools)."""
+    global _API
+    if _API is None:
+        from kubernetes import client, config
+
+        cfg = client.Configuration()
+        try:
+            config.load_incluster_config(client_configuration=cfg)
+        except Exception:  # noqa: BLE001 - not in a cluster: fall back to kubeconfig
+            config.load_kube_config(client_configuration=cfg)
+        _API = client.CoreV1Api(client.ApiClient(cfg))
+    return _API
+
+
 def _default_fetch(namespace: str, name: str, timeout: float) -> dict[str, Any]:
     """GET the Pod with the ``kubernetes`` client (in-cluster credentials, else kubeconfig).
 
     Our own kubernetes-client instrumentation is suppressed here: this lookup is plumbing,
     not part of anyone's actuation.
     """
-    from kubernetes import client, config
     from opentelemetry.instrumentation.utils import suppress_instrumentation
 
-    try:
-        config.load_incluster_config()
-    except Exception:  # noqa: BLE001 - not in a cluster: fall back to kubeconfig
-        config.load_kube_config()
-    api = client.CoreV1Api()
+    api = _api()
     with suppress_instrumentation():
         pod = api.read_namespaced_pod(name, namespace, _request_timeout=timeout)
     meta = pod.metadata
