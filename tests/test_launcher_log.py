@@ -1,0 +1,166 @@
+"""Launcher log parser: the observed log of fma-reference §9.3a plus the awkward cases."""
+
+from __future__ import annotations
+
+import pytest
+
+from fma_otel.sources.klog import parse_rfc3339_ns
+from fma_otel.sources.launcher_log import (
+    LauncherParseError,
+    accepted_create_id,
+    iter_launcher_log,
+    parse_access,
+    parse_launcher_line,
+    put_instance_id,
+)
+from fma_otel.sources.records import SourceStats
+
+IID = "Iharnessxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxi"
+OBSERVED = f"""\
+2026-12-02 16:07:35,054 - gputranslator - INFO - using package: nvidia-ml-py version: 13.615.71
+2026-12-02 16:07:35,055 - gputranslator - ERROR - Failed to initialize pynvml: NVML Shared Library Not Found
+2026-12-02 16:07:35,099 - __main__ - INFO - Launcher starting with args: mock_gpus=True, mock_gpu_count=8, host=127.0.0.1, port=52141, log_level=info, node_name=None, namespace=None
+2026-12-02 16:07:35,099 - gputranslator - INFO - GPU Translator initialized in mock mode with 8 mock GPUs
+2026-12-02 16:07:35,115 - uvicorn.error - INFO - Started server process [8962]
+2026-12-02 16:07:35,115 - uvicorn.error - INFO - Waiting for application startup.
+2026-12-02 16:07:35,116 - uvicorn.error - INFO - Application startup complete.
+2026-12-02 16:07:35,117 - uvicorn.error - INFO - Uvicorn running on http://127.0.0.1:52141 (Press CTRL+C to quit)
+2026-12-02 16:07:35,142 - uvicorn.access - INFO - 127.0.0.1:60980 - "GET /health HTTP/1.1" 200
+2026-12-02 16:07:35,144 - __main__ - INFO - Accepted request to create vLLM instance with id={IID}
+2026-12-02 16:07:35,154 - uvicorn.access - INFO - 127.0.0.1:60986 - "PUT /v2/vllm/instances/{IID} HTTP/1.1" 201
+2026-12-02 16:07:49,680 - uvicorn.access - INFO - 127.0.0.1:37234 - "GET /v2/vllm/instances/{IID} HTTP/1.1" 200
+2026-12-02 16:07:59,695 - uvicorn.access - INFO - 127.0.0.1:37236 - "DELETE /v2/vllm/instances/{IID} HTTP/1.1" 200
+2026-12-02 16:07:59,798 - uvicorn.error - INFO - Shutting down
+2026-12-02 16:07:59,898 - uvicorn.error - INFO - Waiting for application shutdown.
+2026-12-02 16:07:59,899 - __main__ - INFO - Launcher shutting down, stopping all vLLM instances...
+2026-12-02 16:07:59,899 - uvicorn.error - INFO - Application shutdown complete.
+2026-12-02 16:07:59,899 - uvicorn.error - INFO - Finished server process [8962]
+""".encode().splitlines(keepends=True)
+
+
+def run(lines):
+    stats = SourceStats("launcher")
+    return list(iter_launcher_log(lines, stats)), stats
+
+
+def test_observed_log_all_understood():
+    recs, st = run(OBSERVED)
+    assert len(recs) == 18
+    assert (st.read, st.understood, st.skipped) == (18, 18, 0)
+    first = recs[0]
+    assert (first.line_no, first.logger, first.level) == (1, "gputranslator", "INFO")
+    assert first.message == "using package: nvidia-ml-py version: 13.615.71"
+    assert first.t_ns == parse_rfc3339_ns("2026-12-02T16:07:35.054Z")
+    assert recs[1].level == "ERROR"
+    assert [r.logger for r in recs].count("uvicorn.access") == 4
+
+
+def test_create_receipt_and_response():
+    recs, _ = run(OBSERVED)
+    accepted = [(r.line_no, accepted_create_id(r)) for r in recs if accepted_create_id(r)]
+    assert accepted == [(10, IID)]
+    puts = [(r.line_no, put_instance_id(r), r.access[4]) for r in recs if put_instance_id(r)]
+    assert puts == [(11, IID, 201)]
+    put = recs[10]
+    assert put.access == ("127.0.0.1:60986", "PUT", f"/v2/vllm/instances/{IID}", "1.1", 201)
+    assert put.t_ns - recs[9].t_ns == 10_000_000  # 10 ms between receipt and response
+
+
+def test_access_parsing_variants():
+    assert parse_access('10.244.1.1:49822 - "GET /v2/vllm/instances HTTP/1.1" 200') == (
+        "10.244.1.1:49822",
+        "GET",
+        "/v2/vllm/instances",
+        "1.1",
+        200,
+    )
+    assert parse_access('10.0.0.1:1 - "PUT /v2/vllm/instances/abc?x=1 HTTP/2" 409 Conflict')[4] == 409
+    assert parse_access(' - "GET /health HTTP/1.1" 200')[0] == ""
+    assert parse_access("Started server process [1]") is None
+
+
+def test_put_instance_id_rejects_other_requests():
+    def rec(msg):
+        return parse_launcher_line(f"2026-06-29 14:36:20,511 - uvicorn.access - INFO - {msg}")
+
+    assert put_instance_id(rec('1.2.3.4:5 - "PUT /v2/vllm/instances/abc%2Dd?x=1 HTTP/1.1" 201')) == "abc-d"
+    assert put_instance_id(rec('1.2.3.4:5 - "POST /v2/vllm/instances/abc HTTP/1.1" 201')) is None
+    assert put_instance_id(rec('1.2.3.4:5 - "PUT /v2/vllm/instances/abc/log HTTP/1.1" 200')) is None
+    assert put_instance_id(rec('1.2.3.4:5 - "PUT /v2/vllm/instances/ HTTP/1.1" 200')) is None
+    other = parse_launcher_line(
+        '2026-06-29 14:36:20,511 - __main__ - INFO - 1.2.3.4:5 - "PUT /v2/vllm/instances/a HTTP/1.1" 201'
+    )
+    assert other.access is None and put_instance_id(other) is None  # only uvicorn.access lines
+    assert accepted_create_id(rec("Accepted request to create vLLM instance with id=")) is None
+
+
+def test_traceback_lines_join_the_previous_record():
+    lines = [
+        "2026-06-29 14:36:20,600 - __main__ - ERROR - Failed to create vLLM instance abc: boom",
+        "Traceback (most recent call last):",
+        '  File "/app/launcher.py", line 1, in <module>',
+        "RuntimeError: boom",
+        "2026-06-29 14:36:21,000 - __main__ - INFO - next",
+    ]
+    recs, st = run(lines)
+    assert len(recs) == 2
+    assert recs[0].message.splitlines() == [
+        "Failed to create vLLM instance abc: boom",
+        "Traceback (most recent call last):",
+        '  File "/app/launcher.py", line 1, in <module>',
+        "RuntimeError: boom",
+    ]
+    assert recs[1].line_no == 5
+    assert (st.read, st.understood, st.skipped) == (5, 5, 0)
+
+
+def test_uvicorn_cli_lines_are_skipped_for_lack_of_time():
+    lines = [
+        "2026-05-26 15:28:17,787 - __main__ - INFO - Launcher starting with args: ...",
+        "INFO:     Started server process [1]",
+        'INFO:     10.131.6.2:34340 - "GET /v2/vllm/instances HTTP/1.1" 200 OK',
+    ]
+    recs, st = run(lines)
+    assert [r.message for r in recs] == ["Launcher starting with args: ..."]  # not glued
+    assert (st.read, st.understood, st.skipped) == (3, 1, 2)
+    assert all("without a time" in why for _, why in st.skipped_lines)
+
+
+def test_timestamps_prefix_and_prefixed_continuations():
+    lines = [
+        "2026-06-29T14:36:20.5019876Z 2026-06-29 14:36:20,501 - __main__ - INFO - Accepted request to create vLLM instance with id=X",
+        "2026-06-29T14:36:20.5020000Z   more text",
+    ]
+    recs, st = run(lines)
+    assert recs[0].prefix_ns == parse_rfc3339_ns("2026-06-29T14:36:20.5019876Z")
+    assert recs[0].t_ns == parse_rfc3339_ns("2026-06-29T14:36:20.501Z")
+    assert recs[0].message.endswith("id=X\n  more text")
+    assert accepted_create_id(recs[0]) == "X"
+    assert st.skipped == 0
+
+
+def test_bad_lines_and_reasons():
+    lines = [
+        "orphan line before any record",
+        "2026-06-29 14:35:47,250 INFO launcher_pod_notifier: Launcher Pod notifier started",
+        "2026-06-29 14:36:20,501 - __main__ - INFO - ok",
+        "2026-06-29 14:35:47,250 INFO launcher_pod_notifier: not glued onto ok",
+        "2026-13-29 14:36:20,501 - __main__ - INFO - bad month",
+        "2026-06-29T99:00:00Z 2026-06-29 14:36:20,501 - __main__ - INFO - bad prefix",
+        b"2026-06-29 14:36:20,502 - __main__ - INFO - caf\xe9\n",
+    ]
+    recs, st = run(lines)
+    assert [r.message for r in recs] == ["ok", "caf\ufffd"]
+    assert (st.read, st.understood, st.skipped) == (7, 2, 5)
+    reasons = dict(st.skipped_lines)
+    assert reasons[1] == "continuation line before any launcher record"
+    assert reasons[2] == reasons[4] == "timestamped line not in the launcher format"
+    assert "asctime" in reasons[5]
+    assert reasons[6] == "bad timestamp prefix"
+
+
+def test_empty_message_and_parse_errors():
+    rec = parse_launcher_line("2026-06-29 14:36:20,501 - __main__ - INFO -")
+    assert rec.message == ""
+    with pytest.raises(LauncherParseError):
+        parse_launcher_line('I0629 14:35:43.131877       1 x.go:1] "klog"')

@@ -1,0 +1,254 @@
+"""Pod JSON reader and store: every kubectl output form, out-of-order events, garbage."""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+
+import pytest
+
+from fma_otel.sources.pods import PodStore, detect_kind, iter_pod_events
+from fma_otel.sources.records import PodEvent, SourceStats
+
+R_UID = "811f8932-b608-416c-8a90-589b39ed9bde"
+L_UID = "0b6e3c1d-2a4f-4e8b-9c7d-5f1a2b3c4d5e"
+
+
+def pod(uid=R_UID, rv="24430101", name="my-request-29-14-35-40-d45ml", ready=None, kind=True):
+    """A requester-shaped Pod (fma-reference §9.4), with an optional Ready condition."""
+    conds = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-06-29T14:35:40Z"}]
+    if ready:
+        conds.append({"type": "Ready", "status": "True", "lastTransitionTime": ready})
+    p = {
+        "metadata": {
+            "name": name,
+            "namespace": "fma-test",
+            "uid": uid,
+            "resourceVersion": rv,
+            "creationTimestamp": "2026-06-29T14:35:40Z",
+            "annotations": {"dual-pods.llm-d.ai/status": '{"Errors":null}', "note": 'line\nbreak "q" é'},
+        },
+        "spec": {"nodeName": "gpu-node-3"},
+        "status": {"phase": "Running", "podIP": "10.244.2.9", "conditions": conds},
+    }
+    if kind:
+        p = {"apiVersion": "v1", "kind": "Pod", **p}
+    return p
+
+
+def read(text: str | bytes, chunk: int = 1 << 16):
+    stats = SourceStats("pods")
+    data = text.encode() if isinstance(text, str) else text
+    return list(iter_pod_events(io.BytesIO(data), stats, chunk)), stats
+
+
+def as_list(*pods, kind="List"):
+    return json.dumps(
+        {"apiVersion": "v1", "items": list(pods), "kind": kind, "metadata": {"resourceVersion": ""}}, indent=4
+    )
+
+
+CHUNKS = [1, 5, 64, 1 << 16]
+
+
+@pytest.mark.parametrize("chunk", CHUNKS)
+def test_list_is_streamed_item_by_item(chunk):
+    evs, st = read(as_list(pod(), pod(L_UID, name="launcher-example-7xk2p")), chunk)
+    assert [(e.event_type, e.pod["metadata"]["uid"], e.index) for e in evs] == [
+        ("LISTED", R_UID, 0),
+        ("LISTED", L_UID, 1),
+    ]
+    assert evs[0].pod["metadata"]["annotations"]["note"] == 'line\nbreak "q" é'
+    assert (st.read, st.understood, st.skipped) == (2, 2, 0)
+
+
+def test_podlist_from_api_without_item_kind():
+    evs, st = read(as_list(pod(kind=False), kind="PodList"))
+    assert len(evs) == 1 and evs[0].event_type == "LISTED"
+    assert st.skipped == 0
+
+
+def test_single_pod_object():
+    evs, st = read(json.dumps(pod(), indent=4) + "\n")
+    assert [e.event_type for e in evs] == ["LISTED"]
+    assert evs[0].pod == pod()
+
+
+@pytest.mark.parametrize("chunk", CHUNKS)
+def test_watch_stream_pretty_printed_without_event_wrappers(chunk):
+    text = "\n".join(json.dumps(pod(rv=str(rv)), indent=4) for rv in (1, 2, 3)) + "\n"
+    evs, st = read(text, chunk)
+    assert [e.pod["metadata"]["resourceVersion"] for e in evs] == ["1", "2", "3"]
+    assert {e.event_type for e in evs} == {"LISTED"}
+    assert (st.read, st.understood) == (3, 3)
+
+
+@pytest.mark.parametrize("chunk", CHUNKS)
+def test_watch_stream_with_output_watch_events(chunk):
+    events = [("ADDED", "1"), ("MODIFIED", "2"), ("DELETED", "3")]
+    text = "".join(json.dumps({"type": t, "object": pod(rv=rv)}, indent=4) + "\n" for t, rv in events)
+    text += json.dumps(
+        {"type": "BOOKMARK", "object": {"kind": "Pod", "metadata": {"resourceVersion": "9"}}}, indent=4
+    )
+    evs, st = read(text, chunk)
+    assert [(e.event_type, e.pod["metadata"]["resourceVersion"]) for e in evs] == events
+    assert (st.read, st.understood, st.skipped) == (4, 4, 0)  # bookmark understood, not yielded
+
+
+def test_json_lines_of_mixed_forms():
+    lines = [
+        json.dumps({"type": "ADDED", "object": pod(rv="5")}),
+        json.dumps(pod(L_UID, rv="6")),
+        json.dumps({"kind": "List", "items": [pod(rv="7")]}),
+        json.dumps([pod(rv="8"), {"type": "MODIFIED", "object": pod(rv="9")}]),
+    ]
+    evs, st = read("\n".join(lines) + "\n")
+    assert [(e.event_type, e.pod["metadata"]["resourceVersion"]) for e in evs] == [
+        ("ADDED", "5"),
+        ("LISTED", "6"),
+        ("LISTED", "7"),
+        ("LISTED", "8"),
+        ("MODIFIED", "9"),
+    ]
+    assert [e.index for e in evs] == [0, 1, 2, 3, 4]
+    assert st.skipped == 0
+
+
+@pytest.mark.parametrize("chunk", CHUNKS)
+def test_garbage_and_bad_objects_are_skipped_and_reader_resyncs(chunk):
+    text = (
+        "Warning: something from kubectl\n"
+        + json.dumps(pod(rv="1"), indent=4)
+        + "\nerror: the server doesn't have a resource type\n"
+        + json.dumps({"kind": "Event", "metadata": {"uid": "e"}}, indent=4)
+        + "\n"
+        + '{"type": "ERROR", "object": {"kind": "Status", "message": "too old resource version"}}\n'
+        + '{"apiVersion": "v1", "kind": "Pod", "metadata": {"uid": "x", \n'  # cut object
+        + json.dumps(pod(L_UID, rv="2"), indent=4)
+        + "\n"
+        + json.dumps({"kind": "Pod", "metadata": {"name": "no-uid"}})
+        + "\n"
+    )
+    evs, st = read(text, chunk)
+    assert [e.pod["metadata"]["uid"] for e in evs] == [R_UID, L_UID]
+    reasons = [why for _, why in st.skipped_lines]
+    assert reasons[0] == "garbage between JSON objects"
+    assert reasons[1] == "garbage between JSON objects"
+    assert reasons[2] == "not a Pod (kind=Event)"
+    assert reasons[3] == "watch ERROR event: too old resource version"
+    assert reasons[4].startswith("malformed JSON object")
+    assert reasons[5] == "Pod without metadata.uid"
+    assert (st.read, st.understood, st.skipped) == (8, 2, 6)
+    assert st.skipped_lines[0][0] == 1  # line numbers point at the bad text
+
+
+def test_non_utf8_bytes_do_not_stop_the_reader():
+    raw = json.dumps(pod(rv="1")).encode().replace(b"fma-test", b"fma-\xfftest") + b"\n"
+    evs, st = read(raw, 3)
+    assert evs[0].pod["metadata"]["namespace"] == "fma-\ufffdtest"
+    assert st.skipped == 0
+
+
+def test_text_file_objects_work_too():
+    stats = SourceStats("pods")
+    evs = list(iter_pod_events(io.StringIO(as_list(pod())), stats))
+    assert len(evs) == 1
+
+
+def test_big_list_memory_window_and_order():
+    pods = [pod(f"uid-{i:05d}", rv=str(i)) for i in range(2000)]
+    evs, st = read(as_list(*pods), 4096)
+    assert [e.pod["metadata"]["uid"] for e in evs] == [p["metadata"]["uid"] for p in pods]
+    assert st.understood == 2000
+
+
+# --------------------------------------------------------------------------- store
+
+
+def ev(t, rv, uid=R_UID, **kw):
+    return PodEvent(t, pod(uid=uid, rv=rv, **kw))
+
+
+def test_store_keeps_newest_by_resource_version_whatever_the_order():
+    events = [ev("ADDED", "100"), ev("MODIFIED", "105", ready="2026-06-29T14:36:47Z"), ev("MODIFIED", "99")]
+    events += [ev("ADDED", "7", uid=L_UID), ev("MODIFIED", "12", uid=L_UID)]
+    for seed in range(20):
+        order = events * 2
+        random.Random(seed).shuffle(order)
+        store = PodStore()
+        for e in order:
+            store.add(e)
+        assert store.get(R_UID)["metadata"]["resourceVersion"] == "105"
+        assert store.get(L_UID)["metadata"]["resourceVersion"] == "12"
+        assert len(store) == 2 and not store.is_deleted(R_UID)
+
+
+def test_store_add_reports_changes():
+    store = PodStore()
+    assert store.add(ev("ADDED", "10")) is True
+    assert store.add(ev("MODIFIED", "10")) is False  # same version again
+    assert store.add(ev("MODIFIED", "9")) is False  # older
+    assert store.add(ev("MODIFIED", "11")) is True
+    assert store.add(PodEvent("BOOKMARK", {"metadata": {"resourceVersion": "12"}})) is False
+    assert store.add(PodEvent("ADDED", {"kind": "Pod", "metadata": {}})) is False
+    assert store.get("nope") is None and "nope" not in store and R_UID in store
+
+
+def test_store_deleted_keeps_last_state_and_ignores_older_events():
+    store = PodStore()
+    store.add(ev("MODIFIED", "20", ready="2026-06-29T14:36:47Z"))
+    assert store.add(ev("DELETED", "25", ready="2026-06-29T14:36:47Z")) is True
+    assert store.is_deleted(R_UID)
+    assert store.add(ev("MODIFIED", "21")) is False
+    assert store.get(R_UID)["metadata"]["resourceVersion"] == "25"
+    assert store.pods() == [store.get(R_UID)]
+    # a DELETED that arrives before older updates still marks and wins
+    store2 = PodStore()
+    store2.add(ev("DELETED", "30"))
+    assert store2.add(ev("MODIFIED", "29")) is False and store2.is_deleted(R_UID)
+
+
+def test_store_non_integer_resource_versions_later_arrival_wins():
+    store = PodStore()
+    store.add(ev("ADDED", "abc"))
+    assert store.add(ev("MODIFIED", "10")) is True  # one side not an int: later wins
+    assert store.add(ev("MODIFIED", "x9")) is True
+    assert store.get(R_UID)["metadata"]["resourceVersion"] == "x9"
+    assert store.add(ev("MODIFIED", "x9")) is False  # identical state: no change
+
+
+def test_store_pods_in_first_arrival_order():
+    store = PodStore()
+    for uid in ("c", "a", "b"):
+        store.add(ev("ADDED", "1", uid=uid))
+    store.add(ev("MODIFIED", "2", uid="c"))
+    assert [p["metadata"]["uid"] for p in store.pods()] == ["c", "a", "b"]
+
+
+# --------------------------------------------------------------------------- detect_kind
+
+
+@pytest.mark.parametrize(
+    "content, kind",
+    [
+        (as_list(pod()), "pods"),
+        (json.dumps({"type": "ADDED", "object": pod()}), "pods"),
+        (json.dumps(pod(), indent=2), "pods"),
+        ('{"resourceSpans":[{"resource":{},"scopeSpans":[]}]}\n', "otlp-json"),
+        (
+            'I0629 14:36:45.563150       1 inference-server.go:595] "Successfully relayed the readiness"\n',
+            "klog",
+        ),
+        ('2026-09-03T19:49:03.7972878Z I0903 19:38:46.319013       1 a.go:1] "m"\n', "klog"),
+        ("2026-06-29 14:36:12,131 - uvicorn.error - INFO - Started server process [1]\n", "launcher"),
+        ("INFO:     Started server process [1]\n", "launcher"),
+        ('{"some": "json"}', "unknown"),
+        ("hello\nworld\n", "unknown"),
+        ("", "unknown"),
+    ],
+)
+def test_detect_kind(tmp_path, content, kind):
+    path = tmp_path / "f"
+    path.write_text(content)
+    assert detect_kind(str(path)) == kind
