@@ -72,7 +72,7 @@ def _api() -> Any:
         try:
             config.load_incluster_config(client_configuration=cfg)
         except Exception:  # noqa: BLE001 - not in a cluster: fall back to kubeconfig
-            config.load_kube_config(client_configuration=cfg)
+            config.load_kube_config(config_file=os.environ.get("KUBECONFIG"), client_configuration=cfg)
         _API = client.CoreV1Api(client.ApiClient(cfg))
     return _API
 
