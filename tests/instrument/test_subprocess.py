@@ -1,0 +1,158 @@
+"""The fake launcher as a ``__main__`` script in a subprocess, exporting over OTLP.
+
+(b) of the issue: ``opentelemetry-instrument python3 launcher.py`` (entry point, no code
+change) and ``import fma_otel.auto``; the create call joins the actuation trace through
+the Pod annotation served by a local Kubernetes API; collector down changes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from fma_otel import model
+from tests.instrument.conftest import FAKE_DIR
+from tests.support.k8s_server import FakeCluster, make_pod
+from tests.support.otlp_receiver import GrpcOtlpReceiver, free_port
+
+UID = "a1b2c3d4-0000-4000-8000-000000000001"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _launch(argv: list[str], env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(
+        argv, env=env, cwd=str(FAKE_DIR), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=0.5).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            time.sleep(0.05)
+        if proc.poll() is not None:
+            break
+    proc.kill()
+    out = proc.communicate()[0].decode(errors="replace")
+    raise AssertionError(f"launcher did not start:\n{out}")
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> str:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.communicate(timeout=10)[0].decode(errors="replace")
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.communicate()[0].decode(errors="replace")
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[tuple[FakeCluster, str]]:
+    with FakeCluster() as k8s:
+        k8s.add_pod(
+            make_pod(
+                "launcher-x",
+                "fma-test",
+                annotations={
+                    "dual-pods.llm-d.ai/requester": f"{UID} req-x",
+                    "dual-pods.llm-d.ai/instance-id": "inst-1",
+                },
+            )
+        )
+        yield k8s, k8s.write_kubeconfig(str(tmp_path / "kubeconfig"))
+
+
+def _env(endpoint: str, kubeconfig: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env.update(
+        OTEL_EXPORTER_OTLP_ENDPOINT=endpoint,
+        OTEL_EXPORTER_OTLP_INSECURE="true",
+        OTEL_BSP_SCHEDULE_DELAY="100",
+        OTEL_PYTHON_DISABLED_INSTRUMENTATIONS="httpx,httpx2",
+        POD_NAME="launcher-x",
+        NAMESPACE="fma-test",
+        KUBECONFIG=kubeconfig,
+        FMA_OTEL_POD_LOOKUP_TIMEOUT="3",
+        PYTHONPATH=str(REPO),
+    )
+    return env
+
+
+def _exercise(port: int) -> float:
+    vport = free_port()
+    cfg = {"options": f"--model m --port {vport} --fake-health-delay 0.2", "env_vars": {"K": "secret"}}
+    t0 = time.perf_counter()
+    r = httpx.put(f"http://127.0.0.1:{port}/v2/vllm/instances/inst-1", json=cfg, timeout=10)
+    took = time.perf_counter() - t0
+    assert r.status_code == 201, r.text
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{vport}/health", timeout=0.5).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    time.sleep(0.3)  # the watcher polls every 0.1 s
+    assert httpx.get(f"http://127.0.0.1:{port}/v2/vllm/instances", timeout=5).status_code == 200
+    assert httpx.delete(f"http://127.0.0.1:{port}/v2/vllm/instances/inst-1", timeout=10).status_code == 200
+    return took
+
+
+def _check_joined(rx: GrpcOtlpReceiver) -> None:
+    spans = rx.wait_for(4, timeout_s=5)
+    by_name = {s.name: s for s in spans}
+    trace_hex = model.trace_id_for(UID)
+    create = by_name[model.SPANS_BY_NAME["fma.launcher.create_instance"].name]
+    assert create.trace_id == trace_hex
+    assert create.span_id == model.span_id_for(trace_hex, create.name, 0)
+    assert create.parent_span_id == model.span_id_for(trace_hex, "fma.dpc.create_instance", 0)
+    assert create.service == model.SERVICE_LAUNCHER
+    startup = by_name["fma.vllm.startup"]
+    assert startup.parent_span_id == model.span_id_for(trace_hex, "fma.vllm.ready", 0)
+    assert startup.status_code == "OK", startup
+    assert "GET /v2/vllm/instances" in by_name
+    assert "secret" not in repr([s.attributes for s in spans])
+
+
+@pytest.mark.skipif(shutil.which("opentelemetry-instrument") is None, reason="needs opentelemetry-instrument")
+def test_main_script_under_opentelemetry_instrument(cluster: Any) -> None:
+    _, kubeconfig = cluster
+    port = free_port()
+    with GrpcOtlpReceiver() as rx:
+        argv = ["opentelemetry-instrument", sys.executable, "launcher.py", "--port", str(port)]
+        proc = _launch(argv, _env(rx.endpoint, kubeconfig), port)
+        try:
+            _exercise(port)
+        finally:
+            out = _stop(proc)
+        assert proc.returncode is not None, out
+        _check_joined(rx)
+
+
+def test_import_fma_otel_auto_and_collector_down(cluster: Any) -> None:
+    """``import fma_otel.auto`` at the top of a __main__ script; no collector listening."""
+    _, kubeconfig = cluster
+    port = free_port()
+    dead = f"http://127.0.0.1:{free_port()}"
+    code = "import fma_otel.auto, runpy, sys; sys.argv = ['launcher.py'] + sys.argv[1:]; "
+    code += "runpy.run_path('launcher.py', run_name='__main__')"
+    env = _env(dead, kubeconfig)
+    env["OTEL_EXPORTER_OTLP_TIMEOUT"] = "1"
+    proc = _launch([sys.executable, "-c", code, "--port", str(port)], env, port)
+    try:
+        took = _exercise(port)
+    finally:
+        out = _stop(proc)
+    assert took < 2.0, out  # includes the fork and the first (cold) pod lookup
+    assert "Traceback" not in out, out
