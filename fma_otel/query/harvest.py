@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..model import (
     A_COMPLETE,
@@ -29,7 +29,7 @@ from ..model import (
     UNKNOWN,
 )
 from ..sinks.otlp_json import normalize_id, value_of
-from .window import Window
+from .window import Window, to_ns
 
 #: span name -> the FMA metric it carries, per the model's table
 METRIC_OF_SPAN: Mapping[str, str] = {d.name: d.metric for d in SPANS if d.metric}
@@ -50,9 +50,11 @@ class RequestObs:
     dpc_secs: float | None = None
 
 
-@dataclass(frozen=True)
-class Sample:
-    """One metric span, resolved against its actuation (path, completeness, window)."""
+class Sample(NamedTuple):
+    """One metric span, resolved against its actuation (path, completeness, window).
+
+    A named tuple, not a dataclass: a large window makes hundreds of thousands of them.
+    """
 
     trace_id: str
     metric: str
@@ -84,25 +86,45 @@ class Harvest:
         """One ``ExportTraceServiceRequest``/``TracesData`` in JSON form (hex or base64 ids).
 
         Also takes Tempo's older ``batches`` wrapping and ``instrumentationLibrarySpans``.
+        This is the hot loop of ``slo --traces``: names are checked before anything else is
+        decoded, and ids in the usual hex form are taken as they are.
         """
+        wanted = WANTED_NAMES
+        metric_of = METRIC_OF_SPAN
+        keys = _KEYS
+        spans = self._spans
+        seen = self.traces_seen
         for rs in req.get("resourceSpans") or req.get("resource_spans") or req.get("batches") or ():
             for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or ():
                 for sp in ss.get("spans") or ():
                     name = sp.get("name")
-                    if name not in WANTED_NAMES:
+                    if name not in wanted:
                         continue
-                    attrs: dict[str, Any] = {}
+                    attrs = {}
                     for kv in sp.get("attributes") or ():
-                        k = kv.get("key")
-                        if k in _KEYS:
-                            attrs[k] = value_of(kv.get("value") or {})
-                    self.add_span(
-                        normalize_id(sp.get("traceId"), 16) or "",
-                        normalize_id(sp.get("spanId"), 8) or "",
-                        name,
-                        int(sp.get("startTimeUnixNano") or 0),
-                        int(sp.get("endTimeUnixNano") or 0),
-                        attrs,
+                        k = kv["key"]
+                        if k in keys:
+                            attrs[k] = value_of(kv["value"])
+                    tid = sp.get("traceId") or ""
+                    if len(tid) != 32:
+                        tid = normalize_id(tid, 16) or ""
+                    start = int(sp.get("startTimeUnixNano") or 0)
+                    end = int(sp.get("endTimeUnixNano") or 0)
+                    if name == ROOT:
+                        self._add_root(tid, start, attrs)
+                        continue
+                    sid = sp.get("spanId") or ""
+                    if len(sid) != 16:
+                        sid = normalize_id(sid, 8) or ""
+                    seen.add(tid)
+                    complete = attrs.get(A_COMPLETE)
+                    path = attrs.get(A_PATH)
+                    spans[(tid, sid)] = (
+                        str(attrs.get(A_METRIC) or metric_of[name]),
+                        str(path) if path else None,
+                        start,
+                        end,
+                        complete is not False and complete != "false",
                     )
 
     def add_span(
@@ -114,15 +136,7 @@ class Harvest:
         self.traces_seen.add(trace_id)
         path = attrs.get(A_PATH)
         if name == ROOT:
-            dpc = attrs.get(A_DPC_SECS)
-            self._requests[trace_id] = RequestObs(
-                path=str(path) if path else UNKNOWN,
-                complete=_truthy(attrs.get(A_COMPLETE), default=True),
-                hot_hit=_opt_bool(attrs.get(A_HOT_HIT)),
-                warm_hit=_opt_bool(attrs.get(A_WARM_HIT)),
-                start_ns=start_ns,
-                dpc_secs=float(dpc) if isinstance(dpc, (int, float)) and not isinstance(dpc, bool) else None,
-            )
+            self._add_root(trace_id, start_ns, attrs)
             return
         metric = attrs.get(A_METRIC) or METRIC_OF_SPAN[name]
         self._spans[(trace_id, span_id)] = (
@@ -131,6 +145,19 @@ class Harvest:
             start_ns,
             end_ns,
             _truthy(attrs.get(A_COMPLETE), default=True),
+        )
+
+    def _add_root(self, trace_id: str, start_ns: int, attrs: Mapping[str, Any]) -> None:
+        self.traces_seen.add(trace_id)
+        path = attrs.get(A_PATH)
+        dpc = attrs.get(A_DPC_SECS)
+        self._requests[trace_id] = RequestObs(
+            path=str(path) if path else UNKNOWN,
+            complete=_truthy(attrs.get(A_COMPLETE), default=True),
+            hot_hit=_opt_bool(attrs.get(A_HOT_HIT)),
+            warm_hit=_opt_bool(attrs.get(A_WARM_HIT)),
+            start_ns=start_ns,
+            dpc_secs=float(dpc) if isinstance(dpc, (int, float)) and not isinstance(dpc, bool) else None,
         )
 
     # ------------------------------------------------------------------ output
@@ -145,23 +172,30 @@ class Harvest:
         actuation that never finished as a duration.
         """
         w = window or Window()
+        lo = to_ns(w.since) if w.since is not None else None
+        hi = to_ns(w.until) if w.until is not None else None
+
+        def inside(t: int) -> bool:
+            return (lo is None or t >= lo) and (hi is None or t < hi)
+
         out = Dataset()
-        for tid, req in self._requests.items():
-            if w.contains_ns(req.start_ns):
+        requests = self._requests
+        for tid, req in requests.items():
+            if inside(req.start_ns):
                 out.requests[tid] = req
+        append = out.samples.append
         for (tid, _sid), (metric, path, start, end, own_complete) in self._spans.items():
-            req = self._requests.get(tid)
-            anchor = req.start_ns if req else start
-            if not w.contains_ns(anchor):
+            req = requests.get(tid)
+            if req is None:
+                if not inside(start):
+                    continue
+                append(Sample(tid, metric, path or UNKNOWN, max(0, end - start) / 1e9, own_complete))
                 continue
-            complete = own_complete and (req.complete if req else True)
-            out.samples.append(
+            if tid not in out.requests:
+                continue
+            append(
                 Sample(
-                    trace_id=tid,
-                    metric=metric,
-                    path=path or (req.path if req else UNKNOWN),
-                    duration_s=max(0, end - start) / 1e9,
-                    complete=complete,
+                    tid, metric, path or req.path, max(0, end - start) / 1e9, own_complete and req.complete
                 )
             )
         return out
