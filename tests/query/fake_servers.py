@@ -29,6 +29,11 @@ from .gen import Act, spans_of
 Route = Callable[[str, dict[str, str]], tuple[int, Any]]
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128  # clients fetch in parallel; the default 5 drops SYNs (1 s retries)
+
+
 class FakeServer:
     """A ThreadingHTTPServer on 127.0.0.1, an ephemeral port, in a daemon thread."""
 
@@ -53,7 +58,7 @@ class FakeServer:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = _Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
