@@ -8,11 +8,13 @@ line is counted, and the result is a list of finished traces.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import IO
 
 from . import model as M
 from .build import build_trace
@@ -72,23 +74,31 @@ def inputs_from_capture(directory: str | os.PathLike[str]) -> BridgeInputs:
     return BridgeInputs([str(pods)], str(dpc) if dpc.is_file() else None, launchers)
 
 
-def _open(path: str):  # noqa: ANN202 - binary file object
+def _os_error(path: str, exc: OSError) -> InputError:
+    if isinstance(exc, FileNotFoundError):
+        return InputError(f"{path}: no such file")
+    if isinstance(exc, IsADirectoryError):
+        return InputError(f"{path}: is a directory, expected a file")
+    if isinstance(exc, PermissionError):
+        return InputError(f"{path}: permission denied")
+    return InputError(f"{path}: cannot read ({exc.strerror or exc})")
+
+
+@contextlib.contextmanager
+def _reading(path: str) -> Iterator[IO[bytes]]:
+    """Open ``path`` for reading; any OS error, at open or mid-read, becomes an InputError."""
     try:
-        return open(path, "rb")
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a directory, expected a file") from None
-    except PermissionError:
-        raise InputError(f"{path}: permission denied") from None
+        with open(path, "rb") as fh:
+            yield fh
     except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+        raise _os_error(path, exc) from None
 
 
 def check_readable(paths: Iterable[str]) -> None:
     """Fail fast, before any work, on a missing or unreadable input."""
     for p in paths:
-        _open(p).close()
+        with _reading(p):
+            pass
 
 
 def run_bridge(
@@ -106,7 +116,7 @@ def run_bridge(
     stats: list[SourceStats] = []
     for path in inputs.pods:
         st = SourceStats(path)
-        with _open(path) as fh:
+        with _reading(path) as fh:
             n = 0
             for ev in iter_pod_events(fh, st):
                 c.add_pod(ev)
@@ -117,14 +127,14 @@ def run_bridge(
     for launcher, path in inputs.launcher_logs.items():
         st = SourceStats(path)
         c.mark_launcher_log(launcher)
-        with _open(path) as fh:
+        with _reading(path) as fh:
             for rec in iter_launcher_log(fh, st):
                 c.add_launcher(launcher, rec)
         _require_some(st, path, "a launcher log")
         stats.append(st)
     if inputs.dpc_log:
         st = SourceStats(inputs.dpc_log)
-        with _open(inputs.dpc_log) as fh:
+        with _reading(inputs.dpc_log) as fh:
             src = _ProgressReader(fh, progress) if progress else fh
             for rec in iter_klog(src, st, messages=WANTED_MESSAGES):
                 try:

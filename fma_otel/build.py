@@ -39,10 +39,10 @@ def build_trace(act: Actuation) -> list[M.SpanRecord]:
     for d in M.SPANS:
         if path not in d.paths or (d.needs_launcher_data and not act.has_launcher_data):
             continue
-        s_name, e_name = d.start_instant(path), d.end_instant(path)
-        start = act.instants.get(s_name) if s_name else None
+        start = next((act.instants[n] for n in d.start_options(path) if n in act.instants), None)
         if start is None:
             continue
+        e_name = d.end_instant(path)
         end = act.instants.get(e_name) if e_name else None
         attrs: dict[str, Any] = dict(act.attributes)
         status, message = M.STATUS_UNSET, ""

@@ -233,7 +233,7 @@ class Correlator:
                 if quiet >= grace_ns and (relayed or quiet >= max(grace_ns, 30 * M.S)):
                     out.append(act)
             else:
-                began = act.instants.get("R.created")
+                began = act.instants.get("R.created") or act.instants.get("D.unbound")
                 if began is not None and now_ns - began.t_ns >= incomplete_after_ns and quiet >= grace_ns:
                     out.append(act)
         return out
@@ -305,9 +305,14 @@ class Correlator:
                 inst[name] = M.Instant(t, d.precision_ns, source, d.service)
 
         container = self.baseline_container if baseline else P.REQUESTER_CONTAINER
-        put("R.created", P.created_ns(pod), "k8s:creationTimestamp")
-        put("R.scheduled", P.condition_true_ns(pod, "PodScheduled"), "k8s:PodScheduled")
-        put("R.started", P.container_started_ns(pod, container), "k8s:startedAt")
+        if rnd == 1:
+            put("R.created", P.created_ns(pod), "k8s:creationTimestamp")
+            put("R.scheduled", P.condition_true_ns(pod, "PodScheduled"), "k8s:PodScheduled")
+            put("R.started", P.container_started_ns(pod, container), "k8s:startedAt")
+        else:
+            # a re-actuation: the Pod was created, scheduled and started long before; it
+            # starts waiting again when the DPC unbinds it
+            put("D.unbound", lo, "dpc:Unbound server-providing Pod")
         track = self._tracks.get(uid)
         lo_s = lo - lo % M.S if lo > -INF else -INF
         readies = sorted(t for t in (track.ready_true if track else ()) if lo_s <= t < hi)
@@ -406,7 +411,7 @@ class Correlator:
             attrs[M.A_DELETED] = sum(1 for f in fs if f.kind == F.RECLAIM)
 
         complete = "R.ready" in inst
-        missing = tuple(n for n in _expected_instants(path, has_launcher_data) if n not in inst)
+        missing = tuple(n for n in _expected_instants(path, has_launcher_data, rnd) if n not in inst)
         return Actuation(
             key=M.actuation_key(uid, rnd),
             round=rnd,
@@ -460,12 +465,18 @@ def _first_by(fs: list[DpcFact]) -> Any:
     return first
 
 
-def _expected_instants(path: str, launcher_data: bool) -> list[str]:
+_OWN_REQUESTER_INSTANTS = ("R.created", "R.scheduled", "R.started")
+
+
+def _expected_instants(path: str, launcher_data: bool, rnd: int) -> list[str]:
+    """The instants a full tree of this path needs (re-actuations start at D.unbound)."""
     names: list[str] = []
     for d in M.SPANS:
         if path not in d.paths or (d.needs_launcher_data and not launcher_data):
             continue
         for n in (d.start_instant(path), d.end_instant(path)):
+            if rnd > 1 and n in _OWN_REQUESTER_INSTANTS:
+                n = "D.unbound"
             if n and n not in names:
                 names.append(n)
     return names

@@ -80,6 +80,9 @@ INSTANTS: Mapping[str, InstantDef] = {
         InstantDef("D.wake.start", SERVICE_DPC, NS, "DPC wake httpCallStartTime"),
         InstantDef("D.wake.end", SERVICE_DPC, NS, "DPC wake start + latencySecs"),
         InstantDef("D.relayed", SERVICE_DPC, US, "DPC log time of 'Successfully relayed the readiness'"),
+        InstantDef(
+            "D.unbound", SERVICE_DPC, US, "DPC log time of 'Unbound server-providing Pod' (re-actuations)"
+        ),
     )
 }
 
@@ -106,21 +109,32 @@ class SpanDef:
     """One row of the span model's table.
 
     ``start``/``end`` name instants; a mapping gives a per-path choice (the readiness relay
-    starts at ``D.serving`` on cold/warm but at ``D.wake.end`` on hot).  ``parent`` is a
-    span name, a per-path mapping, or ``None`` for the root.
+    starts at ``D.serving`` on cold/warm but at ``D.wake.end`` on hot).  A tuple of starts
+    lists alternatives, first known wins: a re-actuation (key ``uid/2``) has no requester
+    creation or container start of its own, so it starts at the DPC's unbind instead.
+    ``parent`` is a span name, a per-path mapping, or ``None`` for the root.
     """
 
     name: str
     metric: str | None
-    start: str | Mapping[str, str]
+    start: str | tuple[str, ...] | Mapping[str, str]
     end: str | Mapping[str, str]
     paths: frozenset[str]
     parent: str | Mapping[str, str] | None
     kind: str = INTERNAL
     needs_launcher_data: bool = False
 
+    def start_options(self, path: str) -> tuple[str, ...]:
+        """The instants that may start this span on ``path``, in order of preference."""
+        if isinstance(self.start, tuple):
+            return self.start
+        one = _per_path(self.start, path)
+        return (one,) if one else ()
+
     def start_instant(self, path: str) -> str | None:
-        return _per_path(self.start, path)
+        """The preferred start instant (first-round actuations always have it)."""
+        opts = self.start_options(path)
+        return opts[0] if opts else None
 
     def end_instant(self, path: str) -> str | None:
         return _per_path(self.end, path)
@@ -141,11 +155,11 @@ _CL_W = frozenset({COLD_LAUNCHER, WARM})
 ROOT = "fma.request"
 
 SPANS: tuple[SpanDef, ...] = (
-    SpanDef(ROOT, None, "R.created", "R.ready", _ALL, None),
+    SpanDef(ROOT, None, ("R.created", "D.unbound"), "R.ready", _ALL, None),
     SpanDef("fma.requester.schedule", None, "R.created", "R.scheduled", _ALL, ROOT),
     SpanDef("fma.requester.startup", None, "R.scheduled", "R.started", _ALL, ROOT),
-    SpanDef("fma.actuation", "T_actuation", "R.started", "R.ready", _ALL, ROOT),
-    SpanDef("fma.dpc.bind", None, "R.started", "D.bound", FMA_PATHS, "fma.actuation"),
+    SpanDef("fma.actuation", "T_actuation", ("R.started", "D.unbound"), "R.ready", _ALL, ROOT),
+    SpanDef("fma.dpc.bind", None, ("R.started", "D.unbound"), "D.bound", FMA_PATHS, "fma.actuation"),
     SpanDef(
         "fma.launcher.cold_start",
         "T_cold_launcher",
