@@ -350,7 +350,7 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         for mod in launcher_modules():
             self.patch_module(mod)
         self._on = True
-        self.podinfo.prefetch()
+        self._prefetched = False
 
     def _uninstrument(self, **kwargs: Any) -> None:
         self._on = False
@@ -438,6 +438,12 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             self._native_saved.append((cfg, cfg["tracing"]))
             cfg["tracing"] = False
         self._apps.add(app)
+        if not self._prefetched:
+            # Warm the pod lookup now, not at instrument() time: the launcher module has
+            # finished importing (a concurrent first import of ``kubernetes`` from our
+            # thread and from the launcher's main thread can see a half-made module).
+            self._prefetched = True
+            self.podinfo.prefetch()
         return FmaLauncherMiddleware(stack, self, app, generic=generic)
 
     # ------------------------------------------------------------------ the classes
