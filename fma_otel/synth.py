@@ -1896,7 +1896,9 @@ def write_capture(
 
     ``pods_form="list"`` writes a ``kubectl get pods -o json`` List; ``"watch"`` writes the
     ``kubectl get pods -w -o json --output-watch-events`` stream (one pretty-printed
-    ``{"type", "object"}`` per event, concatenated).  ``timestamps`` prefixes every log line
+    ``{"type", "object"}`` per event, concatenated); ``"watch-jsonl"`` writes the same events
+    one compact JSON object per line (what a log shipper or ``jq -c`` keeps; smaller, so the
+    embedded sample uses it).  ``timestamps`` prefixes every log line
     as ``kubectl logs --timestamps`` does.  truth.json matches the chosen Pod form.
     """
     out = Path(out_dir)
@@ -1904,11 +1906,15 @@ def write_capture(
     with open(out / "pods.json", "w", encoding="utf-8", newline="\n") as f:
         if pods_form == "list":
             f.writelines(_pods_list_json(cap.pods))
-        elif pods_form == "watch":
+        elif pods_form in ("watch", "watch-jsonl"):
+            compact = pods_form == "watch-jsonl"
             for typ, obj in cap.pod_events:
-                f.write(json.dumps({"type": typ, "object": obj}, indent=4) + "\n")
+                ev = {"type": typ, "object": obj}
+                f.write(
+                    (json.dumps(ev, separators=(",", ":")) if compact else json.dumps(ev, indent=4)) + "\n"
+                )
         else:
-            raise ValueError(f"pods_form must be 'list' or 'watch', not {pods_form!r}")
+            raise ValueError(f"pods_form must be 'list', 'watch' or 'watch-jsonl', not {pods_form!r}")
     lines = list(cap.dpc_lines)
     with open(out / "dpc.log", "w", encoding="utf-8", newline="\n") as f:
         body = _with_prefix(lines, cap.dpc_times) if timestamps else lines
@@ -1918,7 +1924,7 @@ def write_capture(
             body = _with_prefix(llines, cap.launcher_times.get(name, [])) if timestamps else llines
             f.writelines(ln + "\n" for ln in body)
     truth = cap.truth
-    if pods_form == "watch":
+    if pods_form != "list":
         truth = [_merge_watch(t) for t in truth]
     (out / "truth.json").write_text(truth_to_json(truth), encoding="utf-8")
 
@@ -2069,7 +2075,7 @@ def write_sample(out_dir: str | Path = SAMPLE_DIR) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("launcher-*.log"):
         old.unlink()
-    write_capture(synth_capture(6, seed=0), out)
+    write_capture(synth_capture(6, seed=0), out, pods_form="watch-jsonl")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

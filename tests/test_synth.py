@@ -413,7 +413,9 @@ def test_watch_form(tmp_path: Path, cap: synth.Capture) -> None:
 
 def test_truth_json_roundtrip(sample_dir: Path) -> None:
     truth = load_truth(sample_dir / "truth.json")
-    assert truth == synth_capture(6, seed=0).truth
+    from fma_otel.synth import _merge_watch
+
+    assert truth == [_merge_watch(t) for t in synth_capture(6, seed=0).truth]
 
 
 # --------------------------------------------------------------------------- big captures
