@@ -1,0 +1,174 @@
+"""``fma-otel bridge`` as a user runs it: exit codes, one-line errors, --strict, export."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fma_otel import model as M
+from fma_otel.bridge import sample_dir
+from fma_otel.cli import main
+from fma_otel.sinks.otlp_json import read_spans
+
+SAMPLE = sample_dir()
+
+
+def run(*args: str, env: dict[str, str] | None = None):
+    return CliRunner().invoke(main, ["bridge", *args], env=env, catch_exceptions=False)
+
+
+def test_embedded_default_writes_every_trace(tmp_path: Path, clean_otlp_env) -> None:
+    out = tmp_path / "t.jsonl"
+    r = run("--out", str(out), "--baseline-selector", "app=vllm")
+    assert r.exit_code == 0, r.stderr
+    assert "embedded sample" in r.stderr
+    lines = out.read_text().splitlines()
+    assert len(lines) == 6  # one ExportTraceServiceRequest per actuation
+    spans = list(read_spans(str(out)))
+    assert len({s.trace_id for s in spans}) == 6
+    assert "actuations: 6" in r.stderr and "spans:" in r.stderr
+    assert "cold_launcher" in r.stderr and "understood" in r.stderr
+
+
+def test_explicit_flags_equal_capture_directory(tmp_path: Path, clean_otlp_env) -> None:
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    launchers = [f"--launcher-log={p.name[9:-4]}={p}" for p in sorted(SAMPLE.glob("launcher-*.log"))]
+    r1 = run(
+        "--pods",
+        str(SAMPLE / "pods.json"),
+        "--dpc-log",
+        str(SAMPLE / "dpc.log"),
+        *launchers,
+        "--out",
+        str(a),
+        "-q",
+    )
+    r2 = run(str(SAMPLE), "--out", str(b), "-q")
+    assert r1.exit_code == r2.exit_code == 0
+    assert a.read_text() == b.read_text()
+
+
+def test_stdout_when_no_out(clean_otlp_env) -> None:
+    r = run(str(SAMPLE), "-q")
+    assert r.exit_code == 0
+    first = json.loads(r.stdout.splitlines()[0])
+    assert first["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--pods", "/nonexistent/pods.json", "--dpc-log", str(SAMPLE / "dpc.log")],
+            "/nonexistent/pods.json: no such file",
+        ),
+        (["--pods", str(SAMPLE), "--dpc-log", str(SAMPLE / "dpc.log")], "is a directory"),
+        (["--pods", str(SAMPLE / "pods.json"), "--dpc-log", "/proc/self/mem"], "/proc/self/mem: cannot read"),
+        (
+            ["--pods", str(SAMPLE / "dpc.log"), "--dpc-log", str(SAMPLE / "dpc.log")],
+            "not Kubernetes Pod JSON",
+        ),
+        (
+            ["--pods", str(SAMPLE / "pods.json"), "--dpc-log", str(SAMPLE / "pods.json")],
+            "not a klog (DPC) log",
+        ),
+        (["--pods", str(SAMPLE / "pods.json"), "--launcher-log", "nope"], "expected POD_NAME=PATH"),
+        (["/nonexistent-capture"], "not a capture directory"),
+        (["--baseline-selector", "app in (a,b)"], "only key=value"),
+    ],
+)
+def test_unusable_input_is_one_line_and_exit_2(
+    tmp_path: Path, args: list[str], message: str, clean_otlp_env
+) -> None:
+    r = run(*args, "--out", str(tmp_path / "o.jsonl"))
+    assert r.exit_code == 2, (r.stdout, r.stderr)
+    assert message in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in r.stderr
+
+
+def _capture_with_bad_lines(tmp_path: Path) -> Path:
+    d = tmp_path / "cap"
+    d.mkdir()
+    for f in SAMPLE.iterdir():
+        (d / f.name).write_bytes(f.read_bytes())
+    lines = (d / "dpc.log").read_bytes().splitlines(keepends=True)
+    lines.insert(3, b"this is not a klog line\n")
+    lines.insert(10, b"\xff\xfe garbage \x00\n")
+    (d / "dpc.log").write_bytes(b"".join(lines))
+    return d
+
+
+def test_bad_lines_are_counted_not_fatal(tmp_path: Path, clean_otlp_env) -> None:
+    d = _capture_with_bad_lines(tmp_path)
+    r = run(str(d), "--out", str(tmp_path / "o.jsonl"))
+    assert r.exit_code == 0
+    assert "skipped 2" in r.stderr
+    assert len((tmp_path / "o.jsonl").read_text().splitlines()) == 5
+
+
+def test_strict_names_file_and_line(tmp_path: Path, clean_otlp_env) -> None:
+    d = _capture_with_bad_lines(tmp_path)
+    r = run(str(d), "--strict", "--out", str(tmp_path / "o.jsonl"))
+    assert r.exit_code == 1
+    assert f"{d / 'dpc.log'}:4: skipped" in r.stderr
+    assert f"{d / 'dpc.log'}:11: skipped" in r.stderr
+    assert "--strict: 2 line(s) skipped" in r.stderr
+    # what was good is still written
+    assert (tmp_path / "o.jsonl").read_text()
+
+
+def test_out_on_full_disk_is_a_clear_error(clean_otlp_env) -> None:
+    r = run(str(SAMPLE), "--out", "/dev/full", "-q")
+    assert r.exit_code == 1
+    assert "no space left on device" in r.stderr
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_export_over_otlp(
+    tmp_path: Path, protocol: str, otlp_grpc_receiver, otlp_http_receiver, clean_otlp_env
+) -> None:
+    rx = otlp_grpc_receiver if protocol == "grpc" else otlp_http_receiver
+    out = tmp_path / "t.jsonl"
+    r = run(str(SAMPLE), "--out", str(out), "--otlp-endpoint", rx.endpoint, "--otlp-protocol", protocol, "-q")
+    assert r.exit_code == 0, r.stderr
+    sent = sorted(
+        (s.trace_id, s.span_id, s.parent_span_id, s.name, s.start_ns, s.end_ns) for s in read_spans(str(out))
+    )
+    got = sorted((s.trace_id, s.span_id, s.parent_span_id, s.name, s.start_ns, s.end_ns) for s in rx.spans())
+    assert got == sent
+    services = {s.resource.get("service.name") for s in rx.spans()}
+    assert services == {M.SERVICE_K8S, M.SERVICE_DPC, M.SERVICE_LAUNCHER}
+
+
+def test_export_by_environment_only(otlp_http_receiver, clean_otlp_env) -> None:
+    env = {
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": otlp_http_receiver.traces_url,
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
+    }
+    r = run(str(SAMPLE), "-q", env=env)
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == ""  # exporting, and no --out: nothing on stdout
+    assert len({s.trace_id for s in otlp_http_receiver.spans()}) == 5
+
+
+def test_export_failure_keeps_the_file_and_exits_1(tmp_path: Path, clean_otlp_env) -> None:
+    from tests.support.otlp_receiver import free_port
+
+    out = tmp_path / "t.jsonl"
+    r = run(
+        str(SAMPLE),
+        "--out",
+        str(out),
+        "--otlp-endpoint",
+        f"http://127.0.0.1:{free_port()}",
+        "--otlp-protocol",
+        "grpc",
+        "-q",
+    )
+    assert r.exit_code == 1
+    assert "export failed" in r.stderr and "127.0.0.1" in r.stderr
+    assert len(out.read_text().splitlines()) == 5
