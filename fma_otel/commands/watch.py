@@ -1,0 +1,169 @@
+"""``fma-otel watch``: the live bridge (see ``fma_otel/live`` and ``docs/watch.md``).
+
+The flags ``--namespace --kubeconfig --launcher-logs --baseline-selector --checkpoint --out
+--otlp-endpoint`` are a contract.  Every flag can also come from the environment as
+``FMA_OTEL_<FLAG>`` (``FMA_OTEL_NAMESPACE``...), which is how the Deployment in ``deploy/``
+configures it; OTLP also follows the standard ``OTEL_EXPORTER_OTLP_*`` variables.
+
+Exit codes: 0 after SIGTERM/SIGINT (flushed and checkpointed); 2 unusable arguments or
+checkpoint; 1 a failure at start (API server unreachable is *not* one: it retries).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import signal
+
+import click
+
+from ._common import fail
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+def parse_duration(text: str) -> float:
+    """``15m``, ``90s``, ``1.5h``, ``500ms`` or plain seconds -> seconds."""
+    m = _DURATION.match(str(text))
+    if not m:
+        raise ValueError(f"not a duration: {text!r} (use e.g. 15m, 90s, 500ms)")
+    value = float(m.group(1))
+    return value * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
+
+
+class Duration(click.ParamType):
+    name = "DURATION"
+
+    def convert(self, value, param, ctx):  # noqa: ANN001, ANN201 - click's signature
+        if isinstance(value, (int, float)):
+            return float(value)
+        try:
+            return parse_duration(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+DURATION = Duration()
+
+
+@click.command("watch", context_settings={"auto_envvar_prefix": "FMA_OTEL", "show_default": True})
+@click.option("--namespace", "-n", help="Namespace to watch (default: the Pod's own, in a cluster).")
+@click.option(
+    "--kubeconfig", type=click.Path(), help="Kubeconfig file (default: in-cluster, then ~/.kube/config)."
+)
+@click.option("--context", help="Kubeconfig context.")
+@click.option("--launcher-logs", is_flag=True, help="Also follow each launcher's inference-server log.")
+@click.option("--baseline-selector", metavar="SEL", help="Label selector of baseline (no-FMA) vLLM Pods.")
+@click.option(
+    "--baseline-container", metavar="NAME", help="Main container of baseline Pods (default: first)."
+)
+@click.option(
+    "--checkpoint", type=click.Path(), help="Checkpoint file (put it on a volume; see docs/watch.md)."
+)
+@click.option("--out", type=click.Path(), help="Append OTLP JSON lines here ('-' = stdout).")
+@click.option(
+    "--otlp-endpoint", metavar="URL", help="Export over OTLP (else OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT)."
+)
+@click.option("--otlp-protocol", type=click.Choice(["grpc", "http/protobuf"]), help="OTLP protocol.")
+@click.option(
+    "--incomplete-after",
+    type=DURATION,
+    default="15m",
+    help="Emit an unfinished actuation as incomplete after this.",
+)
+@click.option(
+    "--grace", type=DURATION, default="1s", help="Wait this long after an actuation's last fact (late lines)."
+)
+@click.option(
+    "--dpc-selector",
+    default="app.kubernetes.io/name=fma-controllers,app.kubernetes.io/component=dual-pods-controller",
+    help="Labels of the dual-pods controller Pod.",
+)
+@click.option("--dpc-container", default="controller", help="The dual-pods controller's container.")
+@click.option(
+    "--metrics-port", type=int, default=9464, help="Port of /metrics and /healthz (-1 = off, 0 = any)."
+)
+@click.option("--log-level", default="info", type=click.Choice(["debug", "info", "warning", "error"]))
+# knobs for tests and unusual clusters
+@click.option("--tick", type=DURATION, default="100ms", hidden=True)
+@click.option("--checkpoint-interval", type=DURATION, default="5s", hidden=True)
+@click.option("--watch-timeout", type=int, default=300, hidden=True)
+@click.option("--backoff-base", type=DURATION, default="500ms", hidden=True)
+@click.option("--backoff-max", type=DURATION, default="30s", hidden=True)
+@click.option("--log-read-timeout", type=DURATION, default="60s", hidden=True)
+@click.option("--replay-margin", type=DURATION, default="2m", hidden=True)
+def command(**kw: object) -> None:
+    """Live bridge: watch a namespace and export each actuation's trace once."""
+    from ..live.checkpoint import load
+    from ..live.watcher import LiveWatcher, WatchConfig
+    from ..podfacts import parse_selector
+
+    logging.basicConfig(
+        level=getattr(logging, str(kw["log_level"]).upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    namespace = kw["namespace"] or _own_namespace()
+    if not namespace:
+        fail("--namespace is required outside a cluster")
+    for flag in ("baseline_selector", "dpc_selector"):
+        try:
+            parse_selector(kw[flag])  # type: ignore[arg-type]
+        except ValueError as exc:
+            fail(f"--{flag.replace('_', '-')}: {exc}")
+    if kw["checkpoint"]:
+        try:
+            load(str(kw["checkpoint"]))
+        except (OSError, ValueError) as exc:
+            fail(f"--checkpoint {kw['checkpoint']}: unusable ({exc}); move it away to start afresh")
+    from ..sinks import otlp_export
+
+    out = kw["out"]
+    if out is None and not otlp_export.otlp_configured(kw["otlp_endpoint"]):  # type: ignore[arg-type]
+        out = "-"
+    port = int(kw["metrics_port"])  # type: ignore[call-overload]
+    cfg = WatchConfig(
+        namespace=str(namespace),
+        kubeconfig=kw["kubeconfig"],  # type: ignore[arg-type]
+        context=kw["context"],  # type: ignore[arg-type]
+        launcher_logs=bool(kw["launcher_logs"]),
+        baseline_selector=kw["baseline_selector"],  # type: ignore[arg-type]
+        baseline_container=kw["baseline_container"],  # type: ignore[arg-type]
+        checkpoint=kw["checkpoint"],  # type: ignore[arg-type]
+        out=out,  # type: ignore[arg-type]
+        otlp_endpoint=kw["otlp_endpoint"],  # type: ignore[arg-type]
+        otlp_protocol=kw["otlp_protocol"],  # type: ignore[arg-type]
+        incomplete_after_s=float(kw["incomplete_after"]),  # type: ignore[arg-type]
+        grace_s=float(kw["grace"]),  # type: ignore[arg-type]
+        dpc_selector=str(kw["dpc_selector"]),
+        dpc_container=str(kw["dpc_container"]),
+        metrics_port=None if port < 0 else port,
+        tick_s=float(kw["tick"]),  # type: ignore[arg-type]
+        checkpoint_interval_s=float(kw["checkpoint_interval"]),  # type: ignore[arg-type]
+        watch_timeout_s=int(kw["watch_timeout"]),  # type: ignore[call-overload]
+        backoff_base_s=float(kw["backoff_base"]),  # type: ignore[arg-type]
+        backoff_max_s=float(kw["backoff_max"]),  # type: ignore[arg-type]
+        log_read_timeout_s=float(kw["log_read_timeout"]),  # type: ignore[arg-type]
+        replay_margin_s=float(kw["replay_margin"]),  # type: ignore[arg-type]
+    )
+    watcher = LiveWatcher(cfg)
+    signal.signal(signal.SIGTERM, watcher.request_stop)
+    signal.signal(signal.SIGINT, watcher.request_stop)
+    try:
+        code = watcher.run()
+    except ValueError as exc:
+        fail(str(exc))
+    raise SystemExit(code)
+
+
+def _own_namespace() -> str | None:
+    """In a Pod, the ServiceAccount's namespace (so the Deployment needs no flag)."""
+    env = os.environ.get("POD_NAMESPACE")
+    if env:
+        return env
+    try:
+        with open(_SA_NAMESPACE, encoding="utf-8") as fh:
+            return fh.read().strip() or None
+    except OSError:
+        return None

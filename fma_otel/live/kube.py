@@ -1,0 +1,282 @@
+"""The few Kubernetes API calls the live bridge makes, as raw HTTP through the real client.
+
+Why raw: the ``kubernetes`` client's typed models validate fields strictly, and a Pod
+carrying a field or value they do not expect (a newer API server, a webhook's odd
+annotation) would raise inside deserialisation and stop a watch.  We ask the client for
+the undecoded response (``_preload_content=False``) and read JSON ourselves, so an odd Pod
+costs one counted skip.
+
+Why ``param_serialize`` for logs: this client's ``read_namespaced_pod_log`` has no
+``since_time`` argument, but the API server takes ``sinceTime``; serialising the request
+ourselves keeps auth, TLS and the base URL the client's while adding the parameter.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from typing import Any
+
+#: errors on the wire that mean "reconnect", as opposed to a bug in our code
+try:  # pragma: no cover - import shape differs across urllib3 versions
+    from urllib3.exceptions import HTTPError as _Urllib3Error
+except ImportError:  # pragma: no cover
+    _Urllib3Error = OSError  # type: ignore[assignment,misc]
+
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (_Urllib3Error, OSError, ConnectionError, TimeoutError)
+
+
+class KubeError(Exception):
+    """A non-2xx answer from the API server, with its code and Status message."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"HTTP {status}: {message}")
+        self.status = status
+        self.message = message
+
+
+def make_api_client(kubeconfig: str | None = None, context: str | None = None) -> Any:
+    """An ``ApiClient`` from a kubeconfig file, else in-cluster config, else the default kubeconfig.
+
+    The order matters in a Pod: the ServiceAccount token is what the Deployment in
+    ``deploy/`` relies on, and a stray ``~/.kube/config`` must not override an explicit flag.
+    """
+    from kubernetes import client, config
+
+    cfg = client.Configuration()
+    if kubeconfig:
+        config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
+    else:
+        try:
+            config.load_incluster_config(client_configuration=cfg)
+        except config.ConfigException:
+            config.load_kube_config(context=context, client_configuration=cfg)
+    return client.ApiClient(cfg)
+
+
+def _check(resp: Any) -> Any:
+    """Raise :class:`KubeError` for a non-2xx raw response (and release its connection)."""
+    status = getattr(resp, "status", 200)
+    if 200 <= int(status) < 300:
+        return resp
+    try:
+        body = resp.data if hasattr(resp, "data") else resp.read()
+        msg = json.loads(body).get("message", "") if body else ""
+    except Exception:  # noqa: BLE001 - best effort for the message only
+        msg = ""
+    finally:
+        try:
+            resp.release_conn()
+        except Exception:  # noqa: BLE001
+            pass
+    raise KubeError(int(status), msg or getattr(resp, "reason", "") or "")
+
+
+def _raw(call: Any, *args: Any, **kwargs: Any) -> Any:
+    """Call a typed client method for its raw response; turn ``ApiException`` into ``KubeError``."""
+    from kubernetes.client import ApiException
+
+    try:
+        return _check(call(*args, _preload_content=False, **kwargs))
+    except ApiException as exc:
+        msg = ""
+        try:
+            msg = json.loads(exc.body or "{}").get("message", "")
+        except (ValueError, AttributeError):
+            pass
+        raise KubeError(int(exc.status or 0), msg or str(exc.reason)) from None
+
+
+def iter_lines(resp: Any) -> Iterator[bytes]:
+    """Lines of a streaming (chunked) response as they arrive, without the newline.
+
+    A final line without a newline (a cut stream) is not yielded: it may be incomplete, and
+    the next connection reads it again from the position we keep.
+    """
+    buf = bytearray()
+    for chunk in resp.stream(amt=None, decode_content=False):
+        buf.extend(chunk)
+        while True:
+            i = buf.find(b"\n")
+            if i < 0:
+                break
+            yield bytes(buf[:i])
+            del buf[: i + 1]
+
+
+class Kube:
+    """The calls we make, raw, on one ``ApiClient``."""
+
+    def __init__(self, api_client: Any, *, connect_timeout_s: float = 10.0) -> None:
+        from kubernetes import client
+
+        self.api_client = api_client
+        self.core = client.CoreV1Api(api_client)
+        self.connect_timeout_s = connect_timeout_s
+        self._open: set[Any] = set()
+        self._lock = threading.Lock()
+
+    # ---------------------------------------------------------------- open responses
+
+    def _track(self, resp: Any) -> Any:
+        with self._lock:
+            self._open.add(resp)
+        return resp
+
+    def release(self, resp: Any) -> None:
+        with self._lock:
+            self._open.discard(resp)
+        try:
+            resp.release_conn()
+        except Exception:  # noqa: BLE001
+            pass
+
+    def shutdown(self) -> None:
+        """Unblock every thread reading a stream (used on stop)."""
+        with self._lock:
+            victims = list(self._open)
+        for r in victims:
+            try:
+                r.shutdown()
+            except Exception:  # noqa: BLE001
+                pass
+
+    # ---------------------------------------------------------------- pods
+
+    def list_pods(
+        self, namespace: str, label_selector: str | None = None, page_size: int = 500
+    ) -> tuple[list[dict[str, Any]], str]:
+        """All Pods (raw dicts) and the list's resourceVersion, following ``continue``."""
+        items: list[dict[str, Any]] = []
+        cont: str | None = None
+        rv = ""
+        while True:
+            kwargs: dict[str, Any] = {"limit": page_size, "_request_timeout": (self.connect_timeout_s, 60)}
+            if label_selector:
+                kwargs["label_selector"] = label_selector
+            if cont:
+                kwargs["_continue"] = cont
+            resp = _raw(self.core.list_namespaced_pod, namespace, **kwargs)
+            try:
+                doc = json.loads(resp.data)
+            finally:
+                resp.release_conn()
+            meta = doc.get("metadata") or {}
+            rv = rv or str(meta.get("resourceVersion") or "")
+            for it in doc.get("items") or []:
+                if isinstance(it, dict):
+                    items.append(it)
+            cont = meta.get("continue")
+            if not cont:
+                return items, rv
+
+    def watch_pods(
+        self,
+        namespace: str,
+        resource_version: str,
+        timeout_s: int,
+        label_selector: str | None = None,
+    ) -> Any:
+        """Open a watch from ``resource_version``; the caller reads it with :func:`iter_lines`."""
+        kwargs: dict[str, Any] = {
+            "watch": True,
+            "resource_version": resource_version,
+            "allow_watch_bookmarks": True,
+            "timeout_seconds": int(timeout_s),
+            # the read timeout is a safety net a bit longer than the server-side timeout
+            "_request_timeout": (self.connect_timeout_s, timeout_s + 15),
+        }
+        if label_selector:
+            kwargs["label_selector"] = label_selector
+        return self._track(_raw(self.core.list_namespaced_pod, namespace, **kwargs))
+
+    def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """One Pod as a raw dict, or ``None`` when it does not exist."""
+        try:
+            resp = _raw(
+                self.core.read_namespaced_pod, name, namespace, _request_timeout=(self.connect_timeout_s, 30)
+            )
+        except KubeError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        try:
+            return json.loads(resp.data)
+        finally:
+            resp.release_conn()
+
+    # ---------------------------------------------------------------- logs
+
+    def pod_log(
+        self,
+        namespace: str,
+        name: str,
+        container: str,
+        *,
+        follow: bool = False,
+        timestamps: bool = True,
+        previous: bool = False,
+        since_ns: int | None = None,
+        read_timeout_s: float | None = None,
+    ) -> Any:
+        """Open ``pods/log`` (raw, streaming).  ``since_ns`` is sent as whole-second ``sinceTime``."""
+        query: list[tuple[str, Any]] = [("container", container)]
+        if follow:
+            query.append(("follow", True))
+        if timestamps:
+            query.append(("timestamps", True))
+        if previous:
+            query.append(("previous", True))
+        if since_ns:
+            query.append(("sinceTime", rfc3339_seconds(since_ns)))
+        method, url, headers, body, post = self.api_client.param_serialize(
+            method="GET",
+            resource_path="/api/v1/namespaces/{namespace}/pods/{name}/log",
+            path_params={"namespace": namespace, "name": name},
+            query_params=query,
+            header_params={"Accept": "text/plain"},
+            auth_settings=["BearerToken"],
+        )
+        from kubernetes.client import ApiException
+
+        try:
+            rest = self.api_client.call_api(
+                method,
+                url,
+                header_params=headers,
+                body=body,
+                post_params=post,
+                _request_timeout=(self.connect_timeout_s, read_timeout_s) if read_timeout_s else None,
+            )
+        except ApiException as exc:
+            raise KubeError(int(exc.status or 0), str(exc.reason)) from None
+        return self._track(_check(rest.response))
+
+
+def rfc3339_seconds(ns: int) -> str:
+    """Whole seconds, rounded down: what ``sinceTime`` (a ``metav1.Time``) can carry."""
+    return datetime.fromtimestamp(ns // 1_000_000_000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Backoff:
+    """Exponential backoff with full jitter, reset after success.
+
+    Jitter matters when many watchers (or one watcher's several streams) lose the API
+    server at once: they must not all come back in the same instant.
+    """
+
+    def __init__(self, base_s: float = 0.5, max_s: float = 30.0) -> None:
+        self.base_s = base_s
+        self.max_s = max_s
+        self.failures = 0
+
+    def next(self) -> float:
+        self.failures += 1
+        cap = min(self.max_s, self.base_s * (2 ** min(self.failures - 1, 20)))
+        return random.uniform(cap / 2, cap)
+
+    def reset(self) -> None:
+        self.failures = 0

@@ -1,0 +1,291 @@
+"""Container log followers that neither lose nor repeat a line across reconnects and restarts.
+
+The kubelet serves ``pods/log?follow=true&timestamps=true`` with each line prefixed by its
+own receive time (RFC3339 with nanoseconds).  That prefix is our position in the stream:
+``(ts, n)`` = the last timestamp consumed and how many lines carried exactly it.  After a
+broken connection we reconnect with ``sinceTime`` (whole seconds, rounded down, all the API
+carries) and drop every line before the position and the first ``n`` lines at it, so the
+stream resumes exactly after the last line we handed on.  (The klog header is not usable
+for this: it has microseconds but no year, and two lines can share it.)
+
+A follow stream also ends when the container exits.  Each time we reconnect we first read
+``previous=true`` from the same position: if the container restarted while we were not
+connected, the tail of the old instance is there (lines older than the position are
+dropped, so otherwise this is one short request).  Then we follow the current instance.
+Timestamps grow across instances, so one position serves both.  Two restarts between looks
+(``restartCount`` up by two or more), or a Pod replaced while we were down, lose the
+instance in the middle: counted as a gap, not silently skipped.  One window remains: a
+restart between our ``previous`` read and the follow request loses the lines the old
+instance wrote in that window (milliseconds).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..timeutil import parse_rfc3339_ns
+from .kube import TRANSIENT_ERRORS, Backoff, Kube, KubeError, iter_lines
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class LogPosition:
+    """Where a container's log stream stands (see the module docstring)."""
+
+    ts_ns: int = 0
+    n: int = 0
+    _eq: int = field(default=0, repr=False, compare=False)
+
+    def new_connection(self) -> None:
+        self._eq = 0
+
+    def admit(self, ts_ns: int) -> bool:
+        """Whether a line stamped ``ts_ns`` is new; advances the position if so."""
+        if ts_ns < self.ts_ns:
+            return False
+        if ts_ns == self.ts_ns:
+            self._eq += 1
+            if self._eq <= self.n:
+                return False
+            self.n = self._eq
+            return True
+        self.ts_ns, self.n, self._eq = ts_ns, 1, 1
+        return True
+
+
+@dataclass(frozen=True)
+class StreamPos:
+    """An immutable snapshot of a stream's position, as the checkpoint stores it."""
+
+    pod: str
+    container: str
+    uid: str
+    restart_count: int
+    ts_ns: int
+    n: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.pod}/{self.container}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "uid": self.uid,
+            "restartCount": self.restart_count,
+            "ts_ns": self.ts_ns,
+            "n": self.n,
+        }
+
+
+@dataclass
+class FollowStats:
+    lines: int = 0
+    duplicates: int = 0
+    connects: int = 0
+    previous_reads: int = 0
+    gaps: int = 0
+    errors: int = 0
+
+
+def split_prefix(line: bytes) -> tuple[int | None, bytes]:
+    """``b"2026-06-29T14:36:20.498765432Z text"`` -> (ns, b"text"); no prefix -> (None, line)."""
+    sp = line.find(b" ")
+    if 20 <= sp <= 40 and line[4:5] == b"-" and line[10:11] == b"T":
+        try:
+            return parse_rfc3339_ns(line[:sp].decode("ascii")), line[sp + 1 :]
+        except (ValueError, UnicodeDecodeError):
+            pass
+    return None, line
+
+
+def restart_count_of(pod: dict[str, Any] | None, container: str) -> int | None:
+    status = (pod or {}).get("status") or {}
+    for cs in status.get("containerStatuses") or ():
+        if isinstance(cs, dict) and cs.get("name") == container:
+            try:
+                return int(cs.get("restartCount") or 0)
+            except (TypeError, ValueError):
+                return 0
+    return None
+
+
+class LogFollower:
+    """Follows one container of one Pod; :meth:`lines` yields ``(raw_line, StreamPos)``.
+
+    ``raw_line`` keeps the timestamp prefix: the parsers read the year from it (and never
+    use it as an instant).  The generator ends when the Pod is gone (or replaced by another
+    with the same name) or ``stop`` is set.
+    """
+
+    def __init__(
+        self,
+        kube: Kube,
+        namespace: str,
+        pod: str,
+        uid: str,
+        container: str,
+        *,
+        stop: threading.Event,
+        position: LogPosition | None = None,
+        restart_count: int | None = None,
+        backoff: Backoff | None = None,
+        read_timeout_s: float = 60.0,
+        on_gap: Callable[[str], None] | None = None,
+    ) -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self.pod = pod
+        self.uid = uid
+        self.container = container
+        self.stop = stop
+        self.pos = position or LogPosition()
+        self.restart_count = restart_count
+        self.backoff = backoff or Backoff()
+        self.read_timeout_s = read_timeout_s
+        self.on_gap = on_gap
+        self.stats = FollowStats()
+        self.done = False
+
+    @property
+    def key(self) -> str:
+        return f"{self.pod}/{self.container}"
+
+    def snapshot(self) -> StreamPos:
+        return StreamPos(
+            self.pod, self.container, self.uid, self.restart_count or 0, self.pos.ts_ns, self.pos.n
+        )
+
+    def _gap(self, why: str) -> None:
+        self.stats.gaps += 1
+        log.warning("log %s: gap: %s", self.key, why)
+        if self.on_gap:
+            self.on_gap(f"{self.key}: {why}")
+
+    def _read(self, *, follow: bool, previous: bool) -> Iterator[tuple[bytes, StreamPos]]:
+        resp = self.kube.pod_log(
+            self.namespace,
+            self.pod,
+            self.container,
+            follow=follow,
+            previous=previous,
+            timestamps=True,
+            since_ns=self.pos.ts_ns or None,
+            read_timeout_s=self.read_timeout_s if follow else 60.0,
+        )
+        self.stats.connects += 1
+        self.pos.new_connection()
+        try:
+            for line in iter_lines(resp):
+                ts, _text = split_prefix(line)
+                if ts is not None and not self.pos.admit(ts):
+                    self.stats.duplicates += 1
+                    continue
+                self.stats.lines += 1
+                self.backoff.reset()
+                yield line, self.snapshot()
+                if self.stop.is_set():
+                    return
+        finally:
+            self.kube.release(resp)
+
+    def lines(self) -> Iterator[tuple[bytes, StreamPos]]:
+        while not self.stop.is_set():
+            try:
+                pod = self.kube.get_pod(self.namespace, self.pod)
+                if pod is None or (pod.get("metadata") or {}).get("uid") != self.uid:
+                    self.done = True
+                    return
+                rc = restart_count_of(pod, self.container)
+                if rc is None:  # container not reported yet (Pod still pending)
+                    self.stop.wait(self.backoff.next())
+                    continue
+                if self.restart_count is not None or rc > 0:
+                    # Every (re)connect first reads the previous instance from our position.
+                    # Not only when restartCount rose: the kubelet switches "previous" the
+                    # moment the container restarts, the Pod status says so later, and a
+                    # stream cut at that moment would otherwise lose the old instance's tail.
+                    # Lines older than the position are dropped, so this costs one short
+                    # request (400 when there is no previous instance).
+                    if self.restart_count is not None and rc > self.restart_count + 1:
+                        self._gap(f"{rc - self.restart_count - 1} container instance(s) restarted unseen")
+                    try:
+                        got_prev = self.stats.lines
+                        yield from self._read(follow=False, previous=True)
+                        if self.stats.lines > got_prev:
+                            self.stats.previous_reads += 1
+                    except KubeError as exc:
+                        if exc.status not in (400, 404):
+                            raise
+                        if self.restart_count is not None and rc > self.restart_count:
+                            self._gap(f"previous log unavailable ({exc.message})")
+                self.restart_count = rc
+                got = self.stats.lines
+                yield from self._read(follow=True, previous=False)
+                if self.stats.lines == got:
+                    # a stream that ended with nothing new: do not spin against a dead container
+                    self.stop.wait(self.backoff.next())
+            except KubeError as exc:
+                self.stats.errors += 1
+                if exc.status == 404:
+                    self.done = True
+                    return
+                self.stop.wait(self.backoff.next())
+            except TRANSIENT_ERRORS as exc:
+                # a cut connection or a quiet log hitting the read timeout: resume from pos
+                self.stats.errors += 1
+                log.debug("log %s: %s; reconnecting", self.key, exc)
+                self.stop.wait(
+                    min(self.backoff.next(), 1.0) if "timed out" in str(exc) else self.backoff.next()
+                )
+
+
+Parser = Callable[[Iterable[bytes]], Iterator[Any]]
+
+
+class FollowerThread:
+    """Runs a :class:`LogFollower` through a record parser and hands records to ``emit``.
+
+    The parser (``iter_klog`` or ``iter_launcher_log``) sees one continuous stream of lines
+    across reconnects, so a multi-line klog block cut by a reconnect is still joined.  Each
+    record goes out with the position of the line that completed it: the checkpoint then
+    never claims a line whose record the correlator has not received.
+    """
+
+    def __init__(
+        self, follower: LogFollower, parser: Parser, kind: str, emit: Callable[[tuple[Any, ...]], None]
+    ):
+        self.follower = follower
+        self.parser = parser
+        self.kind = kind
+        self.emit = emit
+        self.thread: threading.Thread | None = None
+
+    def start(self) -> FollowerThread:
+        self.thread = threading.Thread(target=self.run, name=f"log-{self.follower.key}", daemon=True)
+        self.thread.start()
+        return self
+
+    def run(self) -> None:
+        box: list[StreamPos | None] = [None]
+
+        def raw() -> Iterator[bytes]:
+            for line, pos in self.follower.lines():
+                box[0] = pos
+                yield line
+
+        try:
+            for rec in self.parser(raw()):
+                self.emit((self.kind, self.follower.pod, rec, box[0]))
+        except Exception:  # noqa: BLE001 - a parser bug must not kill the watcher silently
+            log.exception("log %s: follower stopped", self.follower.key)
+        finally:
+            self.emit(("log-ended", self.kind, self.follower.key, self.follower.snapshot()))
+
+    @property
+    def alive(self) -> bool:
+        return self.thread is not None and self.thread.is_alive()

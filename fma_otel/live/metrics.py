@@ -1,0 +1,170 @@
+"""``/healthz`` and ``/metrics`` (Prometheus text exposition format 0.0.4), stdlib only.
+
+A watcher that silently stops watching is the failure that matters, so health is not "the
+process is up" but "the main loop ticked recently and the Pod watch is connected"; the
+Deployment's liveness probe restarts it otherwise.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+class Metrics:
+    """Counters and gauges; ``render`` writes the text format."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.emitted = {"true": 0, "false": 0}  # by fma.complete
+        self.spans = 0
+        self.skipped_already_emitted = 0
+        self.export_errors = 0
+        self.checkpoints = 0
+        self.pod_events = 0
+        self.odd_pods = 0
+        self.dpc_records = 0
+        self.launcher_records = 0
+        self.log_gaps = 0
+        self.open_actuations = 0
+        self.export_lag_s = 0.0  # now - R.ready of the last emitted complete actuation
+        self.ready_to_export_sum = 0.0
+        self.ready_to_export_count = 0
+        self.ready_to_export_max = 0.0
+        self.last_tick = 0.0
+        self.started = time.time()
+        self.extra: Callable[[], dict[str, float]] | None = None  # stream counters, read live
+
+    def observe_ready_to_export(self, seconds: float) -> None:
+        with self.lock:
+            self.ready_to_export_sum += seconds
+            self.ready_to_export_count += 1
+            self.ready_to_export_max = max(self.ready_to_export_max, seconds)
+
+    def render(self) -> str:
+        out: list[str] = []
+
+        def metric(name: str, kind: str, help_: str, samples: list[tuple[str, float]]) -> None:
+            out.append(f"# HELP {name} {help_}")
+            out.append(f"# TYPE {name} {kind}")
+            for labels, value in samples:
+                out.append(
+                    f"{name}{labels} {value:g}" if isinstance(value, float) else f"{name}{labels} {value}"
+                )
+
+        with self.lock:
+            metric(
+                "fma_otel_actuations_emitted_total",
+                "counter",
+                "Actuation traces emitted, by completeness.",
+                [(f'{{complete="{k}"}}', v) for k, v in sorted(self.emitted.items())],
+            )
+            metric(
+                "fma_otel_actuations_incomplete_total",
+                "counter",
+                "Actuations emitted as incomplete (--incomplete-after reached).",
+                [("", self.emitted["false"])],
+            )
+            metric(
+                "fma_otel_actuations_open",
+                "gauge",
+                "Actuations seen and not yet emitted.",
+                [("", self.open_actuations)],
+            )
+            metric("fma_otel_spans_emitted_total", "counter", "Spans emitted.", [("", self.spans)])
+            metric(
+                "fma_otel_export_lag_seconds",
+                "gauge",
+                "Time from the requester's Ready (1 s precision) to the export of its trace, last actuation.",
+                [("", round(self.export_lag_s, 6))],
+            )
+            metric(
+                "fma_otel_ready_to_export_seconds",
+                "summary",
+                "Time from receiving the requester's Ready event to exporting its trace.",
+                [("_sum", round(self.ready_to_export_sum, 6)), ("_count", self.ready_to_export_count)],
+            )
+            metric(
+                "fma_otel_ready_to_export_seconds_max",
+                "gauge",
+                "Largest Ready-event-to-export time seen.",
+                [("", round(self.ready_to_export_max, 6))],
+            )
+            metric(
+                "fma_otel_export_errors_total", "counter", "Failed OTLP exports.", [("", self.export_errors)]
+            )
+            metric(
+                "fma_otel_checkpoint_writes_total", "counter", "Checkpoint writes.", [("", self.checkpoints)]
+            )
+            metric("fma_otel_pod_events_total", "counter", "Pod states received.", [("", self.pod_events)])
+            metric(
+                "fma_otel_odd_pods_total",
+                "counter",
+                "Pods the correlator could not use.",
+                [("", self.odd_pods)],
+            )
+            metric(
+                "fma_otel_log_records_total",
+                "counter",
+                "Log records handed to the correlator.",
+                [('{source="dpc"}', self.dpc_records), ('{source="launcher"}', self.launcher_records)],
+            )
+            metric("fma_otel_log_gaps_total", "counter", "Log stretches known lost.", [("", self.log_gaps)])
+            metric(
+                "fma_otel_last_tick_timestamp_seconds",
+                "gauge",
+                "Last main-loop tick.",
+                [("", round(self.last_tick, 3))],
+            )
+            extra = self.extra() if self.extra else {}
+        for name, value in sorted(extra.items()):
+            out.append(f"# TYPE {name.split('{')[0]} counter")
+            out.append(f"{name} {value}")
+        return "\n".join(out) + "\n"
+
+
+class MetricsServer:
+    """Serves ``/metrics``, ``/healthz`` (liveness) and ``/readyz`` on a port (0 = ephemeral)."""
+
+    def __init__(
+        self, metrics: Metrics, port: int, healthy: Callable[[], tuple[bool, str]], host: str = "0.0.0.0"
+    ):
+        self.metrics = metrics
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802
+                if self.path.startswith("/metrics"):
+                    body, code, ctype = outer.metrics.render().encode(), 200, "text/plain; version=0.0.4"
+                elif self.path.startswith(("/healthz", "/livez", "/readyz")):
+                    ok, why = healthy()
+                    body, code, ctype = (why or "ok").encode() + b"\n", 200 if ok else 503, "text/plain"
+                else:
+                    body, code, ctype = b"not found\n", 404, "text/plain"
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer((host, port), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, name="metrics", daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self.server.server_address[1])
+
+    def start(self) -> MetricsServer:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

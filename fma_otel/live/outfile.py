@@ -1,0 +1,71 @@
+"""The ``--out`` file of the live watcher: append-only OTLP JSON lines, no duplicates ever.
+
+The watcher emits a trace and *then* checkpoints its key; a SIGKILL between the two would
+make the next run emit it again.  For the file we close that window by reading the file
+itself on start: every trace id already in it counts as emitted.  A last line cut by the
+kill (no newline) is truncated away first and its trace emitted again, whole.
+
+Each trace is one line, written with a single ``write`` and ``fsync``-ed before the
+checkpoint is written, so "in the checkpoint" implies "in the file".
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+
+from ..model import SpanRecord
+from ..sinks.otlp_json import export_request
+
+_TRACE_ID = re.compile(rb'"traceId":"([0-9a-fA-F]{32})"')
+
+
+def scan_and_repair(path: str) -> set[str]:
+    """Trace ids present in ``path``; truncates a torn last line.  Missing file -> empty."""
+    ids: set[str] = set()
+    if not os.path.exists(path):
+        return ids
+    good_end = 0
+    with open(path, "rb") as fh:
+        for line in fh:
+            if not line.endswith(b"\n"):
+                break
+            good_end += len(line)
+            ids.update(m.group(1).decode().lower() for m in _TRACE_ID.finditer(line))
+    if good_end != os.path.getsize(path):
+        with open(path, "r+b") as fh:
+            fh.truncate(good_end)
+            fh.flush()
+            os.fsync(fh.fileno())
+    return ids
+
+
+class OutFile:
+    """Appends one trace per line; ``fsync`` per batch."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.present = scan_and_repair(path) if path != "-" else set()
+        self._fh = open(path, "a", encoding="utf-8") if path != "-" else None
+
+    def write(self, traces: Sequence[Sequence[SpanRecord]]) -> None:
+        import json
+        import sys
+
+        data = "".join(json.dumps(export_request(t), separators=(",", ":")) + "\n" for t in traces)
+        if self._fh is None:
+            sys.stdout.write(data)
+            sys.stdout.flush()
+            return
+        self._fh.write(data)
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        for t in traces:
+            if t:
+                self.present.add(t[0].trace_id)
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None

@@ -1,0 +1,554 @@
+"""The live bridge's main loop: streams in, one trace per actuation out, exactly once.
+
+Threads only *read*: the Pod watch and each log follower push items onto one queue.  One
+thread - this loop - owns the correlator, decides what is finished, emits, and writes the
+checkpoint, so there is no locking around the engine and the order "emit, then checkpoint"
+is a plain sequence of statements.
+
+Exactly once (details in ``docs/watch.md``):
+
+1. The set of emitted keys lives in the checkpoint; a key in it is never emitted again.
+2. Per batch: (if OTLP is on) write the checkpoint with the keys as ``pending``; append the
+   traces to ``--out`` and ``fsync``; export over OTLP; write the checkpoint with the keys
+   in ``emitted``.  A SIGKILL anywhere leaves one of: nothing written (the batch is rebuilt
+   and emitted after restart), traces in the file but not in the checkpoint (the restart
+   reads the file's trace ids and does not write them again), or keys pending (exported
+   again over OTLP with the same derived ids, so the backend sees the same spans).
+3. The correlator's state is only in memory; a restart rebuilds it by re-reading the Pods
+   (list, then a watch from the checkpointed resourceVersion) and the logs from
+   ``replay_from_ns`` (the start of the oldest actuation still open, minus a margin).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import model as M
+from .. import podfacts as P
+from ..sources.records import LauncherRecord, PodEvent, SourceStats
+from . import checkpoint as CP
+from .kube import Backoff, Kube, make_api_client
+from .logs import FollowerThread, LogFollower, LogPosition, StreamPos
+from .metrics import Metrics, MetricsServer
+from .outfile import OutFile
+from .pods import PodWatcher
+
+log = logging.getLogger(__name__)
+
+DEFAULT_DPC_SELECTOR = (
+    "app.kubernetes.io/name=fma-controllers,app.kubernetes.io/component=dual-pods-controller"
+)
+DEFAULT_DPC_CONTAINER = "controller"
+LAUNCHER_CONTAINER = "inference-server"
+
+
+@dataclass
+class WatchConfig:
+    """Everything ``fma-otel watch`` can be told; test-only knobs have short defaults there."""
+
+    namespace: str
+    kubeconfig: str | None = None
+    context: str | None = None
+    launcher_logs: bool = False
+    baseline_selector: str | None = None
+    baseline_container: str | None = None
+    checkpoint: str | None = None
+    out: str | None = None
+    otlp_endpoint: str | None = None
+    otlp_protocol: str | None = None
+    incomplete_after_s: float = 15 * 60
+    grace_s: float = 1.0
+    dpc_selector: str = DEFAULT_DPC_SELECTOR
+    dpc_container: str = DEFAULT_DPC_CONTAINER
+    launcher_container: str = LAUNCHER_CONTAINER
+    metrics_port: int | None = 9464
+    metrics_host: str = "0.0.0.0"
+    tick_s: float = 0.1
+    checkpoint_interval_s: float = 5.0
+    watch_timeout_s: int = 300
+    backoff_base_s: float = 0.5
+    backoff_max_s: float = 30.0
+    log_read_timeout_s: float = 60.0
+    replay_margin_s: float = 120.0
+    retention_s: float = 24 * 3600
+    export_retry_s: float = 5.0
+
+
+@dataclass
+class _State:
+    """Bookkeeping of the main loop (not the correlator's)."""
+
+    pod_rv: str | None = None
+    synced: bool = False
+    positions: dict[str, StreamPos] = field(default_factory=dict)
+    followers: dict[str, FollowerThread] = field(default_factory=dict)
+    ready_seen: dict[str, float] = field(default_factory=dict)  # requester uid -> wall s of Ready event
+    gone_at: dict[str, float] = field(default_factory=dict)  # uid -> wall s the Pod was deleted
+    names: dict[str, str] = field(default_factory=dict)  # uid -> name
+    reexport: set[str] = field(default_factory=set)  # keys pending at start: export again
+    export_retry_at: float = 0.0
+    dirty: bool = False
+
+
+def _selector_matches(selector: dict[str, str] | None, labels: dict[str, str]) -> bool:
+    return bool(selector) and all(labels.get(k) == v for k, v in (selector or {}).items())
+
+
+def dpc_parser(lines: Iterable[bytes]) -> Iterator[Any]:
+    """DPC log lines -> :class:`KlogRecord` s of the messages the correlator uses."""
+    from ..facts import WANTED_MESSAGES
+    from ..sources.klog import iter_klog
+
+    yield from iter_klog(lines, SourceStats("dpc"), messages=WANTED_MESSAGES)
+
+
+def launcher_parser(lines: Iterable[bytes]) -> Iterator[LauncherRecord]:
+    """Launcher log lines -> records, one per header line.
+
+    Not ``iter_launcher_log``: it holds each record until the next header line (to attach
+    continuation lines), which live means holding the ``PUT`` access line until the
+    launcher logs again.  The facts we need are single-line, so continuations are dropped.
+    """
+    from ..sources.klog import split_timestamp_prefix
+    from ..sources.launcher_log import LauncherParseError, parse_launcher_line
+
+    for n, raw in enumerate(lines, 1):
+        s = raw.decode("utf-8", "replace").rstrip("\r\n")
+        try:
+            prefix, body = split_timestamp_prefix(s) if s[10:11] in ("T", "t") else (None, s)
+            yield parse_launcher_line(body, n, prefix)
+        except (LauncherParseError, ValueError):
+            continue
+
+
+class LiveWatcher:
+    """``fma-otel watch``: see the module docstring.  ``run()`` returns the exit code."""
+
+    def __init__(self, cfg: WatchConfig, *, api_client: Any = None, clock: Callable[[], float] = time.time):
+        self.cfg = cfg
+        self.clock = clock
+        self.stop = threading.Event()
+        self.queue: queue.Queue[tuple[Any, ...]] = queue.Queue()
+        self.metrics = Metrics()
+        self.state = _State()
+        self._api_client = api_client
+        self.kube: Kube | None = None
+        self.metrics_server: MetricsServer | None = None
+        self.pod_watcher: PodWatcher | None = None
+        self.out: OutFile | None = None
+        self.sink: Any = None
+        self.cp = CP.Checkpoint(namespace=cfg.namespace)
+        self._baseline = P.parse_selector(cfg.baseline_selector)
+        self._dpc_selector = P.parse_selector(cfg.dpc_selector) or {}
+        self._last_cp = 0.0
+        self._last_tick = 0.0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def request_stop(self, *_: Any) -> None:
+        """Signal-safe: the loop notices within one tick, flushes, checkpoints, returns 0."""
+        self.stop.set()
+
+    def healthy(self) -> tuple[bool, str]:
+        age = self.clock() - self._last_tick
+        if self._last_tick and age > max(10.0, 50 * self.cfg.tick_s):
+            return False, f"main loop stalled for {age:.1f}s"
+        if not self.state.synced:
+            return False, "pods not listed yet"
+        if self.pod_watcher and not self.pod_watcher.connected:
+            return False, "pod watch disconnected (retrying)"
+        return True, "ok"
+
+    def _setup(self) -> None:
+        from ..correlate import Correlator
+
+        cfg = self.cfg
+        self.cp = CP.load(cfg.checkpoint)
+        if self.cp.namespace and self.cp.namespace != cfg.namespace:
+            raise ValueError(
+                f"checkpoint {cfg.checkpoint} belongs to namespace {self.cp.namespace!r}, not {cfg.namespace!r}"
+            )
+        self.cp.namespace = cfg.namespace
+        self.correlator = Correlator(
+            baseline_selector=self._baseline, baseline_container=cfg.baseline_container
+        )
+        if cfg.out:
+            self.out = OutFile(cfg.out)
+        from ..sinks import otlp_export
+
+        if otlp_export.otlp_configured(cfg.otlp_endpoint):
+            self.sink = otlp_export.OtlpSink(endpoint=cfg.otlp_endpoint, protocol=cfg.otlp_protocol)
+        # keys caught between "pending" and "emitted" by a crash
+        present = self.out.present if self.out else set()
+        for key in self.cp.pending:
+            if self.sink is None and M.trace_id_for(key) in present:
+                self.cp.emitted.setdefault(key, self.clock())
+            else:
+                self.state.reexport.add(key)
+        self.cp.pending = []
+        for key in self.cp.emitted:
+            self.correlator.evict(key)
+        self._emitted_by_uid: dict[str, list[str]] = {}
+        for key in self.cp.emitted:
+            self._emitted_by_uid.setdefault(key.split("/", 1)[0], []).append(key)
+        self.state.pod_rv = self.cp.pod_rv
+        if cfg.metrics_port is not None:
+            self.metrics_server = MetricsServer(
+                self.metrics, cfg.metrics_port, self.healthy, cfg.metrics_host
+            ).start()
+        self.metrics.extra = self._stream_metrics
+        self.kube = Kube(self._api_client or make_api_client(cfg.kubeconfig, cfg.context))
+        self.pod_watcher = PodWatcher(
+            self.kube,
+            cfg.namespace,
+            self.queue.put,
+            stop=self.stop,
+            resume_rv=self.cp.pod_rv,
+            watch_timeout_s=cfg.watch_timeout_s,
+            backoff=Backoff(cfg.backoff_base_s, cfg.backoff_max_s),
+        )
+        self.pod_watcher.start()
+
+    def run(self) -> int:
+        self._setup()
+        try:
+            while not self.stop.is_set():
+                self._drain(self.cfg.tick_s)
+                self._tick()
+        finally:
+            self._shutdown()
+        return 0
+
+    def _shutdown(self) -> None:
+        """SIGTERM path: take what already arrived, emit what is finished, checkpoint."""
+        try:
+            self._drain(0)
+            self._tick(force_checkpoint=True)
+        finally:
+            self.stop.set()
+            if self.kube:
+                self.kube.shutdown()
+            if self.sink is not None:
+                try:
+                    self.sink.close()
+                except Exception:  # noqa: BLE001
+                    log.exception("closing the OTLP exporter")
+            if self.out:
+                self.out.close()
+            if self.metrics_server:
+                self.metrics_server.stop()
+
+    # ------------------------------------------------------------------ intake
+
+    def _drain(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                item = self.queue.get(timeout=left) if left > 0 else self.queue.get_nowait()
+            except queue.Empty:
+                return
+            self._handle(item)
+            if self.stop.is_set() and timeout > 0:
+                return
+
+    def _handle(self, item: tuple[Any, ...]) -> None:
+        kind = item[0]
+        st = self.state
+        if kind == "pod":
+            self._on_pod(item[1], item[2])
+        elif kind == "dpc":
+            _, _pod, rec, pos = item
+            try:
+                self.correlator.add_dpc(rec)
+                self.metrics.dpc_records += 1
+            except ValueError as exc:
+                log.debug("DPC line %s skipped: %s", rec.line_no, exc)
+            self._position(pos)
+        elif kind == "launcher":
+            _, pod, rec, pos = item
+            try:
+                self.correlator.add_launcher(pod, rec)
+                self.metrics.launcher_records += 1
+            except Exception:  # noqa: BLE001 - one bad record never stops the watcher
+                log.exception("launcher record skipped")
+            self._position(pos)
+        elif kind == "log-ended":
+            _, _kind, key, snap = item
+            ft = st.followers.get(key)
+            if ft is not None and not ft.alive:
+                del st.followers[key]
+            if snap.ts_ns:
+                self._position(snap)
+        elif kind == "synced":
+            st.pod_rv = item[1]
+            if not st.synced:
+                st.synced = True
+                self._after_first_list()
+            st.dirty = True
+        elif kind == "gone":
+            st.gone_at.setdefault(item[1], self.clock())
+        elif kind == "rv":
+            st.pod_rv = item[1]
+            st.dirty = True
+
+    def _position(self, pos: StreamPos | None) -> None:
+        if pos is not None:
+            self.state.positions[pos.key] = pos
+            self.state.dirty = True
+
+    def _on_pod(self, ev: PodEvent, rv: str | None) -> None:
+        st = self.state
+        self.metrics.pod_events += 1
+        if rv:
+            st.pod_rv = rv
+            st.dirty = True
+        pod = ev.pod
+        try:
+            uid = P.uid(pod) or ""
+            first_time = uid not in st.names
+            st.names[uid] = P.name(pod) or ""
+            self.correlator.add_pod(ev)
+            if first_time and uid in self._emitted_by_uid:
+                for key in self._emitted_by_uid[uid]:
+                    self.correlator.evict(key)
+            if ev.event_type == "DELETED":
+                st.gone_at.setdefault(uid, self.clock())
+            role = P.role(pod, self._baseline)
+            if role in (P.ROLE_REQUESTER, P.ROLE_BASELINE) and uid not in st.ready_seen:
+                if P.condition_true_ns(pod, "Ready") is not None and ev.event_type != "LISTED":
+                    st.ready_seen[uid] = self.clock()
+            labels = dict(P.labels(pod))
+            if ev.event_type != "DELETED":
+                if _selector_matches(self._dpc_selector, labels):
+                    self._ensure_follower(pod, self.cfg.dpc_container, "dpc")
+                elif self.cfg.launcher_logs and role == P.ROLE_LAUNCHER:
+                    self._ensure_follower(pod, self.cfg.launcher_container, "launcher")
+        except Exception:  # noqa: BLE001 - one odd Pod never stops the watch
+            self.metrics.odd_pods += 1
+            log.exception(
+                "pod %s skipped", (pod.get("metadata") or {}).get("name") if isinstance(pod, dict) else "?"
+            )
+
+    def _after_first_list(self) -> None:
+        """Log streams the checkpoint knows whose Pod is gone: what they held since is lost."""
+        present = {(n, u) for u, n in self.state.names.items()}
+        for key, entry in self.cp.logs.items():
+            pod = key.rsplit("/", 1)[0]
+            if (pod, entry.get("uid")) not in present:
+                self.metrics.log_gaps += 1
+                log.warning("log %s: its Pod is gone; lines it wrote after the checkpoint are lost", key)
+
+    def _ensure_follower(self, pod: dict[str, Any], container: str, kind: str) -> None:
+        name, uid = P.name(pod) or "", P.uid(pod) or ""
+        containers = [
+            c.get("name") for c in (pod.get("spec") or {}).get("containers") or () if isinstance(c, dict)
+        ]
+        if container not in containers:
+            return
+        key = f"{name}/{container}"
+        cur = self.state.followers.get(key)
+        if cur is not None and cur.follower.uid == uid and cur.alive:
+            return
+        if cur is not None and cur.follower.uid == uid and cur.follower.done:
+            return  # its Pod is being deleted; the stream has ended
+        assert self.kube is not None
+        saved = self.cp.logs.get(key) if key not in self.state.positions else None
+        position, restart_count = LogPosition(), None
+        if saved and saved.get("uid") == uid:
+            start = self.cp.replay_from_ns if self.cp.replay_from_ns is not None else 0
+            position = LogPosition(min(start, int(saved.get("ts_ns") or 0)), 0)
+            restart_count = int(saved.get("restartCount") or 0)
+        elif key in self.state.positions and self.state.positions[key].uid == uid:
+            p = self.state.positions[key]
+            position, restart_count = LogPosition(p.ts_ns, p.n), p.restart_count
+        if kind == "launcher":
+            self.correlator.mark_launcher_log(name)
+        follower = LogFollower(
+            self.kube,
+            self.cfg.namespace,
+            name,
+            uid,
+            container,
+            stop=self.stop,
+            position=position,
+            restart_count=restart_count,
+            backoff=Backoff(self.cfg.backoff_base_s, self.cfg.backoff_max_s),
+            read_timeout_s=self.cfg.log_read_timeout_s,
+            on_gap=self._on_gap,
+        )
+        parser = dpc_parser if kind == "dpc" else launcher_parser
+        self.state.followers[key] = FollowerThread(follower, parser, kind, self.queue.put).start()
+        log.info("following %s log %s (from ts=%s)", kind, key, position.ts_ns or "start")
+
+    def _on_gap(self, why: str) -> None:
+        with self.metrics.lock:
+            self.metrics.log_gaps += 1
+
+    # ------------------------------------------------------------------ output
+
+    def _tick(self, force_checkpoint: bool = False) -> None:
+        now = self.clock()
+        self._last_tick = now
+        self.metrics.last_tick = now
+        if self.state.synced:
+            c = self.correlator
+            acts = c.finished(
+                int(now * M.S), int(self.cfg.grace_s * M.S), int(self.cfg.incomplete_after_s * M.S)
+            )
+            if acts:
+                self._emit(acts)
+            self._forget_gone(now)
+        if force_checkpoint or (self.state.dirty and now - self._last_cp >= self.cfg.checkpoint_interval_s):
+            self._save_checkpoint()
+
+    def _emit(self, acts: list[Any]) -> None:
+        from ..build import build_trace
+
+        st = self.state
+        now = self.clock()
+        todo: list[tuple[Any, list[M.SpanRecord]]] = []
+        for a in acts:
+            if a.key in self.cp.emitted:
+                self.metrics.skipped_already_emitted += 1
+                self.correlator.evict(a.key)
+                continue
+            try:
+                todo.append((a, build_trace(a)))
+            except Exception:  # noqa: BLE001 - one actuation the builder chokes on stays one
+                log.exception("building the trace of %s failed; skipped", a.key)
+                self.correlator.evict(a.key)
+        if not todo:
+            return
+        if self.sink is not None and now < st.export_retry_at:
+            return
+        keys = [a.key for a, _ in todo]
+        if self.sink is not None:
+            self.cp.pending = keys
+            self._save_checkpoint()
+        if self.out is not None:
+            fresh = [t for _a, t in todo if t and t[0].trace_id not in self.out.present]
+            if fresh:
+                self.out.write(fresh)
+        if self.sink is not None:
+            from ..sinks.otlp_export import ExportError
+
+            try:
+                self.sink.export([s for _a, t in todo for s in t])
+            except ExportError as exc:
+                self.metrics.export_errors += 1
+                st.export_retry_at = now + self.cfg.export_retry_s
+                log.warning("OTLP export failed (%s); retrying in %.0fs", exc, self.cfg.export_retry_s)
+                return
+        done = self.clock()
+        for a, t in todo:
+            self.cp.emitted[a.key] = round(done, 3)
+            st.reexport.discard(a.key)
+            self.correlator.evict(a.key)
+            with self.metrics.lock:
+                self.metrics.emitted["true" if a.complete else "false"] += 1
+                self.metrics.spans += len(t)
+            uid = str(a.attributes.get(M.A_REQ_UID, ""))
+            ready = a.instants.get("R.ready")
+            if a.complete and ready is not None:
+                self.metrics.export_lag_s = done - ready.t_ns / M.S
+                seen = st.ready_seen.get(uid)
+                if seen is not None:
+                    self.metrics.observe_ready_to_export(done - seen)
+            self._emitted_by_uid.setdefault(uid, []).append(a.key)
+        self.cp.pending = []
+        self._save_checkpoint()
+
+    def _forget_gone(self, now: float) -> None:
+        """Memory stays bounded: drop Pods deleted long enough ago that nothing can be open."""
+        horizon = self.cfg.incomplete_after_s + 2 * self.cfg.grace_s + 60
+        st = self.state
+        for uid, t in list(st.gone_at.items()):
+            if now - t >= horizon:
+                self.correlator.forget_pod(uid)
+                del st.gone_at[uid]
+                st.ready_seen.pop(uid, None)
+                st.names.pop(uid, None)
+
+    # ------------------------------------------------------------------ checkpoint
+
+    def _replay_from(self) -> int:
+        """The earliest log time the next run must re-read to rebuild open actuations.
+
+        Open actuations' facts live only in memory, so a restart re-reads the logs from the
+        first instant of the oldest one (minus a margin for clock skew between the node
+        that stamps log lines and the API server that stamps Pods).  Lines from the last
+        margin are always re-read too: they may belong to a requester whose Pod we had not
+        seen yet.  Each stream starts at the earlier of this and its own position.
+        """
+        margin = int(self.cfg.replay_margin_s * M.S)
+        candidates = [int(self.clock() * M.S) - margin]
+        n_open = 0
+        try:
+            for a in self.correlator.actuations():
+                if a.key not in self.cp.emitted and a.instants:
+                    n_open += 1
+                    candidates.append(min(i.t_ns for i in a.instants.values()) - margin)
+        except Exception:  # noqa: BLE001 - a checkpoint must still be written
+            log.exception("computing open actuations")
+            if self.cp.replay_from_ns is not None:
+                candidates.append(self.cp.replay_from_ns)
+        self.metrics.open_actuations = n_open
+        return min(candidates)
+
+    def _save_checkpoint(self) -> None:
+        st = self.state
+        cp = self.cp
+        cp.pod_rv = st.pod_rv
+        for key, pos in st.positions.items():
+            cp.logs[key] = pos.to_json()
+        if st.synced:
+            cp.replay_from_ns = self._replay_from()
+            self._prune(cp)
+        CP.save(self.cfg.checkpoint, cp)
+        self.metrics.checkpoints += 1
+        self._last_cp = self.clock()
+        st.dirty = False
+
+    def _prune(self, cp: CP.Checkpoint) -> None:
+        """Forget what cannot matter again: keys of long-gone Pods, streams of gone Pods."""
+        now = self.clock()
+        live = set(self.state.names)
+        for key, t in list(cp.emitted.items()):
+            uid = key.split("/", 1)[0]
+            if uid not in live and now - t > self.cfg.retention_s:
+                del cp.emitted[key]
+        for key, entry in list(cp.logs.items()):
+            if entry.get("uid") not in live:
+                del cp.logs[key]
+                self.state.positions.pop(key, None)
+
+    # ------------------------------------------------------------------ metrics
+
+    def _stream_metrics(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        pw = self.pod_watcher
+        if pw is not None:
+            s = pw.stats
+            out["fma_otel_pod_watch_relists_total"] = s.relists
+            out["fma_otel_pod_watch_connects_total"] = s.watches
+            out["fma_otel_pod_watch_errors_total"] = s.errors
+            out["fma_otel_pod_watch_odd_lines_total"] = s.odd_lines
+        lines = dups = conns = prev = 0
+        for ft in list(self.state.followers.values()):
+            fs = ft.follower.stats
+            lines += fs.lines
+            dups += fs.duplicates
+            conns += fs.connects
+            prev += fs.previous_reads
+        out["fma_otel_log_lines_total"] = lines
+        out["fma_otel_log_duplicate_lines_skipped_total"] = dups
+        out["fma_otel_log_connects_total"] = conns
+        out["fma_otel_log_previous_reads_total"] = prev
+        return out
