@@ -1,0 +1,240 @@
+"""Correlator and builder edge cases, on hand-written lines and Pods."""
+
+from __future__ import annotations
+
+import pytest
+
+from fma_otel import model as M
+from fma_otel.build import build_trace
+from fma_otel.correlate import Actuation, Correlator, YearResolver
+from fma_otel.sources.klog import parse_klog_line
+from fma_otel.sources.records import KlogRecord, PodEvent
+from fma_otel.timeutil import parse_rfc3339_ns
+
+UID = "811f8932-b608-416c-8a90-589b39ed9bde"
+NAME = "my-request-29-14-35-40-d45ml"
+CTX = f'worker=0 node="gpu-node-3" serverUID="{UID}" requesterName="{NAME}"'
+
+
+def requester(ready: str | None = "2026-06-29T14:36:47Z", rv: str = "10") -> dict:
+    conds = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-06-29T14:35:40Z"}]
+    if ready:
+        conds.append({"type": "Ready", "status": "True", "lastTransitionTime": ready})
+    return {
+        "kind": "Pod",
+        "metadata": {
+            "name": NAME,
+            "namespace": "fma-test",
+            "uid": UID,
+            "resourceVersion": rv,
+            "creationTimestamp": "2026-06-29T14:35:40Z",
+            "annotations": {"dual-pods.llm-d.ai/inference-server-config": "example"},
+            "labels": {"dual-pods.llm-d.ai/dual": "launcher-example-7xk2p"},
+        },
+        "spec": {"nodeName": "gpu-node-3", "containers": [{"name": "inference-server"}]},
+        "status": {
+            "conditions": conds,
+            "containerStatuses": [
+                {"name": "inference-server", "state": {"running": {"startedAt": "2026-06-29T14:35:42Z"}}}
+            ],
+        },
+    }
+
+
+def line(t: str, msg: str, kv: str) -> KlogRecord:
+    rec = parse_klog_line(f'I0629 {t}       1 inference-server.go:1] "{msg}" {kv}', 1)
+    assert rec is not None
+    return rec
+
+
+def http(t: str, purpose: str, start: str, lat: str, status: int = 200, ctx: str = CTX) -> KlogRecord:
+    err = "null" if 200 <= status < 300 else '"boom"'
+    return line(
+        t,
+        "HTTP call done",
+        f'{ctx} purpose="{purpose}" method="GET" url="http://x" httpCallStartTime="{start}" latencySecs={lat} statusCode={status} err={err}',
+    )
+
+
+def correlator(*recs: KlogRecord, ready: str | None = "2026-06-29T14:36:47Z") -> Correlator:
+    c = Correlator()
+    c.add_pod(PodEvent("LISTED", requester(ready)))
+    for r in recs:
+        c.add_dpc(r)
+    return c
+
+
+def test_warm_path_with_reclaim_and_missing_serving_answer() -> None:
+    c = correlator(
+        line(
+            "14:35:43.000001",
+            "Ensured vLLM instance absent to reclaim launcher capacity",
+            f'{CTX} launcherPod="l" instanceID="old" maxOthers=1',
+        ),
+        line(
+            "14:35:43.000002",
+            "Ensured vLLM instance absent to reclaim launcher capacity",
+            f'{CTX} launcherPod="l" instanceID="old2" maxOthers=1',
+        ),
+        line(
+            "14:35:43.100000",
+            "Bound server-providing Pod",
+            f'{CTX} name="launcher-example-7xk2p" node="gpu-node-3" instanceID="Iabc"',
+        ),
+        http("14:35:44.000000", "create_instance", "2026-06-29T14:35:43.9Z", "0.1", 201),
+        line(
+            "14:36:45.000000", "Successfully relayed the readiness", f'{CTX} readiness="ready" url="http://x"'
+        ),
+    )
+    [act] = c.actuations()
+    assert act.path == M.WARM and act.complete
+    assert act.attributes[M.A_DELETED] == 2
+    assert act.attributes[M.A_INSTANCE] == "Iabc"
+    assert "D.serving" in act.missing
+    names = {s.name for s in build_trace(act)}
+    # the end of vLLM readiness was never seen in a finished actuation: those spans are left out
+    assert "fma.vllm.ready" not in names and "fma.readiness.relay" not in names
+    assert "fma.instance.ready" in names and "fma.kubelet.probe" in names
+    root = build_trace(act)[0]
+    assert root.attributes[M.A_MISSING] == ["D.serving"]
+
+
+def test_first_successful_query_after_create_is_serving() -> None:
+    c = correlator(
+        http(
+            "14:35:44.000000", "query_sleeping", "2026-06-29T14:35:43.5Z", "0.001", 200
+        ),  # before create: ignored
+        http("14:35:44.100000", "create_instance", "2026-06-29T14:35:44Z", "0.1", 201),
+        http("14:35:45.000000", "query_sleeping", "2026-06-29T14:35:44.9Z", "0.001", 0),  # refused
+        http("14:35:50.000000", "query_sleeping", "2026-06-29T14:35:49.9Z", "0.002", 200),
+        http("14:35:55.000000", "query_sleeping", "2026-06-29T14:35:54.9Z", "0.002", 200),
+    )
+    [act] = c.actuations()
+    assert act.instants["D.serving"].t_ns == parse_rfc3339_ns("2026-06-29T14:35:49.902Z")
+    assert act.instants["D.create.end"].t_ns == parse_rfc3339_ns("2026-06-29T14:35:44.1Z")
+
+
+def test_line_without_server_uid_matches_by_requester_name_then_item() -> None:
+    by_name = f'worker=0 node="n" requesterName="{NAME}"'
+    c = correlator(
+        line("14:35:43.100000", "Bound server-providing Pod", f'{by_name} name="l1" instanceID="I1"'),
+        http(
+            "14:36:13.000000",
+            "wake",
+            "2026-06-29T14:36:10Z",
+            "3",
+            200,
+            ctx=f'item={{"UID":"{UID}","RequesterName":"{NAME}"}}',
+        ),
+    )
+    [act] = c.actuations()
+    assert act.path == M.HOT
+    assert act.instants["D.wake.end"].t_ns == parse_rfc3339_ns("2026-06-29T14:36:13Z")
+    assert "D.bound" in act.instants
+
+
+def test_evidence_beats_the_dpc_path_label() -> None:
+    """After a DPC restart the DPC calls everything "hot"; the create call says warm."""
+    c = correlator(
+        http("14:35:44.100000", "create_instance", "2026-06-29T14:35:44Z", "0.1", 201),
+        line("14:36:45.000000", "Observed actuation latency", f'{CTX} path="hot" actuationSecs=63.5'),
+    )
+    [act] = c.actuations()
+    assert act.path == M.WARM and act.dpc_actuation_secs == 63.5
+
+
+def test_failed_create_is_not_an_instant() -> None:
+    c = correlator(http("14:35:44.100000", "create_instance", "2026-06-29T14:35:44Z", "0.1", 409), ready=None)
+    [act] = c.actuations()
+    assert "D.create.start" not in act.instants and not act.complete
+
+
+def test_wanted_line_without_fields_raises_for_counting() -> None:
+    c = correlator()
+    bad = line("14:35:44.100000", "HTTP call done", f'{CTX} purpose="wake" statusCode=200')
+    with pytest.raises(ValueError, match="httpCallStartTime"):
+        c.add_dpc(bad)
+
+
+def test_pod_versions_in_any_order_keep_every_ready_transition() -> None:
+    c = Correlator()
+    newer = requester("2026-06-29T14:36:47Z", rv="20")
+    older = requester(None, rv="5")
+    c.add_pod(PodEvent("MODIFIED", newer))
+    c.add_pod(PodEvent("MODIFIED", older))
+    [act] = c.actuations()
+    assert act.instants["R.ready"].t_ns == parse_rfc3339_ns("2026-06-29T14:36:47Z")
+
+
+def _act(instants: dict[str, M.Instant], complete: bool = True, path: str = M.COLD_NO_FMA) -> Actuation:
+    return Actuation("k", 1, path, complete, instants, {M.A_PATH: path}, missing=())
+
+
+def inst(t: int, p: int = M.S, src: str = "k8s:x") -> M.Instant:
+    return M.Instant(t, p, src, M.SERVICE_K8S)
+
+
+def test_end_before_start_is_zero_length_and_marked() -> None:
+    base = 1_000 * M.S
+    spans = build_trace(
+        _act(
+            {
+                "R.created": inst(base),
+                "R.scheduled": inst(base + 5 * M.S),
+                "R.started": inst(base + 3 * M.S),  # before scheduled: clocks disagree
+                "R.ready": inst(base + 9 * M.S),
+            }
+        )
+    )
+    startup = next(s for s in spans if s.name == "fma.requester.startup")
+    assert startup.start_ns == startup.end_ns == base + 5 * M.S
+    assert startup.attributes[M.A_INCONSISTENT] is True
+    assert startup.attributes[M.A_RAW] == -2.0
+    assert startup.attributes[M.A_MIN] == 0 and startup.attributes[M.A_MAX] == 0
+    ok = next(s for s in spans if s.name == "fma.actuation")
+    assert (ok.attributes[M.A_MIN], ok.attributes[M.A_MAX]) == (5.0, 7.0)
+    assert M.A_INCONSISTENT not in ok.attributes
+
+
+def test_unknown_start_leaves_span_out_and_children_reparent() -> None:
+    base = 1_000 * M.S
+    i = {
+        "R.created": inst(base),
+        "R.started": inst(base + 2 * M.S),
+        "R.ready": inst(base + 60 * M.S),
+        "D.create.start": inst(base + 30 * M.S, 1, "dpc:x"),
+        "D.create.end": inst(base + 31 * M.S, 1, "dpc:x"),
+        "D.relayed": inst(base + 55 * M.S, 1000, "dpc:y"),
+    }
+    spans = {s.name: s for s in build_trace(_act(i, path=M.COLD_LAUNCHER))}
+    assert "fma.launcher.cold_start" not in spans  # L.created unknown
+    assert spans["fma.instance.ready"].parent_span_id == spans["fma.actuation"].span_id
+    assert "fma.requester.schedule" not in spans  # R.scheduled unknown: no end, complete: left out
+
+
+@pytest.mark.parametrize(
+    ("prefix", "month", "expected_year"),
+    [
+        ("2027-01-01T00:00:02Z", 12, 2026),  # written in December, read in January
+        ("2027-01-01T00:00:02Z", 1, 2027),
+    ],
+)
+def test_year_from_timestamps_prefix(prefix: str, month: int, expected_year: int) -> None:
+    import time
+
+    rec = KlogRecord(
+        1, "I", month, 31 if month == 12 else 1, 0, 1, "f.go", 1, "m", (), parse_rfc3339_ns(prefix)
+    )
+    assert time.gmtime(YearResolver().resolve(rec) // M.S).tm_year == expected_year
+
+
+def test_year_from_nearest_pod_across_new_year() -> None:
+    import time
+
+    y = YearResolver()
+    y.add_reference(parse_rfc3339_ns("2026-12-31T23:59:00Z"))
+    y.add_reference(parse_rfc3339_ns("2027-01-01T00:01:00Z"))
+    dec = KlogRecord(1, "I", 12, 31, 86_399_000_000, 1, "f.go", 1, "m", ())
+    jan = KlogRecord(2, "I", 1, 1, 30_000_000, 1, "f.go", 1, "m", ())
+    assert time.gmtime(y.resolve(dec) // M.S).tm_year == 2026
+    assert time.gmtime(y.resolve(jan) // M.S).tm_year == 2027
