@@ -250,6 +250,18 @@ WRAPPER_SPANS: Mapping[str, str] = {
     "fma.vllm.startup": "fma.vllm.ready",
 }
 
+#: DPC HTTP call purpose -> span name, where the table above names the call's span.
+DPC_PURPOSE_SPANS: Mapping[str, str] = {
+    "create_instance": "fma.dpc.create_instance",
+    "wake": "fma.vllm.wake",
+}
+
+
+def dpc_call_span(purpose: str) -> str:
+    """The span name of a DPC-shaped HTTP call: the model's where it has one, else ``fma.dpc.<purpose>``."""
+    return DPC_PURPOSE_SPANS.get(purpose) or f"fma.dpc.{purpose}"
+
+
 #: Every FMA metric name carried in ``fma.metric``.
 METRICS: tuple[str, ...] = tuple(d.metric for d in SPANS if d.metric)
 
@@ -315,6 +327,17 @@ A_INCONSISTENT = "fma.clock.inconsistent"
 A_RAW = "fma.duration.raw_s"
 A_ACTUATION_KEY = "fma.actuation.key"
 A_MISSING = "fma.missing"
+# written by the in-process wrappers only
+A_JOIN = "fma.join"  # how the launcher's create span found its trace: traceparent | annotation | none
+A_JOIN_REASON = "fma.join.reason"
+A_HTTP_PURPOSE = "fma.http.purpose"
+A_VLLM_OPTIONS = "fma.vllm.options"  # redacted
+A_VLLM_CONFIG = "fma.vllm.config"  # redacted
+A_VLLM_PID = "fma.vllm.pid"
+A_VLLM_POLLS = "fma.vllm.health_polls"
+A_VLLM_HEALTHY_AT = "fma.vllm.healthy_time_unix_nano"
+A_LAG_RULE = "fma.detection_lag.rule"
+A_END_PRECISION = "fma.end.precision_s"
 
 STATUS_UNSET = "UNSET"
 STATUS_OK = "OK"

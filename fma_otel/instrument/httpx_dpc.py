@@ -31,7 +31,7 @@ from fma_otel import model
 from fma_otel.instrument import _common as c
 from fma_otel.instrument.actuation import current_actuation
 
-A_PURPOSE = "fma.http.purpose"
+A_PURPOSE = model.A_HTTP_PURPOSE
 
 #: (method, path regex, purpose).  From the DPC's call table (fma-reference §2.3).
 _RULES: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
@@ -54,12 +54,6 @@ _RULES: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
     )
 )
 
-#: Purposes whose span the model names; the others are named ``fma.dpc.<purpose>``.
-_MODEL_NAMED = {
-    "create_instance": model.SPANS_BY_NAME["fma.dpc.create_instance"].name,
-    "wake": model.SPANS_BY_NAME["fma.vllm.wake"].name,
-}
-
 
 def dpc_purpose(method: str, path: str, query: str = "") -> tuple[str, str | None] | None:
     """``(purpose, instance_id)`` of a call, or ``None`` when it is not a DPC-shaped call."""
@@ -77,7 +71,7 @@ def dpc_purpose(method: str, path: str, query: str = "") -> tuple[str, str | Non
 
 
 def span_name_for(purpose: str) -> str:
-    return _MODEL_NAMED.get(purpose) or f"fma.dpc.{purpose}"
+    return model.dpc_call_span(purpose)
 
 
 class HttpxDpcInstrumentor(BaseInstrumentor):  # type: ignore[misc]

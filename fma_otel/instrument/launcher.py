@@ -54,10 +54,10 @@ CREATE_PARENT = model.SPANS_BY_NAME[CREATE_SPAN].parent_name(model.COLD_LAUNCHER
 STARTUP_SPAN = next(iter(model.WRAPPER_SPANS))
 STARTUP_PARENT = model.WRAPPER_SPANS[STARTUP_SPAN]
 
-A_JOIN = "fma.join"
-A_JOIN_REASON = "fma.join.reason"
-A_OPTIONS = "fma.vllm.options"
-A_CONFIG = "fma.vllm.config"
+A_JOIN = model.A_JOIN
+A_JOIN_REASON = model.A_JOIN_REASON
+A_OPTIONS = model.A_VLLM_OPTIONS
+A_CONFIG = model.A_VLLM_CONFIG
 JOIN_TRACEPARENT = "traceparent"
 JOIN_ANNOTATION = "pod-annotation"
 JOIN_NONE = "none"

@@ -23,17 +23,18 @@ from typing import Any
 from opentelemetry.instrumentation.utils import suppress_instrumentation
 from opentelemetry.trace import Span, Status, StatusCode
 
+from fma_otel import model
 from fma_otel.instrument._common import env_float, logger
 
 ENV_INTERVAL = "FMA_OTEL_VLLM_POLL_INTERVAL"
 ENV_TIMEOUT = "FMA_OTEL_VLLM_STARTUP_TIMEOUT"
 
 A_PORT = "server.port"
-A_PID = "fma.vllm.pid"
-A_POLLS = "fma.vllm.health_polls"
-A_HEALTHY_AT = "fma.vllm.healthy_time_unix_nano"
-A_LAG_HINT = "fma.detection_lag.rule"
-A_PRECISION = "fma.end.precision_s"
+A_PID = model.A_VLLM_PID
+A_POLLS = model.A_VLLM_POLLS
+A_HEALTHY_AT = model.A_VLLM_HEALTHY_AT
+A_LAG_HINT = model.A_LAG_RULE
+A_PRECISION = model.A_END_PRECISION
 LAG_RULE = "fma.vllm.ready end - fma.vllm.startup end"
 
 _PORT_RE = re.compile(r"^--port(?:=(\d+))?$")
