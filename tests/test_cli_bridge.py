@@ -22,7 +22,7 @@ def run(*args: str, env: dict[str, str] | None = None):
 
 def test_embedded_default_writes_every_trace(tmp_path: Path, clean_otlp_env) -> None:
     out = tmp_path / "t.jsonl"
-    r = run("--out", str(out), "--baseline-selector", "app=vllm")
+    r = run("--out", str(out))
     assert r.exit_code == 0, r.stderr
     assert "embedded sample" in r.stderr
     lines = out.read_text().splitlines()
@@ -152,7 +152,7 @@ def test_export_by_environment_only(otlp_http_receiver, clean_otlp_env) -> None:
     r = run(str(SAMPLE), "-q", env=env)
     assert r.exit_code == 0, r.stderr
     assert r.stdout == ""  # exporting, and no --out: nothing on stdout
-    assert len({s.trace_id for s in otlp_http_receiver.spans()}) == 5
+    assert len({s.trace_id for s in otlp_http_receiver.spans()}) == 6  # the sample implies app=vllm
 
 
 def test_export_failure_keeps_the_file_and_exits_1(tmp_path: Path, clean_otlp_env) -> None:
@@ -171,4 +171,4 @@ def test_export_failure_keeps_the_file_and_exits_1(tmp_path: Path, clean_otlp_en
     )
     assert r.exit_code == 1
     assert "export failed" in r.stderr and "127.0.0.1" in r.stderr
-    assert len(out.read_text().splitlines()) == 5
+    assert len(out.read_text().splitlines()) == 6

@@ -8,6 +8,7 @@ failed (the ``--out`` file is complete either way); 2 unusable arguments or file
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
@@ -16,10 +17,13 @@ from ..podfacts import parse_selector
 from ..sinks.otlp_json import write_trace_line
 from ._common import fail, open_out
 
+SAMPLE_BASELINE_SELECTOR = "app=vllm"
+
 
 @click.command(
     "bridge",
-    help="Build actuation traces from a capture. With no inputs, uses the embedded sample capture.",
+    help="Build actuation traces from a capture. With no inputs, uses the embedded sample capture "
+    "(and, for it, --baseline-selector app=vllm unless given).",
 )
 @click.argument("capture", required=False, type=click.Path())
 @click.option(
@@ -67,6 +71,8 @@ def command(
         inputs = _inputs(capture, pods, dpc_log, launcher_logs, quiet)
     except B.InputError as exc:
         fail(str(exc))
+    if selector is None and inputs.pods and Path(inputs.pods[0]).parent == B.sample_dir():
+        selector = parse_selector(SAMPLE_BASELINE_SELECTOR)  # the sample's baseline Pod
 
     from ..sinks import otlp_export
 
