@@ -1,0 +1,90 @@
+"""``fma-otel report TRACES --out report.html``: one self-contained HTML file to look at.
+
+Exit codes: 0 written (an empty trace file gives a report that says so); 1 the output
+cannot be written; 2 bad input (missing or unreadable file, not OTLP JSON lines, a bad SLO
+spec, matplotlib not installed), always with one line on stderr.  Unlike ``slo``, a failed
+SLO is not an error here: the report shows it, and ``slo`` is the CI gate.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import click
+
+from ._common import byte_progress, fail, open_out
+
+_EPILOG = """
+\b
+Examples:
+  fma-otel report out/traces.jsonl --out report.html
+  fma-otel report out/traces.jsonl --slo slo.yaml --top 5 --png figures/ --out report.html
+"""
+
+
+@click.command("report", help="Write a self-contained HTML report with plots and waterfalls.", epilog=_EPILOG)
+@click.argument("traces", metavar="TRACES")
+@click.option("--out", "out", required=True, metavar="FILE", help="The HTML file to write ('-' for stdout).")
+@click.option("--slo", "slo_file", metavar="FILE", help="YAML SLO spec (as for 'fma-otel slo').")
+@click.option(
+    "--top",
+    type=click.IntRange(min=0),
+    default=10,
+    show_default=True,
+    help="Waterfalls of the N slowest finished actuations (and up to N unfinished ones).",
+)
+@click.option(
+    "--png", "png_dir", metavar="DIR", help="Also write every plot as a PNG (1500 px wide, 150 dpi)."
+)
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary on stderr.")
+def command(traces: str, out: str, slo_file: str | None, top: int, png_dir: str | None, quiet: bool) -> None:
+    from ..query import QueryError
+    from ..query.slo_spec import load_spec
+    from ..sinks.otlp_json import OtlpJsonError
+
+    try:
+        from ..report.html import render_report
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.split(".")[0] == "matplotlib":
+            fail("matplotlib is not installed; pip install 'fma-otel[report]'")
+        raise
+    from ..report.load import load
+
+    try:
+        checks = load_spec(slo_file) if slo_file else []
+    except QueryError as exc:
+        fail(str(exc))
+    if os.path.isdir(traces):
+        fail(f"{traces}: is a directory; give an OTLP JSON lines file (run 'fma-otel bridge' on a capture)")
+    try:
+        data = load(traces, checks, top, progress=functools.partial(_progress, quiet=quiet))
+    except FileNotFoundError:
+        fail(f"{traces}: no such file")
+    except PermissionError:
+        fail(f"{traces}: permission denied")
+    except OtlpJsonError:
+        fail(f"{traces}: not an OTLP JSON lines file (no line holds resourceSpans)")
+    except OSError as exc:
+        fail(f"{traces}: cannot read: {exc.strerror or exc}")
+    if png_dir:
+        try:
+            os.makedirs(png_dir, exist_ok=True)
+        except OSError as exc:
+            fail(f"--png {png_dir}: {exc.strerror or exc}", 1)
+    try:
+        result = render_report(data, png_dir)
+    except OSError as exc:  # a PNG that cannot be written
+        fail(f"--png {png_dir}: {exc.strerror or exc}", 1)
+    with open_out(out) as fh:
+        fh.write(result.html)
+    if not quiet and out != "-":
+        size = len(result.html.encode())
+        pngs = f", {len(result.pngs)} PNG in {png_dir}" if png_dir else ""
+        what = "no actuations" if data.empty else f"{data.traces} actuation(s), {result.figures} figure(s)"
+        click.echo(f"fma-otel report: wrote {out} ({size / 1024:.0f} KiB; {what}{pngs})", err=True)
+
+
+def _progress(label: str, total: int, quiet: bool):  # type: ignore[no-untyped-def]
+    """Adapts :func:`byte_progress` to the loader's ``progress(label, total)`` hook."""
+    return byte_progress(label, total, quiet)

@@ -1,0 +1,438 @@
+"""The report's figures, drawn with matplotlib from :mod:`.data`, never from files.
+
+Each ``*_figure`` function returns a matplotlib ``Figure`` (object API only, no pyplot, so
+no global state and no GUI backend) plus the :class:`~.svg.Hover` texts of its artists.
+Every figure is FIG_WIDTH_PX wide at PNG_DPI; heights are stated by :func:`height_px`
+callers so ``--png`` output has a known size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from matplotlib.figure import Figure
+from matplotlib.transforms import blended_transform_factory
+
+from ..model import (
+    A_END_SRC,
+    A_INCONSISTENT,
+    A_MAX,
+    A_METRIC,
+    A_MIN,
+    A_RAW,
+    A_START_SRC,
+    COLD_LAUNCHER,
+    COLD_NO_FMA,
+    HOT,
+    SERVICE_DPC,
+    SERVICE_K8S,
+    SERVICE_LAUNCHER,
+    STATUS_ERROR,
+    UNKNOWN,
+    WARM,
+    S,
+    SpanRecord,
+)
+from ..query.slo_spec import HIT_RATES, Verdict
+from ..query.stats import HitRates
+from ..sinks.show import tree_lines
+from .data import CONSTITUENTS, UNEXPLAINED, Breakdown, Distribution, TraceSummary, thin
+from .svg import FIG_WIDTH_PX, Hover, size_in
+
+PATH_COLOR: Mapping[str, str] = {
+    COLD_LAUNCHER: "#1f77b4",
+    WARM: "#ff7f0e",
+    HOT: "#2ca02c",
+    COLD_NO_FMA: "#9467bd",
+    UNKNOWN: "#7f7f7f",
+}
+SERVICE_COLOR: Mapping[str, str] = {
+    SERVICE_K8S: "#4c72b0",
+    SERVICE_DPC: "#55a868",
+    SERVICE_LAUNCHER: "#8172b3",
+}
+ERROR_COLOR = "#d62728"
+INCOMPLETE_FILL = "#f7c4c4"  # light, so that the hatch (drawn in the edge colour) shows
+CLOCK_COLOR = "#e6a100"
+UNEXPLAINED_COLOR = "#d9d9d9"
+_PART_PALETTE = (
+    "#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3",
+    "#937860", "#da8bc3", "#64b5cd", "#ccb974", "#2f4b7c",
+)  # fmt: skip
+#: a stable colour per constituent span, the same on every path's bar
+PART_COLOR: Mapping[str, str] = {
+    name: _PART_PALETTE[i % len(_PART_PALETTE)]
+    for i, name in enumerate(dict.fromkeys(n for names in CONSTITUENTS.values() for n in names))
+}
+#: points drawn per path in a strip plot (the CDF always uses every value)
+MAX_STRIP_POINTS = 300
+#: vertices per CDF line (values are thinned by rank beyond this)
+MAX_CDF_POINTS = 400
+
+DIST_HEIGHT_PX = 480
+HIT_HEIGHT_PX = 300
+
+
+def color_of_path(path: str) -> str:
+    return PATH_COLOR.get(path, PATH_COLOR[UNKNOWN])
+
+
+def fmt_secs(v: float | None) -> str:
+    """Seconds for a person: ms below a second, s below two minutes, then minutes."""
+    if v is None:
+        return "-"
+    if v < 1:
+        return f"{v * 1000:.0f} ms"
+    if v < 120:
+        return f"{v:.2f} s"
+    return f"{v / 60:.1f} min"
+
+
+def short(name: str) -> str:
+    """Span names without the ``fma.`` prefix, which every one of them has."""
+    return name[4:] if name.startswith("fma.") else name
+
+
+def _barh_kw() -> dict[str, Any]:
+    return {"height": 0.6, "linewidth": 0.8}
+
+
+# --------------------------------------------------------------------------- distribution
+
+
+def dist_height_px(d: Distribution) -> int:
+    return max(DIST_HEIGHT_PX, 180 + 60 * len(d.per_path))
+
+
+def dist_figure(
+    d: Distribution, verdicts: Sequence[Verdict], anchors: Mapping[str, str]
+) -> tuple[Figure, Hover]:
+    """CDF per path (left) and box + strip per path (right) of one metric.
+
+    Every dot is one finished actuation; its hover names the requester and the trace, and
+    where that actuation has a waterfall in the report the dot links to it (``anchors``).
+    SLO thresholds on this metric are drawn as dashed lines.
+    """
+    hover = Hover()
+    fig = Figure(figsize=size_in(FIG_WIDTH_PX, dist_height_px(d)))
+    cdf, box = fig.subplots(1, 2, gridspec_kw={"width_ratios": (1, 1.25), "wspace": 0.3})
+    fig.subplots_adjust(left=0.07, right=0.98, top=0.86, bottom=0.16)
+    paths = [p for p, pts in d.per_path if pts]
+    inc_total = sum(d.incomplete.values())
+    title = f"{d.metric}: distribution per path"
+    if inc_total:
+        title += f"  ({inc_total} unfinished, not counted)"
+    fig.suptitle(title, x=0.07, ha="left", fontsize=11)
+
+    for path, pts in d.per_path:
+        if not pts:
+            continue
+        color = color_of_path(path)
+        xs = [p.seconds for p in thin(pts, MAX_CDF_POINTS)]
+        n = len(xs)
+        ys = [(i + 1) / n for i in range(n)]
+        (line,) = cdf.step(
+            [xs[0], *xs], [0.0, *ys], where="post", color=color, lw=1.5, label=f"{path} (n={len(pts)})"
+        )
+        p50 = pts[(len(pts) - 1) // 2].seconds
+        line.set_url(
+            hover.token(
+                f"{path}: n={len(pts)}, median {fmt_secs(p50)}, max {fmt_secs(pts[-1].seconds)}", "cdf"
+            )
+        )
+    cdf.set_xlabel("seconds")
+    cdf.set_ylabel("fraction of actuations")
+    cdf.set_ylim(0, 1.02)
+    cdf.grid(alpha=0.3)
+    if paths:
+        cdf.legend(loc="lower right", fontsize=8, frameon=False)
+
+    for row, path in enumerate(paths):
+        pts = dict(d.per_path)[path]
+        values = [p.seconds for p in pts]
+        color = color_of_path(path)
+        bp = box.boxplot(
+            [values], positions=[row], widths=0.5, showfliers=False, patch_artist=True, **_horizontal()
+        )
+        for patch in bp["boxes"]:
+            patch.set(facecolor=color, alpha=0.18, edgecolor=color)
+        for key in ("medians", "whiskers", "caps"):
+            for art in bp[key]:
+                art.set(color=color)
+        shown = thin(pts, MAX_STRIP_POINTS)
+        ys = [row + 0.32 * (((i * 0.618034) % 1.0) - 0.5) for i in range(len(shown))]
+        sc = box.scatter(
+            [p.seconds for p in shown], ys, s=14, color=color, alpha=0.75, edgecolors="none", clip_on=False
+        )
+        sc.set_urls(
+            [
+                hover.token(
+                    f"{p.label}\n{d.metric} = {fmt_secs(p.seconds)} ({path})", "pt", anchors.get(p.trace_id)
+                )
+                for p in shown
+            ]
+        )
+        if len(shown) < len(pts):
+            box.annotate(
+                f"{len(shown)} of {len(pts)} shown",
+                (1.0, row),
+                xycoords=("axes fraction", "data"),
+                ha="right",
+                va="bottom",
+                fontsize=7,
+                color="#666",
+            )
+    box.set_yticks(range(len(paths)), [f"{p}\nn={len(dict(d.per_path)[p])}" for p in paths])
+    box.set_ylim(len(paths) - 0.5, -0.5)
+    box.set_xlabel("seconds")
+    box.grid(axis="x", alpha=0.3)
+    if not paths:
+        box.text(0.5, 0.5, "no finished actuation", ha="center", va="center", transform=box.transAxes)
+        box.set_yticks([])
+
+    for v in verdicts:
+        if (
+            v.kind != "metric"
+            or v.subject != d.metric
+            or v.stat not in ("p50", "p90", "p95", "p99", "max", "mean")
+        ):
+            continue
+        color = color_of_path(v.path) if v.path else "#000000"
+        for ax in (cdf, box):
+            ln = ax.axvline(v.threshold, color=color, ls="--", lw=1.0)
+            where = v.path or "all paths"
+            ln.set_url(
+                hover.token(f"SLO {v.stat} {v.op} {fmt_secs(v.threshold)} on {where}: {v.status}", "slo")
+            )
+    # durations from zero, on one scale for both panels, without an offset like "+2.006e1"
+    right = max(cdf.get_xlim()[1], box.get_xlim()[1]) * 1.02
+    for ax in (cdf, box):
+        ax.set_xlim(0, right)
+        ax.ticklabel_format(axis="x", useOffset=False, style="plain")
+    return fig, hover
+
+
+def _horizontal() -> dict[str, Any]:
+    """``boxplot`` orientation keyword across matplotlib versions (``vert`` is deprecated)."""
+    import matplotlib
+
+    major, minor = (int(x) for x in matplotlib.__version__.split(".")[:2])
+    return {"orientation": "horizontal"} if (major, minor) >= (3, 10) else {"vert": False}
+
+
+# --------------------------------------------------------------------------- hit rates
+
+
+def hit_figure(h: HitRates, verdicts: Sequence[Verdict]) -> tuple[Figure, Hover]:
+    """Hot, warm and cold-with-launcher shares of FMA requesters, with SLO bounds."""
+    hover = Hover()
+    fig = Figure(figsize=size_in(FIG_WIDTH_PX, HIT_HEIGHT_PX))
+    ax = fig.subplots()
+    fig.subplots_adjust(left=0.17, right=0.95, top=0.82, bottom=0.2)
+    fig.suptitle(f"Hit rates over {h.requesters} FMA requesters", x=0.17, ha="left", fontsize=11)
+    rows = list(HIT_RATES.items())
+    for i, (path, name) in enumerate(rows):
+        rate = getattr(h, path)
+        value = 0.0 if rate is None else rate * 100
+        bars = ax.barh([i], [value], color=color_of_path(path), **_barh_kw())
+        text = "no data" if rate is None else f"{value:.1f}%"
+        bars[0].set_url(hover.token(f"{name}: {text} of {h.requesters} requesters", "bar"))
+        ax.text(value + 1, i, text, va="center", fontsize=9)
+    for v in verdicts:
+        if v.kind != "hit_rate" or v.path not in HIT_RATES:
+            continue
+        i = list(HIT_RATES).index(v.path)
+        x = v.threshold * 100
+        ok = v.status != "fail"
+        ln = ax.plot([x, x], [i - 0.42, i + 0.42], color="#000" if ok else ERROR_COLOR, lw=2)[0]
+        ln.set_url(hover.token(f"SLO {v.subject} {v.op} {x:.1f}%: {v.status}", "slo"))
+    ax.set_yticks(range(len(rows)), [name for _p, name in rows])
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set_xlim(0, 105)
+    ax.set_xlabel("% of FMA requesters")
+    ax.grid(axis="x", alpha=0.3)
+    return fig, hover
+
+
+# --------------------------------------------------------------------------- where did the time go
+
+
+def breakdown_height_px(n: int) -> int:
+    return 150 + 80 * max(n, 2)
+
+
+def breakdown_figure(bds: Sequence[Breakdown]) -> tuple[Figure, Hover]:
+    """Per path, the mean ``T_actuation`` as stacked constituent spans plus "unexplained"."""
+    hover = Hover()
+    h_px = breakdown_height_px(len(bds))
+    fig = Figure(figsize=size_in(FIG_WIDTH_PX, h_px))
+    ax = fig.subplots()
+    fig.subplots_adjust(left=0.12, right=0.8, top=1 - 45 / h_px, bottom=70 / h_px)
+    fig.suptitle("Where did the time go: mean T_actuation per path, by span", x=0.12, ha="left", fontsize=11)
+    widest = max((b.mean_total for b in bds), default=0.0) or 1.0
+    seen: dict[str, Any] = {}
+    for row, bd in enumerate(bds):
+        left = 0.0
+        for name, secs in bd.parts:
+            is_gap = name == UNEXPLAINED
+            color = UNEXPLAINED_COLOR if is_gap else PART_COLOR.get(name, "#999")
+            bar = ax.barh(
+                [row],
+                [secs],
+                left=left,
+                color=color,
+                edgecolor="#777" if is_gap else "white",
+                hatch="//" if is_gap else None,
+                **_barh_kw(),
+            )[0]
+            share = 100 * secs / bd.mean_total if bd.mean_total else 0.0
+            label = UNEXPLAINED if is_gap else short(name)
+            bar.set_url(
+                hover.token(
+                    f"{bd.path}: {label} {fmt_secs(secs)} ({share:.0f}% of mean T_actuation"
+                    f" {fmt_secs(bd.mean_total)}, n={bd.n})",
+                    "gap" if is_gap else "part",
+                )
+            )
+            seen.setdefault(label, bar)
+            if secs / widest > 0.07:
+                ax.text(left + secs / 2, row, fmt_secs(secs), ha="center", va="center", fontsize=7)
+            left += secs
+        ax.text(left + widest * 0.01, row, fmt_secs(bd.mean_total), va="center", fontsize=8)
+    ax.set_yticks(range(len(bds)), [f"{b.path}\nn={b.n}" for b in bds])
+    ax.set_ylim(len(bds) - 0.5, -0.5)
+    ax.set_xlim(0, widest * 1.1)
+    ax.set_xlabel("seconds (mean over finished actuations)")
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_axisbelow(True)
+    if UNEXPLAINED in seen:  # last in the legend, as in every bar
+        seen[UNEXPLAINED] = seen.pop(UNEXPLAINED)
+    ax.legend(
+        list(seen.values()),
+        list(seen),
+        loc="center left",
+        bbox_to_anchor=(1.01, 0.5),
+        fontsize=8,
+        frameon=False,
+    )
+    return fig, hover
+
+
+# --------------------------------------------------------------------------- waterfall
+
+
+def waterfall_height_px(rows: int) -> int:
+    return 90 + 30 * rows
+
+
+def _span_title(s: SpanRecord, t0: int) -> str:
+    a = s.attributes
+    lines = [f"{s.name}  {fmt_secs(s.duration_s)}  (+{(s.start_ns - t0) / S:.3f} s)"]
+    lo, hi = a.get(A_MIN), a.get(A_MAX)
+    lo_n, hi_n = _num(lo), _num(hi)
+    if lo_n is not None and hi_n is not None:
+        lines.append(f"duration between {lo_n:.3f} s and {hi_n:.3f} s (boundary precision)")
+    lines.append(f"start: {a.get(A_START_SRC, '?')}")
+    lines.append(f"end: {a.get(A_END_SRC, '?')}")
+    lines.append(f"observed by: {s.service}")
+    if a.get(A_METRIC):
+        lines.append(f"metric: {a[A_METRIC]}")
+    if s.status_code == STATUS_ERROR:
+        lines.append(f"INCOMPLETE: {s.status_message or 'status ERROR'}")
+    if a.get(A_INCONSISTENT) is True:
+        lines.append(f"clock inconsistent (raw {a.get(A_RAW)} s)")
+    return "\n".join(lines)
+
+
+def _num(v: Any) -> float | None:
+    try:
+        return None if v is None or isinstance(v, bool) else float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def waterfall_figure(t: TraceSummary, spans: Sequence[SpanRecord]) -> tuple[Figure, Hover, int]:
+    """One actuation's span tree on a time axis (seconds from its first span).
+
+    Bars are coloured by the service that observed the span's end; a whisker at the end
+    spans ``start + fma.duration.min_s`` .. ``start + fma.duration.max_s``, the durations
+    the boundaries' precision allows.  Unfinished spans (status ERROR or
+    ``fma.complete=false``) are red and hatched; clock-inconsistent ones get a marker.
+    Returns the figure, its hovers and the number of rows.
+    """
+    hover = Hover()
+    lines = tree_lines(spans)
+    n = len(lines)
+    h_px = waterfall_height_px(n)
+    fig = Figure(figsize=size_in(FIG_WIDTH_PX, h_px))
+    ax = fig.subplots()
+    fig.subplots_adjust(left=0.26, right=0.9, top=1 - 40 / h_px, bottom=64 / h_px)
+    t0 = min(s.start_ns for s in spans)
+    t1 = max(s.end_ns for s in spans)
+    span_s = max((t1 - t0) / S, 1e-3)
+    state = "complete" if t.finished else "INCOMPLETE"
+    fig.suptitle(
+        f"{t.requester} · {t.path} · {state} · T_actuation {fmt_secs(t.actuation_s)} · trace {t.trace_id}",
+        x=0.01,
+        ha="left",
+        fontsize=9,
+        color="#000" if t.finished else ERROR_COLOR,
+    )
+    label_tf = blended_transform_factory(fig.transFigure, ax.transData)
+    wx, wlo, whi, wy = [], [], [], []
+    for row, (depth, s, orphan) in enumerate(lines):
+        a = s.attributes
+        start = (s.start_ns - t0) / S
+        dur = max(0.0, s.duration_s)
+        incomplete = s.status_code == STATUS_ERROR or a.get("fma.complete") is False
+        color = INCOMPLETE_FILL if incomplete else SERVICE_COLOR.get(s.service, "#999")
+        bar = ax.barh(
+            [row],
+            [max(dur, span_s / 400)],
+            left=start,
+            color=color,
+            hatch="xx" if incomplete else None,
+            edgecolor=ERROR_COLOR if incomplete else color,
+            **_barh_kw(),
+        )[0]
+        css = "wf-span wf-incomplete" if incomplete else "wf-span"
+        bar.set_url(hover.token(_span_title(s, t0), css))
+        ax.text(
+            0.01 + 0.012 * depth,
+            row,
+            short(s.name) + (" ↑?" if orphan else ""),
+            transform=label_tf,
+            va="center",
+            fontsize=8,
+            fontweight="bold" if a.get(A_METRIC) else "normal",
+        )
+        lo, hi = _num(a.get(A_MIN)), _num(a.get(A_MAX))
+        note = fmt_secs(dur)
+        if incomplete:
+            note += "  unfinished"
+        if a.get(A_INCONSISTENT) is True:
+            note += "  clock!"
+        ax.text(
+            start + max(dur, hi or 0.0) + span_s * 0.01,
+            row,
+            note,
+            va="center",
+            fontsize=7,
+            color=ERROR_COLOR if incomplete else CLOCK_COLOR if a.get(A_INCONSISTENT) is True else "#333",
+        )
+        if lo is not None and hi is not None and hi > lo:
+            wx.append(start + dur)
+            wlo.append(max(0.0, start + dur - (start + lo)))
+            whi.append(max(0.0, start + hi - (start + dur)))
+            wy.append(row)
+    if wx:
+        ax.errorbar(wx, wy, xerr=[wlo, whi], fmt="none", ecolor="#222", elinewidth=0.9, capsize=2.5)
+    ax.set_yticks([])
+    ax.set_ylim(n - 0.5, -0.5)
+    ax.set_xlim(0, span_s * 1.12)
+    ax.set_xlabel("seconds from the first span")
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_axisbelow(True)
+    ax.spines["left"].set_visible(False)
+    return fig, hover, n
