@@ -1,0 +1,149 @@
+"""The report in a real headless Chromium: figures and waterfalls render, no console error.
+
+Not skipped when Chromium is missing: CI installs Debian's ``chromium`` and
+``chromium-driver`` (see ``.ci/run``), so a missing browser is a broken setup and fails
+with a message that says how to fix it.  The driver is given explicitly so that selenium's
+driver manager never tries to download anything.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from fma_otel.cli import main
+
+from .conftest import ARTIFACTS, SampleReport
+
+CHROMIUM = os.environ.get("FMA_OTEL_CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("FMA_OTEL_CHROMEDRIVER", "/usr/bin/chromedriver")
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--window-size=1280,1000",
+)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        pytest.fail("selenium is not installed: pip install -e '.[test]' (selenium>=4.20)")
+    for path, pkg in ((CHROMIUM, "chromium"), (CHROMEDRIVER, "chromium-driver")):
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            pytest.fail(
+                f"{path} not found: apt-get install -y chromium chromium-driver (.ci/run does) [{pkg}]"
+            )
+    profile = tempfile.mkdtemp(prefix="fma-otel-chromium-")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for flag in (*FLAGS, f"--user-data-dir={profile}"):
+        opts.add_argument(flag)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=opts)
+    driver.set_page_load_timeout(20)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def _open(driver: Any, path: Path) -> list[dict[str, Any]]:
+    """Load a file and return the console messages it caused."""
+    driver.get_log("browser")  # drop what an earlier page left
+    driver.get(path.resolve().as_uri())
+    return driver.get_log("browser")
+
+
+def _screenshot(driver: Any, name: str) -> Path:
+    """A full-page screenshot under artifacts/ (gitignored), kept for people to look at."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(1280, min(int(height) + 40, 16000))
+    out = ARTIFACTS / name
+    assert driver.save_screenshot(str(out)), "screenshot failed"
+    driver.set_window_size(1280, 1000)
+    return out
+
+
+def test_report_renders_in_chromium(browser, sample_report: SampleReport):
+    from selenium.webdriver.common.by import By
+
+    assert sample_report.exit_code == 0, sample_report.stderr
+    logs = _open(browser, sample_report.html)
+    errors = [e for e in logs if e.get("level") in ("SEVERE", "ERROR")]
+    assert not errors, errors
+    q = browser.find_elements
+
+    # every figure is an inline SVG the browser laid out at a real size
+    figs = q(By.CSS_SELECTOR, "svg.fig")
+    n_png = len(list(sample_report.png_dir.glob("*.png")))
+    assert len(figs) == n_png >= 8
+    for f in figs:
+        box = f.rect
+        assert box["width"] > 600 and box["height"] > 80, box
+    assert len(q(By.CSS_SELECTOR, "figure.dist svg.fig")) >= 5
+    assert len(q(By.CSS_SELECTOR, "figure.hit a.bar")) == 3
+    assert len(q(By.CSS_SELECTOR, "figure.time a.gap")) == 3  # one "unexplained" per FMA path
+
+    # waterfalls: 2 slowest + the unfinished one, each span a row with a hover
+    sections = q(By.CSS_SELECTOR, "section.wf")
+    assert len(sections) == 3
+    rows = q(By.CSS_SELECTOR, "section.wf a.wf-span")
+    assert len(rows) >= 20
+    for s in sections:
+        assert s.find_elements(By.CSS_SELECTOR, "a.wf-span"), s.get_attribute("id")
+        drawn = s.find_element(By.CSS_SELECTOR, "a.wf-span path").rect
+        assert drawn["width"] > 0 and drawn["height"] > 0
+    titles = [t.get_attribute("textContent") for t in q(By.CSS_SELECTOR, "a.wf-span > title")]
+    assert len(titles) == len(rows)
+    assert any("start: k8s:" in t and "end: " in t for t in titles)
+    assert any("dpc:HTTP call done" in t for t in titles)
+    assert q(By.CSS_SELECTOR, "#unfinished ~ section.wf a.wf-incomplete")
+    assert any("INCOMPLETE" in t for t in titles)
+
+    # distribution dots name their actuation; those with a waterfall link to it
+    dots = q(By.CSS_SELECTOR, "a.pt > title")
+    assert dots and all(" / " in d.get_attribute("textContent") for d in dots)
+    linked = q(By.CSS_SELECTOR, 'a.pt[href^="#trace-"]')
+    assert linked
+    target = linked[0].get_dom_attribute("href").split("#", 1)[1]
+    assert q(By.ID, target)
+
+    # the SLO table and verdicts
+    assert "FAIL" in q(By.CSS_SELECTOR, "table.verdicts")[0].text
+    # nothing was fetched: the file is self-contained
+    assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0
+    shot = _screenshot(browser, "report-sample.png")
+    assert shot.stat().st_size > 10_000
+
+
+def test_empty_report_in_chromium(browser, tmp_path):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    out = tmp_path / "empty.html"
+    assert CliRunner().invoke(main, ["report", str(empty), "--out", str(out), "-q"]).exit_code == 0
+    logs = _open(browser, out)
+    assert not [e for e in logs if e.get("level") == "SEVERE"], logs
+    from selenium.webdriver.common.by import By
+
+    assert browser.find_element(By.ID, "empty").text == "No actuations in this file."
+    assert not browser.find_elements(By.CSS_SELECTOR, "svg")
+    _screenshot(browser, "report-empty.png")
