@@ -108,6 +108,8 @@ def _summary_line(data: ReportData) -> str:
 def _trace_heading(t: TraceSummary, rank: int | None) -> str:
     state = "complete" if t.finished else '<span class="bad">INCOMPLETE</span>'
     why = f" — {html.escape(t.status)}" if t.status else ""
+    if not t.has_root:
+        why = " — no fma.request span in this file"
     num = f"#{rank} " if rank is not None else ""
     dur = "-" if t.actuation_s is None else f"{t.actuation_s:.3f} s"
     return (
