@@ -91,6 +91,7 @@ class _State:
     ready_seen: dict[str, float] = field(default_factory=dict)  # requester uid -> wall s of Ready event
     gone_at: dict[str, float] = field(default_factory=dict)  # uid -> wall s the Pod was deleted
     names: dict[str, str] = field(default_factory=dict)  # uid -> name
+    first_rv: dict[str, int] = field(default_factory=dict)  # uid -> oldest resourceVersion seen
     reexport: set[str] = field(default_factory=set)  # keys pending at start: export again
     export_retry_at: float = 0.0
     dirty: bool = False
@@ -125,6 +126,30 @@ def launcher_parser(lines: Iterable[bytes]) -> Iterator[LauncherRecord]:
             yield parse_launcher_line(body, n, prefix)
         except (LauncherParseError, ValueError):
             continue
+
+
+_FAULTS: dict[str, int] = {}
+
+
+def _fault(point: str) -> None:
+    """Test hook: ``FMA_OTEL_FAULT=after-write:2`` SIGKILLs the process at the 2nd such point.
+
+    The crash windows that exactly-once is about (between writing and checkpointing) are
+    milliseconds wide; tests hit them deterministically with this instead of by luck.
+    """
+    import os
+
+    spec = os.environ.get("FMA_OTEL_FAULT")
+    if not spec:
+        return
+    name, _, nth = spec.partition(":")
+    if name != point:
+        return
+    _FAULTS[point] = _FAULTS.get(point, 0) + 1
+    if _FAULTS[point] >= int(nth or 1):
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 class LiveWatcher:
@@ -314,6 +339,9 @@ class LiveWatcher:
             uid = P.uid(pod) or ""
             first_time = uid not in st.names
             st.names[uid] = P.name(pod) or ""
+            rv_text = P.resource_version(pod) or ""
+            if rv_text.isdigit():
+                st.first_rv[uid] = min(int(rv_text), st.first_rv.get(uid, int(rv_text)))
             self.correlator.add_pod(ev)
             if first_time and uid in self._emitted_by_uid:
                 for key in self._emitted_by_uid[uid]:
@@ -436,6 +464,7 @@ class LiveWatcher:
             fresh = [t for _a, t in todo if t and t[0].trace_id not in self.out.present]
             if fresh:
                 self.out.write(fresh)
+                _fault("after-write")
         if self.sink is not None:
             from ..sinks.otlp_export import ExportError
 
@@ -446,6 +475,7 @@ class LiveWatcher:
                 st.export_retry_at = now + self.cfg.export_retry_s
                 log.warning("OTLP export failed (%s); retrying in %.0fs", exc, self.cfg.export_retry_s)
                 return
+        _fault("after-export")
         done = self.clock()
         for a, t in todo:
             self.cp.emitted[a.key] = round(done, 3)
@@ -475,32 +505,48 @@ class LiveWatcher:
                 del st.gone_at[uid]
                 st.ready_seen.pop(uid, None)
                 st.names.pop(uid, None)
+                st.first_rv.pop(uid, None)
 
     # ------------------------------------------------------------------ checkpoint
 
-    def _replay_from(self) -> int:
-        """The earliest log time the next run must re-read to rebuild open actuations.
+    def _replay_points(self) -> tuple[int, str | None]:
+        """Where the next run must start re-reading to rebuild the actuations still open.
 
-        Open actuations' facts live only in memory, so a restart re-reads the logs from the
-        first instant of the oldest one (minus a margin for clock skew between the node
-        that stamps log lines and the API server that stamps Pods).  Lines from the last
-        margin are always re-read too: they may belong to a requester whose Pod we had not
-        seen yet.  Each stream starts at the earlier of this and its own position.
+        Open actuations live only in memory.  A restart rebuilds them from two histories:
+
+        - the logs, from the first instant of the oldest open actuation minus a margin (for
+          skew between the node that stamps log lines and the API server that stamps Pods);
+          lines of the last margin are always re-read too, as they may belong to a
+          requester whose Pod we had not seen yet.  Each stream starts at the earlier of
+          this and its own position.
+        - the Pods, from just before the oldest resourceVersion seen of an open requester:
+          a Pod's status keeps only its newest ``Ready`` transition, so an earlier round's
+          Ready is only in the watch history (which the API server keeps for a few minutes;
+          beyond that a 410 makes us relist and that history is lost, see docs/watch.md).
         """
         margin = int(self.cfg.replay_margin_s * M.S)
-        candidates = [int(self.clock() * M.S) - margin]
+        log_from = [int(self.clock() * M.S) - margin]
+        rvs: list[int] = []
         n_open = 0
         try:
             for a in self.correlator.actuations():
-                if a.key not in self.cp.emitted and a.instants:
-                    n_open += 1
-                    candidates.append(min(i.t_ns for i in a.instants.values()) - margin)
+                if a.key in self.cp.emitted or not a.instants:
+                    continue
+                n_open += 1
+                log_from.append(min(i.t_ns for i in a.instants.values()) - margin)
+                rv = self.state.first_rv.get(str(a.attributes.get(M.A_REQ_UID, "")))
+                if rv is not None:
+                    rvs.append(rv - 1)
         except Exception:  # noqa: BLE001 - a checkpoint must still be written
             log.exception("computing open actuations")
             if self.cp.replay_from_ns is not None:
-                candidates.append(self.cp.replay_from_ns)
+                log_from.append(self.cp.replay_from_ns)
+            return min(log_from), self.cp.pod_rv
         self.metrics.open_actuations = n_open
-        return min(candidates)
+        pod_rv = self.state.pod_rv
+        if rvs and pod_rv and pod_rv.isdigit():
+            pod_rv = str(min(int(pod_rv), min(rvs)))
+        return min(log_from), pod_rv
 
     def _save_checkpoint(self) -> None:
         st = self.state
@@ -509,7 +555,7 @@ class LiveWatcher:
         for key, pos in st.positions.items():
             cp.logs[key] = pos.to_json()
         if st.synced:
-            cp.replay_from_ns = self._replay_from()
+            cp.replay_from_ns, cp.pod_rv = self._replay_points()
             self._prune(cp)
         CP.save(self.cfg.checkpoint, cp)
         self.metrics.checkpoints += 1

@@ -195,5 +195,5 @@ def test_incomplete_after_restart_once_per_key(k8s: FakeCluster, tmp_path: Path)
     assert_same(traces_in(out), want)
     with InProcessWatcher(k8s, tmp_path, incomplete_after_s=1.0) as w:
         assert wait_for(lambda: len(traces_in(out)) >= len(offline), 15)
-        assert w.watcher.metrics.emitted["false"] >= 1
+        assert wait_for(lambda: w.watcher.metrics.emitted["false"] >= 1, 5)
     assert_same(traces_in(out), offline)
