@@ -1,0 +1,125 @@
+"""Record a live namespace into a capture directory that ``fma-otel bridge DIR`` replays.
+
+Layout (``docs/capture-format.md``): ``pods.json`` (a v1 ``List`` of the namespace's Pods,
+raw JSON as the API server sent it), ``dpc.log`` (the dual-pods controller's log) and
+``launcher-<pod>.log`` (each launcher Pod's ``inference-server`` log).
+
+Logs are fetched with ``timestamps=true`` because klog headers carry no year: the bridge
+takes the year from that prefix (never the instant).  A container that restarted has its
+previous instance's log written first, so the file reads in time order.  Everything is
+read as raw JSON/text, like the live watcher, so an odd Pod is recorded, not rejected.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import podfacts as P
+from .live.kube import Kube, KubeError
+from .live.logs import restart_count_of
+
+LAUNCHER_CONTAINER = "inference-server"
+
+
+@dataclass
+class CaptureResult:
+    directory: Path
+    pods: int = 0
+    dpc_pods: list[str] = field(default_factory=list)
+    launcher_logs: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _labels_match(selector: dict[str, str], pod: dict[str, Any]) -> bool:
+    labels = P.labels(pod)
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+def _write_log(
+    kube: Kube,
+    namespace: str,
+    pod: dict[str, Any],
+    container: str,
+    fh: Any,
+    timestamps: bool,
+    warn: Callable[[str], None],
+) -> int:
+    """Previous instance (if any) then current; returns bytes written."""
+    name = P.name(pod) or ""
+    written = 0
+    reads = [True, False] if (restart_count_of(pod, container) or 0) > 0 else [False]
+    for previous in reads:
+        try:
+            resp = kube.pod_log(namespace, name, container, timestamps=timestamps, previous=previous)
+        except KubeError as exc:
+            warn(f"{name}/{container}{' (previous)' if previous else ''}: log unavailable: {exc}")
+            continue
+        try:
+            for chunk in resp.stream(amt=65536, decode_content=True):
+                fh.write(chunk)
+                written += len(chunk)
+        finally:
+            kube.release(resp)
+    return written
+
+
+def capture_namespace(
+    kube: Kube,
+    namespace: str,
+    out_dir: str | os.PathLike[str],
+    *,
+    dpc_selector: dict[str, str],
+    dpc_container: str = "controller",
+    dpc_namespace: str | None = None,
+    launcher_logs: bool = True,
+    launcher_container: str = LAUNCHER_CONTAINER,
+    timestamps: bool = True,
+) -> CaptureResult:
+    """Write ``pods.json``, ``dpc.log`` and ``launcher-<pod>.log`` files; see the module docstring."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    result = CaptureResult(out)
+    warn = result.warnings.append
+    items, rv = kube.list_pods(namespace)
+    for pod in items:
+        pod.setdefault("apiVersion", "v1")
+        pod.setdefault("kind", "Pod")
+    result.pods = len(items)
+    doc = {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": rv}, "items": items}
+    tmp = out / ".pods.json.tmp"
+    tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(out / "pods.json")
+
+    dpc_ns = dpc_namespace or namespace
+    dpc_items = items if dpc_ns == namespace else kube.list_pods(dpc_ns)[0]
+    dpcs = sorted(
+        (p for p in dpc_items if _labels_match(dpc_selector, p)),
+        key=lambda p: (P.created_ns(p) or 0, P.name(p) or ""),
+    )
+    if not dpcs:
+        warn(f"no dual-pods controller Pod in {dpc_ns} matches {dpc_selector}; no dpc.log written")
+    else:
+        with open(out / "dpc.log", "wb") as fh:
+            for pod in dpcs:
+                _write_log(kube, dpc_ns, pod, dpc_container, fh, timestamps, warn)
+                result.dpc_pods.append(P.name(pod) or "")
+    if launcher_logs:
+        for pod in items:
+            if P.role(pod, None) != P.ROLE_LAUNCHER:
+                continue
+            name = P.name(pod) or ""
+            containers = [
+                c.get("name") for c in (pod.get("spec") or {}).get("containers") or () if isinstance(c, dict)
+            ]
+            if launcher_container not in containers:
+                warn(f"launcher {name} has no container {launcher_container!r}")
+                continue
+            with open(out / f"launcher-{name}.log", "wb") as fh:
+                _write_log(kube, namespace, pod, launcher_container, fh, timestamps, warn)
+            result.launcher_logs.append(name)
+    return result

@@ -1,0 +1,81 @@
+"""``fma-otel capture --namespace NS``: record once, replay offline with ``fma-otel bridge DIR``.
+
+Exit codes: 0 written (warnings, such as no DPC Pod found, go to stderr); 1 the API server
+refused or could not be reached; 2 unusable arguments.
+"""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from ._common import fail
+
+
+@click.command("capture")
+@click.option("--namespace", "-n", required=True, help="Namespace of the requesters and launchers.")
+@click.option(
+    "--out", "out", type=click.Path(file_okay=False), help="Capture directory (default: capture-<ns>-<time>)."
+)
+@click.option(
+    "--kubeconfig", type=click.Path(), help="Kubeconfig file (default: in-cluster, then ~/.kube/config)."
+)
+@click.option("--context", help="Kubeconfig context.")
+@click.option(
+    "--dpc-selector",
+    default="app.kubernetes.io/name=fma-controllers,app.kubernetes.io/component=dual-pods-controller",
+    show_default=True,
+    help="Labels of the dual-pods controller Pod.",
+)
+@click.option("--dpc-container", default="controller", show_default=True, help="The DPC's container.")
+@click.option("--dpc-namespace", help="Namespace of the DPC Pod (default: --namespace).")
+@click.option("--no-launcher-logs", is_flag=True, help="Do not record launcher logs.")
+@click.option("--quiet", "-q", is_flag=True, help="No summary on stderr.")
+def command(
+    namespace: str,
+    out: str | None,
+    kubeconfig: str | None,
+    context: str | None,
+    dpc_selector: str,
+    dpc_container: str,
+    dpc_namespace: str | None,
+    no_launcher_logs: bool,
+    quiet: bool,
+) -> None:
+    """Record Pods and logs of a live namespace into a capture directory."""
+    from ..capture import capture_namespace
+    from ..live.kube import TRANSIENT_ERRORS, Kube, KubeError, make_api_client
+    from ..podfacts import parse_selector
+
+    try:
+        selector = parse_selector(dpc_selector) or {}
+    except ValueError as exc:
+        fail(f"--dpc-selector: {exc}")
+    directory = out or f"capture-{namespace}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    try:
+        kube = Kube(make_api_client(kubeconfig, context))
+    except Exception as exc:  # noqa: BLE001 - kubeconfig errors come in many types
+        fail(f"cannot configure the Kubernetes client: {exc}")
+    try:
+        res = capture_namespace(
+            kube,
+            namespace,
+            directory,
+            dpc_selector=selector,
+            dpc_container=dpc_container,
+            dpc_namespace=dpc_namespace,
+            launcher_logs=not no_launcher_logs,
+        )
+    except KubeError as exc:
+        fail(f"the API server refused: {exc}", 1)
+    except TRANSIENT_ERRORS as exc:
+        fail(f"cannot reach the API server: {exc}", 1)
+    for w in res.warnings:
+        click.echo(f"fma-otel capture: warning: {w}", err=True)
+    if not quiet:
+        click.echo(
+            f"fma-otel capture: {res.directory}: {res.pods} Pods, DPC log from {len(res.dpc_pods)} Pod(s), "
+            f"{len(res.launcher_logs)} launcher log(s)",
+            err=True,
+        )
