@@ -126,6 +126,8 @@ class PodWatcher:
 
     def _fail(self, exc: BaseException) -> None:
         self.connected = False
+        if self.stop.is_set():
+            return  # shutting down: the error is ours (we closed the stream)
         self.stats.errors += 1
         delay = self.backoff.next()
         log.warning("pod watch: %s; retrying in %.2fs", exc, delay)

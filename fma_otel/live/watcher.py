@@ -349,8 +349,11 @@ class LiveWatcher:
             if ev.event_type == "DELETED":
                 st.gone_at.setdefault(uid, self.clock())
             role = P.role(pod, self._baseline)
-            if role in (P.ROLE_REQUESTER, P.ROLE_BASELINE) and uid not in st.ready_seen:
-                if P.condition_true_ns(pod, "Ready") is not None and ev.event_type != "LISTED":
+            if role in (P.ROLE_REQUESTER, P.ROLE_BASELINE):
+                ready = P.condition_true_ns(pod, "Ready")
+                if ready is None:
+                    st.ready_seen.pop(uid, None)  # not Ready (again): the next Ready starts a clock
+                elif uid not in st.ready_seen and ev.event_type != "LISTED":
                     st.ready_seen[uid] = self.clock()
             labels = dict(P.labels(pod))
             if ev.event_type != "DELETED":

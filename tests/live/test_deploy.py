@@ -1,0 +1,64 @@
+"""``deploy/``: the manifests say what the issue asks (one replica, least-privilege Role)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from click.testing import CliRunner
+
+from fma_otel.cli import main
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+
+
+def _load(name: str) -> dict:
+    return yaml.safe_load((DEPLOY / name).read_text())
+
+
+def test_kustomization_lists_every_manifest() -> None:
+    k = _load("kustomization.yaml")
+    for res in k["resources"]:
+        assert (DEPLOY / res).is_file(), res
+    kinds = {_load(r)["kind"] for r in k["resources"]}
+    assert {"Deployment", "ServiceAccount", "Role", "RoleBinding"} <= kinds
+    assert (DEPLOY / "Dockerfile").is_file()
+
+
+def test_role_is_read_only_on_pods_and_logs() -> None:
+    rules = _load("role.yaml")["rules"]
+    got = {(tuple(r["resources"]), tuple(sorted(r["verbs"]))) for r in rules}
+    assert got == {(("pods",), ("get", "list", "watch")), (("pods/log",), ("get",))}
+    assert all(r["apiGroups"] == [""] for r in rules)
+
+
+def test_deployment_one_replica_runs_watch_with_checkpoint_on_volume() -> None:
+    d = _load("deployment.yaml")
+    assert d["spec"]["replicas"] == 1
+    assert d["spec"]["strategy"]["type"] == "Recreate"
+    c = d["spec"]["template"]["spec"]["containers"][0]
+    assert c["args"][0] == "watch"
+    cp = next(a for a in c["args"] if a.startswith("--checkpoint="))
+    mounts = [m["mountPath"] for m in c["volumeMounts"]]
+    assert any(cp.split("=", 1)[1].startswith(m) for m in mounts)
+    assert (
+        d["spec"]["template"]["spec"]["serviceAccountName"]
+        == _load("serviceaccount.yaml")["metadata"]["name"]
+    )
+
+
+def test_flags_come_from_the_environment(tmp_path: Path, monkeypatch) -> None:
+    """The Deployment configures by FMA_OTEL_* variables: a bad value must be refused by name."""
+    monkeypatch.setenv("FMA_OTEL_NAMESPACE", "x")
+    monkeypatch.setenv("FMA_OTEL_INCOMPLETE_AFTER", "soon")
+    r = CliRunner().invoke(main, ["watch"])
+    assert r.exit_code == 2
+    assert "not a duration" in r.output + r.stderr
+
+
+def test_unusable_checkpoint_is_refused(tmp_path: Path) -> None:
+    bad = tmp_path / "cp.json"
+    bad.write_text("{not json")
+    r = CliRunner().invoke(main, ["watch", "-n", "x", "--checkpoint", str(bad)])
+    assert r.exit_code == 2
+    assert "--checkpoint" in r.stderr
