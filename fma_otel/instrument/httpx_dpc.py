@@ -24,7 +24,11 @@ from typing import Any
 import wrapt
 from opentelemetry import propagate, trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
-from opentelemetry.instrumentation.utils import suppress_http_instrumentation, unwrap
+from opentelemetry.instrumentation.utils import (
+    is_http_instrumentation_enabled,
+    suppress_http_instrumentation,
+    unwrap,
+)
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from fma_otel import model
@@ -55,9 +59,16 @@ _RULES: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
 )
 
 
+#: Cheap precheck before any regex: every DPC path starts with one of these.
+_PREFIXES = ("/v2/vllm/instances", "/health", "/is_sleeping", "/wake_up", "/sleep", "/v1/")
+_METHODS = frozenset(m for m, _, _ in _RULES)
+
+
 def dpc_purpose(method: str, path: str, query: str = "") -> tuple[str, str | None] | None:
     """``(purpose, instance_id)`` of a call, or ``None`` when it is not a DPC-shaped call."""
     method = method.upper()
+    if method not in _METHODS or not path.startswith(_PREFIXES):
+        return None  # most calls a DPC-side tool makes: decided without a regex
     for m, rx, purpose in _RULES:
         if m != method:
             continue
@@ -129,15 +140,12 @@ class HttpxDpcInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     @c.swallow(default=None)
     def _begin(self, args: Any, kwargs: Any) -> tuple[trace.Span, object | None] | None:
-        if not getattr(self, "_on", False) or not c.active():
-            return None
-        from opentelemetry.instrumentation.utils import is_http_instrumentation_enabled
-
-        if not is_http_instrumentation_enabled():
+        if not getattr(self, "_on", False) or not c.active() or not is_http_instrumentation_enabled():
             return None
         request = args[0] if args else kwargs.get("request")
         url = request.url
-        found = dpc_purpose(request.method, url.path, url.query.decode("ascii", "replace"))
+        query = url.query
+        found = dpc_purpose(request.method, url.path, query.decode("ascii", "replace") if query else "")
         if found is None:
             return None
         purpose, instance_id = found
@@ -145,7 +153,8 @@ class HttpxDpcInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         attrs: dict[str, Any] = {
             A_PURPOSE: purpose,
             "http.request.method": request.method,
-            "url.full": str(url.copy_with(username=None, password=None)),
+            # copy_with re-parses the URL: only pay for it when there are credentials to drop.
+            "url.full": str(url.copy_with(username=None, password=None)) if url.userinfo else str(url),
             "server.address": url.host,
         }
         if url.port:

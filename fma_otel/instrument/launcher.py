@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import sys
 import time
 import weakref
@@ -38,15 +37,17 @@ from types import ModuleType
 from typing import Any
 
 import wrapt
+from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 from opentelemetry.instrumentation.utils import unwrap
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased
+from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from fma_otel import model
 from fma_otel.instrument import _common as c
 from fma_otel.instrument.podinfo import PodInfo, PodLookup
-from fma_otel.instrument.vllm_watch import A_LAG_HINT, A_PID, A_PORT, LAG_RULE, StartupWatch, instance_port
+from fma_otel.instrument.vllm_watch import A_LAG_HINT, A_PORT, LAG_RULE, StartupWatch, instance_port
 
 # Span names come from the model, never spelled here.
 CREATE_SPAN = model.SPANS_BY_NAME["fma.launcher.create_instance"].name
@@ -62,7 +63,9 @@ JOIN_TRACEPARENT = "traceparent"
 JOIN_ANNOTATION = "pod-annotation"
 JOIN_NONE = "none"
 
-_CREATE_PATH = re.compile(r"^/v2/vllm/instances/([^/]+)$")
+_CREATE_PREFIX = "/v2/vllm/instances/"
+_CREATE_PREFIX_LEN = len(_CREATE_PREFIX)
+_CREATE_ROUTE = "/v2/vllm/instances/{instance_id}"
 _CLASS_NAMES = ("VllmMultiProcessManager", "VllmInstance")
 _HEADER_GETTER_KEYS = ("traceparent", "tracestate", "baggage")
 
@@ -72,7 +75,7 @@ _PENDING_CHILD_ENV: dict[str, str] | None = None
 
 
 class _HeaderGetter:
-    """Minimal propagation getter over ASGI headers (lower-cased byte pairs)."""
+    """Minimal propagation getter over the few ASGI headers we kept (lower-cased str keys)."""
 
     def get(self, carrier: dict[str, str], key: str) -> list[str] | None:
         v = carrier.get(key.lower())
@@ -83,16 +86,49 @@ class _HeaderGetter:
 
 
 _GETTER = _HeaderGetter()
+_ROOT = otel_context.Context()
+_USER_AGENT = b"user-agent"
+#: (textmap, the header names it reads as bytes): recomputed only when the global
+#: propagator is replaced (``CompositePropagator.fields`` builds a new set on every read).
+_FIELDS_CACHE: tuple[Any, frozenset[bytes]] | None = None
+
+
+def _propagation_fields() -> frozenset[bytes]:
+    global _FIELDS_CACHE
+    textmap = propagate.get_global_textmap()
+    cached = _FIELDS_CACHE
+    if cached is not None and cached[0] is textmap:
+        return cached[1]
+    try:
+        fields = frozenset(f.lower().encode("latin-1") for f in textmap.fields)
+    except Exception:  # noqa: BLE001 - an odd propagator: always extract
+        fields = frozenset((b"traceparent", b"tracestate", b"baggage"))
+    _FIELDS_CACHE = (textmap, fields)
+    return fields
 
 
 def _headers(scope: dict[str, Any]) -> dict[str, str]:
+    """Only the headers a span needs: the propagator's fields and ``user-agent``.
+
+    Decoding every header of every request into a dict was a measurable share of the
+    per-request cost; ASGI already gives lower-case byte names, so a set lookup decides.
+    """
+    wanted = _propagation_fields()
     out: dict[str, str] = {}
     for k, v in scope.get("headers") or ():
-        try:
-            out[k.decode("latin-1").lower()] = v.decode("latin-1")
-        except Exception:  # noqa: BLE001
-            continue
+        if k in wanted or k == _USER_AGENT:
+            try:
+                out[k.decode("latin-1")] = v.decode("latin-1")
+            except Exception:  # noqa: BLE001
+                continue
     return out
+
+
+def _extract(headers: dict[str, str]) -> Any:
+    """``propagate.extract`` only when a propagation header is there (it costs ~5 us)."""
+    if len(headers) > ("user-agent" in headers):
+        return propagate.extract(headers, getter=_GETTER)
+    return None
 
 
 class _RequestState:
@@ -106,7 +142,12 @@ class _RequestState:
 
 
 class FmaLauncherMiddleware:
-    """The ASGI layer that makes the launcher's SERVER spans (see module doc)."""
+    """The ASGI layer that makes the launcher's SERVER spans (see module doc).
+
+    It never touches ``receive``: the request body is not buffered or parsed (what the
+    startup span records from the config is read later from the launcher's own parsed
+    object, off the request path).
+    """
 
     def __init__(self, app: Any, owner: LauncherInstrumentor, fastapi_app: Any, generic: bool = True) -> None:
         self.app = app
@@ -115,21 +156,24 @@ class FmaLauncherMiddleware:
         self._generic = generic
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope.get("type") != "http" or not self._owner.recording():
+        if scope["type"] != "http" or not self._owner.recording():
             await self.app(scope, receive, send)
             return
-        state: _RequestState | None = None
-        ctx = None
+        began: Any = None
         try:
-            state, ctx = await self._begin(scope)
+            began = self._begin(scope)
+            if isinstance(began, _Lookup):
+                began = await self._begin_create_slow(scope, began)
         except Exception:  # noqa: BLE001 - do no harm
             c.logger.debug("fma-otel: span start failed", exc_info=True)
-        if state is None:
+            began = None
+        if began is None:
             await self.app(scope, receive, send)
             return
+        state, ctx = began
 
         async def send_wrapper(message: dict[str, Any]) -> None:
-            if message.get("type") == "http.response.start":
+            if message["type"] == "http.response.start":
                 try:
                     state.status = int(message.get("status", 0))
                 except Exception:  # noqa: BLE001
@@ -147,29 +191,53 @@ class FmaLauncherMiddleware:
         finally:
             c.detach_safe(token)
 
-    async def _begin(self, scope: dict[str, Any]) -> tuple[_RequestState | None, Any]:
+    def _begin(self, scope: dict[str, Any]) -> Any:
+        """Synchronous fast path: ``(state, ctx)``, ``None`` (no span) or a ``_Lookup``.
+
+        Kept synchronous (no coroutine per request) because the common cases - a
+        ``traceparent``, a cached Pod answer, no Pod environment - need no I/O at all.
+        The create path is recognised with a prefix test, not a regex.
+        """
         path = scope.get("path", "")
         method = scope.get("method", "GET")
         if self._owner.excluded(path):
-            return None, None
+            return None
         receipt = time.time_ns()
-        headers = _headers(scope)
-        m = _CREATE_PATH.match(path) if method == "PUT" else None
-        if m is None:
-            if not self._generic or _native_span(scope):
-                return None, None
-            return self._begin_generic(scope, method, path, headers, receipt)
-        instance_id = m.group(1)
-        return await self._begin_create(scope, instance_id, headers, receipt)
+        if method == "PUT" and path.startswith(_CREATE_PREFIX):
+            instance_id = path[_CREATE_PREFIX_LEN:]
+            if instance_id and "/" not in instance_id:
+                headers = _headers(scope)
+                parent = _extract(headers)
+                if parent is not None:
+                    psc = trace.get_current_span(parent).get_span_context()
+                    if psc.is_valid:
+                        return self._start_create(scope, instance_id, headers, receipt, parent, psc, None)
+                pi = self._owner.podinfo
+                look = pi.cached(instance_id)
+                if look is None and not (pi.pod_name and pi.namespace):
+                    look = pi.lookup(instance_id)  # no I/O: only records why there is none
+                if look is None:
+                    return _Lookup(instance_id, headers, receipt, parent)
+                return self._start_create(scope, instance_id, headers, receipt, parent, None, look)
+        if not self._generic or _native_span(scope):
+            return None
+        return self._begin_generic(scope, method, path, receipt)
+
+    async def _begin_create_slow(self, scope: dict[str, Any], pending: _Lookup) -> Any:
+        """The rare create that needs the Pod API (cache cold or expired): off the loop."""
+        look = await self._owner.lookup_requester(pending.instance_id)
+        return self._start_create(
+            scope, pending.instance_id, pending.headers, pending.receipt, pending.parent, None, look
+        )
 
     def _begin_generic(
-        self, scope: dict[str, Any], method: str, path: str, headers: dict[str, str], t0: int
+        self, scope: dict[str, Any], method: str, path: str, t0: int
     ) -> tuple[_RequestState, Any]:
+        headers = _headers(scope)
         route = _route_of(self._fastapi_app, scope) or None
-        parent = propagate.extract(headers, getter=_GETTER)
+        parent = _extract(headers) or _ROOT
         attrs = _http_attrs(scope, method, path, headers, route)
-        span = c.start_span(
-            self._owner.tracer(),
+        span = self._owner.tracer().start_span(
             f"{method} {route}" if route else method,
             context=parent,
             kind=SpanKind.SERVER,
@@ -178,37 +246,45 @@ class FmaLauncherMiddleware:
         )
         return _RequestState(span, False, ""), trace.set_span_in_context(span, parent)
 
-    async def _begin_create(
-        self, scope: dict[str, Any], instance_id: str, headers: dict[str, str], t0: int
+    def _start_create(
+        self,
+        scope: dict[str, Any],
+        instance_id: str,
+        headers: dict[str, str],
+        t0: int,
+        parent: Any,
+        psc: SpanContext | None,
+        look: PodLookup | None,
     ) -> tuple[_RequestState, Any]:
+        """Open ``fma.launcher.create_instance``: all attributes in one dict, one SDK call."""
         owner = self._owner
-        attrs = _http_attrs(scope, "PUT", scope.get("path", ""), headers, "/v2/vllm/instances/{instance_id}")
+        attrs = _http_attrs(scope, "PUT", scope.get("path", ""), headers, _CREATE_ROUTE)
         attrs[model.A_INSTANCE] = instance_id
         attrs[model.A_START_SRC] = "wrapper"
         attrs[model.A_END_SRC] = "wrapper"
-        parent = propagate.extract(headers, getter=_GETTER)
-        psc = trace.get_current_span(parent).get_span_context()
-        span_id: str | None = None
-        if psc.is_valid:
+        trace_hex = ""
+        if psc is not None:
             join = JOIN_TRACEPARENT
             trace_hex = format(psc.trace_id, "032x")
-        else:
-            look = await owner.lookup_requester(instance_id)
-            if look.ok:
-                join = JOIN_ANNOTATION
-                assert look.requester_uid
-                key = model.actuation_key(look.requester_uid)
-                trace_hex = model.trace_id_for(key)
-                parent = c.remote_context(trace_hex, model.span_id_for(trace_hex, CREATE_PARENT, 0))
-                attrs[model.A_ACTUATION_KEY] = key
-                attrs[model.A_REQ_UID] = look.requester_uid
-                if look.requester_name:
-                    attrs[model.A_REQ_NAME] = look.requester_name
-            else:
-                join = JOIN_NONE
-                trace_hex = ""
-                attrs[A_JOIN_REASON] = f"no traceparent header; {look.reason}"
+        elif look is not None and look.ok:
+            join = JOIN_ANNOTATION
+            assert look.requester_uid
+            key = model.actuation_key(look.requester_uid)
+            trace_hex = model.trace_id_for(key)
+            parent = c.remote_context(trace_hex, model.span_id_for(trace_hex, CREATE_PARENT, 0))
+            attrs[model.A_ACTUATION_KEY] = key
+            attrs[model.A_REQ_UID] = look.requester_uid
+            if look.requester_name:
+                attrs[model.A_REQ_NAME] = look.requester_name
             _pod_attrs(attrs, look)
+        else:
+            join = JOIN_NONE
+            if parent is None:
+                parent = _ROOT  # a root span even if something upstream attached a context
+            attrs[A_JOIN_REASON] = f"no traceparent header; {look.reason if look else 'no pod lookup'}"
+            if look is not None:
+                _pod_attrs(attrs, look)
+        span_id = None
         if trace_hex:
             span_id = model.span_id_for(trace_hex, CREATE_SPAN, owner.ordinals.next(trace_hex, CREATE_SPAN))
         attrs[A_JOIN] = join
@@ -227,17 +303,32 @@ class FmaLauncherMiddleware:
     def _finish(self, state: _RequestState, exc: BaseException | None) -> None:
         span = state.span
         status = state.status
+        attrs: dict[str, Any] = {}
         if status is not None:
-            span.set_attribute("http.response.status_code", status)
+            attrs["http.response.status_code"] = status
         if exc is not None and not isinstance(exc, asyncio.CancelledError):
             span.record_exception(exc)
-            span.set_attribute("error.type", type(exc).__qualname__)
+            attrs["error.type"] = type(exc).__qualname__
             span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:300]))
         elif status is not None and (status >= 500 or (state.is_create and status >= 400)):
             # A refused create (409) did not create anything: an error for the actuation.
-            span.set_attribute("error.type", str(status))
+            attrs["error.type"] = str(status)
             span.set_status(Status(StatusCode.ERROR, f"HTTP {status}"))
+        if attrs:
+            span.set_attributes(attrs)
         span.end()
+
+
+class _Lookup:
+    """What ``_begin`` hands to the slow path: per request, so concurrent creates never mix."""
+
+    __slots__ = ("instance_id", "headers", "receipt", "parent")
+
+    def __init__(self, instance_id: str, headers: dict[str, str], receipt: int, parent: Any) -> None:
+        self.instance_id = instance_id
+        self.headers = headers
+        self.receipt = receipt
+        self.parent = parent
 
 
 def _native_span(scope: dict[str, Any]) -> bool:
@@ -474,27 +565,66 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         global _PENDING_CHILD_ENV
         if not self.recording():
             return wrapped(*args, **kwargs)
-        span = self._open_startup(instance)
-        if span is None:
+        plan = self._plan_startup(instance)
+        if plan is None:
             return wrapped(*args, **kwargs)
-        _PENDING_CHILD_ENV = _child_env(span)
+        _PENDING_CHILD_ENV = plan.child_env
         try:
             result = wrapped(*args, **kwargs)
         except BaseException as exc:
-            _end_error(span, exc)
+            _end_error(plan.watch, exc)
             raise
         finally:
             _PENDING_CHILD_ENV = None
-        self._watch(instance, span)
+        self._watch(instance, plan.watch)
         return result
 
     @c.swallow()
-    def _open_startup(self, instance: Any) -> trace.Span | None:
-        cur = trace.get_current_span().get_span_context()
+    def _plan_startup(self, instance: Any) -> _StartupPlan | None:
+        """Decide ``fma.vllm.startup``'s ids now; open the span later, on the poller thread.
+
+        Why deferred: opening a span with its attributes (redacted options, the config as
+        JSON) cost about as much as the whole create span, on the create request's path.
+        Inside a request the span id is the *derived* one and the parent is known, so the
+        ``traceparent`` the child needs can be written before the span exists; the poller
+        opens it with the fork instant as its start time and that same forced id.  This
+        assumes the sampler follows the parent (the SDK default); with any other sampler,
+        or outside a request (no trace to derive from), the span is opened here as before.
+        """
         cfg = getattr(instance, "config", None)
-        options = getattr(cfg, "options", None)
-        annotations = getattr(cfg, "annotations", None)
         iid = str(getattr(instance, "instance_id", ""))
+        t0 = time.time_ns()
+        cur_span = trace.get_current_span()
+        cur = cur_span.get_span_context()
+        tracer = self.tracer()
+        if not cur.is_valid or not _parent_based(tracer):
+            span = self._open_startup(tracer, cfg, iid, None, None, t0)
+            if span is None:
+                return None
+            return _StartupPlan(
+                StartupWatch(span, None, instance_port(*_port_sources(cfg))), _child_env(span)
+            )
+        trace_hex = format(cur.trace_id, "032x")
+        span_id = model.span_id_for(trace_hex, STARTUP_SPAN, self.ordinals.next(trace_hex, STARTUP_SPAN))
+        joined = getattr(cur_span, "attributes", None) or {}
+        if joined.get(A_JOIN, JOIN_TRACEPARENT) != JOIN_NONE:
+            ctx = c.remote_context(trace_hex, model.span_id_for(trace_hex, STARTUP_PARENT, 0))
+            flags = int(TraceFlags.SAMPLED)
+        else:  # a trace of its own: under the create span itself
+            ctx = trace.set_span_in_context(cur_span, _ROOT)
+            flags = int(cur.trace_flags)
+
+        def opener() -> tuple[trace.Span | None, int | None]:
+            return self._open_startup(tracer, cfg, iid, ctx, span_id, t0), instance_port(*_port_sources(cfg))
+
+        env = _child_env_for(f"00-{trace_hex}-{span_id}-{flags:02x}")
+        return _StartupPlan(StartupWatch(None, None, None, opener=opener), env)
+
+    @c.swallow()
+    def _open_startup(
+        self, tracer: trace.Tracer, cfg: Any, iid: str, ctx: Any, span_id: str | None, t0: int
+    ) -> trace.Span | None:
+        options, annotations = _port_sources(cfg)
         attrs: dict[str, Any] = {
             model.A_INSTANCE: iid,
             model.A_START_SRC: "wrapper:fork",
@@ -513,26 +643,15 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             )
         if annotations and annotations.get("isc-name"):
             attrs[model.A_ISC] = annotations["isc-name"]
-        ctx = None
-        span_id = None
-        if cur.is_valid:
-            trace_hex = format(cur.trace_id, "032x")
-            span_id = model.span_id_for(trace_hex, STARTUP_SPAN, self.ordinals.next(trace_hex, STARTUP_SPAN))
-            cur_span = trace.get_current_span()
-            joined = getattr(cur_span, "attributes", {}) or {}
-            if joined.get(A_JOIN, JOIN_TRACEPARENT) != JOIN_NONE:
-                ctx = c.remote_context(trace_hex, model.span_id_for(trace_hex, STARTUP_PARENT, 0))
-        return c.start_span(self.tracer(), STARTUP_SPAN, context=ctx, attributes=attrs, span_id=span_id)
+        return c.start_span(
+            tracer, STARTUP_SPAN, context=ctx, attributes=attrs, span_id=span_id, start_time=t0
+        )
 
     @c.swallow()
-    def _watch(self, instance: Any, span: trace.Span) -> None:
-        proc = getattr(instance, "process", None)
-        pid = getattr(proc, "pid", None)
-        if pid is not None:
-            span.set_attribute(A_PID, pid)
-        cfg = getattr(instance, "config", None)
-        port = instance_port(getattr(cfg, "options", None), getattr(cfg, "annotations", None))
-        self._watches[instance] = StartupWatch(span, proc, port).start()
+    def _watch(self, instance: Any, watch: StartupWatch) -> None:
+        watch.process = proc = getattr(instance, "process", None)
+        watch.pid = getattr(proc, "pid", None)
+        self._watches[instance] = watch.start()
 
     def _stop_wrapper(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         try:
@@ -546,28 +665,68 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
 @c.swallow()
 def _note_instance_id(result: Any) -> None:
+    """Record the id the manager chose (``POST`` has none in its path); skip a no-op rewrite."""
+    if not isinstance(result, dict) or not result.get("instance_id"):
+        return
     span = trace.get_current_span()
-    if isinstance(result, dict) and result.get("instance_id") and span.is_recording():
-        span.set_attribute(model.A_INSTANCE, str(result["instance_id"]))
+    iid = str(result["instance_id"])
+    if span.is_recording() and (getattr(span, "attributes", None) or {}).get(model.A_INSTANCE) != iid:
+        span.set_attribute(model.A_INSTANCE, iid)
+
+
+class _StartupPlan:
+    """The startup watch (its span maybe not open yet) and what the child must inherit."""
+
+    __slots__ = ("watch", "child_env")
+
+    def __init__(self, watch: StartupWatch, child_env: dict[str, str] | None) -> None:
+        self.watch = watch
+        self.child_env = child_env
+
+
+def _port_sources(cfg: Any) -> tuple[Any, Any]:
+    return getattr(cfg, "options", None), getattr(cfg, "annotations", None)
+
+
+def _parent_based(tracer: Any) -> bool:
+    """Does the sampler follow the parent's flag (so the child's ``traceparent`` is known)?"""
+    sampler = getattr(tracer, "sampler", None)
+    return isinstance(sampler, ParentBased) or sampler is ALWAYS_ON
 
 
 @c.swallow()
-def _end_error(span: trace.Span, exc: BaseException) -> None:
-    span.record_exception(exc)
-    span.set_status(Status(StatusCode.ERROR, f"fork failed: {type(exc).__name__}"))
-    span.end()
+def _end_error(watch: StartupWatch, exc: BaseException) -> None:
+    watch.fail(exc, f"fork failed: {type(exc).__name__}")
 
 
 @c.swallow(default=None)
 def _child_env(span: trace.Span) -> dict[str, str] | None:
     """What the vLLM child adds to its environment: the trace context, and a service name."""
     tp = c.traceparent_of(span)
-    if not tp:
-        return None
-    env = {"TRACEPARENT": tp}
-    if os.environ.get("OTEL_SERVICE_NAME", model.SERVICE_LAUNCHER) == model.SERVICE_LAUNCHER:
+    return _child_env_for(tp) if tp else None
+
+
+def _child_env_for(traceparent: str) -> dict[str, str]:
+    env = {"TRACEPARENT": traceparent}
+    if _rename_child():
         env["OTEL_SERVICE_NAME"] = "vllm"
     return env
+
+
+_RENAME_CHILD: tuple[str | None, bool] | None = None
+
+
+def _rename_child() -> bool:
+    """Should the child report as ``vllm``?  Re-decided only when ``OTEL_SERVICE_NAME`` changes
+    (``os.environ`` reads encode the key each time; this is on every create)."""
+    global _RENAME_CHILD
+    raw = os.environ.get("OTEL_SERVICE_NAME")
+    cached = _RENAME_CHILD
+    if cached is not None and cached[0] == raw:
+        return cached[1]
+    decision = (raw or model.SERVICE_LAUNCHER) == model.SERVICE_LAUNCHER
+    _RENAME_CHILD = (raw, decision)
+    return decision
 
 
 def _kickoff_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
@@ -615,9 +774,12 @@ def _unpatch_module(mod: ModuleType) -> None:
 
 
 def _excluded_urls() -> Any:
+    """The ``OTEL_PYTHON_FMA_LAUNCHER_EXCLUDED_URLS`` list, or ``None`` when it is empty
+    (so the common case costs one truth test per request, not a regex search)."""
     try:
         from opentelemetry.util.http import get_excluded_urls
 
-        return get_excluded_urls("FMA_LAUNCHER")
+        urls = get_excluded_urls("FMA_LAUNCHER")
+        return urls if getattr(urls, "_excluded_urls", True) else None
     except Exception:  # noqa: BLE001
         return None

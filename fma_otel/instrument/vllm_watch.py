@@ -13,11 +13,13 @@ detection is untouched) or the launcher's ``stop`` ends the span with an error s
 
 from __future__ import annotations
 
+import collections
 import http.client
 import os
 import re
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from opentelemetry.instrumentation.utils import suppress_instrumentation
@@ -101,92 +103,172 @@ def _exit_code(process: Any) -> int | None:
 
 
 class _Poller:
-    """One daemon thread polls every watched instance (starting a thread per create cost
-    ~300 us on the create path; registering here costs a list append)."""
+    """One daemon thread polls every watched instance.
+
+    Registering is O(1) and never waits on a lock the poller holds: the create path
+    appends to a deque (atomic under the GIL).  It does not even wake the poller unless
+    the poller is fully idle: while watches are active - and for ``_LINGER`` seconds after
+    the last one - the poller drains new watches within one poll interval by itself, so
+    it does not compete for the GIL with the create request that is still building its
+    response.  The span's start time is the fork instant either way.  (A thread per
+    create cost ~300 us on the create path; waking the poller per create ~100 us.)
+    """
+
+    _LINGER = 5.0
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._start_lock = threading.Lock()
         self._wake = threading.Event()
-        self._watches: list[StartupWatch] = []
+        self._incoming: collections.deque[StartupWatch] = collections.deque()
         self._thread: threading.Thread | None = None
+        self._idle = True
         self._pid = os.getpid()
 
     def add(self, watch: StartupWatch) -> None:
-        with self._lock:
-            if self._pid != os.getpid():  # forked: the old thread is gone
-                self._pid, self._thread, self._watches = os.getpid(), None, []
-            self._watches.append(watch)
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="fma-otel-vllm-startup", daemon=True)
-                self._thread.start()
-        self._wake.set()
+        if self._pid != os.getpid():  # forked: the old thread is gone
+            self._pid, self._thread, self._incoming, self._idle = os.getpid(), None, collections.deque(), True
+        self._incoming.append(watch)
+        thread = self._thread
+        if thread is None or not thread.is_alive():
+            with self._start_lock:  # only the first create (or after a fork) gets here
+                if self._thread is thread:
+                    self._idle = False
+                    self._thread = threading.Thread(
+                        target=self._run, name="fma-otel-vllm-startup", daemon=True
+                    )
+                    self._thread.start()
+        elif self._idle:  # read after the append: see _run for why no add is ever missed
+            self._wake.set()
 
     def _run(self) -> None:
+        watches: list[StartupWatch] = []
+        incoming = self._incoming
+        last_busy = time.monotonic()
         with suppress_instrumentation():
             while True:
-                with self._lock:
-                    self._watches = [w for w in self._watches if not w.ended]
-                    watches = list(self._watches)
-                now = time.monotonic()
-                next_due = now + 1.0
-                for w in watches:
-                    if w.due <= now:
-                        w.step()
-                        w.due = time.monotonic() + w.interval
-                    next_due = min(next_due, w.due)
-                self._wake.wait(max(0.0, next_due - time.monotonic()))
-                self._wake.clear()
+                try:
+                    while incoming:
+                        watches.append(incoming.popleft())
+                    now = time.monotonic()
+                    next_due = now + 1.0
+                    for w in watches:
+                        if w.due <= now:
+                            w.step()
+                            w.due = time.monotonic() + (w.interval or 0.1)
+                        next_due = min(next_due, w.due)
+                    watches = [w for w in watches if not w.ended]
+                    now = time.monotonic()
+                    if watches:
+                        last_busy = now
+                        time.sleep(max(0.0, next_due - now))
+                    elif now - last_busy < self._LINGER:
+                        time.sleep(env_float(ENV_INTERVAL, 0.1))
+                    else:
+                        # Going idle: announce it *before* the last look at the queue, so an
+                        # add() that appended after that look sees _idle and wakes us.
+                        self._wake.clear()
+                        self._idle = True
+                        if not incoming:
+                            self._wake.wait()
+                        self._idle = False
+                        last_busy = time.monotonic()
+                except Exception:  # noqa: BLE001 - the poller must outlive any one watch
+                    logger.debug("fma-otel: startup poller iteration failed", exc_info=True)
+                    time.sleep(0.1)
 
 
 _POLLER = _Poller()
 
 
 class StartupWatch:
-    """Watches one instance; ends its span exactly once (healthy, exited, stopped, timeout)."""
+    """Watches one instance; ends its span exactly once (healthy, exited, stopped, timeout).
+
+    The span may be given open, or as an ``opener`` that the poller thread calls first
+    (returning the span and the port): that keeps building the span's attributes off the
+    create request's path.  Whoever ends the watch first (poller, ``stop``) opens it if
+    still needed, so a span is never lost and never ended twice.
+    """
 
     def __init__(
         self,
-        span: Span,
+        span: Span | None,
         process: Any,
         port: int | None,
         *,
         host: str = "127.0.0.1",
         interval: float | None = None,
         timeout: float | None = None,
+        opener: Callable[[], tuple[Span | None, int | None]] | None = None,
     ) -> None:
         self.span = span
         self.process = process
+        self.pid: int | None = None
         self.port = port
         self.host = host
-        self.interval = interval if interval is not None else env_float(ENV_INTERVAL, 0.1)
-        self.timeout = timeout if timeout is not None else env_float(ENV_TIMEOUT, 1800.0)
-        self.deadline = time.monotonic() + self.timeout
+        # Read from the environment on the poller thread, not on the create path.
+        self.interval = interval
+        self.timeout = timeout
+        self._born = time.monotonic()
+        self.deadline = 0.0
         self.due = 0.0
         self.polls = 0
+        self._opener = opener
         self._done = threading.Lock()
         self._ended = False
 
     def start(self) -> StartupWatch:
-        if self.port is None:
-            self._finish(StatusCode.ERROR, "no --port in options and no inference-port annotation")
-        else:
-            _POLLER.add(self)
+        _POLLER.add(self)
         return self
 
     def stop(self, reason: str = "instance stopped before it answered GET /health") -> None:
         """Called when the launcher stops the instance: end now, with an error."""
         self._finish(StatusCode.ERROR, reason)
 
-    def _finish(self, code: StatusCode, message: str = "", end_ns: int | None = None, **attrs: Any) -> None:
+    def fail(self, exc: BaseException, message: str) -> None:
+        """The fork itself failed: record the exception and end with an error."""
+        span = self._claim()
+        if span is not None:
+            try:
+                span.record_exception(exc)
+                span.set_status(Status(StatusCode.ERROR, message))
+                span.end()
+            except Exception:  # noqa: BLE001 - do no harm
+                logger.debug("fma-otel: ending fma.vllm.startup failed", exc_info=True)
+
+    def _open(self) -> None:
+        """Open the span if it is still pending (call with ``_done`` held)."""
+        opener, self._opener = self._opener, None
+        if opener is None:
+            return
+        try:
+            span, port = opener()
+        except Exception:  # noqa: BLE001 - do no harm
+            logger.debug("fma-otel: opening fma.vllm.startup failed", exc_info=True)
+            return
+        self.span = span
+        if self.port is None:
+            self.port = port
+
+    def _claim(self) -> Span | None:
+        """Mark ended (once) and return the open span, or ``None`` if already ended."""
         with self._done:
             if self._ended:
-                return
+                return None
             self._ended = True
+            self._open()
+            return self.span
+
+    def _finish(self, code: StatusCode, message: str = "", end_ns: int | None = None, **attrs: Any) -> None:
+        span = self._claim()
+        if span is None:
+            return
         try:
-            for k, v in attrs.items():
-                self.span.set_attribute(k, v)
-            self.span.set_status(Status(code, message or None) if code is StatusCode.ERROR else Status(code))
-            self.span.end(end_time=end_ns)
+            if self.pid is not None:
+                attrs[A_PID] = self.pid
+            if attrs:
+                span.set_attributes(attrs)
+            span.set_status(Status(code, message or None) if code is StatusCode.ERROR else Status(code))
+            span.end(end_time=end_ns)
         except Exception:  # noqa: BLE001 - do no harm
             logger.debug("fma-otel: ending fma.vllm.startup failed", exc_info=True)
 
@@ -197,6 +279,16 @@ class StartupWatch:
     def step(self) -> None:
         """One poll: exited?  healthy?  out of time?  (Runs on the poller thread.)"""
         try:
+            if self.interval is None:
+                self.interval = env_float(ENV_INTERVAL, 0.1)
+            if self.timeout is None:
+                self.timeout = env_float(ENV_TIMEOUT, 1800.0)
+            if not self.deadline:
+                self.deadline = self._born + self.timeout
+            if self._opener is not None:
+                with self._done:
+                    if not self._ended:
+                        self._open()
             self._step()
         except Exception as exc:  # noqa: BLE001
             self._finish(StatusCode.ERROR, f"watcher failed: {type(exc).__name__}")
@@ -204,7 +296,13 @@ class StartupWatch:
     def _step(self) -> None:
         if self._ended:
             return
-        assert self.port is not None
+        if self.span is None:  # the opener failed: nothing to watch for
+            self._finish(StatusCode.UNSET)
+            return
+        if self.port is None:
+            self._finish(StatusCode.ERROR, "no --port in options and no inference-port annotation")
+            return
+        assert self.interval is not None and self.timeout is not None
         if _exited(self.process):
             code = _exit_code(self.process)
             self._finish(

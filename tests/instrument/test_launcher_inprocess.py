@@ -295,3 +295,26 @@ def test_no_second_server_span_with_fastapi_native_telemetry(fake_launcher: Any)
         "DELETE /v2/vllm/instances/{instance_id}",
     ]
     assert all(s.instrumentation_scope.name == "fma_otel.instrument" for s in server)
+
+
+def test_a_pending_startup_span_is_opened_once_by_whoever_ends_it(tracing: Tracing) -> None:
+    """The create path only plans ``fma.vllm.startup``; a stop before the poller opened it
+    must still emit it, once, with the stop's error (the span is never lost or doubled)."""
+    from fma_otel.instrument.vllm_watch import StartupWatch
+
+    tracer = tracing.provider.get_tracer("t")
+    opened: list[Any] = []
+
+    def opener() -> tuple[Any, int | None]:
+        span = tracer.start_span(STARTUP_SPAN)
+        opened.append(span)
+        return span, None
+
+    watch = StartupWatch(None, None, None, opener=opener)
+    watch.stop()
+    watch.stop()
+    watch.step()
+    (startup,) = tracing.spans(STARTUP_SPAN)
+    assert len(opened) == 1
+    assert startup.status.status_code is StatusCode.ERROR
+    assert "stopped" in startup.status.description
