@@ -64,8 +64,15 @@ class Run:
 
 
 def measure(cmd: Sequence[str], env: dict[str, str] | None = None, stdout: str | None = None) -> Run:
-    """Run ``cmd`` to completion; peak RSS from ``os.wait4`` (this child only, in KiB on Linux)."""
-    with open(stdout or os.devnull, "wb") as out, tempfile.TemporaryFile() as err:
+    """Run ``cmd`` to completion; peak RSS from ``os.wait4`` (this child only, in KiB on Linux).
+
+    Output goes to a real file, never ``/dev/null``: GNU grep notices ``/dev/null`` and stops
+    at the first match, which would make the grep floor meaninglessly fast.
+    """
+    with (
+        open(stdout, "wb") if stdout else tempfile.TemporaryFile() as out,
+        tempfile.TemporaryFile() as err,
+    ):
         t0 = time.perf_counter()
         proc = subprocess.Popen(list(cmd), stdout=out, stderr=err, env=env)
         _, status, usage = os.wait4(proc.pid, 0)
@@ -254,9 +261,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if not 1 <= args.size_mb <= 1024:
         ap.error("--size-mb must be between 1 and 1024")
-    work = Path(args.work)
+    work = Path(args.work).resolve()
     work.mkdir(parents=True, exist_ok=True)
     env = code_env(Path(args.code).resolve())
+    # ``python -c`` puts the current directory first on sys.path, ahead of PYTHONPATH: run
+    # from the work directory so a checkout in the caller's directory cannot shadow --code.
+    os.chdir(work)
     rows: list[Row] = []
     figures: dict[str, float] = {}
     notes: list[str] = []
@@ -312,7 +322,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if "flat" not in args.skip and "bridge" not in args.skip:
         small = capture(work, args.size_mb / 4, args.actuations, args.seed, args.reuse)
-        sb = best([*FMA_OTEL, "bridge", str(small), "--out", os.devnull, "-q"], args.repeat, env)
+        sb = best(
+            [*FMA_OTEL, "bridge", str(small), "--out", str(work / "traces-small.jsonl"), "-q"],
+            args.repeat,
+            env,
+        )
         figures.update(bridge_small_s=sb.wall_s, bridge_small_rss_mb=sb.rss_mb)
         ssize = (small / "dpc.log").stat().st_size
         rows.append(
