@@ -254,8 +254,12 @@ class Correlator:
             self._dpc.pop(f"name:{P.name(pod)}", None)
 
     def forget_pod(self, uid: str) -> None:
-        """Drop a deleted Pod whose actuations were all emitted."""
-        self.store.remove(uid) if hasattr(self.store, "remove") else None
+        """Drop a deleted Pod whose actuations were all emitted: its Pod, its facts, its track."""
+        pod = self.store.get(uid)
+        if pod is not None:
+            self._dpc.pop(f"name:{P.name(pod)}", None)
+        self.store.remove(uid)
+        self._dpc.pop(uid, None)
         self._tracks.pop(uid, None)
         self._updated.pop(uid, None)
 

@@ -238,3 +238,11 @@ def test_year_from_nearest_pod_across_new_year() -> None:
     jan = KlogRecord(2, "I", 1, 1, 30_000_000, 1, "f.go", 1, "m", ())
     assert time.gmtime(y.resolve(dec) // M.S).tm_year == 2026
     assert time.gmtime(y.resolve(jan) // M.S).tm_year == 2027
+
+
+def test_forget_pod_drops_all_state() -> None:
+    c = correlator(http("14:35:44.100000", "create_instance", "2026-06-29T14:35:44Z", "0.1", 201))
+    assert c.actuations()
+    c.forget_pod(UID)
+    assert c.actuations() == [] and len(c.store) == 0
+    assert UID not in c._dpc and UID not in c._tracks

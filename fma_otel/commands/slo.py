@@ -7,12 +7,14 @@ arguments, unreadable files or an unusable server answer, always with one line o
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
 
 from ..query import QueryError
 from ..query.formats import FORMATS
+from ._common import byte_progress
 
 _HELP_EPILOG = """
 \b
@@ -49,6 +51,7 @@ Examples:
     default=None,
     help="Remote search page size (Jaeger 1000, Tempo 500).",
 )
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar on stderr.")
 def command(
     traces: str | None,
     jaeger: str | None,
@@ -60,9 +63,12 @@ def command(
     print_queries: bool,
     dpc_metrics: str | None,
     limit: int | None,
+    quiet: bool,
 ) -> None:
     try:
-        code = run(traces, jaeger, tempo, since, until, slo_file, fmt, print_queries, dpc_metrics, limit)
+        code = run(
+            traces, jaeger, tempo, since, until, slo_file, fmt, print_queries, dpc_metrics, limit, quiet
+        )
     except QueryError as exc:
         click.echo(f"fma-otel slo: error: {exc}", err=True)
         sys.exit(2)
@@ -80,6 +86,7 @@ def run(
     print_queries: bool,
     dpc_metrics: str | None,
     limit: int | None,
+    quiet: bool = False,
 ) -> int:
     """The command without click, returning the exit status; raises :class:`QueryError`."""
     from ..query.window import make_window
@@ -111,7 +118,11 @@ def run(
     else:
         src = sources.TempoSource(tempo or "", limit=limit or 500)
     harvest = Harvest()
-    src.fill(harvest, window)
+    total = os.path.getsize(traces) if traces and os.path.isfile(traces) else 0
+    with byte_progress("reading traces", total, quiet) as advance:
+        if isinstance(src, sources.FileSource):
+            src.advance = advance
+        src.fill(harvest, window)
     ds = harvest.dataset(window)
     report = build_report(ds)
     verdicts = slo_spec.evaluate(checks, report)

@@ -44,6 +44,8 @@ class FileSource:
         self.path = path
         self.lines = 0
         self.skipped = 0
+        #: called with the size of each line read, for a progress bar (``slo --traces``)
+        self.advance: Callable[[int], None] | None = None
 
     @property
     def description(self) -> str:
@@ -54,12 +56,15 @@ class FileSource:
         good = 0
         loads = json.loads
         add = harvest.add_otlp
+        advance = self.advance
         try:
             fh = open(self.path, "rb")
         except OSError as exc:
             raise QueryError(f"--traces {self.path}: {exc.strerror or exc}") from None
         with fh:
             for raw in fh:
+                if advance is not None:
+                    advance(len(raw))
                 if not raw.strip():
                     continue
                 self.lines += 1

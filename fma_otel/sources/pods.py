@@ -357,6 +357,10 @@ class PodStore:
         e = self._by_uid.get(uid)
         return bool(e and e.deleted)
 
+    def remove(self, uid: str) -> None:
+        """Forget a Pod entirely (the live watcher, once a deleted Pod's actuations are out)."""
+        self._by_uid.pop(uid, None)
+
     def pods(self) -> list[dict[str, Any]]:
         """Every Pod's newest state, deleted ones included, in order of first arrival."""
         return [e.pod for e in self._by_uid.values()]
