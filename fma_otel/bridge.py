@@ -19,7 +19,7 @@ from typing import IO
 from . import model as M
 from .build import build_trace
 from .correlate import Actuation, Correlator
-from .facts import WANTED_MESSAGES
+from .facts import WANTED_CONTAINS, WANTED_MESSAGES
 from .sources.klog import iter_klog
 from .sources.launcher_log import iter_launcher_log
 from .sources.pods import iter_pod_events
@@ -136,7 +136,7 @@ def run_bridge(
         st = SourceStats(inputs.dpc_log)
         with _reading(inputs.dpc_log) as fh:
             src = _ProgressReader(fh, progress) if progress else fh
-            for rec in iter_klog(src, st, messages=WANTED_MESSAGES):
+            for rec in iter_klog(src, st, messages=WANTED_MESSAGES, contains=WANTED_CONTAINS):
                 try:
                     c.add_dpc(rec)
                 except ValueError as exc:

@@ -48,6 +48,10 @@ MESSAGES: dict[str, str] = {
 WANTED_MESSAGES: frozenset[str] = frozenset(MESSAGES)
 
 _HTTP_PURPOSES = {"create_instance": CREATE, "query_sleeping": SLEEP_QUERY, "wake": WAKE}
+#: klog prefilter refinement: of "HTTP call done" (the DPC's most frequent line, mostly
+#: list_instances/get_gpu_uuids/relay_ready chatter) only these purposes make a fact, so
+#: the others are skipped on a substring test instead of a full parse.
+WANTED_CONTAINS: dict[str, list[str]] = {MSG_HTTP: [f'purpose="{p}"' for p in _HTTP_PURPOSES]}
 
 
 @dataclass(frozen=True, slots=True)

@@ -103,10 +103,10 @@ def _selector_matches(selector: dict[str, str] | None, labels: dict[str, str]) -
 
 def dpc_parser(lines: Iterable[bytes]) -> Iterator[Any]:
     """DPC log lines -> :class:`KlogRecord` s of the messages the correlator uses."""
-    from ..facts import WANTED_MESSAGES
+    from ..facts import WANTED_CONTAINS, WANTED_MESSAGES
     from ..sources.klog import iter_klog
 
-    yield from iter_klog(lines, SourceStats("dpc"), messages=WANTED_MESSAGES)
+    yield from iter_klog(lines, SourceStats("dpc"), messages=WANTED_MESSAGES, contains=WANTED_CONTAINS)
 
 
 def launcher_parser(lines: Iterable[bytes]) -> Iterator[LauncherRecord]:
