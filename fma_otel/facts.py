@@ -143,10 +143,11 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
         )
     if kind == RELAYED and rec.get("readiness") != "ready":
         return None
-    if kind == BOUND_COLD:
+    if kind in (BOUND_COLD, BOUND):
+        # a cold bind names the new launcher's instance in its annotations; a warm/hot one says it
+        instance, isc = rec.get("instanceID"), None
         annotations = rec.get("annotations")
-        instance = isc = None
-        if isinstance(annotations, dict):
+        if kind == BOUND_COLD and isinstance(annotations, dict):
             instance = annotations.get("dual-pods.llm-d.ai/instance-id")
             isc = _isc_from_vllm_config(annotations.get("dual-pods.llm-d.ai/vllm-config"))
         return DpcFact(
@@ -158,17 +159,6 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
             launcher=_str(rec.get("name")),
             instance_id=_str(instance),
             isc_name=isc,
-            node=_str(rec.get("node")),
-        )
-    if kind == BOUND:
-        return DpcFact(
-            kind,
-            t_ns,
-            uid,
-            name,
-            rec.line_no,
-            launcher=_str(rec.get("name")),
-            instance_id=_str(rec.get("instanceID")),
             node=_str(rec.get("node")),
         )
     if kind == OBSERVED:
