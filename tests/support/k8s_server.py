@@ -446,8 +446,14 @@ class FakeCluster:
         return self.add_pod(pod)
 
     def compact(self) -> int:
-        """Forget all history up to now: a watch from an older resourceVersion gets 410."""
+        """Forget all history up to now: a watch from an older resourceVersion gets 410.
+
+        The revision moves on first (as etcd's does with the writes that precede a
+        compaction), so even a watcher that had seen every event is then too old: otherwise
+        whether it gets 410 would depend on a race with its last event.
+        """
         with self.cond:
+            self.rv += 1
             self.compacted_rv = self.rv
             self.events = [e for e in self.events if e.rv > self.compacted_rv]
             return self.compacted_rv
