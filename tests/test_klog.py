@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
@@ -74,8 +75,16 @@ TAIL_BLOCK = [
 
 
 def run(lines, **kw):
+    """Parse ``lines`` per line; with a prefilter, also through the bulk path (a binary file
+    object, tiny blocks), which must give the same records and counts."""
+    raw = [(x + "\n").encode() if isinstance(x, str) else x for x in lines]
     stats = SourceStats("dpc")
-    recs = list(iter_klog([(x + "\n").encode() if isinstance(x, str) else x for x in lines], stats, **kw))
+    recs = list(iter_klog(raw, stats, **kw))
+    if kw.get("messages") is not None and all(x.endswith(b"\n") for x in raw[:-1]):
+        for bs in (5, 1 << 20):
+            bulk = SourceStats("dpc")
+            assert list(iter_klog(io.BytesIO(b"".join(raw)), bulk, block_size=bs, **kw)) == recs
+            assert bulk == stats
     return recs, stats
 
 

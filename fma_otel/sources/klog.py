@@ -38,6 +38,7 @@ Decisions (the tests pin them):
 from __future__ import annotations
 
 import calendar
+import io
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -547,29 +548,179 @@ def _lacks(b: bytes, subs: tuple[bytes, ...] | None) -> bool:
     return not any(x in b for x in subs)
 
 
-def iter_klog(
-    fh_or_lines: Iterable[bytes] | Iterable[str],
-    stats: SourceStats,
-    messages: frozenset[str] | None = None,
-    contains: Mapping[str, Iterable[str]] | None = None,
-) -> Iterator[KlogRecord]:
-    """Stream :class:`KlogRecord` s from a binary file (or any iterable of lines).
+# --------------------------------------------------------------------------- bulk scan
 
-    ``messages``, when given, is a prefilter: only lines whose (decoded) message is in the
-    set are decoded and fully parsed.  Other well-formed lines cost a fixed-offset header
-    check and one set lookup on the raw quoted bytes; they are counted as understood and not
-    yielded (with their multi-line blocks, if any).  Records are yielded in line order; a
-    record with a block is yielded when its closing `` >`` line (or the next header) is read.
 
-    ``contains`` narrows the prefilter further (it only acts together with ``messages``):
-    for a message listed there, a line is parsed only if its raw text contains at least one
-    of the given substrings, e.g. ``{"HTTP call done": ['purpose="wake"']}``, because the
-    DPC's most frequent line is "HTTP call done" and the bridge wants only a few purposes.
+class _Plain(int):
+    """A count of consecutive lines the bulk scanner proved the prefilter would ignore.
 
-    ``stats.read``/``understood`` are kept in local counters on the hot path and written
-    back before every yield and when the iterator ends or is closed, so they are exact
-    whenever the caller looks at them between records.
+    A distinct type (not a bare ``int``) so the per-line loop can tell it from a line with
+    one identity check, and so a caller's stray ``int`` still fails as it always did.
     """
+
+    __slots__ = ()
+
+
+#: The ``--timestamps`` prefix as the prefilter finds it: a digit, then up to the first space.
+_P = rb"(?:[0-9][\x00-\x09\x0b-\x1f!-\xff]* )?"
+#: Fixed header punctuation at the prefilter's offsets, and at least 30 bytes from the header
+#: start (the prefilter's ``len(b) > h + 30`` with the line's ``\n`` counted).  ``.`` never
+#: matches ``\n`` (no DOTALL), and it is the fastest repeat ``re`` has.
+_H = rb"[IWEF].{4} .{2}:.{5}\..{6} (?=.{8})"
+#: Bytes up to the first ``]`` (no ``\n``), and the bytes of a message with no escape (no
+#: ``"``, ``\\``, ``\n``).  Spelt as ranges: ``re`` tests a negated class such as ``[^\]\n]``
+#: about 40% slower per byte, and these run over ~60 bytes of every line.
+_TO_BRACKET = rb"[\x00-\x09\x0b-\\\x5e-\xff]*"
+_MSG_BYTES = rb"[\x00-\x09\x0b-!#-\[\]-\xff]*"
+#: Line ends: an ignored line that opens a block ends with ``=<`` (the prefilter's own test).
+_EOL_PLAIN = rb"(?<!=<)(?<!=<\r)\n"
+_EOL_OPEN = rb"(?<==<)\r?\n"
+#: A block's lines as the per-line loop consumes them after an ignored opener: ``\t`` lines,
+#: then a `` >`` line, which may open the next block.
+_CONT = _P + rb"\t.*\n"
+_BLOCK = (
+    rb"(?:(?:" + _CONT + rb")*" + _P + rb" >.*" + _EOL_OPEN + rb")*"
+    rb"(?:" + _CONT + rb")*" + _P + rb" >.*" + _EOL_PLAIN
+)
+
+
+class _BulkPlan:
+    """The compiled scanner for one prefilter.
+
+    ``run(buf, pos, endpos)`` matches, from a line start, the longest run of lines that the
+    per-line prefilter would ignore *in the state it is in between records* (no block open):
+    well-shaped headers whose message is not wanted (with the blocks they open).  It is
+    deliberately stricter than the prefilter (a message with an escape, a first ``]`` not
+    followed by a space, a 30-byte header line, ...): a line it does not take is handed to
+    the per-line code, which decides exactly, so being strict only costs time.
+
+    ``subs`` finds the ``contains`` substrings; a line holding one is never taken into a
+    run, so the regex need not look for them itself (a lookahead per character is slow).
+    """
+
+    __slots__ = ("run", "subs")
+
+    def __init__(self, wanted: frozenset[bytes], need: dict[bytes, tuple[bytes, ...]] | None) -> None:
+        stop: list[bytes] = []
+        narrow: set[bytes] = set()
+        for q in wanted:
+            subs = need.get(q) if need is not None else None
+            if subs is None or any(not x or b"\n" in x for x in subs):
+                # Wanted outright (an empty substring is in every line; a newline in one
+                # is left to the per-line code): the line must stop the run.
+                stop.append(q)
+            else:
+                narrow.update(subs)  # wanted only with a substring: stop on those
+        # Longest first, so that no alternative is a prefix that hides a longer one.
+        not_wanted = (
+            rb"(?!" + rb"|".join(re.escape(q) for q in sorted(stop, key=len, reverse=True)) + rb")"
+            if stop
+            else b""
+        )
+        msg = _TO_BRACKET + rb"\] (?:" + not_wanted + rb'"' + _MSG_BYTES + rb'"|(?!"))'
+        unit = _P + _H + msg + rb".*(?:" + _EOL_PLAIN + rb"|" + _EOL_OPEN + _BLOCK + rb")"
+        self.run = re.compile(rb"(?:" + unit + rb")*").match
+        self.subs = (
+            re.compile(b"|".join(re.escape(x) for x in sorted(narrow, key=len, reverse=True))).finditer
+            if narrow
+            else None
+        )
+
+
+@lru_cache(maxsize=16)
+def _bulk_plan_cached(
+    wanted: frozenset[bytes], need: tuple[tuple[bytes, tuple[bytes, ...]], ...]
+) -> _BulkPlan:
+    return _BulkPlan(wanted, dict(need) if need else None)
+
+
+def _bulk_plan(wanted: frozenset[bytes], need: dict[bytes, tuple[bytes, ...]] | None) -> _BulkPlan:
+    """The plan for this prefilter, compiled once per process (the regex is large)."""
+    return _bulk_plan_cached(wanted, tuple(sorted(need.items())) if need else ())
+
+
+def _bulk_readable(src: object) -> bool:
+    """Whether ``src`` is read in blocks: its class has ``read`` and it is not text."""
+    return callable(getattr(type(src), "read", None)) and not isinstance(src, io.TextIOBase)
+
+
+def _may_block(line: bytes, before: bool) -> bool:
+    """Whether a block may be open after the per-line code has taken ``line``.
+
+    A superset of the per-line state (only runs started with no block open are correct):
+    a block is opened or re-opened only by a line ending with ``=<`` (after any ``\r``),
+    and is kept open otherwise only by a ``\t`` continuation line.
+    """
+    if line.rstrip(b"\r\n").endswith(b"=<"):
+        return True
+    if not before:
+        return False
+    h = line.find(b" ") + 1 if line[:1].isdigit() else 0
+    return line[h : h + 1] == b"\t"
+
+
+def _bulk_items(read: Any, plan: _BulkPlan, block_size: int) -> Iterator[bytes | _Plain]:
+    """Read blocks with ``read`` and give :func:`_iter_lines` the lines it must see one by one,
+    and :class:`_Plain` counts for the runs in between.
+
+    Each block is cut after its last ``\n``; the partial line is carried (as parts, so a
+    line longer than a block is joined once, not re-copied per block).  Runs stop before
+    any line holding a ``contains`` substring; after a line taken one by one, lines keep
+    going one by one while a block may be open (:func:`_may_block`).
+    """
+    run, subs = plan.run, plan.subs
+    carry: list[bytes] = []
+    maybe_block = False
+    while True:
+        chunk = read(block_size)
+        if not chunk:
+            break
+        if chunk.__class__ is not bytes:
+            chunk = chunk.encode("utf-8", "surrogateescape") if isinstance(chunk, str) else bytes(chunk)
+        pos = 0
+        if carry:
+            nl = chunk.find(b"\n")
+            if nl < 0:
+                carry.append(chunk)
+                continue
+            pos = nl + 1
+            carry.append(chunk[:pos])
+            line = b"".join(carry)
+            carry = []
+            yield line
+            maybe_block = _may_block(line, maybe_block)
+        end = chunk.rfind(b"\n") + 1
+        if end <= pos:
+            if pos < len(chunk):
+                carry.append(chunk[pos:])
+            continue
+        stops = [chunk.rfind(b"\n", 0, m.start()) + 1 for m in subs(chunk, pos, end)] if subs else []
+        si, ns = 0, len(stops)
+        while pos < end:
+            if not maybe_block:
+                while si < ns and stops[si] < pos:
+                    si += 1
+                e = run(chunk, pos, stops[si] if si < ns else end).end()  # type: ignore[union-attr]
+                if e > pos:
+                    yield _Plain(chunk.count(b"\n", pos, e))
+                    pos = e
+                    if pos >= end:
+                        break
+            nl = chunk.index(b"\n", pos) + 1
+            line = chunk[pos:nl]
+            yield line
+            maybe_block = _may_block(line, maybe_block)
+            pos = nl
+        if end < len(chunk):
+            carry.append(chunk[end:])
+    if carry:
+        yield b"".join(carry)
+
+
+def _prefilter(
+    messages: frozenset[str] | None, contains: Mapping[str, Iterable[str]] | None
+) -> tuple[frozenset[bytes] | None, dict[bytes, tuple[bytes, ...]] | None]:
+    """The prefilter as raw quoted bytes: the ``wanted`` messages and ``need`` substrings."""
     wanted: frozenset[bytes] | None = None
     if messages is not None:
         wanted = frozenset(go_quote(m).encode("utf-8") for m in messages)
@@ -579,13 +730,85 @@ def iter_klog(
             go_quote(m).encode("utf-8"): tuple(x.encode("utf-8") for x in subs)
             for m, subs in contains.items()
         }
+    return wanted, need
+
+
+#: Bytes read per block by the bulk scanner: large enough that the per-block Python work
+#: vanishes, small enough to keep memory flat and to stay in the CPU's L2 cache between the
+#: block's passes (read, ``contains`` search, regex, line count): 1 MiB measured faster
+#: than 4 MiB on a 200 MB log.
+BLOCK_SIZE = 1 << 20
+
+
+def iter_klog(
+    fh_or_lines: Iterable[bytes] | Iterable[str],
+    stats: SourceStats,
+    messages: frozenset[str] | None = None,
+    contains: Mapping[str, Iterable[str]] | None = None,
+    *,
+    block_size: int = BLOCK_SIZE,
+) -> Iterator[KlogRecord]:
+    """Stream :class:`KlogRecord` s from a binary file (or any iterable of lines).
+
+    ``messages``, when given, is a prefilter: only lines whose (decoded) message is in the
+    set are decoded and fully parsed.  Other well-formed lines are counted as understood
+    and not yielded (with their multi-line blocks, if any).  Records are yielded in line
+    order; a record with a block is yielded when its closing `` >`` line (or the next
+    header) is read.
+
+    ``contains`` narrows the prefilter further (it only acts together with ``messages``):
+    for a message listed there, a line is parsed only if its raw text contains at least one
+    of the given substrings, e.g. ``{"HTTP call done": ['purpose="wake"']}``, because the
+    DPC's most frequent line is "HTTP call done" and the bridge wants only a few purposes.
+
+    Two ways through, with the same results (records, line numbers, every count and skip
+    reason; ``tests/test_klog_fastpath.py`` holds them equal):
+
+    * **Bulk**, for a binary file object (its *class* has ``read``) with ``messages``: the
+      file is read ``block_size`` bytes at a time and the lines the prefilter would ignore
+      are recognised by one compiled regex per run of lines, in C, and only counted; the
+      other lines go one by one through the per-line parser.  Why: the per-line prefilter
+      alone cost ~3 us of bytecode per line, ~10x a bare ``for line in fh`` loop.  An
+      object that only forwards ``read`` through ``__getattr__`` (a wrapper counting what
+      it iterates) is read per line, so its own ``__iter__`` still sees every line.
+    * **Per line**, for an iterable of ``bytes``/``str`` lines (the live watcher), or
+      without ``messages``: a fixed-offset header check and one set lookup per ignored line.
+
+    ``stats.read``/``understood`` are kept in local counters on the hot path and written
+    back before every yield and when the iterator ends or is closed, so they are exact
+    whenever the caller looks at them between records.
+    """
+    wanted, need = _prefilter(messages, contains)
+    items: Iterable[Any] = fh_or_lines
+    if wanted is not None and _bulk_readable(fh_or_lines):
+        plan = _bulk_plan(wanted, need)
+        if plan is not None:
+            items = _bulk_items(fh_or_lines.read, plan, max(1, block_size))  # type: ignore[union-attr]
+    yield from _iter_lines(items, stats, wanted, need)
+
+
+def _iter_lines(
+    items: Iterable[Any],
+    stats: SourceStats,
+    wanted: frozenset[bytes] | None,
+    need: dict[bytes, tuple[bytes, ...]] | None,
+) -> Iterator[KlogRecord]:
+    """The per-line parser behind :func:`iter_klog`: ``items`` are lines (``bytes`` or
+    ``str``, with their line ends) or :class:`_Plain` counts of lines already proven to be
+    ignored by the prefilter, which arrive only when no block is open."""
     pending: _Parsed | None = None  # a record whose multi-line block is still open
     ignoring_block = False  # consuming the block of a line the prefilter ignored
     read = understood = 0  # not yet written back to stats
     levels, digits = _LEVELS_B, _DIGITS_B
     line_no = 0
     try:
-        for raw in fh_or_lines:
+        for raw in items:
+            if raw.__class__ is _Plain:
+                # A run of lines the bulk scanner proved plain (see _bulk_items).
+                line_no += raw
+                read += raw
+                understood += raw
+                continue
             line_no += 1
             read += 1
             b = raw.encode("utf-8", "surrogateescape") if isinstance(raw, str) else raw
