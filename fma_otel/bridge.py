@@ -164,6 +164,12 @@ class _ProgressReader:
             self._report(len(line))
             yield line
 
+    def read(self, n: int = -1) -> bytes:
+        """Blocks for the klog parser's bulk scan, reported as they are read."""
+        data = self._fh.read(n)
+        self._report(len(data))
+        return data
+
     def __getattr__(self, name: str):  # noqa: ANN204
         return getattr(self._fh, name)
 
