@@ -12,13 +12,28 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from tests.live.replay import NS, dpc_pod, offline_traces, play, recent_capture, timeline, traces_in, wait_for
 from tests.live.test_watch_stream import _complete, assert_same
 from tests.support.k8s_server import FakeCluster
 
 REPO = Path(__file__).resolve().parents[2]
+_STARTED: list[subprocess.Popen] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_stray_watchers() -> Iterator[None]:
+    """A failed assertion must not leave a watcher retrying forever against a dead server."""
+    yield
+    while _STARTED:
+        p = _STARTED.pop()
+        if p.poll() is None:
+            p.kill()
+            p.wait(10)
 
 
 def start_watch(
@@ -65,7 +80,9 @@ def start_watch(
     ]
     full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
     full_env.pop("FMA_OTEL_FAULT", None) if not env or "FMA_OTEL_FAULT" not in env else None
-    return subprocess.Popen(args, env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    p = subprocess.Popen(args, env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _STARTED.append(p)
+    return p
 
 
 def lists(k8s: FakeCluster) -> int:
