@@ -48,6 +48,7 @@ def _write_log(
     fh: Any,
     timestamps: bool,
     warn: Callable[[str], None],
+    progress: Callable[[int], None] | None = None,
 ) -> int:
     """Previous instance (if any) then current; returns bytes written."""
     name = P.name(pod) or ""
@@ -63,6 +64,8 @@ def _write_log(
             for chunk in resp.stream(amt=65536, decode_content=True):
                 fh.write(chunk)
                 written += len(chunk)
+                if progress is not None:
+                    progress(len(chunk))
         finally:
             kube.release(resp)
     return written
@@ -79,6 +82,7 @@ def capture_namespace(
     launcher_logs: bool = True,
     launcher_container: str = LAUNCHER_CONTAINER,
     timestamps: bool = True,
+    progress: Callable[[int], None] | None = None,
 ) -> CaptureResult:
     """Write ``pods.json``, ``dpc.log`` and ``launcher-<pod>.log`` files; see the module docstring."""
     out = Path(out_dir)
@@ -106,7 +110,7 @@ def capture_namespace(
     else:
         with open(out / "dpc.log", "wb") as fh:
             for pod in dpcs:
-                _write_log(kube, dpc_ns, pod, dpc_container, fh, timestamps, warn)
+                _write_log(kube, dpc_ns, pod, dpc_container, fh, timestamps, warn, progress)
                 result.dpc_pods.append(P.name(pod) or "")
     if launcher_logs:
         for pod in items:
@@ -120,6 +124,6 @@ def capture_namespace(
                 warn(f"launcher {name} has no container {launcher_container!r}")
                 continue
             with open(out / f"launcher-{name}.log", "wb") as fh:
-                _write_log(kube, namespace, pod, launcher_container, fh, timestamps, warn)
+                _write_log(kube, namespace, pod, launcher_container, fh, timestamps, warn, progress)
             result.launcher_logs.append(name)
     return result

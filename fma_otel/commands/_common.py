@@ -59,9 +59,13 @@ def open_out(path: str) -> Iterator[IO[str]]:
 
 
 @contextlib.contextmanager
-def byte_progress(label: str, total: int, quiet: bool) -> Iterator[Callable[[int], None] | None]:
-    """A progress bar over bytes on an interactive stderr for inputs over 32 MiB, else nothing."""
-    if quiet or total < 32 * 1024 * 1024 or not sys.stderr.isatty():
+def byte_progress(label: str, total: int | None, quiet: bool) -> Iterator[Callable[[int], None] | None]:
+    """A progress bar over bytes on an interactive stderr, else nothing.
+
+    With a known ``total`` it shows only for inputs over 32 MiB (small ones finish first);
+    with ``total=None`` (a download of unknown size) it counts bytes as they come.
+    """
+    if quiet or (total is not None and total < 32 * 1024 * 1024) or not sys.stderr.isatty():
         yield None
         return
     from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn

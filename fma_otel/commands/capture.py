@@ -10,7 +10,7 @@ import time
 
 import click
 
-from ._common import fail
+from ._common import byte_progress, fail
 
 
 @click.command("capture")
@@ -31,7 +31,7 @@ from ._common import fail
 @click.option("--dpc-container", default="controller", show_default=True, help="The DPC's container.")
 @click.option("--dpc-namespace", help="Namespace of the DPC Pod (default: --namespace).")
 @click.option("--no-launcher-logs", is_flag=True, help="Do not record launcher logs.")
-@click.option("--quiet", "-q", is_flag=True, help="No summary on stderr.")
+@click.option("--quiet", "-q", is_flag=True, help="No summary or progress on stderr.")
 def command(
     namespace: str,
     out: str | None,
@@ -58,15 +58,17 @@ def command(
     except Exception as exc:  # noqa: BLE001 - kubeconfig errors come in many types
         fail(f"cannot configure the Kubernetes client: {exc}")
     try:
-        res = capture_namespace(
-            kube,
-            namespace,
-            directory,
-            dpc_selector=selector,
-            dpc_container=dpc_container,
-            dpc_namespace=dpc_namespace,
-            launcher_logs=not no_launcher_logs,
-        )
+        with byte_progress("capture", None, quiet) as advance:
+            res = capture_namespace(
+                kube,
+                namespace,
+                directory,
+                dpc_selector=selector,
+                dpc_container=dpc_container,
+                dpc_namespace=dpc_namespace,
+                launcher_logs=not no_launcher_logs,
+                progress=advance,
+            )
     except KubeError as exc:
         fail(f"the API server refused: {exc}", 1)
     except TRANSIENT_ERRORS as exc:

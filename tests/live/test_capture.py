@@ -63,3 +63,24 @@ def test_capture_unreachable_server_exits_1(tmp_path: Path) -> None:
     )
     assert r.exit_code == 1
     assert "cannot reach the API server" in r.stderr or "refused" in r.stderr
+
+
+def test_capture_reports_every_log_byte_to_progress(k8s: FakeCluster, tmp_path: Path) -> None:
+    """The progress bar of a long capture counts exactly the log bytes written."""
+    from fma_otel.capture import capture_namespace
+    from fma_otel.live.kube import Kube, make_api_client
+
+    k8s.add_pod(dpc_pod())
+    play(k8s, timeline(recent_capture(seed=22)))
+    kube = Kube(make_api_client(k8s.write_kubeconfig(str(tmp_path / "kubeconfig"), NS), None))
+    seen: list[int] = []
+    out = tmp_path / "cap"
+    capture_namespace(
+        kube,
+        NS,
+        out,
+        dpc_selector={"app.kubernetes.io/component": "dual-pods-controller"},
+        progress=seen.append,
+    )
+    logs = sum(p.stat().st_size for p in out.glob("*.log"))
+    assert logs > 0 and sum(seen) == logs
