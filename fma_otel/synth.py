@@ -26,8 +26,9 @@ Decisions a reader of the truth must know (also in ``docs/capture-format.md``):
 - Launcher Pod instants (``L.*``) belong only to the cold start that created the launcher; a
   warm or hot actuation that reuses a launcher has none.
 - A requester actuated twice (bound, unbound, bound again hot) yields keys ``<uid>`` and
-  ``<uid>/2``.  A Pod cannot be re-created, so both keep the Pod's ``R.created``,
-  ``R.scheduled`` and ``R.started``.  Pod status only keeps the newest ``Ready`` transition: in
+  ``<uid>/2``.  A Pod cannot be re-created, so ``<uid>/2`` has no ``R.created``,
+  ``R.scheduled`` or ``R.started`` of its own: it starts at ``D.unbound``, the DPC's
+  "Unbound server-providing Pod" line (the span model's recorded change).  Pod status only keeps the newest ``Ready`` transition: in
   a List capture ``R.ready`` belongs to the *last* actuation only, and the earlier one's
   ``R.ready`` is visible only in a watch stream (``TruthActuation.watch_instants``).  The DPC
   observes ``fma_actuation_seconds`` only on a requester's first positive relay, so the second
@@ -398,6 +399,7 @@ class _Sim:
         }
         self.end = 0
         self.horizon = start_ns  # when the complete actuations are done (bounds incomplete polling)
+        self.last_unbound = 0
         self.ready_transitions: dict[str, list[int]] = {}
 
     # ---- small helpers
@@ -1358,6 +1360,7 @@ class _Sim:
                 ("newResourceVersion", self.rv(k8s + 3 * MS)),
             ],
         )
+        self.last_unbound = hdr  # a re-actuation starts here (span model: D.unbound)
         self.meta_patch(
             lch.pod,
             hdr,
@@ -1773,8 +1776,9 @@ def _simulate(
             started=a.started,
             label=False,
         )
-        for k in ("R.created", "R.scheduled", "R.started"):
-            a2.instants[k] = a.instants[k]
+        # the Pod's own creation/schedule/start belong to the first actuation; the
+        # re-actuation starts when the DPC unbinds it (docs/span-model.md, change 1)
+        a2.instants["D.unbound"] = (floor_to(sim.last_unbound, US), sim.last_unbound)
         sim.acts.append(a2)
         sim.hot(a2, unready + sim.u(3, 10), a.launcher, label=False)
         done_until = max(done_until, a2.ready_true)

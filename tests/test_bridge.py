@@ -42,11 +42,7 @@ def _trace_of(result, key):
 
 
 def expected_instants(t) -> dict[str, int]:
-    inst = dict(t.instants_for("list"))
-    if "/" in t.key:  # a re-actuation starts at the DPC's unbind, not at the Pod's own instants
-        for n in ("R.created", "R.scheduled", "R.started"):
-            inst.pop(n, None)
-    return inst
+    return dict(t.instants_for("list"))
 
 
 def test_every_path_is_in_the_sample(truth) -> None:
@@ -57,7 +53,7 @@ def test_instants_equal_truth(sample_result, truth) -> None:
     acts = _by_key(sample_result)
     assert set(acts) == set(truth)
     for key, t in truth.items():
-        got = {n: i.t_ns for n, i in acts[key].instants.items() if n != "D.unbound"}
+        got = {n: i.t_ns for n, i in acts[key].instants.items()}
         assert got == expected_instants(t), key
         assert acts[key].path == t.path, key
 
@@ -76,8 +72,6 @@ def test_reactuation_starts_at_unbind(sample_result, truth) -> None:
 def _expected_tree(t, act) -> dict[str, tuple[str | None, int, int]]:
     """The tree the contract implies for the truth instants: name -> (parent id, start, end)."""
     inst = dict(expected_instants(t))
-    if "/" in t.key:
-        inst["D.unbound"] = act.instants["D.unbound"].t_ns
     tid = M.trace_id_for(t.key)
     out: dict[str, tuple[str | None, int, int]] = {}
     present: dict[str, str] = {}
@@ -254,10 +248,7 @@ def test_watch_stream_form_and_timestamps_prefix(tmp_path) -> None:
     # the watch stream shows the first actuation's Ready too: it is complete there
     for act in b.actuations:
         exp = dict(truth_watch[act.key].instants_for("watch"))
-        if "/" in act.key:
-            for n in ("R.created", "R.scheduled", "R.started"):
-                exp.pop(n, None)
-        assert {n: i.t_ns for n, i in act.instants.items() if n != "D.unbound"} == exp, act.key
+        assert {n: i.t_ns for n, i in act.instants.items()} == exp, act.key
     # traces not touched by that extra knowledge are identical, prefix or not
     differs = {
         act.key for act in b.actuations if "R.ready" in act.instants and not _by_key(a)[act.key].complete
@@ -294,7 +285,7 @@ def test_bigger_capture_matches_truth(tmp_path) -> None:
     res = _run_dir(tmp_path)
     acts = _by_key(res)
     for t in load_truth(tmp_path / "truth.json"):
-        got = {n: i.t_ns for n, i in acts[t.key].instants.items() if n != "D.unbound"}
+        got = {n: i.t_ns for n, i in acts[t.key].instants.items()}
         assert got == expected_instants(t), t.key
         assert acts[t.key].path == t.path
 
