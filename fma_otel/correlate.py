@@ -144,6 +144,8 @@ class Correlator:
         self.dpc_errors = 0
         #: launcher name -> newest launcher Pod; rebuilt lazily after any add_pod
         self._launcher_index: dict[str, dict[str, Any]] | None = None
+        #: Pod name -> [(creation, uid)] oldest first; rebuilt lazily after any add_pod
+        self._name_index: dict[str, list[tuple[int, str | None]]] | None = None
 
     # ------------------------------------------------------------------ feeding
 
@@ -153,7 +155,7 @@ class Correlator:
         if not u:
             return
         self.store.add(ev)
-        self._launcher_index = None
+        self._launcher_index = self._name_index = None
         track = self._tracks.setdefault(u, _PodTrack())
         ready = P.condition_true_ns(pod, "Ready")
         if ready is not None:
@@ -250,11 +252,15 @@ class Correlator:
         pod = self.store.get(uid)
         if pod is None:
             return
-        # drop everything once every round of this requester has been emitted
-        rounds = self._rounds(uid, P.name(pod))
+        # once every round so far is out, keep only the facts that number the rounds
+        # (unbinds and binds): dropping those would restart the count and mis-key the
+        # requester's next actuation
+        name = P.name(pod)
+        rounds = self._rounds(uid, name)
         if all(M.actuation_key(uid, i + 1) in self._evicted for i in range(len(rounds))):
-            self._dpc.pop(uid, None)
-            self._dpc.pop(f"name:{P.name(pod)}", None)
+            for k in (uid, f"name:{name}"):
+                if k in self._dpc:
+                    self._dpc[k] = [f for f in self._dpc[k] if f.kind in _ROUND_MARKERS]
 
     def forget_pod(self, uid: str) -> None:
         """Drop a deleted Pod whose actuations were all emitted: its Pod, its facts, its track."""
@@ -262,6 +268,7 @@ class Correlator:
         if pod is not None:
             self._dpc.pop(f"name:{P.name(pod)}", None)
         self.store.remove(uid)
+        self._launcher_index = self._name_index = None
         self._dpc.pop(uid, None)
         self._tracks.pop(uid, None)
         self._updated.pop(uid, None)
@@ -271,9 +278,30 @@ class Correlator:
     def _facts_for(self, uid: str, name: str | None) -> list[DpcFact]:
         facts = list(self._dpc.get(uid, ()))
         if name:
-            facts.extend(self._dpc.get(f"name:{name}", ()))
+            by_name = self._dpc.get(f"name:{name}", ())
+            if by_name:
+                lo, hi = self._lifetime(uid, name)
+                facts.extend(f for f in by_name if lo <= f.t_ns < hi)
         facts.sort(key=lambda f: (f.t_ns, f.line_no))
         return facts
+
+    def _lifetime(self, uid: str, name: str) -> tuple[int, int]:
+        """When a Pod of this name was *this* Pod: a line that names a requester only by name
+        belongs to the same-named Pod created last before it (names are reused over time)."""
+        if self._name_index is None:
+            index: dict[str, list[tuple[int, str | None]]] = {}
+            for p in self.store.pods():
+                index.setdefault(P.name(p) or "", []).append((P.created_ns(p) or 0, P.uid(p)))
+            for lst in index.values():
+                lst.sort(key=lambda x: (x[0], x[1] or ""))
+            self._name_index = index
+        created = self._name_index.get(name, [])
+        lo, hi = -INF, INF
+        for i, (t, u) in enumerate(created):
+            if u == uid:
+                lo = t - t % M.S if len(created) > 1 else -INF
+                hi = created[i + 1][0] if i + 1 < len(created) else INF
+        return lo, hi
 
     def _rounds(self, uid: str, name: str | None) -> list[tuple[int, int, list[DpcFact]]]:
         """Split a requester's facts at each unbind: [(window_start, window_end, facts)]."""
@@ -359,8 +387,13 @@ class Correlator:
             put("D.relayed", relayed.t_ns, "dpc:Successfully relayed the readiness")
 
         # path: what the DPC did in this round, then what it said, then its hints
+        direct = P.is_direct_requester(pod)
         if baseline:
             path = M.COLD_NO_FMA
+        elif direct:
+            # a direct (server-patch) provider: the span model has no path for it, and the
+            # DPC labels every direct actuation "hot"; only a wake call proves a hot start
+            path = M.HOT if wake else M.UNKNOWN
         elif bound and bound.kind == F.BOUND_COLD:
             path = M.COLD_LAUNCHER
         elif create:
@@ -409,7 +442,7 @@ class Correlator:
         if instance:
             attrs[M.A_INSTANCE] = instance
         isc = P.annotations(pod).get(P.A_ISC_CONFIG) or next((f.isc_name for f in fs if f.isc_name), None)
-        if isc and not baseline:
+        if isc and not baseline and not direct:
             attrs[M.A_ISC] = isc
         node = P.node_name(pod)
         if node:
@@ -481,6 +514,7 @@ def _first_by(fs: list[DpcFact]) -> Any:
 
 
 _OWN_REQUESTER_INSTANTS = ("R.created", "R.scheduled", "R.started")
+_ROUND_MARKERS = frozenset({F.UNBOUND, F.BOUND, F.BOUND_COLD, F.CREATE, F.WAKE, F.RELAYED})
 
 
 def _expected_instants(path: str, launcher_data: bool, rnd: int) -> list[str]:

@@ -10,6 +10,7 @@ A DPC line belongs to a requester by ``serverUID``, else ``requesterName``, else
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,6 +101,14 @@ def requester_of(rec: KlogRecord) -> tuple[str | None, str | None]:
     return (str(uid) if uid else None, str(name) if name else None)
 
 
+def _finite(v: Any) -> float | None:
+    """A JSON number that is a real, finite number (klog prints Go floats; 1e999 is inf)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    f = float(v)
+    return f if math.isfinite(f) else None
+
+
 def _str(v: Any) -> str | None:
     return None if v is None else str(v)
 
@@ -119,12 +128,12 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
         if not kind:
             return None
         start_s = rec.get("httpCallStartTime")
-        lat = rec.get("latencySecs")
-        if not isinstance(start_s, str) or not isinstance(lat, (int, float)) or isinstance(lat, bool):
-            raise ValueError("HTTP call done without httpCallStartTime/latencySecs")
+        lat = _finite(rec.get("latencySecs"))
+        if not isinstance(start_s, str) or lat is None or lat < 0:
+            raise ValueError("HTTP call done without a valid httpCallStartTime/latencySecs")
         start = parse_rfc3339_ns(start_s)
-        status = rec.get("statusCode")
-        status = int(status) if isinstance(status, (int, float)) and not isinstance(status, bool) else 0
+        code = _finite(rec.get("statusCode"))
+        status = int(code) if code is not None else 0
         ok = 200 <= status < 300 and rec.get("err") in (None, "", "null")
         return DpcFact(
             kind,
@@ -133,7 +142,7 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
             name,
             rec.line_no,
             start_ns=start,
-            end_ns=start + round(float(lat) * 1e9),
+            end_ns=start + round(lat * 1e9),
             status=status,
             ok=ok,
             launcher=_str(rec.get("providerName")),
@@ -162,7 +171,6 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
             node=_str(rec.get("node")),
         )
     if kind == OBSERVED:
-        secs = rec.get("actuationSecs")
         return DpcFact(
             kind,
             t_ns,
@@ -170,7 +178,7 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
             name,
             rec.line_no,
             path_label=_str(rec.get("path")),
-            secs=float(secs) if isinstance(secs, (int, float)) and not isinstance(secs, bool) else None,
+            secs=_finite(rec.get("actuationSecs")),
         )
     if kind == CREATED_INSTANCE:
         return DpcFact(kind, t_ns, uid, name, rec.line_no, instance_id=_str(rec.get("instance_id")))

@@ -378,7 +378,9 @@ def resource_attributes(service: str, extra: Mapping[str, Any] | None = None) ->
 
 REDACTED = "<redacted>"
 _SECRET_FLAG = re.compile(
-    r"(--[A-Za-z0-9_-]*(?:key|token|secret|password|passwd|credential)[A-Za-z0-9_-]*)(=|\s+)(\S+)", re.I
+    r"(--[A-Za-z0-9_-]*(?:key|token|secret|password|passwd|credential)[A-Za-z0-9_-]*)(=|\s+)"
+    r"(\"[^\"]*\"?|'[^']*'?|\S+)",
+    re.I,
 )
 
 
@@ -400,6 +402,12 @@ def redact_structure(value: Any) -> Any:
         for k, v in value.items():
             if k in ("env_vars", "env", "environment") and isinstance(v, dict):
                 out[k] = {ek: REDACTED for ek in v}
+            elif k in ("env_vars", "env", "environment") and isinstance(v, list):
+                # the Kubernetes form: [{"name": ..., "value": ...}]
+                out[k] = [
+                    ({**e, "value": REDACTED} if "value" in e else e) if isinstance(e, dict) else REDACTED
+                    for e in v
+                ]
             elif k == "options" and isinstance(v, str):
                 out[k] = redact_options(v)
             elif k.endswith("vllm-config") and isinstance(v, str):

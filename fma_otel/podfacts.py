@@ -14,6 +14,8 @@ from typing import Any
 from .timeutil import parse_rfc3339_ns
 
 A_ISC_CONFIG = "dual-pods.llm-d.ai/inference-server-config"
+A_SERVER_PATCH = "dual-pods.llm-d.ai/server-patch"
+A_NOMINAL = "dual-pods.llm-d.ai/nominal"
 A_REQUESTER = "dual-pods.llm-d.ai/requester"
 L_DUAL = "dual-pods.llm-d.ai/dual"
 L_INSTANCE = "dual-pods.llm-d.ai/instance"
@@ -81,13 +83,27 @@ def parse_selector(text: str | None) -> dict[str, str] | None:
     return out
 
 
+def is_direct_requester(pod: Mapping[str, Any]) -> bool:
+    """A requester served by a direct provider (``server-patch``), not by a launcher."""
+    ann = annotations(pod)
+    return A_SERVER_PATCH in ann and A_ISC_CONFIG not in ann
+
+
 def role(pod: Mapping[str, Any], baseline_selector: Mapping[str, str] | None) -> str | None:
-    """Requester (ISC annotation), launcher (launcher-config label), baseline (selector)."""
-    if A_ISC_CONFIG in annotations(pod):
+    """Requester (ISC or server-patch annotation), launcher (label), baseline (selector).
+
+    A baseline is a plain vLLM Pod: a Pod the DPC made or bound (it carries the binding
+    annotation or a nominal hash) is never one, even when it inherited the selector's labels
+    from the requester it was patched from.
+    """
+    ann = annotations(pod)
+    if A_ISC_CONFIG in ann or A_SERVER_PATCH in ann:
         return ROLE_REQUESTER
     lab = labels(pod)
     if L_LAUNCHER_CONFIG in lab:
         return ROLE_LAUNCHER
+    if A_REQUESTER in ann or A_NOMINAL in ann:
+        return None
     if baseline_selector and all(lab.get(k) == v for k, v in baseline_selector.items()):
         return ROLE_BASELINE
     return None
@@ -138,9 +154,16 @@ def container_started_ns(pod: Mapping[str, Any], container: str | None) -> int |
                 break
     if not chosen:
         return None
+    # running while it runs; terminated once the Pod is deleted (the last state a watch
+    # stream shows of a requester that benchmarks delete) - the same start either way
     state = chosen.get("state")
-    running = state.get("running") if isinstance(state, dict) else None
-    return _ts(running.get("startedAt")) if isinstance(running, dict) else None
+    if not isinstance(state, dict):
+        return None
+    for phase in ("running", "terminated"):
+        st = state.get(phase)
+        if isinstance(st, dict) and st.get("startedAt"):
+            return _ts(st.get("startedAt"))
+    return None
 
 
 def requester_link(pod: Mapping[str, Any]) -> tuple[str | None, str | None]:

@@ -246,3 +246,100 @@ def test_forget_pod_drops_all_state() -> None:
     c.forget_pod(UID)
     assert c.actuations() == [] and len(c.store) == 0
     assert UID not in c._dpc and UID not in c._tracks
+
+
+def _hot_round(hour: int) -> list[KlogRecord]:
+    h = f"{hour:02d}"
+    return [
+        line(f"{h}:00:00.000001", "Bound server-providing Pod", f'{CTX} name="l1" instanceID="I1"'),
+        http(f"{h}:00:03.000000", "wake", f"2026-06-29T{h}:00:01Z", "2", 200),
+        line(f"{h}:00:03.100000", "Successfully relayed the readiness", f'{CTX} readiness="ready" url="u"'),
+        line(f"{h}:30:00.000000", "Unbound server-providing Pod", f'{CTX} name="l1"'),
+    ]
+
+
+def test_every_round_is_emitted_once_under_eviction() -> None:
+    """Live use: emit, evict, feed the next round; the count of rounds must not restart."""
+    c = Correlator()
+    pod = requester(None)
+    c.add_pod(PodEvent("LISTED", pod))
+    emitted: list[str] = []
+    for i, hour in enumerate((15, 16, 17, 18)):
+        for r in _hot_round(hour):
+            c.add_dpc(r)
+        ready = dict(pod, metadata=dict(pod["metadata"], resourceVersion=str(20 + i)))
+        ready["status"] = dict(
+            pod["status"],
+            conditions=[
+                *pod["status"]["conditions"],
+                {"type": "Ready", "status": "True", "lastTransitionTime": f"2026-06-29T{hour}:00:06Z"},
+            ],
+        )
+        c.add_pod(PodEvent("MODIFIED", ready))
+        for act in c.finished(now_ns=2**62, grace_ns=0, incomplete_after_ns=2**62):
+            emitted.append(act.key)
+            c.evict(act.key)
+    assert emitted == [UID, f"{UID}/2", f"{UID}/3", f"{UID}/4"]
+
+
+def test_deleted_requester_keeps_its_container_start() -> None:
+    gone = requester()
+    gone["status"]["containerStatuses"] = [
+        {
+            "name": "inference-server",
+            "state": {"terminated": {"startedAt": "2026-06-29T14:35:42Z", "exitCode": 0}},
+        }
+    ]
+    c = Correlator()
+    c.add_pod(PodEvent("DELETED", gone))
+    [act] = c.actuations()
+    assert act.instants["R.started"].t_ns == parse_rfc3339_ns("2026-06-29T14:35:42Z")
+
+
+def test_name_only_lines_go_to_the_pod_of_that_name_alive_then() -> None:
+    first = requester()
+    second = requester("2026-06-29T16:00:09Z")
+    second["metadata"] = dict(second["metadata"], uid="second-uid", creationTimestamp="2026-06-29T15:59:00Z")
+    c = Correlator()
+    c.add_pod(PodEvent("LISTED", first))
+    c.add_pod(PodEvent("LISTED", second))
+    by_name = f'worker=0 node="n" requesterName="{NAME}"'
+    c.add_dpc(http("14:36:13.000000", "wake", "2026-06-29T14:36:10Z", "3", 200, ctx=by_name))
+    c.add_dpc(http("16:00:05.000000", "wake", "2026-06-29T16:00:02Z", "3", 200, ctx=by_name))
+    acts = {a.key: a for a in c.actuations()}
+    assert acts[UID].instants["D.wake.start"].t_ns == parse_rfc3339_ns("2026-06-29T14:36:10Z")
+    assert acts["second-uid"].instants["D.wake.start"].t_ns == parse_rfc3339_ns("2026-06-29T16:00:02Z")
+
+
+def test_direct_provider_requester_and_its_provider() -> None:
+    direct = requester()
+    direct["metadata"] = dict(
+        direct["metadata"], annotations={"dual-pods.llm-d.ai/server-patch": "{}"}, labels={"app": "vllm"}
+    )
+    provider = requester()
+    provider["metadata"] = dict(
+        provider["metadata"],
+        name=NAME + "-dual-abcde",
+        uid="provider-uid",
+        labels={"app": "vllm"},
+        annotations={"dual-pods.llm-d.ai/requester": f"{UID} {NAME}"},
+    )
+    c = Correlator(baseline_selector={"app": "vllm"})
+    c.add_pod(PodEvent("LISTED", direct))
+    c.add_pod(PodEvent("LISTED", provider))
+    c.add_dpc(line("14:36:45.000000", "Observed actuation latency", f'{CTX} path="hot" actuationSecs=60'))
+    [act] = c.actuations()  # the provider is no baseline
+    assert act.key == UID
+    assert act.path == M.UNKNOWN  # the DPC's "hot" label is not evidence for a direct provider
+
+
+@pytest.mark.parametrize("field", ["latencySecs=1e999", "latencySecs=-1", "statusCode=1e999 latencySecs=0.1"])
+def test_non_finite_numbers_are_a_counted_bad_line(field: str) -> None:
+    c = correlator()
+    kv = f'{CTX} purpose="wake" httpCallStartTime="2026-06-29T14:36:10Z" {field}'
+    if "statusCode" in field:
+        fact = c.add_dpc(line("14:36:13.000000", "HTTP call done", kv))
+        assert fact is not None and fact.status == 0 and not fact.ok
+    else:
+        with pytest.raises(ValueError):
+            c.add_dpc(line("14:36:13.000000", "HTTP call done", kv))

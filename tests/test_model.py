@@ -77,6 +77,8 @@ def test_relay_start_depends_on_path() -> None:
         ("--model m --api-key sk-123 --port 8005", "--model m --api-key <redacted> --port 8005"),
         ("--hf-token=hf_abc --x 1", "--hf-token=<redacted> --x 1"),
         ("--model m", "--model m"),
+        ('--api-key "abc def" --port 1', "--api-key <redacted> --port 1"),
+        ("--api-key 'abc def'", "--api-key <redacted>"),
     ],
 )
 def test_redact_options(options: str, expected: str) -> None:
@@ -92,3 +94,9 @@ def test_redact_vllm_config_annotation() -> None:
     inner = json.loads(out["dual-pods.llm-d.ai/vllm-config"])
     assert inner["env_vars"] == {"HF_TOKEN": "<redacted>", "USER": "<redacted>"}
     assert out["other"] == "v"
+
+
+def test_redact_kubernetes_env_list() -> None:
+    out = M.redact_structure({"env": [{"name": "HF_TOKEN", "value": "hf_x"}, {"name": "A", "valueFrom": {}}]})
+    assert out["env"][0] == {"name": "HF_TOKEN", "value": "<redacted>"}
+    assert out["env"][1] == {"name": "A", "valueFrom": {}}
