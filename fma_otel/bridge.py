@@ -47,6 +47,8 @@ class BridgeResult:
     actuations: list[Actuation]
     traces: list[list[M.SpanRecord]]
     stats: list[SourceStats]
+    #: requesters the DPC log names whose Pod is not in the capture (nothing to trace)
+    orphans: int = 0
 
     @property
     def span_count(self) -> int:
@@ -145,7 +147,7 @@ def run_bridge(
         _require_some(st, inputs.dpc_log, "a klog (DPC) log")
         stats.append(st)
     acts = c.actuations()
-    return BridgeResult(acts, [build_trace(a) for a in acts], stats)
+    return BridgeResult(acts, [build_trace(a) for a in acts], stats, c.orphan_requesters())
 
 
 def _require_some(st: SourceStats, path: str, what: str) -> None:
@@ -186,5 +188,10 @@ def summary(result: BridgeResult) -> str:
         lines.append(f"  {path:<14} complete {done:>5}  incomplete {open_:>5}")
     for st in result.stats:
         lines.append(f"source {st.name}: read {st.read}, understood {st.understood}, skipped {st.skipped}")
+    if result.orphans:
+        lines.append(
+            f"not traced: {result.orphans} requester(s) in the DPC log have no Pod in the capture "
+            "(deleted before it was taken? capture Pods with kubectl get pods -w)"
+        )
     lines.append(f"spans: {result.span_count} in {len(result.traces)} traces")
     return "\n".join(lines)

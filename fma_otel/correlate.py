@@ -221,6 +221,12 @@ class Correlator:
                     out.append(act)
         return out
 
+    def orphan_requesters(self) -> int:
+        """Requesters the DPC log talks about whose Pod is not in the input (not traced)."""
+        uids = {P.uid(p) for p in self.store.pods()}
+        names = {P.name(p) for p in self.store.pods()}
+        return sum(1 for k in self._dpc if (k[5:] not in names if k.startswith("name:") else k not in uids))
+
     def finished(self, now_ns: int, grace_ns: int, incomplete_after_ns: int) -> list[Actuation]:
         """Actuations ready to emit live: complete and quiet for ``grace_ns``, or too old.
 

@@ -44,7 +44,13 @@ def format_rfc3339_ns(ns: int) -> str:
 
 
 def civil_to_ns(year: int, month: int, day: int, tod_us: int) -> int:
-    """A klog header (no year in the text) placed in ``year``, UTC."""
+    """A klog header (no year in the text) placed in ``year``, UTC.
+
+    Raises ``ValueError`` for a date that year does not have (``0229`` in 2027): timegm
+    would silently roll it into March.
+    """
+    if not (1 <= month <= 12 and 1 <= day <= calendar.monthrange(year, month)[1]):
+        raise ValueError(f"no {year:04d}-{month:02d}-{day:02d}")
     return calendar.timegm((year, month, day, 0, 0, 0, 0, 0, 0)) * 1_000_000_000 + tod_us * 1_000
 
 

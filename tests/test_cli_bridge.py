@@ -172,3 +172,16 @@ def test_export_failure_keeps_the_file_and_exits_1(tmp_path: Path, clean_otlp_en
     assert r.exit_code == 1
     assert "export failed" in r.stderr and "127.0.0.1" in r.stderr
     assert len(out.read_text().splitlines()) == 6
+
+
+def test_summary_counts_requesters_without_pods(tmp_path: Path, clean_otlp_env) -> None:
+    d = tmp_path / "cap"
+    d.mkdir()
+    for f in SAMPLE.iterdir():
+        (d / f.name).write_bytes(f.read_bytes())
+    # keep only the baseline Pod's events: every FMA requester is gone from the capture
+    kept = [ln for ln in (d / "pods.json").read_text().splitlines() if "vllm-baseline" in ln]
+    (d / "pods.json").write_text("\n".join(kept) + "\n")
+    r = run(str(d), "--out", str(tmp_path / "o.jsonl"))
+    assert r.exit_code == 0
+    assert "not traced: 4 requester(s) in the DPC log have no Pod" in r.stderr

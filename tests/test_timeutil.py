@@ -27,3 +27,9 @@ def test_roundtrip_and_errors() -> None:
 
 def test_civil() -> None:
     assert civil_to_ns(2026, 6, 29, (14 * 3600 + 35 * 60 + 40) * 10**6 + 5) == 1782743740_000005000
+
+
+def test_impossible_date_is_an_error_not_a_roll_over() -> None:
+    with pytest.raises(ValueError, match="2027-02-29"):
+        civil_to_ns(2027, 2, 29, 0)
+    assert civil_to_ns(2028, 2, 29, 0) > civil_to_ns(2027, 12, 31, 0)
