@@ -11,6 +11,7 @@ A DPC line belongs to a requester by ``serverUID``, else ``requesterName``, else
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,12 +90,13 @@ class LauncherFact:
     status: int | None = None
 
 
-def requester_of(rec: KlogRecord) -> tuple[str | None, str | None]:
+def requester_of(rec: KlogRecord | Mapping[str, Any]) -> tuple[str | None, str | None]:
     """(uid, name) of the requester a DPC line is about, by the span model's rule."""
-    uid = rec.get("serverUID")
-    name = rec.get("requesterName")
+    kv = rec if isinstance(rec, Mapping) else dict(rec.kv)
+    uid = kv.get("serverUID")
+    name = kv.get("requesterName")
     if not uid and not name:
-        item = rec.get("item")
+        item = kv.get("item")
         if isinstance(item, dict):
             uid = item.get("UID")
             name = item.get("RequesterName")
@@ -122,19 +124,20 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
     kind = MESSAGES.get(rec.msg)
     if kind is None:
         return None
-    uid, name = requester_of(rec)
+    kv = dict(rec.kv)  # one pass; the last of a repeated key wins, as in KlogRecord.get
+    uid, name = requester_of(kv)
     if rec.msg == MSG_HTTP:
-        kind = _HTTP_PURPOSES.get(str(rec.get("purpose")), "")
+        kind = _HTTP_PURPOSES.get(str(kv.get("purpose")), "")
         if not kind:
             return None
-        start_s = rec.get("httpCallStartTime")
-        lat = _finite(rec.get("latencySecs"))
+        start_s = kv.get("httpCallStartTime")
+        lat = _finite(kv.get("latencySecs"))
         if not isinstance(start_s, str) or lat is None or lat < 0:
             raise ValueError("HTTP call done without a valid httpCallStartTime/latencySecs")
         start = parse_rfc3339_ns(start_s)
-        code = _finite(rec.get("statusCode"))
+        code = _finite(kv.get("statusCode"))
         status = int(code) if code is not None else 0
-        ok = 200 <= status < 300 and rec.get("err") in (None, "", "null")
+        ok = 200 <= status < 300 and kv.get("err") in (None, "", "null")
         return DpcFact(
             kind,
             t_ns,
@@ -145,17 +148,17 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
             end_ns=start + round(lat * 1e9),
             status=status,
             ok=ok,
-            launcher=_str(rec.get("providerName")),
-            instance_id=_str(rec.get("instanceID")),
-            node=_str(rec.get("node")),
-            error=None if ok else _str(rec.get("err")) or f"status {status}",
+            launcher=_str(kv.get("providerName")),
+            instance_id=_str(kv.get("instanceID")),
+            node=_str(kv.get("node")),
+            error=None if ok else _str(kv.get("err")) or f"status {status}",
         )
-    if kind == RELAYED and rec.get("readiness") != "ready":
+    if kind == RELAYED and kv.get("readiness") != "ready":
         return None
     if kind in (BOUND_COLD, BOUND):
         # a cold bind names the new launcher's instance in its annotations; a warm/hot one says it
-        instance, isc = rec.get("instanceID"), None
-        annotations = rec.get("annotations")
+        instance, isc = kv.get("instanceID"), None
+        annotations = kv.get("annotations")
         if kind == BOUND_COLD and isinstance(annotations, dict):
             instance = annotations.get("dual-pods.llm-d.ai/instance-id")
             isc = _isc_from_vllm_config(annotations.get("dual-pods.llm-d.ai/vllm-config"))
@@ -165,10 +168,10 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
             uid,
             name,
             rec.line_no,
-            launcher=_str(rec.get("name")),
+            launcher=_str(kv.get("name")),
             instance_id=_str(instance),
             isc_name=isc,
-            node=_str(rec.get("node")),
+            node=_str(kv.get("node")),
         )
     if kind == OBSERVED:
         return DpcFact(
@@ -177,19 +180,19 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
             uid,
             name,
             rec.line_no,
-            path_label=_str(rec.get("path")),
-            secs=_finite(rec.get("actuationSecs")),
+            path_label=_str(kv.get("path")),
+            secs=_finite(kv.get("actuationSecs")),
         )
     if kind == CREATED_INSTANCE:
-        return DpcFact(kind, t_ns, uid, name, rec.line_no, instance_id=_str(rec.get("instance_id")))
+        return DpcFact(kind, t_ns, uid, name, rec.line_no, instance_id=_str(kv.get("instance_id")))
     return DpcFact(
         kind,
         t_ns,
         uid,
         name,
         rec.line_no,
-        launcher=_str(rec.get("providerName") or rec.get("launcherPod")),
-        instance_id=_str(rec.get("instanceID")),
+        launcher=_str(kv.get("providerName") or kv.get("launcherPod")),
+        instance_id=_str(kv.get("instanceID")),
     )
 
 
