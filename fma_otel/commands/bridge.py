@@ -79,27 +79,35 @@ def command(
     exporting = otlp_export.otlp_configured(otlp_endpoint)
     if out is None and not exporting:
         out = "-"
-    try:
-        result = _run(inputs, selector, baseline_container, quiet)
-    except B.InputError as exc:
-        fail(str(exc))
-
-    if out is not None:
-        with open_out(out) as fh:
-            for trace in result.traces:
-                write_trace_line(fh, trace)
-    failed = False
+    sink = None
     if exporting:
+        # Before the (possibly long) run: a bad endpoint or protocol is a usage error (2),
+        # said in one line, not an export failure found at the end.
         try:
             sink = otlp_export.OtlpSink(endpoint=otlp_endpoint, protocol=otlp_protocol)
+        except otlp_export.ExportError as exc:
+            fail(str(exc))
+    failed = False
+    try:
+        try:
+            result = _run(inputs, selector, baseline_container, quiet)
+        except B.InputError as exc:
+            fail(str(exc))
+
+        if out is not None:
+            with open_out(out) as fh:
+                for trace in result.traces:
+                    write_trace_line(fh, trace)
+        if sink is not None:
             try:
                 for trace in result.traces:
                     sink.export(trace)
-            finally:
-                sink.close()
-        except otlp_export.ExportError as exc:
-            click.echo(f"fma-otel bridge: export failed: {exc}", err=True)
-            failed = True
+            except otlp_export.ExportError as exc:
+                click.echo(f"fma-otel bridge: export failed: {exc}", err=True)
+                failed = True
+    finally:
+        if sink is not None:
+            sink.close()
     if not quiet:
         click.echo(B.summary(result), err=True)
     skipped = [(st.name, ln, why) for st in result.stats for ln, why in st.skipped_lines]

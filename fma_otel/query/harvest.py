@@ -28,7 +28,7 @@ from ..model import (
     SPANS,
     UNKNOWN,
 )
-from ..sinks.otlp_json import normalize_id, value_of
+from ..sinks.otlp_json import MALFORMED, normalize_id, value_of
 from .window import Window, to_ns
 
 #: span name -> the FMA metric it carries, per the model's table
@@ -79,53 +79,72 @@ class Harvest:
         self._spans: dict[tuple[str, str], tuple[str, str | None, int, int, bool]] = {}
         self._requests: dict[str, RequestObs] = {}
         self.traces_seen: set[str] = set()
+        #: requests :meth:`add_otlp` refused as malformed OTLP (each added nothing)
+        self.malformed = 0
 
     # ------------------------------------------------------------------ input
 
-    def add_otlp(self, req: Mapping[str, Any]) -> None:
+    def add_otlp(self, req: Mapping[str, Any]) -> bool:
         """One ``ExportTraceServiceRequest``/``TracesData`` in JSON form (hex or base64 ids).
 
         Also takes Tempo's older ``batches`` wrapping and ``instrumentationLibrarySpans``.
         This is the hot loop of ``slo --traces``: names are checked before anything else is
         decoded, and ids in the usual hex form are taken as they are.
+
+        All or nothing: a request that is valid JSON but malformed OTLP where this reader
+        looks (a list where an object belongs, an attribute without ``key``, a start time
+        ``"x"``) adds nothing, is counted in :attr:`malformed` and gives ``False``.  The
+        spans are gathered first and kept only when the whole request decoded, one
+        ``try`` per request, so the happy path pays nothing per span.
         """
         wanted = WANTED_NAMES
         metric_of = METRIC_OF_SPAN
         keys = _KEYS
-        spans = self._spans
-        seen = self.traces_seen
-        for rs in req.get("resourceSpans") or req.get("resource_spans") or req.get("batches") or ():
-            for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or ():
-                for sp in ss.get("spans") or ():
-                    name = sp.get("name")
-                    if name not in wanted:
-                        continue
-                    attrs = {}
-                    for kv in sp.get("attributes") or ():
-                        k = kv["key"]
-                        if k in keys:
-                            attrs[k] = value_of(kv["value"])
-                    tid = sp.get("traceId") or ""
-                    if len(tid) != 32:
-                        tid = normalize_id(tid, 16) or ""
-                    start = int(sp.get("startTimeUnixNano") or 0)
-                    end = int(sp.get("endTimeUnixNano") or 0)
-                    if name == ROOT:
-                        self._add_root(tid, start, attrs)
-                        continue
-                    sid = sp.get("spanId") or ""
-                    if len(sid) != 16:
-                        sid = normalize_id(sid, 8) or ""
-                    seen.add(tid)
-                    complete = attrs.get(A_COMPLETE)
-                    path = attrs.get(A_PATH)
-                    spans[(tid, sid)] = (
-                        str(attrs.get(A_METRIC) or metric_of[name]),
-                        str(path) if path else None,
-                        start,
-                        end,
-                        complete is not False and complete != "false",
-                    )
+        new: dict[tuple[str, str], tuple[str, str | None, int, int, bool]] = {}
+        roots: dict[str, RequestObs] = {}  # hashed here, inside the try
+        tids: set[str] = set()
+        try:
+            for rs in req.get("resourceSpans") or req.get("resource_spans") or req.get("batches") or ():
+                for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or ():
+                    for sp in ss.get("spans") or ():
+                        name = sp.get("name")
+                        if name not in wanted:
+                            continue
+                        attrs = {}
+                        for kv in sp.get("attributes") or ():
+                            k = kv["key"]
+                            if k in keys:
+                                attrs[k] = value_of(kv["value"])
+                        tid = sp.get("traceId") or ""
+                        if len(tid) != 32:
+                            tid = normalize_id(tid, 16) or ""
+                        start = int(sp.get("startTimeUnixNano") or 0)
+                        end = int(sp.get("endTimeUnixNano") or 0)
+                        if name == ROOT:
+                            roots[tid] = _request_obs(start, attrs)
+                            continue
+                        sid = sp.get("spanId") or ""
+                        if len(sid) != 16:
+                            sid = normalize_id(sid, 8) or ""
+                        tids.add(tid)
+                        complete = attrs.get(A_COMPLETE)
+                        path = attrs.get(A_PATH)
+                        new[(tid, sid)] = (
+                            str(attrs.get(A_METRIC) or metric_of[name]),
+                            str(path) if path else None,
+                            start,
+                            end,
+                            complete is not False and complete != "false",
+                        )
+        except MALFORMED:
+            self.malformed += 1
+            return False
+        self._spans.update(new)
+        self.traces_seen.update(tids)
+        for tid, obs in roots.items():
+            self.traces_seen.add(tid)
+            self._requests[tid] = obs
+        return True
 
     def add_span(
         self, trace_id: str, span_id: str, name: str, start_ns: int, end_ns: int, attrs: Mapping[str, Any]
@@ -149,16 +168,7 @@ class Harvest:
 
     def _add_root(self, trace_id: str, start_ns: int, attrs: Mapping[str, Any]) -> None:
         self.traces_seen.add(trace_id)
-        path = attrs.get(A_PATH)
-        dpc = attrs.get(A_DPC_SECS)
-        self._requests[trace_id] = RequestObs(
-            path=str(path) if path else UNKNOWN,
-            complete=_truthy(attrs.get(A_COMPLETE), default=True),
-            hot_hit=_opt_bool(attrs.get(A_HOT_HIT)),
-            warm_hit=_opt_bool(attrs.get(A_WARM_HIT)),
-            start_ns=start_ns,
-            dpc_secs=float(dpc) if isinstance(dpc, (int, float)) and not isinstance(dpc, bool) else None,
-        )
+        self._requests[trace_id] = _request_obs(start_ns, attrs)
 
     # ------------------------------------------------------------------ output
 
@@ -199,6 +209,19 @@ class Harvest:
                 )
             )
         return out
+
+
+def _request_obs(start_ns: int, attrs: Mapping[str, Any]) -> RequestObs:
+    path = attrs.get(A_PATH)
+    dpc = attrs.get(A_DPC_SECS)
+    return RequestObs(
+        path=str(path) if path else UNKNOWN,
+        complete=_truthy(attrs.get(A_COMPLETE), default=True),
+        hot_hit=_opt_bool(attrs.get(A_HOT_HIT)),
+        warm_hit=_opt_bool(attrs.get(A_WARM_HIT)),
+        start_ns=start_ns,
+        dpc_secs=float(dpc) if isinstance(dpc, (int, float)) and not isinstance(dpc, bool) else None,
+    )
 
 
 def _truthy(v: Any, default: bool) -> bool:

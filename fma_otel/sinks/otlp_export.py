@@ -113,20 +113,37 @@ def resolve_protocol(protocol: str | None, endpoint: str | None) -> str:
     return HTTP_PROTOBUF
 
 
+def _parse(url: str) -> Any:
+    """``urlparse`` that also checks the port, as :class:`ExportError` with a clear message.
+
+    ``urlparse`` raises a bare ``ValueError`` for ``http://[::1`` (unclosed bracket) and
+    ``.port`` for ``host:99999`` or ``host:abc``; the CLI turns ExportError into one line.
+    """
+    try:
+        urlparse(url if "://" in url else f"//{url}").port  # noqa: B018  (validates the port)
+        return urlparse(url)
+    except ValueError as exc:
+        raise ExportError(f"OTLP endpoint {url!r} is not a valid URL: {exc}") from None
+
+
 def resolve_endpoint(endpoint: str | None, protocol: str) -> str:
-    """The URL (HTTP) or ``scheme://host:port`` (gRPC) to send to."""
+    """The URL (HTTP) or ``scheme://host:port`` (gRPC) to send to.
+
+    Raises :class:`ExportError` for an endpoint that is not a URL (a bad port, an
+    unclosed IPv6 bracket), whichever variable or argument it came from.
+    """
     if endpoint:
         url = endpoint.strip()
-        append = urlparse(url).path in ("", "/")  # a bare host means the base URL
+        append = _parse(url).path in ("", "/")  # a bare host means the base URL
     elif traces := _env(ENV_TRACES_ENDPOINT):
         url, append = traces, False  # the signal-specific variable is the full URL
     elif generic := _env(ENV_ENDPOINT):
         url, append = generic, True  # the generic variable is always a base URL
     else:
         url, append = ("http://localhost:4317" if protocol == GRPC else "http://localhost:4318"), True
+    parsed = _parse(url)
     if protocol == GRPC:
         return url
-    parsed = urlparse(url)
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
         raise ExportError(f"OTLP/HTTP endpoint {url!r} is not an http:// or https:// URL")
     if append:
@@ -313,7 +330,10 @@ class OtlpSink:
         self.endpoint = resolve_endpoint(endpoint, self.protocol)
         self.timeout_s = float(timeout_s)
         self._headers = resolve_headers(headers)
-        self._exporter = self._make_exporter()
+        try:
+            self._exporter = self._make_exporter()
+        except ValueError as exc:  # the SDK's own parsing of endpoint or settings
+            raise ExportError(f"cannot set up OTLP export to {self.endpoint}: {exc}") from None
         self._closed = False
 
     def _make_exporter(self) -> Any:

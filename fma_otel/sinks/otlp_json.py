@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 from collections.abc import Iterable, Iterator, Mapping
 from typing import IO, Any
 
@@ -37,7 +38,10 @@ def any_value(v: Any) -> dict[str, Any]:
     if isinstance(v, int):
         return {"intValue": str(v)}
     if isinstance(v, float):
-        return {"doubleValue": v}
+        if math.isfinite(v):
+            return {"doubleValue": v}
+        # JSON has no Infinity/NaN: the protobuf JSON mapping spells them as strings
+        return {"doubleValue": "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")}
     if isinstance(v, (list, tuple)):
         return {"arrayValue": {"values": [any_value(x) for x in v]}}
     return {"stringValue": str(v)}
@@ -88,8 +92,8 @@ def export_request(spans: Iterable[SpanRecord]) -> dict[str, Any]:
 
 
 def write_trace_line(out: IO[str], spans: Iterable[SpanRecord]) -> None:
-    """Write one trace (or any batch of spans) as one line."""
-    out.write(json.dumps(export_request(spans), separators=(",", ":")))
+    """Write one trace (or any batch of spans) as one line of strict JSON (no bare NaN)."""
+    out.write(json.dumps(export_request(spans), separators=(",", ":"), allow_nan=False))
     out.write("\n")
 
 
@@ -105,6 +109,7 @@ def value_of(av: Mapping[str, Any]) -> Any:
     if "intValue" in av:
         return int(av["intValue"])
     if "doubleValue" in av:
+        # a number, or a string ("Infinity", "-Infinity", "NaN", or digits) as protobuf JSON allows
         return float(av["doubleValue"])
     if "arrayValue" in av:
         return [value_of(x) for x in av["arrayValue"].get("values", [])]
@@ -138,8 +143,35 @@ def normalize_id(raw: str | None, nbytes: int) -> str | None:
     return b.hex()
 
 
+#: What decoding a request that is valid JSON but not valid OTLP raises (a list where an
+#: object belongs, a missing ``key``, ``"startTimeUnixNano": "x"``, ...): the caller skips
+#: the whole line.  OverflowError: a huge number; RecursionError: absurd nesting.
+MALFORMED = (TypeError, KeyError, ValueError, AttributeError, OverflowError, RecursionError)
+
+
+def _text(v: Any) -> str:
+    """A field that must be a string (name, status message); null is the default, ""."""
+    if v is None:
+        return ""
+    if not isinstance(v, str):
+        raise TypeError(f"expected a string, got {type(v).__name__}")
+    return v
+
+
+def decode_request(req: Mapping[str, Any]) -> list[SpanRecord]:
+    """All spans of one request, or one of :data:`MALFORMED` if any part of it is malformed.
+
+    All or nothing, so a reader that skips a bad line never keeps part of it.
+    """
+    return list(spans_from_request(req))
+
+
 def spans_from_request(req: Mapping[str, Any]) -> Iterator[SpanRecord]:
-    """All spans of one ``ExportTraceServiceRequest`` (or ``TracesData``) in JSON form."""
+    """All spans of one ``ExportTraceServiceRequest`` (or ``TracesData``) in JSON form.
+
+    Lazy: a malformed span raises one of :data:`MALFORMED` only when reached, after the
+    spans before it were yielded; use :func:`decode_request` for all-or-nothing.
+    """
     for rs in req.get("resourceSpans") or req.get("resource_spans") or ():
         res = attrs_of((rs.get("resource") or {}).get("attributes"))
         service = str(res.get("service.name", ""))
@@ -152,14 +184,14 @@ def spans_from_request(req: Mapping[str, Any]) -> Iterator[SpanRecord]:
                     trace_id=normalize_id(sp.get("traceId"), 16) or "",
                     span_id=normalize_id(sp.get("spanId"), 8) or "",
                     parent_span_id=normalize_id(sp.get("parentSpanId"), 8),
-                    name=sp.get("name", ""),
+                    name=_text(sp.get("name")),
                     kind=OTLP_TO_KIND.get(kind, "INTERNAL"),
-                    start_ns=int(sp.get("startTimeUnixNano", 0)),
-                    end_ns=int(sp.get("endTimeUnixNano", 0)),
+                    start_ns=int(sp.get("startTimeUnixNano") or 0),
+                    end_ns=int(sp.get("endTimeUnixNano") or 0),
                     service=service,
                     attributes=attrs_of(sp.get("attributes")),
                     status_code=OTLP_TO_STATUS.get(code, STATUS_UNSET),
-                    status_message=status.get("message", ""),
+                    status_message=_text(status.get("message")),
                     resource=res,
                 )
 
@@ -171,8 +203,10 @@ class OtlpJsonError(ValueError):
 def read_spans(path: str, stats: dict[str, int] | None = None) -> Iterator[SpanRecord]:
     """Stream spans from an OTLP JSON lines file.
 
-    Bad lines are counted in ``stats['skipped']`` (never fatal); a file with no parsable
-    line at all raises :class:`OtlpJsonError` so the CLI can say "wrong kind of file".
+    Bad lines are counted in ``stats['skipped']`` (never fatal): not JSON, not an object
+    with ``resourceSpans``, or valid JSON that is malformed OTLP anywhere in it (the whole
+    line is skipped, never part of it).  A file with no good line at all raises
+    :class:`OtlpJsonError` so the CLI can say "wrong kind of file".
     """
     st = stats if stats is not None else {}
     st.setdefault("lines", 0)
@@ -185,13 +219,18 @@ def read_spans(path: str, stats: dict[str, int] | None = None) -> Iterator[SpanR
             st["lines"] += 1
             try:
                 req = json.loads(raw)
-            except ValueError:
+            except (ValueError, RecursionError):
                 st["skipped"] += 1
                 continue
             if not isinstance(req, dict) or not ("resourceSpans" in req or "resource_spans" in req):
                 st["skipped"] += 1
                 continue
+            try:
+                spans = decode_request(req)
+            except MALFORMED:
+                st["skipped"] += 1
+                continue
             good += 1
-            yield from spans_from_request(req)
+            yield from spans
     if st["lines"] and not good:
         raise OtlpJsonError(f"{path}: not OTLP JSON lines (no line holds resourceSpans)")

@@ -88,7 +88,9 @@ def tree_lines(trace: Sequence[SpanRecord]) -> list[tuple[int, SpanRecord, bool]
     """Depth-first ``(depth, span, orphan)``; children by start time, then name.
 
     A span whose parent is not in the file (a wrapper span whose bridge trace was not
-    exported, say) is shown at the top level and flagged, rather than hidden.
+    exported, say) is shown at the top level and flagged, rather than hidden.  So is a
+    span that no root leads to because the parent links form a cycle (its own id as its
+    parent, or two spans each the other's parent): every span is shown exactly once.
     """
     ids = {s.span_id for s in trace}
     children: dict[str | None, list[SpanRecord]] = {}
@@ -98,16 +100,24 @@ def tree_lines(trace: Sequence[SpanRecord]) -> list[tuple[int, SpanRecord, bool]
     out: list[tuple[int, SpanRecord, bool]] = []
     seen: set[str] = set()
 
-    def walk(s: SpanRecord, depth: int) -> None:
-        if s.span_id in seen:  # duplicate ids: show each record once, never loop
-            return
-        seen.add(s.span_id)
-        out.append((depth, s, bool(s.parent_span_id) and s.parent_span_id not in ids))
-        for c in sorted(children.get(s.span_id, ()), key=_order):
-            walk(c, depth + 1)
+    def walk(top: SpanRecord, orphan: bool = False) -> None:
+        # iterative, so a very deep chain of spans cannot exhaust the stack
+        stack = [(top, 0, orphan)]
+        while stack:
+            s, depth, flag = stack.pop()
+            if s.span_id in seen:  # duplicate ids: show each record once, never loop
+                continue
+            seen.add(s.span_id)
+            out.append((depth, s, flag or (bool(s.parent_span_id) and s.parent_span_id not in ids)))
+            kids = sorted(children.get(s.span_id, ()), key=_order)
+            stack.extend((c, depth + 1, False) for c in reversed(kids))
 
     for top in sorted(children.get(None, ()), key=_order):
-        walk(top, 0)
+        walk(top)
+    if len(seen) < len(ids):  # parent cycles: no root reaches them
+        for s in sorted(trace, key=_order):
+            if s.span_id not in seen:
+                walk(s, orphan=True)
     return out
 
 
@@ -137,7 +147,7 @@ def fmt_s(seconds: float) -> str:
 def _num(v: Any) -> float | None:
     try:
         return float(v)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
 
 
