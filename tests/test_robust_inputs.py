@@ -190,15 +190,24 @@ def test_slo_with_only_malformed_lines_does_not_crash(tmp_path: Path, name: str)
         assert len(r.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.xfail(
-    reason="FileSource.fill (fma_otel/query/sources.py) ignores add_otlp()'s False: "
-    "the malformed line is not yet counted in its 'skipped' warning",
-    strict=False,
-)
 def test_slo_warns_about_the_malformed_line(tmp_path: Path) -> None:
     bad, _ = MALFORMED["start time not a number"]
     r = invoke("slo", "--traces", _file(tmp_path, bad, good_line()), "--format", "json")
     assert "skipped 1 of 2 lines" in r.stderr
+
+
+def test_slo_on_only_malformed_lines_is_a_wrong_kind_of_file(tmp_path: Path) -> None:
+    bad, _ = MALFORMED["start time not a number"]
+    r = invoke("slo", "--traces", _file(tmp_path, bad), "--format", "json")
+    assert r.exit_code == 2 and "not OTLP JSON lines" in r.stderr
+
+
+def test_report_skips_a_malformed_line(tmp_path: Path) -> None:
+    bad, _ = MALFORMED["start time not a number"]
+    out = tmp_path / "r.html"
+    r = invoke("report", _file(tmp_path, bad, good_line()), "--out", str(out), "-q")
+    assert r.exit_code == 0, r.stderr
+    assert "Traceback" not in r.stderr and out.read_text().startswith("<!")
 
 
 # --------------------------------------------------------------------------- cycles

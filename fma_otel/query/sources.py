@@ -76,12 +76,16 @@ class FileSource:
                 if not isinstance(req, dict) or not ("resourceSpans" in req or "resource_spans" in req):
                     self.skipped += 1
                     continue
-                good += 1
-                add(req)
+                if add(req):
+                    good += 1
+                else:  # valid JSON, malformed OTLP: the whole line is left out
+                    self.skipped += 1
         if self.lines and not good:
             raise QueryError(f"--traces {self.path}: not OTLP JSON lines (no line holds resourceSpans)")
         if self.skipped:
-            warn(f"{self.path}: skipped {self.skipped} of {self.lines} lines that are not OTLP JSON")
+            warn(
+                f"{self.path}: skipped {self.skipped} of {self.lines} lines that are not (well-formed) OTLP JSON"
+            )
 
 
 # --------------------------------------------------------------------------- http

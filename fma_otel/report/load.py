@@ -12,7 +12,6 @@ reports bytes read, which a progress bar needs.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
@@ -20,7 +19,7 @@ from contextlib import AbstractContextManager, nullcontext
 from ..model import SpanRecord
 from ..query.harvest import Harvest
 from ..query.slo_spec import Check
-from ..sinks.otlp_json import OtlpJsonError, spans_from_request
+from ..sinks.otlp_json import read_spans
 from .data import ReportData, Summaries, prepare
 
 Advance = Callable[[int], None]
@@ -30,31 +29,12 @@ Progress = Callable[[str, int], AbstractContextManager[Advance | None]]
 def iter_spans(path: str, stats: dict[str, int], advance: Advance | None = None) -> Iterator[SpanRecord]:
     """Spans of an OTLP JSON lines file; ``stats`` counts ``lines`` and ``skipped``.
 
-    Raises :class:`OSError` for an unreadable file and :class:`OtlpJsonError` when no line
-    is OTLP JSON (an empty file is fine: it simply has no actuation).
+    The one reader of these files (:func:`fma_otel.sinks.otlp_json.read_spans`): a malformed
+    line is skipped whole.  Raises :class:`OSError` for an unreadable file and
+    :class:`OtlpJsonError` when no line is OTLP JSON (an empty file is fine: it simply has
+    no actuation).
     """
-    stats.setdefault("lines", 0)
-    stats.setdefault("skipped", 0)
-    good = 0
-    with open(path, "rb") as fh:
-        for raw in fh:
-            if advance is not None:
-                advance(len(raw))
-            if not raw.strip():
-                continue
-            stats["lines"] += 1
-            try:
-                req = json.loads(raw)
-            except ValueError:
-                stats["skipped"] += 1
-                continue
-            if not isinstance(req, dict) or not ("resourceSpans" in req or "resource_spans" in req):
-                stats["skipped"] += 1
-                continue
-            good += 1
-            yield from spans_from_request(req)
-    if stats["lines"] and not good:
-        raise OtlpJsonError(f"{path}: not OTLP JSON lines (no line holds resourceSpans)")
+    return read_spans(path, stats, advance)
 
 
 def load(

@@ -12,7 +12,7 @@ import base64
 import binascii
 import json
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import IO, Any
 
 from .. import __version__
@@ -200,13 +200,16 @@ class OtlpJsonError(ValueError):
     """A file that is not OTLP JSON lines."""
 
 
-def read_spans(path: str, stats: dict[str, int] | None = None) -> Iterator[SpanRecord]:
+def read_spans(
+    path: str, stats: dict[str, int] | None = None, advance: Callable[[int], None] | None = None
+) -> Iterator[SpanRecord]:
     """Stream spans from an OTLP JSON lines file.
 
     Bad lines are counted in ``stats['skipped']`` (never fatal): not JSON, not an object
     with ``resourceSpans``, or valid JSON that is malformed OTLP anywhere in it (the whole
     line is skipped, never part of it).  A file with no good line at all raises
-    :class:`OtlpJsonError` so the CLI can say "wrong kind of file".
+    :class:`OtlpJsonError` so the CLI can say "wrong kind of file".  ``advance`` is told
+    the bytes of every line read (a progress bar).
     """
     st = stats if stats is not None else {}
     st.setdefault("lines", 0)
@@ -214,6 +217,8 @@ def read_spans(path: str, stats: dict[str, int] | None = None) -> Iterator[SpanR
     good = 0
     with open(path, "rb") as fh:
         for raw in fh:
+            if advance is not None:
+                advance(len(raw))
             if not raw.strip():
                 continue
             st["lines"] += 1
