@@ -272,7 +272,13 @@ class Correlator:
         """Drop a deleted Pod whose actuations were all emitted: its Pod, its facts, its track."""
         pod = self.store.get(uid)
         if pod is not None:
-            self._dpc.pop(f"name:{P.name(pod)}", None)
+            name = P.name(pod)
+            self._dpc.pop(f"name:{name}", None)
+            self._updated.pop(f"name:{name}", None)
+            if P.role(pod, None) == P.ROLE_LAUNCHER:  # a launcher's log facts go with it
+                for k in [k for k in self._launcher if k[0] == name]:
+                    del self._launcher[k]
+                self._launchers_with_logs.discard(name or "")
         self.store.remove(uid)
         self._launcher_index = self._name_index = None
         self._dpc.pop(uid, None)

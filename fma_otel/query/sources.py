@@ -282,19 +282,32 @@ class JaegerSource:
 
 
 def _add_v1_trace(harvest: Harvest, trace: dict[str, Any]) -> None:
-    """Jaeger's v1 UI JSON: µs times, ``tags`` with ``type``/``value``."""
-    for sp in trace.get("spans") or ():
-        attrs = {t.get("key"): t.get("value") for t in sp.get("tags") or ()}
-        start_us = int(sp.get("startTime") or 0)
-        dur_us = int(sp.get("duration") or 0)
-        harvest.add_span(
-            str(sp.get("traceID", "")).lower().zfill(32),
-            str(sp.get("spanID", "")).lower().zfill(16),
-            str(sp.get("operationName", "")),
-            start_us * 1000,
-            (start_us + dur_us) * 1000,
-            attrs,
-        )
+    """Jaeger's v1 UI JSON: µs times, ``tags`` with ``type``/``value``.
+
+    All or nothing, like the OTLP path: a malformed field anywhere drops the whole trace
+    (counted in ``harvest.malformed``) instead of crashing the query.
+    """
+    try:
+        rows = []
+        for sp in trace.get("spans") or ():
+            attrs = {t["key"]: t.get("value") for t in sp.get("tags") or ()}
+            start_us = int(sp.get("startTime") or 0)
+            dur_us = int(sp.get("duration") or 0)
+            rows.append(
+                (
+                    str(sp.get("traceID", "")).lower().zfill(32),
+                    str(sp.get("spanID", "")).lower().zfill(16),
+                    str(sp.get("operationName", "")),
+                    start_us * 1000,
+                    (start_us + dur_us) * 1000,
+                    attrs,
+                )
+            )
+    except (TypeError, KeyError, ValueError, AttributeError, OverflowError):
+        harvest.malformed += 1
+        return
+    for row in rows:
+        harvest.add_span(*row)
 
 
 # --------------------------------------------------------------------------- Tempo
