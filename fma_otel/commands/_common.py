@@ -41,6 +41,25 @@ def _describe_os_error(path: str, exc: OSError) -> str:
 
 
 @contextlib.contextmanager
+def reading_traces(path: str) -> Iterator[None]:
+    """Turn every way an OTLP JSON lines input can be unusable into one line and exit 2."""
+    from ..sinks.otlp_json import OtlpJsonError
+
+    try:
+        yield
+    except FileNotFoundError:
+        fail(f"{path}: no such file")
+    except IsADirectoryError:
+        fail(f"{path}: is a directory, not an OTLP JSON lines file (run 'fma-otel bridge' on a capture)")
+    except PermissionError:
+        fail(f"{path}: permission denied")
+    except OtlpJsonError:
+        fail(f"{path}: not an OTLP JSON lines file (no line holds resourceSpans)")
+    except OSError as exc:
+        fail(f"{path}: cannot read: {exc.strerror or exc}")
+
+
+@contextlib.contextmanager
 def open_out(path: str) -> Iterator[IO[str]]:
     """Open ``path`` for writing text ('-' is stdout); disk errors become one-line failures."""
     if path == "-":

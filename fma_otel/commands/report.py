@@ -13,7 +13,7 @@ import os
 
 import click
 
-from ._common import byte_progress, fail, open_out
+from ._common import byte_progress, fail, open_out, reading_traces
 
 _EPILOG = """
 \b
@@ -41,7 +41,6 @@ Examples:
 def command(traces: str, out: str, slo_file: str | None, top: int, png_dir: str | None, quiet: bool) -> None:
     from ..query import QueryError
     from ..query.slo_spec import load_spec
-    from ..sinks.otlp_json import OtlpJsonError
 
     try:
         from ..report.html import render_report
@@ -55,18 +54,8 @@ def command(traces: str, out: str, slo_file: str | None, top: int, png_dir: str 
         checks = load_spec(slo_file) if slo_file else []
     except QueryError as exc:
         fail(str(exc))
-    if os.path.isdir(traces):
-        fail(f"{traces}: is a directory; give an OTLP JSON lines file (run 'fma-otel bridge' on a capture)")
-    try:
+    with reading_traces(traces):
         data = load(traces, checks, top, progress=functools.partial(_progress, quiet=quiet))
-    except FileNotFoundError:
-        fail(f"{traces}: no such file")
-    except PermissionError:
-        fail(f"{traces}: permission denied")
-    except OtlpJsonError:
-        fail(f"{traces}: not an OTLP JSON lines file (no line holds resourceSpans)")
-    except OSError as exc:
-        fail(f"{traces}: cannot read: {exc.strerror or exc}")
     if png_dir:
         try:
             os.makedirs(png_dir, exist_ok=True)

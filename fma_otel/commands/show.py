@@ -14,9 +14,9 @@ import sys
 import click
 
 from ..model import A_REQ_NAME, SpanRecord
-from ..sinks.otlp_json import OtlpJsonError, read_spans
+from ..sinks.otlp_json import read_spans
 from ..sinks.show import group_traces, render_waterfall
-from ._common import fail
+from ._common import fail, reading_traces
 
 #: Width when stdout is not a terminal: fixed, so piped output is the same everywhere.
 PIPE_WIDTH = 120
@@ -30,18 +30,8 @@ def _warn(message: str) -> None:
 
 def _load(path: str) -> list[SpanRecord]:
     stats: dict[str, int] = {}
-    try:
+    with reading_traces(path):
         spans = list(read_spans(path, stats))
-    except FileNotFoundError:
-        fail(f"{path}: no such file")
-    except IsADirectoryError:
-        fail(f"{path}: is a directory, not an OTLP JSON lines file")
-    except PermissionError:
-        fail(f"{path}: permission denied")
-    except OtlpJsonError:
-        fail(f"{path}: not an OTLP JSON lines file (no line holds resourceSpans)")
-    except OSError as exc:
-        fail(f"{path}: cannot read: {exc.strerror or exc}")
     if stats.get("skipped"):
         _warn(f"{path}: skipped {stats['skipped']} line(s) that are not OTLP JSON")
     return spans
