@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -47,8 +48,23 @@ def any_value(v: Any) -> dict[str, Any]:
     return {"stringValue": str(v)}
 
 
+@functools.lru_cache(maxsize=65536)
+def _key_value(k: str, _type: type, v: Any) -> dict[str, Any]:
+    # ``_type`` keeps 1, 1.0 and True apart (equal as cache keys); the result is shared
+    # between spans and must never be mutated (json.dumps only reads it)
+    return {"key": k, "value": any_value(v)}
+
+
 def key_values(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [{"key": k, "value": any_value(v)} for k, v in attrs.items()]
+    """Attributes as OTLP ``KeyValue`` s; the same pair recurs on every span of a trace, so
+    scalar pairs are encoded once (profiled: a fifth of the bridge was this encoding)."""
+    out = []
+    for k, v in attrs.items():
+        if isinstance(v, (list, tuple, dict)):
+            out.append({"key": k, "value": any_value(v)})
+        else:
+            out.append(_key_value(k, type(v), v))
+    return out
 
 
 def span_to_json(s: SpanRecord) -> dict[str, Any]:
