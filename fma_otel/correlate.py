@@ -70,11 +70,14 @@ class YearResolver:
 
     def __init__(self) -> None:
         self._refs: list[int] = []
+        self._known: set[int] = set()
         self._cache: dict[tuple[int, int], int] = {}
 
     def add_reference(self, t_ns: int | None) -> None:
-        if t_ns is None:
+        """One reference per distinct time: every event of a Pod repeats its creation time."""
+        if t_ns is None or t_ns in self._known:
             return
+        self._known.add(t_ns)
         bisect.insort(self._refs, t_ns)
         self._cache.clear()
 
@@ -231,7 +234,10 @@ class Correlator:
         """Actuations ready to emit live: complete and quiet for ``grace_ns``, or too old.
 
         A complete FMA actuation waits for the relay line too, but no longer than 30 s past
-        its requester's Ready (the line may be missing, as FMA #583 saw).
+        its requester's Ready (the line may be missing, as FMA #583 saw).  So does a requester
+        whose DPC lines have not arrived at all yet (path still ``unknown``): the DPC log can
+        lag the Pod watch (a reconnect, a new DPC Pod), and an actuation emitted too early is
+        never emitted again.
         """
         out = []
         for act in self.actuations():
@@ -240,7 +246,7 @@ class Correlator:
                 self._updated.get(uid, 0), self._updated.get(f"name:{act.attributes.get(M.A_REQ_NAME)}", 0)
             )
             if act.complete:
-                relayed = "D.relayed" in act.instants or act.path not in M.FMA_PATHS
+                relayed = "D.relayed" in act.instants or act.path == M.COLD_NO_FMA
                 if quiet >= grace_ns and (relayed or quiet >= max(grace_ns, 30 * M.S)):
                     out.append(act)
             else:

@@ -343,3 +343,26 @@ def test_non_finite_numbers_are_a_counted_bad_line(field: str) -> None:
     else:
         with pytest.raises(ValueError):
             c.add_dpc(line("14:36:13.000000", "HTTP call done", kv))
+
+
+def test_live_waits_for_dpc_lines_of_a_ready_requester() -> None:
+    """The Pod says Ready but the DPC log has not arrived: hold it back (up to 30 s)."""
+    t = [0]
+    c = Correlator(clock_ns=lambda: t[0])
+    c.add_pod(PodEvent("LISTED", requester()))
+    t[0] = 10 * M.S
+    assert c.finished(now_ns=12 * M.S, grace_ns=M.S, incomplete_after_ns=2**62) == []
+    c.add_dpc(http("14:36:13.000000", "wake", "2026-06-29T14:36:10Z", "3", 200))
+    c.add_dpc(
+        line("14:36:14.000000", "Successfully relayed the readiness", f'{CTX} readiness="ready" url="u"')
+    )
+    t[0] = 13 * M.S
+    [act] = c.finished(now_ns=15 * M.S, grace_ns=M.S, incomplete_after_ns=2**62)
+    assert act.path == M.HOT and "D.relayed" in act.instants
+
+
+def test_year_references_do_not_grow_with_events() -> None:
+    c = Correlator()
+    for rv in range(1, 200):
+        c.add_pod(PodEvent("MODIFIED", requester(rv=str(rv))))
+    assert len(c.years._refs) == 1
