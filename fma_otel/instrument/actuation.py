@@ -16,6 +16,7 @@ emits it with the true Kubernetes instants, and two spans with one id would coll
 from __future__ import annotations
 
 import contextvars
+import logging
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -81,17 +82,25 @@ def current_actuation() -> Actuation | None:
 
 
 def _identity(pod: Any) -> tuple[str, str | None, str | None]:
-    """UID, name, namespace from a V1Pod, a Pod dict (JSON) or a bare UID string."""
+    """UID, name, namespace from a V1Pod, a Pod dict (JSON) or a bare UID string.
+
+    Raises (``ValueError``) when there is no UID; ``actuation`` turns that into a no-op.
+    """
     if isinstance(pod, str):
-        return pod, None, None
-    if isinstance(pod, Mapping):
+        uid, name, ns = pod, None, None
+    elif isinstance(pod, Mapping):
         meta = pod.get("metadata", pod)
-        return str(meta["uid"]), meta.get("name"), meta.get("namespace")
-    meta = getattr(pod, "metadata", pod)
-    uid = getattr(meta, "uid", None)
-    if not uid:
+        uid, name, ns = meta.get("uid"), meta.get("name"), meta.get("namespace")
+    else:
+        meta = getattr(pod, "metadata", pod)
+        uid, name, ns = (
+            getattr(meta, "uid", None),
+            getattr(meta, "name", None),
+            getattr(meta, "namespace", None),
+        )
+    if not uid or not str(uid).strip():
         raise ValueError("requester_pod has no metadata.uid")
-    return str(uid), getattr(meta, "name", None), getattr(meta, "namespace", None)
+    return str(uid), name, ns
 
 
 @contextmanager
@@ -107,10 +116,21 @@ def actuation(
 
     ``n`` is the actuation number of that requester (1 for the first binding); ``path``
     (``cold_launcher``, ``warm``, ``hot``) picks the model parent where it depends on it.
+    A requester without a usable UID never raises into the caller: the block runs once,
+    untraced, with a falsy :class:`NoActuation` (a warning is logged the first time).
     """
-    uid, name, ns = _identity(requester_pod)
-    act = Actuation(uid, name, ns, n, path)
-    parent_name = model.SPANS_BY_NAME[ACTUATION_SPAN].parent_name(path or model.COLD_LAUNCHER)
+    act: Actuation | None
+    try:
+        uid, name, ns = _identity(requester_pod)
+        act = Actuation(uid, name, ns, n, path)
+        parent_name = model.SPANS_BY_NAME[ACTUATION_SPAN].parent_name(path or model.COLD_LAUNCHER)
+    except Exception as exc:  # noqa: BLE001 - do no harm: run the block untraced
+        _unusable(requester_pod, exc)
+        act = None
+    if act is None:
+        # Outside the ``except``: the block's own exception must not be chained to ours.
+        yield NoActuation(path=path, n=n)
+        return
     span: trace.Span | None = None
     ctx = None
     try:
@@ -140,9 +160,56 @@ def actuation(
         raise
     finally:
         c.detach_safe(ctx_token)
-        _CURRENT.reset(token)
+        _reset(token)
         if span is not None:
             _end(span, None)
+
+
+@c.swallow()
+def _reset(token: contextvars.Token[Actuation | None]) -> None:
+    _CURRENT.reset(token)  # ValueError when the block ended in another context: ignore
+
+
+_WARNED = False
+
+
+def _unusable(requester_pod: Any, exc: Exception) -> None:
+    """Say once (warning) that a requester without a usable identity runs untraced; then debug."""
+    global _WARNED
+    try:
+        level = logging.DEBUG if _WARNED else logging.WARNING
+        _WARNED = True
+        c.logger.log(
+            level,
+            "fma-otel: actuation(%s): no requester UID (%s: %s); the block runs without the actuation trace",
+            type(requester_pod).__name__,
+            type(exc).__name__,
+            exc,
+        )
+    except Exception:  # noqa: BLE001
+        pass
+
+
+class NoActuation(Actuation):
+    """What ``actuation(...)`` yields when the requester has no usable identity.
+
+    Same attributes as an :class:`Actuation`, all empty (``requester_uid``, ``key`` and
+    ``trace_id`` are ``""``); it is never made current, so nothing inside the block is
+    attributed to it.
+    """
+
+    def __init__(self, path: str | None = None, n: int = 1) -> None:
+        super().__init__("", None, None, n, path)
+
+    def __post_init__(self) -> None:
+        self.key = ""
+        self.trace_id = ""
+
+    def __bool__(self) -> bool:
+        return False
+
+    def span_id(self, name: str, n: int = 0) -> str:
+        return ""
 
 
 @c.swallow()

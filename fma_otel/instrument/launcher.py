@@ -60,7 +60,7 @@ A_JOIN_REASON = model.A_JOIN_REASON
 A_OPTIONS = model.A_VLLM_OPTIONS
 A_CONFIG = model.A_VLLM_CONFIG
 JOIN_TRACEPARENT = "traceparent"
-JOIN_ANNOTATION = "pod-annotation"
+JOIN_ANNOTATION = "annotation"
 JOIN_NONE = "none"
 
 _CREATE_PREFIX = "/v2/vllm/instances/"

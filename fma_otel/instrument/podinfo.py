@@ -7,12 +7,17 @@ so the launcher can derive the trace id from its own Pod.  ``POD_NAME``/``NAMESP
 from the downward API (the notifier sidecar already uses them); credentials are the Pod's
 service account, or a kubeconfig outside a cluster.
 
-Costs are kept off the hot path: the lookup has a short timeout, failures are cached
-negatively (a cluster without access must not pay a timeout on every create), and a
-successful answer is reused for a create whose instance id matches the Pod's
-``instance-id`` annotation (the binding that answer describes), so the cold path - where
-the launcher Pod is created already bound - usually costs nothing at create time once
-the start-up prefetch has run.
+Costs are kept off the hot path: the lookup has a short timeout, *failures* (API errors,
+timeouts) are cached negatively (a cluster without access must not pay a timeout on every
+create), and a successful answer is reused for a create whose instance id matches the
+Pod's ``instance-id`` annotation (the binding that answer describes), so the cold path -
+where the launcher Pod is created already bound - usually costs nothing at create time
+once the start-up prefetch has run.
+
+An *unbound* answer (the Pod was read, but has no requester annotation) is not a failure
+and is never reused for a create: a launcher created unbound (by the populator) and bound
+moments later must join at its first create.  Such an answer - like a bound one whose
+``instance-id`` is another create's - is a miss, and the create pays one bounded ``GET``.
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ class PodLookup:
     namespace: str | None = None
     node_name: str | None = None
     reason: str = ""
+    #: The Pod could not be read (API error, timeout): the only answer cached negatively.
+    failed: bool = False
     at: float = field(default_factory=time.monotonic)
 
     @property
@@ -116,6 +123,8 @@ class PodInfo:
         self.negative_ttl = negative_ttl
         self._lock = threading.Lock()
         self._last: PodLookup | None = None
+        self._started = 0  # fetches begun (under the lock)
+        self._last_gen = 0  # which of them produced ``_last``
 
     def cached(self, instance_id: str | None) -> PodLookup | None:
         """A still-valid answer for this create, without any I/O (``None`` when a fetch is due)."""
@@ -123,8 +132,10 @@ class PodInfo:
         if last is None:
             return None
         age = time.monotonic() - last.at
-        if not last.ok:
+        if last.failed:
             return last if age < self.negative_ttl else None
+        if not last.ok:
+            return None  # unbound when read: it may be bound now (populator, then the DPC)
         if age >= self.ttl:
             return None
         if instance_id is not None and last.instance_id != instance_id:
@@ -132,7 +143,13 @@ class PodInfo:
         return last
 
     def lookup(self, instance_id: str | None = None, *, force: bool = False) -> PodLookup:
-        """The requester bound to this launcher (blocking, bounded by ``timeout``)."""
+        """The requester bound to this launcher (blocking, bounded by ``timeout``).
+
+        Concurrent misses share one ``GET``: an answer whose ``GET`` began after this call
+        did is as fresh as a fetch of our own would be, so a caller that waited on the lock
+        uses it (one begun earlier - a prefetch in flight - may predate the binding).
+        """
+        asked = self._started  # fetches begun so far: one begun later is fresher than our ask
         if not force:
             hit = self.cached(instance_id)
             if hit is not None:
@@ -146,8 +163,12 @@ class PodInfo:
                 hit = self.cached(instance_id)
                 if hit is not None:
                     return hit
+                last = self._last
+                if last is not None and self._last_gen > asked:
+                    return last
+            self._started += 1
             res = self._do_fetch()
-            self._last = res
+            self._last, self._last_gen = res, self._started
             return res
 
     def _do_fetch(self) -> PodLookup:
@@ -159,6 +180,7 @@ class PodInfo:
                 pod_name=self.pod_name,
                 namespace=self.namespace,
                 reason=f"pod lookup failed: {type(exc).__name__}: {str(exc)[:200]}",
+                failed=True,
             )
         ann = data.get("annotations") or {}
         uid, name = parse_requester(ann.get(REQUESTER_ANNOTATION))

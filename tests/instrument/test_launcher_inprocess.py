@@ -145,12 +145,12 @@ def test_join_by_pod_annotation_through_kubernetes_api(tracing: Tracing, fake_la
         assert k8s.requests_to("/pods/launcher-1")
     trace_hex = model.trace_id_for(model.actuation_key(uid))
     (create,) = tracing.spans(CREATE_SPAN)
-    assert create.attributes["fma.join"] == "pod-annotation", create.attributes.get("fma.join.reason")
+    assert create.attributes["fma.join"] == "annotation", create.attributes.get("fma.join.reason")
     assert f"{create.context.trace_id:032x}" == trace_hex
     assert f"{create.parent.span_id:016x}" == model.span_id_for(trace_hex, "fma.dpc.create_instance", 0)
     assert f"{create.context.span_id:016x}" == model.span_id_for(trace_hex, CREATE_SPAN, 0)
     a = create.attributes
-    assert a["fma.join"] == "pod-annotation"
+    assert a["fma.join"] == "annotation"
     assert a[model.A_REQ_UID] == uid and a[model.A_REQ_NAME] == "my-requester"
     assert a[model.A_LAUNCHER] == "launcher-1" and a[model.A_NAMESPACE] == "fma-test"
     assert a[model.A_NODE] == "node-a"
