@@ -12,8 +12,11 @@ Contents and why each is there:
   and the entry is older than the retention (the Pod cannot come back, so neither can the
   key), which keeps the file bounded by live Pods.
 - ``pending``: keys being exported right now (written before an OTLP export, cleared
-  after).  On restart a pending key whose trace is already in the ``--out`` file counts as
-  emitted; otherwise it is exported again (same derived ids: idempotent for the backend).
+  after it was delivered).  On restart each pending key's trace is exported again (same
+  derived ids: idempotent for the backend), read back from the ``--out`` file.
+- ``pending_traces``: only without an ``--out`` file (OTLP only): pending key -> its trace
+  as an OTLP JSON request, so that a restart can re-send it even if the correlator cannot
+  rebuild it (its requester was deleted while the watcher was down).
 - ``pods.resourceVersion``: the Pod watch's position; the next run replays the watch from
   it (when the API server still has it) to see what changed while it was down.
 - ``logs``: per ``pod/container``: the Pod's uid, the container's ``restartCount``, and the
@@ -45,6 +48,7 @@ class Checkpoint:
     namespace: str = ""
     emitted: dict[str, float] = field(default_factory=dict)
     pending: list[str] = field(default_factory=list)
+    pending_traces: dict[str, dict[str, Any]] = field(default_factory=dict)
     pod_rv: str | None = None
     logs: dict[str, dict[str, Any]] = field(default_factory=dict)
     replay_from_ns: int | None = None
@@ -59,6 +63,7 @@ class Checkpoint:
             "logs": self.logs,
             "replay_from_ns": self.replay_from_ns,
             "pending": list(self.pending),
+            "pending_traces": self.pending_traces,
             "emitted": self.emitted,
         }
 
@@ -73,6 +78,9 @@ class Checkpoint:
             namespace=str(doc.get("namespace") or ""),
             emitted={str(k): float(v or 0) for k, v in emitted.items()},
             pending=[str(k) for k in doc.get("pending") or ()],
+            pending_traces={
+                str(k): v for k, v in (doc.get("pending_traces") or {}).items() if isinstance(v, dict)
+            },
             pod_rv=(doc.get("pods") or {}).get("resourceVersion"),
             logs={str(k): dict(v) for k, v in (doc.get("logs") or {}).items() if isinstance(v, dict)},
             replay_from_ns=doc.get("replay_from_ns"),

@@ -12,8 +12,13 @@ Exactly once (details in ``docs/watch.md``):
    traces to ``--out`` and ``fsync``; export over OTLP; write the checkpoint with the keys
    in ``emitted``.  A SIGKILL anywhere leaves one of: nothing written (the batch is rebuilt
    and emitted after restart), traces in the file but not in the checkpoint (the restart
-   reads the file's trace ids and does not write them again), or keys pending (exported
+   reads the file's trace ids and does not write them again), or keys pending (their
+   traces are read back from ``--out``, or from the checkpoint without one, and exported
    again over OTLP with the same derived ids, so the backend sees the same spans).
+   The OTLP export runs on a worker thread (one at a time) so that a collector that is
+   down never stalls intake; the loop moves the keys to ``emitted`` only once it is done.
+   Built traces whose export failed are kept (in memory, and in ``--out`` or the
+   checkpoint) and re-sent as they are, so a long outage loses nothing.
 3. The correlator's state is only in memory; a restart rebuilds it by re-reading the Pods
    (list, then a watch from the checkpointed resourceVersion) and the logs from
    ``replay_from_ns`` (the start of the oldest actuation still open, minus a margin).
@@ -80,6 +85,27 @@ class WatchConfig:
     export_retry_s: float = 5.0
 
 
+#: Traces per OTLP export job (a backlog after an outage goes out in several jobs).
+EXPORT_TRACES_PER_JOB = 200
+
+
+@dataclass
+class _Unacked:
+    """A trace built and written (``--out``) whose OTLP export has not succeeded yet."""
+
+    spans: list[M.SpanRecord]
+    complete: bool
+    ready_s: float | None = None  # R.ready, unix seconds (for the lag metric)
+
+
+@dataclass
+class _ExportJob:
+    keys: list[str]
+    n_spans: int
+    thread: threading.Thread | None = None
+    error: BaseException | None = None
+
+
 @dataclass
 class _State:
     """Bookkeeping of the main loop (not the correlator's)."""
@@ -92,7 +118,7 @@ class _State:
     gone_at: dict[str, float] = field(default_factory=dict)  # uid -> wall s the Pod was deleted
     names: dict[str, str] = field(default_factory=dict)  # uid -> name
     first_rv: dict[str, int] = field(default_factory=dict)  # uid -> oldest resourceVersion seen
-    reexport: set[str] = field(default_factory=set)  # keys pending at start: export again
+    unacked: dict[str, _Unacked] = field(default_factory=dict)  # built, not yet through OTLP
     export_retry_at: float = 0.0
     dirty: bool = False
 
@@ -152,6 +178,15 @@ def _fault(point: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+def _uid(a: Any) -> str:
+    return str(a.attributes.get(M.A_REQ_UID, ""))
+
+
+def _ready_s(a: Any) -> float | None:
+    ready = a.instants.get("R.ready")
+    return None if ready is None else ready.t_ns / M.S
+
+
 class LiveWatcher:
     """``fma-otel watch``: see the module docstring.  ``run()`` returns the exit code."""
 
@@ -173,6 +208,8 @@ class LiveWatcher:
         self._dpc_selector = P.parse_selector(cfg.dpc_selector) or {}
         self._last_cp = 0.0
         self._last_tick = 0.0
+        self._export_job: _ExportJob | None = None
+        self._next_forget = 0.0
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -181,6 +218,9 @@ class LiveWatcher:
         self.stop.set()
 
     def healthy(self) -> tuple[bool, str]:
+        # OTLP exports run on a worker thread, so a collector that is down (each attempt
+        # may take its timeout, 10 s, plus 2 s) never holds the loop; nothing else it does
+        # blocks for long, so 10 s without a tick means it is stuck.
         age = self.clock() - self._last_tick
         if self._last_tick and age > max(10.0, 50 * self.cfg.tick_s):
             return False, f"main loop stalled for {age:.1f}s"
@@ -208,15 +248,8 @@ class LiveWatcher:
         from ..sinks import otlp_export
 
         if otlp_export.otlp_configured(cfg.otlp_endpoint):
-            self.sink = otlp_export.OtlpSink(endpoint=cfg.otlp_endpoint, protocol=cfg.otlp_protocol)
-        # keys caught between "pending" and "emitted" by a crash
-        present = self.out.present if self.out else set()
-        for key in self.cp.pending:
-            if self.sink is None and M.trace_id_for(key) in present:
-                self.cp.emitted.setdefault(key, self.clock())
-            else:
-                self.state.reexport.add(key)
-        self.cp.pending = []
+            self.sink = self._make_sink()
+        self._recover_pending()
         for key in self.cp.emitted:
             self.correlator.evict(key)
         self._emitted_by_uid: dict[str, list[str]] = {}
@@ -240,6 +273,70 @@ class LiveWatcher:
         )
         self.pod_watcher.start()
 
+    def _make_sink(self) -> Any:
+        from ..sinks import otlp_export
+
+        return otlp_export.OtlpSink(endpoint=self.cfg.otlp_endpoint, protocol=self.cfg.otlp_protocol)
+
+    @property
+    def _traces_in_checkpoint(self) -> bool:
+        """Without an ``--out`` file to read them back from, pending traces live in the checkpoint."""
+        return self.out is None or self.out.path == "-"
+
+    def _recover_pending(self) -> None:
+        """Keys caught between "pending" and "emitted" by a crash (or a stop while OTLP was down).
+
+        Their traces were written to ``--out`` (or, without one, into the checkpoint) before
+        the export began, so they are re-sent from there as they were, whether or not the
+        correlator can rebuild them (a requester deleted while we were down cannot be).  A
+        pending key whose trace is in neither was never written nor exported: it is
+        emitted if the restart rebuilds it.
+        """
+        cp = self.cp
+        pending, stored = list(cp.pending), dict(cp.pending_traces)
+        cp.pending, cp.pending_traces = [], {}
+        if not pending:
+            return
+        present = self.out.present if self.out else set()
+        if self.sink is None:  # OTLP is off now: only the file counts
+            for key in pending:
+                if M.trace_id_for(key) in present:
+                    cp.emitted.setdefault(key, self.clock())
+            return
+        from ..sinks.otlp_json import decode_request, export_request
+
+        found: dict[str, list[M.SpanRecord]] = {}
+        for key in pending:
+            if key in stored:
+                try:
+                    found[key] = decode_request(stored[key])
+                except Exception:  # noqa: BLE001 - a hand-edited checkpoint: fall back to the file
+                    log.warning("pending trace of %s in the checkpoint is unreadable", key)
+        want = {M.trace_id_for(k): k for k in pending if k not in found and M.trace_id_for(k) in present}
+        if want and self.out is not None:
+            from ..sinks.otlp_json import read_spans
+
+            try:
+                for span in read_spans(self.out.path):
+                    key = want.get(span.trace_id)
+                    if key is not None:
+                        found.setdefault(key, []).append(span)
+            except Exception:  # noqa: BLE001 - whatever we could read is still re-sent
+                log.exception("reading pending traces back from %s", self.out.path)
+        for key in pending:
+            spans = found.get(key)
+            if not spans:
+                log.info("pending key %s was not written before the crash: emitted when rebuilt", key)
+                continue
+            root = next((s for s in spans if not s.parent_span_id), spans[0])
+            complete = root.attributes.get(M.A_COMPLETE, True) is not False
+            self.state.unacked[key] = _Unacked(spans, complete)
+            if self._traces_in_checkpoint:
+                cp.pending_traces[key] = stored.get(key) or export_request(spans)
+        cp.pending = list(self.state.unacked)
+        if cp.pending:
+            log.info("re-exporting %d trace(s) left pending by the previous run", len(cp.pending))
+
     def run(self) -> int:
         self._setup()
         try:
@@ -254,7 +351,7 @@ class LiveWatcher:
         """SIGTERM path: take what already arrived, emit what is finished, checkpoint."""
         try:
             self._drain(0)
-            self._tick(force_checkpoint=True)
+            self._tick(force_checkpoint=True, final=True)
         finally:
             self.stop.set()
             if self.kube:
@@ -424,10 +521,11 @@ class LiveWatcher:
 
     # ------------------------------------------------------------------ output
 
-    def _tick(self, force_checkpoint: bool = False) -> None:
+    def _tick(self, force_checkpoint: bool = False, final: bool = False) -> None:
         now = self.clock()
         self._last_tick = now
         self.metrics.last_tick = now
+        self._pump_exports(wait=final)
         if self.state.synced:
             c = self.correlator
             acts = c.finished(
@@ -435,6 +533,7 @@ class LiveWatcher:
             )
             if acts:
                 self._emit(acts)
+                self._pump_exports(wait=final)
             self._forget_gone(now)
         if force_checkpoint or (self.state.dirty and now - self._last_cp >= self.cfg.checkpoint_interval_s):
             self._save_checkpoint()
@@ -443,13 +542,14 @@ class LiveWatcher:
         from ..build import build_trace
 
         st = self.state
-        now = self.clock()
         todo: list[tuple[Any, list[M.SpanRecord]]] = []
         for a in acts:
             if a.key in self.cp.emitted:
                 self.metrics.skipped_already_emitted += 1
                 self.correlator.evict(a.key)
                 continue
+            if a.key in st.unacked:
+                continue  # built and written; its export is under way or will be retried
             try:
                 todo.append((a, build_trace(a)))
             except Exception:  # noqa: BLE001 - one actuation the builder chokes on stays one
@@ -457,58 +557,142 @@ class LiveWatcher:
                 self.correlator.evict(a.key)
         if not todo:
             return
-        if self.sink is not None and now < st.export_retry_at:
-            return
-        keys = [a.key for a, _ in todo]
         if self.sink is not None:
-            self.cp.pending = keys
+            # pending first: a crash after the write below re-sends these from --out
+            # (or from the checkpoint itself when there is no file)
+            self.cp.pending = list(st.unacked) + [a.key for a, _ in todo]
+            if self._traces_in_checkpoint:
+                from ..sinks.otlp_json import export_request
+
+                for a, t in todo:
+                    self.cp.pending_traces[a.key] = export_request(t)
             self._save_checkpoint()
         if self.out is not None:
             fresh = [t for _a, t in todo if t and t[0].trace_id not in self.out.present]
             if fresh:
                 self.out.write(fresh)
                 _fault("after-write")
-        if self.sink is not None:
-            from ..sinks.otlp_export import ExportError
+        if self.sink is None:
+            done = self.clock()
+            for a, t in todo:
+                self._mark_emitted(
+                    a.key, _Unacked(t, a.complete, _ready_s(a)), done, st.ready_seen.get(_uid(a))
+                )
+            self._save_checkpoint()
+            return
+        for a, t in todo:
+            st.unacked[a.key] = _Unacked(t, a.complete, _ready_s(a))
 
-            try:
-                self.sink.export([s for _a, t in todo for s in t])
-            except ExportError as exc:
-                self.metrics.export_errors += 1
-                st.export_retry_at = now + self.cfg.export_retry_s
-                log.warning("OTLP export failed (%s); retrying in %.0fs", exc, self.cfg.export_retry_s)
+    def _mark_emitted(self, key: str, u: _Unacked, done: float, seen: float | None) -> None:
+        self.cp.emitted[key] = round(done, 3)
+        self.correlator.evict(key)
+        with self.metrics.lock:
+            self.metrics.emitted["true" if u.complete else "false"] += 1
+            self.metrics.spans += len(u.spans)
+        if u.complete and u.ready_s is not None:
+            self.metrics.export_lag_s = done - u.ready_s
+            if seen is not None:
+                self.metrics.observe_ready_to_export(done - seen)
+        self._emitted_by_uid.setdefault(key.split("/", 1)[0], []).append(key)
+
+    def _pump_exports(self, wait: bool = False) -> None:
+        """Collect a finished OTLP export job; start the next one if traces are waiting.
+
+        One job at a time, on a worker thread; the loop keeps taking events meanwhile.
+        ``wait`` (the SIGTERM path) waits for the job in flight and for one more.
+        """
+        st = self.state
+        job = self._export_job
+        if job is not None:
+            self._join(job, wait)
+            if job.thread is not None and job.thread.is_alive():
                 return
+            self._export_job = None
+            self._export_done(job)
+        if self.sink is None or not st.unacked or self.clock() < st.export_retry_at:
+            return
+        keys = list(st.unacked)[:EXPORT_TRACES_PER_JOB]
+        spans = [s for k in keys for s in st.unacked[k].spans]
+        job = _ExportJob(keys, len(spans))
+        sink = self.sink
+
+        def work() -> None:
+            try:
+                sink.export(spans)
+            except BaseException as exc:  # noqa: BLE001 - reported by the loop
+                job.error = exc
+
+        job.thread = threading.Thread(target=work, name="fma-otel-export", daemon=True)
+        self._export_job = job
+        job.thread.start()
+        if wait:
+            self._join(job, True)
+            if not job.thread.is_alive():
+                self._export_job = None
+                self._export_done(job)
+
+    def _join(self, job: _ExportJob, wait: bool) -> None:
+        if wait and job.thread is not None:
+            job.thread.join(float(getattr(self.sink, "timeout_s", 10.0)) + 5.0)
+
+    def _export_done(self, job: _ExportJob) -> None:
+        st = self.state
+        if job.error is not None:
+            self.metrics.export_errors += 1
+            st.export_retry_at = self.clock() + self.cfg.export_retry_s
+            log.warning(
+                "OTLP export of %d trace(s) failed (%s); retrying in %gs",
+                len(job.keys),
+                job.error,
+                self.cfg.export_retry_s,
+            )
+            if getattr(self.sink, "_closed", False):  # a hung export shuts the exporter down
+                try:
+                    old, self.sink = self.sink, self._make_sink()
+                    old.close()
+                except Exception:  # noqa: BLE001 - keep the old one; the next try says why
+                    log.exception("re-creating the OTLP exporter")
+            return
         _fault("after-export")
         done = self.clock()
-        for a, t in todo:
-            self.cp.emitted[a.key] = round(done, 3)
-            st.reexport.discard(a.key)
-            self.correlator.evict(a.key)
-            with self.metrics.lock:
-                self.metrics.emitted["true" if a.complete else "false"] += 1
-                self.metrics.spans += len(t)
-            uid = str(a.attributes.get(M.A_REQ_UID, ""))
-            ready = a.instants.get("R.ready")
-            if a.complete and ready is not None:
-                self.metrics.export_lag_s = done - ready.t_ns / M.S
-                seen = st.ready_seen.get(uid)
-                if seen is not None:
-                    self.metrics.observe_ready_to_export(done - seen)
-            self._emitted_by_uid.setdefault(uid, []).append(a.key)
-        self.cp.pending = []
+        for key in job.keys:
+            u = st.unacked.pop(key, None)
+            if u is None:
+                continue
+            self.cp.pending_traces.pop(key, None)
+            self._mark_emitted(key, u, done, st.ready_seen.get(key.split("/", 1)[0]))
+        self.cp.pending = list(st.unacked)
         self._save_checkpoint()
 
     def _forget_gone(self, now: float) -> None:
-        """Memory stays bounded: drop Pods deleted long enough ago that nothing can be open."""
+        """Memory stays bounded: drop Pods deleted long enough ago that nothing can be open.
+
+        Never a requester with an actuation not yet emitted (an OTLP export that keeps
+        failing, an actuation the correlator still holds back): it stays until emitted.
+        """
         horizon = self.cfg.incomplete_after_s + 2 * self.cfg.grace_s + 60
         st = self.state
-        for uid, t in list(st.gone_at.items()):
-            if now - t >= horizon:
-                self.correlator.forget_pod(uid)
-                del st.gone_at[uid]
-                st.ready_seen.pop(uid, None)
-                st.names.pop(uid, None)
-                st.first_rv.pop(uid, None)
+        due = [uid for uid, t in st.gone_at.items() if now - t >= horizon]
+        if not due or now < self._next_forget:
+            return
+        self._next_forget = now + 1.0
+        held = {k.split("/", 1)[0] for k in st.unacked} | {k.split("/", 1)[0] for k in self.cp.pending}
+        try:
+            for a in self.correlator.actuations():
+                if a.key not in self.cp.emitted:
+                    held.add(str(a.attributes.get(M.A_REQ_UID, "")))
+                    held.add(a.key.split("/", 1)[0])
+        except Exception:  # noqa: BLE001 - when in doubt, keep everything
+            log.exception("listing open actuations")
+            return
+        for uid in due:
+            if uid in held:
+                continue
+            self.correlator.forget_pod(uid)
+            del st.gone_at[uid]
+            st.ready_seen.pop(uid, None)
+            st.names.pop(uid, None)
+            st.first_rv.pop(uid, None)
 
     # ------------------------------------------------------------------ checkpoint
 
@@ -533,8 +717,8 @@ class LiveWatcher:
         n_open = 0
         try:
             for a in self.correlator.actuations():
-                if a.key in self.cp.emitted or not a.instants:
-                    continue
+                if a.key in self.cp.emitted or a.key in self.state.unacked or not a.instants:
+                    continue  # (unacked traces are kept in --out or the checkpoint)
                 n_open += 1
                 log_from.append(min(i.t_ns for i in a.instants.values()) - margin)
                 rv = self.state.first_rv.get(str(a.attributes.get(M.A_REQ_UID, "")))
