@@ -109,6 +109,17 @@ class ForcingIdGenerator:
         return bool(fn()) if fn else False
 
 
+def begin(instrumentor: Any, kwargs: dict[str, Any]) -> bool:
+    """The shared start of every ``_instrument``: off under ``OTEL_SDK_DISABLED``; else
+    remember the owning process (fork guard) and the tracer source.  ``True`` to go on."""
+    instrumentor._on = not sdk_disabled()
+    if not instrumentor._on:
+        return False
+    set_owner_pid()
+    instrumentor._tracers = TracerSource(kwargs.get("tracer_provider"))
+    return True
+
+
 class TracerSource:
     """Lazily resolves our tracer for the current (or an explicit) provider.
 

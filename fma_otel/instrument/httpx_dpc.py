@@ -92,11 +92,8 @@ class HttpxDpcInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         return ("httpx >= 0.23",)
 
     def _instrument(self, **kwargs: Any) -> None:
-        self._on = not c.sdk_disabled()
-        if not self._on:
+        if not c.begin(self, kwargs):
             return
-        c.set_owner_pid()
-        self._tracers = c.TracerSource(kwargs.get("tracer_provider"))
         wrapt.wrap_function_wrapper("httpx", "Client.send", self._send)
         wrapt.wrap_function_wrapper("httpx", "AsyncClient.send", self._async_send)
 

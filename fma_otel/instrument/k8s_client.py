@@ -76,11 +76,8 @@ class KubernetesClientInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         return ("kubernetes >= 20",)
 
     def _instrument(self, **kwargs: Any) -> None:
-        self._on = not c.sdk_disabled()
-        if not self._on:
+        if not c.begin(self, kwargs):
             return
-        c.set_owner_pid()
-        self._tracers = c.TracerSource(kwargs.get("tracer_provider"))
         wrapt.wrap_function_wrapper("kubernetes.client.rest", "RESTClientObject.request", self._request)
 
     def _uninstrument(self, **kwargs: Any) -> None:
