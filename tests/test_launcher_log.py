@@ -164,3 +164,93 @@ def test_empty_message_and_parse_errors():
     assert rec.message == ""
     with pytest.raises(LauncherParseError):
         parse_launcher_line('I0629 14:35:43.131877       1 x.go:1] "klog"')
+
+
+# --------------------------------------------------------------------------- facts_only
+
+_PIECES = [
+    '2026-06-29 15:26:24,764 - uvicorn.access - INFO - 10.244.0.12:33626 - "GET /v2/vllm/instances HTTP/1.1" 200',
+    f"2026-06-29 15:26:24,768 - __main__ - INFO - Accepted request to create vLLM instance with id={IID}",
+    f'2026-06-29 15:26:24,780 - uvicorn.access - INFO - 10.244.0.12:45710 - "PUT /v2/vllm/instances/{IID} HTTP/1.1" 201',
+    f'2026-06-29 15:26:24,781 - uvicorn.access - INFO - 10.244.0.12:45710 - "PUT /v2/vllm/instances/{IID}/log HTTP/1.1" 200',
+    '2026-06-29 15:26:24,782 - uvicorn.access - INFO - 1.2.3.4:1 - "PUT /other HTTP/1.1" 200',
+    f"2026-06-29 15:26:24,783 - x - INFO - not first: Accepted request to create vLLM instance with id={IID}",
+    "2026-06-29 15:26:24,784 - __main__ - INFO - Accepted request to create vLLM instance with id=",
+    "2026-06-29 15:26:21,676 - uvicorn.error - INFO - Started server process [1]",
+    "2026-06-29 15:26:21,676 - uvicorn.error - INFO - ",
+    "2026-06-29 15:26:21,676 - uvicorn.error - INFO -",
+    "2026-06-29 15:26:21,676 - uvicorn error - INFO - logger with a space",
+    "2026-06-29 15:26:21,676 -  - INFO - empty logger",
+    "2026-06-29 15:26:21,676 - x - INFO",
+    "2026-02-29 15:26:21,676 - x - INFO - no such day",
+    "2028-02-29 15:26:21,676 - x - INFO - a leap day",
+    "2026-04-31 15:26:21,676 - x - INFO - no such day",
+    "2026-12-31 23:59:60,999 - x - INFO - leap second",
+    "2026-12-31 24:00:00,000 - x - INFO - bad hour",
+    "2026-13-01 00:00:00,000 - x - INFO - bad month",
+    "2026-06-29 15:26:21.676 - x - INFO - dot not comma",
+    "2026-06-29 15:35:47,250 INFO launcher_pod_notifier: other container",
+    "2026-06-29T15:26:24.764000000Z 2026-06-29 15:26:24,764 - x - INFO - prefixed",
+    f"2026-06-29T15:26:24.764000000Z 2026-06-29 15:26:24,768 - __main__ - INFO - Accepted request to create vLLM instance with id={IID}",
+    "2026-06-29Tjunk line",
+    'INFO:     10.131.6.2:34340 - "GET /health HTTP/1.1" 200 OK',
+    "Traceback (most recent call last):",
+    '  File "x.py", line 1, in <module>',
+    "",
+    "   ",
+    "2026-06-29 15:26:21,676 - x - INFO - caf\xe9 \u2603",
+    "2026-06-29 15:26:21,676 - \xe9\u2603 - INFO - unicode logger",
+    "2026-06-29 15:26:21,676 - x - INFO - " + "long " * 40,
+]
+_RAW_PIECES = [
+    b"2026-06-29 15:26:21,676 - x - INFO - bad \xff\xfe utf-8",
+    b"\xff\xfe",
+    b"2026-06-29 15:26:21,676 - x\xa0y - INFO - z",
+]
+
+
+def _facts_only_case(lines: list[bytes], eol: bytes, final_eol: bool, block_size: int) -> None:
+    import io
+
+    data = eol.join(lines) + (eol if final_eol else b"")
+    st_all, st_few = SourceStats("x"), SourceStats("x")
+    every = list(iter_launcher_log(io.BytesIO(data).readlines(), st_all))
+    few = list(iter_launcher_log(io.BytesIO(data), st_few, facts_only=True, block_size=block_size))
+    from fma_otel.facts import launcher_fact
+    from fma_otel.sources.launcher_log import _is_fact
+
+    assert few == [r for r in every if _is_fact(r)]
+    assert [r for r in every if launcher_fact("l", r) is not None] == [
+        r for r in few if launcher_fact("l", r) is not None
+    ]
+    assert st_few == st_all
+    assert st_all.read == st_all.understood + st_all.skipped
+    # the filter on lines (no bulk path) gives the same
+    st_lines = SourceStats("x")
+    assert list(iter_launcher_log(io.BytesIO(data).readlines(), st_lines, facts_only=True)) == few
+    assert st_lines == st_all
+
+
+@pytest.mark.parametrize("block_size", [1, 7, 64, 1 << 20])
+@pytest.mark.parametrize("eol", [b"\n", b"\r\n"])
+def test_facts_only_is_the_subset_with_the_same_stats(block_size: int, eol: bytes) -> None:
+    import random
+
+    pieces = [p.encode() for p in _PIECES] + _RAW_PIECES
+    rng = random.Random(block_size * 7 + len(eol))
+    for _ in range(40):
+        lines = [rng.choice(pieces) for _ in range(rng.randrange(0, 60))]
+        _facts_only_case(lines, eol, rng.random() < 0.7, block_size)
+    _facts_only_case(pieces, eol, True, block_size)
+    _facts_only_case(pieces[::-1], eol, False, block_size)
+
+
+def test_facts_only_keeps_continuations_of_kept_records() -> None:
+    import io
+
+    tail = f"2026-12-02 16:07:36,000 - __main__ - INFO - Accepted request to create vLLM instance with id={IID}\n  more\n\n"
+    data = b"".join(OBSERVED) + tail.encode()
+    st = SourceStats("x")
+    recs = list(iter_launcher_log(io.BytesIO(data), st, facts_only=True))
+    assert [r.message.startswith("Accepted") or r.access[1] == "PUT" for r in recs] == [True] * len(recs)
+    assert recs[-1].message.endswith("\n  more\n")

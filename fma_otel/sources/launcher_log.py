@@ -26,8 +26,10 @@ Decisions (the tests pin them):
 
 from __future__ import annotations
 
+import io
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 from urllib.parse import unquote
 
 from fma_otel.sources.klog import _all_digits, _epoch_seconds_of_day, split_timestamp_prefix
@@ -127,13 +129,128 @@ def _with_more(rec: LauncherRecord, more: list[str]) -> LauncherRecord:
     )
 
 
+class _Plain(int):
+    """A count of consecutive header lines the bulk scanner proved well-formed and of no
+    interest to ``facts_only`` (a distinct type, told from a line by one identity check)."""
+
+    __slots__ = ()
+
+
+#: A launcher header line that :func:`parse_launcher_line` accepts (valid date and time,
+#: `` - logger - LEVEL - `` with neither holding a space).  Stricter than the parser: days
+#: 29-31 only where every year has them (Feb 29 goes to the per-line code), and a line it
+#: does not take is simply parsed one by one.
+_DATE = (
+    rb"[0-9]{4}-(?:(?:0[1-9]|1[0-2])-(?:0[1-9]|1[0-9]|2[0-8])"
+    rb"|(?:0[13-9]|1[0-2])-(?:29|30)|(?:0[13578]|1[02])-31)"
+)
+_TIME = rb" (?:[01][0-9]|2[0-3]):[0-5][0-9]:(?:[0-5][0-9]|60),[0-9]{3}"
+_PLAIN_RUN = re.compile(rb"(?:" + _DATE + _TIME + rb" - [^ \n]+ - [^ \n]+ - .*\n)*")
+#: A line holding one of these may be a record ``facts_only`` keeps: never taken in a run.
+_FACT_SUBS = re.compile(re.escape(ACCEPTED_PREFIX.encode()) + rb'|"PUT ')
+
+
+def _is_fact(rec: LauncherRecord) -> bool:
+    """A record :func:`fma_otel.facts.launcher_fact` may use (a superset of its facts)."""
+    acc = rec.access
+    if acc is not None and acc[1] == "PUT" and acc[2].startswith(INSTANCES_PATH):
+        return True
+    return rec.message.startswith(ACCEPTED_PREFIX)
+
+
+def _bulk_readable(src: object) -> bool:
+    """Whether ``src`` is read in blocks: its class has ``read`` and it is not text."""
+    return callable(getattr(type(src), "read", None)) and not isinstance(src, io.TextIOBase)
+
+
+def _bulk_items(read: Callable[[int], bytes], block_size: int) -> Iterator[bytes | _Plain]:
+    r"""Lines (with their ``\n``) for the per-line code, and :class:`_Plain` counts for the
+    runs of plain header lines in between.  Each block is cut after its last ``\n``; the
+    partial line is carried into the next block."""
+    run, subs = _PLAIN_RUN.match, _FACT_SUBS.finditer
+    carry: list[bytes] = []
+    while True:
+        chunk = read(block_size)
+        if not chunk:
+            break
+        if chunk.__class__ is not bytes:
+            chunk = bytes(chunk)
+        pos = 0
+        if carry:
+            nl = chunk.find(b"\n")
+            if nl < 0:
+                carry.append(chunk)
+                continue
+            pos = nl + 1
+            carry.append(chunk[:pos])
+            yield b"".join(carry)
+            carry = []
+        end = chunk.rfind(b"\n") + 1
+        if end <= pos:
+            if pos < len(chunk):
+                carry.append(chunk[pos:])
+            continue
+        stops = [chunk.rfind(b"\n", 0, m.start()) + 1 for m in subs(chunk, pos, end)]
+        si, ns = 0, len(stops)
+        while pos < end:
+            while si < ns and stops[si] < pos:
+                si += 1
+            e = run(chunk, pos, stops[si] if si < ns else end).end()  # type: ignore[union-attr]
+            if e > pos:
+                yield _Plain(chunk.count(b"\n", pos, e))
+                pos = e
+                if pos >= end:
+                    break
+            nl = chunk.index(b"\n", pos) + 1
+            yield chunk[pos:nl]
+            pos = nl
+        if end < len(chunk):
+            carry.append(chunk[end:])
+    if carry:
+        yield b"".join(carry)
+
+
+#: Stands for a record ``facts_only`` drops, so that its continuation lines are still taken.
+_DROPPED = LauncherRecord(0, 0, "", "", "", None, None)
+
+
 def iter_launcher_log(
-    fh_or_lines: Iterable[bytes] | Iterable[str], stats: SourceStats
+    fh_or_lines: Iterable[bytes] | Iterable[str],
+    stats: SourceStats,
+    *,
+    facts_only: bool = False,
+    block_size: int = 1 << 20,
 ) -> Iterator[LauncherRecord]:
-    """Stream :class:`LauncherRecord` s from a binary file or any iterable of lines."""
+    """Stream :class:`LauncherRecord` s from a binary file or any iterable of lines.
+
+    ``facts_only=True`` yields only the records the bridge uses (a message starting with
+    :data:`ACCEPTED_PREFIX`, or an access line ``PUT`` under :data:`INSTANCES_PATH`): exactly
+    the subset of the records yielded without it, with the same ``stats``.  A binary file
+    is then read in blocks and runs of plain header lines are counted in C.
+    """
+    if facts_only and _bulk_readable(fh_or_lines):
+        items: Iterable[Any] = _bulk_items(fh_or_lines.read, max(1, block_size))  # type: ignore[union-attr]
+    else:
+        items = fh_or_lines
+    for rec in _iter_items(items, stats):
+        if not facts_only or _is_fact(rec):
+            yield rec
+
+
+def _iter_items(items: Iterable[Any], stats: SourceStats) -> Iterator[LauncherRecord]:
     pending: LauncherRecord | None = None
     more: list[str] = []
-    for line_no, raw in enumerate(fh_or_lines, 1):
+    line_no = 0
+    for raw in items:
+        if raw.__class__ is _Plain:
+            if pending is not None and pending is not _DROPPED:
+                yield _with_more(pending, more)
+            pending, more = _DROPPED, []
+            line_no += raw
+            stats.read += raw
+            stats.understood += raw
+            continue
+        line_no += 1
         stats.read += 1
         s = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
         s = s.rstrip("\r\n")
@@ -147,7 +264,8 @@ def iter_launcher_log(
         if not _starts_with_date(body):
             if _UVICORN_CLI.match(body):
                 if pending is not None:
-                    yield _with_more(pending, more)
+                    if pending is not _DROPPED:
+                        yield _with_more(pending, more)
                     pending, more = None, []
                 stats.skip(line_no, "uvicorn CLI line without a time (no asctime)")
             elif pending is not None:
@@ -159,7 +277,8 @@ def iter_launcher_log(
                 stats.skip(line_no, "continuation line before any launcher record")
             continue
         if pending is not None:
-            yield _with_more(pending, more)
+            if pending is not _DROPPED:
+                yield _with_more(pending, more)
             pending, more = None, []
         try:
             pending = parse_launcher_line(body, line_no, prefix_ns)
@@ -167,7 +286,7 @@ def iter_launcher_log(
             stats.skip(line_no, e.reason)
             continue
         stats.understood += 1
-    if pending is not None:
+    if pending is not None and pending is not _DROPPED:
         yield _with_more(pending, more)
 
 
