@@ -130,7 +130,7 @@ def run_bridge(
         st = SourceStats(path)
         c.mark_launcher_log(launcher)
         with _reading(path) as fh:
-            for rec in iter_launcher_log(fh, st):
+            for rec in iter_launcher_log(fh, st, facts_only=True):
                 c.add_launcher(launcher, rec)
         _require_some(st, path, "a launcher log")
         stats.append(st)
