@@ -21,6 +21,7 @@ from .build import build_trace
 from .correlate import Actuation, Correlator
 from .facts import WANTED_CONTAINS, WANTED_MESSAGES
 from .sources.klog import iter_klog
+from .sources.klog_segments import MIN_PARALLEL_BYTES, SegmentedRead, default_jobs
 from .sources.launcher_log import iter_launcher_log
 from .sources.pods import iter_pod_events
 from .sources.records import SourceStats
@@ -49,6 +50,8 @@ class BridgeResult:
     stats: list[SourceStats]
     #: requesters the DPC log names whose Pod is not in the capture (nothing to trace)
     orphans: int = 0
+    #: worker processes the DPC log was read by (1: read serially in this process)
+    dpc_segments: int = 1
 
     @property
     def span_count(self) -> int:
@@ -109,10 +112,28 @@ def run_bridge(
     baseline_selector: Mapping[str, str] | None = None,
     baseline_container: str | None = None,
     progress: Callable[[int], None] | None = None,
+    jobs: int | None = None,
+    parallel_min_bytes: int = MIN_PARALLEL_BYTES,
 ) -> BridgeResult:
-    """Read every source, correlate, and build one finished trace per actuation."""
+    """Read every source, correlate, and build one finished trace per actuation.
+
+    A DPC log of ``parallel_min_bytes`` or more is read by ``jobs`` forked workers (default:
+    the CPUs this process may use, at most 4) while this process reads the Pods and launcher
+    logs: same records, counts and output as a serial read (``sources/klog_segments.py``).
+    """
     check_readable(
         [*inputs.pods, *([inputs.dpc_log] if inputs.dpc_log else []), *inputs.launcher_logs.values()]
+    )
+    segmented = (
+        SegmentedRead.start(
+            inputs.dpc_log,
+            WANTED_MESSAGES,
+            WANTED_CONTAINS,
+            default_jobs() if jobs is None else jobs,
+            parallel_min_bytes,
+        )
+        if inputs.dpc_log
+        else None
     )
     c = Correlator(baseline_selector=baseline_selector, baseline_container=baseline_container)
     stats: list[SourceStats] = []
@@ -137,8 +158,12 @@ def run_bridge(
     if inputs.dpc_log:
         st = SourceStats(inputs.dpc_log)
         with _reading(inputs.dpc_log) as fh:
-            src = _ProgressReader(fh, progress) if progress else fh
-            for rec in iter_klog(src, st, messages=WANTED_MESSAGES, contains=WANTED_CONTAINS):
+            if segmented is not None:
+                records = segmented.records(st, progress)
+            else:
+                src = _ProgressReader(fh, progress) if progress else fh
+                records = iter_klog(src, st, messages=WANTED_MESSAGES, contains=WANTED_CONTAINS)
+            for rec in records:
                 try:
                     c.add_dpc(rec)
                 except ValueError as exc:
@@ -147,7 +172,13 @@ def run_bridge(
         _require_some(st, inputs.dpc_log, "a klog (DPC) log")
         stats.append(st)
     acts = c.actuations()
-    return BridgeResult(acts, [build_trace(a) for a in acts], stats, c.orphan_requesters())
+    return BridgeResult(
+        acts,
+        [build_trace(a) for a in acts],
+        stats,
+        c.orphan_requesters(),
+        segmented.segments if segmented is not None else 1,
+    )
 
 
 def _require_some(st: SourceStats, path: str, what: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import sys
+import time
 from collections.abc import Callable, Iterator
 from typing import IO, NoReturn
 
@@ -89,17 +90,30 @@ def byte_progress(label: str, total: int | None, quiet: bool) -> Iterator[Callab
         return
     from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 
+    # No refresh thread (auto_refresh=False; redrawn from ``advance`` at most 10 times a
+    # second): the bridge forks workers for a long DPC log, which it only does in a process
+    # with no other thread (sources/klog_segments.py).
     with Progress(
-        f"[bold]{label}[/]", BarColumn(), DownloadColumn(), TimeRemainingColumn(), transient=True
+        f"[bold]{label}[/]",
+        BarColumn(),
+        DownloadColumn(),
+        TimeRemainingColumn(),
+        transient=True,
+        auto_refresh=False,
     ) as bar:
         task = bar.add_task(label, total=total)
         pending = 0
+        drawn = 0.0
 
         def advance(n: int) -> None:
-            nonlocal pending
+            nonlocal pending, drawn
             pending += n
             if pending >= 1 << 20:
                 bar.advance(task, pending)
                 pending = 0
+                now = time.monotonic()
+                if now - drawn >= 0.1:
+                    bar.refresh()
+                    drawn = now
 
         yield advance

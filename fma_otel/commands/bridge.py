@@ -49,6 +49,13 @@ SAMPLE_BASELINE_SELECTOR = "app=vllm"
 )
 @click.option("--otlp-protocol", type=click.Choice(["grpc", "http/protobuf"]), help="OTLP protocol.")
 @click.option("--strict", is_flag=True, help="Fail (exit 1) naming file and line if any line was skipped.")
+@click.option(
+    "--jobs",
+    "-j",
+    type=click.IntRange(min=1),
+    help="Processes reading a DPC log of 16 MiB or more (default: the CPUs available, at most 4; "
+    "1 reads it serially). The output is the same either way.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No summary or progress on stderr.")
 def command(
     capture: str | None,
@@ -61,6 +68,7 @@ def command(
     otlp_endpoint: str | None,
     otlp_protocol: str | None,
     strict: bool,
+    jobs: int | None,
     quiet: bool,
 ) -> None:
     try:
@@ -90,7 +98,7 @@ def command(
     failed = False
     try:
         try:
-            result = _run(inputs, selector, baseline_container, quiet)
+            result = _run(inputs, selector, baseline_container, quiet, jobs)
         except B.InputError as exc:
             fail(str(exc))
 
@@ -151,7 +159,7 @@ def _inputs(
     return inputs
 
 
-def _run(inputs: B.BridgeInputs, selector, container, quiet: bool) -> B.BridgeResult:  # noqa: ANN001
+def _run(inputs: B.BridgeInputs, selector, container, quiet: bool, jobs: int | None) -> B.BridgeResult:  # noqa: ANN001
     from ._common import byte_progress
 
     total = 0
@@ -164,5 +172,5 @@ def _run(inputs: B.BridgeInputs, selector, container, quiet: bool) -> B.BridgeRe
             total = 0
     with byte_progress("bridge", total, quiet) as advance:
         return B.run_bridge(
-            inputs, baseline_selector=selector, baseline_container=container, progress=advance
+            inputs, baseline_selector=selector, baseline_container=container, progress=advance, jobs=jobs
         )

@@ -1,0 +1,237 @@
+"""Read one big klog file in byte segments, one worker process per segment.
+
+Why: reading the DPC log is the bridge's largest cost (it grows with the log, not with the
+actuations), it is pure (bytes in, records out), and the machines the bridge runs on have
+more than one CPU.  So a long log is cut into ``jobs`` byte ranges, each read by
+:func:`~fma_otel.sources.klog.iter_klog` in a forked worker, while the parent process goes
+on reading the Pods and launcher logs; the parent then takes the records in line order.
+
+The result is exactly what one serial :func:`iter_klog` over the whole file gives (the
+records, their line numbers, every count and skip reason, in the same order), because:
+
+* a segment starts at a line whose first byte (after a ``--timestamps`` prefix) is neither
+  a tab nor a space.  The serial parser, whatever state it was in, treats such a line the
+  same way as a fresh parser does: it is never the continuation of a multi-line ``key=<``
+  block, and a block still open before it is closed there as cut -- exactly as the previous
+  segment's reader closes it at its end of input;
+* each worker counts lines from 1; the parent adds the number of lines the segments before
+  it read (``stats.read`` counts every physical line, blank ones included), and keeps the
+  first 100 skip reasons in order, as :class:`SourceStats` does.
+
+Only ``fork`` is used (no re-import, no pickling of the parser): where it is missing, or
+when the calling process runs other threads (forking those is unsafe, and Python 3.12+
+warns about it), the file is read serially by the caller instead.  A worker that fails
+for any reason makes the whole file be read again serially, so a failure costs time,
+never records.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+from .klog import iter_klog
+from .records import KlogRecord, SourceStats
+
+#: Logs smaller than this are read serially: a fork and a pipe cost more than they save.
+MIN_PARALLEL_BYTES = 16 << 20
+#: Bytes looked at, from a cut point, to find a line a segment may start at.
+_PROBE = 1 << 16
+
+
+def default_jobs() -> int:
+    """CPUs this process may run on (the cgroup/affinity view where there is one), max 4."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    return max(1, min(4, n))
+
+
+def can_fork() -> bool:
+    """Whether worker processes may be forked here and now (see the module doc)."""
+    return "fork" in mp.get_all_start_methods() and threading.active_count() == 1
+
+
+def _safe_start(line: bytes) -> bool:
+    """A line a segment may start at: not a block continuation, whatever came before."""
+    h = line.find(b" ") + 1 if line[:1].isdigit() else 0
+    return line[h : h + 1] not in (b"\t", b" ", b"")
+
+
+def cut_points(path: str, jobs: int) -> list[int]:
+    """Byte offsets where segments start: 0, then up to ``jobs - 1`` safe line starts."""
+    size = os.path.getsize(path)
+    starts = [0]
+    with open(path, "rb") as fh:
+        for k in range(1, jobs):
+            at = _next_safe_start(fh, max(size * k // jobs, starts[-1] + 1))
+            if at is None:
+                break
+            starts.append(at)
+    return starts
+
+
+def _next_safe_start(fh: Any, pos: int) -> int | None:
+    """The first line start at or after ``pos`` (>= 1) that :func:`_safe_start` accepts."""
+    fh.seek(pos - 1)
+    _skip_line(fh)  # to just after the next ``\n``: the byte at pos - 1 may be that ``\n``
+    while True:
+        start = fh.tell()
+        head = fh.readline(_PROBE)
+        if not head:
+            return None
+        if _safe_start(head):
+            return start
+        if not head.endswith(b"\n"):
+            _skip_line(fh)
+
+
+def _skip_line(fh: Any) -> None:
+    """Read past the next ``\n`` (or to the end), holding at most ``_PROBE`` bytes."""
+    while True:
+        part = fh.readline(_PROBE)
+        if not part or part.endswith(b"\n"):
+            return
+
+
+class _Range:
+    """A binary reader over ``[start, end)`` of a file, for the bulk scanner's ``read1``."""
+
+    def __init__(self, fh: Any, start: int, end: int, done: Any, slot: int) -> None:
+        fh.seek(start)
+        self._fh, self._left, self._done, self._slot = fh, end - start, done, slot
+
+    def read1(self, n: int = -1) -> bytes:
+        if self._left <= 0:
+            return b""
+        data = self._fh.read(self._left if n < 0 else min(n, self._left))
+        self._left -= len(data)
+        if self._done is not None:
+            self._done[self._slot] += len(data)
+        return data
+
+    read = read1
+
+
+def _as_row(r: KlogRecord) -> tuple[Any, ...]:
+    return (r.line_no, r.level, r.month, r.day, r.tod_us, r.pid, r.file, r.src_line, r.msg, r.kv, r.prefix_ns)
+
+
+def _work(
+    conn: Any,
+    path: str,
+    start: int,
+    end: int,
+    messages: frozenset[str] | None,
+    contains: Mapping[str, Iterable[str]] | None,
+    done: Any,
+    slot: int,
+) -> None:
+    """Worker: read one segment, send ``(rows, read, understood, skipped, skipped_lines)``."""
+    try:
+        st = SourceStats(path)
+        with open(path, "rb") as fh:
+            rows = [_as_row(r) for r in iter_klog(_Range(fh, start, end, done, slot), st, messages, contains)]
+        conn.send((rows, st.read, st.understood, st.skipped, st.skipped_lines))
+    except BaseException as exc:  # noqa: BLE001  (reported to the parent, which reads serially)
+        conn.send(exc.__class__.__name__)
+    finally:
+        conn.close()
+
+
+class SegmentedRead:
+    """Segments being read by workers; :meth:`records` waits for them in order.
+
+    Started with :meth:`start` (``None`` when the file is better read serially), so the
+    caller can do other work while the workers run.
+    """
+
+    def __init__(self, path: str, starts: list[int], size: int, messages: Any, contains: Any) -> None:
+        ctx = mp.get_context("fork")
+        self.path, self.size = path, size
+        self._args = (messages, contains)
+        self._done = ctx.Array("q", len(starts), lock=False)
+        self._workers: list[tuple[Any, Any]] = []
+        ends = [*starts[1:], size]
+        for slot, (a, b) in enumerate(zip(starts, ends, strict=True)):
+            recv, send = ctx.Pipe(duplex=False)
+            p = ctx.Process(
+                target=_work, args=(send, path, a, b, messages, contains, self._done, slot), daemon=True
+            )
+            p.start()
+            send.close()
+            self._workers.append((p, recv))
+
+    @classmethod
+    def start(
+        cls,
+        path: str,
+        messages: frozenset[str] | None,
+        contains: Mapping[str, Iterable[str]] | None,
+        jobs: int,
+        min_bytes: int = MIN_PARALLEL_BYTES,
+    ) -> SegmentedRead | None:
+        try:
+            size = os.path.getsize(path)
+            if jobs < 2 or size < min_bytes or not can_fork():
+                return None
+            starts = cut_points(path, jobs)
+        except OSError:
+            return None  # the serial reader reports it properly
+        if len(starts) < 2:
+            return None
+        return cls(path, starts, size, messages, contains)
+
+    @property
+    def segments(self) -> int:
+        return len(self._workers)
+
+    def bytes_done(self) -> int:
+        return sum(self._done)
+
+    def records(
+        self, stats: SourceStats, progress: Callable[[int], None] | None = None
+    ) -> Iterator[KlogRecord]:
+        """The records of the whole file in line order; ``stats`` gets the file's counts."""
+        results = self._collect(progress)
+        if results is None:
+            # A worker failed: read the file again, serially, in this process.
+            with open(self.path, "rb") as fh:
+                yield from iter_klog(fh, stats, *self._args)
+            return
+        offset = 0
+        for rows, read, understood, skipped, skipped_lines in results:
+            stats.read += read
+            stats.understood += understood
+            for line_no, reason in skipped_lines:
+                stats.skip(line_no + offset, reason)
+            stats.skipped += skipped - len(skipped_lines)
+            for row in rows:
+                yield KlogRecord(row[0] + offset, *row[1:])
+            offset += read
+
+    def _collect(self, progress: Callable[[int], None] | None) -> list[Any] | None:
+        out: list[Any] = []
+        reported = 0
+        failed = False
+        for p, recv in self._workers:
+            while progress is not None and not recv.poll(0.2):
+                now = self.bytes_done()
+                progress(now - reported)
+                reported = now
+            try:
+                got = recv.recv()
+            except (EOFError, OSError):
+                got = None
+            recv.close()
+            p.join()
+            if not isinstance(got, tuple):
+                failed = True
+            out.append(got)
+        if progress is not None:
+            progress(self.size - reported)
+        return None if failed else out

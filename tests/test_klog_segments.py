@@ -1,0 +1,185 @@
+"""Reading a klog file in forked byte segments against one serial read, its reference.
+
+Why: the bridge reads a long DPC log in segments, one worker process each, and must get
+exactly what one serial :func:`iter_klog` gets: the same records with the same line numbers,
+the same read/understood/skipped counts and the same first skip reasons.  The cut points
+are the risky part (a multi-line block, a cut block, a blank line, a ``--timestamps``
+prefix at the cut), so besides the cut points the reader picks itself, every line start it
+may cut at is tried as a cut.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fma_otel.bridge import inputs_from_capture, run_bridge, sample_dir
+from fma_otel.facts import WANTED_CONTAINS, WANTED_MESSAGES
+from fma_otel.sinks.otlp_json import export_request_text
+from fma_otel.sources import klog_segments as S
+from fma_otel.sources.klog import iter_klog
+from fma_otel.sources.records import SourceStats
+
+from .fuzz._mutate import mutated_file
+from .test_klog_fastpath import DPC, HDR, NASTY, PREFIX
+
+KW = {"messages": WANTED_MESSAGES, "contains": WANTED_CONTAINS}
+BLOCKS = (
+    HDR
+    + b'"other" err=<\n\tone\n\ttwo\n > after=1 next=<\n\tmore\n >\n'
+    + HDR
+    + b'"Bound server-providing Pod" err=<\n\tbody\n >\n'
+    + HDR
+    + b'"Created vLLM instance" a=<\n\tcut here\n'  # a block that is never closed
+    + b"\n"
+    + PREFIX
+    + HDR
+    + b'"Bound server-providing Pod" x=<\n'
+    + PREFIX
+    + b"\tprefixed\n"
+    + PREFIX
+    + b" > y=2\n"
+)
+
+
+def _serial(path: Path, kw: dict) -> tuple[list, tuple]:
+    st_ = SourceStats("t")
+    with open(path, "rb") as fh:
+        recs = list(iter_klog(fh, st_, **kw))
+    return recs, (st_.read, st_.understood, st_.skipped, st_.skipped_lines)
+
+
+def _segmented(path: Path, starts: list[int], kw: dict, progress=None) -> tuple[list, tuple]:
+    st_ = SourceStats("t")
+    seg = S.SegmentedRead(str(path), starts, path.stat().st_size, kw.get("messages"), kw.get("contains"))
+    assert seg.segments == len(starts)
+    recs = list(seg.records(st_, progress))
+    return recs, (st_.read, st_.understood, st_.skipped, st_.skipped_lines)
+
+
+def _safe_starts(data: bytes) -> list[int]:
+    """Every offset after a ``\\n`` whose line a segment may start at."""
+    out, nl = [], data.find(b"\n")
+    while 0 <= nl < len(data) - 1:
+        end = data.find(b"\n", nl + 1)
+        if S._safe_start(data[nl + 1 : end + 1 if end >= 0 else len(data)]):
+            out.append(nl + 1)
+        nl = end
+    return out
+
+
+def test_every_possible_cut_gives_the_serial_result(tmp_path: Path):
+    data = (
+        BLOCKS + b"".join(DPC[:30]) + BLOCKS + b"".join(n if n.endswith(b"\n") else n + b"\n" for n in NASTY)
+    )
+    path = tmp_path / "dpc.log"
+    path.write_bytes(data)
+    want = _serial(path, KW)
+    assert want[1][2] > 0 and want[0], "the input has records and skipped lines"
+    cuts = _safe_starts(data)
+    assert len(cuts) > 40
+    for c in cuts:
+        assert data[c - 1 : c] == b"\n" and data[c : c + 1] not in (b"\t", b" ")
+        assert _segmented(path, [0, c], KW) == want, f"cut at {c}: {data[c : c + 40]!r}"
+    assert _segmented(path, [0, *cuts[::7]], KW) == want
+
+
+def test_cut_points_are_safe_line_starts_and_cover_the_file(tmp_path: Path):
+    data = (BLOCKS * 50) + b"\tno newline at the end"
+    path = tmp_path / "dpc.log"
+    path.write_bytes(data)
+    for jobs in (1, 2, 3, 7, 64):
+        starts = S.cut_points(str(path), jobs)
+        assert starts[0] == 0 and starts == sorted(set(starts)) and len(starts) <= jobs
+        for c in starts[1:]:
+            assert data[c - 1 : c] == b"\n" and S._safe_start(data[c : data.find(b"\n", c) + 1])
+        assert _segmented(path, starts, KW) == _serial(path, KW)
+    assert len(S.cut_points(str(path), 7)) == 7
+
+
+def test_no_safe_line_after_the_cut_means_one_segment(tmp_path: Path):
+    path = tmp_path / "dpc.log"
+    path.write_bytes(HDR + b'"other" err=<\n' + b"\tcontinued\n" * 5000)
+    assert S.cut_points(str(path), 4) == [0]
+    assert S.SegmentedRead.start(str(path), WANTED_MESSAGES, None, 4, min_bytes=0) is None
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mutated_file(DPC, max_size=40), st.integers(2, 5), st.booleans())
+def test_mutated_logs_in_any_number_of_segments(tmp_path_factory, lines, jobs, prefixed):
+    path = tmp_path_factory.mktemp("seg") / "dpc.log"
+    path.write_bytes(b"".join((PREFIX if prefixed else b"") + ln for ln in lines))
+    starts = S.cut_points(str(path), jobs)
+    assert _segmented(path, starts, KW) == _serial(path, KW)
+
+
+def test_more_than_100_skipped_lines_keep_the_first_100_in_order(tmp_path: Path):
+    path = tmp_path / "dpc.log"
+    path.write_bytes((b"garbage\n" * 70 + b"".join(DPC[:20])) * 4)
+    want = _serial(path, KW)
+    assert want[1][2] == 280 and len(want[1][3]) == 100
+    assert _segmented(path, S.cut_points(str(path), 4), KW) == want
+
+
+def test_progress_reports_every_byte_once(tmp_path: Path):
+    path = tmp_path / "dpc.log"
+    path.write_bytes(b"".join(DPC) * 20)
+    seen: list[int] = []
+    _segmented(path, S.cut_points(str(path), 3), KW, progress=seen.append)
+    assert sum(seen) == path.stat().st_size and all(n >= 0 for n in seen)
+
+
+def test_a_failing_worker_makes_the_parent_read_serially(tmp_path: Path, monkeypatch):
+    path = tmp_path / "dpc.log"
+    path.write_bytes(b"".join(DPC) * 5)
+    want = _serial(path, KW)
+
+    def dying(conn, *args):  # the forked child runs this copy
+        os._exit(3)
+
+    monkeypatch.setattr(S, "_work", dying)
+    assert _segmented(path, S.cut_points(str(path), 2), KW) == want
+
+    def raising(conn, *args):
+        conn.send("OSError")
+        conn.close()
+
+    monkeypatch.setattr(S, "_work", raising)
+    assert _segmented(path, S.cut_points(str(path), 2), KW) == want
+
+
+def test_small_files_threads_and_one_job_read_serially(tmp_path: Path):
+    path = tmp_path / "dpc.log"
+    path.write_bytes(b"".join(DPC))
+    assert S.SegmentedRead.start(str(path), WANTED_MESSAGES, None, 2) is None  # < MIN_PARALLEL_BYTES
+    assert S.SegmentedRead.start(str(path), WANTED_MESSAGES, None, 1, min_bytes=0) is None
+    assert S.SegmentedRead.start(str(tmp_path / "missing"), WANTED_MESSAGES, None, 2, min_bytes=0) is None
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait)
+    t.start()
+    try:
+        assert not S.can_fork()
+        assert S.SegmentedRead.start(str(path), WANTED_MESSAGES, None, 2, min_bytes=0) is None
+    finally:
+        stop.set()
+        t.join()
+    seg = S.SegmentedRead.start(str(path), WANTED_MESSAGES, None, 2, min_bytes=0)
+    assert seg is not None and seg.segments == 2
+    list(seg.records(SourceStats("t")))
+
+
+@pytest.mark.parametrize("jobs", [2, 3])
+def test_bridge_in_segments_gives_the_same_traces(jobs: int):
+    inputs = inputs_from_capture(sample_dir())
+    serial = run_bridge(inputs, baseline_selector={"app": "vllm"}, jobs=1)
+    par = run_bridge(inputs, baseline_selector={"app": "vllm"}, jobs=jobs, parallel_min_bytes=0)
+    assert serial.dpc_segments == 1 and par.dpc_segments == jobs
+    assert [export_request_text(t) for t in par.traces] == [export_request_text(t) for t in serial.traces]
+    assert [(s.name, s.read, s.understood, s.skipped, s.skipped_lines) for s in par.stats] == [
+        (s.name, s.read, s.understood, s.skipped, s.skipped_lines) for s in serial.stats
+    ]
