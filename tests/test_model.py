@@ -100,3 +100,60 @@ def test_redact_kubernetes_env_list() -> None:
     out = M.redact_structure({"env": [{"name": "HF_TOKEN", "value": "hf_x"}, {"name": "A", "valueFrom": {}}]})
     assert out["env"][0] == {"name": "HF_TOKEN", "value": "<redacted>"}
     assert out["env"][1] == {"name": "A", "valueFrom": {}}
+
+
+def test_span_id_when_the_first_eight_bytes_are_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fast check of the first 8 bytes still falls back to the next 8 (2**-64 odds)."""
+
+    class _Digest:
+        def __init__(self, data: bytes) -> None:
+            self.data = data
+
+        def digest(self) -> bytes:
+            return bytes(8) + bytes.fromhex("0102030405060708") + bytes(16)
+
+    monkeypatch.setattr(M.hashlib, "sha256", _Digest)
+    assert M.span_id_for("t", "fma.actuation") == "0102030405060708"
+
+
+@pytest.mark.parametrize("name", ["fma.request", "fma.vllm.wake", "x/y", "\u2603"])
+@pytest.mark.parametrize("n", [0, 1, 7])
+def test_span_id_matches_the_documented_rule(name: str, n: int) -> None:
+    for key in ("u", "u/2", "811f8932-b608-416c-8a90-589b39ed9bde"):
+        tid = M.trace_id_for(key)
+        expected = hashlib.sha256(f"{tid}/{name}/{n}".encode()).digest()[:8].hex()
+        assert M.span_id_for(tid, name, n) == expected
+
+
+def test_fast_span_record_is_the_dataclass_record() -> None:
+    """``_new_span_record`` skips ``SpanRecord.__init__``: valid only while the dataclass
+    has exactly these fields, no ``__post_init__`` and no ``__slots__``."""
+    import dataclasses
+    import pickle
+
+    assert tuple(f.name for f in dataclasses.fields(M.SpanRecord)) == M._SPAN_RECORD_FIELDS
+    assert not hasattr(M.SpanRecord, "__post_init__")
+    assert "__slots__" not in vars(M.SpanRecord)
+    args = (
+        "t" * 32,
+        "s" * 16,
+        None,
+        "fma.request",
+        M.INTERNAL,
+        1,
+        2,
+        M.SERVICE_DPC,
+        {"a": 1},
+        M.STATUS_ERROR,
+        "m",
+        M.resource_attributes(M.SERVICE_DPC),
+    )
+    fast, plain = M._new_span_record(*args), M.SpanRecord(*args)
+    assert type(fast) is M.SpanRecord
+    assert fast == plain and repr(fast) == repr(plain)
+    assert dataclasses.asdict(fast) == dataclasses.asdict(plain)
+    assert dataclasses.replace(fast, name="x") == dataclasses.replace(plain, name="x")
+    assert pickle.loads(pickle.dumps(fast)) == plain
+    assert fast.duration_s == plain.duration_s
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.name = "x"  # type: ignore[misc]
