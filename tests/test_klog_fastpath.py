@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -245,3 +246,62 @@ def test_mutated_captures_match_the_per_line_parser(lines, kw, bs, prefixed, eol
 @given(st.lists(st.sampled_from(NASTY + DPC), max_size=30), st.integers(1, 200))
 def test_nasty_and_real_lines_in_any_order(lines, bs):
     check(b"".join(lines), block_sizes=(bs,), messages=WANTED_MESSAGES, contains=WANTED_CONTAINS)
+
+
+# ----------------------------------------------------------- the one-regex line fast path
+
+#: ``_PAIR`` as it was before the possessive, range-spelt rewrite: the oracle for it.
+_OLD_PAIR = re.compile(
+    r' ([^ ="]+)=(?:"([^"\\]*(?:\\.[^"\\]*)*)"|(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null))(?= |$)',
+    re.ASCII,
+)
+_PAIRISH = st.lists(
+    st.one_of(
+        st.sampled_from(
+            [" ", "=", '"', "\\", "<", "-", ".", "e", "E", "+", "0", "1", "9", "\t", "é", "\x00"]
+        ),
+        st.sampled_from(
+            [" k=", ' k="', '\\"', "true", "false", "null", " x=<", "1.5", "-2e3", "01", "1.", "a"]
+        ),
+        st.text(max_size=3),
+    ),
+    max_size=25,
+).map("".join)
+
+
+def _by_full_parser(s: str) -> object:
+    """What the general per-line parser makes of ``s``: a record, or why it skips it."""
+    try:
+        p = klog._Parsed(1, None, s)
+    except klog.KlogParseError as e:
+        return e.reason
+    return ("block", p.block_key) if p.block_key is not None else p.record()
+
+
+@settings(max_examples=400, deadline=None)
+@given(_PAIRISH)
+def test_pair_regex_matches_its_plain_spelling(tail: str) -> None:
+    for i in range(len(tail)):
+        old, new = _OLD_PAIR.match(tail, i), klog._PAIR.match(tail, i)
+        assert (old and (old.group(0), old.groups())) == (new and (new.group(0), new.groups()))
+
+
+def _check_simple(s: str) -> None:
+    rec = klog._simple_record(1, None, s)
+    if rec is not None:
+        assert rec == _by_full_parser(s), s
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(['"HTTP call done"', '"m"', '"caf\u00e9"', '"e\\"x"', '""', "plain text"]), _PAIRISH)
+def test_simple_record_is_the_full_parse_where_it_answers(msg: str, tail: str) -> None:
+    _check_simple("I0629 14:00:00.000000       1 a.go:1] " + msg + tail)
+
+
+def test_simple_record_on_real_and_nasty_lines() -> None:
+    answered = 0
+    for raw in DPC + NASTY:
+        s = raw.decode("utf-8", "replace").rstrip("\r\n")
+        _check_simple(s)
+        answered += klog._simple_record(1, None, s) is not None
+    assert answered > len(DPC) // 2  # the fast path does take the common lines
