@@ -14,6 +14,7 @@ runs from the previous unbind to the next one.
 from __future__ import annotations
 
 import bisect
+import time
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -71,7 +72,8 @@ class YearResolver:
     def __init__(self) -> None:
         self._refs: list[int] = []
         self._known: set[int] = set()
-        self._cache: dict[tuple[int, int], int] = {}
+        self._cache: dict[tuple[int, int], int] = {}  # (month, day) -> year
+        self._day_ns: dict[tuple[int, int], int] = {}  # (month, day) -> that day's 00:00, ns
 
     def add_reference(self, t_ns: int | None) -> None:
         """One reference per distinct time: every event of a Pod repeats its creation time."""
@@ -80,25 +82,29 @@ class YearResolver:
         self._known.add(t_ns)
         bisect.insort(self._refs, t_ns)
         self._cache.clear()
+        self._day_ns.clear()
 
     def resolve(self, rec: KlogRecord) -> int:
         if rec.prefix_ns is not None:
-            year = year_of_ns(rec.prefix_ns)
+            tm = time.gmtime(rec.prefix_ns // M.S)
+            year = tm.tm_year
             # the prefix is read after the line was written: December line, January prefix
-            if rec.month == 12 and _month_of(rec.prefix_ns) == 1:
+            if rec.month == 12 and tm.tm_mon == 1:
                 year -= 1
             return civil_to_ns(year, rec.month, rec.day, rec.tod_us)
         key = (rec.month, rec.day)
-        year = self._cache.get(key)
-        if year is None:
-            year = self._nearest_year(rec)
-            self._cache[key] = year
-        return civil_to_ns(year, rec.month, rec.day, rec.tod_us)
+        day_ns = self._day_ns.get(key)
+        if day_ns is None:
+            year = self._cache.get(key)
+            if year is None:
+                year = self._nearest_year(rec)
+                self._cache[key] = year
+            day_ns = civil_to_ns(year, rec.month, rec.day, 0)  # raises for a day that year lacks
+            self._day_ns[key] = day_ns
+        return day_ns + rec.tod_us * 1_000
 
     def _nearest_year(self, rec: KlogRecord) -> int:
         if not self._refs:
-            import time
-
             return time.gmtime().tm_year
         years = {year_of_ns(self._refs[0]), year_of_ns(self._refs[-1])}
         best: tuple[int, int] | None = None
@@ -115,12 +121,6 @@ class YearResolver:
         return best[1] if best else year_of_ns(self._refs[-1])
 
 
-def _month_of(ns: int) -> int:
-    import time
-
-    return time.gmtime(ns // M.S).tm_mon
-
-
 class Correlator:
     """Feed Pods, DPC records and launcher records; ask for actuations."""
 
@@ -131,8 +131,6 @@ class Correlator:
         baseline_container: str | None = None,
         clock_ns: Any = None,
     ) -> None:
-        import time
-
         self.baseline_selector = dict(baseline_selector) if baseline_selector else None
         self.baseline_container = baseline_container
         self._clock = clock_ns or time.time_ns
@@ -179,7 +177,11 @@ class Correlator:
             return fact
         if fact.kind == F.SLEEP_QUERY and not self._keep_query(key, fact):
             return fact
-        self._dpc.setdefault(key, []).append(fact)
+        facts = self._dpc.get(key)
+        if facts is None:
+            self._dpc[key] = [fact]
+        else:
+            facts.append(fact)
         self._updated[key] = self._clock()
         return fact
 
@@ -198,13 +200,20 @@ class Correlator:
         """Keep only the first successful /is_sleeping answer after each create call."""
         if not q.ok:
             return False
-        facts = self._dpc.get(key, ())
-        creates = [f.end_ns for f in facts if f.kind == F.CREATE and f.ok and f.end_ns <= q.start_ns]
-        if creates:
-            last = max(creates)
-            if any(f.kind == F.SLEEP_QUERY and last <= f.start_ns <= q.start_ns for f in facts):
-                return False
-        return sum(1 for f in facts if f.kind == F.SLEEP_QUERY) < MAX_QUERIES
+        # one pass: the last successful create that ended by the query's start, and the
+        # starts of the queries already kept
+        at = q.start_ns
+        last = None
+        kept: list[int] = []
+        for f in self._dpc.get(key, ()):
+            kind = f.kind
+            if kind == _SLEEP_QUERY:
+                kept.append(f.start_ns)
+            elif kind == _CREATE and f.ok and f.end_ns <= at and (last is None or f.end_ns > last):
+                last = f.end_ns
+        if last is not None and any(last <= t <= at for t in kept):
+            return False
+        return len(kept) < MAX_QUERIES
 
     # ------------------------------------------------------------------ asking
 
@@ -531,12 +540,26 @@ def _first_by(fs: list[DpcFact]) -> Any:
     return first
 
 
+_SLEEP_QUERY, _CREATE = F.SLEEP_QUERY, F.CREATE
 _OWN_REQUESTER_INSTANTS = ("R.created", "R.scheduled", "R.started")
 _ROUND_MARKERS = frozenset({F.UNBOUND, F.BOUND, F.BOUND_COLD, F.CREATE, F.WAKE, F.RELAYED})
 
 
-def _expected_instants(path: str, launcher_data: bool, rnd: int) -> list[str]:
+def _expected_instants(path: str, launcher_data: bool, rnd: int) -> tuple[str, ...]:
     """The instants a full tree of this path needs (re-actuations start at D.unbound)."""
+    key = (path, launcher_data, rnd > 1)
+    names = _EXPECTED.get(key)
+    if names is None:
+        names = _EXPECTED[key] = _expected_instants_uncached(path, launcher_data, rnd)
+    return names
+
+
+#: (path, launcher data, re-actuation) -> expected instants: a function of the span model
+#: only, which was recomputed for every actuation
+_EXPECTED: dict[tuple[str, bool, bool], tuple[str, ...]] = {}
+
+
+def _expected_instants_uncached(path: str, launcher_data: bool, rnd: int) -> tuple[str, ...]:
     names: list[str] = []
     for d in M.SPANS:
         if path not in d.paths or (d.needs_launcher_data and not launcher_data):
@@ -546,4 +569,4 @@ def _expected_instants(path: str, launcher_data: bool, rnd: int) -> list[str]:
                 n = "D.unbound"
             if n and n not in names:
                 names.append(n)
-    return names
+    return tuple(names)

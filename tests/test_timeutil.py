@@ -1,7 +1,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from fma_otel import timeutil
 from fma_otel.timeutil import civil_to_ns, format_rfc3339_ns, parse_rfc3339_ns
 
 
@@ -33,3 +36,33 @@ def test_impossible_date_is_an_error_not_a_roll_over() -> None:
     with pytest.raises(ValueError, match="2027-02-29"):
         civil_to_ns(2027, 2, 29, 0)
     assert civil_to_ns(2028, 2, 29, 0) > civil_to_ns(2027, 12, 31, 0)
+
+
+_D2 = st.integers(0, 99).map(lambda n: f"{n:02d}")
+_STAMP = st.builds(
+    lambda y, mo, d, h, mi, s, frac, zone: f"{y:04d}-{mo}-{d}T{h}:{mi}:{s}{frac}{zone}",
+    st.integers(0, 9999),
+    _D2,
+    _D2,
+    _D2,
+    _D2,
+    _D2,
+    st.one_of(st.just(""), st.text("0123456789", max_size=12).map(lambda f: "." + f)),
+    st.sampled_from(["Z", "z", "", "+02:00", "-0130", "Zx", " "]),
+)
+
+
+def _outcome(fn, text: str) -> object:
+    try:
+        return fn(text)
+    except ValueError:
+        return ValueError
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.one_of(_STAMP, _STAMP.map(lambda s: s.replace("0", "\u0660")), st.text(max_size=30)))
+def test_fast_path_agrees_with_the_general_parser(text: str) -> None:
+    """The cached-minute path decides nothing the general regex path would decide otherwise."""
+    want = _outcome(timeutil._parse_rfc3339_general, text)
+    assert _outcome(parse_rfc3339_ns, text) == want  # cold cache for this minute
+    assert _outcome(parse_rfc3339_ns, text) == want  # and warm

@@ -35,7 +35,10 @@ from fma_otel.sources.records import PodEvent, SourceStats
 
 __all__ = ["PodStore", "detect_kind", "iter_pod_events", "resource_version"]
 
-_CHUNK = 1 << 16
+_CHUNK = 1 << 16  # what detect_kind sniffs
+#: read size of the reader: a value that straddles the end of the window is decoded again
+#: after the next read, so reads of several hundred (pretty-printed) Pods make that rare
+_READ_CHUNK = 1 << 20
 _WS = re.compile(r"[ \t\r\n\ufeff]*")
 _DECODER = json.JSONDecoder()
 _WATCH_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED"})
@@ -48,9 +51,10 @@ class _Bad(ValueError):
 class _Reader:
     """A sliding window over a text or binary stream, for value-at-a-time JSON decoding."""
 
-    def __init__(self, fh: IO[bytes] | IO[str], chunk: int = _CHUNK) -> None:
+    def __init__(self, fh: IO[bytes] | IO[str], chunk: int = _READ_CHUNK) -> None:
         self._fh = fh
         self._chunk = max(chunk, 1)
+        self._ahead = self._chunk // 4
         self._dec = codecs.getincrementaldecoder("utf-8")("replace")
         self.buf = ""
         self.pos = 0
@@ -58,6 +62,10 @@ class _Reader:
         self._base_line = 1  # line number of buf[0]
         self._base_off = 0  # absolute offset of buf[0]
         self._keep = 0  # absolute offset that must stay in the window (see mark())
+        # the last line number asked for, so that the next one counts on from there
+        # instead of from the start of the window: (absolute offset, its line number)
+        self._at_off = 0
+        self._at_line = 1
 
     def fill(self, want: int = 0) -> bool:
         """Read ``max(want, chunk)`` more; ``want`` grows with the value being decoded, so
@@ -74,7 +82,7 @@ class _Reader:
         cut = min(self.pos, self._keep - self._base_off)
         if cut > self._chunk and cut * 2 > len(self.buf):
             # Drop what was consumed, so memory follows the current value, not the file.
-            self._base_line += self.buf.count("\n", 0, cut)
+            self._base_line = self._line_of(cut)
             self._base_off += cut
             self.buf = self.buf[cut:]
             self.pos -= cut
@@ -92,7 +100,20 @@ class _Reader:
         return self._keep
 
     def line_at(self, mark: int) -> int:
-        return self._base_line + self.buf.count("\n", 0, max(mark - self._base_off, 0))
+        return self._line_of(min(max(mark - self._base_off, 0), len(self.buf)))
+
+    def _line_of(self, off: int) -> int:
+        """Line number of ``buf[off]``, counted on from the last answer when that lies
+        before it in the window (marks only move forward), else from the window's start:
+        counting from the start for every object was half the reader's time."""
+        start = self._at_off - self._base_off
+        if 0 <= start <= off:
+            line = self._at_line + self.buf.count("\n", start, off)
+        else:
+            line = self._base_line + self.buf.count("\n", 0, off)
+        self._at_off = self._base_off + off
+        self._at_line = line
+        return line
 
     def peek(self) -> str:
         """Skip whitespace; the next character, or ``""`` at the end of the input."""
@@ -115,6 +136,10 @@ class _Reader:
 
     def value(self) -> Any:
         """Decode one JSON value at the current position, reading more input as needed."""
+        if len(self.buf) - self.pos < self._ahead and not self.eof:
+            # read ahead: a value that runs past the window is decoded again after a
+            # read, and its error (JSONDecodeError) counts the lines of the whole window
+            self.fill()
         while True:
             try:
                 val, end = _DECODER.raw_decode(self.buf, self.pos)
@@ -233,7 +258,7 @@ class _Counter:
 
 
 def iter_pod_events(
-    fh: IO[bytes] | IO[str], stats: SourceStats, chunk_size: int = _CHUNK
+    fh: IO[bytes] | IO[str], stats: SourceStats, chunk_size: int = _READ_CHUNK
 ) -> Iterator[PodEvent]:
     """Stream :class:`PodEvent` s from an open file (binary or text) of Pod JSON.
 
