@@ -117,9 +117,10 @@ def run_bridge(
 ) -> BridgeResult:
     """Read every source, correlate, and build one finished trace per actuation.
 
-    A DPC log of ``parallel_min_bytes`` or more is read by ``jobs`` forked workers (default:
-    the CPUs this process may use, at most 4) while this process reads the Pods and launcher
-    logs: same records, counts and output as a serial read (``sources/klog_segments.py``).
+    A DPC log of ``parallel_min_bytes`` or more is read by ``jobs`` worker processes
+    (default: the CPUs this process may use, at most 4; forked, or spawned when this process
+    runs other threads) while this process reads the Pods and launcher logs: same records,
+    counts and output as a serial read (``sources/klog_segments.py``).
     """
     check_readable(
         [*inputs.pods, *([inputs.dpc_log] if inputs.dpc_log else []), *inputs.launcher_logs.values()]

@@ -1,4 +1,4 @@
-"""Reading a klog file in forked byte segments against one serial read, its reference.
+"""Reading a klog file in byte segments (worker processes) against one serial read, its reference.
 
 Why: the bridge reads a long DPC log in segments, one worker process each, and must get
 exactly what one serial :func:`iter_klog` gets: the same records with the same line numbers,
@@ -153,24 +153,42 @@ def test_a_failing_worker_makes_the_parent_read_serially(tmp_path: Path, monkeyp
     assert _segmented(path, S.cut_points(str(path), 2), KW) == want
 
 
-def test_small_files_threads_and_one_job_read_serially(tmp_path: Path):
+def test_small_files_one_job_and_missing_files_read_serially(tmp_path: Path):
     path = tmp_path / "dpc.log"
     path.write_bytes(b"".join(DPC))
     assert S.SegmentedRead.start(str(path), WANTED_MESSAGES, None, 2) is None  # < MIN_PARALLEL_BYTES
     assert S.SegmentedRead.start(str(path), WANTED_MESSAGES, None, 1, min_bytes=0) is None
     assert S.SegmentedRead.start(str(tmp_path / "missing"), WANTED_MESSAGES, None, 2, min_bytes=0) is None
+
+
+def test_a_process_with_threads_spawns_its_workers(tmp_path: Path):
+    """Forking with threads running is unsafe: the workers are spawned, same records."""
+    path = tmp_path / "dpc.log"
+    path.write_bytes(b"".join(DPC) * 3)
+    want = _serial(path, KW)
     stop = threading.Event()
     t = threading.Thread(target=stop.wait)
     t.start()
     try:
-        assert not S.can_fork()
-        assert S.SegmentedRead.start(str(path), WANTED_MESSAGES, None, 2, min_bytes=0) is None
+        assert not S.can_fork() and S.start_method() == "spawn"
+        seg = S.SegmentedRead.start(str(path), *KW.values(), 3, min_bytes=0)
+        assert seg is not None and seg.method == "spawn" and seg.segments == 3
+        st_ = SourceStats("t")
+        got = list(seg.records(st_)), (st_.read, st_.understood, st_.skipped, st_.skipped_lines)
     finally:
         stop.set()
         t.join()
-    seg = S.SegmentedRead.start(str(path), WANTED_MESSAGES, None, 2, min_bytes=0)
-    assert seg is not None and seg.segments == 2
-    list(seg.records(SourceStats("t")))
+    assert got == want
+    if threading.active_count() == 1:
+        assert S.start_method() == "fork"
+
+
+def test_no_start_method_reads_serially(tmp_path: Path, monkeypatch):
+    path = tmp_path / "dpc.log"
+    path.write_bytes(b"".join(DPC))
+    monkeypatch.setattr(S.mp, "get_all_start_methods", lambda: [])
+    assert S.start_method() is None
+    assert S.SegmentedRead.start(str(path), WANTED_MESSAGES, None, 2, min_bytes=0) is None
 
 
 @pytest.mark.parametrize("jobs", [2, 3])

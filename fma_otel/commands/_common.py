@@ -91,8 +91,8 @@ def byte_progress(label: str, total: int | None, quiet: bool) -> Iterator[Callab
     from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 
     # No refresh thread (auto_refresh=False; redrawn from ``advance`` at most 10 times a
-    # second): the bridge forks workers for a long DPC log, which it only does in a process
-    # with no other thread (sources/klog_segments.py).
+    # second): the bridge forks workers for a long DPC log only in a process with no other
+    # thread, and must otherwise spawn them, which costs more (sources/klog_segments.py).
     with Progress(
         f"[bold]{label}[/]",
         BarColumn(),

@@ -18,11 +18,14 @@ records, their line numbers, every count and skip reason, in the same order), be
   it read (``stats.read`` counts every physical line, blank ones included), and keeps the
   first 100 skip reasons in order, as :class:`SourceStats` does.
 
-Only ``fork`` is used (no re-import, no pickling of the parser): where it is missing, or
-when the calling process runs other threads (forking those is unsafe, and Python 3.12+
-warns about it), the file is read serially by the caller instead.  A worker that fails
-for any reason makes the whole file be read again serially, so a failure costs time,
-never records.
+Workers are forked (no re-import: they start at once) when the calling process runs no
+other thread.  Forking a process with threads is unsafe (a lock one of them holds stays
+held in the child; Python 3.12+ warns about it), and a host that embeds the bridge, or a
+test run, may well have some: then the workers are spawned instead (a fresh interpreter
+that imports only this module and the klog parser, ~0.1 s more per worker), so the result
+never depends on what else runs in the process.  Where neither start method exists, the
+file is read serially by the caller.  A worker that fails for any reason makes the whole
+file be read again serially, so a failure costs time, never records.
 """
 
 from __future__ import annotations
@@ -54,6 +57,14 @@ def default_jobs() -> int:
 def can_fork() -> bool:
     """Whether worker processes may be forked here and now (see the module doc)."""
     return "fork" in mp.get_all_start_methods() and threading.active_count() == 1
+
+
+def start_method() -> str | None:
+    """How workers are started here and now: ``fork`` when it is safe, else ``spawn``;
+    ``None`` where the platform has neither (then the file is read serially)."""
+    if can_fork():
+        return "fork"
+    return "spawn" if "spawn" in mp.get_all_start_methods() else None
 
 
 def _safe_start(line: bytes) -> bool:
@@ -150,21 +161,34 @@ class SegmentedRead:
     caller can do other work while the workers run.
     """
 
-    def __init__(self, path: str, starts: list[int], size: int, messages: Any, contains: Any) -> None:
-        ctx = mp.get_context("fork")
-        self.path, self.size = path, size
+    def __init__(
+        self, path: str, starts: list[int], size: int, messages: Any, contains: Any, method: str = "fork"
+    ) -> None:
+        ctx = mp.get_context(method)
+        self.path, self.size, self.method = path, size, method
         self._args = (messages, contains)
         self._done = ctx.Array("q", len(starts), lock=False)
         self._workers: list[tuple[Any, Any]] = []
         ends = [*starts[1:], size]
-        for slot, (a, b) in enumerate(zip(starts, ends, strict=True)):
-            recv, send = ctx.Pipe(duplex=False)
-            p = ctx.Process(
-                target=_work, args=(send, path, a, b, messages, contains, self._done, slot), daemon=True
-            )
-            p.start()
-            send.close()
-            self._workers.append((p, recv))
+        try:
+            for slot, (a, b) in enumerate(zip(starts, ends, strict=True)):
+                recv, send = ctx.Pipe(duplex=False)
+                args = (send, path, a, b, messages, contains, self._done, slot)
+                p = ctx.Process(target=_work, args=args, daemon=True)
+                self._workers.append((p, recv))
+                p.start()
+                send.close()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Stop the workers still running (a failed start, or an abandoned read)."""
+        for p, recv in self._workers:
+            recv.close()
+            if p.pid is not None and p.is_alive():
+                p.terminate()
+                p.join()
 
     @classmethod
     def start(
@@ -174,17 +198,28 @@ class SegmentedRead:
         contains: Mapping[str, Iterable[str]] | None,
         jobs: int,
         min_bytes: int = MIN_PARALLEL_BYTES,
+        method: str | None = None,
     ) -> SegmentedRead | None:
+        """Start the workers, or ``None`` when the file is better read serially.
+
+        ``method`` forces a start method (tests); by default :func:`start_method` decides.
+        """
         try:
             size = os.path.getsize(path)
-            if jobs < 2 or size < min_bytes or not can_fork():
+            if jobs < 2 or size < min_bytes:
+                return None
+            method = method or start_method()
+            if method is None:
                 return None
             starts = cut_points(path, jobs)
         except OSError:
             return None  # the serial reader reports it properly
         if len(starts) < 2:
             return None
-        return cls(path, starts, size, messages, contains)
+        try:
+            return cls(path, starts, size, messages, contains, method)
+        except OSError:
+            return None  # no processes to be had (limits, no /dev/shm): read serially
 
     @property
     def segments(self) -> int:

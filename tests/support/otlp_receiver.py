@@ -53,6 +53,8 @@ class _Base:
         self.delay_s: float = 0.0
         self.calls = 0  # every request, accepted or not (retries show up here)
         self._lock = threading.Lock()
+        #: set by ``stop``: a slow answer still pending ends at once, so no thread outlives it
+        self._stopping = threading.Event()
         self._received = threading.Condition(self._lock)
 
     def _record(self, req: ExportTraceServiceRequest, headers: dict[str, str]) -> None:
@@ -116,6 +118,7 @@ class GrpcOtlpReceiver(_Base):
     def __init__(self) -> None:
         super().__init__()
         self._server: Any = None
+        self._pool: Any = None
         self.port = 0
 
     def start(self) -> GrpcOtlpReceiver:
@@ -127,7 +130,7 @@ class GrpcOtlpReceiver(_Base):
             def Export(self, request: Any, context: Any) -> Any:  # noqa: N802 (gRPC name)
                 receiver._count_call()
                 if receiver.delay_s:
-                    time.sleep(receiver.delay_s)
+                    receiver._stopping.wait(receiver.delay_s)
                 if receiver.fail_with is not None:
                     code = getattr(grpc.StatusCode, str(receiver.fail_with).upper())
                     context.abort(code, f"test receiver answers {code.name}")
@@ -135,7 +138,9 @@ class GrpcOtlpReceiver(_Base):
                 receiver._record(request, md)
                 return trace_service_pb2.ExportTraceServiceResponse()
 
-        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        self._stopping.clear()
+        self._pool = futures.ThreadPoolExecutor(max_workers=4)
+        self._server = grpc.server(self._pool)
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Servicer(), self._server)
         self.port = self._server.add_insecure_port("127.0.0.1:0")
         self._server.start()
@@ -143,9 +148,13 @@ class GrpcOtlpReceiver(_Base):
         return self
 
     def stop(self) -> None:
+        self._stopping.set()
         if self._server is not None:
             self._server.stop(grace=0).wait(5)
             self._server = None
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
 
 
 # --------------------------------------------------------------------------- HTTP
@@ -190,7 +199,7 @@ class HttpOtlpReceiver(_Base):
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 receiver._count_call()
                 if receiver.delay_s:
-                    time.sleep(receiver.delay_s)
+                    receiver._stopping.wait(receiver.delay_s)
                 if self.path.split("?")[0] != "/v1/traces":
                     return self._answer(404, b"not found", "text/plain")
                 if receiver.fail_with is not None:
@@ -211,6 +220,7 @@ class HttpOtlpReceiver(_Base):
                     return self._answer(200, b"{}", "application/json")
                 return self._answer(200, trace_service_pb2.ExportTraceServiceResponse().SerializeToString())
 
+        self._stopping.clear()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
@@ -220,6 +230,7 @@ class HttpOtlpReceiver(_Base):
         return self
 
     def stop(self) -> None:
+        self._stopping.set()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
