@@ -114,6 +114,7 @@ def run_bridge(
     progress: Callable[[int], None] | None = None,
     jobs: int | None = None,
     parallel_min_bytes: int = MIN_PARALLEL_BYTES,
+    build: bool = True,
 ) -> BridgeResult:
     """Read every source, correlate, and build one finished trace per actuation.
 
@@ -121,6 +122,9 @@ def run_bridge(
     (default: the CPUs this process may use, at most 4; forked, or spawned when this process
     runs other threads) while this process reads the Pods and launcher logs: same records,
     counts and output as a serial read (``sources/klog_segments.py``).
+
+    ``build=False`` leaves ``traces`` empty, for a caller that builds and encodes the
+    actuations itself (``trace_lines.py``, in parallel).
     """
     check_readable(
         [*inputs.pods, *([inputs.dpc_log] if inputs.dpc_log else []), *inputs.launcher_logs.values()]
@@ -175,7 +179,7 @@ def run_bridge(
     acts = c.actuations()
     return BridgeResult(
         acts,
-        [build_trace(a) for a in acts],
+        [build_trace(a) for a in acts] if build else [],
         stats,
         c.orphan_requesters(),
         segmented.segments if segmented is not None else 1,
@@ -208,8 +212,11 @@ class _ProgressReader:
         return getattr(self._fh, name)
 
 
-def summary(result: BridgeResult) -> str:
-    """The stderr summary: actuations per path, completeness, lines per source, spans."""
+def summary(result: BridgeResult, written: tuple[int, int] | None = None) -> str:
+    """The stderr summary: actuations per path, completeness, lines per source, spans.
+
+    ``written`` is ``(traces, spans)`` when the traces were built outside ``result``.
+    """
     by_path: dict[str, list[int]] = {}
     for a in result.actuations:
         row = by_path.setdefault(a.path, [0, 0])
@@ -225,5 +232,6 @@ def summary(result: BridgeResult) -> str:
             f"not traced: {result.orphans} requester(s) in the DPC log have no Pod in the capture "
             "(deleted before it was taken? capture Pods with kubectl get pods -w)"
         )
-    lines.append(f"spans: {result.span_count} in {len(result.traces)} traces")
+    n_traces, n_spans = written if written is not None else (len(result.traces), result.span_count)
+    lines.append(f"spans: {n_spans} in {n_traces} traces")
     return "\n".join(lines)

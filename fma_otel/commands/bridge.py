@@ -53,8 +53,9 @@ SAMPLE_BASELINE_SELECTOR = "app=vllm"
     "--jobs",
     "-j",
     type=click.IntRange(min=1),
-    help="Processes reading a DPC log of 16 MiB or more (default: the CPUs available, at most 4; "
-    "1 reads it serially). The output is the same either way.",
+    help="Processes reading a DPC log of 16 MiB or more, and building the traces of 256 or more "
+    "actuations written to --out (default: the CPUs available, at most 4; 1: all in one process). "
+    "The output is the same either way.",
 )
 @click.option("--quiet", "-q", is_flag=True, help="No summary or progress on stderr.")
 def command(
@@ -97,12 +98,25 @@ def command(
             fail(str(exc))
     failed = False
     try:
+        # Only writing a file: the traces are built and encoded by workers (trace_lines.py).
+        by_lines = out is not None and sink is None
         try:
-            result = _run(inputs, selector, baseline_container, quiet, jobs)
+            result = _run(inputs, selector, baseline_container, quiet, jobs, not by_lines)
         except B.InputError as exc:
             fail(str(exc))
 
-        if out is not None:
+        if by_lines:
+            from ..sources.klog_segments import default_jobs
+            from ..trace_lines import trace_lines
+
+            n_traces = n_spans = 0
+            with open_out(out) as fh:
+                for text, traces, spans in trace_lines(result.actuations, jobs or default_jobs()):
+                    fh.write(text)
+                    n_traces += traces
+                    n_spans += spans
+            written = (n_traces, n_spans)
+        elif out is not None:
             with open_out(out) as fh:
                 for trace in result.traces:
                     write_trace_line(fh, trace)
@@ -117,7 +131,7 @@ def command(
         if sink is not None:
             sink.close()
     if not quiet:
-        click.echo(B.summary(result), err=True)
+        click.echo(B.summary(result, written), err=True)
     skipped = [(st.name, ln, why) for st in result.stats for ln, why in st.skipped_lines]
     if strict and skipped:
         for name, ln, why in skipped[:20]:
@@ -159,7 +173,9 @@ def _inputs(
     return inputs
 
 
-def _run(inputs: B.BridgeInputs, selector, container, quiet: bool, jobs: int | None) -> B.BridgeResult:  # noqa: ANN001
+def _run(
+    inputs: B.BridgeInputs, selector, container, quiet: bool, jobs: int | None, build: bool
+) -> B.BridgeResult:  # noqa: ANN001
     from ._common import byte_progress
 
     total = 0
@@ -172,5 +188,10 @@ def _run(inputs: B.BridgeInputs, selector, container, quiet: bool, jobs: int | N
             total = 0
     with byte_progress("bridge", total, quiet) as advance:
         return B.run_bridge(
-            inputs, baseline_selector=selector, baseline_container=container, progress=advance, jobs=jobs
+            inputs,
+            baseline_selector=selector,
+            baseline_container=container,
+            progress=advance,
+            jobs=jobs,
+            build=build,
         )

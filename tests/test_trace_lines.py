@@ -1,0 +1,129 @@
+"""Trace lines built and encoded by forked workers against building them here, in order.
+
+Why: ``fma-otel bridge --out`` writes what :func:`trace_lines` gives; whatever the number
+of workers, a failing worker, a process with threads, or a caller that stops early, the
+bytes must be those of ``build_trace`` + ``export_request_text`` per actuation, in order,
+and no worker may be left behind.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import threading
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fma_otel import trace_lines as T
+from fma_otel.bridge import inputs_from_capture, run_bridge, sample_dir
+from fma_otel.build import build_trace
+from fma_otel.cli import main
+from fma_otel.sinks.otlp_json import export_request_text
+from fma_otel.synth import synth_capture, write_capture
+
+
+@pytest.fixture(scope="module")
+def acts(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cap")
+    write_capture(synth_capture(seed=11, n=40), d)
+    got = run_bridge(inputs_from_capture(d), baseline_selector={"app": "vllm"}).actuations
+    assert len(got) >= 30
+    return got
+
+
+def _plain(acts) -> tuple[str, int, int]:
+    traces = [build_trace(a) for a in acts]
+    text = "".join(export_request_text(t) + "\n" for t in traces)
+    return text, len(traces), sum(len(t) for t in traces)
+
+
+def _joined(chunks) -> tuple[str, int, int]:
+    chunks = list(chunks)
+    return "".join(c[0] for c in chunks), sum(c[1] for c in chunks), sum(c[2] for c in chunks)
+
+
+@pytest.mark.parametrize("jobs", [1, 2, 3, 5])
+def test_any_number_of_workers_gives_the_same_bytes_and_counts(acts, jobs: int):
+    chunks = list(T.trace_lines(acts, jobs, min_actuations=0))
+    assert len(chunks) == jobs
+    assert _joined(chunks) == _plain(acts)
+    assert not mp.active_children()
+
+
+def test_few_actuations_one_job_or_threads_stay_in_this_process(acts, monkeypatch):
+    def no_fork(*a, **k):
+        raise AssertionError("forked")
+
+    monkeypatch.setattr(T.mp, "get_context", no_fork)
+    assert len(list(T.trace_lines(acts, 4))) == 1  # fewer than MIN_PARALLEL_ACTUATIONS
+    assert len(list(T.trace_lines(acts, 1, min_actuations=0))) == 1
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait)
+    t.start()
+    try:
+        assert _joined(T.trace_lines(acts, 3, min_actuations=0)) == _plain(acts)
+    finally:
+        stop.set()
+        t.join()
+
+
+def test_a_failing_worker_has_its_slice_redone_here(acts, monkeypatch):
+    def dying(conn, part):
+        os._exit(3)  # no answer at all
+
+    monkeypatch.setattr(T, "_work", dying)
+    assert _joined(T.trace_lines(acts, 3, min_actuations=0)) == _plain(acts)
+
+    def raising(conn, part):
+        conn.send("MemoryError")
+        conn.close()
+
+    monkeypatch.setattr(T, "_work", raising)
+    assert _joined(T.trace_lines(acts, 2, min_actuations=0)) == _plain(acts)
+
+
+def test_no_process_to_be_had_means_the_slice_is_done_here(acts, monkeypatch):
+    real = T.mp.get_context
+
+    class Ctx:
+        def __init__(self) -> None:
+            self._ctx, self.started = real("fork"), 0
+
+        def Pipe(self, duplex):  # noqa: N802
+            return self._ctx.Pipe(duplex=duplex)
+
+        def Process(self, **kw):  # noqa: N802
+            p = self._ctx.Process(**kw)
+            if self.started:
+                p.start = lambda: (_ for _ in ()).throw(OSError(11, "Resource temporarily unavailable"))
+            self.started += 1
+            return p
+
+    monkeypatch.setattr(T.mp, "get_context", lambda method: Ctx())
+    assert _joined(T.trace_lines(acts, 4, min_actuations=0)) == _plain(acts)
+    assert not mp.active_children()
+
+
+def test_a_caller_that_stops_early_leaves_no_worker(acts):
+    gen = T.trace_lines(acts, 3, min_actuations=0)
+    first = next(gen)
+    assert first[1] == len(acts) // 3
+    gen.close()
+    assert not mp.active_children()
+
+
+def test_cli_writes_the_same_file_and_summary_with_any_jobs(tmp_path: Path, clean_otlp_env, monkeypatch):
+    monkeypatch.setattr(T, "MIN_PARALLEL_ACTUATIONS", 0)
+    runs = {}
+    for jobs in ("1", "3"):
+        out = tmp_path / f"o{jobs}.jsonl"
+        r = CliRunner().invoke(
+            main, ["bridge", str(sample_dir()), "--jobs", jobs, "--out", str(out)], catch_exceptions=False
+        )
+        runs[jobs] = (r.exit_code, r.stderr, out.read_bytes())
+    assert runs["1"] == runs["3"]
+    code, err, data = runs["3"]
+    n = data.count(b"\n")
+    assert code == 0 and n > 0 and f"in {n} traces" in err
