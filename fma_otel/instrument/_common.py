@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+from opentelemetry import baggage, propagate, trace
 from opentelemetry import context as otel_context
-from opentelemetry import trace
-from opentelemetry.instrumentation.utils import is_instrumentation_enabled
+from opentelemetry.instrumentation import utils as _inst_utils
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 from fma_otel import __version__
@@ -35,6 +35,19 @@ _FORCED_SPAN_ID: contextvars.ContextVar[int | None] = contextvars.ContextVar(
 
 #: pid of the process that instrumented; a forked child has another pid and goes silent.
 _OWNER_PID = os.getpid()
+#: Set in a child right after ``fork`` (an at-fork hook), cleared by ``set_owner_pid``: the
+#: per-call fork test without a ``getpid`` system call.
+_FORKED = False
+
+#: The two context keys ``suppress_instrumentation`` sets (read on every hot path).
+_SUPPRESS_KEYS = tuple(
+    k
+    for k in (
+        getattr(_inst_utils, "_SUPPRESS_INSTRUMENTATION_KEY", None),
+        getattr(_inst_utils, "_SUPPRESS_INSTRUMENTATION_KEY_PLAIN", None),
+    )
+    if k is not None
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -46,17 +59,117 @@ def sdk_disabled() -> bool:
 
 def set_owner_pid() -> None:
     """Remember which process instrumented, so that a forked child never records spans."""
-    global _OWNER_PID
+    global _OWNER_PID, _FORKED
     _OWNER_PID = os.getpid()
+    _FORKED = False
+
+
+def _after_fork_in_child() -> None:
+    global _FORKED
+    _FORKED = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def in_forked_child() -> bool:
-    return os.getpid() != _OWNER_PID
+    return _FORKED or os.getpid() != _OWNER_PID
+
+
+#: ... and the key ``suppress_http_instrumentation`` adds.
+_SUPPRESS_HTTP_KEY = getattr(_inst_utils, "_SUPPRESS_HTTP_INSTRUMENTATION_KEY", None)
+_SUPPRESS_HTTP_KEYS = _SUPPRESS_KEYS + ((_SUPPRESS_HTTP_KEY,) if _SUPPRESS_HTTP_KEY is not None else ())
+
+
+def active_http() -> bool:
+    """``active()`` for an HTTP client wrapper: also off under ``suppress_http_instrumentation``."""
+    if _FORKED:
+        return False
+    if len(_SUPPRESS_HTTP_KEYS) == 3:
+        ctx = otel_context.get_current()
+        for key in _SUPPRESS_HTTP_KEYS:
+            if ctx.get(key):
+                return False
+        return True
+    return _inst_utils.is_http_instrumentation_enabled()
+
+
+def suppress_http() -> object | None:
+    """Attach a context with HTTP instrumentation suppressed; ``detach_safe`` the token.
+
+    What ``suppress_http_instrumentation()`` does, without a generator-based context
+    manager (two of them, nested) on every call."""
+    if _SUPPRESS_HTTP_KEY is None:  # pragma: no cover - an API without the key: nothing to set
+        return None
+    try:
+        return otel_context.attach(otel_context.set_value(_SUPPRESS_HTTP_KEY, True))
+    except Exception:  # noqa: BLE001
+        return None
+
+
+_TC_CACHE: tuple[Any, Any] | None = None
+
+
+def default_tracecontext(textmap: Any) -> Any:
+    """The SDK's default propagator (``OTEL_PROPAGATORS=tracecontext,baggage``) -> its
+    trace-context part; anything else -> ``None`` (then the whole propagator must run)."""
+    try:
+        from opentelemetry.baggage.propagation import W3CBaggagePropagator
+        from opentelemetry.propagators.composite import CompositePropagator
+        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+        if type(textmap) is not CompositePropagator:
+            return None
+        parts = list(getattr(textmap, "_propagators", ()))
+        if [type(p) for p in parts] != [TraceContextTextMapPropagator, W3CBaggagePropagator]:
+            return None
+        return parts[0]
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def global_tracecontext() -> Any:
+    """``default_tracecontext`` of the global propagator, re-decided only when it is replaced."""
+    global _TC_CACHE
+    textmap = propagate.get_global_textmap()
+    cached = _TC_CACHE
+    if cached is None or cached[0] is not textmap:
+        cached = _TC_CACHE = (textmap, default_tracecontext(textmap))
+    return cached[1]
+
+
+def inject_span(headers: Any, span: trace.Span) -> None:
+    """``propagate.inject(headers, context=<current context with span>)``, done directly for
+    the default propagator when the context carries no baggage: the same headers
+    (``traceparent``, and ``tracestate`` when the span has one), without the composite's
+    loop, the span lookup in a new context and the baggage part's no-op."""
+    if global_tracecontext() is not None and not baggage.get_all():
+        sc = span.get_span_context()
+        if sc == trace.INVALID_SPAN_CONTEXT:
+            return
+        headers["traceparent"] = f"00-{sc.trace_id:032x}-{sc.span_id:016x}-{sc.trace_flags:02x}"
+        if sc.trace_state:
+            headers["tracestate"] = sc.trace_state.to_header()
+        return
+    propagate.inject(headers, context=trace.set_span_in_context(span))
 
 
 def active() -> bool:
-    """Whether a wrapper should record anything now (cheap; called on every hot path)."""
-    return is_instrumentation_enabled() and not in_forked_child()
+    """Whether a wrapper should record anything now (cheap; called on every hot path).
+
+    The same test as ``is_instrumentation_enabled()`` (neither suppression key set in the
+    current context) with one context read instead of two, and the fork test by flag.
+    """
+    if _FORKED:
+        return False
+    if _SUPPRESS_KEYS:
+        ctx = otel_context.get_current()
+        for key in _SUPPRESS_KEYS:
+            if ctx.get(key):
+                return False
+        return True
+    return _inst_utils.is_instrumentation_enabled()
 
 
 def swallow(default: Any = None) -> Callable[[F], F]:

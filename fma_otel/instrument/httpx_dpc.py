@@ -22,13 +22,9 @@ from collections.abc import Collection
 from typing import Any
 
 import wrapt
-from opentelemetry import propagate, trace
+from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
-from opentelemetry.instrumentation.utils import (
-    is_http_instrumentation_enabled,
-    suppress_http_instrumentation,
-    unwrap,
-)
+from opentelemetry.instrumentation.utils import unwrap
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from fma_otel import model
@@ -63,22 +59,69 @@ _RULES: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
 _PREFIXES = ("/v2/vllm/instances", "/health", "/is_sleeping", "/wake_up", "/sleep", "/v1/")
 _METHODS = frozenset(m for m, _, _ in _RULES)
 
+#: The same table, precomputed for the paths a DPC actually sends: (method, path) ->
+#: purpose for the fixed paths, and method -> purpose for ``/v2/vllm/instances/<id>``.
+#: A path with a newline (which ``$`` treats specially) or anything unusual goes through
+#: the rules above, so both give one answer (``test_dpc_purpose_tables_agree_with_the_rules``).
+_INSTANCES = "/v2/vllm/instances"
+_INSTANCE_PREFIX = _INSTANCES + "/"
+_INSTANCE_PREFIX_LEN = len(_INSTANCE_PREFIX)
+_EXACT: dict[tuple[str, str], str] = {}
+_BY_ID: dict[str, str] = {}
 
-def dpc_purpose(method: str, path: str, query: str = "") -> tuple[str, str | None] | None:
-    """``(purpose, instance_id)`` of a call, or ``None`` when it is not a DPC-shaped call."""
-    method = method.upper()
-    if method not in _METHODS or not path.startswith(_PREFIXES):
-        return None  # most calls a DPC-side tool makes: decided without a regex
+
+def _rule_purpose(method: str, path: str) -> tuple[str, str | None] | None:
     for m, rx, purpose in _RULES:
         if m != method:
             continue
         mt = rx.match(path)
         if mt is None:
             continue
-        if purpose == "list_instances" and "detail=false" in query:
-            purpose = "list_instance_ids"
         return purpose, mt.groupdict().get("id")
     return None
+
+
+def _build_tables() -> None:
+    fixed = ("/health", "/is_sleeping", "/wake_up", "/sleep", "/v1/become-ready", "/v1/become-unready")
+    fixed += ("/v1/dual-pods/accelerators", "/v1/dual-pods/accelerator-memory-usage")
+    fixed += (_INSTANCES, _INSTANCE_PREFIX)
+    for method in _METHODS:
+        for path in fixed:
+            found = _rule_purpose(method, path)
+            if found is not None:
+                _EXACT[(method, path)] = found[0]
+        found = _rule_purpose(method, _INSTANCE_PREFIX + "x")
+        if found is not None:
+            _BY_ID[method] = found[0]
+
+
+_build_tables()
+
+
+def dpc_purpose(method: str, path: str, query: str = "") -> tuple[str, str | None] | None:
+    """``(purpose, instance_id)`` of a call, or ``None`` when it is not a DPC-shaped call."""
+    method = method.upper()
+    if method not in _METHODS or not path.startswith(_PREFIXES):
+        return None  # most calls a DPC-side tool makes: decided without a regex
+    found: tuple[str, str | None] | None
+    purpose = _EXACT.get((method, path))
+    if purpose is not None:
+        found = (purpose, None)
+    elif path.startswith(_INSTANCE_PREFIX) and "\n" not in path:
+        iid = path[_INSTANCE_PREFIX_LEN:]
+        purpose = _BY_ID.get(method)
+        if not iid or "/" in iid or purpose is None:
+            return None
+        if purpose == "get_instance_state" and iid == "watch":
+            return None
+        found = (purpose, iid)
+    else:
+        found = _rule_purpose(method, path)
+        if found is None:
+            return None
+    if found[0] == "list_instances" and "detail=false" in query:
+        return "list_instance_ids", found[1]
+    return found
 
 
 def span_name_for(purpose: str) -> str:
@@ -108,83 +151,105 @@ class HttpxDpcInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     # ------------------------------------------------------------------ wrappers
 
     def _send(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        plan = self._begin(args, kwargs)
-        if plan is None:
+        span = self._begin(args, kwargs)
+        if span is None:
             return wrapped(*args, **kwargs)
-        span, token = plan
+        token = c.suppress_http()  # one call, one span: contrib's transport layer stays quiet
         try:
-            with suppress_http_instrumentation():
-                response = wrapped(*args, **kwargs)
+            response = wrapped(*args, **kwargs)
         except BaseException as exc:
-            self._end(span, token, None, exc)
+            c.detach_safe(token)
+            _end(span, None, exc)
             raise
-        self._end(span, token, response, None)
+        c.detach_safe(token)
+        _end(span, response, None)
         return response
 
     async def _async_send(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        plan = self._begin(args, kwargs)
-        if plan is None:
+        span = self._begin(args, kwargs)
+        if span is None:
             return await wrapped(*args, **kwargs)
-        span, token = plan
+        token = c.suppress_http()
         try:
-            with suppress_http_instrumentation():
-                response = await wrapped(*args, **kwargs)
+            response = await wrapped(*args, **kwargs)
         except BaseException as exc:
-            self._end(span, token, None, exc)
+            c.detach_safe(token)
+            _end(span, None, exc)
             raise
-        self._end(span, token, response, None)
+        c.detach_safe(token)
+        _end(span, response, None)
         return response
 
-    @c.swallow(default=None)
-    def _begin(self, args: Any, kwargs: Any) -> tuple[trace.Span, object | None] | None:
-        if not getattr(self, "_on", False) or not c.active() or not is_http_instrumentation_enabled():
+    def _begin(self, args: Any, kwargs: Any) -> trace.Span | None:
+        """The call's span, or ``None`` when the call is not ours to name (or anything fails)."""
+        try:
+            if not self._on or not c.active_http():
+                return None
+            request = args[0] if args else kwargs.get("request")
+            url = request.url
+            query = url.query
+            method = request.method
+            found = dpc_purpose(method, url.path, query.decode("ascii", "replace") if query else "")
+            if found is None:
+                return None
+            purpose, instance_id = found
+            name = _SPAN_NAMES.get(purpose) or span_name_for(purpose)
+            attrs: dict[str, Any] = {
+                A_PURPOSE: purpose,
+                "http.request.method": method,
+                # copy_with re-parses the URL: only pay for it when there are credentials to drop.
+                "url.full": str(url.copy_with(username=None, password=None)) if url.userinfo else str(url),
+                "server.address": url.host,
+            }
+            port = url.port
+            if port:
+                attrs["server.port"] = port
+            if instance_id:
+                attrs[model.A_INSTANCE] = instance_id
+            ctx = None
+            span_id = None
+            act = current_actuation()
+            if act is not None:
+                attrs.update(act.attributes())
+                if name in model.SPANS_BY_NAME:
+                    span_id = act.span_id(name, act.next_index(name))
+                    parent = act.parent_of(name)
+                    if parent:
+                        ctx = c.remote_context(act.trace_id, act.span_id(parent))
+            span = c.start_span(
+                self._tracers.get(),
+                name,
+                context=ctx,
+                kind=SpanKind.CLIENT,
+                attributes=attrs,
+                span_id=span_id,
+            )
+            c.inject_span(request.headers, span)
+            return span
+        except Exception:  # noqa: BLE001 - do no harm
+            c.logger.debug("fma-otel: httpx span start failed", exc_info=True)
             return None
-        request = args[0] if args else kwargs.get("request")
-        url = request.url
-        query = url.query
-        found = dpc_purpose(request.method, url.path, query.decode("ascii", "replace") if query else "")
-        if found is None:
-            return None
-        purpose, instance_id = found
-        name = span_name_for(purpose)
-        attrs: dict[str, Any] = {
-            A_PURPOSE: purpose,
-            "http.request.method": request.method,
-            # copy_with re-parses the URL: only pay for it when there are credentials to drop.
-            "url.full": str(url.copy_with(username=None, password=None)) if url.userinfo else str(url),
-            "server.address": url.host,
-        }
-        if url.port:
-            attrs["server.port"] = url.port
-        if instance_id:
-            attrs[model.A_INSTANCE] = instance_id
-        ctx = None
-        span_id = None
-        act = current_actuation()
-        if act is not None:
-            attrs.update(act.attributes())
-            if name in model.SPANS_BY_NAME:
-                span_id = act.span_id(name, act.next_index(name))
-                parent = act.parent_of(name)
-                if parent:
-                    ctx = c.remote_context(act.trace_id, act.span_id(parent))
-        span = c.start_span(
-            self._tracers.get(), name, context=ctx, kind=SpanKind.CLIENT, attributes=attrs, span_id=span_id
-        )
-        span_ctx = trace.set_span_in_context(span)
-        propagate.inject(request.headers, context=span_ctx)
-        return span, None
 
-    @c.swallow()
-    def _end(self, span: trace.Span, token: object | None, response: Any, exc: BaseException | None) -> None:
+
+#: purpose -> span name, for the purposes the table knows (the model decides the names).
+_SPAN_NAMES: dict[str, str] = {p: span_name_for(p) for _, _, p in _RULES} | {
+    "list_instance_ids": span_name_for("list_instance_ids")
+}
+
+
+def _end(span: trace.Span, response: Any, exc: BaseException | None) -> None:
+    try:
         if response is not None:
             status = int(response.status_code)
-            span.set_attribute("http.response.status_code", status)
-            if status >= 400:
-                span.set_attribute("error.type", str(status))
+            if status < 400:
+                span.set_attribute("http.response.status_code", status)
+            else:
+                span.set_attributes({"http.response.status_code": status, "error.type": str(status)})
                 span.set_status(Status(StatusCode.ERROR, f"HTTP {status}"))
         if exc is not None:
             span.record_exception(exc)
             span.set_attribute("error.type", type(exc).__qualname__)
             span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
         span.end()
+    except Exception:  # noqa: BLE001 - do no harm
+        c.logger.debug("fma-otel: httpx span end failed", exc_info=True)

@@ -27,8 +27,10 @@ What it does, and why each choice:
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import os
+import re
 import sys
 import time
 import weakref
@@ -42,7 +44,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 from opentelemetry.instrumentation.utils import unwrap
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased
-from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from fma_otel import model
 from fma_otel.instrument import _common as c
@@ -71,7 +73,8 @@ _HEADER_GETTER_KEYS = ("traceparent", "tracestate", "baggage")
 
 #: Set by the ``start`` wrapper just before the fork; the child-side ``vllm_kickoff``
 #: wrapper reads its (copied) value.  A plain global: fork copies memory, not contexts.
-_PENDING_CHILD_ENV: dict[str, str] | None = None
+#: The environment itself, or a ``_StartupOrder`` that the child asks for it.
+_PENDING_CHILD_ENV: Any = None
 
 
 class _HeaderGetter:
@@ -88,23 +91,24 @@ class _HeaderGetter:
 _GETTER = _HeaderGetter()
 _ROOT = otel_context.Context()
 _USER_AGENT = b"user-agent"
-#: (textmap, the header names it reads as bytes): recomputed only when the global
-#: propagator is replaced (``CompositePropagator.fields`` builds a new set on every read).
-_FIELDS_CACHE: tuple[Any, frozenset[bytes]] | None = None
+#: (textmap, the header names it reads as bytes, its W3C trace-context part or ``None``):
+#: recomputed only when the global propagator is replaced (``CompositePropagator.fields``
+#: builds a new set on every read).
+_FIELDS_CACHE: tuple[Any, frozenset[bytes], Any] | None = None
 
 
-def _propagation_fields() -> frozenset[bytes]:
+def _propagation() -> tuple[Any, frozenset[bytes], Any]:
     global _FIELDS_CACHE
     textmap = propagate.get_global_textmap()
     cached = _FIELDS_CACHE
     if cached is not None and cached[0] is textmap:
-        return cached[1]
+        return cached
     try:
         fields = frozenset(f.lower().encode("latin-1") for f in textmap.fields)
     except Exception:  # noqa: BLE001 - an odd propagator: always extract
         fields = frozenset((b"traceparent", b"tracestate", b"baggage"))
-    _FIELDS_CACHE = (textmap, fields)
-    return fields
+    _FIELDS_CACHE = cached = (textmap, fields, c.default_tracecontext(textmap))
+    return cached
 
 
 def _headers(scope: dict[str, Any]) -> dict[str, str]:
@@ -113,7 +117,7 @@ def _headers(scope: dict[str, Any]) -> dict[str, str]:
     Decoding every header of every request into a dict was a measurable share of the
     per-request cost; ASGI already gives lower-case byte names, so a set lookup decides.
     """
-    wanted = _propagation_fields()
+    wanted = _propagation()[1]
     out: dict[str, str] = {}
     for k, v in scope.get("headers") or ():
         if k in wanted or k == _USER_AGENT:
@@ -124,21 +128,87 @@ def _headers(scope: dict[str, Any]) -> dict[str, str]:
     return out
 
 
+#: The canonical W3C ``traceparent`` (version 00, lower-case hex): read without the
+#: propagator's general parser.  Anything else goes through the propagator.
+_TRACEPARENT_00 = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
+_ZERO_TRACE = "0" * 32
+_ZERO_SPAN = "0" * 16
+
+
 def _extract(headers: dict[str, str]) -> Any:
-    """``propagate.extract`` only when a propagation header is there (it costs ~5 us)."""
-    if len(headers) > ("user-agent" in headers):
-        return propagate.extract(headers, getter=_GETTER)
-    return None
+    """The incoming context, or ``None`` when no propagation header came (nothing to run).
+
+    With the SDK's default propagator (``tracecontext,baggage``) and only a canonical
+    ``traceparent`` (no ``tracestate``, no ``baggage``), the context is built here, the
+    same one the propagator would build: the baggage part would return it unchanged, and
+    the general parser, the composite's loop and the getter calls were most of the cost
+    of a joined create.  Every other case runs the global propagator.
+    """
+    if len(headers) <= ("user-agent" in headers):
+        return None
+    textmap, _, tracecontext = _propagation()
+    if tracecontext is not None and "baggage" not in headers and "tracestate" not in headers:
+        tp = headers.get("traceparent")
+        if tp is not None:
+            m = _TRACEPARENT_00.fullmatch(tp) if len(tp) == 55 else None
+            if m is not None:
+                trace_hex, span_hex, flags = m.groups()
+                if trace_hex != _ZERO_TRACE and span_hex != _ZERO_SPAN:
+                    sc = SpanContext(
+                        trace_id=int(trace_hex, 16),
+                        span_id=int(span_hex, 16),
+                        is_remote=True,
+                        trace_flags=TraceFlags(int(flags, 16)),
+                    )
+                    return _Joined(trace.set_span_in_context(NonRecordingSpan(sc), _ROOT), sc, trace_hex)
+            return tracecontext.extract(headers, getter=_GETTER)
+    return textmap.extract(headers, getter=_GETTER)
+
+
+class _Joined:
+    """A context read from a canonical ``traceparent``, with what ``_begin`` needs of it
+    (the parent's span context and its trace id as hex) so nothing is looked up twice."""
+
+    __slots__ = ("ctx", "psc", "trace_hex")
+
+    def __init__(self, ctx: Any, psc: SpanContext, trace_hex: str) -> None:
+        self.ctx = ctx
+        self.psc = psc
+        self.trace_hex = trace_hex
 
 
 class _RequestState:
-    __slots__ = ("span", "status", "is_create", "join")
+    """One traced request, as the wrappers inside it see it (through ``_REQUEST``).
 
-    def __init__(self, span: trace.Span, is_create: bool, join: str) -> None:
+    ``trace_hex`` is set for a create span (the trace its derived ids hang from);
+    ``instance_id`` is the id in the create path.
+    """
+
+    __slots__ = ("span", "status", "is_create", "join", "instance_id", "trace_hex", "startups")
+
+    def __init__(
+        self,
+        span: trace.Span,
+        is_create: bool,
+        join: str,
+        instance_id: str | None = None,
+        trace_hex: str = "",
+    ) -> None:
         self.span = span
         self.status: int | None = None
         self.is_create = is_create
         self.join = join
+        self.instance_id = instance_id
+        self.trace_hex = trace_hex
+        self.startups = 0  # fma.vllm.startup spans ordered in a trace of its own
+
+
+#: The request the middleware is tracing, for the class wrappers running inside it: they
+#: read what the middleware already decided (instance id, trace, join) instead of asking
+#: the OpenTelemetry context and the span again.
+_REQUEST: contextvars.ContextVar[_RequestState | None] = contextvars.ContextVar(
+    "fma_otel_launcher_request", default=None
+)
 
 
 class FmaLauncherMiddleware:
@@ -156,13 +226,13 @@ class FmaLauncherMiddleware:
         self._generic = generic
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or not self._owner.recording():
+        if scope["type"] != "http" or not self._owner._on or not c.active():
             await self.app(scope, receive, send)
             return
         began: Any = None
         try:
             began = self._begin(scope)
-            if isinstance(began, _Lookup):
+            if began.__class__ is _Lookup:
                 began = await self._begin_create_slow(scope, began)
         except Exception:  # noqa: BLE001 - do no harm
             c.logger.debug("fma-otel: span start failed", exc_info=True)
@@ -181,14 +251,19 @@ class FmaLauncherMiddleware:
             await send(message)
 
         token = c.attach_safe(ctx)
+        req_token = _REQUEST.set(state)
         try:
             await self.app(scope, receive, send_wrapper)
         except BaseException as exc:
-            self._finish(state, exc)
+            _finish(state, exc)
             raise
         else:
-            self._finish(state, None)
+            _finish(state, None)
         finally:
+            try:
+                _REQUEST.reset(req_token)
+            except Exception:  # noqa: BLE001 - another context: nothing of ours to undo there
+                pass
             c.detach_safe(token)
 
     def _begin(self, scope: dict[str, Any]) -> Any:
@@ -200,7 +275,8 @@ class FmaLauncherMiddleware:
         """
         path = scope.get("path", "")
         method = scope.get("method", "GET")
-        if self._owner.excluded(path):
+        owner = self._owner
+        if owner._excluded is not None and owner._excluded.url_disabled(path):
             return None
         receipt = time.time_ns()
         if method == "PUT" and path.startswith(_CREATE_PREFIX):
@@ -209,15 +285,27 @@ class FmaLauncherMiddleware:
                 headers = _headers(scope)
                 parent = _extract(headers)
                 if parent is not None:
+                    if parent.__class__ is _Joined:
+                        return self._start_create(
+                            scope,
+                            instance_id,
+                            headers,
+                            receipt,
+                            parent.ctx,
+                            parent.psc,
+                            None,
+                            parent.trace_hex,
+                        )
                     psc = trace.get_current_span(parent).get_span_context()
                     if psc.is_valid:
                         return self._start_create(scope, instance_id, headers, receipt, parent, psc, None)
-                pi = self._owner.podinfo
-                look = pi.cached(instance_id)
-                if look is None and not (pi.pod_name and pi.namespace):
-                    look = pi.lookup(instance_id)  # no I/O: only records why there is none
-                if look is None:
-                    return _Lookup(instance_id, headers, receipt, parent)
+                pi = owner.podinfo
+                if pi.pod_name and pi.namespace:
+                    look = pi.cached(instance_id)
+                    if look is None:
+                        return _Lookup(instance_id, headers, receipt, parent)
+                else:
+                    look = pi.lookup(instance_id)  # no I/O: the (constant) reason there is none
                 return self._start_create(scope, instance_id, headers, receipt, parent, None, look)
         if not self._generic or _native_span(scope):
             return None
@@ -236,6 +324,8 @@ class FmaLauncherMiddleware:
         headers = _headers(scope)
         route = _route_of(self._fastapi_app, scope) or None
         parent = _extract(headers) or _ROOT
+        if parent.__class__ is _Joined:
+            parent = parent.ctx
         attrs = _http_attrs(scope, method, path, headers, route)
         span = self._owner.tracer().start_span(
             f"{method} {route}" if route else method,
@@ -255,6 +345,7 @@ class FmaLauncherMiddleware:
         parent: Any,
         psc: SpanContext | None,
         look: PodLookup | None,
+        trace_hex: str = "",
     ) -> tuple[_RequestState, Any]:
         """Open ``fma.launcher.create_instance``: all attributes in one dict, one SDK call."""
         owner = self._owner
@@ -262,16 +353,13 @@ class FmaLauncherMiddleware:
         attrs[model.A_INSTANCE] = instance_id
         attrs[model.A_START_SRC] = "wrapper"
         attrs[model.A_END_SRC] = "wrapper"
-        trace_hex = ""
         if psc is not None:
             join = JOIN_TRACEPARENT
-            trace_hex = format(psc.trace_id, "032x")
+            trace_hex = trace_hex or format(psc.trace_id, "032x")
         elif look is not None and look.ok:
             join = JOIN_ANNOTATION
             assert look.requester_uid
-            key = model.actuation_key(look.requester_uid)
-            trace_hex = model.trace_id_for(key)
-            parent = c.remote_context(trace_hex, model.span_id_for(trace_hex, CREATE_PARENT, 0))
+            key, trace_hex, parent = _annotation_parent(look.requester_uid)
             attrs[model.A_ACTUATION_KEY] = key
             attrs[model.A_REQ_UID] = look.requester_uid
             if look.requester_name:
@@ -297,12 +385,25 @@ class FmaLauncherMiddleware:
             start_time=t0,
             span_id=span_id,
         )
-        return _RequestState(span, True, join), trace.set_span_in_context(span, parent)
+        return (
+            _RequestState(span, True, join, instance_id, trace_hex),
+            trace.set_span_in_context(span, parent),
+        )
 
-    @c.swallow()
-    def _finish(self, state: _RequestState, exc: BaseException | None) -> None:
+
+def _finish(state: _RequestState, exc: BaseException | None) -> None:
+    """End the request's span: the status code, an error status where it is one."""
+    try:
         span = state.span
         status = state.status
+        if exc is None:
+            if status is None:
+                span.end()
+                return
+            if status < 400 or (status < 500 and not state.is_create):
+                span.set_attribute("http.response.status_code", status)
+                span.end()
+                return
         attrs: dict[str, Any] = {}
         if status is not None:
             attrs["http.response.status_code"] = status
@@ -317,6 +418,25 @@ class FmaLauncherMiddleware:
         if attrs:
             span.set_attributes(attrs)
         span.end()
+    except Exception:  # noqa: BLE001 - do no harm
+        c.logger.debug("fma-otel: ending a launcher span failed", exc_info=True)
+
+
+#: requester uid -> (actuation key, trace id, parent context of the create span): a bound
+#: launcher serves one requester for many creates, and these are three hashes.
+_ANNOTATION_PARENTS: dict[str, tuple[str, str, Any]] = {}
+
+
+def _annotation_parent(uid: str) -> tuple[str, str, Any]:
+    hit = _ANNOTATION_PARENTS.get(uid)
+    if hit is None:
+        key = model.actuation_key(uid)
+        trace_hex = model.trace_id_for(key)
+        hit = (key, trace_hex, c.remote_context(trace_hex, model.span_id_for(trace_hex, CREATE_PARENT, 0)))
+        if len(_ANNOTATION_PARENTS) >= 64:
+            _ANNOTATION_PARENTS.clear()
+        _ANNOTATION_PARENTS[uid] = hit
+    return hit
 
 
 class _Lookup:
@@ -557,15 +677,29 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     def _create_wrapper(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         result = wrapped(*args, **kwargs)
-        if self.recording():
+        st = _REQUEST.get()
+        if st is not None and st.is_create:
+            # The id the manager chose is the path's (PUT): nothing to record, no span lookup.
+            try:
+                iid = result.get("instance_id") if isinstance(result, dict) else None
+                if iid and str(iid) != st.instance_id and st.span.is_recording():
+                    st.span.set_attribute(model.A_INSTANCE, str(iid))
+            except Exception:  # noqa: BLE001 - do no harm
+                pass
+        elif self.recording():
             _note_instance_id(result)
         return result
 
     def _start_wrapper(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         global _PENDING_CHILD_ENV
-        if not self.recording():
+        st = _REQUEST.get()
+        plan: Any
+        if st is not None and st.is_create and self._on and c.active():
+            plan = self._order_startup(instance, st)
+        elif not self.recording():
             return wrapped(*args, **kwargs)
-        plan = self._plan_startup(instance)
+        else:
+            plan = self._plan_startup(instance)
         if plan is None:
             return wrapped(*args, **kwargs)
         _PENDING_CHILD_ENV = plan.child_env
@@ -576,15 +710,49 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             raise
         finally:
             _PENDING_CHILD_ENV = None
-        self._watch(instance, plan.watch)
+        try:
+            watch = plan.watch
+            watch.process = proc = getattr(instance, "process", None)
+            watch.pid = getattr(proc, "pid", None)
+            self._watches[instance] = watch.start()
+        except Exception:  # noqa: BLE001 - do no harm
+            c.logger.debug("fma-otel: watching the vLLM start-up failed", exc_info=True)
         return result
+
+    def _order_startup(self, instance: Any, st: _RequestState) -> Any:
+        """``fma.vllm.startup`` inside a create request: fix its start instant and ordinal
+        here; everything else - hashing its ids, its parent, its attributes - is done by
+        the poller thread that opens it, and its ``traceparent`` by the forked child.
+
+        Only the ordinal must be taken in order on the request path (the ``n`` of the id
+        rule counts spans as they start).  In a trace of its own (random trace id, only
+        this request's), the request counts its own startups.  With a sampler that does
+        not follow the parent, or no valid create span to hang from, the general path
+        (``_plan_startup``) decides, as for a ``start`` outside a create request.
+        """
+        try:
+            tracer = self.tracer()
+            if not _parent_based(tracer) or not (st.trace_hex or st.span.get_span_context().is_valid):
+                return self._plan_startup(instance)
+            t0 = time.time_ns()
+            if st.trace_hex:
+                n = self.ordinals.next(st.trace_hex, STARTUP_SPAN)
+            else:
+                n = st.startups
+                st.startups = n + 1
+            return _StartupOrder(self, tracer, instance, st, n, t0)
+        except Exception:  # noqa: BLE001 - do no harm
+            c.logger.debug("fma-otel: planning fma.vllm.startup failed", exc_info=True)
+            return None
 
     @c.swallow()
     def _plan_startup(self, instance: Any) -> _StartupPlan | None:
         """Decide ``fma.vllm.startup``'s ids now; open the span later, on the poller thread.
 
-        Why deferred: opening a span with its attributes (redacted options, the config as
-        JSON) cost about as much as the whole create span, on the create request's path.
+        The general path (outside the create request's fast path: ``POST`` creates, a
+        ``start`` called outside a request).  Why deferred: opening a span with its
+        attributes (redacted options, the config as JSON) cost about as much as the whole
+        create span, on the create request's path.
         Inside a request the span id is the *derived* one and the parent is known, so the
         ``traceparent`` the child needs can be written before the span exists; the poller
         opens it with the fork instant as its start time and that same forced id.  This
@@ -647,12 +815,6 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             tracer, STARTUP_SPAN, context=ctx, attributes=attrs, span_id=span_id, start_time=t0
         )
 
-    @c.swallow()
-    def _watch(self, instance: Any, watch: StartupWatch) -> None:
-        watch.process = proc = getattr(instance, "process", None)
-        watch.pid = getattr(proc, "pid", None)
-        self._watches[instance] = watch.start()
-
     def _stop_wrapper(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         try:
             watch = self._watches.pop(instance, None)
@@ -682,6 +844,63 @@ class _StartupPlan:
     def __init__(self, watch: StartupWatch, child_env: dict[str, str] | None) -> None:
         self.watch = watch
         self.child_env = child_env
+
+
+class _StartupOrder:
+    """``fma.vllm.startup`` as a create request ordered it (see ``_order_startup``).
+
+    Plays the ``_StartupPlan`` part: ``watch`` (opened by the poller through ``open``) and
+    ``child_env`` (itself: the forked child asks ``child_env_now`` in ``vllm_kickoff``).
+    The ids are computed where they are needed, from the same inputs, so they agree: the
+    child's ``TRACEPARENT`` names exactly the span the poller opens.
+    """
+
+    __slots__ = ("owner", "tracer", "cfg", "iid", "state", "n", "t0", "watch", "_ids")
+
+    def __init__(
+        self, owner: LauncherInstrumentor, tracer: Any, instance: Any, st: _RequestState, n: int, t0: int
+    ) -> None:
+        self.owner = owner
+        self.tracer = tracer
+        self.cfg = getattr(instance, "config", None)
+        self.iid = getattr(instance, "instance_id", "")
+        self.state = st
+        self.n = n
+        self.t0 = t0
+        self._ids: tuple[str, str] | None = None
+        self.watch = StartupWatch(None, None, None, opener=self.open)
+
+    @property
+    def child_env(self) -> _StartupOrder:
+        return self
+
+    def ids(self) -> tuple[str, str]:
+        """(trace id, span id) of the startup span, as hex."""
+        ids = self._ids
+        if ids is None:
+            trace_hex = self.state.trace_hex or format(self.state.span.get_span_context().trace_id, "032x")
+            ids = self._ids = (trace_hex, model.span_id_for(trace_hex, STARTUP_SPAN, self.n))
+        return ids
+
+    def child_env_now(self) -> dict[str, str]:
+        trace_hex, span_id = self.ids()
+        st = self.state
+        flags = (
+            int(TraceFlags.SAMPLED) if st.join != JOIN_NONE else int(st.span.get_span_context().trace_flags)
+        )
+        return _child_env_for(f"00-{trace_hex}-{span_id}-{flags:02x}")
+
+    def open(self) -> tuple[trace.Span | None, int | None]:
+        """Open the span (on the poller thread, or on ``stop`` if that comes first)."""
+        trace_hex, span_id = self.ids()
+        st = self.state
+        if st.join != JOIN_NONE:
+            ctx = c.remote_context(trace_hex, model.span_id_for(trace_hex, STARTUP_PARENT, 0))
+        else:  # a trace of its own: under the create span itself
+            ctx = trace.set_span_in_context(st.span, _ROOT)
+        cfg = self.cfg
+        span = self.owner._open_startup(self.tracer, cfg, str(self.iid), ctx, span_id, self.t0)
+        return span, instance_port(*_port_sources(cfg))
 
 
 def _port_sources(cfg: Any) -> tuple[Any, Any]:
@@ -738,6 +957,8 @@ def _kickoff_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any
     """
     try:
         env = _PENDING_CHILD_ENV
+        if isinstance(env, _StartupOrder):
+            env = env.child_env_now()  # computed here, in the child: off the create request
         if env:
             os.environ.update(env)
     except Exception:  # noqa: BLE001

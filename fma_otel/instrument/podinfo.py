@@ -125,6 +125,7 @@ class PodInfo:
         self._last: PodLookup | None = None
         self._started = 0  # fetches begun (under the lock)
         self._last_gen = 0  # which of them produced ``_last``
+        self._no_env: PodLookup | None = None
 
     def cached(self, instance_id: str | None) -> PodLookup | None:
         """A still-valid answer for this create, without any I/O (``None`` when a fetch is due)."""
@@ -149,15 +150,17 @@ class PodInfo:
         did is as fresh as a fetch of our own would be, so a caller that waited on the lock
         uses it (one begun earlier - a prefetch in flight - may predate the binding).
         """
+        if not self.pod_name or not self.namespace:
+            res = self._no_env
+            if res is None:  # the same answer every time: made once
+                res = self._no_env = PodLookup(reason="POD_NAME/NAMESPACE not set (downward API missing)")
+            self._last = res
+            return res
         asked = self._started  # fetches begun so far: one begun later is fresher than our ask
         if not force:
             hit = self.cached(instance_id)
             if hit is not None:
                 return hit
-        if not self.pod_name or not self.namespace:
-            res = PodLookup(reason="POD_NAME/NAMESPACE not set (downward API missing)")
-            self._last = res
-            return res
         with self._lock:
             if not force:
                 hit = self.cached(instance_id)
