@@ -2,10 +2,11 @@
 
     python fuzz/fuzz_klog.py /tmp/fma-fuzz/klog-corpus -max_total_time=300
 
-Why both entry points: ``iter_klog`` with the bridge's prefilter takes a different, inlined
+Why several entry points: ``iter_klog`` with the bridge's prefilter takes a different, inlined
 fast path from the full parse, so a line can break one and not the other.  Every physical
 line must be counted exactly once and no exception other than ``KlogParseError`` (from
-``parse_klog_line``, by contract) may escape.
+``parse_klog_line``, by contract) may escape.  The one-regex fast path for plain lines is
+checked against the full line parser on every line it answers.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import atheris
 
 with atheris.instrument_imports():
     from fma_otel.facts import WANTED_MESSAGES
+    from fma_otel.sources import klog
     from fma_otel.sources.klog import KlogParseError, iter_klog, parse_klog_line
     from fma_otel.sources.records import SourceStats
 
@@ -38,6 +40,22 @@ def test_one_input(data: bytes) -> None:
             parse_klog_line(line)
         except KlogParseError:
             pass
+        _check_fast_path(line.decode("utf-8", "replace").rstrip("\r\n"))
+
+
+def _check_fast_path(s: str) -> None:
+    """The one-regex fast path answers only where it agrees with the full line parser."""
+    fast = klog._simple_record(1, None, s)
+    if fast is None:
+        return
+    try:
+        full = klog._Parsed(1, None, s)
+    except KlogParseError as e:
+        raise _common.InvariantBroken(
+            f"fast path parsed a line the parser skips ({e.reason}): {s!r}"
+        ) from None
+    if full.block_key is not None or full.record() != fast:
+        raise _common.InvariantBroken(f"fast path differs from the parser on {s!r}")
 
 
 if __name__ == "__main__":
