@@ -14,7 +14,12 @@ what a request pays); the bare spans use that same provider, so like is compared
 * bare SDK spans for scale: no attributes, and shaped like the wrappers' spans (the create
   span's SERVER kind, ``start_time`` and 13 attributes plus the status code set at the end;
   the httpx span's CLIENT kind and 6 attributes plus the status code);
-* an httpx ``PUT`` through a mock transport, uninstrumented vs named by DPC purpose.
+* an httpx ``PUT`` through a mock transport, uninstrumented vs named by DPC purpose;
+* for scale in place: the same create and ``PUT`` with only a bare span of the same shape
+  opened around them by hand (no wrapper code at all).  A span amid a request costs more
+  than the same span in a tight loop (caches, the allocator), so this is the floor any
+  wrapper that makes one such span can reach; the create path makes two
+  (``fma.launcher.create_instance`` and ``fma.vllm.startup``).
 
 The machine this runs on is shared and noisy, so every case runs once per round, rounds
 interleave the cases, and the table shows the median over rounds of each round's median.
@@ -199,6 +204,25 @@ def main() -> None:
         span.set_attribute("http.response.status_code", 201)
         span.end()
 
+    async def create_in_bare_span(scope: Any, receive: Any, send: Any) -> None:
+        span = tracer.start_span(
+            "fma.launcher.create_instance",
+            kind=SpanKind.SERVER,
+            attributes=dict(_CREATE_ATTRS),
+            start_time=time.time_ns(),
+        )
+        await launcher.app(scope, receive, send)
+        span.set_attribute("http.response.status_code", 201)
+        span.end()
+
+    def put_in_bare_span() -> None:
+        span = tracer.start_span(
+            "fma.dpc.create_instance", kind=SpanKind.CLIENT, attributes=dict(_HTTPX_ATTRS)
+        )
+        put()
+        span.set_attribute("http.response.status_code", 201)
+        span.end()
+
     def bare_httpx() -> None:
         span = tracer.start_span(
             "fma.dpc.create_instance", kind=SpanKind.CLIENT, attributes=dict(_HTTPX_ATTRS)
@@ -210,11 +234,13 @@ def main() -> None:
         C_UN := "create path, uninstrumented",
         C_OWN := "create path, instrumented (own trace)",
         C_TP := "create path, instrumented (traceparent)",
+        C_BARE := "create path, in a bare create-shaped span",
         B0 := "bare SDK span, no attributes",
         B_C := "bare SDK span, create-shaped (SERVER, 13 attrs)",
         B_H := "bare SDK span, httpx-shaped (CLIENT, 7 attrs)",
         H_UN := "httpx PUT create_instance, uninstrumented",
         H_IN := "httpx PUT create_instance, named by purpose",
+        H_BARE := "httpx PUT create_instance, in a bare httpx-shaped span",
     )
     per_round: dict[str, list[float]] = {k: [] for k in names}
     means: dict[str, list[float]] = {k: [] for k in names}
@@ -235,17 +261,20 @@ def main() -> None:
         record(C_OWN, asyncio.run(_drive(launcher.app, n, [])))
         record(C_TP, asyncio.run(_drive(launcher.app, n, tp)))
         inst.uninstrument()
+        launcher.app.middleware_stack = None
+        record(C_BARE, asyncio.run(_drive(create_in_bare_span, n, [])))
         record(B0, _time(bare, n))
         record(B_C, _time(bare_create, n))
         record(B_H, _time(bare_httpx, n))
         record(H_UN, _time(put, n))
+        record(H_BARE, _time(put_in_bare_span, n))
         hx.instrument(tracer_provider=provider, skip_dep_check=True)
         record(H_IN, _time(put, n))
         hx.uninstrument()
 
     med = {k: statistics.median(v) for k, v in per_round.items()}
     mean = {k: statistics.median(v) for k, v in means.items()}
-    ref = {C_OWN: (C_UN, B_C), C_TP: (C_UN, B_C), H_IN: (H_UN, B_H)}
+    ref = {C_OWN: (C_UN, B_C), C_TP: (C_UN, B_C), C_BARE: (C_UN, B_C), H_IN: (H_UN, B_H), H_BARE: (H_UN, B_H)}
     print(f"clock={opts.clock}, n={n} per case per round, {opts.rounds} rounds; median of per-round medians")
     print(f"{'case':50} {'median ns':>11} {'mean ns':>11} {'added ns':>10} {'ratio':>6}")
     for name in names:
@@ -256,6 +285,7 @@ def main() -> None:
             extra = f"{added:+10,.0f} {added / med[bare_ref]:6.2f}"
         print(f"{name:50} {med[name]:11,.0f} {mean[name]:11,.0f} {extra}")
     print("ratio = added ns / bare span of the same shape (create: SERVER 13 attrs; httpx: CLIENT 7 attrs)")
+    print("'in a bare ...-shaped span': the same call with only that span around it (one span, no wrapper)")
     provider.shutdown()
 
 

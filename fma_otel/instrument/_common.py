@@ -139,6 +139,26 @@ def global_tracecontext() -> Any:
     return cached[1]
 
 
+#: ``f"{i:02x}"`` for every value of the trace-flags byte.
+_HEX2 = tuple(f"{i:02x}" for i in range(256))
+
+
+def _traceparent(sc: SpanContext) -> str | None:
+    """The ``traceparent`` that the W3C trace-context propagator writes for ``sc``; ``None``
+    when a field is out of its range (then only the propagator knows what it writes).
+
+    ``int.to_bytes(...).hex()`` is several times faster than a ``032x`` format."""
+    flags = sc.trace_flags
+    if not 0 <= flags < 256:
+        return None
+    try:
+        trace_hex = sc.trace_id.to_bytes(16, "big").hex()
+        span_hex = sc.span_id.to_bytes(8, "big").hex()
+    except OverflowError:  # negative, or wider than the field
+        return None
+    return f"00-{trace_hex}-{span_hex}-{_HEX2[flags]}"
+
+
 def inject_span(headers: Any, span: trace.Span) -> None:
     """``propagate.inject(headers, context=<current context with span>)``, done directly for
     the default propagator when the context carries no baggage: the same headers
@@ -148,10 +168,12 @@ def inject_span(headers: Any, span: trace.Span) -> None:
         sc = span.get_span_context()
         if sc == trace.INVALID_SPAN_CONTEXT:
             return
-        headers["traceparent"] = f"00-{sc.trace_id:032x}-{sc.span_id:016x}-{sc.trace_flags:02x}"
-        if sc.trace_state:
-            headers["tracestate"] = sc.trace_state.to_header()
-        return
+        traceparent = _traceparent(sc)
+        if traceparent is not None:
+            headers["traceparent"] = traceparent
+            if sc.trace_state:
+                headers["tracestate"] = sc.trace_state.to_header()
+            return
     propagate.inject(headers, context=trace.set_span_in_context(span))
 
 

@@ -766,12 +766,10 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         cur = cur_span.get_span_context()
         tracer = self.tracer()
         if not cur.is_valid or not _parent_based(tracer):
-            span = self._open_startup(tracer, cfg, iid, None, None, t0)
+            span, port = self._open_startup(tracer, cfg, iid, None, None, t0)
             if span is None:
                 return None
-            return _StartupPlan(
-                StartupWatch(span, None, instance_port(*_port_sources(cfg))), _child_env(span)
-            )
+            return _StartupPlan(StartupWatch(span, None, port), _child_env(span))
         trace_hex = format(cur.trace_id, "032x")
         span_id = model.span_id_for(trace_hex, STARTUP_SPAN, self.ordinals.next(trace_hex, STARTUP_SPAN))
         joined = getattr(cur_span, "attributes", None) or {}
@@ -783,15 +781,16 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             flags = int(cur.trace_flags)
 
         def opener() -> tuple[trace.Span | None, int | None]:
-            return self._open_startup(tracer, cfg, iid, ctx, span_id, t0), instance_port(*_port_sources(cfg))
+            return self._open_startup(tracer, cfg, iid, ctx, span_id, t0)
 
         env = _child_env_for(f"00-{trace_hex}-{span_id}-{flags:02x}")
         return _StartupPlan(StartupWatch(None, None, None, opener=opener), env)
 
-    @c.swallow()
+    @c.swallow(default=(None, None))
     def _open_startup(
         self, tracer: trace.Tracer, cfg: Any, iid: str, ctx: Any, span_id: str | None, t0: int
-    ) -> trace.Span | None:
+    ) -> tuple[trace.Span | None, int | None]:
+        """Open ``fma.vllm.startup`` with its attributes: ``(span, the instance's port)``."""
         options, annotations = _port_sources(cfg)
         attrs: dict[str, Any] = {
             model.A_INSTANCE: iid,
@@ -802,18 +801,28 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         port = instance_port(options, annotations)
         if port is not None:
             attrs[A_PORT] = port
-        if isinstance(options, str):
-            attrs[A_OPTIONS] = model.redact_options(options)
+        config = None
+        redacted_options = None
         dump = getattr(cfg, "model_dump", None)
         if callable(dump):
-            attrs[A_CONFIG] = json.dumps(
-                model.redact_structure(dump(exclude_none=True)), separators=(",", ":")
-            )
+            raw = dump(exclude_none=True)
+            redacted = model.redact_structure(raw)
+            config = json.dumps(redacted, separators=(",", ":"))
+            if isinstance(raw, dict) and isinstance(options, str) and raw.get("options") == options:
+                # redact_structure redacted these very options: no second pass over them
+                redacted_options = redacted.get("options")
+        if isinstance(options, str):
+            if not isinstance(redacted_options, str):
+                redacted_options = model.redact_options(options)
+            attrs[A_OPTIONS] = redacted_options
+        if config is not None:
+            attrs[A_CONFIG] = config
         if annotations and annotations.get("isc-name"):
             attrs[model.A_ISC] = annotations["isc-name"]
-        return c.start_span(
+        span = c.start_span(
             tracer, STARTUP_SPAN, context=ctx, attributes=attrs, span_id=span_id, start_time=t0
         )
+        return span, port
 
     def _stop_wrapper(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         try:
@@ -898,9 +907,7 @@ class _StartupOrder:
             ctx = c.remote_context(trace_hex, model.span_id_for(trace_hex, STARTUP_PARENT, 0))
         else:  # a trace of its own: under the create span itself
             ctx = trace.set_span_in_context(st.span, _ROOT)
-        cfg = self.cfg
-        span = self.owner._open_startup(self.tracer, cfg, str(self.iid), ctx, span_id, self.t0)
-        return span, instance_port(*_port_sources(cfg))
+        return self.owner._open_startup(self.tracer, self.cfg, str(self.iid), ctx, span_id, self.t0)
 
 
 def _port_sources(cfg: Any) -> tuple[Any, Any]:

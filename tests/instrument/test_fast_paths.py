@@ -173,6 +173,15 @@ def _spans() -> list[Any]:
         NonRecordingSpan(SpanContext(int(T, 16), int(S, 16), is_remote=False, trace_flags=TraceFlags(0))),
         NonRecordingSpan(with_state),
         trace.INVALID_SPAN,
+        # the extremes of each field, and values outside them (the propagator decides those)
+        NonRecordingSpan(SpanContext(2**128 - 1, 2**64 - 1, is_remote=False, trace_flags=TraceFlags(0xFF))),
+        NonRecordingSpan(SpanContext(1, 1, is_remote=False, trace_flags=TraceFlags(0))),
+        NonRecordingSpan(SpanContext(0, int(S, 16), is_remote=False)),
+        NonRecordingSpan(SpanContext(2**128 + 5, int(S, 16), is_remote=False)),
+        NonRecordingSpan(SpanContext(int(T, 16), 2**64, is_remote=False)),
+        NonRecordingSpan(SpanContext(-1, int(S, 16), is_remote=False)),
+        NonRecordingSpan(SpanContext(int(T, 16), int(S, 16), is_remote=False, trace_flags=TraceFlags(0x1FF))),
+        NonRecordingSpan(SpanContext(int(T, 16), int(S, 16), is_remote=False, trace_flags=TraceFlags(-1))),
     ]
 
 
@@ -436,3 +445,59 @@ def test_order_startup_needs_a_sampler_that_follows_the_parent() -> None:
 
     assert not L._parent_based(Tracer())
     assert L._parent_based(Parented())
+
+
+def _reference_startup_attrs(cfg: Any, iid: str) -> dict[str, Any]:
+    """The startup span's attributes computed the plain way (options redacted on their own)."""
+    import json
+
+    from fma_otel.instrument.vllm_watch import instance_port
+
+    options, annotations = getattr(cfg, "options", None), getattr(cfg, "annotations", None)
+    attrs: dict[str, Any] = {
+        model.A_INSTANCE: iid,
+        model.A_START_SRC: "wrapper:fork",
+        model.A_END_SRC: "wrapper:GET /health",
+        model.A_LAG_RULE: "fma.vllm.ready end - fma.vllm.startup end",
+    }
+    port = instance_port(options, annotations)
+    if port is not None:
+        attrs["server.port"] = port
+    if isinstance(options, str):
+        attrs[model.A_VLLM_OPTIONS] = model.redact_options(options)
+    if callable(getattr(cfg, "model_dump", None)):
+        dumped = model.redact_structure(cfg.model_dump(exclude_none=True))
+        attrs[model.A_VLLM_CONFIG] = json.dumps(dumped, separators=(",", ":"))
+    if annotations and annotations.get("isc-name"):
+        attrs[model.A_ISC] = annotations["isc-name"]
+    return attrs
+
+
+def test_startup_attributes_are_the_plain_computation(tracing: Tracing, fake_launcher: Any) -> None:
+    class Plain:  # no model_dump: options and annotations only
+        options = "--model m --hf-token=hf_SECRET --port 9001"
+        annotations = {"isc-name": "isc"}
+
+    configs = [
+        fake_launcher.VllmConfig(**_config(8123)),
+        fake_launcher.VllmConfig(options="--model m --api-key 'a b' --port=8200", env_vars={"K": "v"}),
+        fake_launcher.VllmConfig(options="--model m", gpu_uuids=["GPU-1"]),
+        Plain(),
+        None,
+    ]
+    inst = LauncherInstrumentor()
+    inst.instrument(
+        tracer_provider=tracing.provider, pod_info=no_pod(), configure_sdk=False, skip_dep_check=True
+    )
+    try:
+        tracer = tracing.provider.get_tracer("t")
+        for cfg in configs:
+            span, port = inst._open_startup(tracer, cfg, "i1", None, None, 1)
+            span.end()
+            want = _reference_startup_attrs(cfg, "i1")
+            assert list(span.attributes.items()) == list(want.items())  # same values, same order
+            assert port == want.get("server.port")
+            text = repr(dict(span.attributes))
+            assert not any(secret in text for secret in ("hunter2", "sk-TOPSECRET", "hf_SECRET", "a b"))
+    finally:
+        inst.uninstrument()
