@@ -17,7 +17,7 @@ Memory flatness: the bridge also runs on a capture with the *same actuations and
 two runs shows whether memory follows the log (it must not) or the per-actuation state.
 
 ``--code DIR`` measures the ``fma_otel`` package found in ``DIR`` instead of this checkout
-(for example a copy with ``benchmarks/proposed.patch`` applied), on the same inputs.
+(for example another checkout with a change applied), on the same inputs.
 """
 
 from __future__ import annotations

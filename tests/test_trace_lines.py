@@ -21,7 +21,16 @@ from fma_otel.bridge import inputs_from_capture, run_bridge, sample_dir
 from fma_otel.build import build_trace
 from fma_otel.cli import main
 from fma_otel.sinks.otlp_json import export_request_text
+from fma_otel.sources import klog_segments as S
 from fma_otel.synth import synth_capture, write_capture
+
+
+@pytest.fixture
+def fork_ok(monkeypatch):
+    """Fork even if earlier tests left idle threads in this process (the wrappers' poller,
+    a test receiver's pool): the workers only build and encode, holding no lock of theirs.
+    The CLI never has such threads; the threaded case has its own test."""
+    monkeypatch.setattr(T, "can_fork", lambda: True)
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +54,7 @@ def _joined(chunks) -> tuple[str, int, int]:
 
 
 @pytest.mark.parametrize("jobs", [1, 2, 3, 5])
-def test_any_number_of_workers_gives_the_same_bytes_and_counts(acts, jobs: int):
+def test_any_number_of_workers_gives_the_same_bytes_and_counts(acts, jobs: int, fork_ok):
     chunks = list(T.trace_lines(acts, jobs, min_actuations=0))
     assert len(chunks) == jobs
     assert _joined(chunks) == _plain(acts)
@@ -53,6 +62,8 @@ def test_any_number_of_workers_gives_the_same_bytes_and_counts(acts, jobs: int):
 
 
 def test_few_actuations_one_job_or_threads_stay_in_this_process(acts, monkeypatch):
+    assert T.can_fork is S.can_fork
+
     def no_fork(*a, **k):
         raise AssertionError("forked")
 
@@ -69,7 +80,7 @@ def test_few_actuations_one_job_or_threads_stay_in_this_process(acts, monkeypatc
         t.join()
 
 
-def test_a_failing_worker_has_its_slice_redone_here(acts, monkeypatch):
+def test_a_failing_worker_has_its_slice_redone_here(acts, monkeypatch, fork_ok):
     def dying(conn, part):
         os._exit(3)  # no answer at all
 
@@ -84,7 +95,7 @@ def test_a_failing_worker_has_its_slice_redone_here(acts, monkeypatch):
     assert _joined(T.trace_lines(acts, 2, min_actuations=0)) == _plain(acts)
 
 
-def test_no_process_to_be_had_means_the_slice_is_done_here(acts, monkeypatch):
+def test_no_process_to_be_had_means_the_slice_is_done_here(acts, monkeypatch, fork_ok):
     real = T.mp.get_context
 
     class Ctx:
@@ -106,7 +117,7 @@ def test_no_process_to_be_had_means_the_slice_is_done_here(acts, monkeypatch):
     assert not mp.active_children()
 
 
-def test_a_caller_that_stops_early_leaves_no_worker(acts):
+def test_a_caller_that_stops_early_leaves_no_worker(acts, fork_ok):
     gen = T.trace_lines(acts, 3, min_actuations=0)
     first = next(gen)
     assert first[1] == len(acts) // 3
@@ -114,8 +125,13 @@ def test_a_caller_that_stops_early_leaves_no_worker(acts):
     assert not mp.active_children()
 
 
-def test_cli_writes_the_same_file_and_summary_with_any_jobs(tmp_path: Path, clean_otlp_env, monkeypatch):
+def test_cli_writes_the_same_file_and_summary_with_any_jobs(
+    tmp_path: Path, clean_otlp_env, monkeypatch, fork_ok
+):
     monkeypatch.setattr(T, "MIN_PARALLEL_ACTUATIONS", 0)
+    slices = []
+    real = T.encode_slice
+    monkeypatch.setattr(T, "encode_slice", lambda part: slices.append(len(part)) or real(part))
     runs = {}
     for jobs in ("1", "3"):
         out = tmp_path / f"o{jobs}.jsonl"
@@ -126,4 +142,5 @@ def test_cli_writes_the_same_file_and_summary_with_any_jobs(tmp_path: Path, clea
     assert runs["1"] == runs["3"]
     code, err, data = runs["3"]
     n = data.count(b"\n")
+    assert slices == [n, n // 3]  # --jobs 1: all here; --jobs 3: the first third here, two forked
     assert code == 0 and n > 0 and f"in {n} traces" in err
