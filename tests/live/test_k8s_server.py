@@ -211,3 +211,28 @@ def test_injected_error(k8s: FakeCluster, core_api) -> None:
     assert exc.value.status == 500
     assert core_api.list_namespaced_pod("default").items == []
     assert json.loads(json.dumps(k8s.requests[0].query)) == {}
+
+
+@pytest.mark.parametrize("end", ["delete", "restart"])
+def test_follow_stream_carries_lines_written_before_the_end(k8s: FakeCluster, core_api, end: str) -> None:
+    """A follow stream ends after every line its container wrote, however late it looks.
+
+    The kubelet reads the instance's log file to its end; the fake must not drop lines it
+    had not sent yet when the Pod is deleted or the container restarts (a follower that
+    looked late, on a loaded machine, would then lose them where a real cluster would not).
+    Holding the lock keeps the stream from sending between the appends and the end.
+    """
+    k8s.add_pod(make_pod("dpc", containers=["controller"]))
+    k8s.append_log("dpc", "controller", "one")
+    resp = core_api.read_namespaced_pod_log(
+        "dpc", "default", container="controller", follow=True, _preload_content=False
+    )
+    assert k8s.wait_for_streams("log")
+    with k8s.cond:
+        k8s.append_log("dpc", "controller", "two", "three")
+        if end == "delete":
+            k8s.delete_pod("dpc")
+        else:
+            k8s.restart_container("dpc", "controller", update_status=False)
+    got = b"".join(resp.stream(amt=None, decode_content=False))
+    assert got == b"one\ntwo\nthree\n"

@@ -139,21 +139,34 @@ def test_dpc_container_restart_reads_previous_for_the_gap(k8s: FakeCluster, tmp_
 
 
 def test_dpc_pod_replaced(k8s: FakeCluster, tmp_path: Path) -> None:
-    """A new DPC Pod (rollout): its log is followed from its start, the old one to its end."""
+    """A new DPC Pod (rollout): its log is followed from its start, the old one to its end.
+
+    The end of the first half, the new Pod with its whole log and the old Pod's deletion
+    are written under the fake cluster's lock, so no stream sends anything in between:
+    the old Pod's last lines can only be read after it is gone (the stream carries them
+    to its end, as the kubelet's does), and the new Pod's lines are all written before
+    the watcher can know that Pod (a follower starting anywhere but at the start misses
+    them).
+    """
     old = dpc_pod()
     k8s.add_pod(old)
     cap = recent_capture(seed=6)
     steps = timeline(cap)
     half = len(steps) // 2
+    held = [s for s in steps[:half] if s.kind == "dpc"][-20]  # the old Pod's last 20 lines
+    cut = steps.index(held)
+    assert any(s.kind == "dpc" for s in steps[half:])
     want = _complete(offline_traces(cap, tmp_path))
     out = tmp_path / "out.jsonl"
     new_name = "fma-controllers-dual-pods-controller-7d9f8b6c5-zz9p1"
     with InProcessWatcher(k8s, tmp_path):
-        play(k8s, steps[:half])
-        k8s.add_pod(dpc_pod(name=new_name))
-        for s in steps[half:]:
-            apply(k8s, s, dpc=new_name)
-        k8s.delete_pod(old["metadata"]["name"], NS)
+        play(k8s, steps[:cut])
+        with k8s.cond:
+            play(k8s, steps[cut:half])
+            k8s.add_pod(dpc_pod(name=new_name))
+            for s in steps[half:]:
+                apply(k8s, s, dpc=new_name)
+            k8s.delete_pod(old["metadata"]["name"], NS)
         assert wait_for(lambda: len(traces_in(out)) >= len(want), 60)
     assert_same(traces_in(out), want)
 

@@ -23,7 +23,7 @@ few endpoints fma-otel uses:
 * ``GET .../pods/{name}/log`` with ``container``, ``follow``, ``timestamps`` (kubelet's
   fixed 9-digit RFC3339Nano prefix), ``previous``, ``sinceTime``, ``sinceSeconds``,
   ``tailLines``, ``limitBytes``; a follow stream ends when its container restarts or the
-  Pod is deleted, like the kubelet's.
+  Pod is deleted, like the kubelet's, after the lines that instance wrote before that.
 
 Tests drive it through :class:`FakeCluster`: add/modify/delete Pods (each change bumps the
 resourceVersion and records a watch event), append container log lines, restart a
@@ -920,10 +920,11 @@ class _Handler(BaseHTTPRequestHandler):
                         400, f'previous terminated container "{container}" in pod "{name}" not found'
                     )
                     return 400
-                lines = list(log.previous)
+                src = log.previous
                 follow = False  # a terminated container's log does not grow
             else:
-                lines = list(log.lines)
+                src = log.lines  # this instance's lines (a restart or deletion swaps the list)
+            lines = list(src)
             gen = log.generation
         sent = len(lines)
         if since_ns is not None:
@@ -954,11 +955,15 @@ class _Handler(BaseHTTPRequestHandler):
                             raise ConnectionAbortedError
                         cur = c.logs.get((ns, name, container))
                         if cur is None or cur.generation != gen:
-                            batch, ended = [], True  # container restarted or pod deleted
+                            # container restarted or Pod deleted: like the kubelet, which
+                            # reads the instance's log file to its end, the stream still
+                            # carries every line written before that, then ends
+                            batch, ended = src[sent:], True
+                            sent = len(src)
                             break
-                        if len(cur.lines) > sent:
-                            batch, ended = cur.lines[sent:], False
-                            sent = len(cur.lines)
+                        if len(src) > sent:
+                            batch, ended = src[sent:], False
+                            sent = len(src)
                             break
                         c.cond.wait(0.5)
                 if batch:
