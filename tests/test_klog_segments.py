@@ -201,3 +201,52 @@ def test_bridge_in_segments_gives_the_same_traces(jobs: int):
     assert [(s.name, s.read, s.understood, s.skipped, s.skipped_lines) for s in par.stats] == [
         (s.name, s.read, s.understood, s.skipped, s.skipped_lines) for s in serial.stats
     ]
+
+
+def test_a_worker_dying_after_some_batches_is_taken_over_where_it_stopped(tmp_path: Path, monkeypatch):
+    path = tmp_path / "dpc.log"
+    path.write_bytes(b"".join(DPC + NASTY) * 4)
+    want = _serial(path, KW)
+    monkeypatch.setattr(S, "BATCH", 5)
+
+    def dies_midway(conn, path_, a, b, messages, contains, done, slot):
+        it = S._items(path_, a, b, messages, contains)
+        for _ in range(3):  # three full batches, then gone without a word
+            conn.send([item for _, item in zip(range(5), it, strict=False)])
+        os._exit(3)
+
+    monkeypatch.setattr(S, "_work", dies_midway)
+    assert _segmented(path, S.cut_points(str(path), 3), KW) == want
+
+
+def _consumed(records, st_: SourceStats) -> list:
+    """Records as the bridge takes them: some fail to make a fact and are skipped then."""
+    out = []
+    for r in records:
+        out.append(r)
+        if r.line_no % 3 == 0:
+            st_.skip(r.line_no, "no fact")
+    return out
+
+
+def test_the_callers_skips_interleave_with_the_readers_as_in_a_serial_read(tmp_path: Path):
+    """``--strict`` lists the first 100 skips in the order they were met: the reader's own
+    (bad lines) and the caller's (records that make no fact) must interleave as serially."""
+    path = tmp_path / "dpc.log"
+    path.write_bytes(b"".join(DPC + NASTY) * 6)
+    st_a = SourceStats("t")
+    with open(path, "rb") as fh:
+        a = _consumed(iter_klog(fh, st_a, **KW), st_a)
+    for jobs in (2, 3, 5):
+        st_b = SourceStats("t")
+        seg = S.SegmentedRead(str(path), S.cut_points(str(path), jobs), path.stat().st_size, *KW.values())
+        b = _consumed(seg.records(st_b), st_b)
+        assert b == a
+        assert (st_b.read, st_b.understood, st_b.skipped, st_b.skipped_lines) == (
+            st_a.read,
+            st_a.understood,
+            st_a.skipped,
+            st_a.skipped_lines,
+        )
+    assert any(why == "no fact" for _, why in st_a.skipped_lines)
+    assert any(why != "no fact" for _, why in st_a.skipped_lines)

@@ -32,8 +32,11 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import sys
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from multiprocessing.connection import wait as mp_wait
 from typing import Any
 
 from .klog import iter_klog
@@ -129,29 +132,83 @@ class _Range:
 
 
 def _as_row(r: KlogRecord) -> tuple[Any, ...]:
-    return (r.line_no, r.level, r.month, r.day, r.tod_us, r.pid, r.file, r.src_line, r.msg, r.kv, r.prefix_ns)
+    """A record as a plain tuple (cheaper to pickle), its repeated strings interned so that
+    pickle writes each once per message."""
+    kv = tuple([(_intern(k), v) for k, v in r.kv])
+    return (
+        r.line_no,
+        r.level,
+        r.month,
+        r.day,
+        r.tod_us,
+        r.pid,
+        _intern(r.file),
+        r.src_line,
+        _intern(r.msg),
+        kv,
+        r.prefix_ns,
+    )
+
+
+_intern = sys.intern
+
+
+class _StreamedStats(SourceStats):
+    """Counts like :class:`SourceStats`, and hands each kept skip to the item stream, so the
+    caller can replay the skips in their place between the records."""
+
+    def __init__(self, name: str, events: list[tuple[Any, ...]]) -> None:
+        super().__init__(name)
+        self._events = events
+
+    def skip(self, line_no: int, reason: str) -> None:
+        self.skipped += 1
+        if len(self.skipped_lines) < 100:  # later ones can never be listed (see records())
+            self.skipped_lines.append((line_no, reason))
+            self._events.append((line_no, reason))
+
+
+def _items(
+    path: str, start: int, end: int, messages: Any, contains: Any, done: Any = None, slot: int = 0
+) -> Iterator[tuple[Any, ...]]:
+    """A segment read as one ordered stream: record rows (11-tuples), kept skips
+    ``(line_no, reason)`` where the serial reader records them, and last
+    ``("end", read, understood, skipped_not_listed)``.  Line numbers count from the segment."""
+    events: list[tuple[Any, ...]] = []
+    st = _StreamedStats(path, events)
+    with open(path, "rb") as fh:
+        for r in iter_klog(_Range(fh, start, end, done, slot), st, messages, contains):
+            if events:
+                yield from events
+                events.clear()
+            yield _as_row(r)
+    yield from events
+    yield ("end", st.read, st.understood, st.skipped - len(st.skipped_lines))
+
+
+#: Items per message from a worker: the parent takes a segment's records while it is read.
+BATCH = 2048
 
 
 def _work(
-    conn: Any,
-    path: str,
-    start: int,
-    end: int,
-    messages: frozenset[str] | None,
-    contains: Mapping[str, Iterable[str]] | None,
-    done: Any,
-    slot: int,
+    conn: Any, path: str, start: int, end: int, messages: Any, contains: Any, done: Any, slot: int
 ) -> None:
-    """Worker: read one segment, send ``(rows, read, understood, skipped, skipped_lines)``."""
+    """Worker: send the segment's :func:`_items` in batches (lists); a failure as a ``str``."""
     try:
-        st = SourceStats(path)
-        with open(path, "rb") as fh:
-            rows = [_as_row(r) for r in iter_klog(_Range(fh, start, end, done, slot), st, messages, contains)]
-        conn.send((rows, st.read, st.understood, st.skipped, st.skipped_lines))
-    except BaseException as exc:  # noqa: BLE001  (reported to the parent, which reads serially)
+        batch: list[tuple[Any, ...]] = []
+        for item in _items(path, start, end, messages, contains, done, slot):
+            batch.append(item)
+            if len(batch) >= BATCH:
+                conn.send(batch)
+                batch = []
+        conn.send(batch)
+    except BaseException as exc:  # noqa: BLE001  (reported to the parent, which reads the segment)
         conn.send(exc.__class__.__name__)
     finally:
         conn.close()
+
+
+_FAILED = "failed"
 
 
 class SegmentedRead:
@@ -167,6 +224,7 @@ class SegmentedRead:
         ctx = mp.get_context(method)
         self.path, self.size, self.method = path, size, method
         self._args = (messages, contains)
+        self._bounds = list(zip(starts, [*starts[1:], size], strict=True))
         self._done = ctx.Array("q", len(starts), lock=False)
         self._workers: list[tuple[Any, Any]] = []
         ends = [*starts[1:], size]
@@ -231,42 +289,71 @@ class SegmentedRead:
     def records(
         self, stats: SourceStats, progress: Callable[[int], None] | None = None
     ) -> Iterator[KlogRecord]:
-        """The records of the whole file in line order; ``stats`` gets the file's counts."""
-        results = self._collect(progress)
-        if results is None:
-            # A worker failed: read the file again, serially, in this process.
-            with open(self.path, "rb") as fh:
-                yield from iter_klog(fh, stats, *self._args)
-            return
-        offset = 0
-        for rows, read, understood, skipped, skipped_lines in results:
-            stats.read += read
-            stats.understood += understood
-            for line_no, reason in skipped_lines:
-                stats.skip(line_no + offset, reason)
-            stats.skipped += skipped - len(skipped_lines)
-            for row in rows:
-                yield KlogRecord(row[0] + offset, *row[1:])
-            offset += read
+        """The records of the whole file in line order, as they arrive; ``stats`` gets the
+        file's counts, and each kept skip in its place between the records (as the serial
+        reader records it, so the caller's own skips interleave the same way).
 
-    def _collect(self, progress: Callable[[int], None] | None) -> list[Any] | None:
-        out: list[Any] = []
+        Segment ``i`` is taken while the later ones are still read (their batches are held
+        here); its line numbers are offset by the lines of the segments before it.  A worker
+        that fails has its segment read here, from where its batches stopped.
+        """
+        k = len(self._workers)
+        queues: list[deque[list[tuple[Any, ...]]]] = [deque() for _ in range(k)]
+        over = [False] * k
+        waiting = {recv: i for i, (_, recv) in enumerate(self._workers)}
         reported = 0
-        failed = False
-        for p, recv in self._workers:
-            while progress is not None and not recv.poll(0.2):
-                now = self.bytes_done()
-                progress(now - reported)
-                reported = now
-            try:
-                got = recv.recv()
-            except (EOFError, OSError):
-                got = None
-            recv.close()
-            p.join()
-            if not isinstance(got, tuple):
-                failed = True
-            out.append(got)
-        if progress is not None:
-            progress(self.size - reported)
-        return None if failed else out
+        offset = 0
+        try:
+            for i in range(k):
+                taken = 0
+                end: tuple[Any, ...] | None = None
+                while end is None:
+                    q = queues[i]
+                    while q and end is None:
+                        for item in q.popleft():
+                            taken += 1
+                            if len(item) == 11:
+                                yield KlogRecord(item[0] + offset, *item[1:])
+                            elif len(item) == 2:
+                                stats.skip(item[0] + offset, item[1])
+                            else:
+                                end = item
+                    if end is not None:
+                        break
+                    if over[i]:  # the worker is gone without its end: read the rest here
+                        a, b = self._bounds[i]
+                        for n, item in enumerate(_items(self.path, a, b, *self._args)):
+                            if n < taken:
+                                continue
+                            if len(item) == 11:
+                                yield KlogRecord(item[0] + offset, *item[1:])
+                            elif len(item) == 2:
+                                stats.skip(item[0] + offset, item[1])
+                            else:
+                                end = item
+                        break
+                    for recv in mp_wait(list(waiting), 0.2 if progress is not None else None):
+                        j = waiting[recv]
+                        try:
+                            got = recv.recv()
+                        except (EOFError, OSError):
+                            got = _FAILED
+                        if isinstance(got, list):
+                            queues[j].append(got)
+                            if got and len(got[-1]) != 4:
+                                continue
+                        over[j] = True
+                        del waiting[recv]
+                    if progress is not None:
+                        now = self.bytes_done()
+                        progress(now - reported)
+                        reported = now
+                _, read, understood, unlisted = end
+                stats.read += read
+                stats.understood += understood
+                stats.skipped += unlisted
+                offset += read
+            if progress is not None:
+                progress(self.size - reported)
+        finally:
+            self.close()
