@@ -35,7 +35,8 @@ import os
 import sys
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
+from itertools import islice
 from multiprocessing.connection import wait as mp_wait
 from typing import Any
 
@@ -211,6 +212,23 @@ def _work(
 _FAILED = "failed"
 
 
+def _replay(
+    items: Iterable[tuple[Any, ...]], offset: int, stats: SourceStats, taken: list[int]
+) -> Generator[KlogRecord, None, tuple[Any, ...] | None]:
+    """Yield the records of a segment's items (line numbers offset), record its skips in
+    ``stats`` in their place, count the items in ``taken[0]``; return its end, if reached."""
+    for item in items:
+        taken[0] += 1
+        n = len(item)
+        if n == 11:
+            yield KlogRecord(item[0] + offset, *item[1:])
+        elif n == 2:
+            stats.skip(item[0] + offset, item[1])
+        else:
+            return item
+    return None
+
+
 class SegmentedRead:
     """Segments being read by workers; :meth:`records` waits for them in order.
 
@@ -305,32 +323,17 @@ class SegmentedRead:
         offset = 0
         try:
             for i in range(k):
-                taken = 0
+                taken = [0]  # items of segment i replayed so far
                 end: tuple[Any, ...] | None = None
                 while end is None:
                     q = queues[i]
                     while q and end is None:
-                        for item in q.popleft():
-                            taken += 1
-                            if len(item) == 11:
-                                yield KlogRecord(item[0] + offset, *item[1:])
-                            elif len(item) == 2:
-                                stats.skip(item[0] + offset, item[1])
-                            else:
-                                end = item
+                        end = yield from _replay(q.popleft(), offset, stats, taken)
                     if end is not None:
                         break
                     if over[i]:  # the worker is gone without its end: read the rest here
-                        a, b = self._bounds[i]
-                        for n, item in enumerate(_items(self.path, a, b, *self._args)):
-                            if n < taken:
-                                continue
-                            if len(item) == 11:
-                                yield KlogRecord(item[0] + offset, *item[1:])
-                            elif len(item) == 2:
-                                stats.skip(item[0] + offset, item[1])
-                            else:
-                                end = item
+                        rest = islice(_items(self.path, *self._bounds[i], *self._args), taken[0], None)
+                        end = yield from _replay(rest, offset, stats, taken)
                         break
                     for recv in mp_wait(list(waiting), 0.2 if progress is not None else None):
                         j = waiting[recv]
