@@ -194,12 +194,18 @@ BATCH = 2048
 def _work(
     conn: Any, path: str, start: int, end: int, messages: Any, contains: Any, done: Any, slot: int
 ) -> None:
-    """Worker: send the segment's :func:`_items` in batches (lists); a failure as a ``str``."""
+    """Worker: send the segment's :func:`_items` in batches (lists); a failure as a ``str``.
+
+    Batches are held until the parent has begun to take records (the last slot of ``done``
+    says so): a send blocks until the parent reads it, and before that the parent is busy
+    reading the Pods and launcher logs, so sending earlier would only stall this worker.
+    """
+    taking = len(done) - 1
     try:
         batch: list[tuple[Any, ...]] = []
         for item in _items(path, start, end, messages, contains, done, slot):
             batch.append(item)
-            if len(batch) >= BATCH:
+            if len(batch) >= BATCH and done[taking]:
                 conn.send(batch)
                 batch = []
         conn.send(batch)
@@ -243,7 +249,8 @@ class SegmentedRead:
         self.path, self.size, self.method = path, size, method
         self._args = (messages, contains)
         self._bounds = list(zip(starts, [*starts[1:], size], strict=True))
-        self._done = ctx.Array("q", len(starts), lock=False)
+        # bytes read per worker, and a last slot set when records() begins (see _work)
+        self._done = ctx.Array("q", len(starts) + 1, lock=False)
         self._workers: list[tuple[Any, Any]] = []
         ends = [*starts[1:], size]
         try:
@@ -302,7 +309,7 @@ class SegmentedRead:
         return len(self._workers)
 
     def bytes_done(self) -> int:
-        return sum(self._done)
+        return sum(self._done[: len(self._workers)])
 
     def records(
         self, stats: SourceStats, progress: Callable[[int], None] | None = None
@@ -316,6 +323,7 @@ class SegmentedRead:
         that fails has its segment read here, from where its batches stopped.
         """
         k = len(self._workers)
+        self._done[k] = 1
         queues: list[deque[list[tuple[Any, ...]]]] = [deque() for _ in range(k)]
         over = [False] * k
         waiting = {recv: i for i, (_, recv) in enumerate(self._workers)}
