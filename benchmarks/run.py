@@ -408,14 +408,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not wr:
             notes.append(raw)
         else:
-            plain = _find(wr, "bare")
+            plain = _find(wr, "bare sdk span")
             for label, on in (
                 ("launcher create, wrapped (own trace)", ("create", "instrumented", "own")),
                 ("launcher create, wrapped (traceparent)", ("create", "instrumented", "traceparent")),
                 ("httpx PUT, named by purpose", ("httpx", "named")),
             ):
                 # a bare span of the same shape when bench_wrappers.py measures one
-                span = _find(wr, "bare", f"{on[0]}-shaped") or plain
+                # (not "<call>, in a bare ...-shaped span": that row is the call inside one)
+                span = _find(wr, "bare sdk span", f"{on[0]}-shaped") or plain
                 wrapped = _find(wr, *on)
                 base = _find(wr, "httpx", "uninstr") if on[0] == "httpx" else _find(wr, "create", "uninstr")
                 if wrapped is None or base is None or not span:
