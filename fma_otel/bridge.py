@@ -9,6 +9,7 @@ line is counted, and the result is a list of finished traces.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -129,6 +130,39 @@ def run_bridge(
     check_readable(
         [*inputs.pods, *([inputs.dpc_log] if inputs.dpc_log else []), *inputs.launcher_logs.values()]
     )
+    with _no_cyclic_gc():
+        return _run_bridge(
+            inputs, baseline_selector, baseline_container, progress, jobs, parallel_min_bytes, build
+        )
+
+
+@contextlib.contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    """CPython's cyclic collector off for the run, back as it was after.
+
+    Why: the bridge allocates millions of objects (Pod JSON, records, facts) that are all
+    acyclic and live until the traces are built; the collector kept walking them, 0.2-0.3 s
+    of a 2 s run on a 200 MB capture.  Reference counting still frees everything as usual;
+    only garbage in reference cycles waits, and the bridge makes none at scale.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _run_bridge(
+    inputs: BridgeInputs,
+    baseline_selector: Mapping[str, str] | None,
+    baseline_container: str | None,
+    progress: Callable[[int], None] | None,
+    jobs: int | None,
+    parallel_min_bytes: int,
+    build: bool,
+) -> BridgeResult:
     segmented = (
         SegmentedRead.start(
             inputs.dpc_log,
