@@ -22,10 +22,11 @@ from .build import build_trace
 from .correlate import Actuation, Correlator
 from .facts import WANTED_CONTAINS, WANTED_MESSAGES
 from .sources.klog import iter_klog
-from .sources.klog_segments import MIN_PARALLEL_BYTES, SegmentedRead, default_jobs
+from .sources.klog_segments import MIN_PARALLEL_BYTES, SegmentedRead
 from .sources.launcher_log import iter_launcher_log
 from .sources.pods import iter_pod_events
 from .sources.records import SourceStats
+from .workers import default_jobs
 
 CAPTURE_PODS = "pods.json"
 CAPTURE_DPC = "dpc.log"

@@ -10,7 +10,7 @@ encoding every actuation here, in order (``tests/test_trace_lines.py``).
 
 Workers are only forked (they need this process's actuations, which a spawned worker
 would have to be sent), and only when this process runs no other thread (see
-``sources/klog_segments.py``); otherwise, for few actuations, or with ``jobs=1``,
+``workers.py``); otherwise, for few actuations, or with ``jobs=1``,
 everything is done here.  A worker that fails for any reason has its slice redone here,
 so a failure costs time, never lines.
 """
@@ -25,7 +25,7 @@ from typing import Any
 from .build import build_trace
 from .correlate import Actuation
 from .sinks.otlp_json import export_request_text
-from .sources.klog_segments import can_fork
+from .workers import can_fork
 
 #: Fewer actuations than this are done here: a fork and a pipe cost more than they save.
 MIN_PARALLEL_ACTUATIONS = 256

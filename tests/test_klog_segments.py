@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fma_otel import workers as W
 from fma_otel.bridge import inputs_from_capture, run_bridge, sample_dir
 from fma_otel.facts import WANTED_CONTAINS, WANTED_MESSAGES
 from fma_otel.sinks.otlp_json import export_request_text
@@ -170,7 +171,7 @@ def test_a_process_with_threads_spawns_its_workers(tmp_path: Path):
     t = threading.Thread(target=stop.wait)
     t.start()
     try:
-        assert not S.can_fork() and S.start_method() == "spawn"
+        assert not W.can_fork() and W.start_method() == "spawn"
         seg = S.SegmentedRead.start(str(path), *KW.values(), 3, min_bytes=0)
         assert seg is not None and seg.method == "spawn" and seg.segments == 3
         st_ = SourceStats("t")
@@ -180,14 +181,14 @@ def test_a_process_with_threads_spawns_its_workers(tmp_path: Path):
         t.join()
     assert got == want
     if threading.active_count() == 1:
-        assert S.start_method() == "fork"
+        assert W.start_method() == "fork"
 
 
 def test_no_start_method_reads_serially(tmp_path: Path, monkeypatch):
     path = tmp_path / "dpc.log"
     path.write_bytes(b"".join(DPC))
-    monkeypatch.setattr(S.mp, "get_all_start_methods", lambda: [])
-    assert S.start_method() is None
+    monkeypatch.setattr(W.mp, "get_all_start_methods", lambda: [])
+    assert W.start_method() is None
     assert S.SegmentedRead.start(str(path), WANTED_MESSAGES, None, 2, min_bytes=0) is None
 
 

@@ -17,11 +17,11 @@ import pytest
 from click.testing import CliRunner
 
 from fma_otel import trace_lines as T
+from fma_otel import workers as W
 from fma_otel.bridge import inputs_from_capture, run_bridge, sample_dir
 from fma_otel.build import build_trace
 from fma_otel.cli import main
 from fma_otel.sinks.otlp_json import export_request_text
-from fma_otel.sources import klog_segments as S
 from fma_otel.synth import synth_capture, write_capture
 
 
@@ -62,7 +62,7 @@ def test_any_number_of_workers_gives_the_same_bytes_and_counts(acts, jobs: int, 
 
 
 def test_few_actuations_one_job_or_threads_stay_in_this_process(acts, monkeypatch):
-    assert T.can_fork is S.can_fork
+    assert T.can_fork is W.can_fork
 
     def no_fork(*a, **k):
         raise AssertionError("forked")

@@ -106,8 +106,8 @@ def command(
             fail(str(exc))
 
         if by_lines:
-            from ..sources.klog_segments import default_jobs
             from ..trace_lines import trace_lines
+            from ..workers import default_jobs
 
             n_traces = n_spans = 0
             with open_out(out) as fh:

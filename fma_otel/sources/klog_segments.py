@@ -33,7 +33,6 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import sys
-import threading
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import fields
@@ -41,6 +40,7 @@ from itertools import islice
 from multiprocessing.connection import wait as mp_wait
 from typing import Any
 
+from ..workers import start_method
 from .klog import iter_klog
 from .records import KlogRecord, SourceStats
 
@@ -48,28 +48,6 @@ from .records import KlogRecord, SourceStats
 MIN_PARALLEL_BYTES = 16 << 20
 #: Bytes looked at, from a cut point, to find a line a segment may start at.
 _PROBE = 1 << 16
-
-
-def default_jobs() -> int:
-    """CPUs this process may run on (the cgroup/affinity view where there is one), max 4."""
-    try:
-        n = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        n = os.cpu_count() or 1
-    return max(1, min(4, n))
-
-
-def can_fork() -> bool:
-    """Whether worker processes may be forked here and now (see the module doc)."""
-    return "fork" in mp.get_all_start_methods() and threading.active_count() == 1
-
-
-def start_method() -> str | None:
-    """How workers are started here and now: ``fork`` when it is safe, else ``spawn``;
-    ``None`` where the platform has neither (then the file is read serially)."""
-    if can_fork():
-        return "fork"
-    return "spawn" if "spawn" in mp.get_all_start_methods() else None
 
 
 def _safe_start(line: bytes) -> bool:
