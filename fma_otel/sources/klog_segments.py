@@ -3,7 +3,7 @@
 Why: reading the DPC log is the bridge's largest cost (it grows with the log, not with the
 actuations), it is pure (bytes in, records out), and the machines the bridge runs on have
 more than one CPU.  So a long log is cut into ``jobs`` byte ranges, each read by
-:func:`~fma_otel.sources.klog.iter_klog` in a forked worker, while the parent process goes
+:func:`~fma_otel.sources.klog.iter_klog` in a worker process, while the parent process goes
 on reading the Pods and launcher logs; the parent then takes the records in line order.
 
 The result is exactly what one serial :func:`iter_klog` over the whole file gives (the
@@ -15,17 +15,18 @@ records, their line numbers, every count and skip reason, in the same order), be
   block, and a block still open before it is closed there as cut -- exactly as the previous
   segment's reader closes it at its end of input;
 * each worker counts lines from 1; the parent adds the number of lines the segments before
-  it read (``stats.read`` counts every physical line, blank ones included), and keeps the
-  first 100 skip reasons in order, as :class:`SourceStats` does.
+  it read (``stats.read`` counts every physical line, blank ones included);
+* each worker sends its records and its kept skip reasons as one ordered stream, and the
+  parent replays the skips in their place between the records, so a caller that records
+  skips of its own while it takes the records (the bridge, for lines that make no fact)
+  interleaves them exactly as with a serial read.
 
-Workers are forked (no re-import: they start at once) when the calling process runs no
-other thread.  Forking a process with threads is unsafe (a lock one of them holds stays
-held in the child; Python 3.12+ warns about it), and a host that embeds the bridge, or a
-test run, may well have some: then the workers are spawned instead (a fresh interpreter
-that imports only this module and the klog parser, ~0.1 s more per worker), so the result
-never depends on what else runs in the process.  Where neither start method exists, the
-file is read serially by the caller.  A worker that fails for any reason makes the whole
-file be read again serially, so a failure costs time, never records.
+The parent takes segment 0's records as they come, while the later segments are still
+read (their batches are held until then).  Workers are forked when the calling process
+runs no other thread, spawned otherwise (``workers.py``: forking a threaded process is
+unsafe); where neither start method exists, the file is read serially by the caller.  A
+worker that fails for any reason has the rest of its segment read by the parent, from
+where its batches stopped, so a failure costs time, never records.
 """
 
 from __future__ import annotations
