@@ -261,9 +261,8 @@ class SegmentedRead:
         # bytes read per worker, and a last slot set when records() begins (see _work)
         self._done = ctx.Array("q", len(starts) + 1, lock=False)
         self._workers: list[tuple[Any, Any]] = []
-        ends = [*starts[1:], size]
         try:
-            for slot, (a, b) in enumerate(zip(starts, ends, strict=True)):
+            for slot, (a, b) in enumerate(self._bounds):
                 recv, send = ctx.Pipe(duplex=False)
                 args = (send, path, a, b, messages, contains, self._done, slot)
                 p = ctx.Process(target=_work, args=args, daemon=True)
