@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from fma_otel.facts import WANTED_CONTAINS, WANTED_MESSAGES
 from fma_otel.sources import klog
+from fma_otel.sources.blocks import Plain, bulk_items, bulk_readable
 from fma_otel.sources.klog import iter_klog
 from fma_otel.sources.records import SourceStats
 from fma_otel.synth import synth_capture, write_capture
@@ -68,14 +69,15 @@ def check(
 def test_bulk_path_is_taken_and_counts_runs_without_parsing():
     """The point of the bulk path: the sample's ignored lines arrive as counts, not lines."""
     wanted, need = klog._prefilter(WANTED_MESSAGES, WANTED_CONTAINS)
-    items = list(klog._bulk_items(io.BytesIO(b"".join(DPC)).read, klog._bulk_plan(wanted, need), 1 << 20))
-    plain = sum(i for i in items if isinstance(i, klog._Plain))
-    lines = [i for i in items if not isinstance(i, klog._Plain)]
+    plan = klog._bulk_plan(wanted, need)
+    items = list(bulk_items(io.BytesIO(b"".join(DPC)).read, 1 << 20, plan.run, plan.subs, klog._may_block))
+    plain = sum(i for i in items if isinstance(i, Plain))
+    lines = [i for i in items if not isinstance(i, Plain)]
     assert plain + len(lines) == len(DPC)
     assert plain > 0.6 * len(DPC)
-    assert klog._bulk_readable(io.BytesIO()) and klog._bulk_readable(io.BufferedReader(io.BytesIO()))
-    assert not klog._bulk_readable(io.StringIO()) and not klog._bulk_readable(iter(DPC))
-    assert not klog._bulk_readable(_lines(b"x\n"))
+    assert bulk_readable(io.BytesIO()) and bulk_readable(io.BufferedReader(io.BytesIO()))
+    assert not bulk_readable(io.StringIO()) and not bulk_readable(iter(DPC))
+    assert not bulk_readable(_lines(b"x\n"))
 
 
 @pytest.mark.parametrize("kw", PREFILTERS)

@@ -38,7 +38,6 @@ Decisions (the tests pin them):
 from __future__ import annotations
 
 import calendar
-import io
 import json
 import re
 import sys
@@ -46,6 +45,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
+from fma_otel.sources.blocks import Plain as _Plain
+from fma_otel.sources.blocks import bulk_items
+from fma_otel.sources.blocks import bulk_readable as _bulk_readable
 from fma_otel.sources.records import KlogRecord, SourceStats
 
 __all__ = [
@@ -621,16 +623,6 @@ def _lacks(b: bytes, subs: tuple[bytes, ...] | None) -> bool:
 # --------------------------------------------------------------------------- bulk scan
 
 
-class _Plain(int):
-    """A count of consecutive lines the bulk scanner proved the prefilter would ignore.
-
-    A distinct type (not a bare ``int``) so the per-line loop can tell it from a line with
-    one identity check, and so a caller's stray ``int`` still fails as it always did.
-    """
-
-    __slots__ = ()
-
-
 #: The ``--timestamps`` prefix as the prefilter finds it: a digit, then up to the first space.
 _P = rb"(?:[0-9][\x00-\x09\x0b-\x1f!-\xff]* )?"
 #: Fixed header punctuation at the prefilter's offsets, and at least 30 bytes from the header
@@ -714,11 +706,6 @@ def _bulk_plan(wanted: frozenset[bytes], need: dict[bytes, tuple[bytes, ...]] | 
     return _bulk_plan_cached(wanted, tuple(sorted(need.items())) if need else ())
 
 
-def _bulk_readable(src: object) -> bool:
-    """Whether ``src`` is read in blocks: its class has ``read`` and it is not text."""
-    return callable(getattr(type(src), "read", None)) and not isinstance(src, io.TextIOBase)
-
-
 def _may_block(line: bytes, before: bool) -> bool:
     r"""Whether a block may be open after the per-line code has taken ``line``.
 
@@ -732,64 +719,6 @@ def _may_block(line: bytes, before: bool) -> bool:
         return False
     h = line.find(b" ") + 1 if line[:1].isdigit() else 0
     return line[h : h + 1] == b"\t"
-
-
-def _bulk_items(read: Any, plan: _BulkPlan, block_size: int) -> Iterator[bytes | _Plain]:
-    r"""Read blocks with ``read`` and give :func:`_iter_lines` the lines it must see one by one,
-    and :class:`_Plain` counts for the runs in between.
-
-    Each block is cut after its last ``\n``; the partial line is carried (as parts, so a
-    line longer than a block is joined once, not re-copied per block).  Runs stop before
-    any line holding a ``contains`` substring; after a line taken one by one, lines keep
-    going one by one while a block may be open (:func:`_may_block`).
-    """
-    run, subs = plan.run, plan.subs
-    carry: list[bytes] = []
-    maybe_block = False
-    while True:
-        chunk = read(block_size)
-        if not chunk:
-            break
-        if chunk.__class__ is not bytes:
-            chunk = chunk.encode("utf-8", "surrogateescape") if isinstance(chunk, str) else bytes(chunk)
-        pos = 0
-        if carry:
-            nl = chunk.find(b"\n")
-            if nl < 0:
-                carry.append(chunk)
-                continue
-            pos = nl + 1
-            carry.append(chunk[:pos])
-            line = b"".join(carry)
-            carry = []
-            yield line
-            maybe_block = _may_block(line, maybe_block)
-        end = chunk.rfind(b"\n") + 1
-        if end <= pos:
-            if pos < len(chunk):
-                carry.append(chunk[pos:])
-            continue
-        stops = [chunk.rfind(b"\n", 0, m.start()) + 1 for m in subs(chunk, pos, end)] if subs else []
-        si, ns = 0, len(stops)
-        while pos < end:
-            if not maybe_block:
-                while si < ns and stops[si] < pos:
-                    si += 1
-                e = run(chunk, pos, stops[si] if si < ns else end).end()  # type: ignore[union-attr]
-                if e > pos:
-                    yield _Plain(chunk.count(b"\n", pos, e))
-                    pos = e
-                    if pos >= end:
-                        break
-            nl = chunk.index(b"\n", pos) + 1
-            line = chunk[pos:nl]
-            yield line
-            maybe_block = _may_block(line, maybe_block)
-            pos = nl
-        if end < len(chunk):
-            carry.append(chunk[end:])
-    if carry:
-        yield b"".join(carry)
 
 
 def _prefilter(
@@ -861,7 +790,8 @@ def iter_klog(
         # until a whole block arrives (same bytes, same results, records sooner).
         src: Any = fh_or_lines
         read = src.read1 if callable(getattr(type(src), "read1", None)) else src.read
-        items = _bulk_items(read, _bulk_plan(wanted, need), max(1, block_size))
+        plan = _bulk_plan(wanted, need)
+        items = bulk_items(read, max(1, block_size), plan.run, plan.subs, _may_block)
     yield from _iter_lines(items, stats, wanted, need)
 
 

@@ -26,12 +26,14 @@ Decisions (the tests pin them):
 
 from __future__ import annotations
 
-import io
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 from urllib.parse import unquote
 
+from fma_otel.sources.blocks import Plain as _Plain
+from fma_otel.sources.blocks import bulk_items
+from fma_otel.sources.blocks import bulk_readable as _bulk_readable
 from fma_otel.sources.klog import _all_digits, _epoch_seconds_of_day, split_timestamp_prefix
 from fma_otel.sources.records import LauncherRecord, SourceStats
 
@@ -129,13 +131,6 @@ def _with_more(rec: LauncherRecord, more: list[str]) -> LauncherRecord:
     )
 
 
-class _Plain(int):
-    """A count of consecutive header lines the bulk scanner proved well-formed and of no
-    interest to ``facts_only`` (a distinct type, told from a line by one identity check)."""
-
-    __slots__ = ()
-
-
 #: A launcher header line that :func:`parse_launcher_line` accepts (valid date and time,
 #: `` - logger - LEVEL - `` with neither holding a space).  Stricter than the parser: days
 #: 29-31 only where every year has them (Feb 29 goes to the per-line code), and a line it
@@ -158,58 +153,6 @@ def _is_fact(rec: LauncherRecord) -> bool:
     return rec.message.startswith(ACCEPTED_PREFIX)
 
 
-def _bulk_readable(src: object) -> bool:
-    """Whether ``src`` is read in blocks: its class has ``read`` and it is not text."""
-    return callable(getattr(type(src), "read", None)) and not isinstance(src, io.TextIOBase)
-
-
-def _bulk_items(read: Callable[[int], bytes], block_size: int) -> Iterator[bytes | _Plain]:
-    r"""Lines (with their ``\n``) for the per-line code, and :class:`_Plain` counts for the
-    runs of plain header lines in between.  Each block is cut after its last ``\n``; the
-    partial line is carried into the next block."""
-    run, subs = _PLAIN_RUN.match, _FACT_SUBS.finditer
-    carry: list[bytes] = []
-    while True:
-        chunk = read(block_size)
-        if not chunk:
-            break
-        if chunk.__class__ is not bytes:
-            chunk = bytes(chunk)
-        pos = 0
-        if carry:
-            nl = chunk.find(b"\n")
-            if nl < 0:
-                carry.append(chunk)
-                continue
-            pos = nl + 1
-            carry.append(chunk[:pos])
-            yield b"".join(carry)
-            carry = []
-        end = chunk.rfind(b"\n") + 1
-        if end <= pos:
-            if pos < len(chunk):
-                carry.append(chunk[pos:])
-            continue
-        stops = [chunk.rfind(b"\n", 0, m.start()) + 1 for m in subs(chunk, pos, end)]
-        si, ns = 0, len(stops)
-        while pos < end:
-            while si < ns and stops[si] < pos:
-                si += 1
-            e = run(chunk, pos, stops[si] if si < ns else end).end()  # type: ignore[union-attr]
-            if e > pos:
-                yield _Plain(chunk.count(b"\n", pos, e))
-                pos = e
-                if pos >= end:
-                    break
-            nl = chunk.index(b"\n", pos) + 1
-            yield chunk[pos:nl]
-            pos = nl
-        if end < len(chunk):
-            carry.append(chunk[end:])
-    if carry:
-        yield b"".join(carry)
-
-
 #: Stands for a record ``facts_only`` drops, so that its continuation lines are still taken.
 _DROPPED = LauncherRecord(0, 0, "", "", "", None, None)
 
@@ -229,7 +172,12 @@ def iter_launcher_log(
     is then read in blocks and runs of plain header lines are counted in C.
     """
     if facts_only and _bulk_readable(fh_or_lines):
-        items: Iterable[Any] = _bulk_items(fh_or_lines.read, max(1, block_size))  # type: ignore[union-attr]
+        items: Iterable[Any] = bulk_items(
+            fh_or_lines.read,  # type: ignore[union-attr]
+            max(1, block_size),
+            _PLAIN_RUN.match,
+            _FACT_SUBS.finditer,
+        )
     else:
         items = fh_or_lines
     for rec in _iter_items(items, stats):
