@@ -87,12 +87,17 @@ def active_http() -> bool:
     if _FORKED:
         return False
     if len(_SUPPRESS_HTTP_KEYS) == 3:
-        ctx = otel_context.get_current()
-        for key in _SUPPRESS_HTTP_KEYS:
-            if ctx.get(key):
-                return False
-        return True
+        return _none_set(_SUPPRESS_HTTP_KEYS)
     return _inst_utils.is_http_instrumentation_enabled()
+
+
+def _none_set(keys: tuple[Any, ...]) -> bool:
+    """Whether none of the suppression ``keys`` is set in the current context (one read)."""
+    ctx = otel_context.get_current()
+    for key in keys:
+        if ctx.get(key):
+            return False
+    return True
 
 
 def suppress_http() -> object | None:
@@ -186,11 +191,7 @@ def active() -> bool:
     if _FORKED:
         return False
     if _SUPPRESS_KEYS:
-        ctx = otel_context.get_current()
-        for key in _SUPPRESS_KEYS:
-            if ctx.get(key):
-                return False
-        return True
+        return _none_set(_SUPPRESS_KEYS)
     return _inst_utils.is_instrumentation_enabled()
 
 
