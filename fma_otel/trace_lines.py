@@ -43,13 +43,28 @@ def encode_slice(acts: Sequence[Actuation]) -> tuple[str, int, int]:
     return "".join(lines), len(acts), spans
 
 
-def _work(conn: Any, acts: Sequence[Actuation]) -> None:
+#: At most this many actuations per slice, so that the text held at once (a slice per
+#: process, a few MB) does not grow with the capture.
+MAX_SLICE = 500
+
+
+def _slices(acts: Sequence[Actuation], jobs: int) -> list[Sequence[Actuation]]:
+    """Contiguous slices, as even as ``jobs`` allow and none over :data:`MAX_SLICE`."""
+    n = len(acts)
+    count = max(jobs, -(-n // MAX_SLICE))
+    cuts = [n * k // count for k in range(count + 1)]
+    return [acts[a:b] for a, b in zip(cuts, cuts[1:], strict=False)]
+
+
+def _work(conn: Any, parts: Sequence[Sequence[Actuation]]) -> None:
+    """Worker: encode its slices in order, sending each as soon as it is done."""
     # No collections in the worker: a full one would walk (and so copy, page by page) the
-    # whole heap it shares with the parent; it lives for one slice.
+    # whole heap it shares with the parent.
     gc.disable()
     try:
-        conn.send(encode_slice(acts))
-    except BaseException as exc:  # noqa: BLE001  (the parent redoes the slice)
+        for part in parts:
+            conn.send(encode_slice(part))
+    except BaseException as exc:  # noqa: BLE001  (the parent does the rest of its slices)
         conn.send(exc.__class__.__name__)
     finally:
         conn.close()
@@ -60,6 +75,9 @@ def trace_lines(
 ) -> Iterator[tuple[str, int, int]]:
     """``(text, traces, spans)`` per slice of ``acts``, in order; see the module doc.
 
+    Slice ``i`` is encoded by process ``i % jobs`` (0 is this one), so each worker has the
+    next of its slices ready while this process writes and encodes; a worker blocks on its
+    pipe until its slice is taken, which keeps the text held at once to a slice per process.
     ``min_actuations`` defaults to :data:`MIN_PARALLEL_ACTUATIONS`.
     """
     if min_actuations is None:
@@ -67,17 +85,16 @@ def trace_lines(
     if jobs < 2 or len(acts) < min_actuations or not can_fork():
         yield encode_slice(acts)
         return
-    cuts = [len(acts) * k // jobs for k in range(jobs + 1)]
-    slices = [acts[a:b] for a, b in zip(cuts, cuts[1:], strict=False)]
+    slices = _slices(acts, jobs)
     ctx = mp.get_context("fork")
-    workers: list[tuple[Any, Any, Sequence[Actuation]]] = []
+    workers: list[tuple[Any, Any]] = []
     # Everything allocated so far is left out of this process's collections while the
     # workers run: a full collection here would write to every object's header, and so
     # copy every page this process shares with them (measured: a third of the gain lost).
     gc.freeze()
-    for part in slices[1:]:
+    for w in range(1, jobs):
         recv, send = ctx.Pipe(duplex=False)
-        p = ctx.Process(target=_work, args=(send, part), daemon=True)
+        p = ctx.Process(target=_work, args=(send, slices[w::jobs]), daemon=True)
         try:
             p.start()
         except OSError:
@@ -85,20 +102,23 @@ def trace_lines(
             send.close()
             break  # no more processes to be had: the slices without a worker are done here
         send.close()
-        workers.append((p, recv, part))
+        workers.append((p, recv))
+    alive = [True] * len(workers)
     try:
-        yield encode_slice(slices[0])
-        for _p, recv, part in workers:
-            try:
-                got = recv.recv()
-            except (EOFError, OSError):
-                got = None
+        for i, part in enumerate(slices):
+            w = i % jobs
+            got: Any = None
+            if 0 < w <= len(workers) and alive[w - 1]:
+                try:
+                    got = workers[w - 1][1].recv()
+                except (EOFError, OSError):
+                    got = None
+                if not isinstance(got, tuple):
+                    alive[w - 1] = False  # gone or failed: its slices are done here from now on
             yield got if isinstance(got, tuple) else encode_slice(part)
-        for part in slices[1 + len(workers) :]:
-            yield encode_slice(part)
     finally:
         gc.unfreeze()
-        for p, recv, _ in workers:  # also when the caller stops early (a failed write)
+        for p, recv in workers:  # also when the caller stops early (a failed write)
             recv.close()
             if p.is_alive():
                 p.terminate()

@@ -144,3 +144,25 @@ def test_cli_writes_the_same_file_and_summary_with_any_jobs(
     n = data.count(b"\n")
     assert slices == [n, n // 3]  # --jobs 1: all here; --jobs 3: the first third here, two forked
     assert code == 0 and n > 0 and f"in {n} traces" in err
+
+
+@pytest.mark.parametrize("jobs", [2, 3])
+def test_many_small_slices_taken_in_turn_give_the_same_bytes(acts, jobs: int, fork_ok, monkeypatch):
+    monkeypatch.setattr(T, "MAX_SLICE", 3)
+    chunks = list(T.trace_lines(acts, jobs, min_actuations=0))
+    assert len(chunks) == -(-len(acts) // 3) and all(c[1] <= 3 for c in chunks)
+    assert _joined(chunks) == _plain(acts)
+    assert not mp.active_children()
+
+
+def test_a_worker_dying_after_some_slices_has_the_rest_done_here(acts, fork_ok, monkeypatch):
+    monkeypatch.setattr(T, "MAX_SLICE", 4)
+
+    def two_then_gone(conn, parts):
+        for part in parts[:2]:
+            conn.send(T.encode_slice(part))
+        os._exit(3)
+
+    monkeypatch.setattr(T, "_work", two_then_gone)
+    assert _joined(T.trace_lines(acts, 2, min_actuations=0)) == _plain(acts)
+    assert not mp.active_children()
