@@ -3,16 +3,17 @@
 Why: once the sources are read, building each actuation's span tree and encoding it as
 one OTLP JSON line is the bridge's last serial step (about a third of its time on a big
 capture), while the other CPUs sit idle.  That work is per actuation, pure and
-independent, so contiguous slices of the actuations are handed to forked workers, which
-build and encode their slice and send back only its text; this process does the first
-slice itself and writes the slices in order.  The bytes are exactly those of building and
+independent, so the actuations are cut into contiguous slices (at most ``MAX_SLICE``
+each), dealt in turn to this process and forked workers; a worker builds and encodes its
+slices and sends back only their text, one at a time, and this process writes the slices
+in order.  The bytes are exactly those of building and
 encoding every actuation here, in order (``tests/test_trace_lines.py``).
 
 Workers are only forked (they need this process's actuations, which a spawned worker
 would have to be sent), and only when this process runs no other thread (see
 ``workers.py``); otherwise, for few actuations, or with ``jobs=1``,
-everything is done here.  A worker that fails for any reason has its slice redone here,
-so a failure costs time, never lines.
+everything is done here.  A worker that fails for any reason has its remaining slices
+done here, so a failure costs time, never lines.
 """
 
 from __future__ import annotations
