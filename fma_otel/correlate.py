@@ -73,7 +73,6 @@ class YearResolver:
         self._refs: list[int] = []
         self._known: set[int] = set()
         self._cache: dict[tuple[int, int], int] = {}  # (month, day) -> year
-        self._day_ns: dict[tuple[int, int], int] = {}  # (month, day) -> that day's 00:00, ns
 
     def add_reference(self, t_ns: int | None) -> None:
         """One reference per distinct time: every event of a Pod repeats its creation time."""
@@ -82,7 +81,6 @@ class YearResolver:
         self._known.add(t_ns)
         bisect.insort(self._refs, t_ns)
         self._cache.clear()
-        self._day_ns.clear()
 
     def resolve(self, rec: KlogRecord) -> int:
         if rec.prefix_ns is not None:
@@ -93,15 +91,12 @@ class YearResolver:
                 year -= 1
             return civil_to_ns(year, rec.month, rec.day, rec.tod_us)
         key = (rec.month, rec.day)
-        day_ns = self._day_ns.get(key)
-        if day_ns is None:
-            year = self._cache.get(key)
-            if year is None:
-                year = self._nearest_year(rec)
-                self._cache[key] = year
-            day_ns = civil_to_ns(year, rec.month, rec.day, 0)  # raises for a day that year lacks
-            self._day_ns[key] = day_ns
-        return day_ns + rec.tod_us * 1_000
+        year = self._cache.get(key)
+        if year is None:
+            year = self._nearest_year(rec)
+            self._cache[key] = year
+        # civil_to_ns caches each day's start; it raises for a day that year lacks
+        return civil_to_ns(year, rec.month, rec.day, rec.tod_us)
 
     def _nearest_year(self, rec: KlogRecord) -> int:
         if not self._refs:
