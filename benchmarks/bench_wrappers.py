@@ -183,7 +183,9 @@ def main() -> None:
     opts = ap.parse_args()
     n = opts.n
     global CLOCK
-    CLOCK = {"cpu": time.process_time_ns, "thread": time.thread_time_ns, "wall": time.perf_counter_ns}[opts.clock]
+    CLOCK = {"cpu": time.process_time_ns, "thread": time.thread_time_ns, "wall": time.perf_counter_ns}[
+        opts.clock
+    ]
     launcher.multiprocessing.get_context = lambda *a, **k: _Ctx  # type: ignore[attr-defined]
     provider = TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(DropExporter(), max_queue_size=4096))
