@@ -19,7 +19,7 @@ from typing import IO
 
 from . import model as M
 from .build import build_trace
-from .correlate import Actuation, Correlator
+from .correlate import Actuation, Correlator, dpc_row
 from .facts import WANTED_CONTAINS, WANTED_MESSAGES
 from .sources.klog import iter_klog
 from .sources.klog_segments import MIN_PARALLEL_BYTES, SegmentedRead
@@ -123,7 +123,9 @@ def run_bridge(
     A DPC log of ``parallel_min_bytes`` or more is read by ``jobs`` worker processes
     (default: the CPUs this process may use, at most 4; forked, or spawned when this process
     runs other threads) while this process reads the Pods and launcher logs: same records,
-    counts and output as a serial read (``sources/klog_segments.py``).
+    counts and output as a serial read (``sources/klog_segments.py``).  The workers also make
+    each line's fact (``correlate.dpc_row``), so only what the correlator can keep crosses
+    the pipe, and this process adds those in line order.
 
     ``build=False`` leaves ``traces`` empty, for a caller that builds and encodes the
     actuations itself (``trace_lines.py``, in parallel).
@@ -171,6 +173,7 @@ def _run_bridge(
             WANTED_CONTAINS,
             default_jobs() if jobs is None else jobs,
             parallel_min_bytes,
+            transform=dpc_row,
         )
         if inputs.dpc_log
         else None
@@ -199,16 +202,21 @@ def _run_bridge(
         st = SourceStats(inputs.dpc_log)
         with _reading(inputs.dpc_log) as fh:
             if segmented is not None:
-                records = segmented.records(st, progress)
+                # the workers made each line's fact (dpc_row): add them in line order
+                for row in segmented.records(st, progress):
+                    try:
+                        c.add_dpc_row(row)
+                    except ValueError as exc:
+                        st.skip(row[0], str(exc))
+                        st.understood -= 1
             else:
                 src = _ProgressReader(fh, progress) if progress else fh
-                records = iter_klog(src, st, messages=WANTED_MESSAGES, contains=WANTED_CONTAINS)
-            for rec in records:
-                try:
-                    c.add_dpc(rec)
-                except ValueError as exc:
-                    st.skip(rec.line_no, str(exc))
-                    st.understood -= 1
+                for rec in iter_klog(src, st, messages=WANTED_MESSAGES, contains=WANTED_CONTAINS):
+                    try:
+                        c.add_dpc(rec)
+                    except ValueError as exc:
+                        st.skip(rec.line_no, str(exc))
+                        st.understood -= 1
         _require_some(st, inputs.dpc_log, "a klog (DPC) log")
         stats.append(st)
     acts = c.actuations()

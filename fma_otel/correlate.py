@@ -83,22 +83,26 @@ class YearResolver:
         self._cache.clear()
 
     def resolve(self, rec: KlogRecord) -> int:
-        if rec.prefix_ns is not None:
-            tm = time.gmtime(rec.prefix_ns // M.S)
+        return self.resolve_fields(rec.month, rec.day, rec.tod_us, rec.prefix_ns)
+
+    def resolve_fields(self, month: int, day: int, tod_us: int, prefix_ns: int | None) -> int:
+        """:meth:`resolve` from a record's date fields (raises ``ValueError`` as it does)."""
+        if prefix_ns is not None:
+            tm = time.gmtime(prefix_ns // M.S)
             year = tm.tm_year
             # the prefix is read after the line was written: December line, January prefix
-            if rec.month == 12 and tm.tm_mon == 1:
+            if month == 12 and tm.tm_mon == 1:
                 year -= 1
-            return civil_to_ns(year, rec.month, rec.day, rec.tod_us)
-        key = (rec.month, rec.day)
+            return civil_to_ns(year, month, day, tod_us)
+        key = (month, day)
         year = self._cache.get(key)
         if year is None:
-            year = self._nearest_year(rec)
+            year = self._nearest_year(month, day, tod_us)
             self._cache[key] = year
         # civil_to_ns caches each day's start; it raises for a day that year lacks
-        return civil_to_ns(year, rec.month, rec.day, rec.tod_us)
+        return civil_to_ns(year, month, day, tod_us)
 
-    def _nearest_year(self, rec: KlogRecord) -> int:
+    def _nearest_year(self, month: int, day: int, tod_us: int) -> int:
         if not self._refs:
             return time.gmtime().tm_year
         years = {year_of_ns(self._refs[0]), year_of_ns(self._refs[-1])}
@@ -106,7 +110,7 @@ class YearResolver:
         for y0 in years:
             for y in (y0 - 1, y0, y0 + 1):
                 try:
-                    t = civil_to_ns(y, rec.month, rec.day, rec.tod_us)
+                    t = civil_to_ns(y, month, day, tod_us)
                 except (ValueError, OverflowError):
                     continue
                 i = bisect.bisect_left(self._refs, t)
@@ -114,6 +118,42 @@ class YearResolver:
                 if best is None or d < best[0] or (d == best[0] and y > best[1]):
                     best = (d, y)
         return best[1] if best else year_of_ns(self._refs[-1])
+
+
+#: Days every year's month has (February: 28): a date within them resolves in any year.
+_SURE_DAYS = (0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+#: ``--timestamps`` prefixes from 1970 up to the year 10000 resolve for any such date.
+_PREFIX_MAX_NS = 253_402_300_800 * M.S
+
+
+def dpc_row(rec: KlogRecord) -> tuple[Any, ...] | None:
+    """What :meth:`Correlator.add_dpc_row` needs of a DPC line, worked out where the line
+    was read (a DPC-log worker, ``klog_segments``), or ``None`` when the line cannot change
+    anything: ``(line_no, month, day, tod_us, prefix_ns, payload)``.
+
+    The payload is the fact without its time (:func:`facts.fact_payload`), the reason of
+    the ``ValueError`` the fact raised, or ``None`` for no fact.  The time stays with the
+    parent because the year comes from the Pods it reads.  Dropped outright: lines that make
+    no fact, and failed ``/is_sleeping`` answers (which ``add_dpc`` never keeps: see
+    ``_keep_query``), when their date surely resolves (so no year could raise for them).
+    Why: most wanted DPC lines are such failed polls, so they no longer cross the pipe.
+    """
+    if rec.msg not in F.MESSAGES:
+        return None
+    try:
+        fact = F.dpc_fact(rec, 0)
+    except ValueError as exc:
+        return (rec.line_no, rec.month, rec.day, rec.tod_us, rec.prefix_ns, str(exc))
+    if fact is None or (fact.kind == F.SLEEP_QUERY and not fact.ok):
+        p = rec.prefix_ns
+        if (
+            1 <= rec.month <= 12
+            and 1 <= rec.day <= _SURE_DAYS[rec.month]
+            and (p is None or 0 <= p < _PREFIX_MAX_NS)
+        ):
+            return None
+        return (rec.line_no, rec.month, rec.day, rec.tod_us, p, None)
+    return (rec.line_no, rec.month, rec.day, rec.tod_us, rec.prefix_ns, F.fact_payload(fact))
 
 
 class Correlator:
@@ -167,6 +207,20 @@ class Correlator:
         fact = F.dpc_fact(rec, self.years.resolve(rec))
         if fact is None:
             return None
+        return self._add_fact(fact)
+
+    def add_dpc_row(self, row: tuple[Any, ...]) -> DpcFact | None:
+        """Add what :func:`dpc_row` made of a DPC line in a worker: the same effect, the same
+        fact and the same ``ValueError`` (in the same order) as :meth:`add_dpc` of the line."""
+        line_no, month, day, tod_us, prefix_ns, payload = row
+        t_ns = self.years.resolve_fields(month, day, tod_us, prefix_ns)
+        if payload is None:
+            return None
+        if payload.__class__ is str:
+            raise ValueError(payload)
+        return self._add_fact(F.fact_from_payload(payload, t_ns, line_no))
+
+    def _add_fact(self, fact: DpcFact) -> DpcFact:
         key = fact.uid or (f"name:{fact.name}" if fact.name else None)
         if key is None:
             return fact

@@ -261,6 +261,32 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
     )
 
 
+def fact_payload(fact: DpcFact) -> tuple[Any, ...]:
+    """A fact without its ``t_ns`` and ``line_no``, as a plain tuple (cheap to pickle):
+    what a DPC-log worker sends for :func:`fact_from_payload` to rebuild."""
+    return (
+        fact.kind,
+        fact.uid,
+        fact.name,
+        fact.start_ns,
+        fact.end_ns,
+        fact.status,
+        fact.ok,
+        fact.launcher,
+        fact.instance_id,
+        fact.isc_name,
+        fact.node,
+        fact.path_label,
+        fact.secs,
+        fact.error,
+    )
+
+
+def fact_from_payload(p: tuple[Any, ...], t_ns: int, line_no: int) -> DpcFact:
+    """The fact :func:`fact_payload` took apart, with its time and line number."""
+    return _fact(p[0], t_ns, p[1], p[2], line_no, *p[3:])
+
+
 def _isc_from_vllm_config(raw: Any) -> str | None:
     import json
 

@@ -30,9 +30,22 @@ def _long_capture(tmp_path: Path) -> tuple[Path, int]:
     log = d / "dpc.log"
     head = log.read_bytes()
     noise = NOISE * ((17 << 20) // len(NOISE))
-    log.write_bytes(head + noise + b"not a klog line\n" + NOISE)
+    log.write_bytes(head + noise + b"not a klog line\n" + NOISE + BAD_FACTS)
     bad_line = head.count(b"\n") + noise.count(b"\n") + 1
     return d, bad_line
+
+
+#: After the cut, lines the workers turn into rows that fail in the parent: an "HTTP call
+#: done" whose start is no time (the fact's error), and a failed poll dated 0230 (no year
+#: has it: resolve's error, though the poll itself would be dropped).
+_HTTP = (
+    'I{date} 14:31:00.000000       1 inference-server.go:2251] "HTTP call done" serverUID="u-x" '
+    'purpose="query_sleeping" method="GET" url="http://10.0.0.9:8005/is_sleeping" '
+    'httpCallStartTime="{start}" latencySecs=0.001 statusCode=0 err="connection refused"\n'
+)
+BAD_FACTS = (
+    _HTTP.format(date="0629", start="not a time") + _HTTP.format(date="0230", start="2026-06-29T14:31:00Z")
+).encode()
 
 
 def test_jobs_give_the_same_output_summary_and_strict_lines(tmp_path: Path, clean_otlp_env, monkeypatch):
@@ -69,6 +82,8 @@ def test_jobs_give_the_same_output_summary_and_strict_lines(tmp_path: Path, clea
     assert runs["1"] == runs["3"]
     code, err, out = runs["3"]
     assert code == 1 and f"{d / 'dpc.log'}:{bad_line}: skipped" in err and out.count(b"\n") == 6
+    assert f"{d / 'dpc.log'}:{bad_line + 2}: skipped" in err and "not an RFC3339 time" in err
+    assert f"{d / 'dpc.log'}:{bad_line + 3}: skipped" in err and "2026-02-30" in err
 
 
 def test_jobs_must_be_positive(clean_otlp_env):

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from fma_otel import workers as W
 from fma_otel.bridge import inputs_from_capture, run_bridge, sample_dir
+from fma_otel.correlate import dpc_row
 from fma_otel.facts import WANTED_CONTAINS, WANTED_MESSAGES
 from fma_otel.sinks.otlp_json import export_request_text
 from fma_otel.sources import klog_segments as S
@@ -210,14 +211,45 @@ def test_a_worker_dying_after_some_batches_is_taken_over_where_it_stopped(tmp_pa
     want = _serial(path, KW)
     monkeypatch.setattr(S, "BATCH", 5)
 
-    def dies_midway(conn, path_, a, b, messages, contains, done, slot):
-        it = S._items(path_, a, b, messages, contains)
+    def dies_midway(conn, path_, a, b, messages, contains, done, slot, transform):
+        it = S._items(path_, a, b, messages, contains, None, 0, transform)
         for _ in range(3):  # three full batches, then gone without a word
             conn.send([item for _, item in zip(range(5), it, strict=False)])
         os._exit(3)
 
     monkeypatch.setattr(S, "_work", dies_midway)
     assert _segmented(path, S.cut_points(str(path), 3), KW) == want
+    rows_want = _serial_rows(path)
+    assert _segmented_rows(path, S.cut_points(str(path), 3)) == rows_want
+
+
+def _serial_rows(path: Path) -> tuple[list, tuple]:
+    """What a serial read gives, each record put through ``dpc_row`` (``None`` dropped)."""
+    recs, stats = _serial(path, KW)
+    return [row for row in map(dpc_row, recs) if row is not None], stats
+
+
+def _segmented_rows(path: Path, starts: list[int], method: str = "fork") -> tuple[list, tuple]:
+    st_ = SourceStats("t")
+    size = path.stat().st_size
+    seg = S.SegmentedRead(str(path), starts, size, *KW.values(), method=method, transform=dpc_row)
+    rows = list(seg.records(st_))
+    return rows, (st_.read, st_.understood, st_.skipped, st_.skipped_lines)
+
+
+def test_workers_transform_records_into_rows_in_line_order(tmp_path: Path):
+    """With ``transform`` the workers send what it makes of each record: the rows arrive in
+    line order with line numbers counted over the whole file, skips in their place, and
+    the records it drops never arrive (the sample's failed polls)."""
+    path = tmp_path / "dpc.log"
+    path.write_bytes(b"".join(DPC + NASTY) * 5)
+    want = _serial_rows(path)
+    recs = _serial(path, KW)[0]
+    assert 0 < len(want[0]) < len(recs)
+    assert want[0][-1][0] == recs[-1].line_no > path.read_bytes().count(b"\n") // 2  # a later segment's
+    for jobs in (2, 3):
+        assert _segmented_rows(path, S.cut_points(str(path), jobs)) == want
+    assert _segmented_rows(path, S.cut_points(str(path), 2), method="spawn") == want
 
 
 def _consumed(records, st_: SourceStats) -> list:

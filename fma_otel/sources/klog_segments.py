@@ -21,6 +21,9 @@ records, their line numbers, every count and skip reason, in the same order), be
   skips of its own while it takes the records (the bridge, for lines that make no fact)
   interleaves them exactly as with a serial read.
 
+A caller may have the workers turn each record into a row of its own (``transform``; the
+bridge makes the DPC facts there), and then takes those rows instead of the records.
+
 The parent takes segment 0's records as they come, while the later segments are still
 read (their batches are held until then).  Workers are forked when the calling process
 runs no other thread, spawned otherwise (``workers.py``: forking a threaded process is
@@ -149,10 +152,26 @@ class _StreamedStats(SourceStats):
             self._events.append((line_no, reason))
 
 
+#: What a ``transform`` returns for a record: a tuple of this length whose first item is
+#: the record's line number (then offset by the parent like a record's), or ``None``.
+TRANSFORM_ROW = 6
+
+#: ``transform(record)`` run by the workers on each record (see :meth:`SegmentedRead.start`).
+Transform = Callable[[KlogRecord], "tuple[Any, ...] | None"]
+
+
 def _items(
-    path: str, start: int, end: int, messages: Any, contains: Any, done: Any = None, slot: int = 0
+    path: str,
+    start: int,
+    end: int,
+    messages: Any,
+    contains: Any,
+    done: Any = None,
+    slot: int = 0,
+    transform: Transform | None = None,
 ) -> Iterator[tuple[Any, ...]]:
-    """A segment read as one ordered stream: record rows (11-tuples), kept skips
+    """A segment read as one ordered stream: record rows (11-tuples, or what ``transform``
+    makes of each record: ``TRANSFORM_ROW``-tuples, ``None`` dropped), kept skips
     ``(line_no, reason)`` where the serial reader records them, and last
     ``("end", read, understood, skipped_not_listed)``.  Line numbers count from the segment."""
     events: list[tuple[Any, ...]] = []
@@ -162,7 +181,12 @@ def _items(
             if events:
                 yield from events
                 events.clear()
-            yield _as_row(r)
+            if transform is None:
+                yield _as_row(r)
+            else:
+                row = transform(r)
+                if row is not None:
+                    yield row
     yield from events
     yield ("end", st.read, st.understood, st.skipped - len(st.skipped_lines))
 
@@ -172,7 +196,15 @@ BATCH = 2048
 
 
 def _work(
-    conn: Any, path: str, start: int, end: int, messages: Any, contains: Any, done: Any, slot: int
+    conn: Any,
+    path: str,
+    start: int,
+    end: int,
+    messages: Any,
+    contains: Any,
+    done: Any,
+    slot: int,
+    transform: Transform | None,
 ) -> None:
     """Worker: send the segment's :func:`_items` in batches (lists); a failure as a ``str``.
 
@@ -183,7 +215,7 @@ def _work(
     taking = len(done) - 1
     try:
         batch: list[tuple[Any, ...]] = []
-        for item in _items(path, start, end, messages, contains, done, slot):
+        for item in _items(path, start, end, messages, contains, done, slot, transform):
             batch.append(item)
             if len(batch) >= BATCH and done[taking]:
                 conn.send(batch)
@@ -227,16 +259,27 @@ def _record_maker() -> Callable[[tuple[Any, ...], int], KlogRecord]:
 _record = _record_maker()
 
 
+def _offset_row(row: tuple[Any, ...], offset: int) -> tuple[Any, ...]:
+    """A transformed row with its line number (its first item) offset."""
+    return (row[0] + offset, *row[1:]) if offset else row
+
+
 def _replay(
-    items: Iterable[tuple[Any, ...]], offset: int, stats: SourceStats, taken: list[int]
-) -> Generator[KlogRecord, None, tuple[Any, ...] | None]:
-    """Yield the records of a segment's items (line numbers offset), record its skips in
-    ``stats`` in their place, count the items in ``taken[0]``; return its end, if reached."""
+    items: Iterable[tuple[Any, ...]],
+    offset: int,
+    stats: SourceStats,
+    taken: list[int],
+    transformed: bool = False,
+) -> Generator[Any, None, tuple[Any, ...] | None]:
+    """Yield the records (or transformed rows) of a segment's items, line numbers offset;
+    record its skips in ``stats`` in their place, count the items in ``taken[0]``; return
+    its end, if reached."""
+    row_len, make = (TRANSFORM_ROW, _offset_row) if transformed else (11, _record)
     for item in items:
         taken[0] += 1
         n = len(item)
-        if n == 11:
-            yield _record(item, offset)
+        if n == row_len:
+            yield make(item, offset)
         elif n == 2:
             stats.skip(item[0] + offset, item[1])
         else:
@@ -252,11 +295,19 @@ class SegmentedRead:
     """
 
     def __init__(
-        self, path: str, starts: list[int], size: int, messages: Any, contains: Any, method: str = "fork"
+        self,
+        path: str,
+        starts: list[int],
+        size: int,
+        messages: Any,
+        contains: Any,
+        method: str = "fork",
+        transform: Transform | None = None,
     ) -> None:
         ctx = mp.get_context(method)
         self.path, self.size, self.method = path, size, method
         self._args = (messages, contains)
+        self._transform = transform
         self._bounds = list(zip(starts, [*starts[1:], size], strict=True))
         # bytes read per worker, and a last slot set when records() begins (see _work)
         self._done = ctx.Array("q", len(starts) + 1, lock=False)
@@ -264,7 +315,7 @@ class SegmentedRead:
         try:
             for slot, (a, b) in enumerate(self._bounds):
                 recv, send = ctx.Pipe(duplex=False)
-                args = (send, path, a, b, messages, contains, self._done, slot)
+                args = (send, path, a, b, messages, contains, self._done, slot, transform)
                 p = ctx.Process(target=_work, args=args, daemon=True)
                 self._workers.append((p, recv))
                 p.start()
@@ -290,10 +341,15 @@ class SegmentedRead:
         jobs: int,
         min_bytes: int = MIN_PARALLEL_BYTES,
         method: str | None = None,
+        transform: Transform | None = None,
     ) -> SegmentedRead | None:
         """Start the workers, or ``None`` when the file is better read serially.
 
         ``method`` forces a start method (tests); by default :func:`start_method` decides.
+        ``transform`` (a module-level function, so a spawned worker can import it) is run by
+        the workers on each record; :meth:`records` then yields what it returns instead of
+        the records (``None`` dropped, line numbers offset).  Why: the caller's own per-record
+        work then runs in parallel too, and what crosses the pipe is only what it keeps.
         """
         try:
             size = os.path.getsize(path)
@@ -308,7 +364,7 @@ class SegmentedRead:
         if len(starts) < 2:
             return None
         try:
-            return cls(path, starts, size, messages, contains, method)
+            return cls(path, starts, size, messages, contains, method, transform)
         except OSError:
             return None  # no processes to be had (limits, no /dev/shm): read serially
 
@@ -319,10 +375,9 @@ class SegmentedRead:
     def bytes_done(self) -> int:
         return sum(self._done[: len(self._workers)])
 
-    def records(
-        self, stats: SourceStats, progress: Callable[[int], None] | None = None
-    ) -> Iterator[KlogRecord]:
-        """The records of the whole file in line order, as they arrive; ``stats`` gets the
+    def records(self, stats: SourceStats, progress: Callable[[int], None] | None = None) -> Iterator[Any]:
+        """The records (or the ``transform``'s rows) of the whole file in line order, as they
+        arrive; ``stats`` gets the
         file's counts, and each kept skip in its place between the records (as the serial
         reader records it, so the caller's own skips interleave the same way).
 
@@ -332,6 +387,7 @@ class SegmentedRead:
         """
         k = len(self._workers)
         self._done[k] = 1
+        transformed = self._transform is not None
         queues: list[deque[list[tuple[Any, ...]]]] = [deque() for _ in range(k)]
         over = [False] * k
         waiting = {recv: i for i, (_, recv) in enumerate(self._workers)}
@@ -344,12 +400,13 @@ class SegmentedRead:
                 while end is None:
                     q = queues[i]
                     while q and end is None:
-                        end = yield from _replay(q.popleft(), offset, stats, taken)
+                        end = yield from _replay(q.popleft(), offset, stats, taken, transformed)
                     if end is not None:
                         break
                     if over[i]:  # the worker is gone without its end: read the rest here
-                        rest = islice(_items(self.path, *self._bounds[i], *self._args), taken[0], None)
-                        end = yield from _replay(rest, offset, stats, taken)
+                        args = (*self._bounds[i], *self._args, None, 0, self._transform)
+                        rest = islice(_items(self.path, *args), taken[0], None)
+                        end = yield from _replay(rest, offset, stats, taken, transformed)
                         break
                     for recv in mp_wait(list(waiting), 0.2 if progress is not None else None):
                         j = waiting[recv]
