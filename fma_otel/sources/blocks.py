@@ -14,7 +14,7 @@ bulk path equal to the per-line one.
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 
@@ -37,18 +37,46 @@ def bulk_readable(src: object) -> bool:
     return callable(getattr(type(src), "read", None)) and not isinstance(src, io.TextIOBase)
 
 
+def finder(needles: Iterable[bytes]) -> Callable[[bytes, int, int], list[int]]:
+    """``find(buf, pos, endpos)``: the start of every occurrence of any of ``needles`` that
+    lies wholly in ``buf[pos:endpos]``, ascending, each start once (overlapping occurrences
+    included).
+
+    Why not one ``re`` alternation: ``bytes.find`` searches with the C library's vectorised
+    byte search, about a hundredth of the instructions ``re`` spends per byte of a 1 MiB
+    block, and the needles are rare, so the Python loop around it runs a few times a block.
+    """
+    subs = tuple(dict.fromkeys(n for n in needles if n))
+    if not subs:
+        raise ValueError("finder needs at least one non-empty needle")
+
+    def find(buf: bytes, pos: int, endpos: int) -> list[int]:
+        out: list[int] = []
+        for sub in subs:
+            at = buf.find(sub, pos, endpos)
+            while at >= 0:
+                out.append(at)
+                at = buf.find(sub, at + 1, endpos)
+        if len(subs) > 1:
+            out = sorted(set(out))
+        return out
+
+    return find
+
+
 def bulk_items(
     read: Callable[[int], Any],
     block_size: int,
     run: Callable[[bytes, int, int], Any],
-    subs: Callable[[bytes, int, int], Any] | None,
+    subs: Callable[[bytes, int, int], list[int]] | None,
     may_block: Callable[[bytes, bool], bool] | None = None,
 ) -> Iterator[bytes | Plain]:
     r"""Read blocks with ``read``; give the lines that must be seen one by one (with their
     ``\n``), and :class:`Plain` counts for the runs in between.
 
     ``run(block, pos, endpos)`` matches a run of countable lines from a line start (its
-    ``end()`` is where the run stops); ``subs(block, pos, endpos)`` finds substrings a run
+    ``end()`` is where the run stops); ``subs(block, pos, endpos)`` gives the ascending starts
+    of substrings (see :func:`finder`) a run
     must not take the line of; ``may_block(line, before)`` says whether, after ``line`` went
     one by one, the next lines must too (a multi-line value may be open).
 
@@ -81,7 +109,7 @@ def bulk_items(
             if pos < len(chunk):
                 carry.append(chunk[pos:])
             continue
-        stops = [chunk.rfind(b"\n", 0, m.start()) + 1 for m in subs(chunk, pos, end)] if subs else []
+        stops = [chunk.rfind(b"\n", 0, at) + 1 for at in subs(chunk, pos, end)] if subs else []
         si, ns = 0, len(stops)
         while pos < end:
             if not maybe_block:

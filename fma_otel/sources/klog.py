@@ -46,7 +46,7 @@ from functools import lru_cache
 from typing import Any
 
 from fma_otel.sources.blocks import Plain as _Plain
-from fma_otel.sources.blocks import bulk_items
+from fma_otel.sources.blocks import bulk_items, finder
 from fma_otel.sources.blocks import bulk_readable as _bulk_readable
 from fma_otel.sources.records import KlogRecord, SourceStats
 
@@ -687,11 +687,7 @@ class _BulkPlan:
         msg = _TO_BRACKET + rb"\] (?:" + not_wanted + rb'"' + _MSG_BYTES + rb'"|(?!"))'
         unit = _P + _H + msg + rb".*(?:" + _EOL_PLAIN + rb"|" + _EOL_OPEN + _BLOCK + rb")"
         self.run = re.compile(rb"(?:" + unit + rb")*" + _POSSESSIVE).match
-        self.subs = (
-            re.compile(b"|".join(re.escape(x) for x in sorted(narrow, key=len, reverse=True))).finditer
-            if narrow
-            else None
-        )
+        self.subs = finder(sorted(narrow)) if narrow else None
 
 
 @lru_cache(maxsize=16)

@@ -32,7 +32,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from fma_otel.sources.blocks import Plain as _Plain
-from fma_otel.sources.blocks import bulk_items
+from fma_otel.sources.blocks import bulk_items, finder
 from fma_otel.sources.blocks import bulk_readable as _bulk_readable
 from fma_otel.sources.klog import _all_digits, _epoch_seconds_of_day, split_timestamp_prefix
 from fma_otel.sources.records import LauncherRecord, SourceStats
@@ -142,7 +142,7 @@ _DATE = (
 _TIME = rb" (?:[01][0-9]|2[0-3]):[0-5][0-9]:(?:[0-5][0-9]|60),[0-9]{3}"
 _PLAIN_RUN = re.compile(rb"(?:" + _DATE + _TIME + rb" - [^ \n]+ - [^ \n]+ - .*\n)*")
 #: A line holding one of these may be a record ``facts_only`` keeps: never taken in a run.
-_FACT_SUBS = re.compile(re.escape(ACCEPTED_PREFIX.encode()) + rb'|"PUT ')
+_FACT_SUBS = finder((ACCEPTED_PREFIX.encode(), b'"PUT '))
 
 
 def _is_fact(rec: LauncherRecord) -> bool:
@@ -176,7 +176,7 @@ def iter_launcher_log(
             fh_or_lines.read,  # type: ignore[union-attr]
             max(1, block_size),
             _PLAIN_RUN.match,
-            _FACT_SUBS.finditer,
+            _FACT_SUBS,
         )
     else:
         items = fh_or_lines
