@@ -1,6 +1,11 @@
 """Per-call overhead of the wrappers, in nanoseconds (not run in CI).
 
     python benchmarks/bench_wrappers.py [--n 3000] [--rounds 5]
+    python benchmarks/bench_wrappers.py --case h_in --n 300 --no-timing   # one case only
+
+``--case KEY`` runs one case alone (``--warmup`` calls, then ``--n`` calls, then waits for
+the poller and flushes the provider): what ``count_instructions.py`` runs under callgrind.
+``--no-timing`` takes no clock samples and prints nothing.
 
 Everything runs in one process on one ``TracerProvider`` with one ``BatchSpanProcessor``
 whose exporter drops everything (export is off the request path by design, so it is not
@@ -42,6 +47,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +97,7 @@ def _body() -> bytes:
     return json.dumps({"options": "--model m", "env_vars": {"A": "b"}}).encode()
 
 
-async def _drive(app: Any, n: int, headers: list[tuple[bytes, bytes]]) -> list[int]:
+async def _drive(app: Any, n: int, headers: list[tuple[bytes, bytes]], timed: bool = True) -> list[int]:
     body = _body()
     out: list[int] = []
     for i in range(n):
@@ -125,9 +131,12 @@ async def _drive(app: Any, n: int, headers: list[tuple[bytes, bytes]]) -> list[i
             if msg["type"] == "http.response.start":
                 status.append(msg["status"])  # noqa: B023 - awaited within the iteration
 
-        t0 = CLOCK()
-        await app(scope, receive, send)
-        out.append(CLOCK() - t0)
+        if timed:
+            t0 = CLOCK()
+            await app(scope, receive, send)
+            out.append(CLOCK() - t0)
+        else:
+            await app(scope, receive, send)
         assert status == [201], status
     return out
 
@@ -169,6 +178,179 @@ _HTTPX_ATTRS: dict[str, Any] = {
 }
 
 
+TRACEPARENT = [(b"traceparent", b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")]
+
+
+#: Each case's key (``--case``) and its row in the table, in the order of the table.
+LABELS: dict[str, str] = {
+    "c_un": "create path, uninstrumented",
+    "c_own": "create path, instrumented (own trace)",
+    "c_tp": "create path, instrumented (traceparent)",
+    "c_bare": "create path, in a bare create-shaped span",
+    "b0": "bare SDK span, no attributes",
+    "b_c": "bare SDK span, create-shaped (SERVER, 13 attrs)",
+    "b_h": "bare SDK span, httpx-shaped (CLIENT, 7 attrs)",
+    "h_un": "httpx PUT create_instance, uninstrumented",
+    "h_in": "httpx PUT create_instance, named by purpose",
+    "h_bare": "httpx PUT create_instance, in a bare httpx-shaped span",
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    """One measured case: ``call`` (one synchronous call) or ``app`` (an ASGI app driven
+    with ``headers``), run with ``wrapper`` instrumented ("launcher", "httpx" or none)."""
+
+    key: str
+    wrapper: str = ""
+    call: Callable[[], Any] | None = None
+    app: Any = None
+    headers: tuple[tuple[bytes, bytes], ...] = ()
+
+    @property
+    def label(self) -> str:
+        return LABELS[self.key]
+
+    def run(self, n: int, timed: bool = True) -> list[int]:
+        """``n`` calls; their ``CLOCK`` samples when ``timed``, else no clock at all."""
+        if self.app is not None:
+            return asyncio.run(_drive(self.app, n, list(self.headers), timed))
+        assert self.call is not None
+        if timed:
+            return _time(self.call, n)
+        call = self.call
+        for _ in range(n):
+            call()
+        return []
+
+
+class Bench:
+    """Every case on one provider, and the switch between the instrumented states.
+
+    The only definition of the cases: the timing table (``main``) and the instruction
+    counts (``count_instructions.py``, through ``--case``) both run these."""
+
+    def __init__(self) -> None:
+        launcher.multiprocessing.get_context = lambda *a, **k: _Ctx  # type: ignore[attr-defined]
+        self.provider = provider = TracerProvider()
+        provider.add_span_processor(BatchSpanProcessor(DropExporter(), max_queue_size=4096))
+        tracer = provider.get_tracer("bench")
+        client = httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(201)))
+        self._launcher = LauncherInstrumentor()
+        self._httpx = HttpxDpcInstrumentor()
+        self._on = ""
+
+        def put() -> None:
+            client.put("http://10.0.0.1:8001/v2/vllm/instances/abc", content=b"{}")
+
+        def bare() -> None:
+            tracer.start_span("x").end()
+
+        def bare_create() -> None:
+            span = tracer.start_span(
+                "fma.launcher.create_instance",
+                kind=SpanKind.SERVER,
+                attributes=dict(_CREATE_ATTRS),
+                start_time=time.time_ns(),
+            )
+            span.set_attribute("http.response.status_code", 201)
+            span.end()
+
+        async def create_in_bare_span(scope: Any, receive: Any, send: Any) -> None:
+            span = tracer.start_span(
+                "fma.launcher.create_instance",
+                kind=SpanKind.SERVER,
+                attributes=dict(_CREATE_ATTRS),
+                start_time=time.time_ns(),
+            )
+            await launcher.app(scope, receive, send)
+            span.set_attribute("http.response.status_code", 201)
+            span.end()
+
+        def put_in_bare_span() -> None:
+            span = tracer.start_span(
+                "fma.dpc.create_instance", kind=SpanKind.CLIENT, attributes=dict(_HTTPX_ATTRS)
+            )
+            put()
+            span.set_attribute("http.response.status_code", 201)
+            span.end()
+
+        def bare_httpx() -> None:
+            span = tracer.start_span(
+                "fma.dpc.create_instance", kind=SpanKind.CLIENT, attributes=dict(_HTTPX_ATTRS)
+            )
+            span.set_attribute("http.response.status_code", 201)
+            span.end()
+
+        #: In the order of the table (``LABELS``).
+        self.cases: dict[str, Case] = {
+            c.key: c
+            for c in (
+                Case("c_un", app=launcher.app),
+                Case("c_own", "launcher", app=launcher.app),
+                Case("c_tp", "launcher", app=launcher.app, headers=tuple(TRACEPARENT)),
+                Case("c_bare", app=create_in_bare_span),
+                Case("b0", call=bare),
+                Case("b_c", call=bare_create),
+                Case("b_h", call=bare_httpx),
+                Case("h_un", call=put),
+                Case("h_in", "httpx", call=put),
+                Case("h_bare", call=put_in_bare_span),
+            )
+        }
+
+    def use(self, wrapper: str) -> None:
+        """Instrument ``wrapper`` alone ("" for none); the launcher's middleware stack is
+        rebuilt whenever the launcher's wrapper comes or goes."""
+        if wrapper == self._on:
+            return
+        if self._on == "launcher":
+            self._launcher.uninstrument()
+        elif self._on == "httpx":
+            self._httpx.uninstrument()
+        if wrapper == "launcher":
+            self._launcher.instrument(
+                tracer_provider=self.provider,
+                pod_info=PodInfo(env={}),
+                configure_sdk=False,
+                skip_dep_check=True,
+            )
+        elif wrapper == "httpx":
+            self._httpx.instrument(tracer_provider=self.provider, skip_dep_check=True)
+        if "launcher" in (wrapper, self._on):
+            launcher.app.middleware_stack = None
+        self._on = wrapper
+
+    def run(self, key: str, n: int, timed: bool = True) -> list[int]:
+        case = self.cases[key]
+        self.use(case.wrapper)
+        return case.run(n, timed)
+
+
+#: The order the cases run in within a round (the table lists them in ``LABELS`` order).
+RUN_ORDER = ("c_un", "c_own", "c_tp", "c_bare", "b0", "b_c", "b_h", "h_un", "h_bare", "h_in")
+#: Case -> (its uninstrumented case, the bare span of the same shape): the table's ratios.
+REFERENCES = {
+    "c_own": ("c_un", "b_c"),
+    "c_tp": ("c_un", "b_c"),
+    "c_bare": ("c_un", "b_c"),
+    "h_in": ("h_un", "b_h"),
+    "h_bare": ("h_un", "b_h"),
+}
+
+
+def run_one(bench: Bench, key: str, n: int, warmup: int, settle: float, timed: bool) -> list[int]:
+    """``--case``: ``warmup`` calls, ``n`` calls, then the poller's and the provider's work
+    done (``settle`` seconds for the startup poller, then a flush), so that everything
+    the ``n`` calls caused is counted, in whichever thread."""
+    bench.run(key, warmup, timed=False)
+    time.sleep(settle)
+    samples = bench.run(key, n, timed)
+    time.sleep(settle)
+    bench.provider.shutdown()
+    return samples
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=3000, help="calls per case per round")
@@ -180,118 +362,53 @@ def main() -> None:
         help="cpu: process CPU time (all threads: background span work counts, other jobs on "
         "a shared machine do not); thread: the calling thread's CPU time only; wall: perf_counter",
     )
+    ap.add_argument("--case", help="run this case alone (" + ", ".join(RUN_ORDER) + ")")
+    ap.add_argument("--warmup", type=int, default=50, help="with --case: calls before the measured ones")
+    ap.add_argument(
+        "--settle", type=float, default=1.2, help="with --case: seconds for the poller before and after"
+    )
+    ap.add_argument("--no-timing", action="store_true", help="with --case: no clock, print nothing")
     opts = ap.parse_args()
     n = opts.n
     global CLOCK
     CLOCK = {"cpu": time.process_time_ns, "thread": time.thread_time_ns, "wall": time.perf_counter_ns}[
         opts.clock
     ]
-    launcher.multiprocessing.get_context = lambda *a, **k: _Ctx  # type: ignore[attr-defined]
-    provider = TracerProvider()
-    provider.add_span_processor(BatchSpanProcessor(DropExporter(), max_queue_size=4096))
-    tracer = provider.get_tracer("bench")
-    tp = [(b"traceparent", b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")]
-    client = httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(201)))
+    bench = Bench()
+    if opts.case is not None:
+        if opts.case not in bench.cases:
+            ap.error(f"--case {opts.case!r}: one of {', '.join(RUN_ORDER)}")
+        samples = run_one(bench, opts.case, n, opts.warmup, opts.settle, not opts.no_timing)
+        if samples:
+            print(
+                f"{bench.cases[opts.case].label}: median {statistics.median(samples):,.0f} ns, clock={opts.clock}"
+            )
+        return
+    cases = bench.cases
+    per_round: dict[str, list[float]] = {k: [] for k in cases}
+    means: dict[str, list[float]] = {k: [] for k in cases}
 
-    def put() -> None:
-        client.put("http://10.0.0.1:8001/v2/vllm/instances/abc", content=b"{}")
-
-    def bare() -> None:
-        tracer.start_span("x").end()
-
-    def bare_create() -> None:
-        span = tracer.start_span(
-            "fma.launcher.create_instance",
-            kind=SpanKind.SERVER,
-            attributes=dict(_CREATE_ATTRS),
-            start_time=time.time_ns(),
-        )
-        span.set_attribute("http.response.status_code", 201)
-        span.end()
-
-    async def create_in_bare_span(scope: Any, receive: Any, send: Any) -> None:
-        span = tracer.start_span(
-            "fma.launcher.create_instance",
-            kind=SpanKind.SERVER,
-            attributes=dict(_CREATE_ATTRS),
-            start_time=time.time_ns(),
-        )
-        await launcher.app(scope, receive, send)
-        span.set_attribute("http.response.status_code", 201)
-        span.end()
-
-    def put_in_bare_span() -> None:
-        span = tracer.start_span(
-            "fma.dpc.create_instance", kind=SpanKind.CLIENT, attributes=dict(_HTTPX_ATTRS)
-        )
-        put()
-        span.set_attribute("http.response.status_code", 201)
-        span.end()
-
-    def bare_httpx() -> None:
-        span = tracer.start_span(
-            "fma.dpc.create_instance", kind=SpanKind.CLIENT, attributes=dict(_HTTPX_ATTRS)
-        )
-        span.set_attribute("http.response.status_code", 201)
-        span.end()
-
-    names = (
-        C_UN := "create path, uninstrumented",
-        C_OWN := "create path, instrumented (own trace)",
-        C_TP := "create path, instrumented (traceparent)",
-        C_BARE := "create path, in a bare create-shaped span",
-        B0 := "bare SDK span, no attributes",
-        B_C := "bare SDK span, create-shaped (SERVER, 13 attrs)",
-        B_H := "bare SDK span, httpx-shaped (CLIENT, 7 attrs)",
-        H_UN := "httpx PUT create_instance, uninstrumented",
-        H_IN := "httpx PUT create_instance, named by purpose",
-        H_BARE := "httpx PUT create_instance, in a bare httpx-shaped span",
-    )
-    per_round: dict[str, list[float]] = {k: [] for k in names}
-    means: dict[str, list[float]] = {k: [] for k in names}
-
-    def record(name: str, samples: list[int]) -> None:
-        per_round[name].append(_median(samples))
-        means[name].append(statistics.mean(samples[len(samples) // 10 :]))
-
-    inst = LauncherInstrumentor()
-    hx = HttpxDpcInstrumentor()
     for _ in range(opts.rounds):
-        launcher.app.middleware_stack = None
-        record(C_UN, asyncio.run(_drive(launcher.app, n, [])))
-        inst.instrument(
-            tracer_provider=provider, pod_info=PodInfo(env={}), configure_sdk=False, skip_dep_check=True
-        )
-        launcher.app.middleware_stack = None
-        record(C_OWN, asyncio.run(_drive(launcher.app, n, [])))
-        record(C_TP, asyncio.run(_drive(launcher.app, n, tp)))
-        inst.uninstrument()
-        launcher.app.middleware_stack = None
-        record(C_BARE, asyncio.run(_drive(create_in_bare_span, n, [])))
-        record(B0, _time(bare, n))
-        record(B_C, _time(bare_create, n))
-        record(B_H, _time(bare_httpx, n))
-        record(H_UN, _time(put, n))
-        record(H_BARE, _time(put_in_bare_span, n))
-        hx.instrument(tracer_provider=provider, skip_dep_check=True)
-        record(H_IN, _time(put, n))
-        hx.uninstrument()
+        for key in RUN_ORDER:
+            samples = bench.run(key, n)
+            per_round[key].append(_median(samples))
+            means[key].append(statistics.mean(samples[len(samples) // 10 :]))
+    bench.use("")
 
     med = {k: statistics.median(v) for k, v in per_round.items()}
     mean = {k: statistics.median(v) for k, v in means.items()}
-    ref = {C_OWN: (C_UN, B_C), C_TP: (C_UN, B_C), C_BARE: (C_UN, B_C), H_IN: (H_UN, B_H), H_BARE: (H_UN, B_H)}
     print(f"clock={opts.clock}, n={n} per case per round, {opts.rounds} rounds; median of per-round medians")
     print(f"{'case':50} {'median ns':>11} {'mean ns':>11} {'added ns':>10} {'ratio':>6}")
-    for name in names:
+    for key, case in cases.items():
         extra = ""
-        if name in ref:
-            base, bare_ref = ref[name]
-            added = med[name] - med[base]
+        if key in REFERENCES:
+            base, bare_ref = REFERENCES[key]
+            added = med[key] - med[base]
             extra = f"{added:+10,.0f} {added / med[bare_ref]:6.2f}"
-        print(f"{name:50} {med[name]:11,.0f} {mean[name]:11,.0f} {extra}")
+        print(f"{case.label:50} {med[key]:11,.0f} {mean[key]:11,.0f} {extra}")
     print("ratio = added ns / bare span of the same shape (create: SERVER 13 attrs; httpx: CLIENT 7 attrs)")
     print("'in a bare ...-shaped span': the same call with only that span around it (one span, no wrapper)")
-    provider.shutdown()
+    bench.provider.shutdown()
 
 
 if __name__ == "__main__":
