@@ -91,6 +91,20 @@ def active_http() -> bool:
     return _inst_utils.is_http_instrumentation_enabled()
 
 
+def active_http_context() -> otel_context.Context | None:
+    """The current context when ``active_http()``, else ``None``: the one context read an
+    HTTP client wrapper needs (test it with ``is None``: an empty context is falsy)."""
+    if _FORKED:
+        return None
+    ctx = otel_context.get_current()
+    if len(_SUPPRESS_HTTP_KEYS) == 3:
+        for key in _SUPPRESS_HTTP_KEYS:
+            if ctx.get(key):
+                return None
+        return ctx
+    return ctx if _inst_utils.is_http_instrumentation_enabled() else None
+
+
 def _none_set(keys: tuple[Any, ...]) -> bool:
     """Whether none of the suppression ``keys`` is set in the current context (one read)."""
     ctx = otel_context.get_current()
@@ -100,15 +114,25 @@ def _none_set(keys: tuple[Any, ...]) -> bool:
     return True
 
 
-def suppress_http() -> object | None:
+#: ``set_value(_SUPPRESS_HTTP_KEY, True, <an empty context>)``, made once (contexts are
+#: immutable: ``set_value`` copies).
+_SUPPRESSED_HTTP_ALONE = (
+    otel_context.set_value(_SUPPRESS_HTTP_KEY, True, otel_context.Context()) if _SUPPRESS_HTTP_KEY else None
+)
+
+
+def suppress_http(ctx: otel_context.Context | None = None) -> object | None:
     """Attach a context with HTTP instrumentation suppressed; ``detach_safe`` the token.
 
     What ``suppress_http_instrumentation()`` does, without a generator-based context
-    manager (two of them, nested) on every call."""
+    manager (two of them, nested) on every call.  ``ctx``: the current context when the
+    caller has just read it (saves a read)."""
     if _SUPPRESS_HTTP_KEY is None:  # pragma: no cover - an API without the key: nothing to set
         return None
     try:
-        return otel_context.attach(otel_context.set_value(_SUPPRESS_HTTP_KEY, True))
+        if ctx is not None and not ctx:  # the empty context plus the key: always the same one
+            return otel_context.attach(_SUPPRESSED_HTTP_ALONE)
+        return otel_context.attach(otel_context.set_value(_SUPPRESS_HTTP_KEY, True, ctx))
     except Exception:  # noqa: BLE001
         return None
 
@@ -164,21 +188,47 @@ def _traceparent(sc: SpanContext) -> str | None:
     return f"00-{trace_hex}-{span_hex}-{_HEX2[flags]}"
 
 
-def inject_span(headers: Any, span: trace.Span) -> None:
+def trace_headers(span: trace.Span, ctx: otel_context.Context | None = None) -> tuple[str, str | None] | None:
+    """What ``propagate.inject(carrier, context=<current context with span>)`` writes, when
+    that is known without the propagator: the default propagator and a context without
+    baggage.  ``(traceparent, tracestate or None)``; ``("", None)`` when it writes nothing
+    (an invalid span); ``None`` when only the propagator knows (``inject_span`` then runs it).
+
+    ``ctx``: the current context when the caller has just read it (saves a read; an empty
+    one has no baggage without asking)."""
+    if global_tracecontext() is None or ((ctx is None or ctx) and baggage.get_all(ctx)):
+        return None
+    sc = span.get_span_context()
+    if sc == trace.INVALID_SPAN_CONTEXT:
+        return _NOTHING
+    traceparent = _traceparent(sc)
+    if traceparent is None:
+        return None
+    state = sc.trace_state
+    return traceparent, state.to_header() if state else None
+
+
+_NOTHING: tuple[str, str | None] = ("", None)
+
+
+def inject_span(headers: Any, span: trace.Span, ctx: otel_context.Context | None = None) -> None:
     """``propagate.inject(headers, context=<current context with span>)``, done directly for
-    the default propagator when the context carries no baggage: the same headers
-    (``traceparent``, and ``tracestate`` when the span has one), without the composite's
-    loop, the span lookup in a new context and the baggage part's no-op."""
-    if global_tracecontext() is not None and not baggage.get_all():
-        sc = span.get_span_context()
-        if sc == trace.INVALID_SPAN_CONTEXT:
-            return
-        traceparent = _traceparent(sc)
-        if traceparent is not None:
-            headers["traceparent"] = traceparent
-            if sc.trace_state:
-                headers["tracestate"] = sc.trace_state.to_header()
-            return
+    the default propagator when the context carries no baggage (``trace_headers``): the
+    same headers (``traceparent``, and ``tracestate`` when the span has one), without the
+    composite's loop, the span lookup in a new context and the baggage part's no-op."""
+    found = trace_headers(span, ctx)
+    if found is None:
+        inject_general(headers, span)
+        return
+    traceparent, state = found
+    if traceparent:
+        headers["traceparent"] = traceparent
+        if state is not None:
+            headers["tracestate"] = state
+
+
+def inject_general(headers: Any, span: trace.Span) -> None:
+    """The propagator's own injection, for what ``trace_headers`` does not know."""
     propagate.inject(headers, context=trace.set_span_in_context(span))
 
 
@@ -228,7 +278,13 @@ class ForcingIdGenerator:
     """
 
     def __init__(self, delegate: Any) -> None:
+        from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+
         self.delegate = delegate
+        # Called for every root span: the delegate's own methods, without a frame of ours.
+        self.generate_trace_id = delegate.generate_trace_id
+        if type(delegate) is RandomIdGenerator:  # its is_trace_id_random() is always True
+            self.is_trace_id_random = delegate.is_trace_id_random
 
     def generate_span_id(self) -> int:
         forced = _FORCED_SPAN_ID.get()

@@ -22,6 +22,7 @@ from collections.abc import Collection
 from typing import Any
 
 import wrapt
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 from opentelemetry.instrumentation.utils import unwrap
@@ -29,7 +30,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from fma_otel import model
 from fma_otel.instrument import _common as c
-from fma_otel.instrument.actuation import current_actuation
+from fma_otel.instrument.actuation import _CURRENT as _CURRENT_ACTUATION
 
 A_PURPOSE = model.A_HTTP_PURPOSE
 
@@ -100,28 +101,29 @@ _build_tables()
 
 def dpc_purpose(method: str, path: str, query: str = "") -> tuple[str, str | None] | None:
     """``(purpose, instance_id)`` of a call, or ``None`` when it is not a DPC-shaped call."""
+    found = _path_purpose(method, path)
+    if found is not None and found[0] == "list_instances" and "detail=false" in query:
+        return "list_instance_ids", found[1]
+    return found
+
+
+def _path_purpose(method: str, path: str) -> tuple[str, str | None] | None:
+    """``dpc_purpose`` before the query is looked at: only ``list_instances`` depends on it."""
     method = method.upper()
     if method not in _METHODS or not path.startswith(_PREFIXES):
         return None  # most calls a DPC-side tool makes: decided without a regex
-    found: tuple[str, str | None] | None
     purpose = _EXACT.get((method, path))
     if purpose is not None:
-        found = (purpose, None)
-    elif path.startswith(_INSTANCE_PREFIX) and "\n" not in path:
+        return purpose, None
+    if path.startswith(_INSTANCE_PREFIX) and "\n" not in path:
         iid = path[_INSTANCE_PREFIX_LEN:]
         purpose = _BY_ID.get(method)
         if not iid or "/" in iid or purpose is None:
             return None
         if purpose == "get_instance_state" and iid == "watch":
             return None
-        found = (purpose, iid)
-    else:
-        found = _rule_purpose(method, path)
-        if found is None:
-            return None
-    if found[0] == "list_instances" and "detail=false" in query:
-        return "list_instance_ids", found[1]
-    return found
+        return purpose, iid
+    return _rule_purpose(method, path)
 
 
 def span_name_for(purpose: str) -> str:
@@ -151,10 +153,11 @@ class HttpxDpcInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     # ------------------------------------------------------------------ wrappers
 
     def _send(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        span = self._begin(args, kwargs)
-        if span is None:
+        begun = self._begin(args, kwargs)
+        if begun is None:
             return wrapped(*args, **kwargs)
-        token = c.suppress_http()  # one call, one span: contrib's transport layer stays quiet
+        span, ctx = begun
+        token = c.suppress_http(ctx)  # one call, one span: contrib's transport layer stays quiet
         try:
             response = wrapped(*args, **kwargs)
         except BaseException as exc:
@@ -166,10 +169,11 @@ class HttpxDpcInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         return response
 
     async def _async_send(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        span = self._begin(args, kwargs)
-        if span is None:
+        begun = self._begin(args, kwargs)
+        if begun is None:
             return await wrapped(*args, **kwargs)
-        token = c.suppress_http()
+        span, ctx = begun
+        token = c.suppress_http(ctx)
         try:
             response = await wrapped(*args, **kwargs)
         except BaseException as exc:
@@ -180,25 +184,43 @@ class HttpxDpcInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         _end(span, response, None)
         return response
 
-    def _begin(self, args: Any, kwargs: Any) -> trace.Span | None:
-        """The call's span, or ``None`` when the call is not ours to name (or anything fails)."""
+    def _begin(self, args: Any, kwargs: Any) -> tuple[trace.Span, otel_context.Context] | None:
+        """The call's span and the current context, or ``None`` when the call is not ours to
+        name (or anything fails).
+
+        Per-call cost matters here (issue 7): the current context is read once (the
+        suppression test, the baggage test of the ``traceparent`` injection and the
+        suppressed context the call runs in: nothing in between attaches one), the URL's
+        query only for ``list_instances`` (the one purpose that depends on it) and its
+        userinfo only when the URL has an ``@``; a span without a derived id is started on
+        the tracer directly."""
         try:
-            if not self._on or not c.active_http():
+            if not self._on:
+                return None
+            ctx = c.active_http_context()
+            if ctx is None:
                 return None
             request = args[0] if args else kwargs.get("request")
             url = request.url
-            query = url.query
             method = request.method
-            found = dpc_purpose(method, url.path, query.decode("ascii", "replace") if query else "")
+            found = _path_purpose(method, url.path)
             if found is None:
                 return None
             purpose, instance_id = found
+            if purpose == "list_instances":
+                query = url.query
+                if query and b"detail=false" in query:  # = "detail=false" in query.decode("ascii", "replace")
+                    purpose = "list_instance_ids"
             name = _SPAN_NAMES.get(purpose) or span_name_for(purpose)
+            full = str(url)
+            # userinfo is in str(url) as "userinfo@": no "@", no credentials to drop;
+            # copy_with re-parses the URL: only pay for it when there are some.
+            if "@" in full and url.userinfo:
+                full = str(url.copy_with(username=None, password=None))
             attrs: dict[str, Any] = {
                 A_PURPOSE: purpose,
                 "http.request.method": method,
-                # copy_with re-parses the URL: only pay for it when there are credentials to drop.
-                "url.full": str(url.copy_with(username=None, password=None)) if url.userinfo else str(url),
+                "url.full": full,
                 "server.address": url.host,
             }
             port = url.port
@@ -206,26 +228,34 @@ class HttpxDpcInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                 attrs["server.port"] = port
             if instance_id:
                 attrs[model.A_INSTANCE] = instance_id
-            ctx = None
-            span_id = None
-            act = current_actuation()
-            if act is not None:
+            act = _CURRENT_ACTUATION.get()  # = current_actuation()
+            if act is None:
+                span = self._tracers.get().start_span(name, kind=SpanKind.CLIENT, attributes=attrs)
+            else:
+                parent_ctx = None
+                span_id = None
                 attrs.update(act.attributes())
                 if name in model.SPANS_BY_NAME:
                     span_id = act.span_id(name, act.next_index(name))
                     parent = act.parent_of(name)
                     if parent:
-                        ctx = c.remote_context(act.trace_id, act.span_id(parent))
-            span = c.start_span(
-                self._tracers.get(),
-                name,
-                context=ctx,
-                kind=SpanKind.CLIENT,
-                attributes=attrs,
-                span_id=span_id,
-            )
-            c.inject_span(request.headers, span)
-            return span
+                        parent_ctx = c.remote_context(act.trace_id, act.span_id(parent))
+                span = c.start_span(
+                    self._tracers.get(),
+                    name,
+                    context=parent_ctx,
+                    kind=SpanKind.CLIENT,
+                    attributes=attrs,
+                    span_id=span_id,
+                )
+            found = c.trace_headers(span, ctx)  # = c.inject_span(request.headers, span, ctx)
+            if found is None:
+                c.inject_general(request.headers, span)
+            elif found[0]:
+                set_traceparent(request.headers, found[0])
+                if found[1] is not None:
+                    request.headers["tracestate"] = found[1]
+            return span, ctx
         except Exception:  # noqa: BLE001 - do no harm
             c.logger.debug("fma-otel: httpx span start failed", exc_info=True)
             return None
@@ -235,6 +265,71 @@ class HttpxDpcInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 _SPAN_NAMES: dict[str, str] = {p: span_name_for(p) for _, _, p in _RULES} | {
     "list_instance_ids": span_name_for("list_instance_ids")
 }
+
+
+_TRACEPARENT = b"traceparent"
+
+
+class _NoFastPath:
+    """Matches no headers object: ``set_traceparent`` always uses ``__setitem__``."""
+
+
+#: ``httpx.Headers`` once ``set_traceparent``'s direct append is known to give what its
+#: ``__setitem__`` gives on this httpx; ``_NoFastPath`` if not; ``None`` until first use.
+_FAST_HEADERS: type | None = None
+
+
+def _fast_headers() -> type:
+    """Try the direct append once on sample headers (default and explicit encoding, a
+    duplicate key, mixed case) against ``__setitem__``; anything unexpected, and every
+    call uses ``__setitem__``."""
+    global _FAST_HEADERS
+    if _FAST_HEADERS is None:
+        found: type = _NoFastPath
+        try:
+            import httpx
+
+            for encoding in (None, "iso-8859-1"):
+                items = [("Accept", "*/*"), ("X-Dup", "1"), ("x-dup", "2")]
+                fast, slow = httpx.Headers(items, encoding=encoding), httpx.Headers(items, encoding=encoding)
+                if not _append_traceparent(fast, "00-a-b-01"):
+                    break
+                slow["traceparent"] = "00-a-b-01"
+                if fast._list != slow._list or fast.raw != slow.raw or dict(fast) != dict(slow):
+                    break
+                if _append_traceparent(fast, "00-c-d-01"):  # one is there now: must refuse
+                    break
+            else:
+                found = httpx.Headers
+        except Exception:  # noqa: BLE001 - do no harm
+            found = _NoFastPath
+        _FAST_HEADERS = found
+    return _FAST_HEADERS
+
+
+def _append_traceparent(headers: Any, value: str) -> bool:
+    """Append ``traceparent`` to ``headers._list`` if it has none and say so; ``False``
+    (nothing done) when it has one: ``__setitem__`` then decides what replaces what."""
+    items = headers._list
+    for item in items:
+        if item[1] == _TRACEPARENT:
+            return False
+    items.append((_TRACEPARENT, _TRACEPARENT, value.encode(headers._encoding or "utf-8")))
+    return True
+
+
+def set_traceparent(headers: Any, value: str) -> None:
+    """``headers["traceparent"] = value``.  On an ``httpx.Headers`` without a
+    ``traceparent`` (every request a DPC sends) the item is appended as ``__setitem__``
+    would append it, without its encoding of the key, its list of matching indexes and
+    its deletions: about a third of its cost."""
+    if type(headers) is (_FAST_HEADERS or _fast_headers()):
+        try:
+            if _append_traceparent(headers, value):
+                return
+        except Exception:  # noqa: BLE001 - items not as checked: the general path
+            pass
+    headers["traceparent"] = value
 
 
 def _end(span: trace.Span, response: Any, exc: BaseException | None) -> None:

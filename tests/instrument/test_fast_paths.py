@@ -190,20 +190,36 @@ def _spans() -> list[Any]:
     [DEFAULT, CompositePropagator([TraceContextTextMapPropagator()]), TraceContextTextMapPropagator()],
     ids=["default", "tracecontext-only", "bare-tracecontext"],
 )
-@pytest.mark.parametrize("with_baggage", [False, True])
-def test_inject_span_writes_the_propagators_headers(tm: Any, with_baggage: bool, textmap: Any) -> None:
+@pytest.mark.parametrize("current", ["empty", "baggage", "other value", "empty baggage"])
+@pytest.mark.parametrize("pass_ctx", [False, True], ids=["ctx-read-inside", "ctx-passed"])
+def test_inject_span_writes_the_propagators_headers(
+    tm: Any, current: str, pass_ctx: bool, textmap: Any
+) -> None:
     textmap(tm)
-    ctx = baggage.set_baggage("k", "v w", otel_context.Context()) if with_baggage else otel_context.Context()
+    ctx = _context(current)
     token = otel_context.attach(ctx)
     try:
         for span in _spans():
             got: dict[str, str] = {"x": "kept"}
             want: dict[str, str] = {"x": "kept"}
-            c.inject_span(got, span)
+            c.inject_span(got, span, otel_context.get_current() if pass_ctx else None)
             propagate.inject(want, context=trace.set_span_in_context(span))
             assert got == want, span
     finally:
         otel_context.detach(token)
+
+
+def _context(kind: str) -> otel_context.Context:
+    """A current context of each kind the fast paths tell apart."""
+    empty = otel_context.Context()
+    if kind == "empty":
+        return empty
+    if kind == "baggage":
+        return baggage.set_baggage("k", "v w", empty)
+    if kind == "empty baggage":  # a baggage entry that was set and removed: {} under the key
+        return baggage.remove_baggage("k", baggage.set_baggage("k", "v", empty))
+    assert kind == "other value"
+    return otel_context.set_value("fma-test-key", 1, empty)
 
 
 # --------------------------------------------------------------------------- purposes
@@ -277,6 +293,177 @@ def test_span_names_table_is_the_models() -> None:
     assert H._SPAN_NAMES == {p: model.dpc_call_span(p) for p in purposes}
 
 
+# --------------------------------------------------------------------------- httpx wrapper
+
+
+def _reference_httpx_span(request: httpx.Request) -> tuple[str, dict[str, Any]] | None:
+    """The name and start attributes ``_begin`` gave before its shortcuts (every URL
+    property read, the query decoded for every call, ``dpc_purpose`` as is)."""
+    url = request.url
+    query = url.query
+    found = H.dpc_purpose(request.method, url.path, query.decode("ascii", "replace") if query else "")
+    if found is None:
+        return None
+    purpose, instance_id = found
+    attrs: dict[str, Any] = {
+        H.A_PURPOSE: purpose,
+        "http.request.method": request.method,
+        "url.full": str(url.copy_with(username=None, password=None)) if url.userinfo else str(url),
+        "server.address": url.host,
+    }
+    if url.port:
+        attrs["server.port"] = url.port
+    if instance_id:
+        attrs[model.A_INSTANCE] = instance_id
+    return H.span_name_for(purpose), attrs
+
+
+_HTTPX_URLS = [
+    "http://10.0.0.1:8001/v2/vllm/instances/abc",
+    "http://u:p@10.0.0.1:8001/v2/vllm/instances/abc",
+    "http://u@10.0.0.1:8001/v2/vllm/instances/abc",
+    "http://:p@10.0.0.1:8001/v2/vllm/instances/abc",
+    "http://10.0.0.1:8001/v2/vllm/instances/a@b",
+    "http://u:p@10.0.0.1:8001/v2/vllm/instances/a@b",
+    "http://10.0.0.1:8001/v2/vllm/instances/a%40b",
+    "http://10.0.0.1:8001/v2/vllm/instances/a%2Fb",
+    "http://10.0.0.1:8001/v2/vllm/instances/watch",
+    "http://10.0.0.1:8001/v2/vllm/instances",
+    "http://10.0.0.1:8001/v2/vllm/instances?detail=false",
+    "http://10.0.0.1:8001/v2/vllm/instances/?detail=false",
+    "http://10.0.0.1:8001/v2/vllm/instances?detail=true",
+    "http://10.0.0.1:8001/v2/vllm/instances?x=%C3%A9&detail=false",
+    "http://10.0.0.1:8001/v2/vllm/instances?x=\u00e9&detail=false",
+    "http://10.0.0.1:8001/v2/vllm/instances?detail%3Dfalse",
+    "http://10.0.0.1:8001/v2/vllm/instances/abc?detail=false",
+    "http://10.0.0.1:80/is_sleeping",
+    "https://10.0.0.1:443/is_sleeping",
+    "https://10.0.0.1:8443/wake_up",
+    "http://[::1]:8001/health",
+    "http://xn--fiqs8s.icom.museum:8001/health",
+    "http://Host.Example:8001/sleep",
+    "http://10.0.0.1:8001/v1/become-ready#frag",
+    "http://10.0.0.1:8001/v1/models",
+]
+
+
+@pytest.mark.parametrize("method", ["GET", "PUT", "POST", "DELETE"])
+def test_httpx_spans_are_the_general_computation(tracing: Tracing, method: str) -> None:
+    inst = H.HttpxDpcInstrumentor()
+    inst.instrument(tracer_provider=tracing.provider, skip_dep_check=True)
+    try:
+        client = httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(200)))
+        want = []
+        for url in _HTTPX_URLS:
+            request = client.build_request(method, url)
+            ref = _reference_httpx_span(request)
+            if ref is not None:
+                want.append(ref)
+            client.send(request)
+        got = [
+            (s.name, {k: v for k, v in s.attributes.items() if k != "http.response.status_code"})
+            for s in tracing.spans()
+        ]
+        assert got == want
+        assert got  # the table is not empty for any of the methods
+    finally:
+        inst.uninstrument()
+
+
+@pytest.mark.parametrize(
+    "tm",
+    [DEFAULT, CompositePropagator([TraceContextTextMapPropagator()]), W3CBaggagePropagator()],
+    ids=["default", "tracecontext-only", "baggage-only"],
+)
+@pytest.mark.parametrize("current", ["empty", "baggage", "other value", "empty baggage", "span"])
+@pytest.mark.parametrize("present", [None, "traceparent", "TraceParent", "tracestate"])
+def test_httpx_request_headers_are_the_propagators(
+    tracing: Tracing, tm: Any, current: str, present: str | None, textmap: Any
+) -> None:
+    """The headers a named call goes out with: what ``propagate.inject`` writes for its span
+    (over whatever the caller had set), and the caller's other headers as they were."""
+    textmap(tm)
+    if current == "span":
+        with_state = SpanContext(
+            int(T, 16),
+            int(S, 16),
+            is_remote=True,
+            trace_flags=TraceFlags(1),
+            trace_state=TraceState([("v", "1")]),
+        )
+        ctx = trace.set_span_in_context(NonRecordingSpan(with_state), otel_context.Context())
+    else:
+        ctx = _context(current)
+    seen: list[httpx.Request] = []
+    client = httpx.Client(transport=httpx.MockTransport(lambda r: seen.append(r) or httpx.Response(200)))
+    headers = {"X-Mine": "1"} if present is None else {"X-Mine": "1", present: "old"}
+    inst = H.HttpxDpcInstrumentor()
+    inst.instrument(tracer_provider=tracing.provider, skip_dep_check=True)
+    token = otel_context.attach(ctx)
+    try:
+        request = client.build_request("GET", "http://h:8005/is_sleeping", headers=headers)
+        before = httpx.Headers(request.headers)
+        client.send(request)
+        (span,) = tracing.spans()
+        # the propagator, on what the request had before the wrapper touched it
+        want = httpx.Headers(before)
+        propagate.inject(want, context=trace.set_span_in_context(NonRecordingSpan(span.context)))
+        assert seen[0].headers.raw == want.raw
+    finally:
+        otel_context.detach(token)
+        inst.uninstrument()
+
+
+_HEADER_ITEMS: list[list[tuple[str, str]]] = [
+    [],
+    [("Accept", "*/*")],
+    [("Host", "h"), ("Accept", "*/*"), ("User-Agent", "dpc/1"), ("Content-Length", "2")],
+    [("traceparent", "old")],
+    [("TraceParent", "old")],
+    [("traceparent", "old"), ("x", "1"), ("Traceparent", "old2")],
+    [("x-dup", "1"), ("X-Dup", "2")],
+    [("x", "caf\u00e9")],
+]
+
+
+@pytest.mark.parametrize("items", _HEADER_ITEMS)
+@pytest.mark.parametrize("encoding", [None, "ascii", "utf-8", "iso-8859-1"])
+def test_set_traceparent_is_setitem(items: list[tuple[str, str]], encoding: str | None) -> None:
+    assert H._fast_headers() is httpx.Headers  # the fast path is the one under test
+    value = f"00-{T}-{S}-01"
+    try:
+        fast, slow = httpx.Headers(items, encoding=encoding), httpx.Headers(items, encoding=encoding)
+    except UnicodeEncodeError:
+        pytest.skip("httpx refuses these headers in this encoding")
+    H.set_traceparent(fast, value)
+    slow["traceparent"] = value
+    assert fast._list == slow._list
+    assert fast._encoding == slow._encoding
+    assert fast.raw == slow.raw
+    assert list(fast.multi_items()) == list(slow.multi_items())
+
+
+def test_set_traceparent_on_other_carriers_is_setitem() -> None:
+    got: dict[str, str] = {"traceparent": "old", "x": "1"}
+    H.set_traceparent(got, "new")
+    assert got == {"traceparent": "new", "x": "1"}
+
+
+def test_set_traceparent_falls_back_when_httpx_headers_differ(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An httpx whose ``__setitem__`` does something else: the direct append is never used."""
+
+    def setitem_first(self: httpx.Headers, key: str, value: str) -> None:
+        k = key.encode()
+        self._list.insert(0, (k, k.lower(), value.encode()))
+
+    monkeypatch.setattr(httpx.Headers, "__setitem__", setitem_first)
+    monkeypatch.setattr(H, "_FAST_HEADERS", None)
+    assert H._fast_headers() is H._NoFastPath
+    h = httpx.Headers([("Accept", "*/*")])
+    H.set_traceparent(h, "v")
+    assert h.raw == [(b"traceparent", b"v"), (b"Accept", b"*/*")]
+
+
 # --------------------------------------------------------------------------- guards
 
 
@@ -297,6 +484,85 @@ def test_active_reads_the_same_suppression_as_the_instrumentation_utils() -> Non
     finally:
         c.detach_safe(token)
     assert both() == (True, True)
+
+
+def test_active_http_context_is_active_http(monkeypatch: pytest.MonkeyPatch) -> None:
+    def check() -> bool:
+        ctx = c.active_http_context()
+        assert (ctx is not None) == c.active_http()
+        assert ctx is None or ctx is otel_context.get_current()
+        return ctx is not None
+
+    assert check()  # the empty context: falsy, but not None
+    for kind in ("baggage", "other value"):
+        token = otel_context.attach(_context(kind))
+        try:
+            assert check()
+        finally:
+            otel_context.detach(token)
+    with suppress_instrumentation():
+        assert not check()
+    with suppress_http_instrumentation():
+        assert not check()
+    monkeypatch.setattr(c, "_FORKED", True)
+    assert not check()
+
+
+@pytest.mark.parametrize("current", ["empty", "baggage", "other value", "empty baggage"])
+@pytest.mark.parametrize("pass_ctx", [False, True], ids=["ctx-read-inside", "ctx-passed"])
+def test_suppress_http_attaches_the_current_context_plus_the_key(current: str, pass_ctx: bool) -> None:
+    outer = otel_context.attach(_context(current))
+    try:
+        before = otel_context.get_current()
+        want = otel_context.set_value(c._SUPPRESS_HTTP_KEY, True)
+        token = c.suppress_http(before if pass_ctx else None)
+        try:
+            got = otel_context.get_current()
+            assert type(got) is type(want) and dict(got) == dict(want)
+            assert not is_http_instrumentation_enabled()
+        finally:
+            c.detach_safe(token)
+        assert otel_context.get_current() is before
+        assert dict(before) == dict(_context(current))  # the shared suppressed context is untouched
+    finally:
+        otel_context.detach(outer)
+
+
+def test_forcing_id_generator_delegates_as_the_plain_methods() -> None:
+    from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
+
+    class Fixed(IdGenerator):
+        def generate_trace_id(self) -> int:
+            return 5
+
+        def generate_span_id(self) -> int:
+            return 7
+
+    class Falsy(RandomIdGenerator):
+        def is_trace_id_random(self) -> bool:
+            return 0  # type: ignore[return-value]
+
+    class Bare:
+        def generate_trace_id(self) -> int:
+            return 9
+
+        def generate_span_id(self) -> int:
+            return 11
+
+    random = c.ForcingIdGenerator(RandomIdGenerator())
+    assert random.is_trace_id_random() is True
+    assert 0 < random.generate_trace_id() < 2**128 and 0 < random.generate_span_id() < 2**64
+    fixed = c.ForcingIdGenerator(Fixed())
+    assert (fixed.generate_trace_id(), fixed.generate_span_id(), fixed.is_trace_id_random()) == (5, 7, False)
+    assert c.ForcingIdGenerator(Falsy()).is_trace_id_random() is False
+    bare = c.ForcingIdGenerator(Bare())
+    assert (bare.generate_trace_id(), bare.generate_span_id(), bare.is_trace_id_random()) == (9, 11, False)
+    token = c._FORCED_SPAN_ID.set(0xABC)
+    try:
+        assert fixed.generate_span_id() == 0xABC  # forced once
+        assert fixed.generate_span_id() == 7
+    finally:
+        c._FORCED_SPAN_ID.reset(token)
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
