@@ -14,8 +14,9 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
+from operator import attrgetter, itemgetter
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from . import model as M
 from .build import build_trace
@@ -201,22 +202,20 @@ def _run_bridge(
     if inputs.dpc_log:
         st = SourceStats(inputs.dpc_log)
         with _reading(inputs.dpc_log) as fh:
+            items: Iterable[Any]
             if segmented is not None:
-                # the workers made each line's fact (dpc_row): add them in line order
-                for row in segmented.records(st, progress):
-                    try:
-                        c.add_dpc_row(row)
-                    except ValueError as exc:
-                        st.skip(row[0], str(exc))
-                        st.understood -= 1
+                # the workers made each line's fact (dpc_row): add those rows in line order
+                items, add, line_of = segmented.records(st, progress), c.add_dpc_row, itemgetter(0)
             else:
                 src = _ProgressReader(fh, progress) if progress else fh
-                for rec in iter_klog(src, st, messages=WANTED_MESSAGES, contains=WANTED_CONTAINS):
-                    try:
-                        c.add_dpc(rec)
-                    except ValueError as exc:
-                        st.skip(rec.line_no, str(exc))
-                        st.understood -= 1
+                items = iter_klog(src, st, messages=WANTED_MESSAGES, contains=WANTED_CONTAINS)
+                add, line_of = c.add_dpc, attrgetter("line_no")
+            for item in items:
+                try:
+                    add(item)
+                except ValueError as exc:
+                    st.skip(line_of(item), str(exc))
+                    st.understood -= 1
         _require_some(st, inputs.dpc_log, "a klog (DPC) log")
         stats.append(st)
     acts = c.actuations()

@@ -211,18 +211,28 @@ def trace_headers(span: trace.Span, ctx: otel_context.Context | None = None) -> 
 _NOTHING: tuple[str, str | None] = ("", None)
 
 
-def inject_span(headers: Any, span: trace.Span, ctx: otel_context.Context | None = None) -> None:
+def inject_span(
+    headers: Any,
+    span: trace.Span,
+    ctx: otel_context.Context | None = None,
+    set_traceparent: Callable[[Any, str], None] | None = None,
+) -> None:
     """``propagate.inject(headers, context=<current context with span>)``, done directly for
     the default propagator when the context carries no baggage (``trace_headers``): the
     same headers (``traceparent``, and ``tracestate`` when the span has one), without the
-    composite's loop, the span lookup in a new context and the baggage part's no-op."""
+    composite's loop, the span lookup in a new context and the baggage part's no-op.
+    ``set_traceparent(headers, value)``: a cheaper ``headers["traceparent"] = value`` for
+    the caller's kind of headers."""
     found = trace_headers(span, ctx)
     if found is None:
         inject_general(headers, span)
         return
     traceparent, state = found
     if traceparent:
-        headers["traceparent"] = traceparent
+        if set_traceparent is None:
+            headers["traceparent"] = traceparent
+        else:
+            set_traceparent(headers, traceparent)
         if state is not None:
             headers["tracestate"] = state
 

@@ -248,13 +248,7 @@ class HttpxDpcInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                     attributes=attrs,
                     span_id=span_id,
                 )
-            found = c.trace_headers(span, ctx)  # = c.inject_span(request.headers, span, ctx)
-            if found is None:
-                c.inject_general(request.headers, span)
-            elif found[0]:
-                set_traceparent(request.headers, found[0])
-                if found[1] is not None:
-                    request.headers["tracestate"] = found[1]
+            c.inject_span(request.headers, span, ctx, set_traceparent)
             return span, ctx
         except Exception:  # noqa: BLE001 - do no harm
             c.logger.debug("fma-otel: httpx span start failed", exc_info=True)
