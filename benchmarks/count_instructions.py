@@ -10,13 +10,20 @@ number of instructions a call executes does not depend on the load.  Each case o
 ``valgrind --tool=callgrind``, once with ``--n-low`` and once with ``--n-high`` calls after
 the same warm-up; the per-call figure is the difference of the two totals divided by the
 difference of the call counts, so interpreter start-up, imports, the warm-up and the
-provider's shutdown cancel out.  Callgrind counts every thread, so the startup poller's and
-the batch processor's work for those calls is included.  ``PYTHONHASHSEED`` is fixed so
-that both runs of a case hash alike.  Two valgrinds run at once (``--jobs``); each takes
-about 45 s.
+provider's shutdown cancel out.  ``PYTHONHASHSEED`` is fixed so that both runs of a case
+hash alike.  Two valgrinds run at once (``--jobs``); each takes about 45 s.
 
-The table: instructions per call; added = the case minus its uninstrumented case; "/ bare
-span" = added divided by a bare SDK span of the same shape (issue 7's target: <= 1.5);
+Two tables, from the same runs (callgrind ``--separate-threads=yes``):
+
+* **calling thread**: the thread that makes the calls (the request's own cost: what the
+  create request or the httpx call waits for);
+* **all threads**: that plus the wrappers' background work for those calls - the startup
+  poller opening and ending ``fma.vllm.startup``, the batch processor exporting.
+
+Each: instructions per call; added = the case minus its uninstrumented case; "/ bare
+span" = added divided by a bare SDK span of the same shape (issue 7's target: <= 1.5; a
+create with a ``traceparent`` is compared with a bare span that reads the header with the
+SDK's propagator and starts under it, as a hand-made span for that request would);
 "/ in bare span" = the wrapped call divided by the same call inside one bare span of that
 shape and nothing else (total, and added over added): how far the wrapper is from the
 floor of one span opened in place.
@@ -31,6 +38,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -54,6 +62,8 @@ WRAPPED = ("c_own", "c_tp", "h_in")
 TARGET = 1.5
 
 _COLLECTED = re.compile(r"^==\d+== Collected : (\d+)\s*$", re.MULTILINE)
+_SUMMARY = re.compile(r"^(?:summary|totals):\s*(\d+)\s*$", re.MULTILINE)
+_THREAD_FILE = re.compile(r"-(\d+)$")
 
 
 def parse_collected(stderr: str) -> int:
@@ -63,6 +73,31 @@ def parse_collected(stderr: str) -> int:
         tail = "\n".join(stderr.strip().splitlines()[-5:])
         raise ValueError(f"expected one 'Collected :' line from callgrind, found {len(found)}:\n{tail}")
     return int(found[0])
+
+
+def parse_thread_files(out_dir: Path, stem: str) -> dict[int, int]:
+    """Instructions per thread from callgrind's ``--separate-threads=yes`` files
+    (``<stem>-01``, ``<stem>-02``, ...; thread 1 is the main thread): ``{thread: total}``."""
+    found: dict[int, int] = {}
+    for f in out_dir.glob(f"{stem}-*"):
+        m = _THREAD_FILE.search(f.name)
+        if m is None or f.name[: m.start()] != stem:
+            continue
+        totals = _SUMMARY.findall(f.read_text(errors="replace"))
+        if not totals:
+            raise ValueError(f"{f.name}: no 'summary:' or 'totals:' line")
+        found[int(m.group(1))] = int(totals[0])
+    if 1 not in found:
+        raise ValueError(f"no callgrind file for the main thread ({stem}-01) in {out_dir}")
+    return found
+
+
+@dataclass(frozen=True)
+class Counted:
+    """One run's totals: every thread (callgrind's ``Collected``) and the calling thread."""
+
+    total: int
+    calling: int
 
 
 def per_call(low: int, high: int, n_low: int, n_high: int) -> float:
@@ -137,16 +172,21 @@ def _python() -> str:
     return os.path.realpath(sys.executable)
 
 
-def count(key: str, n: int, warmup: int, settle: float, python: str) -> int:
-    """Total instructions of one ``bench_wrappers.py --case key --n n`` run under callgrind."""
-    cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", python, str(BENCH)]
-    cmd += ["--case", key, "--n", str(n), "--warmup", str(warmup), "--settle", str(settle), "--no-timing"]
-    env = dict(os.environ, PYTHONHASHSEED="0")
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
-    if proc.returncode != 0:
-        tail = "\n".join(proc.stderr.strip().splitlines()[-10:])
-        raise RuntimeError(f"{key} n={n}: exit {proc.returncode}\n{tail}")
-    return parse_collected(proc.stderr)
+def count(key: str, n: int, warmup: int, settle: float, python: str) -> Counted:
+    """Instructions of one ``bench_wrappers.py --case key --n n`` run under callgrind: all
+    threads, and the main thread (the one that makes the calls)."""
+    with tempfile.TemporaryDirectory(prefix="fma-cg-") as tmp:
+        out = Path(tmp) / "cg"
+        cmd = ["valgrind", "--tool=callgrind", "--separate-threads=yes", f"--callgrind-out-file={out}"]
+        cmd += [python, str(BENCH), "--case", key, "--n", str(n), "--warmup", str(warmup)]
+        cmd += ["--settle", str(settle), "--no-timing"]
+        env = dict(os.environ, PYTHONHASHSEED="0")
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
+        if proc.returncode != 0:
+            tail = "\n".join(proc.stderr.strip().splitlines()[-10:])
+            raise RuntimeError(f"{key} n={n}: exit {proc.returncode}\n{tail}")
+        threads = parse_thread_files(Path(tmp), out.name)
+    return Counted(parse_collected(proc.stderr), threads[1])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -159,7 +199,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--settle", type=float, default=1.2, help="seconds for the startup poller, before and after"
     )
     ap.add_argument("--jobs", type=int, default=2, help="valgrinds at once")
-    ap.add_argument("--json", type=Path, help="also write {case: instructions per call} here")
+    ap.add_argument(
+        "--json",
+        type=Path,
+        help='also write {"calling_thread": {case: per call}, "all_threads": {...}} here',
+    )
     opts = ap.parse_args(argv)
     if opts.n_high <= opts.n_low:
         ap.error("--n-high must be greater than --n-low")
@@ -185,12 +229,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             for n in (opts.n_low, opts.n_high)
         }
         counts: dict[str, float] = {}
+        calling: dict[str, float] = {}
         try:
             for k in keys:
-                counts[k] = per_call(
-                    futs[k, opts.n_low].result(), futs[k, opts.n_high].result(), opts.n_low, opts.n_high
+                low, high = futs[k, opts.n_low].result(), futs[k, opts.n_high].result()
+                counts[k] = per_call(low.total, high.total, opts.n_low, opts.n_high)
+                calling[k] = per_call(low.calling, high.calling, opts.n_low, opts.n_high)
+                print(
+                    f"  {k}: {calling[k]:,.0f} instructions per call in the calling thread, "
+                    f"{counts[k]:,.0f} in all",
+                    file=sys.stderr,
+                    flush=True,
                 )
-                print(f"  {k}: {counts[k]:,.0f} instructions per call", file=sys.stderr, flush=True)
         except (RuntimeError, ValueError) as exc:
             for f in futs.values():
                 f.cancel()
@@ -200,14 +250,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"instructions per call, callgrind, (n={opts.n_high} - n={opts.n_low}) / {opts.n_high - opts.n_low}, "
         f"after {opts.warmup} warm-up calls"
     )
+    print("\ncalling thread (what the call itself pays):")
+    print(format_table(table_rows(calling)))
+    print("\nall threads (with the startup poller's and the batch processor's work for those calls):")
     print(format_table(table_rows(counts)))
     print(
         f"added = minus the uninstrumented call; / bare span = added / a bare SDK span of the same shape "
         f"(target <= {TARGET}); / in bare span = the call / the same call inside one bare span "
-        "(total; added over added)"
+        "(total; added over added); a create with a traceparent: / a bare span under the same "
+        "traceparent"
     )
     if opts.json:
-        opts.json.write_text(json.dumps(counts, indent=1) + "\n")
+        opts.json.write_text(json.dumps({"calling_thread": calling, "all_threads": counts}, indent=1) + "\n")
     return 0
 
 

@@ -55,6 +55,7 @@ COUNTS = {
     "c_bare": 700_000.0,
     "b0": 100_000.0,
     "b_c": 200_000.0,
+    "b_cp": 250_000.0,
     "b_h": 180_000.0,
     "h_un": 600_000.0,
     "h_in": 860_000.0,
@@ -71,6 +72,9 @@ def test_each_case_is_compared_with_its_own_references() -> None:
     assert own.vs_in_bare_total == 1_100_000 / 700_000
     assert own.vs_in_bare_added == 3.0
     assert own.verdict == "MISS"
+    tp = rows["c_tp"]
+    assert tp.added == 700_000
+    assert tp.vs_bare_span == 700_000 / 250_000  # / the bare span under the same traceparent
     h = rows["h_in"]
     assert h.added == 260_000
     assert h.vs_bare_span == 260_000 / 180_000  # / the httpx-shaped bare span
@@ -79,7 +83,7 @@ def test_each_case_is_compared_with_its_own_references() -> None:
     floor = rows["h_bare"]
     assert floor.vs_bare_span == 1.0 and floor.vs_in_bare_total is None
     assert floor.verdict == ""  # a floor, not a wrapper
-    for key in ("c_un", "b0", "b_c", "b_h", "h_un"):
+    for key in ("c_un", "b0", "b_c", "b_cp", "b_h", "h_un"):
         assert rows[key].added is None and rows[key].verdict == ""
 
 
@@ -91,6 +95,30 @@ def test_a_reference_not_counted_leaves_its_ratio_empty() -> None:
     assert h.vs_bare_span is None and h.vs_in_bare_total is None and h.verdict == ""
     text = ci.format_table([un, h])
     assert "+260,000" in text.splitlines()[2]
+
+
+def _callgrind_file(path: Path, total: int | None, word: str = "summary") -> None:
+    body = "version: 1\ncreator: callgrind-3.19.0\npid: 4242\nthread: 1\nevents: Ir\n"
+    if total is not None:
+        body += f"{word}: {total}\n"
+    path.write_text(body + "\nfl=(1) ???\nfn=(1) main\n0 5\n")
+
+
+def test_parse_thread_files_reads_each_threads_total(tmp_path: Path) -> None:
+    _callgrind_file(tmp_path / "cg-01", 2_000_000)
+    _callgrind_file(tmp_path / "cg-02", 30_000, word="totals")
+    _callgrind_file(tmp_path / "cg-03", 500)
+    _callgrind_file(tmp_path / "cgx-01", 7)  # another stem: not this run's
+    assert ci.parse_thread_files(tmp_path, "cg") == {1: 2_000_000, 2: 30_000, 3: 500}
+
+
+def test_parse_thread_files_refuses_a_missing_main_thread_or_total(tmp_path: Path) -> None:
+    _callgrind_file(tmp_path / "cg-02", 30_000)
+    with pytest.raises(ValueError, match="main thread"):
+        ci.parse_thread_files(tmp_path, "cg")
+    _callgrind_file(tmp_path / "cg-01", None)
+    with pytest.raises(ValueError, match="cg-01: no 'summary:'"):
+        ci.parse_thread_files(tmp_path, "cg")
 
 
 def test_the_references_are_bench_wrappers_own() -> None:
