@@ -18,7 +18,9 @@ what a request pays); the bare spans use that same provider, so like is compared
   instance to the ``fma.vllm.startup`` poller;
 * bare SDK spans for scale: no attributes, and shaped like the wrappers' spans (the create
   span's SERVER kind, ``start_time`` and 13 attributes plus the status code set at the end;
-  the httpx span's CLIENT kind and 6 attributes plus the status code);
+  the httpx span's CLIENT kind and 6 attributes plus the status code); and the create-shaped
+  one as a hand-made span for a request with a ``traceparent`` would be: the header read by
+  the SDK's propagator, the span started under it (the joined create's reference);
 * an httpx ``PUT`` through a mock transport, uninstrumented vs named by DPC purpose;
 * for scale in place: the same create and ``PUT`` with only a bare span of the same shape
   opened around them by hand (no wrapper code at all).  A span amid a request costs more
