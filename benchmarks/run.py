@@ -219,19 +219,31 @@ def _find(rows: dict[str, float], *words: str) -> float | None:
     return None
 
 
+def _first_without(rows: dict[str, float], words: tuple[str, ...], unwanted: str) -> float | None:
+    """Like :func:`_find`, skipping rows whose name contains ``unwanted``."""
+    return _find({k: v for k, v in rows.items() if unwanted not in k.lower()}, *words)
+
+
 def wrapper_comparisons(wr: dict[str, float], notes: list[str]) -> list[tuple[str, float, float, float]]:
     """``(label, wrapped ns, unwrapped ns, bare span ns)`` per wrapper case of
     ``bench_wrappers.py``'s table; a case it lacks becomes a note, never a guess."""
     plain = _find(wr, "bare sdk span")
     out = []
-    for label, on in (
-        ("launcher create, wrapped (own trace)", ("create", "instrumented", "own")),
-        ("launcher create, wrapped (traceparent)", ("create", "instrumented", "traceparent")),
-        ("httpx PUT, named by purpose", ("httpx", "named")),
+    for label, on, under in (
+        ("launcher create, wrapped (own trace)", ("create", "instrumented", "own"), ()),
+        (
+            "launcher create, wrapped (traceparent)",
+            ("create", "instrumented", "traceparent"),
+            ("traceparent",),
+        ),
+        ("httpx PUT, named by purpose", ("httpx", "named"), ()),
     ):
         # a bare span of the same shape when bench_wrappers.py measures one (not the
-        # "<call>, in a bare ...-shaped span" rows: those are the call inside one)
-        span = _find(wr, "bare sdk span", f"{on[0]}-shaped") or plain
+        # "<call>, in a bare ...-shaped span" rows: those are the call inside one); for a
+        # joined create, the one started under the same traceparent (bench_wrappers'
+        # REFERENCES) when the table has it
+        shaped = ("bare sdk span", f"{on[0]}-shaped")
+        span = (under and _find(wr, *shaped, *under)) or _first_without(wr, shaped, "traceparent") or plain
         wrapped = _find(wr, *on)
         base = _find(wr, on[0], "uninstr")
         if wrapped is None or base is None or not span:

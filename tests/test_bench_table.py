@@ -53,6 +53,23 @@ def test_each_case_is_compared_with_its_own_bare_span_shape():
     ]
 
 
+def test_a_joined_create_is_compared_with_the_bare_span_under_its_traceparent():
+    """bench_wrappers' REFERENCES: c_tp against b_cp; the other cases keep the root span,
+    whichever order the two create-shaped rows come in."""
+    lines = TABLE.splitlines()
+    under = "bare SDK span, create-shaped, child of a traceparent      40,000      41,000"
+    for at in (5, 7):  # before and after the root create-shaped row
+        table = "\n".join([*lines[:at], under, *lines[at:]])
+        notes: list[str] = []
+        got = {g[0]: g[3] for g in run.wrapper_comparisons(_rows(table), notes)}
+        assert notes == []
+        assert got == {
+            "launcher create, wrapped (own trace)": 30_000,
+            "launcher create, wrapped (traceparent)": 40_000,
+            "httpx PUT, named by purpose": 25_000,
+        }
+
+
 def test_a_missing_case_is_a_note_not_a_figure():
     rows = {k: v for k, v in _rows(TABLE).items() if "named by purpose" not in k}
     notes: list[str] = []
