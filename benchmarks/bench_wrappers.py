@@ -415,14 +415,14 @@ def main() -> None:
     med = {k: statistics.median(v) for k, v in per_round.items()}
     mean = {k: statistics.median(v) for k, v in means.items()}
     print(f"clock={opts.clock}, n={n} per case per round, {opts.rounds} rounds; median of per-round medians")
-    print(f"{'case':50} {'median ns':>11} {'mean ns':>11} {'added ns':>10} {'ratio':>6}")
+    print(f"{'case':55} {'median ns':>11} {'mean ns':>11} {'added ns':>10} {'ratio':>6}")
     for key, case in cases.items():
         extra = ""
         if key in REFERENCES:
             base, bare_ref = REFERENCES[key]
             added = med[key] - med[base]
             extra = f"{added:+10,.0f} {added / med[bare_ref]:6.2f}"
-        print(f"{case.label:50} {med[key]:11,.0f} {mean[key]:11,.0f} {extra}")
+        print(f"{case.label:55} {med[key]:11,.0f} {mean[key]:11,.0f} {extra}")
     print("ratio = added ns / bare span of the same shape (create: SERVER 13 attrs; httpx: CLIENT 7 attrs)")
     print("'in a bare ...-shaped span': the same call with only that span around it (one span, no wrapper)")
     bench.provider.shutdown()
