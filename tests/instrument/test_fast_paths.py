@@ -158,20 +158,24 @@ def test_extract_takes_the_fast_path_only_for_a_lone_canonical_traceparent(textm
 # --------------------------------------------------------------------------- inject
 
 
-def _spans() -> list[Any]:
-    tracer = TracerProvider().get_tracer("t")
-    with_state = SpanContext(
+def _with_state() -> SpanContext:
+    """A remote parent with a ``tracestate`` (what the propagator must carry along)."""
+    return SpanContext(
         int(T, 16),
         int(S, 16),
         is_remote=True,
         trace_flags=TraceFlags(1),
         trace_state=TraceState([("v", "1")]),
     )
+
+
+def _spans() -> list[Any]:
+    tracer = TracerProvider().get_tracer("t")
     return [
         tracer.start_span("plain"),
-        tracer.start_span("with-state", context=trace.set_span_in_context(NonRecordingSpan(with_state))),
+        tracer.start_span("with-state", context=trace.set_span_in_context(NonRecordingSpan(_with_state()))),
         NonRecordingSpan(SpanContext(int(T, 16), int(S, 16), is_remote=False, trace_flags=TraceFlags(0))),
-        NonRecordingSpan(with_state),
+        NonRecordingSpan(_with_state()),
         trace.INVALID_SPAN,
         # the extremes of each field, and values outside them (the propagator decides those)
         NonRecordingSpan(SpanContext(2**128 - 1, 2**64 - 1, is_remote=False, trace_flags=TraceFlags(0xFF))),
@@ -384,14 +388,7 @@ def test_httpx_request_headers_are_the_propagators(
     (over whatever the caller had set), and the caller's other headers as they were."""
     textmap(tm)
     if current == "span":
-        with_state = SpanContext(
-            int(T, 16),
-            int(S, 16),
-            is_remote=True,
-            trace_flags=TraceFlags(1),
-            trace_state=TraceState([("v", "1")]),
-        )
-        ctx = trace.set_span_in_context(NonRecordingSpan(with_state), otel_context.Context())
+        ctx = trace.set_span_in_context(NonRecordingSpan(_with_state()), otel_context.Context())
     else:
         ctx = _context(current)
     seen: list[httpx.Request] = []
