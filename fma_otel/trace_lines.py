@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import gc
 import multiprocessing as mp
+import os
+import tempfile
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -57,18 +59,82 @@ def _slices(acts: Sequence[Actuation], jobs: int) -> list[Sequence[Actuation]]:
     return [acts[a:b] for a, b in zip(cuts, cuts[1:], strict=False)]
 
 
-def _work(conn: Any, parts: Sequence[Sequence[Actuation]]) -> None:
-    """Worker: encode its slices in order, sending each as soon as it is done."""
+def _buffer() -> int:
+    """A file descriptor for one worker's slice text: an anonymous memory file (Linux),
+    else an unlinked temporary file.  Created before the fork, so the worker inherits it."""
+    memfd_create = getattr(os, "memfd_create", None)
+    if memfd_create is not None:
+        try:
+            return memfd_create("fma-otel-slice", os.MFD_CLOEXEC)
+        except OSError:
+            pass
+    with tempfile.TemporaryFile() as f:
+        return os.dup(f.fileno())
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write ``data`` at the start of ``fd`` (``pwrite`` may write less than asked)."""
+    view, at = memoryview(data), 0
+    while at < len(data):
+        at += os.pwrite(fd, view[at:], at)
+
+
+def _read_all(fd: int, n: int) -> bytes:
+    """The first ``n`` bytes of ``fd``; fewer only if the file is shorter (a worker's bug)."""
+    parts, at = [], 0
+    while at < n:
+        got = os.pread(fd, n - at, at)
+        if not got:
+            break
+        parts.append(got)
+        at += len(got)
+    return b"".join(parts)
+
+
+#: The text's bytes as written to and read from the memory file: the JSON is ASCII, but any
+#: ``str`` survives the round trip exactly.
+_CODEC = ("utf-8", "surrogatepass")
+
+
+def _work(conn: Any, fd: int, parts: Sequence[Sequence[Actuation]]) -> None:
+    """Worker: encode its slices in order; write each into ``fd`` once this process has read
+    the one before (its ack on ``conn``), then send ``(length, traces, spans)``."""
     # No collections in the worker: a full one would walk (and so copy, page by page) the
     # whole heap it shares with the parent.
     gc.disable()
     try:
-        for part in parts:
-            conn.send(encode_slice(part))
+        for i, part in enumerate(parts):
+            text, traces, spans = encode_slice(part)
+            data = text.encode(*_CODEC)
+            del text
+            if i:
+                conn.recv_bytes()  # the last slice has been read out of fd
+            _write_all(fd, data)
+            conn.send((len(data), traces, spans))
     except BaseException as exc:  # noqa: BLE001  (the parent does the rest of its slices)
         conn.send(exc.__class__.__name__)
     finally:
         conn.close()
+
+
+def _take(conn: Any, fd: int) -> tuple[str, int, int] | None:
+    """A worker's next slice, read out of ``fd`` (and acked), or ``None`` if it is gone or
+    failed, or what it sent makes no sense."""
+    try:
+        got = conn.recv()
+    except (EOFError, OSError):
+        return None
+    if not (isinstance(got, tuple) and len(got) == 3):
+        return None
+    n, traces, spans = got
+    data = _read_all(fd, n)
+    if len(data) != n:
+        return None
+    try:
+        conn.send_bytes(b"")
+    except OSError:
+        pass  # it has stopped after this slice: the next recv says so
+    return data.decode(*_CODEC), traces, spans
 
 
 def trace_lines(
@@ -77,8 +143,9 @@ def trace_lines(
     """``(text, traces, spans)`` per slice of ``acts``, in order; see the module doc.
 
     Slice ``i`` is encoded by process ``i % jobs`` (0 is this one), so each worker has the
-    next of its slices ready while this process writes and encodes; a worker blocks on its
-    pipe until its slice is taken, which keeps the text held at once to a slice per process.
+    next of its slices ready while this process writes and encodes; a worker waits for this
+    process to take a slice before it hands over the next, which keeps the text held at
+    once to two slices per worker and one here.
     ``min_actuations`` defaults to :data:`MIN_PARALLEL_ACTUATIONS`.
     """
     if min_actuations is None:
@@ -88,39 +155,43 @@ def trace_lines(
         return
     slices = _slices(acts, jobs)
     ctx = mp.get_context("fork")
-    workers: list[tuple[Any, Any]] = []
+    workers: list[tuple[Any, Any, int]] = []
     # Everything allocated so far is left out of this process's collections while the
     # workers run: a full collection here would write to every object's header, and so
     # copy every page this process shares with them (measured: a third of the gain lost).
     gc.freeze()
     for w in range(1, jobs):
-        recv, send = ctx.Pipe(duplex=False)
-        p = ctx.Process(target=_work, args=(send, slices[w::jobs]), daemon=True)
+        try:
+            fd = _buffer()
+        except OSError:
+            break  # no file to be had: the slices without a worker are done here
+        recv, send = ctx.Pipe(duplex=True)
+        p = ctx.Process(target=_work, args=(send, fd, slices[w::jobs]), daemon=True)
         try:
             p.start()
         except OSError:
             recv.close()
             send.close()
+            os.close(fd)
             break  # no more processes to be had: the slices without a worker are done here
         send.close()
-        workers.append((p, recv))
+        workers.append((p, recv, fd))
     alive = [True] * len(workers)
     try:
         for i, part in enumerate(slices):
             w = i % jobs
-            got: Any = None
+            got: tuple[str, int, int] | None = None
             if 0 < w <= len(workers) and alive[w - 1]:
-                try:
-                    got = workers[w - 1][1].recv()
-                except (EOFError, OSError):
-                    got = None
-                if not isinstance(got, tuple):
+                _, recv, fd = workers[w - 1]
+                got = _take(recv, fd)
+                if got is None:
                     alive[w - 1] = False  # gone or failed: its slices are done here from now on
-            yield got if isinstance(got, tuple) else encode_slice(part)
+            yield got if got is not None else encode_slice(part)
     finally:
         gc.unfreeze()
-        for p, recv in workers:  # also when the caller stops early (a failed write)
+        for p, recv, fd in workers:  # also when the caller stops early (a failed write)
             recv.close()
+            os.close(fd)
             if p.is_alive():
                 p.terminate()
             p.join()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -81,13 +82,13 @@ def test_few_actuations_one_job_or_threads_stay_in_this_process(acts, monkeypatc
 
 
 def test_a_failing_worker_has_its_slice_redone_here(acts, monkeypatch, fork_ok):
-    def dying(conn, part):
+    def dying(conn, fd, parts):
         os._exit(3)  # no answer at all
 
     monkeypatch.setattr(T, "_work", dying)
     assert _joined(T.trace_lines(acts, 3, min_actuations=0)) == _plain(acts)
 
-    def raising(conn, part):
+    def raising(conn, fd, parts):
         conn.send("MemoryError")
         conn.close()
 
@@ -157,12 +158,66 @@ def test_many_small_slices_taken_in_turn_give_the_same_bytes(acts, jobs: int, fo
 
 def test_a_worker_dying_after_some_slices_has_the_rest_done_here(acts, fork_ok, monkeypatch):
     monkeypatch.setattr(T, "MAX_SLICE", 4)
+    real = T._work
 
-    def two_then_gone(conn, parts):
-        for part in parts[:2]:
-            conn.send(T.encode_slice(part))
+    def two_then_gone(conn, fd, parts):
+        real(conn, fd, parts[:2])
         os._exit(3)
 
     monkeypatch.setattr(T, "_work", two_then_gone)
     assert _joined(T.trace_lines(acts, 2, min_actuations=0)) == _plain(acts)
+    assert not mp.active_children()
+
+
+def test_a_slice_is_overwritten_only_after_it_was_read(acts, fork_ok, monkeypatch):
+    """The worker writes its next slice into the shared file only on this process's ack:
+    reading each slice late (after the worker could have written the next) still gives the
+    same bytes."""
+    monkeypatch.setattr(T, "MAX_SLICE", 3)
+    real = T._read_all
+
+    def late(fd, n):
+        time.sleep(0.02)
+        return real(fd, n)
+
+    monkeypatch.setattr(T, "_read_all", late)
+    assert _joined(T.trace_lines(acts, 2, min_actuations=0)) == _plain(acts)
+    assert not mp.active_children()
+
+
+def test_a_length_the_file_does_not_hold_has_the_slice_done_here(acts, fork_ok, monkeypatch):
+    def lying(conn, fd, parts):
+        conn.send((1 << 30, 1, 1))  # more than it wrote
+        conn.recv_bytes()
+
+    monkeypatch.setattr(T, "_work", lying)
+    assert _joined(T.trace_lines(acts, 2, min_actuations=0)) == _plain(acts)
+    assert not mp.active_children()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc to tell the files apart")
+def test_without_memfd_a_temporary_file_carries_the_slices(acts, fork_ok, monkeypatch):
+    monkeypatch.delattr(T.os, "memfd_create", raising=False)
+    fds, kinds = [], []
+    real = T._buffer
+
+    def buffer():
+        fds.append(real())
+        kinds.append(os.readlink(f"/proc/self/fd/{fds[-1]}"))
+        return fds[-1]
+
+    monkeypatch.setattr(T, "_buffer", buffer)
+    assert _joined(T.trace_lines(acts, 3, min_actuations=0)) == _plain(acts)
+    assert len(fds) == 2 and not any(k.startswith("/memfd:") for k in kinds), kinds
+    for fd in fds:  # closed once the workers are done
+        with pytest.raises(OSError):
+            os.fstat(fd)
+
+
+def test_no_file_to_be_had_means_the_slices_are_done_here(acts, fork_ok, monkeypatch):
+    def none():
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(T, "_buffer", none)
+    assert _joined(T.trace_lines(acts, 3, min_actuations=0)) == _plain(acts)
     assert not mp.active_children()
