@@ -117,9 +117,11 @@ def _work(conn: Any, fd: int, parts: Sequence[Sequence[Actuation]]) -> None:
         conn.close()
 
 
-def _take(conn: Any, fd: int) -> tuple[str, int, int] | None:
-    """A worker's next slice, read out of ``fd`` (and acked), or ``None`` if it is gone or
-    failed, or what it sent makes no sense."""
+def _take(conn: Any, fd: int, more: bool) -> tuple[str, int, int] | None:
+    """A worker's next slice, read out of ``fd``, or ``None`` if it is gone or failed, or
+    what it sent makes no sense.  Acked only when the worker has ``more`` slices to hand
+    over: after its last one it may be gone, and writing to a closed pipe raises
+    ``SIGPIPE`` in a host that does not ignore it."""
     try:
         got = conn.recv()
     except (EOFError, OSError):
@@ -130,10 +132,11 @@ def _take(conn: Any, fd: int) -> tuple[str, int, int] | None:
     data = _read_all(fd, n)
     if len(data) != n:
         return None
-    try:
-        conn.send_bytes(b"")
-    except OSError:
-        pass  # it has stopped after this slice: the next recv says so
+    if more:
+        try:
+            conn.send_bytes(b"")
+        except OSError:
+            pass  # it has stopped after this slice: the next recv says so
     return data.decode(*_CODEC), traces, spans
 
 
@@ -183,7 +186,7 @@ def trace_lines(
             got: tuple[str, int, int] | None = None
             if 0 < w <= len(workers) and alive[w - 1]:
                 _, recv, fd = workers[w - 1]
-                got = _take(recv, fd)
+                got = _take(recv, fd, i + jobs < len(slices))
                 if got is None:
                     alive[w - 1] = False  # gone or failed: its slices are done here from now on
             yield got if got is not None else encode_slice(part)

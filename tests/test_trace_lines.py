@@ -221,3 +221,31 @@ def test_no_file_to_be_had_means_the_slices_are_done_here(acts, fork_ok, monkeyp
     monkeypatch.setattr(T, "_buffer", none)
     assert _joined(T.trace_lines(acts, 3, min_actuations=0)) == _plain(acts)
     assert not mp.active_children()
+
+
+_SIGPIPE_HOST = """
+import signal, sys
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # a host that does not ignore SIGPIPE
+from fma_otel import trace_lines as T
+from fma_otel.bridge import inputs_from_capture, run_bridge
+acts = run_bridge(inputs_from_capture(sys.argv[1]), build=False).actuations
+T.MAX_SLICE = 2
+chunks = list(T.trace_lines(acts, 3, min_actuations=0))
+print(len(chunks), sum(c[1] for c in chunks), len(acts))
+"""
+
+
+def test_a_host_that_does_not_ignore_sigpipe_survives_the_workers_ending(tmp_path: Path):
+    """No write to a worker's pipe after its last slice: it may be gone by then."""
+    import subprocess
+    import sys
+
+    d = tmp_path / "cap"
+    write_capture(synth_capture(seed=11, n=12), d)
+    for _ in range(3):  # the worker's exit races the parent's last read
+        done = subprocess.run(
+            [sys.executable, "-c", _SIGPIPE_HOST, str(d)], capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+        chunks, traces, acts = map(int, done.stdout.split())
+        assert traces == acts and chunks == -(-acts // 2)
