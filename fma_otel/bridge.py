@@ -55,6 +55,11 @@ class BridgeResult:
     orphans: int = 0
     #: worker processes the DPC log was read by (1: read serially in this process)
     dpc_segments: int = 1
+    #: with ``build=False``: the requester Pods in order and what makes each one's
+    #: actuations (``actuations`` is then empty: the caller correlates them where it
+    #: builds and encodes them, ``trace_lines.py``)
+    requesters: list[dict[str, Any]] = field(default_factory=list)
+    actuations_of: Callable[[dict[str, Any]], list[Actuation]] | None = None
 
     @property
     def span_count(self) -> int:
@@ -128,7 +133,8 @@ def run_bridge(
     each line's fact (``correlate.dpc_row``), so only what the correlator can keep crosses
     the pipe, and this process adds those in line order.
 
-    ``build=False`` leaves ``traces`` empty, for a caller that builds and encodes the
+    ``build=False`` leaves ``actuations`` and ``traces`` empty and gives ``requesters`` and
+    ``actuations_of`` instead, for a caller that correlates, builds and encodes the
     actuations itself (``trace_lines.py``, in parallel).
     """
     check_readable(
@@ -218,14 +224,14 @@ def _run_bridge(
                     st.understood -= 1
         _require_some(st, inputs.dpc_log, "a klog (DPC) log")
         stats.append(st)
+    segments = segmented.segments if segmented is not None else 1
+    if not build:
+        c.prepare()
+        return BridgeResult(
+            [], [], stats, c.orphan_requesters(), segments, c.requesters_in_order(), c.actuations_of
+        )
     acts = c.actuations()
-    return BridgeResult(
-        acts,
-        [build_trace(a) for a in acts] if build else [],
-        stats,
-        c.orphan_requesters(),
-        segmented.segments if segmented is not None else 1,
-    )
+    return BridgeResult(acts, [build_trace(a) for a in acts], stats, c.orphan_requesters(), segments)
 
 
 def _require_some(st: SourceStats, path: str, what: str) -> None:
@@ -254,16 +260,25 @@ class _ProgressReader:
         return getattr(self._fh, name)
 
 
-def summary(result: BridgeResult, written: tuple[int, int] | None = None) -> str:
+def summary(
+    result: BridgeResult,
+    written: tuple[int, int] | None = None,
+    paths: Mapping[tuple[str, bool], int] | None = None,
+) -> str:
     """The stderr summary: actuations per path, completeness, lines per source, spans.
 
-    ``written`` is ``(traces, spans)`` when the traces were built outside ``result``.
+    ``written`` is ``(traces, spans)`` and ``paths`` the actuations counted by ``(path,
+    complete)`` when they were correlated and built outside ``result``.
     """
+    if paths is None:
+        counted: dict[tuple[str, bool], int] = {}
+        for a in result.actuations:
+            counted[a.path, a.complete] = counted.get((a.path, a.complete), 0) + 1
+        paths = counted
     by_path: dict[str, list[int]] = {}
-    for a in result.actuations:
-        row = by_path.setdefault(a.path, [0, 0])
-        row[0 if a.complete else 1] += 1
-    lines = [f"actuations: {len(result.actuations)}"]
+    for (path, complete), n in paths.items():
+        by_path.setdefault(path, [0, 0])[0 if complete else 1] += n
+    lines = [f"actuations: {sum(paths.values())}"]
     for path in sorted(by_path):
         done, open_ = by_path[path]
         lines.append(f"  {path:<14} complete {done:>5}  incomplete {open_:>5}")

@@ -276,11 +276,29 @@ class Correlator:
     def actuations(self) -> list[Actuation]:
         """Every actuation the data shows, complete or not, ordered by requester creation."""
         out: list[Actuation] = []
-        for pod in sorted(self.requesters(), key=lambda p: (P.created_ns(p) or 0, P.name(p) or "")):
-            for act in self._actuations_of(pod):
-                if act.key not in self._evicted:
-                    out.append(act)
+        for pod in self.requesters_in_order():
+            out.extend(self.actuations_of(pod))
         return out
+
+    def requesters_in_order(self) -> list[dict[str, Any]]:
+        """The requester (and baseline) Pods in the order :meth:`actuations` takes them."""
+        return sorted(self.requesters(), key=lambda p: (P.created_ns(p) or 0, P.name(p) or ""))
+
+    def actuations_of(self, pod: dict[str, Any]) -> list[Actuation]:
+        """One requester's actuations, as :meth:`actuations` lists them.
+
+        Reads the correlator and writes nothing but its lookup indexes (see
+        :meth:`prepare`), so forked processes may each take a share of the requesters
+        (``trace_lines.py``) and together list exactly what :meth:`actuations` does.
+        """
+        evicted = self._evicted
+        return [a for a in self._actuations_of(pod) if a.key not in evicted]
+
+    def prepare(self) -> None:
+        """Build the lookup indexes now, once, before processes are forked from here:
+        each would otherwise build its own copy on its first :meth:`actuations_of`."""
+        self._names()
+        self._launchers()
 
     def orphan_requesters(self) -> int:
         """Requesters the DPC log talks about whose Pod is not in the input (not traced)."""
@@ -364,20 +382,25 @@ class Correlator:
     def _lifetime(self, uid: str, name: str) -> tuple[int, int]:
         """When a Pod of this name was *this* Pod: a line that names a requester only by name
         belongs to the same-named Pod created last before it (names are reused over time)."""
-        if self._name_index is None:
-            index: dict[str, list[tuple[int, str | None]]] = {}
-            for p in self.store.pods():
-                index.setdefault(P.name(p) or "", []).append((P.created_ns(p) or 0, P.uid(p)))
-            for lst in index.values():
-                lst.sort(key=lambda x: (x[0], x[1] or ""))
-            self._name_index = index
-        created = self._name_index.get(name, [])
+        created = self._names().get(name, [])
         lo, hi = -INF, INF
         for i, (t, u) in enumerate(created):
             if u == uid:
                 lo = t - t % M.S if len(created) > 1 else -INF
                 hi = created[i + 1][0] if i + 1 < len(created) else INF
         return lo, hi
+
+    def _names(self) -> dict[str, list[tuple[int, str | None]]]:
+        """Pod name -> [(creation, uid)] oldest first (rebuilt after any ``add_pod``)."""
+        index = self._name_index
+        if index is None:
+            index = {}
+            for p in self.store.pods():
+                index.setdefault(P.name(p) or "", []).append((P.created_ns(p) or 0, P.uid(p)))
+            for lst in index.values():
+                lst.sort(key=lambda x: (x[0], x[1] or ""))
+            self._name_index = index
+        return index
 
     def _rounds(self, uid: str, name: str | None) -> list[tuple[int, int, list[DpcFact]]]:
         """Split a requester's facts at each unbind: [(window_start, window_end, facts)]."""
@@ -543,6 +566,10 @@ class Correlator:
     def _launcher_pod(self, launcher_name: str) -> dict[str, Any] | None:
         """The newest launcher Pod of that name.  Why an index: a scan of every Pod per
         actuation made ``actuations()`` quadratic (60% of the bridge on 2000 actuations)."""
+        return self._launchers().get(launcher_name)
+
+    def _launchers(self) -> dict[str, dict[str, Any]]:
+        """Launcher name -> its newest Pod (rebuilt after any ``add_pod``)."""
         index = self._launcher_index
         if index is None:
             index = {}
@@ -554,7 +581,7 @@ class Correlator:
                 if found is None or (P.created_ns(p) or 0) > (P.created_ns(found) or 0):
                     index[n] = p
             self._launcher_index = index
-        return index.get(launcher_name)
+        return index
 
     def _pair_launcher(self, launcher: str, instance: str, anchor: int | None, put: Any) -> None:
         """The launcher's receipt nearest the DPC's call, then the PUT response after it."""

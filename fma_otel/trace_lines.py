@@ -1,19 +1,29 @@
 """The OTLP JSON lines of many actuations, built and encoded by forked workers.
 
-Why: once the sources are read, building each actuation's span tree and encoding it as
-one OTLP JSON line is the bridge's last serial step (about a third of its time on a big
-capture), while the other CPUs sit idle.  That work is per actuation, pure and
-independent, so the actuations are cut into contiguous slices (at most ``MAX_SLICE``
-each), dealt in turn to this process and forked workers; a worker builds and encodes its
-slices and sends back only their text, one at a time, and this process writes the slices
-in order.  The bytes are exactly those of building and
-encoding every actuation here, in order (``tests/test_trace_lines.py``).
+Why: once the sources are read, correlating each requester's actuations, building each
+actuation's span tree and encoding it as one OTLP JSON line is the bridge's last serial
+step (about a third of its time on a big capture), while the other CPUs sit idle.  That
+work is per requester, pure and independent, so the items (actuations, or requester Pods
+with the ``expand`` that makes their actuations: ``Correlator.actuations_of``) are cut
+into contiguous slices (at most ``MAX_SLICE`` each), dealt in turn to this process and
+forked workers; a worker correlates, builds and encodes its slices and hands back only
+their text, one at a time, and this process writes the slices in order.  The bytes are
+exactly those of building and encoding every actuation here, in order
+(``tests/test_trace_lines.py``).
 
-Workers are only forked (they need this process's actuations, which a spawned worker
-would have to be sent), and only when this process runs no other thread (see
-``workers.py``); otherwise, for few actuations, or with ``jobs=1``,
-everything is done here.  A worker that fails for any reason has its remaining slices
-done here, so a failure costs time, never lines.
+A slice's text (~7 MB for 500 actuations) goes through a memory file each worker shares
+with this process (``memfd``; an unlinked temporary file where there is none), and only
+its length through the pipe.  Why: pickled through the pipe, 64 KiB at a time, a slice
+took 50-90 ms to cross on a 2-CPU VM, with both processes waiting on each other, twice on
+the critical path; written and read as a file it takes ~10 ms on each side.  The worker
+writes its next slice there only once this process says it has read the last one, so a
+worker holds at most two slices (one in the file, one encoded and waiting).
+
+Workers are only forked (they need this process's actuations or correlator, which a
+spawned worker would have to be sent), and only when this process runs no other thread
+(see ``workers.py``); otherwise, for few items, or with ``jobs=1``, everything is done
+here.  A worker that fails for any reason has its remaining slices done here, so a
+failure costs time, never lines.
 """
 
 from __future__ import annotations
@@ -22,7 +32,7 @@ import gc
 import multiprocessing as mp
 import os
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .build import build_trace
@@ -30,33 +40,46 @@ from .correlate import Actuation
 from .sinks.otlp_json import export_request_text
 from .workers import can_fork
 
-#: Fewer actuations than this are done here: a fork and a pipe cost more than they save.
+#: Fewer items than this are done here: a fork and a pipe cost more than they save.
 MIN_PARALLEL_ACTUATIONS = 256
 
+#: What makes an item's actuations (``Correlator.actuations_of`` for a requester Pod).
+Expand = Callable[[Any], Sequence[Actuation]]
 
-def encode_slice(acts: Sequence[Actuation]) -> tuple[str, int, int]:
-    """``(text, traces, spans)`` of ``acts``: one OTLP JSON line per actuation, in order."""
+#: ``(text, traces, spans, paths)`` of a slice; ``paths`` counts its actuations by
+#: ``(path, complete)``, which is what the bridge's summary needs of them.
+Slice = tuple[str, int, int, dict[tuple[str, bool], int]]
+
+
+def encode_slice(items: Sequence[Any], expand: Expand | None = None) -> Slice:
+    """One OTLP JSON line per actuation of ``items``, in order: the items themselves, or
+    each one's ``expand(item)``."""
     lines: list[str] = []
-    spans = 0
-    for act in acts:
-        trace = build_trace(act)
-        spans += len(trace)
-        lines.append(export_request_text(trace))
-        lines.append("\n")
-    return "".join(lines), len(acts), spans
+    spans = traces = 0
+    paths: dict[tuple[str, bool], int] = {}
+    for item in items:
+        for act in (item,) if expand is None else expand(item):
+            trace = build_trace(act)
+            traces += 1
+            spans += len(trace)
+            lines.append(export_request_text(trace))
+            lines.append("\n")
+            key = (act.path, act.complete)
+            paths[key] = paths.get(key, 0) + 1
+    return "".join(lines), traces, spans, paths
 
 
-#: At most this many actuations per slice, so that the text held at once (a slice per
-#: process, a few MB) does not grow with the capture.
+#: At most this many items per slice, so that the text held at once (a few slices, a few
+#: MB each) does not grow with the capture.
 MAX_SLICE = 500
 
 
-def _slices(acts: Sequence[Actuation], jobs: int) -> list[Sequence[Actuation]]:
+def _slices(items: Sequence[Any], jobs: int) -> list[Sequence[Any]]:
     """Contiguous slices, as even as ``jobs`` allow and none over :data:`MAX_SLICE`."""
-    n = len(acts)
+    n = len(items)
     count = max(jobs, -(-n // MAX_SLICE))
     cuts = [n * k // count for k in range(count + 1)]
-    return [acts[a:b] for a, b in zip(cuts, cuts[1:], strict=False)]
+    return [items[a:b] for a, b in zip(cuts, cuts[1:], strict=False)]
 
 
 def _buffer() -> int:
@@ -96,28 +119,28 @@ def _read_all(fd: int, n: int) -> bytes:
 _CODEC = ("utf-8", "surrogatepass")
 
 
-def _work(conn: Any, fd: int, parts: Sequence[Sequence[Actuation]]) -> None:
+def _work(conn: Any, fd: int, parts: Sequence[Sequence[Any]], expand: Expand | None) -> None:
     """Worker: encode its slices in order; write each into ``fd`` once this process has read
-    the one before (its ack on ``conn``), then send ``(length, traces, spans)``."""
+    the one before (its ack on ``conn``), then send ``(length, traces, spans, paths)``."""
     # No collections in the worker: a full one would walk (and so copy, page by page) the
     # whole heap it shares with the parent.
     gc.disable()
     try:
         for i, part in enumerate(parts):
-            text, traces, spans = encode_slice(part)
+            text, traces, spans, paths = encode_slice(part, expand)
             data = text.encode(*_CODEC)
             del text
             if i:
                 conn.recv_bytes()  # the last slice has been read out of fd
             _write_all(fd, data)
-            conn.send((len(data), traces, spans))
+            conn.send((len(data), traces, spans, paths))
     except BaseException as exc:  # noqa: BLE001  (the parent does the rest of its slices)
         conn.send(exc.__class__.__name__)
     finally:
         conn.close()
 
 
-def _take(conn: Any, fd: int, more: bool) -> tuple[str, int, int] | None:
+def _take(conn: Any, fd: int, more: bool) -> Slice | None:
     """A worker's next slice, read out of ``fd``, or ``None`` if it is gone or failed, or
     what it sent makes no sense.  Acked only when the worker has ``more`` slices to hand
     over: after its last one it may be gone, and writing to a closed pipe raises
@@ -126,9 +149,9 @@ def _take(conn: Any, fd: int, more: bool) -> tuple[str, int, int] | None:
         got = conn.recv()
     except (EOFError, OSError):
         return None
-    if not (isinstance(got, tuple) and len(got) == 3):
+    if not (isinstance(got, tuple) and len(got) == 4):
         return None
-    n, traces, spans = got
+    n, traces, spans, paths = got
     data = _read_all(fd, n)
     if len(data) != n:
         return None
@@ -137,39 +160,54 @@ def _take(conn: Any, fd: int, more: bool) -> tuple[str, int, int] | None:
             conn.send_bytes(b"")
         except OSError:
             pass  # it has stopped after this slice: the next recv says so
-    return data.decode(*_CODEC), traces, spans
+    return data.decode(*_CODEC), traces, spans, paths
 
 
 def trace_lines(
-    acts: Sequence[Actuation], jobs: int, min_actuations: int | None = None
-) -> Iterator[tuple[str, int, int]]:
-    """``(text, traces, spans)`` per slice of ``acts``, in order; see the module doc.
+    items: Sequence[Any], jobs: int, min_actuations: int | None = None, expand: Expand | None = None
+) -> Iterator[Slice]:
+    """``(text, traces, spans, paths)`` per slice of ``items``, in order; see the module doc.
 
+    ``items`` are actuations, or (with ``expand``) what ``expand`` makes each one's
+    actuations of: a ``Correlator``'s requesters in order with its ``actuations_of``, after
+    its ``prepare`` (so that the workers share its indexes instead of each building them).
     Slice ``i`` is encoded by process ``i % jobs`` (0 is this one), so each worker has the
     next of its slices ready while this process writes and encodes; a worker waits for this
     process to take a slice before it hands over the next, which keeps the text held at
     once to two slices per worker and one here.
-    ``min_actuations`` defaults to :data:`MIN_PARALLEL_ACTUATIONS`.
+    ``min_actuations`` (items) defaults to :data:`MIN_PARALLEL_ACTUATIONS`.
+
+    CPython's cyclic collector is off until the last slice is taken (back as it was after),
+    as for the rest of the bridge (``bridge._no_cyclic_gc``): the actuations, spans and
+    text made here are acyclic, and with workers forked a full collection would also write
+    to every object's header, and so copy every page this process shares with them
+    (measured: 0.1 s of a 0.45 s step with the collector on).
     """
-    if min_actuations is None:
-        min_actuations = MIN_PARALLEL_ACTUATIONS
-    if jobs < 2 or len(acts) < min_actuations or not can_fork():
-        yield encode_slice(acts)
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield from _trace_lines(
+            items, jobs, MIN_PARALLEL_ACTUATIONS if min_actuations is None else min_actuations, expand
+        )
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _trace_lines(items: Sequence[Any], jobs: int, min_items: int, expand: Expand | None) -> Iterator[Slice]:
+    if jobs < 2 or len(items) < min_items or not can_fork():
+        yield encode_slice(items, expand)
         return
-    slices = _slices(acts, jobs)
+    slices = _slices(items, jobs)
     ctx = mp.get_context("fork")
     workers: list[tuple[Any, Any, int]] = []
-    # Everything allocated so far is left out of this process's collections while the
-    # workers run: a full collection here would write to every object's header, and so
-    # copy every page this process shares with them (measured: a third of the gain lost).
-    gc.freeze()
     for w in range(1, jobs):
         try:
             fd = _buffer()
         except OSError:
             break  # no file to be had: the slices without a worker are done here
         recv, send = ctx.Pipe(duplex=True)
-        p = ctx.Process(target=_work, args=(send, fd, slices[w::jobs]), daemon=True)
+        p = ctx.Process(target=_work, args=(send, fd, slices[w::jobs], expand), daemon=True)
         try:
             p.start()
         except OSError:
@@ -183,15 +221,14 @@ def trace_lines(
     try:
         for i, part in enumerate(slices):
             w = i % jobs
-            got: tuple[str, int, int] | None = None
+            got: Slice | None = None
             if 0 < w <= len(workers) and alive[w - 1]:
                 _, recv, fd = workers[w - 1]
                 got = _take(recv, fd, i + jobs < len(slices))
                 if got is None:
                     alive[w - 1] = False  # gone or failed: its slices are done here from now on
-            yield got if got is not None else encode_slice(part)
+            yield got if got is not None else encode_slice(part, expand)
     finally:
-        gc.unfreeze()
         for p, recv, fd in workers:  # also when the caller stops early (a failed write)
             recv.close()
             os.close(fd)

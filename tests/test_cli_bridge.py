@@ -155,6 +155,17 @@ def test_export_by_environment_only(otlp_http_receiver, clean_otlp_env) -> None:
     assert len({s.trace_id for s in otlp_http_receiver.spans()}) == 6  # the sample implies app=vllm
 
 
+def test_export_without_out_prints_the_summary(otlp_http_receiver, clean_otlp_env) -> None:
+    """Exporting only (no ``--out``), with the summary on: it counts what was exported
+    (this crashed with an unbound ``written`` before the summary was given its counts)."""
+    r = run(str(SAMPLE), "--otlp-endpoint", otlp_http_receiver.traces_url, "--otlp-protocol", "http/protobuf")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == ""
+    spans = otlp_http_receiver.spans()
+    assert "actuations: 6" in r.stderr
+    assert f"spans: {len(spans)} in 6 traces" in r.stderr
+
+
 def test_export_failure_keeps_the_file_and_exits_1(tmp_path: Path, clean_otlp_env) -> None:
     from tests.support.otlp_receiver import free_port
 

@@ -43,6 +43,39 @@ def acts(tmp_path_factory):
     return got
 
 
+@pytest.fixture(scope="module")
+def deferred(tmp_path_factory, acts):
+    """The same capture read with ``build=False``: its requesters and ``actuations_of``."""
+    d = tmp_path_factory.mktemp("cap")
+    write_capture(synth_capture(seed=11, n=40), d)
+    res = run_bridge(inputs_from_capture(d), baseline_selector={"app": "vllm"}, build=False)
+    assert res.actuations == [] and res.traces == [] and res.actuations_of is not None
+    assert len(res.requesters) >= 30
+    return res.requesters, res.actuations_of
+
+
+def _paths(acts) -> dict[tuple[str, bool], int]:
+    out: dict[tuple[str, bool], int] = {}
+    for a in acts:
+        out[a.path, a.complete] = out.get((a.path, a.complete), 0) + 1
+    return out
+
+
+def _parent_slices(monkeypatch, items) -> list[int]:
+    """Record, by the index of its first item, each slice this process encodes itself (a
+    forked worker records into its own copy of the list, which this process never sees)."""
+    at = {id(x): i for i, x in enumerate(items)}
+    done: list[int] = []
+    real = T.encode_slice
+
+    def recording(part, expand=None):
+        done.append(at[id(part[0])])
+        return real(part, expand)
+
+    monkeypatch.setattr(T, "encode_slice", recording)
+    return done
+
+
 def _plain(acts) -> tuple[str, int, int]:
     traces = [build_trace(a) for a in acts]
     text = "".join(export_request_text(t) + "\n" for t in traces)
@@ -82,18 +115,23 @@ def test_few_actuations_one_job_or_threads_stay_in_this_process(acts, monkeypatc
 
 
 def test_a_failing_worker_has_its_slice_redone_here(acts, monkeypatch, fork_ok):
-    def dying(conn, fd, parts):
+    done = _parent_slices(monkeypatch, acts)
+
+    def dying(conn, fd, parts, expand):
         os._exit(3)  # no answer at all
 
     monkeypatch.setattr(T, "_work", dying)
     assert _joined(T.trace_lines(acts, 3, min_actuations=0)) == _plain(acts)
+    assert done == [0, len(acts) // 3, 2 * len(acts) // 3]  # every slice, here
+    done.clear()
 
-    def raising(conn, fd, parts):
+    def raising(conn, fd, parts, expand):
         conn.send("MemoryError")
         conn.close()
 
     monkeypatch.setattr(T, "_work", raising)
     assert _joined(T.trace_lines(acts, 2, min_actuations=0)) == _plain(acts)
+    assert done == [0, len(acts) // 2]
 
 
 def test_no_process_to_be_had_means_the_slice_is_done_here(acts, monkeypatch, fork_ok):
@@ -132,7 +170,9 @@ def test_cli_writes_the_same_file_and_summary_with_any_jobs(
     monkeypatch.setattr(T, "MIN_PARALLEL_ACTUATIONS", 0)
     slices = []
     real = T.encode_slice
-    monkeypatch.setattr(T, "encode_slice", lambda part: slices.append(len(part)) or real(part))
+    monkeypatch.setattr(
+        T, "encode_slice", lambda part, expand=None: slices.append(len(part)) or real(part, expand)
+    )
     runs = {}
     for jobs in ("1", "3"):
         out = tmp_path / f"o{jobs}.jsonl"
@@ -143,8 +183,14 @@ def test_cli_writes_the_same_file_and_summary_with_any_jobs(
     assert runs["1"] == runs["3"]
     code, err, data = runs["3"]
     n = data.count(b"\n")
-    assert slices == [n, n // 3]  # --jobs 1: all here; --jobs 3: the first third here, two forked
-    assert code == 0 and n > 0 and f"in {n} traces" in err
+    r = len(
+        run_bridge(
+            inputs_from_capture(sample_dir()), baseline_selector={"app": "vllm"}, build=False
+        ).requesters
+    )
+    assert 0 < r < n  # the sample has a requester with two rounds
+    assert slices == [r, r // 3]  # --jobs 1: all here; --jobs 3: the first third here, two forked
+    assert code == 0 and f"in {n} traces" in err and f"actuations: {n}" in err
 
 
 @pytest.mark.parametrize("jobs", [2, 3])
@@ -159,14 +205,19 @@ def test_many_small_slices_taken_in_turn_give_the_same_bytes(acts, jobs: int, fo
 def test_a_worker_dying_after_some_slices_has_the_rest_done_here(acts, fork_ok, monkeypatch):
     monkeypatch.setattr(T, "MAX_SLICE", 4)
     real = T._work
+    done = _parent_slices(monkeypatch, acts)
 
-    def two_then_gone(conn, fd, parts):
-        real(conn, fd, parts[:2])
+    def two_then_gone(conn, fd, parts, expand):
+        real(conn, fd, parts[:2], expand)
         os._exit(3)
 
     monkeypatch.setattr(T, "_work", two_then_gone)
     assert _joined(T.trace_lines(acts, 2, min_actuations=0)) == _plain(acts)
     assert not mp.active_children()
+    slices = T._slices(list(range(len(acts))), 2)
+    firsts = [sl[0] for sl in slices]
+    # here: its own (even) slices, and the worker's from its third on
+    assert done == [f for i, f in enumerate(firsts) if i % 2 == 0 or i >= 5]
 
 
 def test_a_slice_is_overwritten_only_after_it_was_read(acts, fork_ok, monkeypatch):
@@ -186,7 +237,7 @@ def test_a_slice_is_overwritten_only_after_it_was_read(acts, fork_ok, monkeypatc
 
 
 def test_a_length_the_file_does_not_hold_has_the_slice_done_here(acts, fork_ok, monkeypatch):
-    def lying(conn, fd, parts):
+    def lying(conn, fd, parts, expand):
         conn.send((1 << 30, 1, 1))  # more than it wrote
         conn.recv_bytes()
 
@@ -228,10 +279,11 @@ import signal, sys
 signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # a host that does not ignore SIGPIPE
 from fma_otel import trace_lines as T
 from fma_otel.bridge import inputs_from_capture, run_bridge
-acts = run_bridge(inputs_from_capture(sys.argv[1]), build=False).actuations
+res = run_bridge(inputs_from_capture(sys.argv[1]), build=False)
 T.MAX_SLICE = 2
-chunks = list(T.trace_lines(acts, 3, min_actuations=0))
-print(len(chunks), sum(c[1] for c in chunks), len(acts))
+chunks = list(T.trace_lines(res.requesters, 3, min_actuations=0, expand=res.actuations_of))
+acts = [a for p in res.requesters for a in res.actuations_of(p)]
+print(len(chunks), sum(c[1] for c in chunks), len(acts), len(res.requesters))
 """
 
 
@@ -247,5 +299,42 @@ def test_a_host_that_does_not_ignore_sigpipe_survives_the_workers_ending(tmp_pat
             [sys.executable, "-c", _SIGPIPE_HOST, str(d)], capture_output=True, text=True, timeout=60
         )
         assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
-        chunks, traces, acts = map(int, done.stdout.split())
-        assert traces == acts and chunks == -(-acts // 2)
+        chunks, traces, acts, requesters = map(int, done.stdout.split())
+        assert traces == acts > 0 and chunks == -(-requesters // 2)
+
+
+@pytest.mark.parametrize("jobs", [1, 2, 3])
+def test_requesters_expanded_by_the_workers_give_the_same_bytes_and_paths(
+    acts, deferred, jobs: int, fork_ok, monkeypatch
+):
+    """The bridge's way: each process correlates its own requesters' actuations."""
+    requesters, expand = deferred
+    monkeypatch.setattr(T, "MAX_SLICE", 7)
+    done = _parent_slices(monkeypatch, requesters)
+    chunks = list(T.trace_lines(requesters, jobs, min_actuations=0, expand=expand))
+    assert _joined(chunks) == _plain(acts)
+    paths: dict[tuple[str, bool], int] = {}
+    for c in chunks:
+        for k, n in c[3].items():
+            paths[k] = paths.get(k, 0) + n
+    assert paths == _paths(acts) and len(paths) >= 2
+    firsts = [sl[0] for sl in T._slices(list(range(len(requesters))), jobs)]
+    assert done == firsts[::jobs] if jobs > 1 else done == [0]
+    assert not mp.active_children()
+
+
+def test_the_collector_is_off_while_slices_are_made_and_as_it_was_after(acts):
+    import gc
+
+    assert gc.isenabled()
+    gen = T.trace_lines(acts, 1)
+    next(gen)
+    assert not gc.isenabled()
+    gen.close()  # also when the caller stops early
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        assert _joined(T.trace_lines(acts, 1)) == _plain(acts)
+        assert not gc.isenabled()  # a caller's choice is kept
+    finally:
+        gc.enable()

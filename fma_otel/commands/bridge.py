@@ -97,8 +97,11 @@ def command(
         except otlp_export.ExportError as exc:
             fail(str(exc))
     failed = False
+    written: tuple[int, int] | None = None
+    paths: dict[tuple[str, bool], int] | None = None
     try:
-        # Only writing a file: the traces are built and encoded by workers (trace_lines.py).
+        # Only writing a file: the actuations are correlated, built and encoded by workers
+        # (trace_lines.py), which count them by path for the summary.
         by_lines = out is not None and sink is None
         try:
             result = _run(inputs, selector, baseline_container, quiet, jobs, not by_lines)
@@ -110,11 +113,16 @@ def command(
             from ..workers import default_jobs
 
             n_traces = n_spans = 0
+            paths = {}
             with open_out(out) as fh:
-                for text, traces, spans in trace_lines(result.actuations, jobs or default_jobs()):
+                for text, traces, spans, counted in trace_lines(
+                    result.requesters, jobs or default_jobs(), expand=result.actuations_of
+                ):
                     fh.write(text)
                     n_traces += traces
                     n_spans += spans
+                    for key, n in counted.items():
+                        paths[key] = paths.get(key, 0) + n
             written = (n_traces, n_spans)
         elif out is not None:
             with open_out(out) as fh:
@@ -131,7 +139,7 @@ def command(
         if sink is not None:
             sink.close()
     if not quiet:
-        click.echo(B.summary(result, written), err=True)
+        click.echo(B.summary(result, written, paths), err=True)
     skipped = [(st.name, ln, why) for st in result.stats for ln, why in st.skipped_lines]
     if strict and skipped:
         for name, ln, why in skipped[:20]:
