@@ -177,7 +177,8 @@ def trace_lines(
     once to two slices per worker and one here.
     ``min_actuations`` (items) defaults to :data:`MIN_PARALLEL_ACTUATIONS`.
 
-    CPython's cyclic collector is off until the last slice is taken (back as it was after),
+    CPython's cyclic collector is off until the last slice is taken or the generator is
+    closed (then back as it was),
     as for the rest of the bridge (``bridge._no_cyclic_gc``): the actuations, spans and
     text made here are acyclic, and with workers forked a full collection would also write
     to every object's header, and so copy every page this process shares with them
@@ -195,6 +196,7 @@ def trace_lines(
 
 
 def _trace_lines(items: Sequence[Any], jobs: int, min_items: int, expand: Expand | None) -> Iterator[Slice]:
+    """:func:`trace_lines` with the collector already off: here, or dealt to workers."""
     if jobs < 2 or len(items) < min_items or not can_fork():
         yield encode_slice(items, expand)
         return
