@@ -208,7 +208,11 @@ def _trace_lines(items: Sequence[Any], jobs: int, min_items: int, expand: Expand
             fd = _buffer()
         except OSError:
             break  # no file to be had: the slices without a worker are done here
-        recv, send = ctx.Pipe(duplex=True)
+        try:
+            recv, send = ctx.Pipe(duplex=True)
+        except OSError:
+            os.close(fd)
+            break  # no pipe to be had (out of descriptors): as above
         p = ctx.Process(target=_work, args=(send, fd, slices[w::jobs], expand), daemon=True)
         try:
             p.start()

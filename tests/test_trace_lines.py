@@ -338,3 +338,25 @@ def test_the_collector_is_off_while_slices_are_made_and_as_it_was_after(acts):
         assert not gc.isenabled()  # a caller's choice is kept
     finally:
         gc.enable()
+
+
+def test_no_pipe_to_be_had_leaves_no_file_open(acts, fork_ok, monkeypatch):
+    fds = []
+    real_buffer, real_ctx = T._buffer, T.mp.get_context
+
+    class NoPipe:
+        def __init__(self, method):
+            self._ctx = real_ctx(method)
+
+        def Pipe(self, duplex):  # noqa: N802
+            raise OSError(24, "Too many open files")
+
+        def Process(self, **kw):  # noqa: N802
+            return self._ctx.Process(**kw)
+
+    monkeypatch.setattr(T, "_buffer", lambda: fds.append(real_buffer()) or fds[-1])
+    monkeypatch.setattr(T.mp, "get_context", NoPipe)
+    assert _joined(T.trace_lines(acts, 3, min_actuations=0)) == _plain(acts)
+    assert len(fds) == 1
+    with pytest.raises(OSError):
+        os.fstat(fds[0])
