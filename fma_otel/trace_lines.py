@@ -31,6 +31,7 @@ from __future__ import annotations
 import gc
 import multiprocessing as mp
 import os
+import signal
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -70,7 +71,9 @@ def encode_slice(items: Sequence[Any], expand: Expand | None = None) -> Slice:
 
 
 #: At most this many items per slice, so that the text held at once (a few slices, a few
-#: MB each) does not grow with the capture.
+#: MB each) does not grow with the capture.  Items are requesters in the bridge: a slice
+#: then holds their actuations, one each as a rule, one per round for a requester bound
+#: again after an unbind (what the correlator holds of them anyway).
 MAX_SLICE = 500
 
 
@@ -119,9 +122,18 @@ def _read_all(fd: int, n: int) -> bytes:
 _CODEC = ("utf-8", "surrogatepass")
 
 
-def _work(conn: Any, fd: int, parts: Sequence[Sequence[Any]], expand: Expand | None) -> None:
+def _work(
+    conn: Any, fd: int, parts: Sequence[Sequence[Any]], expand: Expand | None, inherited: Sequence[Any] = ()
+) -> None:
     """Worker: encode its slices in order; write each into ``fd`` once this process has read
-    the one before (its ack on ``conn``), then send ``(length, traces, spans, paths)``."""
+    the one before (its ack on ``conn``), then send ``(length, traces, spans, paths)``.
+
+    ``inherited`` are the parent's ends of the pipes (its own and earlier workers') that the
+    fork copied here: closed first, so that when the parent is gone (killed, or it stopped
+    early) the wait for an ack ends with ``EOFError`` instead of outliving it.
+    """
+    for end in inherited:
+        end.close()
     # No collections in the worker: a full one would walk (and so copy, page by page) the
     # whole heap it shares with the parent.
     gc.disable()
@@ -134,10 +146,35 @@ def _work(conn: Any, fd: int, parts: Sequence[Sequence[Any]], expand: Expand | N
                 conn.recv_bytes()  # the last slice has been read out of fd
             _write_all(fd, data)
             conn.send((len(data), traces, spans, paths))
+    except EOFError:
+        pass  # the parent has stopped taking slices: nothing to do, nobody to tell
     except BaseException as exc:  # noqa: BLE001  (the parent does the rest of its slices)
-        conn.send(exc.__class__.__name__)
+        try:
+            conn.send(exc.__class__.__name__)
+        except OSError:
+            pass  # the parent is gone too; its end of the pipe says so if not
     finally:
         conn.close()
+
+
+def _ack(conn: Any) -> None:
+    """Tell a worker its last slice was read: ``SIGPIPE`` held back meanwhile.
+
+    The worker may have died since it sent the slice (a failure, an OOM kill); writing to
+    its closed end then raises ``SIGPIPE``, which kills a host that does not ignore it.
+    Blocked for this thread, the signal is taken back if the write raised it, and the write
+    fails with ``EPIPE`` instead, which the next receive turns into "done here".
+    """
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPIPE})
+    try:
+        conn.send_bytes(b"")
+    except OSError:
+        pass
+    finally:
+        if signal.SIGPIPE not in old:
+            if signal.SIGPIPE in signal.sigpending():
+                signal.sigtimedwait({signal.SIGPIPE}, 0)
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _take(conn: Any, fd: int, more: bool) -> Slice | None:
@@ -156,10 +193,7 @@ def _take(conn: Any, fd: int, more: bool) -> Slice | None:
     if len(data) != n:
         return None
     if more:
-        try:
-            conn.send_bytes(b"")
-        except OSError:
-            pass  # it has stopped after this slice: the next recv says so
+        _ack(conn)
     return data.decode(*_CODEC), traces, spans, paths
 
 
@@ -213,7 +247,8 @@ def _trace_lines(items: Sequence[Any], jobs: int, min_items: int, expand: Expand
         except OSError:
             os.close(fd)
             break  # no pipe to be had (out of descriptors): as above
-        p = ctx.Process(target=_work, args=(send, fd, slices[w::jobs], expand), daemon=True)
+        inherited = (recv, *(r for _, r, _ in workers))
+        p = ctx.Process(target=_work, args=(send, fd, slices[w::jobs], expand, inherited), daemon=True)
         try:
             p.start()
         except OSError:
@@ -235,9 +270,20 @@ def _trace_lines(items: Sequence[Any], jobs: int, min_items: int, expand: Expand
                     alive[w - 1] = False  # gone or failed: its slices are done here from now on
             yield got if got is not None else encode_slice(part, expand)
     finally:
-        for p, recv, fd in workers:  # also when the caller stops early (a failed write)
+        # Also when the caller stops early (a failed write): a worker waiting for an ack
+        # sees its pipe closed and ends; one still encoding is stopped, and killed if the
+        # host's own SIGTERM handler (which it inherited) does not end it.
+        for _, recv, fd in workers:
             recv.close()
             os.close(fd)
+        for p, _, _ in workers:
             if p.is_alive():
                 p.terminate()
-            p.join()
+            p.join(_JOIN_S)
+            if p.is_alive():
+                p.kill()
+                p.join()
+
+
+#: How long a stopped worker is given to end before it is killed.
+_JOIN_S = 5.0

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,7 @@ from fma_otel.sources.klog import iter_klog
 from fma_otel.sources.records import SourceStats
 
 from .fuzz._mutate import mutated_file
+from .support.hosts import host, still_running
 from .test_klog_fastpath import DPC, HDR, NASTY, PREFIX
 
 KW = {"messages": WANTED_MESSAGES, "contains": WANTED_CONTAINS}
@@ -211,7 +213,7 @@ def test_a_worker_dying_after_some_batches_is_taken_over_where_it_stopped(tmp_pa
     want = _serial(path, KW)
     monkeypatch.setattr(S, "BATCH", 5)
 
-    def dies_midway(conn, path_, a, b, messages, contains, done, slot, transform):
+    def dies_midway(conn, path_, a, b, messages, contains, done, slot, transform, inherited):
         it = S._items(path_, a, b, messages, contains, None, 0, transform)
         for _ in range(3):  # three full batches, then gone without a word
             conn.send([item for _, item in zip(range(5), it, strict=False)])
@@ -283,3 +285,28 @@ def test_the_callers_skips_interleave_with_the_readers_as_in_a_serial_read(tmp_p
         )
     assert any(why == "no fact" for _, why in st_a.skipped_lines)
     assert any(why != "no fact" for _, why in st_a.skipped_lines)
+
+
+_KILLED_HOST = """
+import sys, time
+from fma_otel.facts import WANTED_CONTAINS, WANTED_MESSAGES
+from fma_otel.sources import klog_segments as S
+seg = S.SegmentedRead.start(sys.argv[1], WANTED_MESSAGES, WANTED_CONTAINS, 2, min_bytes=0, method="fork")
+print(" ".join(str(p.pid) for p, _ in seg._workers), flush=True)
+time.sleep(60)  # never takes a record: the workers end up blocked sending their batches
+"""
+
+
+def test_workers_end_when_the_process_that_forked_them_is_killed(tmp_path: Path):
+    """A worker holds no copy of the parent's end of its pipe (nor of an earlier worker's),
+    so once the parent is gone its blocked send fails and it ends, instead of living on."""
+    path = tmp_path / "dpc.log"
+    path.write_bytes(b"".join(DPC) * 400)  # batches well over a pipe's 64 KiB
+    with host(_KILLED_HOST, str(path)) as p:
+        pids = [int(x) for x in p.stdout.readline().split()]
+        assert len(pids) == 2
+        time.sleep(0.5)  # let them read their segments and block
+        p.kill()
+        p.wait()
+        alive = still_running(pids)
+    assert not alive, f"workers outlived the process that forked them: {alive}"

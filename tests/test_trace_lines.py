@@ -25,6 +25,8 @@ from fma_otel.cli import main
 from fma_otel.sinks.otlp_json import export_request_text
 from fma_otel.synth import synth_capture, write_capture
 
+from .support.hosts import host, still_running
+
 
 @pytest.fixture
 def fork_ok(monkeypatch):
@@ -88,11 +90,18 @@ def _joined(chunks) -> tuple[str, int, int]:
 
 
 @pytest.mark.parametrize("jobs", [1, 2, 3, 5])
-def test_any_number_of_workers_gives_the_same_bytes_and_counts(acts, jobs: int, fork_ok):
+def test_any_number_of_workers_gives_the_same_bytes_and_counts(acts, jobs: int, fork_ok, monkeypatch):
+    done = _parent_slices(monkeypatch, acts)
     chunks = list(T.trace_lines(acts, jobs, min_actuations=0))
     assert len(chunks) == jobs
     assert _joined(chunks) == _plain(acts)
+    assert done == _firsts(len(acts), jobs)[::jobs]  # the workers did theirs
     assert not mp.active_children()
+
+
+def _firsts(n: int, jobs: int) -> list[int]:
+    """The index of each slice's first item, as ``trace_lines`` cuts ``n`` items."""
+    return [sl[0] for sl in T._slices(list(range(n)), jobs)]
 
 
 def test_few_actuations_one_job_or_threads_stay_in_this_process(acts, monkeypatch):
@@ -117,7 +126,7 @@ def test_few_actuations_one_job_or_threads_stay_in_this_process(acts, monkeypatc
 def test_a_failing_worker_has_its_slice_redone_here(acts, monkeypatch, fork_ok):
     done = _parent_slices(monkeypatch, acts)
 
-    def dying(conn, fd, parts, expand):
+    def dying(conn, fd, parts, expand, inherited):
         os._exit(3)  # no answer at all
 
     monkeypatch.setattr(T, "_work", dying)
@@ -125,7 +134,7 @@ def test_a_failing_worker_has_its_slice_redone_here(acts, monkeypatch, fork_ok):
     assert done == [0, len(acts) // 3, 2 * len(acts) // 3]  # every slice, here
     done.clear()
 
-    def raising(conn, fd, parts, expand):
+    def raising(conn, fd, parts, expand, inherited):
         conn.send("MemoryError")
         conn.close()
 
@@ -207,15 +216,14 @@ def test_a_worker_dying_after_some_slices_has_the_rest_done_here(acts, fork_ok, 
     real = T._work
     done = _parent_slices(monkeypatch, acts)
 
-    def two_then_gone(conn, fd, parts, expand):
-        real(conn, fd, parts[:2], expand)
+    def two_then_gone(conn, fd, parts, expand, inherited):
+        real(conn, fd, parts[:2], expand, inherited)
         os._exit(3)
 
     monkeypatch.setattr(T, "_work", two_then_gone)
     assert _joined(T.trace_lines(acts, 2, min_actuations=0)) == _plain(acts)
     assert not mp.active_children()
-    slices = T._slices(list(range(len(acts))), 2)
-    firsts = [sl[0] for sl in slices]
+    firsts = _firsts(len(acts), 2)
     # here: its own (even) slices, and the worker's from its third on
     assert done == [f for i, f in enumerate(firsts) if i % 2 == 0 or i >= 5]
 
@@ -232,13 +240,15 @@ def test_a_slice_is_overwritten_only_after_it_was_read(acts, fork_ok, monkeypatc
         return real(fd, n)
 
     monkeypatch.setattr(T, "_read_all", late)
+    done = _parent_slices(monkeypatch, acts)
     assert _joined(T.trace_lines(acts, 2, min_actuations=0)) == _plain(acts)
+    assert done == _firsts(len(acts), 2)[::2]
     assert not mp.active_children()
 
 
 def test_a_length_the_file_does_not_hold_has_the_slice_done_here(acts, fork_ok, monkeypatch):
-    def lying(conn, fd, parts, expand):
-        conn.send((1 << 30, 1, 1))  # more than it wrote
+    def lying(conn, fd, parts, expand, inherited):
+        conn.send((1 << 30, 1, 1, {}))  # more than it wrote
         conn.recv_bytes()
 
     monkeypatch.setattr(T, "_work", lying)
@@ -258,7 +268,9 @@ def test_without_memfd_a_temporary_file_carries_the_slices(acts, fork_ok, monkey
         return fds[-1]
 
     monkeypatch.setattr(T, "_buffer", buffer)
+    done = _parent_slices(monkeypatch, acts)
     assert _joined(T.trace_lines(acts, 3, min_actuations=0)) == _plain(acts)
+    assert done == _firsts(len(acts), 3)[::3]
     assert len(fds) == 2 and not any(k.startswith("/memfd:") for k in kinds), kinds
     for fd in fds:  # closed once the workers are done
         with pytest.raises(OSError):
@@ -274,33 +286,92 @@ def test_no_file_to_be_had_means_the_slices_are_done_here(acts, fork_ok, monkeyp
     assert not mp.active_children()
 
 
-_SIGPIPE_HOST = """
-import signal, sys
-signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # a host that does not ignore SIGPIPE
+#: What every host script below starts with: a capture's requesters, read as the bridge does.
+_HOST_HEAD = """
+import os, signal, sys, time
+import multiprocessing as mp
 from fma_otel import trace_lines as T
 from fma_otel.bridge import inputs_from_capture, run_bridge
 res = run_bridge(inputs_from_capture(sys.argv[1]), build=False)
+"""
+
+_SIGPIPE_HOST = """
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # a host that does not ignore SIGPIPE
 T.MAX_SLICE = 2
-chunks = list(T.trace_lines(res.requesters, 3, min_actuations=0, expand=res.actuations_of))
+parent, slices = os.getpid(), T._slices(res.requesters, int(sys.argv[2]))
+bad = id(slices[3][0]) if sys.argv[3] == "fail" else None  # a worker's second slice
+
+def expand(pod):
+    if id(pod) == bad and os.getpid() != parent:
+        raise MemoryError("in the worker only")
+    return res.actuations_of(pod)
+
+chunks = list(T.trace_lines(res.requesters, int(sys.argv[2]), min_actuations=0, expand=expand))
 acts = [a for p in res.requesters for a in res.actuations_of(p)]
 print(len(chunks), sum(c[1] for c in chunks), len(acts), len(res.requesters))
 """
 
 
-def test_a_host_that_does_not_ignore_sigpipe_survives_the_workers_ending(tmp_path: Path):
-    """No write to a worker's pipe after its last slice: it may be gone by then."""
-    import subprocess
-    import sys
-
-    d = tmp_path / "cap"
+@pytest.fixture(scope="module")
+def host_capture(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("cap") / "cap"
     write_capture(synth_capture(seed=11, n=12), d)
-    for _ in range(3):  # the worker's exit races the parent's last read
-        done = subprocess.run(
-            [sys.executable, "-c", _SIGPIPE_HOST, str(d)], capture_output=True, text=True, timeout=60
-        )
-        assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
-        chunks, traces, acts, requesters = map(int, done.stdout.split())
+    return d
+
+
+def _host(script: str, *args: str):
+    return host(_HOST_HEAD + script, *args)
+
+
+@pytest.mark.parametrize(("jobs", "case"), [(3, "ok"), (2, "fail")])
+def test_a_host_that_does_not_ignore_sigpipe_survives_its_workers(host_capture: Path, jobs: int, case: str):
+    """No write to a worker's pipe may raise SIGPIPE in the host: not after its last slice
+    (it may be gone by then), nor after it failed between two slices ("fail": the ack to a
+    dead worker)."""
+    for _ in range(3):  # the worker's exit races the parent's read
+        with _host(_SIGPIPE_HOST, str(host_capture), str(jobs), case) as p:
+            out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, (p.returncode, err[-2000:])
+        chunks, traces, acts, requesters = map(int, out.split())
         assert traces == acts > 0 and chunks == -(-requesters // 2)
+
+
+_KILLED_HOST = """
+T.MAX_SLICE = 1
+gen = T.trace_lines(res.requesters, 3, min_actuations=0, expand=res.actuations_of)
+next(gen)
+print(" ".join(str(w.pid) for w in mp.active_children()), flush=True)
+time.sleep(60)
+"""
+
+
+def test_workers_end_when_the_host_is_killed(host_capture: Path):
+    """A worker waiting to hand over its next slice sees the host's end of its pipe close
+    (it holds no copy of it) and ends, instead of living on with a copy of the heap."""
+    with _host(_KILLED_HOST, str(host_capture)) as p:
+        pids = [int(x) for x in p.stdout.readline().split()]
+        assert len(pids) == 2
+        p.kill()  # the host alone: its workers are left to notice
+        p.wait()
+        alive = still_running(pids)
+    assert not alive, f"workers outlived their host: {alive}"
+
+
+_SIGTERM_HOST = """
+signal.signal(signal.SIGTERM, lambda *a: None)  # a host whose SIGTERM handler does not exit
+T.MAX_SLICE = 1
+gen = T.trace_lines(res.requesters, 2, min_actuations=0, expand=res.actuations_of)
+next(gen); next(gen)
+gen.close()  # a caller that stops early (a failed write)
+print(len(mp.active_children()), flush=True)
+"""
+
+
+def test_a_caller_stopping_early_in_a_host_that_ignores_sigterm_does_not_hang(host_capture: Path):
+    with _host(_SIGTERM_HOST, str(host_capture)) as p:
+        out, err = p.communicate(timeout=30)
+    assert p.returncode == 0, err[-2000:]
+    assert out.split() == ["0"]
 
 
 @pytest.mark.parametrize("jobs", [1, 2, 3])
@@ -318,7 +389,7 @@ def test_requesters_expanded_by_the_workers_give_the_same_bytes_and_paths(
         for k, n in c[3].items():
             paths[k] = paths.get(k, 0) + n
     assert paths == _paths(acts) and len(paths) >= 2
-    firsts = [sl[0] for sl in T._slices(list(range(len(requesters))), jobs)]
+    firsts = _firsts(len(requesters), jobs)
     assert done == firsts[::jobs] if jobs > 1 else done == [0]
     assert not mp.active_children()
 

@@ -205,13 +205,20 @@ def _work(
     done: Any,
     slot: int,
     transform: Transform | None,
+    inherited: tuple[Any, ...] = (),
 ) -> None:
     """Worker: send the segment's :func:`_items` in batches (lists); a failure as a ``str``.
 
     Batches are held until the parent has begun to take records (the last slot of ``done``
     says so): a send blocks until the parent reads it, and before that the parent is busy
     reading the Pods and launcher logs, so sending earlier would only stall this worker.
+
+    ``inherited`` are the parent's ends of the pipes that a fork copied here (this worker's
+    and the earlier ones'): closed first, so that a parent that is gone (killed) makes the
+    next send fail instead of blocking this worker for ever.
     """
+    for end in inherited:
+        end.close()
     taking = len(done) - 1
     try:
         batch: list[tuple[Any, ...]] = []
@@ -222,7 +229,10 @@ def _work(
                 batch = []
         conn.send(batch)
     except BaseException as exc:  # noqa: BLE001  (reported to the parent, which reads the segment)
-        conn.send(exc.__class__.__name__)
+        try:
+            conn.send(exc.__class__.__name__)
+        except OSError:
+            pass  # the parent is gone: nobody to tell
     finally:
         conn.close()
 
@@ -315,7 +325,10 @@ class SegmentedRead:
         try:
             for slot, (a, b) in enumerate(self._bounds):
                 recv, send = ctx.Pipe(duplex=False)
-                args = (send, path, a, b, messages, contains, self._done, slot, transform)
+                # a forked worker holds copies of the parent's ends (see _work); a spawned
+                # one gets only what it is passed, so it must not be passed those
+                inherited = (recv, *(r for _, r in self._workers)) if method == "fork" else ()
+                args = (send, path, a, b, messages, contains, self._done, slot, transform, inherited)
                 p = ctx.Process(target=_work, args=args, daemon=True)
                 self._workers.append((p, recv))
                 p.start()
