@@ -132,8 +132,8 @@ def _work(
     fork copied here: closed first, so that when the parent is gone (killed, or it stopped
     early) the wait for an ack ends with ``EOFError`` instead of outliving it.
     """
-    for end in inherited:
-        end.close()
+    for theirs in inherited:
+        theirs.close()
     # No collections in the worker: a full one would walk (and so copy, page by page) the
     # whole heap it shares with the parent.
     gc.disable()

@@ -51,6 +51,32 @@ BLOCKS = (
 )
 
 
+@pytest.fixture(autouse=True)
+def _no_silent_takeover(monkeypatch, request):
+    """Every segment must come from its worker.  This process reads one itself (``_items``)
+    only when a worker failed, and a failure is silent in the results (they are the same),
+    so only the tests that make a worker fail (asking for ``takeover``) may see it.  A
+    forked worker calls its own copy of the wrapper: only this process's calls count."""
+    calls: list[tuple] = []
+    real, me = S._items, os.getpid()
+
+    def recording(*args, **kw):
+        if os.getpid() == me:
+            calls.append(args[:3])
+        return real(*args, **kw)
+
+    monkeypatch.setattr(S, "_items", recording)
+    yield calls
+    if "takeover" not in request.fixturenames:
+        assert calls == [], f"this process read segments its workers should have: {calls}"
+
+
+@pytest.fixture
+def takeover(_no_silent_takeover) -> list[tuple]:
+    """The segments this process read itself, in a test that makes a worker fail."""
+    return _no_silent_takeover
+
+
 def _serial(path: Path, kw: dict) -> tuple[list, tuple]:
     st_ = SourceStats("t")
     with open(path, "rb") as fh:
@@ -138,7 +164,7 @@ def test_progress_reports_every_byte_once(tmp_path: Path):
     assert sum(seen) == path.stat().st_size and all(n >= 0 for n in seen)
 
 
-def test_a_failing_worker_makes_the_parent_read_serially(tmp_path: Path, monkeypatch):
+def test_a_failing_worker_makes_the_parent_read_serially(tmp_path: Path, monkeypatch, takeover):
     path = tmp_path / "dpc.log"
     path.write_bytes(b"".join(DPC) * 5)
     want = _serial(path, KW)
@@ -155,6 +181,7 @@ def test_a_failing_worker_makes_the_parent_read_serially(tmp_path: Path, monkeyp
 
     monkeypatch.setattr(S, "_work", raising)
     assert _segmented(path, S.cut_points(str(path), 2), KW) == want
+    assert len(takeover) == 4  # both segments, both times
 
 
 def test_small_files_one_job_and_missing_files_read_serially(tmp_path: Path):
@@ -207,7 +234,9 @@ def test_bridge_in_segments_gives_the_same_traces(jobs: int):
     ]
 
 
-def test_a_worker_dying_after_some_batches_is_taken_over_where_it_stopped(tmp_path: Path, monkeypatch):
+def test_a_worker_dying_after_some_batches_is_taken_over_where_it_stopped(
+    tmp_path: Path, monkeypatch, takeover
+):
     path = tmp_path / "dpc.log"
     path.write_bytes(b"".join(DPC + NASTY) * 4)
     want = _serial(path, KW)
@@ -221,6 +250,7 @@ def test_a_worker_dying_after_some_batches_is_taken_over_where_it_stopped(tmp_pa
 
     monkeypatch.setattr(S, "_work", dies_midway)
     assert _segmented(path, S.cut_points(str(path), 3), KW) == want
+    assert len(takeover) == 3
     rows_want = _serial_rows(path)
     assert _segmented_rows(path, S.cut_points(str(path), 3)) == rows_want
 

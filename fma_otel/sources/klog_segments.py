@@ -217,8 +217,8 @@ def _work(
     and the earlier ones'): closed first, so that a parent that is gone (killed) makes the
     next send fail instead of blocking this worker for ever.
     """
-    for end in inherited:
-        end.close()
+    for theirs in inherited:
+        theirs.close()
     taking = len(done) - 1
     try:
         batch: list[tuple[Any, ...]] = []
