@@ -185,6 +185,25 @@ def _run_bridge(
         if inputs.dpc_log
         else None
     )
+    try:
+        return _read_sources(inputs, segmented, baseline_selector, baseline_container, progress, build)
+    finally:
+        # Also when a source fails (an InputError, an unreadable file): the DPC-log workers
+        # would otherwise stay blocked holding their segments' rows until this process exits.
+        if segmented is not None:
+            segmented.close()
+
+
+def _read_sources(
+    inputs: BridgeInputs,
+    segmented: SegmentedRead | None,
+    baseline_selector: Mapping[str, str] | None,
+    baseline_container: str | None,
+    progress: Callable[[int], None] | None,
+    build: bool,
+) -> BridgeResult:
+    """Read the Pods and launcher logs here, then the DPC log (from ``segmented``'s workers,
+    or serially); correlate; build the traces unless ``build`` is false."""
     c = Correlator(baseline_selector=baseline_selector, baseline_container=baseline_container)
     stats: list[SourceStats] = []
     for path in inputs.pods:

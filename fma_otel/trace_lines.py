@@ -39,7 +39,7 @@ from typing import Any
 from .build import build_trace
 from .correlate import Actuation
 from .sinks.otlp_json import export_request_text
-from .workers import can_fork
+from .workers import can_fork, stop
 
 #: Fewer items than this are done here: a fork and a pipe cost more than they save.
 MIN_PARALLEL_ACTUATIONS = 256
@@ -172,9 +172,14 @@ def _ack(conn: Any) -> None:
         pass
     finally:
         if signal.SIGPIPE not in old:
-            if signal.SIGPIPE in signal.sigpending():
-                signal.sigtimedwait({signal.SIGPIPE}, 0)
-            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+            try:
+                if signal.SIGPIPE in signal.sigpending():
+                    if hasattr(signal, "sigtimedwait"):
+                        signal.sigtimedwait({signal.SIGPIPE}, 0)
+                    else:  # macOS: pending, so this returns at once
+                        signal.sigwait({signal.SIGPIPE})
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _take(conn: Any, fd: int, more: bool) -> Slice | None:
@@ -276,14 +281,4 @@ def _trace_lines(items: Sequence[Any], jobs: int, min_items: int, expand: Expand
         for _, recv, fd in workers:
             recv.close()
             os.close(fd)
-        for p, _, _ in workers:
-            if p.is_alive():
-                p.terminate()
-            p.join(_JOIN_S)
-            if p.is_alive():
-                p.kill()
-                p.join()
-
-
-#: How long a stopped worker is given to end before it is killed.
-_JOIN_S = 5.0
+        stop(p for p, _, _ in workers)

@@ -15,6 +15,9 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import threading
+import time
+from collections.abc import Iterable
+from typing import Any
 
 
 def default_jobs() -> int:
@@ -37,3 +40,24 @@ def start_method() -> str | None:
     if can_fork():
         return "fork"
     return "spawn" if "spawn" in mp.get_all_start_methods() else None
+
+
+#: How long stopped workers are given, all together, to end before they are killed.
+STOP_GRACE_S = 5.0
+
+
+def stop(processes: Iterable[Any], grace: float | None = None) -> None:
+    """End worker processes and reap them: ``SIGTERM`` to those still running, then, after
+    at most ``grace`` seconds (:data:`STOP_GRACE_S`) for all of them together, ``SIGKILL``
+    to any left.  Why the kill: a forked worker inherits its host's signal handlers, and a
+    host whose ``SIGTERM`` handler does not exit would otherwise wait for it for ever."""
+    started = [p for p in processes if p.pid is not None]
+    for p in started:
+        if p.is_alive():
+            p.terminate()
+    deadline = time.monotonic() + (STOP_GRACE_S if grace is None else grace)
+    for p in started:
+        p.join(max(0.0, deadline - time.monotonic()))
+        if p.is_alive():
+            p.kill()
+            p.join()

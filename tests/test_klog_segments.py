@@ -340,3 +340,47 @@ def test_workers_end_when_the_process_that_forked_them_is_killed(tmp_path: Path)
         p.wait()
         alive = still_running(pids)
     assert not alive, f"workers outlived the process that forked them: {alive}"
+
+
+def test_a_source_failing_before_the_dpc_log_leaves_no_worker(tmp_path: Path):
+    """The Pods are read while the DPC-log workers run; when that fails (here: no Pod in the
+    file), the workers are stopped, not left blocked holding their segments' rows."""
+    import multiprocessing as mp
+
+    from fma_otel.bridge import BridgeInputs, InputError
+
+    dpc = tmp_path / "dpc.log"
+    dpc.write_bytes(b"".join(DPC) * 400)  # batches well over a pipe's 64 KiB
+    pods = tmp_path / "pods.json"
+    pods.write_text("not json at all\n")
+    with pytest.raises(InputError, match="no Pod object found"):
+        run_bridge(BridgeInputs([str(pods)], str(dpc)), jobs=2, parallel_min_bytes=0)
+    assert not mp.active_children()
+
+
+_STUBBORN_HOST = """
+import signal, sys, time
+signal.signal(signal.SIGTERM, lambda *a: None)  # a host whose SIGTERM handler does not exit
+from fma_otel import workers
+from fma_otel.facts import WANTED_CONTAINS, WANTED_MESSAGES
+from fma_otel.sources import klog_segments as S
+workers.STOP_GRACE_S = 0.5
+S._items = lambda *a, **k: time.sleep(600) or iter(())  # the forked workers never finish
+seg = S.SegmentedRead.start(sys.argv[1], WANTED_MESSAGES, WANTED_CONTAINS, 2, min_bytes=0, method="fork")
+time.sleep(0.2)
+t = time.monotonic()
+seg.close()  # an abandoned read
+print(round(time.monotonic() - t, 1), sum(p.is_alive() for p, _ in seg._workers), flush=True)
+"""
+
+
+def test_closing_stops_workers_that_ignore_sigterm(tmp_path: Path):
+    """A forked worker inherits its host's SIGTERM handler: one that does not exit is
+    killed after the grace period instead of being waited for for ever."""
+    path = tmp_path / "dpc.log"
+    path.write_bytes(b"".join(DPC) * 5)
+    with host(_STUBBORN_HOST, str(path)) as p:
+        out, err = p.communicate(timeout=30)
+    assert p.returncode == 0, err[-2000:]
+    took, alive = out.split()
+    assert float(took) < 5 and alive == "0"

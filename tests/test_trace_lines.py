@@ -367,6 +367,34 @@ print(len(mp.active_children()), flush=True)
 """
 
 
+_STUBBORN_HOST = """
+signal.signal(signal.SIGTERM, lambda *a: None)  # a host whose SIGTERM handler does not exit
+from fma_otel import workers
+workers.STOP_GRACE_S = 0.5
+T.MAX_SLICE = 1
+parent = os.getpid()
+
+def expand(pod):
+    if os.getpid() != parent:
+        time.sleep(600)  # a worker busy for good: only a kill ends it
+    return res.actuations_of(pod)
+
+gen = T.trace_lines(res.requesters, 2, min_actuations=0, expand=expand)
+next(gen)
+t = time.monotonic()
+gen.close()
+print(round(time.monotonic() - t, 1), len(mp.active_children()), flush=True)
+"""
+
+
+def test_a_busy_worker_that_ignores_sigterm_is_killed_when_the_caller_stops(host_capture: Path):
+    with _host(_STUBBORN_HOST, str(host_capture)) as p:
+        out, err = p.communicate(timeout=30)
+    assert p.returncode == 0, err[-2000:]
+    took, alive = out.split()
+    assert float(took) < 5 and alive == "0"
+
+
 def test_a_caller_stopping_early_in_a_host_that_ignores_sigterm_does_not_hang(host_capture: Path):
     with _host(_SIGTERM_HOST, str(host_capture)) as p:
         out, err = p.communicate(timeout=30)

@@ -44,7 +44,7 @@ from itertools import islice
 from multiprocessing.connection import wait as mp_wait
 from typing import Any
 
-from ..workers import start_method
+from ..workers import start_method, stop
 from .klog import iter_klog
 from .records import KlogRecord, SourceStats
 
@@ -339,11 +339,9 @@ class SegmentedRead:
 
     def close(self) -> None:
         """Stop the workers still running (a failed start, or an abandoned read)."""
-        for p, recv in self._workers:
+        for _, recv in self._workers:
             recv.close()
-            if p.pid is not None and p.is_alive():
-                p.terminate()
-                p.join()
+        stop(p for p, _ in self._workers)
 
     @classmethod
     def start(
