@@ -163,7 +163,9 @@ def _ack(conn: Any) -> None:
     The worker may have died since it sent the slice (a failure, an OOM kill); writing to
     its closed end then raises ``SIGPIPE``, which kills a host that does not ignore it.
     Blocked for this thread, the signal is taken back if the write raised it, and the write
-    fails with ``EPIPE`` instead, which the next receive turns into "done here".
+    fails with ``EPIPE`` instead, which the next receive turns into "done here".  (A
+    ``SIGPIPE`` sent to this process from outside in the microseconds of the write would
+    be taken back too: no sender does that on purpose.)
     """
     old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPIPE})
     try:
