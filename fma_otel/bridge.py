@@ -9,7 +9,6 @@ line is counted, and the result is a list of finished traces.
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -27,7 +26,7 @@ from .sources.klog_segments import MIN_PARALLEL_BYTES, SegmentedRead
 from .sources.launcher_log import iter_launcher_log
 from .sources.pods import iter_pod_events
 from .sources.records import SourceStats
-from .workers import default_jobs
+from .workers import default_jobs, no_cyclic_gc
 
 CAPTURE_PODS = "pods.json"
 CAPTURE_DPC = "dpc.log"
@@ -140,28 +139,10 @@ def run_bridge(
     check_readable(
         [*inputs.pods, *([inputs.dpc_log] if inputs.dpc_log else []), *inputs.launcher_logs.values()]
     )
-    with _no_cyclic_gc():
+    with no_cyclic_gc():
         return _run_bridge(
             inputs, baseline_selector, baseline_container, progress, jobs, parallel_min_bytes, build
         )
-
-
-@contextlib.contextmanager
-def _no_cyclic_gc() -> Iterator[None]:
-    """CPython's cyclic collector off for the run, back as it was after.
-
-    Why: the bridge allocates millions of objects (Pod JSON, records, facts) that are all
-    acyclic and live until the traces are built; the collector kept walking them, 0.2-0.3 s
-    of a 2 s run on a 200 MB capture.  Reference counting still frees everything as usual;
-    only garbage in reference cycles waits, and the bridge makes none at scale.
-    """
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _run_bridge(

@@ -8,6 +8,7 @@ failed (the ``--out`` file is complete either way); 2 unusable arguments or file
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from pathlib import Path
 
 import click
@@ -98,7 +99,7 @@ def command(
             fail(str(exc))
     failed = False
     written: tuple[int, int] | None = None
-    paths: dict[tuple[str, bool], int] | None = None
+    paths: Counter[tuple[str, bool]] | None = None
     try:
         # Only writing a file: the actuations are correlated, built and encoded by workers
         # (trace_lines.py), which count them by path for the summary.
@@ -113,7 +114,7 @@ def command(
             from ..workers import default_jobs
 
             n_traces = n_spans = 0
-            paths = {}
+            paths = Counter()
             with open_out(out) as fh:
                 for text, traces, spans, counted in trace_lines(
                     result.requesters, jobs or default_jobs(), expand=result.actuations_of
@@ -121,8 +122,7 @@ def command(
                     fh.write(text)
                     n_traces += traces
                     n_spans += spans
-                    for key, n in counted.items():
-                        paths[key] = paths.get(key, 0) + n
+                    paths.update(counted)
             written = (n_traces, n_spans)
         elif out is not None:
             with open_out(out) as fh:
