@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
@@ -271,10 +272,7 @@ def summary(
     complete)`` when they were correlated and built outside ``result``.
     """
     if paths is None:
-        counted: dict[tuple[str, bool], int] = {}
-        for a in result.actuations:
-            counted[a.path, a.complete] = counted.get((a.path, a.complete), 0) + 1
-        paths = counted
+        paths = Counter((a.path, a.complete) for a in result.actuations)
     by_path: dict[str, list[int]] = {}
     for (path, complete), n in paths.items():
         by_path.setdefault(path, [0, 0])[0 if complete else 1] += n
