@@ -28,7 +28,6 @@ failure costs time, never lines.
 
 from __future__ import annotations
 
-import gc
 import multiprocessing as mp
 import os
 import signal
@@ -134,9 +133,8 @@ def _work(
     """
     for theirs in inherited:
         theirs.close()
-    # No collections in the worker: a full one would walk (and so copy, page by page) the
-    # whole heap it shares with the parent.
-    gc.disable()
+    # No collections in the worker (it inherits the collector off from trace_lines): a full
+    # one would walk (and so copy, page by page) the whole heap it shares with the parent.
     try:
         for i, part in enumerate(parts):
             text, traces, spans, paths = encode_slice(part, expand)

@@ -7,7 +7,9 @@ a long DPC log in segments; ``trace_lines.py`` builds and encodes trace lines in
   past that the steps are bound by this process taking their results in order;
 * forked only when this process runs no other thread: a thread holding a lock at the
   fork leaves it held forever in the child (Python 3.12+ warns about it), and a host that
-  embeds the bridge, or a test run, may well have some.
+  embeds the bridge, or a test run, may well have some;
+* stopped the same way (:func:`stop`), and run with the cyclic collector off
+  (:func:`no_cyclic_gc`), which forked workers inherit.
 """
 
 from __future__ import annotations
@@ -48,16 +50,15 @@ def start_method() -> str | None:
 STOP_GRACE_S = 5.0
 
 
-def stop(processes: Iterable[Any], grace: float | None = None) -> None:
+def stop(processes: Iterable[Any]) -> None:
     """End worker processes and reap them: ``SIGTERM`` to those still running, then, after
-    at most ``grace`` seconds (:data:`STOP_GRACE_S`) for all of them together, ``SIGKILL``
-    to any left.  Why the kill: a forked worker inherits its host's signal handlers, and a
+    at most :data:`STOP_GRACE_S` seconds for all of them together, ``SIGKILL`` to any left.  Why the kill: a forked worker inherits its host's signal handlers, and a
     host whose ``SIGTERM`` handler does not exit would otherwise wait for it for ever."""
     started = [p for p in processes if p.pid is not None]
     for p in started:
         if p.is_alive():
             p.terminate()
-    deadline = time.monotonic() + (STOP_GRACE_S if grace is None else grace)
+    deadline = time.monotonic() + STOP_GRACE_S
     for p in started:
         p.join(max(0.0, deadline - time.monotonic()))
         if p.is_alive():
