@@ -113,7 +113,10 @@ def _finite(v: Any) -> float | None:
         return v if _isfinite(v) else None
     if t is not int and (isinstance(v, bool) or not isinstance(v, (int, float))):
         return None
-    f = float(v)
+    try:
+        f = float(v)
+    except OverflowError:  # an int beyond any float
+        return None
     return f if _isfinite(f) else None
 
 
@@ -294,7 +297,7 @@ def _isc_from_vllm_config(raw: Any) -> str | None:
         return None
     try:
         cfg = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, a number too long, nesting too deep
         return None
     ann = cfg.get("annotations") if isinstance(cfg, dict) else None
     return _str(ann.get("isc-name")) if isinstance(ann, dict) else None

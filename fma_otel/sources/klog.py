@@ -351,7 +351,10 @@ def _parse_header(s: str) -> tuple[str, int, int, int, int, str, int, int]:
     if not (1 <= month <= 12 and 1 <= day <= 31 and h <= 23 and mn <= 59 and sec <= 60):
         raise KlogParseError("klog header with an impossible date or time")
     tod_us = ((h * 60 + mn) * 60 + sec) * 1_000_000 + int(us)
-    return lv, month, day, tod_us, int(pid), file, int(src), m.end()
+    try:
+        return lv, month, day, tod_us, int(pid), file, int(src), m.end()
+    except ValueError:  # more digits than int() converts (sys.get_int_max_str_digits)
+        raise KlogParseError("klog header with a number too long") from None
 
 
 def _raw_value(s: str, j: int) -> tuple[str, int]:
@@ -384,10 +387,8 @@ def _parse_pairs(s: str, i: int, kv: list[tuple[str, Any]]) -> tuple[str | None,
                 kv.append((key, q))
             elif tok in _JSON_CONST:
                 kv.append((key, _JSON_CONST[tok]))
-            elif "." in tok or "e" in tok or "E" in tok:
-                kv.append((key, float(tok)))
             else:
-                kv.append((key, int(tok)))
+                kv.append((key, _number(tok)))
             i = m.end()
             continue
         if s[i] != " ":
@@ -436,6 +437,12 @@ def _parse_pairs(s: str, i: int, kv: list[tuple[str, Any]]) -> tuple[str | None,
             val, i = _raw_value(s, j)
             kv.append((key, val))
             continue
+        except (ValueError, RecursionError):
+            # Valid JSON that Python will not build: an integer of more digits than int()
+            # converts, or nesting deeper than the decoder recurses.  Kept as written.
+            val, i = _raw_value(s, j)
+            kv.append((key, val))
+            continue
         if end < n and s[end] != " ":
             val, i = _raw_value(s, j)
             kv.append((key, val))
@@ -457,13 +464,19 @@ def _quoted_body_value(q: str) -> str:
         return f'"{q}"'
 
 
+def _number(t: str) -> Any:
+    """A JSON number token as ``int`` or ``float``; the token itself when Python will not
+    convert it (an integer of more digits than ``sys.get_int_max_str_digits()`` raises
+    ``ValueError``): such a value is kept as written, and the line is not lost."""
+    try:
+        return float(t) if "." in t or "e" in t or "E" in t else int(t)
+    except ValueError:
+        return t
+
+
 def _token_value(t: str) -> Any:
     """A JSON scalar token as :func:`_parse_pairs` converts it."""
-    if t in _JSON_CONST:
-        return _JSON_CONST[t]
-    if "." in t or "e" in t or "E" in t:
-        return float(t)
-    return int(t)
+    return _JSON_CONST[t] if t in _JSON_CONST else _number(t)
 
 
 def _simple_record(line_no: int, prefix_ns: int | None, s: str) -> KlogRecord | None:
@@ -477,19 +490,23 @@ def _simple_record(line_no: int, prefix_ns: int | None, s: str) -> KlogRecord | 
     month, day, h, mn, sec = int(mo), int(dd), int(hh), int(mi), int(ss)
     if not (1 <= month <= 12 and 1 <= day <= 31 and h <= 23 and mn <= 59 and sec <= 60):
         return None
-    kv = [
-        (
-            k,
-            (q if "\\" not in q else _quoted_body_value(q))
-            if not t
-            else int(t)
-            if t.isdigit()
-            else _token_value(t),
-        )
-        for k, q, t, _ in found
-    ]
+    try:
+        kv = [
+            (
+                k,
+                (q if "\\" not in q else _quoted_body_value(q))
+                if not t
+                else int(t)
+                if t.isdigit()
+                else _token_value(t),
+            )
+            for k, q, t, _ in found
+        ]
+        pid_, src_ = int(pid), int(src)
+    except ValueError:
+        return None  # a number too long for int(): the general parser decides
     tod_us = ((h * 60 + mn) * 60 + sec) * 1_000_000 + int(us)
-    return KlogRecord(line_no, lv, month, day, tod_us, int(pid), file, int(src), msg, tuple(kv), prefix_ns)
+    return KlogRecord(line_no, lv, month, day, tod_us, pid_, file, src_, msg, tuple(kv), prefix_ns)
 
 
 class _Parsed:

@@ -148,6 +148,10 @@ class _Reader:
                 if near_end and self.fill(len(self.buf) - self.pos):
                     continue
                 raise
+            except ValueError as e:  # valid JSON Python will not build: an int too long
+                raise _Bad(f"a number too long ({e})"[:120]) from None
+            except RecursionError:
+                raise _Bad("JSON nested too deeply") from None
             if end >= len(self.buf) and not isinstance(val, (dict, list, str)) and self.fill():
                 continue  # a number or literal may go on in the next chunk
             self.pos = end
@@ -320,16 +324,20 @@ def resource_version(pod: dict[str, Any]) -> str | None:
     return rv if isinstance(rv, str) else None
 
 
-def _rv_int(rv: str | None) -> int | None:
+def _rv_int(rv: str | None) -> tuple[int, str] | None:
+    """An order key of a decimal ``resourceVersion``: ``(digits, digits)`` without leading
+    zeros orders as the integers do, with no ``int()`` (which refuses more than
+    ``sys.get_int_max_str_digits()`` digits: a hostile file must not stop the bridge)."""
     if rv is None or not rv.isascii() or not rv.isdigit():
         return None
-    return int(rv)
+    d = rv.lstrip("0")
+    return (len(d), d)
 
 
 @dataclass
 class _Entry:
     pod: dict[str, Any]
-    rv: int | None
+    rv: tuple[int, str] | None
     deleted: bool
 
 
