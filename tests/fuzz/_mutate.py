@@ -8,6 +8,7 @@ in half, JSON values with a stray quote, blocks that never close).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from hypothesis import strategies as st
@@ -39,12 +40,20 @@ def mutated_line(draw: st.DrawFn, lines: list[bytes]) -> bytes:
     line = draw(st.sampled_from(lines))
     if not line:
         return line
-    op = draw(st.sampled_from(["cut", "insert", "delete", "replace", "splice", "keep"]))
+    op = draw(st.sampled_from(["cut", "insert", "delete", "replace", "splice", "keep", "hostile"]))
     i = draw(st.integers(0, len(line)))
     if op == "cut":
         return line[:i]
     if op == "keep":
         return line
+    if op == "hostile":
+        # one number of the line made too long for int(), or one JSON opener nested too deep
+        spots = [(m.start(), m.end(), b"9" * 4400) for m in re.finditer(rb"[0-9]+", line)]
+        spots += [(m.start(), m.start(), b"[" * 3000) for m in re.finditer(rb"[\[{]", line)]
+        if not spots:
+            return line
+        a, b, piece = draw(st.sampled_from(spots))
+        return line[:a] + piece + line[b:]
     piece = draw(
         st.one_of(
             st.binary(min_size=1, max_size=4),
