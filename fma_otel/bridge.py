@@ -20,7 +20,7 @@ from typing import IO, Any
 
 from . import model as M
 from .build import build_trace
-from .correlate import Actuation, Correlator, dpc_row
+from .correlate import Actuation, Correlator, dpc_row, failed_poll
 from .facts import WANTED_CONTAINS, WANTED_MESSAGES
 from .sources.klog import iter_klog
 from .sources.klog_segments import MIN_PARALLEL_BYTES, SegmentedRead
@@ -163,6 +163,7 @@ def _run_bridge(
             default_jobs() if jobs is None else jobs,
             parallel_min_bytes,
             transform=dpc_row,
+            drop=failed_poll,
         )
         if inputs.dpc_log
         else None
@@ -215,7 +216,9 @@ def _read_sources(
                 items, add, line_of = segmented.records(st, progress), c.add_dpc_row, itemgetter(0)
             else:
                 src = _ProgressReader(fh, progress) if progress else fh
-                items = iter_klog(src, st, messages=WANTED_MESSAGES, contains=WANTED_CONTAINS)
+                items = iter_klog(
+                    src, st, messages=WANTED_MESSAGES, contains=WANTED_CONTAINS, drop=failed_poll
+                )
                 add, line_of = c.add_dpc, attrgetter("line_no")
             for item in items:
                 try:

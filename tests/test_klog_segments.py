@@ -242,8 +242,8 @@ def test_a_worker_dying_after_some_batches_is_taken_over_where_it_stopped(
     want = _serial(path, KW)
     monkeypatch.setattr(S, "BATCH", 5)
 
-    def dies_midway(conn, path_, a, b, messages, contains, done, slot, transform, inherited):
-        it = S._items(path_, a, b, messages, contains, None, 0, transform)
+    def dies_midway(conn, path_, a, b, messages, contains, done, slot, transform, drop, inherited):
+        it = S._items(path_, a, b, messages, contains, None, 0, transform, drop)
         for _ in range(3):  # three full batches, then gone without a word
             conn.send([item for _, item in zip(range(5), it, strict=False)])
         os._exit(3)

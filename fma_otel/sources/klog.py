@@ -41,7 +41,7 @@ import calendar
 import json
 import re
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -57,6 +57,7 @@ __all__ = [
     "iter_klog",
     "parse_klog_line",
     "parse_rfc3339_ns",
+    "simple_line_pattern",
     "split_timestamp_prefix",
 ]
 
@@ -339,6 +340,27 @@ _PAIR_OR_REST = re.compile(_pair_src("(") + r"|((?s:.+))", re.ASCII)
 _RESYNC = re.compile(r" [A-Za-z_][A-Za-z0-9_.\-/]*=")
 _DECODER = json.JSONDecoder()
 _JSON_CONST: dict[str, Any] = {"true": True, "false": False, "null": None}
+
+
+def simple_line_pattern(message: str) -> re.Pattern[bytes]:
+    r"""A bytes regex whose ``fullmatch`` takes a klog line (no ``--timestamps`` prefix, no
+    line end), or the start of one up to a space between two pairs, with this ``message``
+    and pairs only in the one-regex grammar of the fast path; groups: month, day, hour,
+    minute, second.
+
+    Why: a caller that drops a kind of line's record anyway (the bridge, failed
+    ``/is_sleeping`` polls) can recognise such lines in C instead of parsing them; it
+    matches the pairs it needs to see with a regex of its own on the rest of the line.  A
+    line taken whole (given the header's ranges, which the caller checks on the groups) is
+    exactly one the per-line parser turns into a record: the same header and pair grammar,
+    the thread id and source line bounded to 18 digits so that ``int()`` takes them.
+    """
+    header = rb"[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.\d{6} +\d{1,18} [^ :\]]+:\d{1,18}\] "
+    quoted = go_quote(message).encode("utf-8")
+    if b"\\" in quoted[1:-1]:
+        raise ValueError("a message with an escape is not in the fast grammar")
+    pairs = rb"(?:" + _pair_src("(?:").encode("ascii") + rb")*" + _POSS.encode("ascii")
+    return re.compile(header + re.escape(quoted) + pairs, re.ASCII)
 
 
 def _parse_header(s: str) -> tuple[str, int, int, int, int, str, int, int]:
@@ -764,6 +786,7 @@ def iter_klog(
     contains: Mapping[str, Iterable[str]] | None = None,
     *,
     block_size: int = BLOCK_SIZE,
+    drop: Callable[[bytes], bool] | None = None,
 ) -> Iterator[KlogRecord]:
     """Stream :class:`KlogRecord` s from a binary file (or any iterable of lines).
 
@@ -792,6 +815,13 @@ def iter_klog(
     * **Per line**, for an iterable of ``bytes``/``str`` lines (the live watcher), or
       without ``messages``: a fixed-offset header check and one set lookup per ignored line.
 
+    ``drop``, with ``messages``, is the caller's promise about lines it would throw away:
+    a line the prefilter wants and for which ``drop(raw_line)`` is true (its bytes, line
+    end included) is counted as understood and not parsed, exactly as if its record had
+    been yielded and ignored.  ``drop`` must take only lines the parser turns into a
+    record (see :func:`simple_line_pattern`).  Why: most wanted lines of a DPC log are
+    failed ``/is_sleeping`` polls, which the bridge drops (``correlate.failed_poll``).
+
     ``stats.read``/``understood`` are kept in local counters on the hot path and written
     back before every yield and when the iterator ends or is closed, so they are exact
     whenever the caller looks at them between records.
@@ -805,7 +835,7 @@ def iter_klog(
         read = src.read1 if callable(getattr(type(src), "read1", None)) else src.read
         plan = _bulk_plan(wanted, need)
         items = bulk_items(read, max(1, block_size), plan.run, plan.subs, _may_block)
-    yield from _iter_lines(items, stats, wanted, need)
+    yield from _iter_lines(items, stats, wanted, need, drop if wanted is not None else None)
 
 
 def _iter_lines(
@@ -813,6 +843,7 @@ def _iter_lines(
     stats: SourceStats,
     wanted: frozenset[bytes] | None,
     need: dict[bytes, tuple[bytes, ...]] | None,
+    drop: Callable[[bytes], bool] | None = None,
 ) -> Iterator[KlogRecord]:
     """The per-line parser behind :func:`iter_klog`: ``items`` are lines (``bytes`` or
     ``str``, with their line ends) or :class:`_Plain` counts of lines already proven to be
@@ -859,6 +890,9 @@ def _iter_lines(
                             understood += 1
                             ignoring_block = b.endswith((b"=<\n", b"=<", b"=<\r\n"))
                             continue
+                if drop is not None and drop(b):
+                    understood += 1  # a record the caller would drop: see iter_klog
+                    continue
             if b.endswith(b"\n"):
                 b = b[:-2] if b.endswith(b"\r\n") else b[:-1]
             h = _header_offset_b(b)

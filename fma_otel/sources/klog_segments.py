@@ -169,6 +169,7 @@ def _items(
     done: Any = None,
     slot: int = 0,
     transform: Transform | None = None,
+    drop: Callable[[bytes], bool] | None = None,
 ) -> Iterator[tuple[Any, ...]]:
     """A segment read as one ordered stream: record rows (11-tuples, or what ``transform``
     makes of each record: ``TRANSFORM_ROW``-tuples, ``None`` dropped), kept skips
@@ -177,7 +178,7 @@ def _items(
     events: list[tuple[Any, ...]] = []
     st = _StreamedStats(path, events)
     with open(path, "rb") as fh:
-        for r in iter_klog(_Range(fh, start, end, done, slot), st, messages, contains):
+        for r in iter_klog(_Range(fh, start, end, done, slot), st, messages, contains, drop=drop):
             if events:
                 yield from events
                 events.clear()
@@ -205,6 +206,7 @@ def _work(
     done: Any,
     slot: int,
     transform: Transform | None,
+    drop: Callable[[bytes], bool] | None = None,
     inherited: tuple[Any, ...] = (),
 ) -> None:
     """Worker: send the segment's :func:`_items` in batches (lists); a failure as a ``str``.
@@ -222,7 +224,7 @@ def _work(
     taking = len(done) - 1
     try:
         batch: list[tuple[Any, ...]] = []
-        for item in _items(path, start, end, messages, contains, done, slot, transform):
+        for item in _items(path, start, end, messages, contains, done, slot, transform, drop):
             batch.append(item)
             if len(batch) >= BATCH and done[taking]:
                 conn.send(batch)
@@ -313,11 +315,12 @@ class SegmentedRead:
         contains: Any,
         method: str = "fork",
         transform: Transform | None = None,
+        drop: Callable[[bytes], bool] | None = None,
     ) -> None:
         ctx = mp.get_context(method)
         self.path, self.size, self.method = path, size, method
         self._args = (messages, contains)
-        self._transform = transform
+        self._transform, self._drop = transform, drop
         self._bounds = list(zip(starts, [*starts[1:], size], strict=True))
         # bytes read per worker, and a last slot set when records() begins (see _work)
         self._done = ctx.Array("q", len(starts) + 1, lock=False)
@@ -328,7 +331,7 @@ class SegmentedRead:
                 # a forked worker holds copies of the parent's ends (see _work); a spawned
                 # one gets only what it is passed, so it must not be passed those
                 inherited = (recv, *(r for _, r in self._workers)) if method == "fork" else ()
-                args = (send, path, a, b, messages, contains, self._done, slot, transform, inherited)
+                args = (send, path, a, b, messages, contains, self._done, slot, transform, drop, inherited)
                 p = ctx.Process(target=_work, args=args, daemon=True)
                 self._workers.append((p, recv))
                 p.start()
@@ -353,6 +356,7 @@ class SegmentedRead:
         min_bytes: int = MIN_PARALLEL_BYTES,
         method: str | None = None,
         transform: Transform | None = None,
+        drop: Callable[[bytes], bool] | None = None,
     ) -> SegmentedRead | None:
         """Start the workers, or ``None`` when the file is better read serially.
 
@@ -361,6 +365,7 @@ class SegmentedRead:
         the workers on each record; :meth:`records` then yields what it returns instead of
         the records (``None`` dropped, line numbers offset).  Why: the caller's own per-record
         work then runs in parallel too, and what crosses the pipe is only what it keeps.
+        ``drop`` (module-level too) is passed to each worker's :func:`iter_klog`.
         """
         try:
             size = os.path.getsize(path)
@@ -375,7 +380,7 @@ class SegmentedRead:
         if len(starts) < 2:
             return None
         try:
-            return cls(path, starts, size, messages, contains, method, transform)
+            return cls(path, starts, size, messages, contains, method, transform, drop)
         except OSError:
             return None  # no processes to be had (limits, no /dev/shm): read serially
 
@@ -415,7 +420,7 @@ class SegmentedRead:
                     if end is not None:
                         break
                     if over[i]:  # the worker is gone without its end: read the rest here
-                        args = (*self._bounds[i], *self._args, None, 0, self._transform)
+                        args = (*self._bounds[i], *self._args, None, 0, self._transform, self._drop)
                         rest = islice(_items(self.path, *args), taken[0], None)
                         end = yield from _replay(rest, offset, stats, taken, transformed)
                         break
