@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..jsonsafe import brief, finite_float
 from ..model import DPC_PATH_LABELS
 from . import QueryError
 from .harvest import Dataset
@@ -44,12 +45,16 @@ def parse_labels(text: str) -> dict[str, str]:
     return out
 
 
-def _float(s: str) -> float:
+def _bound(s: str) -> float:
+    """A bucket's ``le``: a number or ``+Inf``, never NaN (no bucket has that bound)."""
     if s in ("+Inf", "Inf"):
         return math.inf
     if s == "-Inf":
         return -math.inf
-    return float(s)
+    le = float(s)
+    if math.isnan(le):
+        raise ValueError(f"bucket bound le={brief(s)} is not a number")
+    return le
 
 
 @dataclass
@@ -75,13 +80,15 @@ def parse_exposition(text: str) -> DpcHistogram:
         name, labels_text, value = m.group(1), m.group(2) or "", m.group(3)
         try:
             labels = parse_labels(labels_text)
-            v = _float(value)
+            # counts and sums of durations are finite: a NaN or an Inf here would be
+            # written into the JSON form, which no strict JSON reader then accepts
+            v = finite_float(value)
+            le = _bound(labels.get("le", "+Inf")) if name == METRIC + "_bucket" else 0.0
         except (QueryError, ValueError) as exc:
             raise QueryError(f"line {lineno}: {exc}") from None
         dpc_path = labels.get("path", "")
         path = DPC_PATH_LABELS.get(dpc_path, dpc_path or "unknown")
         if name == METRIC + "_bucket":
-            le = _float(labels.get("le", "+Inf"))
             h.buckets[path][le] = h.buckets[path].get(le, 0.0) + v
         elif name == METRIC + "_count":
             h.count[path] = h.count.get(path, 0.0) + v

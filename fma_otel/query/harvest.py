@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from ..jsonsafe import NS_LIMIT, finite_float
 from ..model import (
     A_COMPLETE,
     A_DPC_SECS,
@@ -93,13 +94,15 @@ class Harvest:
 
         All or nothing: a request that is valid JSON but malformed OTLP where this reader
         looks (a list where an object belongs, an attribute without ``key``, a start time
-        ``"x"``) adds nothing, is counted in :attr:`malformed` and gives ``False``.  The
+        ``"x"``, or one outside OTLP's ``fixed64``, whose duration no float holds) adds
+        nothing, is counted in :attr:`malformed` and gives ``False``.  The
         spans are gathered first and kept only when the whole request decoded, one
         ``try`` per request, so the happy path pays nothing per span.
         """
         wanted = WANTED_NAMES
         metric_of = METRIC_OF_SPAN
         keys = _KEYS
+        ns_limit = NS_LIMIT
         new: dict[tuple[str, str], tuple[str, str | None, int, int, bool]] = {}
         roots: dict[str, RequestObs] = {}  # hashed here, inside the try
         tids: set[str] = set()
@@ -120,6 +123,9 @@ class Harvest:
                             tid = normalize_id(tid, 16) or ""
                         start = int(sp.get("startTimeUnixNano") or 0)
                         end = int(sp.get("endTimeUnixNano") or 0)
+                        # jsonsafe.ns() inlined: this is the hot loop
+                        if not (0 <= start < ns_limit and 0 <= end < ns_limit):
+                            raise ValueError("a time outside OTLP's fixed64")
                         if name == ROOT:
                             roots[tid] = _request_obs(start, attrs)
                             continue
@@ -149,7 +155,11 @@ class Harvest:
     def add_span(
         self, trace_id: str, span_id: str, name: str, start_ns: int, end_ns: int, attrs: Mapping[str, Any]
     ) -> None:
-        """One span, whatever source decoded it (OTLP JSON, Jaeger v1 JSON)."""
+        """One span, whatever source decoded it (OTLP JSON, Jaeger v1 JSON).
+
+        The times must be in OTLP's range (:func:`fma_otel.jsonsafe.ns_ok`): the callers
+        check, each where it can drop the whole request or trace that holds a bad one.
+        """
         if name not in WANTED_NAMES:
             return
         self.traces_seen.add(trace_id)
@@ -220,8 +230,24 @@ def _request_obs(start_ns: int, attrs: Mapping[str, Any]) -> RequestObs:
         hot_hit=_opt_bool(attrs.get(A_HOT_HIT)),
         warm_hit=_opt_bool(attrs.get(A_WARM_HIT)),
         start_ns=start_ns,
-        dpc_secs=float(dpc) if isinstance(dpc, (int, float)) and not isinstance(dpc, bool) else None,
+        dpc_secs=_seconds(dpc),
     )
+
+
+def _seconds(v: Any) -> float | None:
+    """A logged duration, or ``None`` when ``v`` is no finite number.
+
+    NaN (``"NaN"`` is valid OTLP JSON) would poison the bucket counts (``nan <= le`` is
+    false, and a NaN sorted first hides every value after it); an int beyond float range
+    would raise ``OverflowError`` outside any ``try``.  Neither is a value the DPC logged,
+    and neither is a reason to drop the actuation.
+    """
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    try:
+        return finite_float(v)
+    except ValueError:
+        return None
 
 
 def _truthy(v: Any, default: bool) -> bool:

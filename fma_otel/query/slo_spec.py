@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from ..jsonsafe import brief, finite_float
 from ..model import ALL_PATHS, COLD_LAUNCHER, HOT, METRICS, WARM
 from . import QueryError
 from .stats import Report, merged
@@ -76,6 +77,12 @@ def load_spec(path: str) -> list[Check]:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
         raise QueryError(f"--slo {path}: not valid YAML{where}") from None
+    except UnicodeDecodeError:
+        raise QueryError(f"--slo {path}: not UTF-8 text") from None
+    except ValueError:  # not a YAMLError: an int of more digits than int() converts
+        raise QueryError(f"--slo {path}: not valid YAML (a number too long)") from None
+    except RecursionError:
+        raise QueryError(f"--slo {path}: not valid YAML (nested too deeply)") from None
     try:
         return parse_spec(doc)
     except QueryError as exc:
@@ -166,8 +173,11 @@ def _no_unknown(item: Mapping[str, Any], allowed: set[str]) -> None:
 def _count(item: Mapping[str, Any], key: str) -> float:
     v = item[key]
     if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-        raise QueryError(f"{key}: must be a whole number >= 0, not {v!r}")
-    return float(v)
+        raise QueryError(f"{key}: must be a whole number >= 0, not {brief(v)}")
+    try:
+        return finite_float(v)
+    except ValueError:  # beyond float range
+        raise QueryError(f"{key}: {brief(v)} is too large") from None
 
 
 def _ratio(item: Mapping[str, Any], key: str) -> float:
@@ -179,10 +189,10 @@ def _ratio(item: Mapping[str, Any], key: str) -> float:
             raise ValueError
         else:
             r = float(v)
-    except (TypeError, ValueError):
-        raise QueryError(f"{key}: not a ratio: {v!r} (use 0.5 or '50%')") from None
+    except (TypeError, ValueError, OverflowError):  # OverflowError: float() of a huge int
+        raise QueryError(f"{key}: not a ratio: {brief(v)} (use 0.5 or '50%')") from None
     if not 0 <= r <= 1:
-        raise QueryError(f"{key}: ratio {v!r} is outside 0..1")
+        raise QueryError(f"{key}: ratio {brief(v)} is outside 0..1")
     return r
 
 

@@ -11,7 +11,6 @@ limit (neither Jaeger nor Tempo pages its search), and traces seen twice are ide
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -20,7 +19,9 @@ from typing import Any
 
 import httpx
 
+from .. import jsonsafe
 from ..model import ROOT
+from ..sinks.otlp_json import MALFORMED
 from . import QueryError
 from .harvest import METRIC_OF_SPAN, Harvest
 from .window import Window, rfc3339, to_ns
@@ -54,7 +55,7 @@ class FileSource:
     def fill(self, harvest: Harvest, window: Window, warn: Warn = _stderr) -> None:
         """Stream the file: one ``json.loads`` per line and the lean harvest, nothing more."""
         good = 0
-        loads = json.loads
+        loads = jsonsafe.loads  # a ValueError for every bad line, deep nesting included
         add = harvest.add_otlp
         advance = self.advance
         try:
@@ -105,6 +106,8 @@ class _Http:
         self.requests = 0
 
     def get(self, path: str, params: dict[str, Any] | None = None) -> tuple[int, Any]:
+        """``(404, None)``, or ``(200, the answer)``: always a JSON object, as every endpoint
+        we call answers one, so callers may ``.get`` it (anything else is a QueryError)."""
         url = self.base + path
         self.requests += 1
         try:
@@ -114,15 +117,28 @@ class _Http:
         if resp.status_code == 404:
             return 404, None
         try:
-            body = resp.json()
+            # not resp.json(): the RecursionError of deep nesting is no ValueError
+            body = jsonsafe.loads(resp.content)
         except ValueError:
             body = None
         if resp.status_code != 200:
-            msg = _error_message(body) or next(iter(resp.text.strip().splitlines()), "")
+            msg = _error_message(body) or next(iter(resp.text.strip().splitlines()), "")[:200]
             raise QueryError(f"--{self.what} {url}: HTTP {resp.status_code}: {msg}")
         if body is None:
             raise QueryError(f"--{self.what} {url}: the answer is not JSON")
+        if not isinstance(body, dict):
+            raise QueryError(f"--{self.what} {url}: the answer is not a JSON object")
         return 200, body
+
+
+def _items(body: Any, key: str, kind: type) -> list[Any]:
+    """The elements of type ``kind`` of the list ``body[key]`` (none when it is no list).
+
+    A server's odd element (a number where a service name belongs) is left out, rather than
+    stopping the query with a traceback a few calls later.
+    """
+    v = body.get(key) if isinstance(body, dict) else None
+    return [x for x in v if isinstance(x, kind)] if isinstance(v, list) else []
 
 
 def _error_message(body: Any) -> str:
@@ -178,7 +194,7 @@ class JaegerSource:
             self.api = "v1"
             self._fill_v1(harvest, start, end, warn)
             return
-        services = [s for s in (body or {}).get("services") or [] if s]
+        services = [s for s in _items(body, "services", str) if s]
         for svc, op in self._targets(services, self._v3_operations):
             self._search(lambda a, b, n, s=svc, o=op: self._find_v3(s, o, a, b, n), start, end, harvest, warn)
 
@@ -193,7 +209,7 @@ class JaegerSource:
         status, body = self.http.get("/api/v3/operations", {"service": service})
         if status == 404 or not body:
             return []
-        return [o.get("name", "") for o in body.get("operations") or []]
+        return [o["name"] for o in _items(body, "operations", dict) if isinstance(o.get("name"), str)]
 
     def _find_v3(
         self, service: str, op: str, start: datetime, end: datetime, limit: int
@@ -211,24 +227,17 @@ class JaegerSource:
             return 0, []
         result = body.get("result", body)
         results = result if isinstance(result, list) else [result]
-        ids = {
-            sp.get("traceId")
-            for r in results
-            for rs in r.get("resourceSpans") or ()
-            for ss in rs.get("scopeSpans") or ()
-            for sp in ss.get("spans") or ()
-        }
-        return len(ids), results
+        return len(_trace_ids(results)), results
 
     def _fill_v1(self, harvest: Harvest, start: datetime, end: datetime, warn: Warn) -> None:
         status, body = self.http.get("/api/services")
         if status == 404:
             raise QueryError(f"--jaeger {self.http.base}: neither /api/v3/services nor /api/services answers")
-        services = [s for s in (body or {}).get("data") or [] if s]
+        services = [s for s in _items(body, "data", str) if s]
 
         def operations(svc: str) -> list[str]:
             st, b = self.http.get(f"/api/services/{svc}/operations")
-            return [] if st == 404 or not b else [str(o) for o in b.get("data") or []]
+            return [] if st == 404 or not b else _items(b, "data", str)
 
         for svc, op in self._targets(services, operations):
             self._search(lambda a, b, n, s=svc, o=op: self._find_v1(s, o, a, b, n), start, end, harvest, warn)
@@ -246,7 +255,9 @@ class JaegerSource:
         status, body = self.http.get("/api/traces", params)
         if status == 404 or not body:
             return 0, []
-        traces = body.get("data") or []
+        traces = body.get("data")
+        if not isinstance(traces, list):
+            return 0, []
         return len(traces), [{"v1": t} for t in traces]
 
     def _search(
@@ -275,17 +286,36 @@ class JaegerSource:
                     continue
                 warn(f"{self.http.base}: {n} traces in {rfc3339(a)}..{rfc3339(b)}; some may be missing")
             for r in results:
-                if "v1" in r:
+                if isinstance(r, dict) and "v1" in r:  # else OTLP, or malformed: add_otlp counts it
                     _add_v1_trace(harvest, r["v1"])
                 else:
                     harvest.add_otlp(r)
+
+
+def _trace_ids(results: list[Any]) -> set[Any]:
+    """The trace ids in OTLP JSON results, only to tell whether a search filled its limit.
+
+    A result malformed where this looks adds none (:meth:`Harvest.add_otlp` counts it).
+    """
+    ids: set[Any] = set()
+    for r in results:
+        try:
+            for rs in r.get("resourceSpans") or ():
+                for ss in rs.get("scopeSpans") or ():
+                    for sp in ss.get("spans") or ():
+                        ids.add(sp.get("traceId"))
+        except MALFORMED:
+            continue
+    return ids
 
 
 def _add_v1_trace(harvest: Harvest, trace: dict[str, Any]) -> None:
     """Jaeger's v1 UI JSON: µs times, ``tags`` with ``type``/``value``.
 
     All or nothing, like the OTLP path: a malformed field anywhere drops the whole trace
-    (counted in ``harvest.malformed``) instead of crashing the query.
+    (counted in ``harvest.malformed``) instead of crashing the query.  A time must be one
+    OTLP could carry (:func:`~fma_otel.jsonsafe.ns`), as on that path: a bigger one would
+    overflow the float arithmetic of its duration.
     """
     try:
         rows = []
@@ -298,12 +328,12 @@ def _add_v1_trace(harvest: Harvest, trace: dict[str, Any]) -> None:
                     str(sp.get("traceID", "")).lower().zfill(32),
                     str(sp.get("spanID", "")).lower().zfill(16),
                     str(sp.get("operationName", "")),
-                    start_us * 1000,
-                    (start_us + dur_us) * 1000,
+                    jsonsafe.ns(start_us * 1000),
+                    jsonsafe.ns((start_us + dur_us) * 1000),
                     attrs,
                 )
             )
-    except (TypeError, KeyError, ValueError, AttributeError, OverflowError):
+    except MALFORMED:
         harvest.malformed += 1
         return
     for row in rows:
@@ -363,7 +393,7 @@ class TempoSource:
             a, b, limit = stack.pop()
             params = {"q": self.QUERY, "start": a, "end": b, "limit": limit, "spss": 1}
             status, body = self.http.get("/api/search", params)
-            traces = [] if status == 404 or not body else body.get("traces") or []
+            traces = _items(body, "traces", dict)
             if len(traces) >= limit and b - a > 1:
                 mid = (a + b) // 2
                 stack.extend([(a, mid, limit), (mid, b, limit)])

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
+from ..jsonsafe import brief, finite_float
 from . import QueryError
 
 _UNITS = {
@@ -32,28 +33,33 @@ def parse_duration(text: object) -> float:
     """Seconds from ``5s``, ``250ms``, ``2m``, ``1h30m``, ``7d`` or a bare number (seconds).
 
     Raises :class:`QueryError` with the offending text, so callers can prefix where it came
-    from (an SLO item index, an option name).
+    from (an SLO item index, an option name).  The result is always a finite float: NaN
+    (``.nan``, ``"nan"``) and infinity (``.inf``, ``1e400``, 400 digits, or a YAML int
+    ``float()`` overflows on) are errors, as no JSON output could carry them and a NaN
+    threshold fails every comparison.
     """
     if isinstance(text, bool):
         raise QueryError(f"not a duration: {text!r}")
+    value: float | int
     if isinstance(text, (int, float)):
-        if text < 0:
-            raise QueryError(f"negative duration: {text!r}")
-        return float(text)
-    if not isinstance(text, str):
-        raise QueryError(f"not a duration: {text!r}")
-    s = text.strip()
-    try:
-        value = float(s)
-    except ValueError:
-        pass
+        value = text
+    elif isinstance(text, str):
+        s = text.strip()
+        try:
+            value = float(s)
+        except ValueError:
+            if not _WHOLE.fullmatch(s):
+                raise QueryError(f"not a duration: {brief(text)} (use e.g. 5s, 250ms, 2m, 1h30m)") from None
+            value = sum(float(num) * _UNITS[unit] for num, unit in _PART.findall(s))
     else:
-        if value < 0:
-            raise QueryError(f"negative duration: {text!r}")
-        return value
-    if not _WHOLE.fullmatch(s):
-        raise QueryError(f"not a duration: {text!r} (use e.g. 5s, 250ms, 2m, 1h30m)")
-    return sum(float(num) * _UNITS[unit] for num, unit in _PART.findall(s))
+        raise QueryError(f"not a duration: {brief(text)}")
+    try:
+        seconds = finite_float(value)
+    except ValueError:
+        raise QueryError(f"not a finite duration: {brief(text)}") from None
+    if seconds < 0:
+        raise QueryError(f"negative duration: {brief(text)}")
+    return seconds
 
 
 _FRACTION = re.compile(r"\.(\d+)")
@@ -80,7 +86,10 @@ def parse_time(text: str, now: datetime | None = None) -> datetime:
         return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
     seconds = parse_duration(s)
     base = now or datetime.now(timezone.utc)
-    return base - timedelta(seconds=seconds)
+    try:
+        return base - timedelta(seconds=seconds)
+    except OverflowError:  # timedelta or datetime out of range
+        raise QueryError(f"{brief(text)} back from now is before year 1") from None
 
 
 def to_ns(t: datetime) -> int:
@@ -117,7 +126,12 @@ class Window:
     def closed(self, default_back: float, now: datetime | None = None) -> tuple[datetime, datetime]:
         """Both ends, filling open ones: remote stores require explicit bounds."""
         end = self.until or now or datetime.now(timezone.utc)
-        start = self.since or end - timedelta(seconds=default_back)
+        try:
+            start = self.since or end - timedelta(seconds=default_back)
+        except OverflowError:  # --until so early that the lookback passes year 1
+            raise QueryError(
+                f"--until {rfc3339(end)}: no room for the default lookback before it; give --since"
+            ) from None
         return start, end
 
     def as_json(self) -> dict[str, str | None]:
