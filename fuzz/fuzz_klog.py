@@ -6,7 +6,8 @@ Why several entry points: ``iter_klog`` with the bridge's prefilter takes a diff
 fast path from the full parse, so a line can break one and not the other.  Every physical
 line must be counted exactly once and no exception other than ``KlogParseError`` (from
 ``parse_klog_line``, by contract) may escape.  The one-regex fast path for plain lines is
-checked against the full line parser on every line it answers.
+checked against the full line parser on every line it answers, and reading with the
+bridge's ``drop=failed_poll`` must keep the same rows and counts as reading without it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import _common  # noqa: F401  (puts the repo on sys.path)
 import atheris
 
 with atheris.instrument_imports():
+    from fma_otel.correlate import dpc_row, failed_poll
     from fma_otel.facts import WANTED_MESSAGES
     from fma_otel.sources import klog
     from fma_otel.sources.klog import KlogParseError, iter_klog, parse_klog_line
@@ -35,6 +37,13 @@ def test_one_input(data: bytes) -> None:
         _common.check_accounting(st, f"iter_klog {sorted(kw)}")
         if st.read != len(lines):
             raise _common.InvariantBroken(f"read {st.read} of {len(lines)} lines")
+    kept = []
+    for drop in (None, failed_poll):
+        st = SourceStats("fuzz")
+        rows = [r for r in iter_klog(iter(lines), st, WANTED_MESSAGES, CONTAINS, drop=drop) if dpc_row(r)]
+        kept.append((rows, st.read, st.understood, st.skipped, st.skipped_lines))
+    if kept[0] != kept[1]:
+        raise _common.InvariantBroken("dropping failed polls changed what the bridge keeps")
     for line in lines[:8]:
         try:
             parse_klog_line(line)
