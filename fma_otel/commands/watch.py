@@ -18,26 +18,42 @@ import signal
 
 import click
 
+from ..jsonsafe import brief
 from ._common import fail
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 
+#: The longest duration the watcher takes: its clocks are int64 nanoseconds (about 292
+#: years from 1970) and its waits must fit ``threading.TIMEOUT_MAX``; a century is beyond
+#: any real setting and well inside both.
+MAX_DURATION_S = 100 * 365 * 86400.0
+
+
 def parse_duration(text: str) -> float:
-    """``15m``, ``90s``, ``1.5h``, ``500ms`` or plain seconds -> seconds."""
+    """``15m``, ``90s``, ``1.5h``, ``500ms`` or plain seconds -> seconds.
+
+    At most :data:`MAX_DURATION_S`: 400 digits pass the pattern and ``float()`` makes them
+    infinity, which once stopped the watcher at its first tick (``int(inf)``) with a
+    traceback instead of at start with a usage error.
+    """
     m = _DURATION.match(str(text))
     if not m:
-        raise ValueError(f"not a duration: {text!r} (use e.g. 15m, 90s, 500ms)")
-    value = float(m.group(1))
-    return value * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
+        raise ValueError(f"not a duration: {brief(text)} (use e.g. 15m, 90s, 500ms)")
+    value = float(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
+    if not value <= MAX_DURATION_S:
+        raise ValueError(f"too long a duration: {brief(text)} (at most 100 years)")
+    return value
 
 
 class Duration(click.ParamType):
     name = "DURATION"
 
     def convert(self, value, param, ctx):  # noqa: ANN001, ANN201 - click's signature
-        if isinstance(value, (int, float)):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if not 0 <= value <= MAX_DURATION_S:  # NaN too
+                self.fail(f"not a duration in 0..{MAX_DURATION_S:.0f}s: {brief(value)}", param, ctx)
             return float(value)
         try:
             return parse_duration(value)
@@ -83,13 +99,16 @@ DURATION = Duration()
 )
 @click.option("--dpc-container", default="controller", help="The dual-pods controller's container.")
 @click.option(
-    "--metrics-port", type=int, default=9464, help="Port of /metrics and /healthz (-1 = off, 0 = any)."
+    "--metrics-port",
+    type=click.IntRange(-1, 65535),
+    default=9464,
+    help="Port of /metrics and /healthz (-1 = off, 0 = any).",
 )
 @click.option("--log-level", default="info", type=click.Choice(["debug", "info", "warning", "error"]))
 # knobs for tests and unusual clusters
 @click.option("--tick", type=DURATION, default="100ms", hidden=True)
 @click.option("--checkpoint-interval", type=DURATION, default="5s", hidden=True)
-@click.option("--watch-timeout", type=int, default=300, hidden=True)
+@click.option("--watch-timeout", type=click.IntRange(1, 86400), default=300, hidden=True)
 @click.option("--backoff-base", type=DURATION, default="500ms", hidden=True)
 @click.option("--backoff-max", type=DURATION, default="30s", hidden=True)
 @click.option("--log-read-timeout", type=DURATION, default="60s", hidden=True)

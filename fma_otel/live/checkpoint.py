@@ -40,6 +40,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..jsonsafe import brief, finite_float, loads
+
 VERSION = 1
 
 
@@ -68,36 +70,95 @@ class Checkpoint:
         }
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> Checkpoint:
+    def from_json(cls, doc: Any) -> Checkpoint:
+        """A checkpoint from its JSON form; :class:`ValueError` naming the field for anything
+        malformed in it.
+
+        Why so strict: the file may be edited by hand (see the module docstring), and a value
+        that loads but is not what the watcher computes with (a string where a position
+        belongs, a NaN or a 400-digit time, a list where a mapping belongs) would otherwise
+        stop the watcher later, in its loop or at its next checkpoint, with a traceback,
+        instead of at start with one line that says which field to fix.
+        """
         if not isinstance(doc, dict) or doc.get("version") != VERSION:
             raise ValueError("not an fma-otel watch checkpoint (version 1)")
-        emitted = doc.get("emitted") or {}
+        emitted = _of(doc, "emitted", (dict, list)) or {}
         if isinstance(emitted, list):  # tolerate a hand-written list of keys
             emitted = {k: 0.0 for k in emitted}
+        logs = {}
+        for k, v in (_of(doc, "logs", dict) or {}).items():
+            if isinstance(v, dict):
+                entry = dict(v)
+                for f in ("ts_ns", "n", "restartCount"):
+                    if f in entry:
+                        entry[f] = _whole(entry[f], f"logs.{k}.{f}")
+                logs[str(k)] = entry
+        rv = (_of(doc, "pods", dict) or {}).get("resourceVersion")
+        if isinstance(rv, int) and not isinstance(rv, bool):
+            rv = str(rv)
+        elif rv is not None and not isinstance(rv, str):
+            raise ValueError(f"pods.resourceVersion: not a string: {brief(rv)}")
+        replay = doc.get("replay_from_ns")
         return cls(
-            namespace=str(doc.get("namespace") or ""),
-            emitted={str(k): float(v or 0) for k, v in emitted.items()},
-            pending=[str(k) for k in doc.get("pending") or ()],
+            namespace=_of(doc, "namespace", str) or "",
+            emitted={str(k): _seconds(v, f"emitted.{k}") for k, v in emitted.items()},
+            pending=[str(k) for k in _of(doc, "pending", list) or ()],
             pending_traces={
-                str(k): v for k, v in (doc.get("pending_traces") or {}).items() if isinstance(v, dict)
+                str(k): v for k, v in (_of(doc, "pending_traces", dict) or {}).items() if isinstance(v, dict)
             },
-            pod_rv=(doc.get("pods") or {}).get("resourceVersion"),
-            logs={str(k): dict(v) for k, v in (doc.get("logs") or {}).items() if isinstance(v, dict)},
-            replay_from_ns=doc.get("replay_from_ns"),
-            saved_at=float(doc.get("savedAt") or 0),
+            pod_rv=rv,
+            logs=logs,
+            replay_from_ns=None if replay is None else _whole(replay, "replay_from_ns"),
+            saved_at=_seconds(doc.get("savedAt"), "savedAt"),
         )
+
+
+def _of(doc: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
+    """``doc[key]`` when it is of ``kind`` (``None`` when absent or null), else ValueError."""
+    v = doc.get(key)
+    if v is not None and not isinstance(v, kind):
+        raise ValueError(f"{key}: unexpected {type(v).__name__}")
+    return v
+
+
+def _seconds(v: Any, where: str) -> float:
+    """A unix time (absent or null: 0), finite: NaN or Infinity never prunes nor compares."""
+    try:
+        return finite_float(v or 0)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
+#: positions are nanoseconds since the epoch (and counts): int64, as the API server's are
+_WHOLE_LIMIT = 1 << 63
+
+
+def _whole(v: Any, where: str) -> int:
+    """A whole number in ``[0, 2**63)``: what log positions and counts are (``int()`` of a
+    string, a float or null as the watcher always read them, but never one that later
+    arithmetic or a ``sinceTime`` cannot take)."""
+    if isinstance(v, bool):
+        raise ValueError(f"{where}: not a whole number: {brief(v)}")
+    try:
+        n = int(v or 0)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{where}: not a whole number: {brief(v)}") from None
+    if not 0 <= n < _WHOLE_LIMIT:
+        raise ValueError(f"{where}: out of range: {brief(n)}")
+    return n
 
 
 def load(path: str | None) -> Checkpoint:
     """The checkpoint at ``path``; an empty one when there is none yet.
 
     A file that exists but cannot be read is an error (raised), never silently replaced:
-    starting from scratch would re-export everything.
+    starting from scratch would re-export everything.  Every way its content can be bad is
+    a :class:`ValueError` (deep nesting included, see :func:`fma_otel.jsonsafe.loads`).
     """
     if not path or not os.path.exists(path):
         return Checkpoint()
     with open(path, encoding="utf-8") as fh:
-        return Checkpoint.from_json(json.load(fh))
+        return Checkpoint.from_json(loads(fh.read()))
 
 
 def save(path: str | None, cp: Checkpoint) -> None:

@@ -13,12 +13,13 @@ ourselves keeps auth, TLS and the base URL the client's while adding the paramet
 
 from __future__ import annotations
 
-import json
 import random
 import threading
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
+
+from ..jsonsafe import loads
 
 #: errors on the wire that mean "reconnect", as opposed to a bug in our code
 try:  # pragma: no cover - import shape differs across urllib3 versions
@@ -64,7 +65,7 @@ def _check(resp: Any) -> Any:
         return resp
     try:
         body = resp.data if hasattr(resp, "data") else resp.read()
-        msg = json.loads(body).get("message", "") if body else ""
+        msg = loads(body).get("message", "") if body else ""
     except Exception:  # noqa: BLE001 - best effort for the message only
         msg = ""
     finally:
@@ -84,10 +85,28 @@ def _raw(call: Any, *args: Any, **kwargs: Any) -> Any:
     except ApiException as exc:
         msg = ""
         try:
-            msg = json.loads(exc.body or "{}").get("message", "")
+            msg = loads(exc.body or "{}").get("message", "")
         except (ValueError, AttributeError):
             pass
         raise KubeError(int(exc.status or 0), msg or str(exc.reason)) from None
+
+
+def _object(resp: Any) -> dict[str, Any]:
+    """The JSON object of a 2xx raw response (its connection released); :class:`KubeError`
+    when the answer is no JSON object (deep nesting, a number too long for ``int()``, text).
+
+    A KubeError, not a ``ValueError``: callers already retry (the watch) or report (capture)
+    an answer they cannot use, and a surprise here once escaped them as a traceback.
+    """
+    try:
+        doc = loads(resp.data)
+    except ValueError as exc:
+        raise KubeError(int(getattr(resp, "status", 200)), f"the answer is not JSON ({exc})"[:200]) from None
+    finally:
+        resp.release_conn()
+    if not isinstance(doc, dict):
+        raise KubeError(int(getattr(resp, "status", 200)), "the answer is not a JSON object")
+    return doc
 
 
 def iter_lines(resp: Any) -> Iterator[bytes]:
@@ -159,11 +178,7 @@ class Kube:
                 kwargs["label_selector"] = label_selector
             if cont:
                 kwargs["_continue"] = cont
-            resp = _raw(self.core.list_namespaced_pod, namespace, **kwargs)
-            try:
-                doc = json.loads(resp.data)
-            finally:
-                resp.release_conn()
+            doc = _object(_raw(self.core.list_namespaced_pod, namespace, **kwargs))
             meta = doc.get("metadata") or {}
             rv = rv or str(meta.get("resourceVersion") or "")
             for it in doc.get("items") or []:
@@ -203,10 +218,7 @@ class Kube:
             if exc.status == 404:
                 return None
             raise
-        try:
-            return json.loads(resp.data)
-        finally:
-            resp.release_conn()
+        return _object(resp)
 
     # ---------------------------------------------------------------- logs
 

@@ -23,13 +23,13 @@ JSON, or an object without metadata, is counted and skipped; it never stops the 
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..jsonsafe import loads
 from ..sources.records import PodEvent
 from .kube import TRANSIENT_ERRORS, Backoff, Kube, KubeError, iter_lines
 
@@ -50,16 +50,28 @@ class PodWatchStats:
     errors: int = 0
 
 
+def rv_number(rv: object) -> int | None:
+    """A resourceVersion as etcd's integer revision, or ``None`` when it is not one.
+
+    An etcd revision is an int64: at most 19 ASCII digits.  Anything else is opaque (as the
+    API contract says they all are): ``str.isdigit`` alone also takes ``"²"``, which
+    ``int()`` refuses, and ``int()`` refuses more than 4300 digits, so a checkpoint or an
+    answer holding such a string once stopped the watch with a ``ValueError``.
+    """
+    if not isinstance(rv, str) or not 0 < len(rv) <= 19 or not rv.isascii() or not rv.isdigit():
+        return None
+    return int(rv)
+
+
 def rv_older(a: str | None, b: str | None) -> bool:
     """Whether resourceVersion ``a`` is older than ``b``.
 
     resourceVersions are opaque by contract, but every real API server uses etcd's integer
-    revision; compare numerically when both are integers, and otherwise say "not older" (so
-    we fall back to the safe fresh list).
+    revision; compare numerically when both are integers (:func:`rv_number`), and otherwise
+    say "not older" (so we fall back to the safe fresh list).
     """
-    if not a or not b or not a.isdigit() or not b.isdigit():
-        return False
-    return int(a) < int(b)
+    na, nb = rv_number(a), rv_number(b)
+    return na is not None and nb is not None and na < nb
 
 
 class PodWatcher:
@@ -187,7 +199,7 @@ class PodWatcher:
     def _handle(self, line: bytes) -> bool:
         """One watch line; ``False`` means "the watch expired, relist"."""
         try:
-            ev = json.loads(line)
+            ev = loads(line)  # every bad line a ValueError, deep nesting included
             etype = ev["type"]
             obj = ev["object"]
         except (ValueError, KeyError, TypeError):
@@ -200,7 +212,10 @@ class PodWatcher:
                 log.info("pod watch expired (%s); relisting", obj.get("message", ""))
                 self.rv = None
                 return False
-            raise KubeError(int(code or 500), str((obj or {}).get("message", "watch error")))
+            # a code that is no HTTP status (a string, 1e400, true) is a server error all the same
+            status = code if isinstance(code, int) and not isinstance(code, bool) and 0 < code < 1000 else 500
+            message = obj.get("message", "watch error") if isinstance(obj, dict) else "watch error"
+            raise KubeError(status, str(message))
         md = obj.get("metadata") if isinstance(obj, dict) else None
         if not isinstance(md, dict):
             self.stats.odd_lines += 1

@@ -42,7 +42,7 @@ from .kube import Backoff, Kube, make_api_client
 from .logs import FollowerThread, LogFollower, LogPosition, StreamPos
 from .metrics import Metrics, MetricsServer
 from .outfile import OutFile
-from .pods import PodWatcher
+from .pods import PodWatcher, rv_number
 
 log = logging.getLogger(__name__)
 
@@ -436,9 +436,9 @@ class LiveWatcher:
             uid = P.uid(pod) or ""
             first_time = uid not in st.names
             st.names[uid] = P.name(pod) or ""
-            rv_text = P.resource_version(pod) or ""
-            if rv_text.isdigit():
-                st.first_rv[uid] = min(int(rv_text), st.first_rv.get(uid, int(rv_text)))
+            rv = rv_number(P.resource_version(pod))
+            if rv is not None:
+                st.first_rv[uid] = min(rv, st.first_rv.get(uid, rv))
             self.correlator.add_pod(ev)
             if first_time and uid in self._emitted_by_uid:
                 for key in self._emitted_by_uid[uid]:
@@ -731,8 +731,9 @@ class LiveWatcher:
             return min(log_from), self.cp.pod_rv
         self.metrics.open_actuations = n_open
         pod_rv = self.state.pod_rv
-        if rvs and pod_rv and pod_rv.isdigit():
-            pod_rv = str(min(int(pod_rv), min(rvs)))
+        current = rv_number(pod_rv)
+        if rvs and current is not None:
+            pod_rv = str(min(current, min(rvs)))
         return min(log_from), pod_rv
 
     def _save_checkpoint(self) -> None:
