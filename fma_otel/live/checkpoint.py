@@ -89,9 +89,9 @@ class Checkpoint:
         for k, v in (_of(doc, "logs", dict) or {}).items():
             if isinstance(v, dict):
                 entry = dict(v)
-                for f in ("ts_ns", "n", "restartCount"):
+                for f, bounds in (("ts_ns", _NS), ("n", _COUNT), ("restartCount", _COUNT)):
                     if f in entry:
-                        entry[f] = _whole(entry[f], f"logs.{k}.{f}")
+                        entry[f] = _whole(entry[f], f"logs.{k}.{f}", bounds)
                 logs[str(k)] = entry
         rv = (_of(doc, "pods", dict) or {}).get("resourceVersion")
         if isinstance(rv, int) and not isinstance(rv, bool):
@@ -108,7 +108,7 @@ class Checkpoint:
             },
             pod_rv=rv,
             logs=logs,
-            replay_from_ns=None if replay is None else _whole(replay, "replay_from_ns"),
+            replay_from_ns=None if replay is None else _whole(replay, "replay_from_ns", _NS),
             saved_at=_seconds(doc.get("savedAt"), "savedAt"),
         )
 
@@ -129,21 +129,24 @@ def _seconds(v: Any, where: str) -> float:
         raise ValueError(f"{where}: {exc}") from None
 
 
-#: positions are nanoseconds since the epoch (and counts): int64, as the API server's are
-_WHOLE_LIMIT = 1 << 63
+#: log positions (``ts_ns``, ``replay_from_ns``): nanoseconds of a time ``datetime`` can
+#: carry (years 1..9999; a replay point may be before 1970), as ``sinceTime`` needs one
+_NS = (-62_135_596_800 * 10**9, 253_402_300_800 * 10**9)
+#: counts (``n``, ``restartCount``): int64, as the API server's are
+_COUNT = (0, 1 << 63)
 
 
-def _whole(v: Any, where: str) -> int:
-    """A whole number in ``[0, 2**63)``: what log positions and counts are (``int()`` of a
-    string, a float or null as the watcher always read them, but never one that later
-    arithmetic or a ``sinceTime`` cannot take)."""
+def _whole(v: Any, where: str, bounds: tuple[int, int]) -> int:
+    """A whole number in ``[lo, hi)`` (``int()`` of a string, a float or null, as the
+    watcher always read these fields), never one that its later arithmetic or a
+    ``sinceTime`` cannot take."""
     if isinstance(v, bool):
         raise ValueError(f"{where}: not a whole number: {brief(v)}")
     try:
         n = int(v or 0)
     except (TypeError, ValueError, OverflowError):
         raise ValueError(f"{where}: not a whole number: {brief(v)}") from None
-    if not 0 <= n < _WHOLE_LIMIT:
+    if not bounds[0] <= n < bounds[1]:
         raise ValueError(f"{where}: out of range: {brief(n)}")
     return n
 

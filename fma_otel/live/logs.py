@@ -108,9 +108,11 @@ def restart_count_of(pod: dict[str, Any] | None, container: str) -> int | None:
     for cs in status.get("containerStatuses") or ():
         if isinstance(cs, dict) and cs.get("name") == container:
             try:
-                return int(cs.get("restartCount") or 0)
-            except (TypeError, ValueError):
+                n = int(cs.get("restartCount") or 0)
+            except (TypeError, ValueError, OverflowError):  # OverflowError: 1e400 is inf
                 return 0
+            # an int64, as the API server's; anything else would make the checkpoint unusable
+            return n if 0 <= n < 1 << 63 else 0
     return None
 
 

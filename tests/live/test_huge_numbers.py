@@ -21,6 +21,7 @@ from click.testing import CliRunner
 from fma_otel.cli import main
 from fma_otel.live import checkpoint as CP
 from fma_otel.live.kube import Kube, KubeError
+from fma_otel.live.logs import restart_count_of
 from fma_otel.live.pods import PodWatcher, rv_number, rv_older
 
 BIG = "9" * 5000  # more digits than int() converts
@@ -118,6 +119,28 @@ def test_hand_edited_spellings_still_load(tmp_path: Path) -> None:
     p.write_text(json.dumps({"version": 1, "emitted": ["a/1"], "savedAt": None, "pods": None, "logs": None}))
     cp = CP.load(str(p))
     assert cp.emitted == {"a/1": 0.0} and cp.pod_rv is None and cp.logs == {}
+
+
+def test_what_the_watcher_may_write_loads_back(tmp_path: Path) -> None:
+    """A replay point before 1970 (a long --replay-margin) and a position in year 9999 are
+    times ``sinceTime`` can carry: refused, they would make the watcher's own checkpoint
+    unusable.  Year 10000 is not."""
+    p = tmp_path / "cp.json"
+    p.write_text(text_with("replay_from_ns", str(-(10**18))))
+    assert CP.load(str(p)).replay_from_ns == -(10**18)
+    p.write_text(text_with("logs", str(253_402_300_799 * 10**9), "ts_ns"))
+    assert CP.load(str(p)).logs["dpc-0/controller"]["ts_ns"] == 253_402_300_799 * 10**9
+    p.write_text(text_with("logs", str(253_402_300_800 * 10**9), "ts_ns"))
+    with pytest.raises(ValueError, match="ts_ns: out of range"):
+        CP.load(str(p))
+
+
+@pytest.mark.parametrize("raw", ["1e400", LONG, "-1"], ids=["1e400", "400-digits", "negative"])
+def test_a_restart_count_that_is_no_int64_is_zero(raw: str) -> None:
+    """1e400 (infinity once parsed) raised OverflowError; 400 digits went into the
+    checkpoint, which the next start would refuse."""
+    pod = json.loads('{"status":{"containerStatuses":[{"name":"c","restartCount":' + raw + "}]}}")
+    assert restart_count_of(pod, "c") == 0
 
 
 # --------------------------------------------------------------------------- resourceVersions
