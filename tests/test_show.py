@@ -176,6 +176,14 @@ def test_cli_a_time_outside_otlp_is_skipped_not_a_traceback(trace_file, key, tim
     assert res.stdout == good
 
 
+@pytest.mark.parametrize("width", ["9" * 400, "99999999999", "10001"])
+def test_cli_a_width_no_terminal_has_is_a_usage_error(trace_file, width):
+    """400 digits overflowed float in the bars, 10**11 exhausted memory: each a traceback."""
+    res = _run(str(trace_file), "--width", width)
+    assert res.exit_code == 2 and "--width" in res.stderr
+    assert "Traceback" not in res.output
+
+
 def test_pipe_to_head_is_quiet(tmp_path: Path):
     big = tmp_path / "big.jsonl"
     with big.open("w") as fh:

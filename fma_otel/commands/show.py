@@ -21,6 +21,9 @@ from ._common import fail, reading_traces
 
 #: Width when stdout is not a terminal: fixed, so piped output is the same everywhere.
 PIPE_WIDTH = 120
+#: The widest ``--width``: 400 digits of it overflowed float in the bars (OverflowError)
+#: and 10**11 exhausted memory, each a traceback; no terminal is anywhere near this wide.
+MAX_WIDTH = 10_000
 
 
 def _warn(message: str) -> None:
@@ -79,7 +82,11 @@ def _write(text: str) -> None:
 @click.argument("file", type=click.Path(dir_okay=True, path_type=str))
 @click.option("--trace", "trace_id", metavar="ID", help="Only this trace (hex id, or a unique prefix).")
 @click.option("--requester", metavar="NAME", help="Only traces of this requester Pod.")
-@click.option("--width", type=click.IntRange(min=30), help="Line width (default: the terminal's, or 120).")
+@click.option(
+    "--width",
+    type=click.IntRange(min=30, max=MAX_WIDTH),
+    help="Line width (default: the terminal's, or 120).",
+)
 @click.option("--no-color", is_flag=True, help="Plain text even on a terminal (also: NO_COLOR set).")
 def command(
     file: str, trace_id: str | None, requester: str | None, width: int | None, no_color: bool
@@ -91,7 +98,8 @@ def command(
     tty = sys.stdout.isatty()
     color = tty and not no_color and not os.environ.get("NO_COLOR")
     if width is None:
-        width = shutil.get_terminal_size((PIPE_WIDTH, 24)).columns if tty else PIPE_WIDTH
+        # COLUMNS may say anything: at most MAX_WIDTH, as for --width
+        width = min(shutil.get_terminal_size((PIPE_WIDTH, 24)).columns, MAX_WIDTH) if tty else PIPE_WIDTH
     # One trace at a time: `show big.jsonl | head` stops early instead of rendering all.
     for i, trace in enumerate(group_traces(spans)):
         _write(("\n" if i else "") + render_waterfall(trace, width, color))
