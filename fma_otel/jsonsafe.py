@@ -25,11 +25,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .model import SpanRecord
+from typing import Any
 
 #: OTLP's ``startTimeUnixNano``/``endTimeUnixNano`` are ``fixed64``: a time is in
 #: ``[0, NS_LIMIT)``.  Anything else is malformed, not a time a writer could mean.
@@ -79,23 +75,6 @@ def ns(v: Any) -> int:
 def ns_ok(t: int) -> bool:
     """Whether an ``int`` already decoded is a time :func:`ns` would have accepted."""
     return 0 <= t < NS_LIMIT
-
-
-def with_otlp_times(spans: Iterable[SpanRecord], stats: dict[str, int]) -> Iterator[SpanRecord]:
-    """The spans whose times :func:`ns_ok` accepts; the others are counted in
-    ``stats["bad_times"]``.
-
-    Why: :func:`fma_otel.sinks.otlp_json.read_spans` takes any integer as a time, and one
-    of 400 digits overflows the float arithmetic of every duration, bar and axis that
-    ``show`` and ``report`` draw.  Better would be that reader skipping the whole line, as
-    ``slo``'s reader does; until it does, this keeps both commands from a traceback.
-    """
-    stats.setdefault("bad_times", 0)
-    for s in spans:
-        if 0 <= s.start_ns < NS_LIMIT and 0 <= s.end_ns < NS_LIMIT:
-            yield s
-        else:
-            stats["bad_times"] += 1
 
 
 def brief(v: Any) -> str:

@@ -159,7 +159,7 @@ def test_cli_skipped_lines_are_reported(trace_file):
 @pytest.mark.parametrize("key", ["startTimeUnixNano", "endTimeUnixNano"])
 def test_cli_a_time_outside_otlp_is_skipped_not_a_traceback(trace_file, key, time):
     """int() takes 400 digits, but no float holds such a span's duration or bar position:
-    this was an OverflowError in sinks/show.py.  The span is left out and counted."""
+    this was an OverflowError in sinks/show.py.  The reader skips the line, counted."""
     good = _run(str(trace_file)).output
     bad_trace = "2" * 32
     with trace_file.open("a") as fh:
@@ -172,7 +172,7 @@ def test_cli_a_time_outside_otlp_is_skipped_not_a_traceback(trace_file, key, tim
     trace_file.write_text(text[:start] + time + text[end:])
     res = _run(str(trace_file))
     assert res.exit_code == 0, res.output
-    assert "skipped 1 span(s)" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert "skipped 1 line(s)" in res.stderr and len(res.stderr.strip().splitlines()) == 1
     assert res.stdout == good
 
 

@@ -13,7 +13,6 @@ import sys
 
 import click
 
-from ..jsonsafe import with_otlp_times
 from ..model import A_REQ_NAME, SpanRecord
 from ..sinks.otlp_json import read_spans
 from ..sinks.show import group_traces, render_waterfall
@@ -35,12 +34,10 @@ def _warn(message: str) -> None:
 def _load(path: str) -> list[SpanRecord]:
     stats: dict[str, int] = {}
     with reading_traces(path):
-        spans = list(with_otlp_times(read_spans(path, stats), stats))
+        spans = list(read_spans(path, stats))
     notes = []
     if stats.get("skipped"):
         notes.append(f"skipped {stats['skipped']} line(s) that are not OTLP JSON")
-    if stats.get("bad_times"):
-        notes.append(f"skipped {stats['bad_times']} span(s) with a time outside OTLP's range")
     if notes:
         _warn(f"{path}: {'; '.join(notes)}")
     return spans

@@ -309,8 +309,6 @@ class ReportData:
     #: trace id -> its full spans, only for the actuations drawn as waterfalls
     spans: dict[str, list[SpanRecord]] = field(default_factory=dict)
     skipped_lines: int = 0
-    #: spans left out for a time outside OTLP's range (:func:`fma_otel.jsonsafe.with_otlp_times`)
-    skipped_spans: int = 0
 
     @property
     def empty(self) -> bool:

@@ -140,10 +140,6 @@ def render_report(
     ]
     if data.skipped_lines:
         parts.append(f'<div class="meta">skipped {data.skipped_lines} line(s) that are not OTLP JSON</div>')
-    if data.skipped_spans:
-        parts.append(
-            f'<div class="meta">skipped {data.skipped_spans} span(s) with a time outside OTLP\'s range</div>'
-        )
     if data.empty:
         parts.append('<p class="empty" id="empty">No actuations in this file.</p></body></html>')
         return Output("\n".join(parts))

@@ -16,7 +16,6 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 
-from ..jsonsafe import with_otlp_times
 from ..model import SpanRecord
 from ..query.harvest import Harvest
 from ..query.slo_spec import Check
@@ -28,16 +27,14 @@ Progress = Callable[[str, int], AbstractContextManager[Advance | None]]
 
 
 def iter_spans(path: str, stats: dict[str, int], advance: Advance | None = None) -> Iterator[SpanRecord]:
-    """Spans of an OTLP JSON lines file; ``stats`` counts ``lines``, ``skipped`` and
-    ``bad_times``.
+    """Spans of an OTLP JSON lines file; ``stats`` counts ``lines`` and ``skipped``.
 
     The one reader of these files (:func:`fma_otel.sinks.otlp_json.read_spans`): a malformed
-    line is skipped whole.  A span whose time is outside OTLP's range is left out (see
-    :func:`fma_otel.jsonsafe.with_otlp_times`: no float holds its duration).  Raises
+    line is skipped whole, a span time outside OTLP's ``fixed64`` range included.  Raises
     :class:`OSError` for an unreadable file and :class:`OtlpJsonError` when no line is OTLP
     JSON (an empty file is fine: it simply has no actuation).
     """
-    return with_otlp_times(read_spans(path, stats, advance), stats)
+    return read_spans(path, stats, advance)
 
 
 def load(
@@ -61,7 +58,6 @@ def load(
             harvest.add_span(s.trace_id, s.span_id, s.name, s.start_ns, s.end_ns, s.attributes)
     data = prepare(path, harvest, summaries, checks, top)
     data.skipped_lines = stats.get("skipped", 0)
-    data.skipped_spans = stats.get("bad_times", 0)
     wanted = {t.trace_id for t in (*data.slowest, *data.unfinished)}
     if wanted:
         with _maybe(progress, "waterfalls", size) as advance:

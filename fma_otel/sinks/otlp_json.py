@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import IO, Any
 
 from .. import __version__
+from ..jsonsafe import ns
 from ..model import STATUS_ERROR, STATUS_OK, STATUS_UNSET, SpanRecord, resource_attributes
 
 SCOPE_NAME = "fma-otel"
@@ -410,8 +411,8 @@ def spans_from_request(req: Mapping[str, Any]) -> Iterator[SpanRecord]:
                     parent_span_id=normalize_id(sp.get("parentSpanId"), 8),
                     name=_text(sp.get("name")),
                     kind=OTLP_TO_KIND.get(kind, "INTERNAL"),
-                    start_ns=int(sp.get("startTimeUnixNano") or 0),
-                    end_ns=int(sp.get("endTimeUnixNano") or 0),
+                    start_ns=ns(sp.get("startTimeUnixNano")),  # fixed64: else the line is bad
+                    end_ns=ns(sp.get("endTimeUnixNano")),
                     service=service,
                     attributes=attrs_of(sp.get("attributes")),
                     status_code=OTLP_TO_STATUS.get(code, STATUS_UNSET),

@@ -42,9 +42,9 @@ def _line(span_name: str, key: str, raw: str) -> str:
 @pytest.mark.parametrize(
     ("line", "note"),
     [
-        (_line("fma.actuation", "endTimeUnixNano", f'"{LONG}"'), "skipped 1 span(s)"),
-        (_line("fma.actuation", "startTimeUnixNano", f'"-{LONG}"'), "skipped 1 span(s)"),
-        (_line(ROOT, "endTimeUnixNano", LONG), "skipped 1 span(s)"),
+        (_line("fma.actuation", "endTimeUnixNano", f'"{LONG}"'), "skipped 1 line(s)"),
+        (_line("fma.actuation", "startTimeUnixNano", f'"-{LONG}"'), "skipped 1 line(s)"),
+        (_line(ROOT, "endTimeUnixNano", LONG), "skipped 1 line(s)"),
         (_line(ROOT, A_DPC_SECS, '{"intValue":"' + LONG + '"}'), None),
         (_line(ROOT, A_DPC_SECS, '{"doubleValue":NaN}'), None),
         ("[" * 100_000, "skipped 1 line(s)"),
