@@ -131,7 +131,8 @@ _PREFIX_MAX_NS = 253_402_300_800 * M.S
 #: A failed ``/is_sleeping`` poll as the DPC prints it: an "HTTP call done" line whose
 #: call-site pairs come last, in the order of ``logger.V(5).Info("HTTP call done",
 #: "purpose", .., "method", .., "url", .., "httpCallStartTime", .., "latencySecs", ..,
-#: "statusCode", .., "err", err)``, with an ``err`` string whose only escapes are ``\"``.
+#: "statusCode", .., "err", err)``, with an ``err`` string whose only escapes are ``\"`` and
+#: a ``latencySecs`` under 10**8 (within ``facts.MAX_LATENCY_S``, so the fact cannot raise).
 #: The line is matched in two parts, the tail from its `` purpose=`` on (groups: the start
 #: time, the ``err`` body) and the head before it, so neither regex backtracks.  Anything
 #: else (another order, other escapes, a prefix) is parsed in full, as before.
@@ -140,7 +141,7 @@ _POLL_HEAD = simple_line_pattern(F.MSG_HTTP).fullmatch
 _POLL_TAIL = re.compile(
     rb' purpose="query_sleeping" method="[^"\\]*" url="[^"\\]*"'
     rb' httpCallStartTime="([0-9][-0-9T:.Zz+]*)"'
-    rb" latencySecs=[0-9]{1,12}(?:\.[0-9]{1,20})?(?:[eE][-+]?[0-9]{1,2})? statusCode=[0-9]{1,9}"
+    rb" latencySecs=[0-9]{1,8}(?:\.[0-9]{1,20})?(?:[eE]-[0-9]{1,2})? statusCode=[0-9]{1,9}"
     rb' err="([^"\\]*(?:\\"[^"\\]*)*)"'
 ).fullmatch
 

@@ -106,6 +106,12 @@ def _requester_of(kv: Mapping[str, Any]) -> tuple[str | None, str | None]:
     return (str(uid) if uid else None, str(name) if name else None)
 
 
+#: The longest HTTP call ``latencySecs`` may state (the DPC's client times out after 30 s):
+#: a bigger finite float (``1e300``) has no end time in nanoseconds (``round`` of an
+#: infinite product raises ``OverflowError``), nor one that OTLP's ``fixed64`` holds.
+MAX_LATENCY_S = 1e8
+
+
 def _finite(v: Any) -> float | None:
     """A JSON number that is a real, finite number (klog prints Go floats; 1e999 is inf)."""
     t = type(v)
@@ -197,7 +203,7 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
             return None
         start_s = get("httpCallStartTime")
         lat = _finite(get("latencySecs"))
-        if not isinstance(start_s, str) or lat is None or lat < 0:
+        if not isinstance(start_s, str) or lat is None or not 0 <= lat <= MAX_LATENCY_S:
             raise ValueError("HTTP call done without a valid httpCallStartTime/latencySecs")
         start = parse_rfc3339_ns(start_s)
         code = _finite(get("statusCode"))

@@ -85,7 +85,11 @@ def test_a_taken_line_is_a_record_that_makes_no_row_and_no_fact() -> None:
         (lambda s: "2026-06-29T14:30:30.5Z " + s, False),  # a --timestamps prefix
         (lambda s: s.replace("       1 inf", " " + "9" * 20 + " inf"), False),
         (lambda s: s.replace("2026-06-29T14:30:30.331326092Z", "2026-13-29T14:30:30Z"), False),
-        (lambda s: s.replace("latencySecs=0.001138291", "latencySecs=1e99"), True),
+        (lambda s: s.replace("latencySecs=0.001138291", "latencySecs=1.5e-05"), True),
+        (lambda s: s.replace("latencySecs=0.001138291", "latencySecs=99999999.5"), True),
+        (lambda s: s.replace("latencySecs=0.001138291", "latencySecs=100000001"), False),
+        (lambda s: s.replace("latencySecs=0.001138291", "latencySecs=1e99"), False),
+        (lambda s: s.replace("latencySecs=0.001138291", "latencySecs=1e300"), False),
         (lambda s: s.replace("latencySecs=0.001138291", "latencySecs=1e999"), False),
         (lambda s: s.replace("latencySecs=0.001138291", "latencySecs=-1"), False),
         (lambda s: s.replace(' method="GET"', ""), False),  # another order

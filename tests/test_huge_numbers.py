@@ -12,6 +12,7 @@ number is a failed call, as a missing one is.
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -22,6 +23,7 @@ from click.testing import CliRunner
 from fma_otel import facts as F
 from fma_otel.bridge import inputs_from_capture, run_bridge, sample_dir
 from fma_otel.cli import main
+from fma_otel.correlate import dpc_row
 from fma_otel.facts import WANTED_CONTAINS, WANTED_MESSAGES
 from fma_otel.sources.klog import KlogParseError, iter_klog, parse_klog_line
 from fma_otel.sources.pods import PodEvent, PodStore, iter_pod_events
@@ -101,10 +103,14 @@ def test_a_status_code_beyond_any_float_is_a_failed_call() -> None:
     fact = F.dpc_fact(rec, 0)
     assert fact is not None and fact.kind == F.CREATE
     assert fact.ok is False and fact.status == 0 and fact.error == "status 0"
-    # latencySecs that no float holds is not a latency: the line is a counted skip
-    rec = parse_klog_line(CREATE.replace("latencySecs=0.5", "latencySecs=" + "9" * 400), 1)
-    with pytest.raises(ValueError, match="latencySecs"):
-        F.dpc_fact(rec, 0)
+    # a latency that no float holds, or that no end time in ns does: a counted skip (1e300
+    # once raised OverflowError from round(lat * 1e9))
+    for lat in ("9" * 400, "1e300", "1e11", "100000001"):
+        rec = parse_klog_line(CREATE.replace("latencySecs=0.5", "latencySecs=" + lat), 1)
+        with pytest.raises(ValueError, match="latencySecs"):
+            F.dpc_fact(rec, 0)
+        assert dpc_row(rec)[5] == "HTTP call done without a valid httpCallStartTime/latencySecs"
+    assert F.dpc_fact(parse_klog_line(CREATE.replace("latencySecs=0.5", "latencySecs=1e8"), 1), 0).ok
 
 
 @pytest.mark.parametrize(
@@ -161,8 +167,8 @@ def test_resource_versions_of_any_length_order_as_integers(older: str, newer: st
 
 def _corrupt_sample(tmp_path: Path) -> Path:
     """The sample capture with one of each: a create call's status code of 400 digits, a
-    wanted klog line with a 5000-digit value, one with a 5000-digit thread id, and a Pod
-    with a 5000-digit number."""
+    wanted klog line with a 5000-digit value, one with a 5000-digit thread id, one with a
+    latency of 1e300 s, and a Pod with a 5000-digit number."""
     cap = tmp_path / "cap"
     shutil.copytree(sample_dir(), cap)
     log = cap / "dpc.log"
@@ -171,6 +177,10 @@ def _corrupt_sample(tmp_path: Path) -> Path:
     lines[creates[0]] = lines[creates[0]].replace("statusCode=200", "statusCode=" + "9" * 400)
     lines[creates[1]] = lines[creates[1]].rstrip("\n") + " big=" + BIG + "\n"
     lines[creates[2]] = lines[creates[2]].replace("       1 inference", " " + BIG + " inference", 1)
+    ok_poll = next(
+        i for i, line in enumerate(lines) if 'purpose="query_sleeping"' in line and "err=null" in line
+    )
+    lines[ok_poll] = re.sub(r"latencySecs=[0-9.e-]+", "latencySecs=1e300", lines[ok_poll])
     log.write_text("".join(lines))
     pods = cap / "pods.json"
     text = pods.read_text()
@@ -185,7 +195,10 @@ def test_the_bridge_reads_on_past_every_one(tmp_path: Path, jobs: int) -> None:
     res = run_bridge(inputs_from_capture(cap), jobs=jobs, parallel_min_bytes=0)
     by_name = {Path(st.name).name: st for st in res.stats}
     dpc, pods = by_name["dpc.log"], by_name["pods.json"]
-    assert dpc.skipped == 1 and dpc.skipped_lines[0][1] == "klog header with a number too long"
+    assert sorted(why for _, why in dpc.skipped_lines) == [
+        "HTTP call done without a valid httpCallStartTime/latencySecs",
+        "klog header with a number too long",
+    ]
     assert dpc.read == dpc.understood + dpc.skipped
     assert pods.skipped == 1 and "a number too long" in pods.skipped_lines[0][1]
     assert res.traces  # the other actuations are all there
@@ -200,4 +213,5 @@ def test_the_cli_reports_them_and_strict_names_the_lines(tmp_path: Path) -> None
     r = CliRunner().invoke(main, ["bridge", str(cap), "--out", str(out), "--strict"], catch_exceptions=False)
     assert r.exit_code == 1
     assert "klog header with a number too long" in r.output
+    assert "without a valid httpCallStartTime/latencySecs" in r.output
     assert "malformed JSON object: a number too long" in r.output
