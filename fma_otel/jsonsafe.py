@@ -60,6 +60,17 @@ def finite_float(v: Any) -> float:
     return f
 
 
+def float_or_none(v: Any) -> float | None:
+    """``float(v)`` when that is a finite number, else ``None`` (``None`` and ``bool`` too):
+    for a value that is drawn or shown when it is a number and left out otherwise."""
+    if v is None or isinstance(v, bool):
+        return None
+    try:
+        return finite_float(v)
+    except ValueError:
+        return None
+
+
 def ns(v: Any) -> int:
     """An OTLP time field (``"1780000010000000000"``, a JSON number, absent = 0) as ``int``
     nanoseconds; :class:`ValueError` when it is not one, or outside ``[0, NS_LIMIT)``."""

@@ -14,6 +14,7 @@ from typing import Any
 from matplotlib.figure import Figure
 from matplotlib.transforms import blended_transform_factory
 
+from ..jsonsafe import float_or_none
 from ..model import (
     A_END_SRC,
     A_INCONSISTENT,
@@ -330,7 +331,7 @@ def _span_title(s: SpanRecord, t0: int) -> str:
     a = s.attributes
     lines = [f"{s.name}  {fmt_secs(s.duration_s)}  (+{(s.start_ns - t0) / S:.3f} s)"]
     lo, hi = a.get(A_MIN), a.get(A_MAX)
-    lo_n, hi_n = _num(lo), _num(hi)
+    lo_n, hi_n = float_or_none(lo), float_or_none(hi)
     if lo_n is not None and hi_n is not None:
         lines.append(f"duration between {lo_n:.3f} s and {hi_n:.3f} s (boundary precision)")
     lines.append(f"start: {a.get(A_START_SRC, '?')}")
@@ -343,13 +344,6 @@ def _span_title(s: SpanRecord, t0: int) -> str:
     if a.get(A_INCONSISTENT) is True:
         lines.append(f"clock inconsistent (raw {a.get(A_RAW)} s)")
     return "\n".join(lines)
-
-
-def _num(v: Any) -> float | None:
-    try:
-        return None if v is None or isinstance(v, bool) else float(v)
-    except (TypeError, ValueError):
-        return None
 
 
 def waterfall_figure(t: TraceSummary, spans: Sequence[SpanRecord]) -> tuple[Figure, Hover, int]:
@@ -407,7 +401,7 @@ def waterfall_figure(t: TraceSummary, spans: Sequence[SpanRecord]) -> tuple[Figu
             fontsize=8,
             fontweight="bold" if a.get(A_METRIC) else "normal",
         )
-        lo, hi = _num(a.get(A_MIN)), _num(a.get(A_MAX))
+        lo, hi = float_or_none(a.get(A_MIN)), float_or_none(a.get(A_MAX))
         note = fmt_secs(dur)
         if incomplete:
             note += "  unfinished"

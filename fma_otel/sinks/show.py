@@ -24,6 +24,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ..jsonsafe import float_or_none
 from ..model import (
     A_COMPLETE,
     A_END_SRC,
@@ -144,18 +145,11 @@ def fmt_s(seconds: float) -> str:
     return f"{seconds:.3f}s"
 
 
-def _num(v: Any) -> float | None:
-    try:
-        return float(v)
-    except (TypeError, ValueError, OverflowError):
-        return None
-
-
 def details(s: SpanRecord) -> list[tuple[str, str]]:
     """The detail columns of a span as ``(text, style)`` pieces."""
     a = s.attributes
     out: list[tuple[str, str]] = []
-    lo, hi = _num(a.get(A_MIN)), _num(a.get(A_MAX))
+    lo, hi = float_or_none(a.get(A_MIN)), float_or_none(a.get(A_MAX))
     if lo is not None or hi is not None:
         lo_s = "?" if lo is None else f"{lo:.3f}"
         hi_s = "?" if hi is None else f"{hi:.3f}"
@@ -168,7 +162,7 @@ def details(s: SpanRecord) -> list[tuple[str, str]]:
     if s.status_code == STATUS_ERROR:
         out.append((f"!ERROR{': ' + s.status_message if s.status_message else ''}", "bold red"))
     if a.get(A_INCONSISTENT) is True:
-        raw = _num(a.get(A_RAW))
+        raw = float_or_none(a.get(A_RAW))
         out.append((f"!CLOCK{' raw=' + fmt_s(raw) if raw is not None else ''}", "bold yellow"))
     return out
 

@@ -2,8 +2,8 @@
 
 A span time of 400 digits is an int Python builds, but no float holds its duration: it was
 an ``OverflowError`` in the harvest; a logged ``fma.dpc.actuation_secs`` of 400 digits was
-one in ``_request_obs``.  Now the span is left out and counted on the page, and a logged
-value that is no finite number is no value (its actuation stays).
+one in ``_request_obs``.  Now such a line is skipped whole and counted on the page, and a
+logged value that is no finite number is no value (its actuation stays).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from fma_otel.cli import main
-from fma_otel.model import A_DPC_SECS, ROOT
+from fma_otel.model import A_DPC_SECS, A_MAX, ROOT
 from fma_otel.sinks.otlp_json import export_request
 
 from ..query.conftest import mixed_acts
@@ -70,3 +70,26 @@ def test_a_number_python_will_not_use_is_no_traceback(tmp_path, line: str, note:
         assert note in page
     else:
         assert "skipped" not in page
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ['{"intValue":"1' + "0" * 400 + '"}', '{"doubleValue":"NaN"}', '{"stringValue":"x"}'],
+    ids=["400-digits", "NaN", "text"],
+)
+def test_a_precision_bound_that_is_no_number_is_not_drawn(tmp_path, raw: str) -> None:
+    """``fma.duration.max_s`` on a span of a drawn waterfall (the slowest trace): float() of
+    400 digits was an OverflowError in report/figures.py; now the whisker is left out."""
+    req = export_request(spans_of(hot("slowest", 3000.0, start_s=500.0)))
+    for rs in req["resourceSpans"]:
+        for sp in rs["scopeSpans"][0]["spans"]:
+            sp["attributes"].append({"key": A_MAX, "value": MARK})
+    line = json.dumps(req, separators=(",", ":")).replace(json.dumps(MARK), raw)
+    traces = write(str(tmp_path / "t.jsonl"), mixed_acts())
+    with open(traces, "a", encoding="utf-8") as fh:
+        fh.write(line + "\n")
+    out = tmp_path / "r.html"
+    r = CliRunner().invoke(main, ["report", traces, "--out", str(out), "-q"])
+    assert r.exit_code == 0, r.output
+    page = out.read_text()
+    assert "slowest" in page and "skipped" not in page
