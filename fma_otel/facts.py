@@ -10,11 +10,11 @@ A DPC line belongs to a requester by ``serverUID``, else ``requesterName``, else
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from .jsonsafe import number_or_none
 from .sources.records import KlogRecord, LauncherRecord
 from .timeutil import parse_rfc3339_ns
 
@@ -112,21 +112,8 @@ def _requester_of(kv: Mapping[str, Any]) -> tuple[str | None, str | None]:
 MAX_LATENCY_S = 1e8
 
 
-def _finite(v: Any) -> float | None:
-    """A JSON number that is a real, finite number (klog prints Go floats; 1e999 is inf)."""
-    t = type(v)
-    if t is float:  # the common cases first, without the isinstance chain
-        return v if _isfinite(v) else None
-    if t is not int and (isinstance(v, bool) or not isinstance(v, (int, float))):
-        return None
-    try:
-        f = float(v)
-    except OverflowError:  # an int beyond any float
-        return None
-    return f if _isfinite(f) else None
-
-
-_isfinite = math.isfinite
+#: A JSON number as a finite float, else None (klog prints Go floats; 1e999 is inf).
+_finite = number_or_none
 
 
 def _str(v: Any) -> str | None:

@@ -60,6 +60,26 @@ def finite_float(v: Any) -> float:
     return f
 
 
+def number_or_none(v: Any) -> float | None:
+    """A JSON number (``int`` or ``float``, not ``bool``) as a finite ``float``, else ``None``:
+    ``nan``, ``inf`` and ints beyond float range included (their ``float()`` raises
+    :class:`OverflowError`).  The common case, a finite ``float``, comes first: the bridge
+    calls this for every DPC call's latency and status code."""
+    t = type(v)
+    if t is float:
+        return v if _isfinite(v) else None
+    if t is not int and (isinstance(v, bool) or not isinstance(v, (int, float))):
+        return None
+    try:
+        f = float(v)
+    except OverflowError:
+        return None
+    return f if _isfinite(f) else None
+
+
+_isfinite = math.isfinite
+
+
 def float_or_none(v: Any) -> float | None:
     """``float(v)`` when that is a finite number, else ``None`` (``None`` and ``bool`` too):
     for a value that is drawn or shown when it is a number and left out otherwise."""
@@ -81,11 +101,6 @@ def ns(v: Any) -> int:
     if not 0 <= t < NS_LIMIT:
         raise ValueError(f"time outside OTLP's fixed64 nanoseconds: {brief(t)}")
     return t
-
-
-def ns_ok(t: int) -> bool:
-    """Whether an ``int`` already decoded is a time :func:`ns` would have accepted."""
-    return 0 <= t < NS_LIMIT
 
 
 def brief(v: Any) -> str:

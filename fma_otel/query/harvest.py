@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ..jsonsafe import NS_LIMIT, finite_float
+from ..jsonsafe import NS_LIMIT, number_or_none
 from ..model import (
     A_COMPLETE,
     A_DPC_SECS,
@@ -157,8 +157,8 @@ class Harvest:
     ) -> None:
         """One span, whatever source decoded it (OTLP JSON, Jaeger v1 JSON).
 
-        The times must be in OTLP's range (:func:`fma_otel.jsonsafe.ns_ok`): the callers
-        check, each where it can drop the whole request or trace that holds a bad one.
+        The times must be in OTLP's range (``[0, jsonsafe.NS_LIMIT)``): the callers check,
+        each where it can drop the whole request or trace that holds a bad one.
         """
         if name not in WANTED_NAMES:
             return
@@ -230,24 +230,11 @@ def _request_obs(start_ns: int, attrs: Mapping[str, Any]) -> RequestObs:
         hot_hit=_opt_bool(attrs.get(A_HOT_HIT)),
         warm_hit=_opt_bool(attrs.get(A_WARM_HIT)),
         start_ns=start_ns,
-        dpc_secs=_seconds(dpc),
+        # NaN would poison the bucket counts (``nan <= le`` is false), an int beyond float
+        # range raise OverflowError: neither is a value the DPC logged, nor a reason to
+        # drop the actuation
+        dpc_secs=number_or_none(dpc),
     )
-
-
-def _seconds(v: Any) -> float | None:
-    """A logged duration, or ``None`` when ``v`` is no finite number.
-
-    NaN (``"NaN"`` is valid OTLP JSON) would poison the bucket counts (``nan <= le`` is
-    false, and a NaN sorted first hides every value after it); an int beyond float range
-    would raise ``OverflowError`` outside any ``try``.  Neither is a value the DPC logged,
-    and neither is a reason to drop the actuation.
-    """
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    try:
-        return finite_float(v)
-    except ValueError:
-        return None
 
 
 def _truthy(v: Any, default: bool) -> bool:
