@@ -35,11 +35,8 @@ def _load(path: str) -> list[SpanRecord]:
     stats: dict[str, int] = {}
     with reading_traces(path):
         spans = list(read_spans(path, stats))
-    notes = []
     if stats.get("skipped"):
-        notes.append(f"skipped {stats['skipped']} line(s) that are not OTLP JSON")
-    if notes:
-        _warn(f"{path}: {'; '.join(notes)}")
+        _warn(f"{path}: skipped {stats['skipped']} line(s) that are not OTLP JSON")
     return spans
 
 

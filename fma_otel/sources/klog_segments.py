@@ -174,7 +174,8 @@ def _items(
     """A segment read as one ordered stream: record rows (11-tuples, or what ``transform``
     makes of each record: ``TRANSFORM_ROW``-tuples, ``None`` dropped), kept skips
     ``(line_no, reason)`` where the serial reader records them, and last
-    ``("end", read, understood, skipped_not_listed)``.  Line numbers count from the segment."""
+    ``("end", read, understood, skipped_not_listed)``.  Line numbers count from the segment.
+    ``drop`` goes to :func:`iter_klog` (lines counted, not parsed)."""
     events: list[tuple[Any, ...]] = []
     st = _StreamedStats(path, events)
     with open(path, "rb") as fh:

@@ -324,10 +324,12 @@ def resource_version(pod: dict[str, Any]) -> str | None:
     return rv if isinstance(rv, str) else None
 
 
-def _rv_int(rv: str | None) -> tuple[int, str] | None:
+def _rv_key(rv: str | None) -> tuple[int, str] | None:
     """An order key of a decimal ``resourceVersion``: ``(digits, digits)`` without leading
     zeros orders as the integers do, with no ``int()`` (which refuses more than
-    ``sys.get_int_max_str_digits()`` digits: a hostile file must not stop the bridge)."""
+    ``sys.get_int_max_str_digits()`` digits: a hostile file must not stop the bridge).
+    Any length orders here, as files may hold anything; the live watcher, which hands a
+    version back to the API server, takes only etcd's int64 ones (``live.pods.rv_number``)."""
     if rv is None or not rv.isascii() or not rv.isdigit():
         return None
     d = rv.lstrip("0")
@@ -363,7 +365,7 @@ class PodStore:
         uid = meta.get("uid") if isinstance(meta, dict) else None
         if not isinstance(uid, str) or not uid:
             return False
-        rv = _rv_int(resource_version(ev.pod))
+        rv = _rv_key(resource_version(ev.pod))
         deleted = ev.event_type == "DELETED"
         cur = self._by_uid.get(uid)
         if cur is None:

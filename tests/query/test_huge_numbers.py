@@ -346,6 +346,18 @@ def test_odd_elements_of_an_answer_are_left_out(source: Any, route: Any) -> None
     assert not h.dataset(WINDOW).samples
 
 
+def test_odd_elements_beside_a_good_trace_leave_the_good_one() -> None:
+    """Left out means left out, not everything dropped: the good trace among odd results
+    still counts, once."""
+    good = export_request(spans_of(hot("good", 2.0, start_s=30.0)))
+    route = _jaeger_v3({"result": [1, [2], {"resourceSpans": [3]}, good, "x"]})
+    with fake_servers.FakeServer(route) as srv:
+        h = _fill(JaegerSource(srv.url))
+    samples = h.dataset(WINDOW).samples
+    assert {s.metric for s in samples} >= {"T_actuation"}
+    assert [round(s.duration_s, 6) for s in samples if s.metric == "T_actuation"] == [2.0]
+
+
 def _v1(spans: list[dict[str, Any]]) -> Callable[[str, dict[str, str]], tuple[int, Any]]:
     def route(path: str, q: dict[str, str]) -> tuple[int, Any]:
         if path.startswith("/api/v3"):
