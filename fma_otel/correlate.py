@@ -135,7 +135,7 @@ _PREFIX_MAX_NS = 253_402_300_800 * M.S
 #: a ``latencySecs`` under 10**8 (within ``facts.MAX_LATENCY_S``, so the fact cannot raise).
 #: The line is matched in two parts, the tail from its `` purpose=`` on (groups: the start
 #: time, the ``err`` body) and the head before it, so neither regex backtracks.  Anything
-#: else (another order, other escapes, a prefix) is parsed in full, as before.
+#: else (another order, other escapes) is parsed in full, as before.
 _POLL_AT = b' purpose="query_sleeping" method="'
 _POLL_HEAD = simple_line_pattern(F.MSG_HTTP).fullmatch
 _POLL_TAIL = re.compile(
@@ -149,7 +149,7 @@ _POLL_TAIL = re.compile(
 def failed_poll(line: bytes) -> bool:
     """Whether a raw DPC line (line end included) is surely a failed ``/is_sleeping`` poll
     that :func:`dpc_row` would drop: a record, a fact that does not raise, not ``ok``, and
-    a date that resolves in any year.  ``iter_klog(drop=failed_poll)`` then counts it
+    a date that resolves in any year (with or without a ``--timestamps`` prefix).  ``iter_klog(drop=failed_poll)`` then counts it
     without parsing it.
 
     Why: in a real DPC log most wanted lines are these polls (every 5 s until vLLM
@@ -165,7 +165,18 @@ def failed_poll(line: bytes) -> bool:
     tail = _POLL_TAIL(line, at)
     if tail is None:
         return False
-    head = _POLL_HEAD(line, 0, at)
+    h = 0
+    if line[:1].isdigit():
+        # a --timestamps prefix (what `fma-otel capture` writes): read as the parser reads
+        # it, and within the range dpc_row takes as sure
+        h = line.find(b" ") + 1
+        try:
+            prefix_ns = parse_rfc3339_ns(line[: h - 1].decode("ascii")) if h else -1
+        except ValueError:  # UnicodeDecodeError included: the parser decides such a line
+            return False
+        if not 0 <= prefix_ns < _PREFIX_MAX_NS:
+            return False
+    head = _POLL_HEAD(line, h, at)
     if head is None:
         return False
     mo, dd, hh, mi, ss = head.groups()

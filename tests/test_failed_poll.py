@@ -25,6 +25,8 @@ from .fuzz._mutate import mutated_file, mutated_line, sample_lines
 DPC = sample_lines("dpc.log")
 POLLS = [line for line in DPC if b'purpose="query_sleeping"' in line]
 FAILED = [line for line in POLLS if b' err="' in line]
+#: the same as `fma-otel capture` writes them (kubelet's --timestamps prefix)
+PREFIXED = [b"2026-06-29T14:30:%02d.123456789Z " % i + line for i, line in enumerate(FAILED)]
 KW = {"messages": WANTED_MESSAGES, "contains": WANTED_CONTAINS}
 
 POLL = (
@@ -53,8 +55,10 @@ def _drops_the_same(lines: list[bytes]) -> None:
 def test_the_sample_has_failed_polls_and_each_is_taken() -> None:
     assert len(FAILED) >= 10
     assert all(failed_poll(line) for line in FAILED)
+    assert all(failed_poll(line) for line in PREFIXED)
     assert not any(failed_poll(line) for line in DPC if line not in FAILED)
     _drops_the_same(DPC)
+    _drops_the_same([b"2026-06-29T14:30:00Z " + line for line in DPC])
 
 
 def test_a_taken_line_is_a_record_that_makes_no_row_and_no_fact() -> None:
@@ -82,7 +86,13 @@ def test_a_taken_line_is_a_record_that_makes_no_row_and_no_fact() -> None:
         (lambda s: s.replace("I0629", "I1329"), False),
         (lambda s: s.replace("I0629", "I0600"), False),
         (lambda s: s.replace("I0629 14:", "I0629 24:"), False),
-        (lambda s: "2026-06-29T14:30:30.5Z " + s, False),  # a --timestamps prefix
+        (lambda s: "2026-06-29T14:30:30.5Z " + s, True),  # a --timestamps prefix
+        (lambda s: "2026-06-29T14:30:30.123456789+02:00 " + s, True),
+        (lambda s: "2026-13-29T14:30:30.5Z " + s, False),  # a prefix that is no time
+        (lambda s: "2026 " + s, False),
+        (lambda s: "2026-06-29T14:30:30.5Z\t" + s, False),  # no space: one long "prefix"
+        (lambda s: "1969-12-31T23:59:59Z " + s, False),  # before 1970: not sure
+        (lambda s: "2\xe9 " + s, False),  # not ASCII
         (lambda s: s.replace("       1 inf", " " + "9" * 20 + " inf"), False),
         (lambda s: s.replace("2026-06-29T14:30:30.331326092Z", "2026-13-29T14:30:30Z"), False),
         (lambda s: s.replace("latencySecs=0.001138291", "latencySecs=1.5e-05"), True),
@@ -124,7 +134,7 @@ FAST = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCh
 
 
 @FAST
-@given(st.lists(mutated_line(FAILED), min_size=1, max_size=8))
+@given(st.lists(mutated_line(FAILED + PREFIXED), min_size=1, max_size=8))
 def test_mutated_polls_are_dropped_only_where_the_full_path_drops_them(lines: list[bytes]) -> None:
     lines = [line if line.endswith(b"\n") else line + b"\n" for line in lines]
     for line in lines:
