@@ -25,7 +25,7 @@ from . import facts as F
 from . import model as M
 from . import podfacts as P
 from .facts import DpcFact, LauncherFact
-from .sources.klog import simple_line_pattern
+from .sources.klog import simple_line_pattern, split_timestamp_prefix
 from .sources.pods import PodStore
 from .sources.records import KlogRecord, LauncherRecord, PodEvent
 from .timeutil import civil_to_ns, parse_rfc3339_ns, year_of_ns
@@ -170,11 +170,11 @@ def failed_poll(line: bytes) -> bool:
         # a --timestamps prefix (what `fma-otel capture` writes): read as the parser reads
         # it, and within the range dpc_row takes as sure
         h = line.find(b" ") + 1
-        try:
-            prefix_ns = parse_rfc3339_ns(line[: h - 1].decode("ascii")) if h else -1
+        try:  # the parser's own reading (klog's RFC 3339 reader, not timeutil's)
+            prefix_ns = split_timestamp_prefix(line[:h].decode("ascii"))[0] if h else None
         except ValueError:  # UnicodeDecodeError included: the parser decides such a line
             return False
-        if not 0 <= prefix_ns < _PREFIX_MAX_NS:
+        if prefix_ns is None or not 0 <= prefix_ns < _PREFIX_MAX_NS:
             return False
     head = _POLL_HEAD(line, h, at)
     if head is None:
