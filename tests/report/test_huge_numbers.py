@@ -39,6 +39,17 @@ def _line(span_name: str, key: str, raw: str) -> str:
     return json.dumps(req, separators=(",", ":")).replace(json.dumps(MARK), raw)
 
 
+def _report_with(tmp_path, line: str) -> str:
+    """The report page of the query tests' mixed actuations plus ``line``; exit 0 required."""
+    traces = write(str(tmp_path / "t.jsonl"), mixed_acts())
+    with open(traces, "a", encoding="utf-8") as fh:
+        fh.write(line + "\n")
+    out = tmp_path / "r.html"
+    r = CliRunner().invoke(main, ["report", traces, "--out", str(out), "-q"])
+    assert r.exit_code == 0, r.output
+    return out.read_text()
+
+
 @pytest.mark.parametrize(
     ("line", "note"),
     [
@@ -59,13 +70,7 @@ def _line(span_name: str, key: str, raw: str) -> str:
     ],
 )
 def test_a_number_python_will_not_use_is_no_traceback(tmp_path, line: str, note: str | None) -> None:
-    traces = write(str(tmp_path / "t.jsonl"), mixed_acts())
-    with open(traces, "a", encoding="utf-8") as fh:
-        fh.write(line + "\n")
-    out = tmp_path / "r.html"
-    r = CliRunner().invoke(main, ["report", traces, "--out", str(out), "-q"])
-    assert r.exit_code == 0, r.output
-    page = out.read_text()
+    page = _report_with(tmp_path, line)
     if note:
         assert note in page
     else:
@@ -84,12 +89,5 @@ def test_a_precision_bound_that_is_no_number_is_not_drawn(tmp_path, raw: str) ->
     for rs in req["resourceSpans"]:
         for sp in rs["scopeSpans"][0]["spans"]:
             sp["attributes"].append({"key": A_MAX, "value": MARK})
-    line = json.dumps(req, separators=(",", ":")).replace(json.dumps(MARK), raw)
-    traces = write(str(tmp_path / "t.jsonl"), mixed_acts())
-    with open(traces, "a", encoding="utf-8") as fh:
-        fh.write(line + "\n")
-    out = tmp_path / "r.html"
-    r = CliRunner().invoke(main, ["report", traces, "--out", str(out), "-q"])
-    assert r.exit_code == 0, r.output
-    page = out.read_text()
+    page = _report_with(tmp_path, json.dumps(req, separators=(",", ":")).replace(json.dumps(MARK), raw))
     assert "slowest" in page and "skipped" not in page
