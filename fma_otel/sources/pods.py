@@ -15,9 +15,10 @@ The reader keeps a window of text, decodes one value at a time with
 key so that the items of a ``List`` come out one by one instead of after the whole List.
 
 Bad input is counted, never fatal: an object that is not a Pod, a watch ``ERROR`` event,
-or garbage between objects is counted in ``SourceStats.skipped`` and the reader
-resynchronises at the next ``{`` at the start of a line (where kubectl starts every
-top-level object, pretty-printed or not).  ``stats.read`` counts Pod-level objects (list
+or garbage between objects is counted in ``SourceStats.skipped``.  A malformed element of
+a ``List`` or array is stepped over to the ``,`` or ``]`` that ends it, so the items after
+it are still read; anywhere else the reader resynchronises at the next ``{`` at the start
+of a line (where kubectl starts every top-level object, pretty-printed or not).  ``stats.read`` counts Pod-level objects (list
 items, single objects, watch events) and garbage stretches; each is either understood or
 skipped.  Watch ``BOOKMARK`` events are understood but not yielded (they carry no Pod).
 """
@@ -42,6 +43,9 @@ _READ_CHUNK = 1 << 20
 _WS = re.compile(r"[ \t\r\n\ufeff]*")
 _DECODER = json.JSONDecoder()
 _WATCH_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED"})
+#: what :meth:`_Reader.skip_element` looks at: a whole string on one line, a bracket, a
+#: comma, or a quote whose string does not close on its line
+_TOKEN = re.compile(r'"(?:[^"\\\n]|\\.)*"|[{}\[\],"]')
 
 
 class _Bad(ValueError):
@@ -157,6 +161,48 @@ class _Reader:
             self.pos = end
             return val
 
+    def skip_element(self) -> bool:
+        """Move past a malformed element of an array, to the ``,`` or ``]`` that ends it.
+
+        Why: the items of a pretty-printed ``List`` (or of a ``jq`` array) are indented, so
+        :meth:`resync`, which waits for a ``{`` at the start of a line, would skip every
+        item after a bad one - all unread and uncounted.  Brackets are counted outside
+        strings; a string is taken to end at its line's end if its closing quote is
+        missing.  ``False`` at the end of the input or at a ``}`` that closes nothing (the
+        array was never closed): the caller then falls back to :meth:`resync`.  The window
+        is allowed to move on while scanning, so a long bad stretch costs no memory.
+        """
+        depth = 0
+        pos = self.pos
+        while True:
+            m = _TOKEN.search(self.buf, pos)
+            tok = m.group() if m else ""
+            if tok == '"':  # a quote whose string does not close on its line
+                nl = self.buf.find("\n", m.end())  # type: ignore[union-attr]
+                if nl >= 0 or self.eof:
+                    pos = nl if nl >= 0 else len(self.buf)
+                    continue
+            if not tok or tok == '"':  # read on, letting the window drop what was scanned
+                at = m.start() if m else len(self.buf)
+                self.pos = at
+                self._keep = self._base_off + at
+                if not self.fill() and not tok:
+                    self.pos = len(self.buf)
+                    return False
+                pos = self.pos
+                continue
+            if tok in "{[":
+                depth += 1
+            elif tok in "}]":
+                if depth == 0:
+                    self.pos = m.start()  # type: ignore[union-attr]
+                    return tok == "]"
+                depth -= 1
+            elif tok == "," and depth == 0:
+                self.pos = m.start()  # type: ignore[union-attr]
+                return True
+            pos = m.end()  # type: ignore[union-attr]
+
     def resync(self, mark: int) -> None:
         """Move to the next ``{`` at the start of a line after ``mark`` (or the end)."""
         self.pos = max(mark - self._base_off, 0) + 1
@@ -166,6 +212,7 @@ class _Reader:
                 self.pos = i + 1
                 return
             self.pos = max(self.pos, len(self.buf) - 1)
+            self._keep = self._base_off + self.pos  # the skip is counted: let the window move
             if not self.fill():
                 self.pos = len(self.buf)
                 return
@@ -196,7 +243,14 @@ def _members(r: _Reader) -> Iterator[tuple[int, Any]]:
                 while True:
                     r.peek()
                     at = r.mark()
-                    yield at, r.value()
+                    try:
+                        item = r.value()
+                    except (json.JSONDecodeError, _Bad) as e:
+                        yield at, _BadItem(e)  # counted where ``at`` is still in the window
+                        if not r.skip_element():
+                            return obj  # never closed: the caller resynchronises
+                    else:
+                        yield at, item
                     if r.expect(",]") == "]":
                         break
         else:
@@ -204,6 +258,19 @@ def _members(r: _Reader) -> Iterator[tuple[int, Any]]:
             obj[key] = r.value()
         if r.expect(",}") == "}":
             return obj
+
+
+class _BadItem:
+    """A malformed element of an array, stepped over (:meth:`_Reader.skip_element`)."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, err: json.JSONDecodeError | _Bad) -> None:
+        self.reason = _malformed(err)
+
+
+def _malformed(err: json.JSONDecodeError | _Bad) -> str:
+    return f"malformed JSON object: {err.msg if isinstance(err, json.JSONDecodeError) else err}"
 
 
 def _is_pod(obj: Any) -> str | None:
@@ -251,6 +318,9 @@ class _Counter:
                 yield from self.leaf(item, line)
             return
         self.stats.read += 1
+        if isinstance(obj, _BadItem):
+            self.stats.skip(line, obj.reason)
+            return
         got = _classify(obj)
         if isinstance(got, str):
             self.stats.skip(line, got)
@@ -299,7 +369,14 @@ def iter_pod_events(
                 while True:
                     r.peek()
                     at = r.mark()
-                    yield from cnt.leaf(r.value(), r.line_at(at))
+                    try:
+                        item = r.value()
+                    except (json.JSONDecodeError, _Bad) as e:
+                        yield from cnt.leaf(_BadItem(e), r.line_at(at))
+                        if not r.skip_element():
+                            break  # never closed: resynchronise out here
+                    else:
+                        yield from cnt.leaf(item, r.line_at(at))
                     if r.expect(",]") == "]":
                         break
             else:
@@ -310,8 +387,7 @@ def iter_pod_events(
             # Report and resynchronise from the innermost object that was being read (a
             # List item, else the top-level object): the last mark.
             stats.read += 1
-            reason = e.msg if isinstance(e, json.JSONDecodeError) else str(e)
-            stats.skip(r.line_at(r.last_mark), f"malformed JSON object: {reason}")
+            stats.skip(r.line_at(r.last_mark), _malformed(e))
             r.resync(r.last_mark)
 
 

@@ -1,0 +1,143 @@
+"""A malformed element of a ``List`` or array is one counted skip; every other item is read.
+
+Why a test file of its own: the items of ``kubectl get pods -o json`` (and of ``jq``
+arrays) are indented, so resynchronising at the next ``{`` at the start of a line - what
+the reader does between top-level objects - used to drop every item after a bad one,
+neither read nor skipped.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import tracemalloc
+
+import pytest
+
+from fma_otel.sources.pods import iter_pod_events
+from fma_otel.sources.records import SourceStats
+from tests.test_pods import CHUNKS, pod
+
+
+def _pods(n: int = 6) -> list[dict]:
+    return [pod(f"uid-{i:02d}", rv=str(100 + i), name=f"p-{i}") for i in range(n)]
+
+
+def _read(text: str, chunk: int):
+    stats = SourceStats("pods")
+    evs = list(iter_pod_events(io.BytesIO(text.encode()), stats, chunk))
+    return [e.pod["metadata"]["uid"] for e in evs], stats
+
+
+def _as_list(items: list, indent: int | None) -> str:
+    return json.dumps({"apiVersion": "v1", "items": items, "kind": "List", "metadata": {}}, indent=indent)
+
+
+#: (name, how item 2's text is spoilt); each leaves the brackets balanced or ends a string
+#: early, as a hand edit or a cut-and-paste would
+SPOILERS = {
+    "bare word before a string": lambda t: t.replace('"uid": "uid-02"', '"uid": xx"uid-02"', 1),
+    "missing closing quote": lambda t: t.replace('"name": "p-2"', '"name": "p-2', 1),
+    "missing comma": lambda t: t.replace('"name": "p-2",', '"name": "p-2"', 1),
+    "number too long": lambda t: t.replace('"resourceVersion": "102"', '"resourceVersion": ' + "9" * 5000, 1),
+    "brackets in a broken string": lambda t: t.replace('"name": "p-2"', '"name": "p-2 }]{[,', 1),
+}
+
+
+def _spoil(text: str, how) -> str:
+    out = how(text)
+    assert out != text
+    return out
+
+
+@pytest.mark.parametrize("chunk", CHUNKS)
+@pytest.mark.parametrize("indent", [4, None], ids=["pretty", "compact"])
+@pytest.mark.parametrize("name", sorted(SPOILERS))
+def test_bad_list_item_is_skipped_and_the_rest_read(name, indent, chunk):
+    pods = _pods()
+    text = _spoil(_as_list(pods, indent), SPOILERS[name])
+    uids, st = _read(text, chunk)
+    assert uids == [p["metadata"]["uid"] for i, p in enumerate(pods) if i != 2]
+    assert (st.read, st.understood, st.skipped) == (6, 5, 1)
+    ((line, why),) = st.skipped_lines
+    assert why.startswith("malformed JSON object")
+    if indent:  # the line where item 2 starts
+        first = text.splitlines().index("        {") + 1
+        starts = [i + 1 for i, ln in enumerate(text.splitlines()) if ln == "        {"]
+        assert line == starts[2] and starts[0] == first
+    else:
+        assert line == 1
+
+
+@pytest.mark.parametrize("chunk", CHUNKS)
+def test_bad_element_of_a_top_level_array(chunk):
+    pods = _pods()
+    text = json.dumps(pods, indent=2).replace('"uid": "uid-04"', '"uid": uid-04', 1)
+    uids, st = _read(text, chunk)
+    assert uids == ["uid-00", "uid-01", "uid-02", "uid-03", "uid-05"]
+    assert (st.read, st.understood, st.skipped) == (6, 5, 1)
+
+
+@pytest.mark.parametrize("chunk", CHUNKS)
+def test_garbage_elements_and_a_list_after_them(chunk):
+    """A bare word as an item, then a good List after the bad one: both fully read."""
+    a = _as_list(_pods(3), 4).replace('    "items": [\n', '    "items": [\n        oops,\n', 1)
+    b = _as_list([pod("uid-b", rv="7")], 4)
+    uids, st = _read(a + "\n" + b + "\n", chunk)
+    assert uids == ["uid-00", "uid-01", "uid-02", "uid-b"]
+    assert (st.read, st.understood, st.skipped) == (5, 4, 1)
+
+
+@pytest.mark.parametrize("chunk", CHUNKS)
+def test_list_cut_inside_a_bad_item_ends_cleanly(chunk):
+    text = _as_list(_pods(3), 4)
+    cut = text.index('"uid": "uid-01"')
+    uids, st = _read(text[:cut] + '"uid": xx"', chunk)
+    assert uids == ["uid-00"]
+    assert st.read == st.understood + st.skipped and st.skipped >= 1
+
+
+@pytest.mark.parametrize("chunk", CHUNKS)
+def test_array_never_closed_falls_back_to_the_next_top_level_object(chunk):
+    """A stray ``}`` where the bad item's array should close: the reader goes on to the
+    next object at the start of a line, as between top-level objects."""
+    bad = '{"items": [\n  {"metadata": {"uid": x}}\n}\n'
+    good = json.dumps(pod("uid-after", rv="5"), indent=4)
+    uids, st = _read(bad + good + "\n", chunk)
+    assert uids == ["uid-after"]
+    assert st.read == st.understood + st.skipped and st.skipped >= 1
+
+
+def test_a_long_bad_item_is_scanned_in_a_bounded_window():
+    """An item whose string never closes, then 24 MB with no comma or bracket: scanned to
+    the end without holding it all (the window moves on while scanning)."""
+    filler = ("x" * 99 + "\n") * 240_000  # 24 MB
+    text = '{"items": [\n  {"metadata": {"uid": "never closed\n' + filler
+    data = text.encode()
+    del text, filler
+    tracemalloc.start()
+    try:
+        stats = SourceStats("pods")
+        evs = list(iter_pod_events(io.BytesIO(data), stats))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert evs == [] and stats.skipped >= 1
+    assert peak < 12 << 20, peak
+
+
+def test_long_garbage_between_objects_is_skipped_in_a_bounded_window():
+    """Garbage lines between top-level objects (no ``{`` at a line start for 24 MB): one
+    counted skip, the next object read, without holding the garbage."""
+    garbage = ("not json at all " * 6 + "\n") * 250_000
+    data = (garbage + json.dumps(pod("uid-z", rv="9"), indent=4) + "\n").encode()
+    del garbage
+    tracemalloc.start()
+    try:
+        stats = SourceStats("pods")
+        uids = [e.pod["metadata"]["uid"] for e in iter_pod_events(io.BytesIO(data), stats)]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert uids == ["uid-z"] and (stats.read, stats.skipped) == (2, 1)
+    assert peak < 12 << 20, peak
