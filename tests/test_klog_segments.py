@@ -132,6 +132,22 @@ def test_cut_points_are_safe_line_starts_and_cover_the_file(tmp_path: Path):
     assert len(S.cut_points(str(path), 7)) == 7
 
 
+def test_a_line_longer_than_the_probe_is_not_taken_for_a_segment_start(tmp_path: Path):
+    """A continuation whose ``--timestamps``-like prefix (digits) runs past the 64 KiB the
+    cut probe reads: the probe cannot see the tab after it, so that line is no cut; the
+    next whole line that is safe is.  (Taken, the segment began inside a block.)"""
+    long = b"1" * (S._PROBE + 10) + b" \tcontinued\n"
+    data = HDR + b'"Bound server-providing Pod" note=<\n' + long + b" > worker=w\n" + HDR + b'"after"\n'
+    path = tmp_path / "dpc.log"
+    path.write_bytes(data)
+    with open(path, "rb") as fh:
+        cut = S._next_safe_start(fh, data.index(long))
+    assert cut == data.index(HDR + b'"after"')
+    assert _segmented(path, [0, cut], KW) == _serial(path, KW)
+    assert not S._safe_start(long[: S._PROBE], whole=False)
+    assert S._safe_start(b"1" * 20 + b"\n")  # a whole line of digits starts no block
+
+
 def test_no_safe_line_after_the_cut_means_one_segment(tmp_path: Path):
     path = tmp_path / "dpc.log"
     path.write_bytes(HDR + b'"other" err=<\n' + b"\tcontinued\n" * 5000)

@@ -54,9 +54,19 @@ MIN_PARALLEL_BYTES = 16 << 20
 _PROBE = 1 << 16
 
 
-def _safe_start(line: bytes) -> bool:
-    """A line a segment may start at: not a block continuation, whatever came before."""
-    h = line.find(b" ") + 1 if line[:1].isdigit() else 0
+def _safe_start(line: bytes, whole: bool = True) -> bool:
+    """A line a segment may start at: not a block continuation, whatever came before.
+
+    ``whole=False``: ``line`` is only the head of a longer line.  A head that starts with a
+    digit and holds no space cannot tell whether a ``--timestamps`` prefix ends in a tab
+    further on (a continuation), so it is not taken: a later cut is always safe.
+    """
+    h = 0
+    if line[:1].isdigit():
+        sp = line.find(b" ")
+        if sp < 0 and not whole:
+            return False
+        h = sp + 1
     return line[h : h + 1] not in (b"\t", b" ", b"")
 
 
@@ -82,7 +92,7 @@ def _next_safe_start(fh: Any, pos: int) -> int | None:
         head = fh.readline(_PROBE)
         if not head:
             return None
-        if _safe_start(head):
+        if _safe_start(head, whole=head.endswith(b"\n") or len(head) < _PROBE):
             return start
         if not head.endswith(b"\n"):
             _skip_line(fh)
