@@ -76,15 +76,27 @@ def inputs_from_capture(directory: str | os.PathLike[str]) -> BridgeInputs:
     d = Path(directory)
     if not d.is_dir():
         raise InputError(f"{d}: not a capture directory")
-    pods = d / CAPTURE_PODS
-    if not pods.is_file():
+    pods = _capture_file(d / CAPTURE_PODS)
+    if pods is None:
         raise InputError(f"{d}: capture directory has no {CAPTURE_PODS}")
-    dpc = d / CAPTURE_DPC
-    launchers = {
-        p.name[len(CAPTURE_LAUNCHER_PREFIX) : -len(CAPTURE_LAUNCHER_SUFFIX)]: str(p)
-        for p in sorted(d.glob(f"{CAPTURE_LAUNCHER_PREFIX}*{CAPTURE_LAUNCHER_SUFFIX}"))
-    }
-    return BridgeInputs([str(pods)], str(dpc) if dpc.is_file() else None, launchers)
+    launchers: dict[str, str] = {}
+    for p in sorted(d.glob(f"{CAPTURE_LAUNCHER_PREFIX}*{CAPTURE_LAUNCHER_SUFFIX}")):
+        if (path := _capture_file(p)) is not None:
+            launchers[p.name[len(CAPTURE_LAUNCHER_PREFIX) : -len(CAPTURE_LAUNCHER_SUFFIX)]] = path
+    return BridgeInputs([pods], _capture_file(d / CAPTURE_DPC), launchers)
+
+
+def _capture_file(path: Path) -> str | None:
+    """A capture file's path, ``None`` if there is none.  A capture holds regular files
+    only: a directory, FIFO or device in its place is an error (a FIFO would block the run
+    forever, ``/dev/zero`` never end), and so is a broken or looping link."""
+    if not path.exists():
+        if path.is_symlink():
+            raise InputError(f"{path}: broken symbolic link")
+        return None
+    if not path.is_file():
+        raise InputError(f"{path}: not a regular file")
+    return str(path)
 
 
 def _os_error(path: str, exc: OSError) -> InputError:

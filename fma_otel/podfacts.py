@@ -8,6 +8,7 @@ precision of one second.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -64,8 +65,20 @@ def node_name(pod: Mapping[str, Any]) -> str | None:
     return str(v) if v else None
 
 
+#: a label key (optional DNS prefix and ``/``, then a name) and a label value, as the API
+#: server validates them
+_LABEL_KEY = re.compile(
+    r"(?:[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+)
+_LABEL_VALUE = re.compile(r"(?:[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
+
+
 def parse_selector(text: str | None) -> dict[str, str] | None:
-    """``app=vllm,tier=x`` -> dict (equality selectors only, which is what users pass here)."""
+    """``app=vllm,tier=x`` -> dict (equality selectors only, which is what users pass here).
+
+    Anything else is refused, not read loosely: ``app!=vllm`` read as the key ``app!``
+    would silently select no Pod at all.
+    """
     if not text:
         return None
     out: dict[str, str] = {}
@@ -73,13 +86,16 @@ def parse_selector(text: str | None) -> dict[str, str] | None:
         part = part.strip()
         if not part:
             continue
-        if "==" in part:
-            k, v = part.split("==", 1)
-        elif "=" in part:
-            k, v = part.split("=", 1)
-        else:
-            raise ValueError(f"baseline selector {text!r}: only key=value terms are supported")
-        out[k.strip()] = v.strip()
+        k, sep, v = part.partition("==") if "==" in part else part.partition("=")
+        k, v = k.strip(), v.strip()
+        if not sep or not _LABEL_KEY.fullmatch(k) or not _LABEL_VALUE.fullmatch(v):
+            raise ValueError(
+                f"selector {text!r}: {part!r} is not a key=value term "
+                "(only equality terms of label keys and values are supported)"
+            )
+        out[k] = v
+    if not out:
+        raise ValueError(f"selector {text!r}: no key=value term")
     return out
 
 

@@ -230,6 +230,8 @@ def _trace_lines(items: Sequence[Any], jobs: int, min_items: int, expand: Expand
     if jobs < 2 or len(items) < min_items or not can_fork():
         yield encode_slice(items, expand)
         return
+    # no more processes than the items give work for (half the threshold each)
+    jobs = min(jobs, max(2, len(items) // max(1, min_items // 2)))
     slices = _slices(items, jobs)
     ctx = mp.get_context("fork")
     workers: list[tuple[Any, Any, int]] = []

@@ -23,6 +23,10 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+#: The most processes ``--jobs`` may ask for: past the CPUs there is nothing to gain, and
+#: each worker holds file descriptors and a share of memory.
+MAX_JOBS = 64
+
 
 def default_jobs() -> int:
     """CPUs this process may run on (the cgroup/affinity view where there is one), max 4."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from fma_otel.cli import main
 from fma_otel.sinks.otlp_json import read_spans
 
 SAMPLE = sample_dir()
+SAMPLE_LAUNCHER = "launcher-example-4lgw5"
 
 
 def run(*args: str, env: dict[str, str] | None = None):
@@ -77,7 +79,28 @@ def test_stdout_when_no_out(clean_otlp_env) -> None:
         ),
         (["--pods", str(SAMPLE / "pods.json"), "--launcher-log", "nope"], "expected POD_NAME=PATH"),
         (["/nonexistent-capture"], "not a capture directory"),
-        (["--baseline-selector", "app in (a,b)"], "only key=value"),
+        (["--baseline-selector", "app in (a,b)"], "--baseline-selector: selector 'app in (a,b)'"),
+        (["--baseline-selector", "app!=vllm"], "'app!=vllm' is not a key=value term"),
+        (["--baseline-selector", "==="], "'===' is not a key=value term"),
+        (["--baseline-selector", "app=a=b"], "'app=a=b' is not a key=value term"),
+        (["--baseline-selector", ","], "selector ',': no key=value term"),
+        (
+            [str(SAMPLE), "--pods", str(SAMPLE / "pods.json")],
+            "capture directory or --pods/--dpc-log, not both",
+        ),
+        (
+            [str(SAMPLE), "--dpc-log", str(SAMPLE / "dpc.log")],
+            "capture directory or --pods/--dpc-log, not both",
+        ),
+        (
+            ["--pods", str(SAMPLE / "pods.json"), "--dpc-log", str(SAMPLE / "dpc.log")]
+            + ["--launcher-log", "a=/dev/null", "--launcher-log", "a=/dev/null"],
+            "'a=/dev/null': a already has a log (/dev/null)",
+        ),
+        (
+            [str(SAMPLE), "--launcher-log", f"{SAMPLE_LAUNCHER}=/dev/null"],
+            f"{SAMPLE_LAUNCHER} already has a log",
+        ),
     ],
 )
 def test_unusable_input_is_one_line_and_exit_2(
@@ -196,3 +219,56 @@ def test_summary_counts_requesters_without_pods(tmp_path: Path, clean_otlp_env) 
     r = run(str(d), "--out", str(tmp_path / "o.jsonl"))
     assert r.exit_code == 0
     assert "not traced: 4 requester(s) in the DPC log have no Pod" in r.stderr
+
+
+def test_jobs_past_the_limit_is_a_usage_error(tmp_path: Path, clean_otlp_env) -> None:
+    r = run("--jobs", "65", "--out", str(tmp_path / "o.jsonl"))
+    assert r.exit_code == 2
+    assert "65 is not in the range 1<=x<=64" in r.stderr and "Traceback" not in r.stderr
+
+
+def _sample_copy(tmp_path: Path) -> Path:
+    d = tmp_path / "cap"
+    d.mkdir()
+    for f in SAMPLE.iterdir():
+        (d / f.name).write_bytes(f.read_bytes())
+    return d
+
+
+@pytest.mark.parametrize(
+    ("name", "make", "message"),
+    [
+        ("dpc.log", lambda p: p.mkdir(), "dpc.log: not a regular file"),
+        ("dpc.log", lambda p: os.mkfifo(p), "dpc.log: not a regular file"),
+        ("dpc.log", lambda p: p.symlink_to("/dev/zero"), "dpc.log: not a regular file"),
+        ("dpc.log", lambda p: p.symlink_to(p.parent / "gone"), "dpc.log: broken symbolic link"),
+        ("dpc.log", lambda p: p.symlink_to(p), "dpc.log: broken symbolic link"),
+        ("launcher-x.log", lambda p: os.mkfifo(p), "launcher-x.log: not a regular file"),
+        ("pods.json", lambda p: p.mkdir(), "pods.json: not a regular file"),
+    ],
+)
+def test_capture_directory_holds_regular_files_only(
+    tmp_path: Path, name: str, make, message: str, clean_otlp_env
+) -> None:
+    """A FIFO would block the run for ever and /dev/zero never end: one line, exit 2."""
+    d = _sample_copy(tmp_path)
+    target = d / name
+    if target.exists():
+        target.unlink()
+    make(target)
+    r = run(str(d), "--out", str(tmp_path / "o.jsonl"))
+    assert r.exit_code == 2, (r.stdout, r.stderr)
+    assert r.stderr.strip().endswith(message) and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_capture_without_dpc_log_warns_and_traces_pod_status_only(tmp_path: Path, clean_otlp_env) -> None:
+    """``fma-otel capture`` writes no dpc.log where no DPC Pod matched: the bridge says so."""
+    d = _sample_copy(tmp_path)
+    (d / "dpc.log").unlink()
+    r = run(str(d), "--out", str(tmp_path / "o.jsonl"))
+    assert r.exit_code == 0
+    assert f"warning: {d} has no dpc.log" in r.stderr
+    spans = list(read_spans(str(tmp_path / "o.jsonl")))
+    assert spans and {s.attributes.get(M.A_PATH) for s in spans} <= {"unknown", "cold_no_fma"}
+    quiet = run(str(d), "--out", str(tmp_path / "q.jsonl"), "-q")
+    assert quiet.exit_code == 0 and quiet.stderr == ""

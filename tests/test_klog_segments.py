@@ -148,6 +148,22 @@ def test_a_line_longer_than_the_probe_is_not_taken_for_a_segment_start(tmp_path:
     assert S._safe_start(b"1" * 20 + b"\n")  # a whole line of digits starts no block
 
 
+def test_no_segment_is_planned_under_the_floor_whatever_jobs_asks(tmp_path: Path):
+    """``--jobs 50`` on a 9 MiB log (with an 8 MiB threshold): 4 MiB segments at least, so
+    two workers, not fifty (``--jobs 999999`` used to fork one per line)."""
+    path = tmp_path / "dpc.log"
+    line = HDR + b'"other" k=v\n'
+    path.write_bytes(line * ((9 << 20) // len(line)))
+    seg = S.SegmentedRead.start(str(path), *KW.values(), 50, min_bytes=8 << 20)
+    assert seg is not None
+    try:
+        assert seg.segments == 2
+        st_ = SourceStats("t")
+        assert list(seg.records(st_)) == [] and st_.read == st_.understood == (9 << 20) // len(line)
+    finally:
+        seg.close()
+
+
 def test_no_safe_line_after_the_cut_means_one_segment(tmp_path: Path):
     path = tmp_path / "dpc.log"
     path.write_bytes(HDR + b'"other" err=<\n' + b"\tcontinued\n" * 5000)

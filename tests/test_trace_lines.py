@@ -459,3 +459,12 @@ def test_no_pipe_to_be_had_leaves_no_file_open(acts, fork_ok, monkeypatch):
     assert len(fds) == 1
     with pytest.raises(OSError):
         os.fstat(fds[0])
+
+
+def test_no_more_workers_than_the_items_give_work_for(acts, fork_ok):
+    """``--jobs 64`` on as many actuations as the threshold: each process gets at least
+    half the threshold, so two in all (it used to fork one per slice asked for)."""
+    chunks = list(T.trace_lines(acts, 64, min_actuations=len(acts)))
+    assert len(chunks) == 2
+    assert _joined(chunks) == _plain(acts)
+    assert not mp.active_children()

@@ -16,6 +16,7 @@ import click
 from .. import bridge as B
 from ..podfacts import parse_selector
 from ..sinks.otlp_json import write_trace_line
+from ..workers import MAX_JOBS
 from ._common import fail, open_out
 
 SAMPLE_BASELINE_SELECTOR = "app=vllm"
@@ -53,9 +54,10 @@ SAMPLE_BASELINE_SELECTOR = "app=vllm"
 @click.option(
     "--jobs",
     "-j",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=MAX_JOBS),
     help="Processes reading a DPC log of 16 MiB or more, and building the traces of 256 or more "
-    "actuations written to --out (default: the CPUs available, at most 4; 1: all in one process). "
+    f"actuations written to --out (default: the CPUs available, at most 4; 1: all in one process; "
+    f"at most {MAX_JOBS}, and never more than the input gives work for). "
     "The output is the same either way.",
 )
 @click.option("--quiet", "-q", is_flag=True, help="No summary or progress on stderr.")
@@ -76,7 +78,7 @@ def command(
     try:
         selector = parse_selector(baseline_selector)
     except ValueError as exc:
-        fail(str(exc))
+        fail(f"--baseline-selector: {exc}")
     try:
         inputs = _inputs(capture, pods, dpc_log, launcher_logs, quiet)
     except B.InputError as exc:
@@ -159,7 +161,15 @@ def _inputs(
     quiet: bool,
 ) -> B.BridgeInputs:
     if capture:
+        if pods or dpc_log:
+            raise B.InputError("give a capture directory or --pods/--dpc-log, not both")
         inputs = B.inputs_from_capture(capture)
+        if inputs.dpc_log is None and not quiet:
+            click.echo(
+                f"fma-otel bridge: warning: {capture} has no {B.CAPTURE_DPC}: only the spans Pod "
+                "status gives (every FMA actuation's path is unknown)",
+                err=True,
+            )
     elif pods or dpc_log:
         inputs = B.BridgeInputs(list(pods), dpc_log)
     else:
@@ -177,6 +187,10 @@ def _inputs(
         name, sep, path = spec.partition("=")
         if not sep or not name or not path:
             raise B.InputError(f"--launcher-log {spec!r}: expected POD_NAME=PATH")
+        if name in inputs.launcher_logs:
+            raise B.InputError(
+                f"--launcher-log {spec!r}: {name} already has a log ({inputs.launcher_logs[name]})"
+            )
         inputs.launcher_logs[name] = path
     return inputs
 

@@ -50,6 +50,9 @@ from .records import KlogRecord, SourceStats
 
 #: Logs smaller than this are read serially: a fork and a pipe cost more than they save.
 MIN_PARALLEL_BYTES = 16 << 20
+#: No segment is planned smaller than this, whatever ``jobs`` asks for (one process per
+#: few lines would cost far more than it saves).
+MIN_SEGMENT_BYTES = 4 << 20
 #: Bytes looked at, from a cut point, to find a line a segment may start at.
 _PROBE = 1 << 16
 
@@ -385,7 +388,8 @@ class SegmentedRead:
             method = method or start_method()
             if method is None:
                 return None
-            starts = cut_points(path, jobs)
+            smallest = max(1, min(min_bytes, MIN_SEGMENT_BYTES))  # tests split tiny logs
+            starts = cut_points(path, min(jobs, max(1, size // smallest)))
         except OSError:
             return None  # the serial reader reports it properly
         if len(starts) < 2:
