@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 
 from .. import jsonsafe
+from ..lines import MAX_TRACE_LINE_BYTES, TooLong, bounded_lines
 from ..model import ROOT
 from ..sinks.otlp_json import MALFORMED
 from . import QueryError
@@ -64,7 +65,13 @@ class FileSource:
         except OSError as exc:
             raise QueryError(f"--traces {self.path}: {exc.strerror or exc}") from None
         with fh:
-            for raw in fh:
+            for raw in bounded_lines(fh, MAX_TRACE_LINE_BYTES):
+                if raw.__class__ is TooLong:  # never held, never decoded (lines.py)
+                    if advance is not None:
+                        advance(int(raw))
+                    self.lines += 1
+                    self.skipped += 1
+                    continue
                 if advance is not None:
                     advance(len(raw))
                 if not raw.strip():

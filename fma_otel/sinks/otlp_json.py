@@ -18,6 +18,7 @@ from typing import IO, Any
 
 from .. import __version__
 from ..jsonsafe import ns
+from ..lines import MAX_TRACE_LINE_BYTES, TooLong, bounded_lines
 from ..model import STATUS_ERROR, STATUS_OK, STATUS_UNSET, SpanRecord, resource_attributes
 
 SCOPE_NAME = "fma-otel"
@@ -441,9 +442,13 @@ def read_spans(
     st.setdefault("skipped", 0)
     good = 0
     with open(path, "rb") as fh:
-        for raw in fh:
+        for raw in bounded_lines(fh, MAX_TRACE_LINE_BYTES):
             if advance is not None:
-                advance(len(raw))
+                advance(int(raw) if raw.__class__ is TooLong else len(raw))
+            if raw.__class__ is TooLong:
+                st["lines"] += 1
+                st["skipped"] += 1  # never held, never decoded (lines.py)
+                continue
             if not raw.strip():
                 continue
             st["lines"] += 1

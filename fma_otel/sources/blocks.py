@@ -17,6 +17,8 @@ import io
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from fma_otel.lines import MAX_LINE_BYTES, TooLong
+
 
 class Plain(int):
     """A count of consecutive lines the scanner proved the reader would only count.
@@ -70,7 +72,8 @@ def bulk_items(
     run: Callable[[bytes, int, int], Any],
     subs: Callable[[bytes, int, int], list[int]] | None,
     may_block: Callable[[bytes, bool], bool] | None = None,
-) -> Iterator[bytes | Plain]:
+    max_line: int = MAX_LINE_BYTES,
+) -> Iterator[bytes | Plain | TooLong]:
     r"""Read blocks with ``read``; give the lines that must be seen one by one (with their
     ``\n``), and :class:`Plain` counts for the runs in between.
 
@@ -81,9 +84,13 @@ def bulk_items(
     one by one, the next lines must too (a multi-line value may be open).
 
     Each block is cut after its last ``\n``; the partial line is carried (as parts, so a
-    line longer than a block is joined once, not re-copied per block).
+    line longer than a block is joined once, not re-copied per block).  A line longer than
+    ``max_line`` comes as :class:`TooLong`: its parts are let go as soon as it is known to
+    be too long, and the lines after it go one by one until ``may_block`` says otherwise
+    (what it held is unknown: it may have opened a block).
     """
     carry: list[bytes] = []
+    carried = 0  # bytes of the line being carried (also once its parts are let go)
     maybe_block = False
     while True:
         chunk = read(block_size)
@@ -92,22 +99,30 @@ def bulk_items(
         if chunk.__class__ is not bytes:
             chunk = chunk.encode("utf-8", "surrogateescape") if isinstance(chunk, str) else bytes(chunk)
         pos = 0
-        if carry:
+        if carried:
             nl = chunk.find(b"\n")
+            carried += len(chunk) if nl < 0 else nl + 1
+            if carried > max_line:
+                carry = []  # let the parts go; only the length is kept
+            else:
+                carry.append(chunk if nl < 0 else chunk[: nl + 1])
             if nl < 0:
-                carry.append(chunk)
                 continue
             pos = nl + 1
-            carry.append(chunk[:pos])
-            line = b"".join(carry)
-            carry = []
-            yield line
-            if may_block is not None:
-                maybe_block = may_block(line, maybe_block)
+            if carry:
+                line = b"".join(carry)
+                carry, carried = [], 0
+                yield line
+                if may_block is not None:
+                    maybe_block = may_block(line, maybe_block)
+            else:
+                yield TooLong(carried)
+                carried, maybe_block = 0, may_block is not None
         end = chunk.rfind(b"\n") + 1
         if end <= pos:
             if pos < len(chunk):
                 carry.append(chunk[pos:])
+                carried = len(chunk) - pos
             continue
         stops = [chunk.rfind(b"\n", 0, at) + 1 for at in subs(chunk, pos, end)] if subs else []
         si, ns = 0, len(stops)
@@ -122,12 +137,17 @@ def bulk_items(
                     if pos >= end:
                         break
             nl = chunk.index(b"\n", pos) + 1
-            line = chunk[pos:nl]
-            yield line
-            if may_block is not None:
-                maybe_block = may_block(line, maybe_block)
+            if nl - pos > max_line:
+                yield TooLong(nl - pos)
+                maybe_block = may_block is not None
+            else:
+                line = chunk[pos:nl]
+                yield line
+                if may_block is not None:
+                    maybe_block = may_block(line, maybe_block)
             pos = nl
         if end < len(chunk):
             carry.append(chunk[end:])
-    if carry:
-        yield b"".join(carry)
+            carried = len(chunk) - end
+    if carried:
+        yield TooLong(carried) if carried > max_line or not carry else b"".join(carry)

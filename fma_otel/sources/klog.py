@@ -45,6 +45,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
+from fma_otel.lines import MAX_LINE_BYTES, MAX_VALUE_BYTES, too_long_reason
+from fma_otel.lines import TooLong as _TooLong
 from fma_otel.sources.blocks import Plain as _Plain
 from fma_otel.sources.blocks import bulk_items, finder
 from fma_otel.sources.blocks import bulk_readable as _bulk_readable
@@ -548,6 +550,7 @@ class _Parsed:
         "prefix_ns",
         "block_key",
         "block",
+        "block_bytes",
         "truncated",
     )
 
@@ -560,6 +563,7 @@ class _Parsed:
         self.kv: list[tuple[str, Any]] = []
         self.block_key: str | None = None
         self.block: list[str] = []
+        self.block_bytes = 0
         self.truncated = False
         if i < len(s) and s[i] == '"':
             end = _quoted_end(s, i)
@@ -863,6 +867,16 @@ def _iter_lines(
                 continue
             line_no += 1
             read += 1
+            if raw.__class__ is _TooLong or len(raw) > MAX_LINE_BYTES:
+                # Not read (see blocks.TooLong); an open block cannot be judged past it.
+                stats.skip(line_no, too_long_reason(raw if raw.__class__ is _TooLong else len(raw)))
+                if pending is not None:
+                    stats.read += read
+                    stats.understood += understood
+                    read = understood = 0
+                    yield pending.record()  # without the block's value, as for a cut block
+                    pending = None
+                continue
             b = raw.encode("utf-8", "surrogateescape") if isinstance(raw, str) else raw
             if wanted is not None and pending is None and not ignoring_block:
                 # Prefilter fast path, inlined: fixed header punctuation, then the message.
@@ -898,9 +912,21 @@ def _iter_lines(
             h = _header_offset_b(b)
             if pending is not None or ignoring_block:
                 if b[h : h + 1] == b"\t":
-                    understood += 1
                     if pending is not None:
+                        pending.block_bytes += len(b)
+                        if pending.block_bytes > MAX_VALUE_BYTES:
+                            stats.skip(
+                                line_no, f"multi-line value longer than {MAX_VALUE_BYTES >> 20} MiB: dropped"
+                            )
+                            stats.read += read
+                            stats.understood += understood
+                            read = understood = 0
+                            yield pending.record()  # without that value, as for a cut block
+                            pending = None
+                            ignoring_block = True  # the rest of the block is only counted
+                            continue
                         pending.block.append(_decode(b[h + 1 :]))
+                    understood += 1
                     continue
                 if b.startswith(b" >", h):
                     understood += 1

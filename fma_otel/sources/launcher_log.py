@@ -31,6 +31,8 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 from urllib.parse import unquote
 
+from fma_otel.lines import MAX_LINE_BYTES, MAX_VALUE_BYTES, too_long_reason
+from fma_otel.lines import TooLong as _TooLong
 from fma_otel.sources.blocks import Plain as _Plain
 from fma_otel.sources.blocks import bulk_items, finder
 from fma_otel.sources.blocks import bulk_readable as _bulk_readable
@@ -188,6 +190,7 @@ def iter_launcher_log(
 def _iter_items(items: Iterable[Any], stats: SourceStats) -> Iterator[LauncherRecord]:
     pending: LauncherRecord | None = None
     more: list[str] = []
+    more_bytes = 0
     line_no = 0
     for raw in items:
         if raw.__class__ is _Plain:
@@ -200,6 +203,14 @@ def _iter_items(items: Iterable[Any], stats: SourceStats) -> Iterator[LauncherRe
             continue
         line_no += 1
         stats.read += 1
+        if raw.__class__ is _TooLong or len(raw) > MAX_LINE_BYTES:
+            # Not read (see blocks.TooLong): it may have begun a record, so the one before
+            # ends here, and continuation lines after it belong to no record.
+            stats.skip(line_no, too_long_reason(raw if raw.__class__ is _TooLong else len(raw)))
+            if pending is not None and pending is not _DROPPED:
+                yield _with_more(pending, more)
+            pending, more = None, []
+            continue
         s = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
         s = s.rstrip("\r\n")
         prefix_ns, body = None, s
@@ -217,6 +228,10 @@ def _iter_items(items: Iterable[Any], stats: SourceStats) -> Iterator[LauncherRe
                     pending, more = None, []
                 stats.skip(line_no, "uvicorn CLI line without a time (no asctime)")
             elif pending is not None:
+                more_bytes = (more_bytes if more else 0) + len(body) + 1  # joined with "\n"
+                if more_bytes > MAX_VALUE_BYTES:
+                    stats.skip(line_no, f"continuation lines past {MAX_VALUE_BYTES >> 20} MiB: not kept")
+                    continue
                 stats.understood += 1
                 more.append(body)
             elif not body.strip():

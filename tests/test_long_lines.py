@@ -1,0 +1,129 @@
+"""Lines and multi-line values past the readers' limits: counted, never held whole.
+
+Why: a reader that holds each line whole holds a 300 MB line (or ``/dev/zero`` given as
+a log) in memory; a klog ``key=<`` block or launcher continuation lines could grow a
+record's value without bound.  The sizes here are the real limits (16 MiB a log line and
+a value, 64 MiB a trace line), written to temporary files in a few tens of milliseconds.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from fma_otel.bridge import inputs_from_capture, run_bridge, sample_dir
+from fma_otel.lines import MAX_LINE_BYTES, MAX_TRACE_LINE_BYTES, MAX_VALUE_BYTES, TooLong, bounded_lines
+from fma_otel.query.harvest import Harvest
+from fma_otel.query.sources import FileSource
+from fma_otel.query.window import Window
+from fma_otel.sinks.otlp_json import export_request_text, read_spans
+from fma_otel.sources.blocks import bulk_items
+from fma_otel.sources.launcher_log import iter_launcher_log
+from fma_otel.sources.records import SourceStats
+from tests.test_klog_fastpath import HDR, _lines, _trace, check
+
+WANTED = frozenset({"Bound server-providing Pod", "other"})
+LONG = b"x" * (MAX_LINE_BYTES + 5) + b"\n"
+
+
+def _peak(fn) -> tuple[object, int]:
+    tracemalloc.start()
+    try:
+        out = fn()
+        return out, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("block", [7, 4096, 1 << 20])
+def test_bulk_items_measures_a_line_past_the_limit(block: int):
+    """The line comes as its length; the lines around it come whole, line ends kept."""
+    data = b"a\n" + b"y" * 50 + b"\n" + b"b\n" + b"z" * 45
+    run = re.compile(rb"").match  # empty runs: every line one by one
+    got = list(bulk_items(io.BytesIO(data).read, block, run, None, None, max_line=40))
+    assert got == [b"a\n", TooLong(51), b"b\n", TooLong(45)]
+    assert [type(x) for x in got] == [bytes, TooLong, bytes, TooLong]
+
+
+def test_bounded_lines_gives_the_lines_and_measures_the_long_one():
+    data = b"one\n" + b"q" * 99 + b"\nlast"
+    got = list(bounded_lines(io.BytesIO(data), 50))
+    assert got == [b"one\n", TooLong(100), b"last"] and type(got[1]) is TooLong
+    assert list(bounded_lines(io.BytesIO(b"ok\n"), 3)) == [b"ok\n"]  # exactly the limit
+
+
+def test_klog_line_past_the_limit_is_skipped_with_its_length_on_both_paths():
+    before = HDR + b'"Bound server-providing Pod" a=1\n'
+    after = HDR + b'"Bound server-providing Pod" a=2\n'
+    data = before + LONG + after
+    recs = check(data, block_sizes=(4096, 1 << 20), messages=WANTED)
+    assert [(r.line_no, r.get("a")) for r in recs] == [(1, 1), (3, 2)]
+    _, stats = _trace(io.BytesIO(data), messages=WANTED)
+    assert stats[:3] == (3, 2, 1)
+    assert stats[3] == [(2, f"line longer than 16 MiB ({len(LONG)} bytes): not read")]
+
+
+def test_klog_long_line_inside_an_open_block_ends_that_record_without_the_value():
+    data = HDR + b'"Bound server-providing Pod" a=1 v=<\n\tkept\n' + LONG + b"\tafter\n >\n"
+    recs = check(data, block_sizes=(4096,), messages=WANTED)
+    assert [(r.line_no, r.get("a"), r.get("v")) for r in recs] == [(1, 1, None)]
+
+
+def test_klog_value_past_the_limit_is_dropped_and_the_rest_of_the_block_counted():
+    body = b"\t" + b"v" * 1023 + b"\n"
+    n = 3 * (MAX_VALUE_BYTES // (len(body) - 1))  # a line's bytes count without its line end
+    data = HDR + b'"Bound server-providing Pod" a=1 v=<\n' + body * n + b" > b=2\n" + HDR + b'"other" c=3\n'
+    (out, stats), peak = _peak(lambda: _trace(io.BytesIO(data), messages=WANTED))
+    recs = [r for r, *_ in out]
+    assert [(r.get("a"), r.get("v"), r.get("c")) for r in recs] == [(1, None, None), (None, None, 3)]
+    over = 1 + MAX_VALUE_BYTES // (len(body) - 1) + 1  # the opener, then the line that crossed it
+    assert stats[:3] == (n + 3, n + 2, 1)
+    assert stats[3] == [(over, "multi-line value longer than 16 MiB: dropped")]
+    assert _trace(_lines(data), messages=WANTED) == (out, stats)
+    assert peak < MAX_VALUE_BYTES * 3 // 2, peak  # a 48 MiB block: no more than the limit held
+
+
+def test_a_huge_line_is_not_held():
+    """48 MB with no line end, read by the bulk scanner: peak memory about the limit."""
+    data = HDR + b'"other" a=1\n' + b"x" * (48 << 20)
+    (out, stats), peak = _peak(lambda: _trace(io.BytesIO(data), messages=WANTED))
+    assert stats[:3] == (2, 1, 1)
+    assert peak < MAX_LINE_BYTES + (4 << 20), peak  # the test's own ``data`` is not traced here
+
+
+def test_launcher_long_line_and_continuations_past_the_limit():
+    log = (sample_dir() / "launcher-launcher-example-4lgw5.log").read_bytes().splitlines(keepends=True)
+    head, rest = log[:3], log[3:]
+    cont = b"  continuation " + b"c" * 1000 + b"\n"
+    n = MAX_VALUE_BYTES // (len(cont) - 1) + 3
+    data = b"".join(head) + cont * n + LONG + b"".join(rest)
+    for src in (io.BytesIO(data), _lines(data)):
+        st = SourceStats("l")
+        recs = list(iter_launcher_log(src, st))
+        assert st.read == len(log) + n + 1 and st.read == st.understood + st.skipped
+        reasons = {why for _, why in st.skipped_lines}
+        assert reasons == {
+            "continuation lines past 16 MiB: not kept",
+            f"line longer than 16 MiB ({len(LONG)} bytes): not read",
+        }
+        assert MAX_VALUE_BYTES - 4096 < len(recs[2].message) <= MAX_VALUE_BYTES + 4096
+        assert len(recs) == len(log)
+
+
+def test_trace_readers_skip_a_line_past_the_limit(tmp_path: Path):
+    """``show``/``report`` (``read_spans``) and ``slo`` (``FileSource``) count it skipped."""
+    trace = run_bridge(inputs_from_capture(sample_dir())).traces[0]
+    line = (export_request_text(trace) + "\n").encode()
+    big = b'{"resourceSpans": [], "pad": "' + b"p" * MAX_TRACE_LINE_BYTES + b'"}\n'
+    src = tmp_path / "t.jsonl"
+    src.write_bytes(line + big + line)
+    stats: dict[str, int] = {}
+    spans = list(read_spans(str(src), stats))
+    assert stats == {"lines": 3, "skipped": 1} and len(spans) == 2 * len(trace)
+    fs = FileSource(str(src))
+    fs.fill(Harvest(), Window(), warn=lambda msg: None)
+    assert (fs.lines, fs.skipped) == (3, 1)
