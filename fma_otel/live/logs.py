@@ -121,7 +121,8 @@ class LogFollower:
 
     ``raw_line`` keeps the timestamp prefix: the parsers read the year from it (and never
     use it as an instant).  The generator ends when the Pod is gone (or replaced by another
-    with the same name) or ``stop`` is set.
+    with the same name: both as the Pod itself shows, never from a ``pods/log`` error) or
+    ``stop`` is set.
     """
 
     def __init__(
@@ -232,10 +233,11 @@ class LogFollower:
                     # a stream that ended with nothing new: do not spin against a dead container
                     self.stop.wait(self.backoff.next())
             except KubeError as exc:
+                # 404 included: the kubelet answers it while it does not know the Pod yet
+                # (just scheduled, or the kubelet restarted).  Whether the Pod is gone is
+                # decided above, by the Pod itself (gone, or another uid), never by pods/log.
                 self.stats.errors += 1
-                if exc.status == 404:
-                    self.done = True
-                    return
+                log.debug("log %s: %s; retrying", self.key, exc)
                 self.stop.wait(self.backoff.next())
             except TRANSIENT_ERRORS as exc:
                 # a cut connection or a quiet log hitting the read timeout: resume from pos
