@@ -5,7 +5,8 @@ own receive time (RFC3339 with nanoseconds).  That prefix is our position in the
 ``(ts, n)`` = the last timestamp consumed and how many lines carried exactly it.  After a
 broken connection we reconnect with ``sinceTime`` (whole seconds, rounded down, all the API
 carries) and drop every line before the position and the first ``n`` lines at it, so the
-stream resumes exactly after the last line we handed on.  (The klog header is not usable
+stream resumes exactly after the last line we handed on.  Only while resuming: within one
+connection every line is new, whatever its stamp (a node clock can step back).  (The klog header is not usable
 for this: it has microseconds but no year, and two lines can share it.)
 
 A follow stream also ends when the container exits.  Each time we reconnect we first read
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,28 +35,54 @@ from .kube import TRANSIENT_ERRORS, Backoff, Kube, KubeError, iter_lines
 log = logging.getLogger(__name__)
 
 
+#: A line stamped further ahead of our clock than this does not move the position (it is
+#: still handed on): one bogus far-future prefix must not make a resume skip everything.
+FUTURE_SLACK_NS = 10 * 60 * 1_000_000_000
+
+
 @dataclass
 class LogPosition:
-    """Where a container's log stream stands (see the module docstring)."""
+    """Where a container's log stream stands (see the module docstring).
+
+    Lines are dropped by their timestamp only while *resuming*: from the start of a
+    connection up to the first line past the position (what the previous connections
+    already handed on).  Within a live connection every line is new, whatever its stamp:
+    a node clock stepping back must not drop lines.  The position is the latest stamp
+    handed on (it never moves back), so a resume skips what was read before it.
+    """
 
     ts_ns: int = 0
     n: int = 0
     _eq: int = field(default=0, repr=False, compare=False)
+    _resuming: bool = field(default=True, repr=False, compare=False)
 
     def new_connection(self) -> None:
         self._eq = 0
+        self._resuming = True
 
-    def admit(self, ts_ns: int) -> bool:
-        """Whether a line stamped ``ts_ns`` is new; advances the position if so."""
-        if ts_ns < self.ts_ns:
-            return False
-        if ts_ns == self.ts_ns:
-            self._eq += 1
-            if self._eq <= self.n:
+    def admit(self, ts_ns: int, now_ns: int | None = None) -> bool:
+        """Whether a line stamped ``ts_ns`` is new; advances the position if so.
+
+        ``now_ns`` (our clock): a stamp more than :data:`FUTURE_SLACK_NS` ahead of it is
+        admitted without moving the position, and dropped while resuming.
+        """
+        future = now_ns is not None and ts_ns > now_ns + FUTURE_SLACK_NS
+        if self._resuming:
+            if ts_ns < self.ts_ns or (future and self.ts_ns):
+                # a far-future stamp passes every sinceTime: such a line seen while
+                # resuming was all but certainly read before (and cannot be placed)
                 return False
-            self.n = self._eq
+            if ts_ns == self.ts_ns:
+                self._eq += 1
+                if self._eq <= self.n:
+                    return False
+            self._resuming = False
+        if future:
             return True
-        self.ts_ns, self.n, self._eq = ts_ns, 1, 1
+        if ts_ns > self.ts_ns:
+            self.ts_ns, self.n = ts_ns, 1
+        elif ts_ns == self.ts_ns:
+            self.n += 1
         return True
 
 
@@ -185,7 +213,7 @@ class LogFollower:
         try:
             for line in iter_lines(resp):
                 ts, _text = split_prefix(line)
-                if ts is not None and not self.pos.admit(ts):
+                if ts is not None and not self.pos.admit(ts, time.time_ns()):
                     self.stats.duplicates += 1
                     continue
                 self.stats.lines += 1

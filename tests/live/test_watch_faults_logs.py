@@ -12,6 +12,7 @@ from tests.live.replay import (
     DPC_POD,
     NS,
     InProcessWatcher,
+    apply,
     dpc_pod,
     offline_traces,
     play,
@@ -50,3 +51,56 @@ def test_log_follower_ends_when_the_pod_is_deleted(k8s: FakeCluster, tmp_path: P
         k8s.delete_pod(DPC_POD, NS)
         assert wait_for(lambda: not ft.alive, 5)
         assert ft.follower.done
+
+
+def _append_raw(k8s: FakeCluster, ts_ns: int, line: str) -> None:
+    """A DPC log line stamped exactly ``ts_ns``, even before the last one (``append_log`` sorts)."""
+    with k8s.cond:
+        k8s._log(NS, DPC_POD, "controller").lines.append((ts_ns, line))
+        k8s.cond.notify_all()
+
+
+def test_node_clock_stepping_back_drops_no_line(k8s: FakeCluster, tmp_path: Path) -> None:
+    """The kubelet's prefixes go back 30 s mid-stream (an NTP step): every line still counts."""
+    k8s.add_pod(dpc_pod())
+    cap = recent_capture(seed=1)
+    want = _complete(offline_traces(cap, tmp_path))
+    steps = timeline(cap)
+    dpc_at = [i for i, s in enumerate(steps) if s.kind == "dpc"]
+    step_at = dpc_at[len(dpc_at) // 3]
+    out = tmp_path / "out.jsonl"
+    with InProcessWatcher(k8s, tmp_path) as w:
+        for i, s in enumerate(steps):
+            if s.kind == "dpc" and i >= step_at:
+                _append_raw(k8s, s.t_ns - 30 * 10**9, s.payload)
+            else:
+                apply(k8s, s)
+        assert wait_for(lambda: len(traces_in(out)) >= len(want), 20), (len(traces_in(out)), len(want))
+        stats = w.watcher.state.followers[f"{DPC_POD}/controller"].follower.stats
+        assert stats.duplicates == 0
+        assert stats.lines == len(dpc_at)
+    assert_same(traces_in(out), want)
+
+
+def test_far_future_stamp_blinds_neither_the_stream_nor_a_resume(k8s: FakeCluster, tmp_path: Path) -> None:
+    """One line stamped a year ahead: the lines after it count, also after a reconnect."""
+    k8s.add_pod(dpc_pod())
+    cap = recent_capture(seed=1)
+    want = _complete(offline_traces(cap, tmp_path))
+    steps = timeline(cap)
+    half = len(steps) // 2
+    out = tmp_path / "out.jsonl"
+    with InProcessWatcher(k8s, tmp_path) as w:
+        first = next(s for s in steps if s.kind == "dpc")
+        _append_raw(k8s, first.t_ns + 365 * 86400 * 10**9, "a line from a clock gone wrong")
+        for s in steps[:half]:  # (append_log would stamp every later line a year ahead too)
+            _append_raw(k8s, s.t_ns, s.payload) if s.kind == "dpc" else apply(k8s, s)
+        follower = w.watcher.state.followers[f"{DPC_POD}/controller"].follower
+        n_dpc = sum(1 for s in steps[:half] if s.kind == "dpc")
+        assert wait_for(lambda: follower.stats.lines >= 1 + n_dpc, 10), follower.stats
+        k8s.drop_connections("log")
+        for s in steps[half:]:
+            _append_raw(k8s, s.t_ns, s.payload) if s.kind == "dpc" else apply(k8s, s)
+        assert wait_for(lambda: len(traces_in(out)) >= len(want), 20), (len(traces_in(out)), len(want))
+        assert follower.stats.connects >= 2
+    assert_same(traces_in(out), want)
