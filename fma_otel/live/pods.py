@@ -10,12 +10,14 @@ The protocol, and why each step:
    round after a restart, to replay what happened while we were down, deletions included:
    the events are older than the list but the correlator does not care about order).
 3. ``ERROR`` with a 410 ``Status`` (or HTTP 410): the resourceVersion left the API server's
-   window.  Relist, then watch from the fresh version.  Pods that vanished between the two
-   lists are reported as gone.
+   window.  Relist at once, then watch from the fresh version.  Pods that vanished between
+   the two lists are reported as gone.  A 410 again before any event or bookmark came
+   (a watch window that lags the list) relists only after a backoff.
 4. A stream ending cleanly (``timeoutSeconds`` reached) -> watch again from the last
-   version seen (events and ``BOOKMARK`` s both advance it).  A broken connection or any
-   other error -> back off (jittered, capped) and watch again; the position is kept, so
-   nothing is lost or repeated.
+   version seen (events and ``BOOKMARK`` s both advance it); one that ends without an
+   event well before its ``timeoutSeconds`` (a proxy cutting watches) -> back off first.
+   A broken connection or any other error -> back off (jittered, exponential, capped; reset
+   by the next event) and watch again; the position is kept, so nothing is lost or repeated.
 
 Each line is parsed on its own and each Pod handed over as a raw dict: a line that is not
 JSON, or an object without metadata, is counted and skipped; it never stops the watch.
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +37,9 @@ from ..sources.records import PodEvent
 from .kube import TRANSIENT_ERRORS, Backoff, Kube, KubeError, iter_lines
 
 log = logging.getLogger(__name__)
+
+#: how a watch request ended (see :meth:`PodWatcher._watch_once`)
+_PROGRESS, _GONE, _EARLY, _QUIET = "progress", "gone", "early", "quiet"
 
 
 @dataclass
@@ -110,6 +116,7 @@ class PodWatcher:
         self.stats = PodWatchStats()
         self.connected = False
         self._index = 0
+        self._gone_in_a_row = 0  # 410s with no event or bookmark in between
 
     # ---------------------------------------------------------------- thread
 
@@ -123,18 +130,40 @@ class PodWatcher:
             try:
                 if self.rv is None:
                     self._list()
-                self._watch_once()
+                outcome = self._watch_once()
             except KubeError as exc:
-                if exc.status == 410:
-                    log.info("pod watch expired (HTTP 410); relisting")
-                    self.rv = None
+                if exc.status != 410:
+                    self._fail(exc)
                     continue
-                self._fail(exc)
+                outcome = _GONE
             except TRANSIENT_ERRORS as exc:
                 self._fail(exc)
+                continue
             except Exception as exc:  # noqa: BLE001 - the watch must outlive any surprise
                 log.exception("pod watch: unexpected error")
                 self._fail(exc)
+                continue
+            self._after_watch(outcome)
+
+    def _after_watch(self, outcome: str) -> None:
+        """Relist at once after a 410, re-watch at once after a watch that ran its course;
+        back off (the jittered, capped backoff of errors) when that makes no progress.
+
+        A 410 right after the relist it caused (an API server whose watch window lags its
+        list) relisted in a hot loop: 323 full lists in 5 s; a proxy that ends every watch
+        at once without an event made 93 watch requests in 5 s.
+        """
+        if outcome == _GONE:
+            self.rv = None
+            self._gone_in_a_row += 1
+            if self._gone_in_a_row == 1:
+                log.info("pod watch expired (HTTP 410); relisting")
+                return
+            self._pause(f"pod watch expired again (HTTP 410, {self._gone_in_a_row} in a row); relisting")
+        elif outcome == _PROGRESS:
+            self._gone_in_a_row = 0
+        elif outcome == _EARLY:
+            self._pause("pod watch ended early without an event; watching again")
 
     def _fail(self, exc: BaseException) -> None:
         self.connected = False
@@ -143,6 +172,13 @@ class PodWatcher:
         self.stats.errors += 1
         delay = self.backoff.next()
         log.warning("pod watch: %s; retrying in %.2fs", exc, delay)
+        self.stop.wait(delay)
+
+    def _pause(self, why: str) -> None:
+        if self.stop.is_set():
+            return
+        delay = self.backoff.next()
+        log.warning("%s in %.2fs", why, delay)
         self.stop.wait(delay)
 
     # ---------------------------------------------------------------- list
@@ -179,22 +215,36 @@ class PodWatcher:
 
     # ---------------------------------------------------------------- watch
 
-    def _watch_once(self) -> None:
+    def _watch_once(self) -> str:
+        """One watch request, read to its end: :data:`_PROGRESS` when it brought an event or
+        a bookmark, :data:`_GONE` on a 410, :data:`_EARLY` when it ended without either
+        before half its ``timeoutSeconds``, else :data:`_QUIET` (a quiet namespace)."""
         assert self.rv is not None
+        started = time.monotonic()
         resp = self.kube.watch_pods(self.namespace, self.rv, self.watch_timeout_s, self.label_selector)
         self.stats.watches += 1
         self.connected = True
+        progress = False
         try:
             for line in iter_lines(resp):
                 if self.stop.is_set():
-                    return
+                    return _QUIET
                 if not line.strip():
                     continue
+                before = self.stats.events + self.stats.bookmarks
                 if not self._handle(line):
-                    return  # 410: relist
-                self.backoff.reset()
+                    return _GONE
+                if self.stats.events + self.stats.bookmarks != before:
+                    progress = True
+                    self._gone_in_a_row = 0
+                    self.backoff.reset()
         finally:
             self.kube.release(resp)
+        if progress:
+            return _PROGRESS
+        if time.monotonic() - started < self.watch_timeout_s / 2:
+            return _EARLY
+        return _QUIET
 
     def _handle(self, line: bytes) -> bool:
         """One watch line; ``False`` means "the watch expired, relist"."""
@@ -209,7 +259,7 @@ class PodWatcher:
         if etype == "ERROR":
             code = obj.get("code") if isinstance(obj, dict) else None
             if code == 410:
-                log.info("pod watch expired (%s); relisting", obj.get("message", ""))
+                log.debug("pod watch expired (%s)", obj.get("message", ""))
                 self.rv = None
                 return False
             # a code that is no HTTP status (a string, 1e400, true) is a server error all the same

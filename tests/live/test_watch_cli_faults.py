@@ -1,0 +1,123 @@
+"""``fma-otel watch`` given an unusable argument or environment: one line, exit 2, no
+traceback; a checkpoint write failing while running is logged and retried; a Pod watch the
+API server keeps expiring or ending is backed off, not hammered."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from fma_otel.cli import main
+from tests.live.replay import NS, wait_for
+from tests.support.k8s_server import FakeCluster, make_pod
+
+
+def watch(*args: str, env: dict[str, str | None] | None = None) -> Result:
+    return CliRunner().invoke(
+        main, ["watch", "-n", NS, "--metrics-port", "-1", *args], env=env, prog_name="fma-otel"
+    )
+
+
+@pytest.fixture
+def kubeconfig(k8s: FakeCluster, tmp_path: Path) -> str:
+    return k8s.write_kubeconfig(str(tmp_path / "kubeconfig"), NS)
+
+
+def one_line_exit_2(r: Result) -> str:
+    """The single stderr line of a refused start (exit 2, no traceback)."""
+    assert isinstance(r.exception, SystemExit), r.exception
+    assert r.exit_code == 2, r.output
+    assert "Traceback" not in r.output
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+# ---------------------------------------------------------------- Pod watch backoff
+
+
+def _pod_watcher(k8s: FakeCluster, base_s: float, max_s: float, watch_timeout_s: int = 300):  # noqa: ANN202
+    from kubernetes import client
+
+    from fma_otel.live.kube import Backoff, Kube
+    from fma_otel.live.pods import PodWatcher
+
+    kube = Kube(client.ApiClient(k8s.configuration()))
+    w = PodWatcher(
+        kube,
+        NS,
+        lambda item: None,
+        stop=threading.Event(),
+        watch_timeout_s=watch_timeout_s,
+        backoff=Backoff(base_s, max_s),
+    )
+    return w, kube
+
+
+def _run_for(w, kube, seconds: float) -> None:  # noqa: ANN001
+    t = w.start()
+    time.sleep(seconds)
+    w.stop.set()
+    kube.shutdown()
+    t.join(5)
+    assert not t.is_alive()
+
+
+def _lists(k8s: FakeCluster) -> int:
+    return len(k8s.requests_to("/pods", limit="500"))
+
+
+def _watches(k8s: FakeCluster) -> int:
+    return len(k8s.requests_to("/pods", watch="true"))
+
+
+@pytest.mark.parametrize("gone_mode", ["event", "http"])
+def test_410_again_and_again_backs_off(gone_mode: str) -> None:
+    """An API server whose watch window lags its list: every watch answers 410."""
+    with FakeCluster(gone_mode=gone_mode) as k8s:
+        for i in range(5):
+            k8s.add_pod(make_pod(f"p{i}", NS))
+        k8s.compacted_rv = 10**12  # every watch from a listed version is too old
+        w, kube = _pod_watcher(k8s, 0.2, 1.0)
+        _run_for(w, kube, 1.5)
+        # list, 410, relist at once, 410, then 0.1-0.2, 0.2-0.4, 0.4-0.8 s apart: at most 5
+        # lists in 1.5 s (it made about 100 here without the backoff)
+        assert 3 <= _lists(k8s) <= 5, _lists(k8s)
+        assert _watches(k8s) == _lists(k8s)
+
+
+@pytest.mark.parametrize("gone_mode", ["event", "http"])
+def test_first_410_after_progress_relists_at_once(gone_mode: str) -> None:
+    """The protocol: a 410 after a watch that brought events relists immediately, every time."""
+    with FakeCluster(gone_mode=gone_mode) as k8s:
+        w, kube = _pod_watcher(k8s, 5.0, 5.0)  # a backoff would show as 2.5 s or more
+        t = w.start()
+        try:
+            for n in (1, 2, 3):
+                assert k8s.wait_for_streams("watch", 1, 5)
+                assert _lists(k8s) == n
+                k8s.add_pod(make_pod(f"p{n}", NS))
+                assert wait_for(lambda n=n: w.stats.events >= n, 5)
+                t0 = time.monotonic()
+                k8s.expire_watches()
+                assert wait_for(lambda n=n: _lists(k8s) == n + 1, 5)
+                assert time.monotonic() - t0 < 1.0
+        finally:
+            w.stop.set()
+            kube.shutdown()
+            t.join(5)
+
+
+def test_watches_that_end_at_once_without_events_back_off() -> None:
+    """A proxy that ends every watch at once, cleanly, with no event."""
+    with FakeCluster(max_watch_seconds=0) as k8s:
+        k8s.add_pod(make_pod("p", NS))
+        w, kube = _pod_watcher(k8s, 0.2, 1.0)
+        _run_for(w, kube, 1.5)
+        # 0.1-0.2, 0.2-0.4, 0.4-0.8 s apart: at most 4 watches in 1.5 s (about 30 without)
+        assert 2 <= _watches(k8s) <= 4, _watches(k8s)
+        assert _lists(k8s) == 1
