@@ -126,6 +126,11 @@ class Metrics:
         return "\n".join(out) + "\n"
 
 
+class MetricsPortError(ValueError):
+    """The metrics port cannot be listened on (in use, not allowed): an unusable argument,
+    which ``watch`` reports in one line with exit 2, not a traceback."""
+
+
 class MetricsServer:
     """Serves ``/metrics``, ``/healthz`` (liveness) and ``/readyz`` on a port (0 = ephemeral)."""
 
@@ -153,7 +158,13 @@ class MetricsServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-        self.server = ThreadingHTTPServer((host, port), Handler)
+        try:
+            self.server = ThreadingHTTPServer((host, port), Handler)
+        except OSError as exc:
+            raise MetricsPortError(
+                f"--metrics-port {port}: cannot listen on {host}:{port} ({exc.strerror or exc}); "
+                "choose another port, or -1 for none"
+            ) from None
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, name="metrics", daemon=True)
 

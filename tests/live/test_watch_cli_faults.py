@@ -4,6 +4,10 @@ API server keeps expiring or ending is backed off, not hammered."""
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -35,6 +39,32 @@ def one_line_exit_2(r: Result) -> str:
     lines = r.stderr.splitlines()
     assert len(lines) == 1, lines
     return lines[0]
+
+
+# ---------------------------------------------------------------- --metrics-port, --tick
+
+
+def test_metrics_port_in_use_is_one_line_exit_2(kubeconfig: str, k8s: FakeCluster, tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("0.0.0.0", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        p = subprocess.run(
+            [sys.executable, "-c", "from fma_otel.cli import run; run()", "watch", "-n", NS]
+            + ["--kubeconfig", kubeconfig, "--out", str(tmp_path / "o.jsonl"), "--metrics-port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        )
+    assert p.returncode == 2, p.stderr
+    lines = p.stderr.splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].endswith(  # (the program name is "-c" here)
+        f" watch: --metrics-port {port}: cannot listen on 0.0.0.0:{port} (Address already in use); "
+        "choose another port, or -1 for none"
+    )
+    assert not k8s.requests_to("/pods", watch="true")
 
 
 # ---------------------------------------------------------------- Pod watch backoff
