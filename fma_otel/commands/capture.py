@@ -1,7 +1,8 @@
 """``fma-otel capture --namespace NS``: record once, replay offline with ``fma-otel bridge DIR``.
 
 Exit codes: 0 written (warnings, such as no DPC Pod found, go to stderr); 1 the API server
-refused or could not be reached; 2 unusable arguments.
+refused or could not be reached; 2 unusable arguments (a kubeconfig that cannot be used),
+in one line.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def command(
 ) -> None:
     """Record Pods and logs of a live namespace into a capture directory."""
     from ..capture import capture_namespace
-    from ..live.kube import TRANSIENT_ERRORS, Kube, KubeError, make_api_client
+    from ..live.kube import TRANSIENT_ERRORS, Kube, KubeConfigError, KubeError, make_api_client
     from ..podfacts import parse_selector
 
     try:
@@ -55,8 +56,8 @@ def command(
     directory = out or f"capture-{namespace}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     try:
         kube = Kube(make_api_client(kubeconfig, context))
-    except Exception as exc:  # noqa: BLE001 - kubeconfig errors come in many types
-        fail(f"cannot configure the Kubernetes client: {exc}")
+    except KubeConfigError as exc:
+        fail(str(exc))
     try:
         with byte_progress("capture", None, quiet) as advance:
             res = capture_namespace(

@@ -116,6 +116,7 @@ DURATION = Duration()
 def command(**kw: object) -> None:
     """Live bridge: watch a namespace and export each actuation's trace once."""
     from ..live.checkpoint import load
+    from ..live.kube import KubeConfigError, make_api_client
     from ..live.watcher import LiveWatcher, WatchConfig
     from ..podfacts import parse_selector
 
@@ -141,6 +142,10 @@ def command(**kw: object) -> None:
     out = kw["out"]
     if out is None and not otlp_export.otlp_configured(kw["otlp_endpoint"]):  # type: ignore[arg-type]
         out = "-"
+    try:
+        api_client = make_api_client(kw["kubeconfig"], kw["context"])  # type: ignore[arg-type]
+    except KubeConfigError as exc:
+        fail(str(exc))
     port = int(kw["metrics_port"])  # type: ignore[call-overload]
     cfg = WatchConfig(
         namespace=str(namespace),
@@ -166,7 +171,7 @@ def command(**kw: object) -> None:
         log_read_timeout_s=float(kw["log_read_timeout"]),  # type: ignore[arg-type]
         replay_margin_s=float(kw["replay_margin"]),  # type: ignore[arg-type]
     )
-    watcher = LiveWatcher(cfg)
+    watcher = LiveWatcher(cfg, api_client=api_client)
     signal.signal(signal.SIGTERM, watcher.request_stop)
     signal.signal(signal.SIGINT, watcher.request_stop)
     try:

@@ -13,6 +13,7 @@ ourselves keeps auth, TLS and the base URL the client's while adding the paramet
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 from collections.abc import Iterator
@@ -39,22 +40,71 @@ class KubeError(Exception):
         self.message = message
 
 
+class KubeConfigError(ValueError):
+    """The Kubernetes client cannot be configured; the message is one line naming the file.
+
+    A ``ValueError`` (an unusable argument or environment): ``watch`` and ``capture`` both
+    print it as one line and exit 2.  The client raises a ``ConfigException``, a YAML
+    error over several lines, an ``OSError`` or even a ``TypeError`` (a YAML list) for
+    the ways a kubeconfig can be unusable; they once reached the user as a traceback.
+    """
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _load_kubeconfig(config: Any, cfg: Any, path: str, context: str | None, label: str) -> None:
+    """``load_kube_config`` of one file (``path``) or of ``$KUBECONFIG`` (``path=""``)."""
+    if path:
+        if os.path.isdir(path):
+            raise KubeConfigError(f"{label} {path}: is a directory, not a kubeconfig file")
+        if not os.path.exists(path):
+            raise KubeConfigError(f"{label} {path}: no such file")
+    where = f"{label} {path or os.environ.get('KUBECONFIG') or os.path.expanduser('~/.kube/config')}"
+    try:
+        if path:
+            config.load_kube_config(config_file=path, context=context, client_configuration=cfg)
+        else:
+            config.load_kube_config(context=context, client_configuration=cfg)
+    except OSError as exc:
+        raise KubeConfigError(f"{where}: cannot read: {exc.strerror or _one_line(exc)}") from None
+    except config.ConfigException as exc:
+        raise KubeConfigError(f"{where}: {_one_line(exc)}") from None
+    except Exception as exc:  # noqa: BLE001 - YAML errors, a YAML list (TypeError), ...
+        import yaml
+
+        what = "not valid YAML" if isinstance(exc, yaml.YAMLError) else "not a usable kubeconfig"
+        raise KubeConfigError(f"{where}: {what} ({_one_line(exc)})") from None
+
+
 def make_api_client(kubeconfig: str | None = None, context: str | None = None) -> Any:
     """An ``ApiClient`` from a kubeconfig file, else in-cluster config, else the default kubeconfig.
 
     The order matters in a Pod: the ServiceAccount token is what the Deployment in
     ``deploy/`` relies on, and a stray ``~/.kube/config`` must not override an explicit flag.
+    Every way this can fail is a :class:`KubeConfigError` with a one-line message.
     """
     from kubernetes import client, config
 
     cfg = client.Configuration()
     if kubeconfig:
-        config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
-    else:
-        try:
-            config.load_incluster_config(client_configuration=cfg)
-        except config.ConfigException:
-            config.load_kube_config(context=context, client_configuration=cfg)
+        _load_kubeconfig(config, cfg, kubeconfig, context, "--kubeconfig")
+        return client.ApiClient(cfg)
+    try:
+        config.load_incluster_config(client_configuration=cfg)
+    except config.ConfigException as exc:
+        env = os.environ.get("KUBECONFIG")
+        default = os.path.expanduser("~/.kube/config")
+        if not env and not os.path.exists(default):
+            raise KubeConfigError(
+                f"no Kubernetes configuration: not in a cluster ({_one_line(exc)}) and no {default}; "
+                "give --kubeconfig or set KUBECONFIG"
+            ) from None
+        _load_kubeconfig(config, cfg, "", context, "KUBECONFIG" if env else "kubeconfig")
+    except Exception as exc:  # noqa: BLE001 - e.g. an unreadable ServiceAccount token
+        raise KubeConfigError(f"in-cluster configuration: {_one_line(exc)}") from None
     return client.ApiClient(cfg)
 
 

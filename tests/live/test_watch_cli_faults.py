@@ -41,6 +41,53 @@ def one_line_exit_2(r: Result) -> str:
     return lines[0]
 
 
+# ---------------------------------------------------------------- kubeconfig
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "--kubeconfig {p}: no such file"),
+        ("garbage: [\n", "--kubeconfig {p}: not valid YAML (while parsing a flow node"),
+        ("apiVersion: v1\nkind: Config\nclusters: []\n", "--kubeconfig {p}: Invalid kube-config file."),
+        ("", "--kubeconfig {p}: Invalid kube-config. "),
+        ("[1, 2]\n", "--kubeconfig {p}: not a usable kubeconfig ("),
+        ("dir", "--kubeconfig {p}: is a directory, not a kubeconfig file"),
+    ],
+    ids=["missing", "malformed-yaml", "no-current-context", "empty", "yaml-list", "directory"],
+)
+def test_unusable_kubeconfig_is_one_line_exit_2(tmp_path: Path, content: str | None, message: str) -> None:
+    p = tmp_path / "kubeconfig"
+    if content == "dir":
+        p.mkdir()
+    elif content is not None:
+        p.write_text(content)
+    line = one_line_exit_2(watch("--kubeconfig", str(p), "--out", str(tmp_path / "o.jsonl")))
+    assert line.startswith("fma-otel watch: " + message.format(p=p)), line
+    assert not (tmp_path / "o.jsonl").exists()  # refused before anything was opened
+
+
+def test_no_kubeconfig_outside_a_cluster_is_one_line_exit_2(tmp_path: Path) -> None:
+    env = {"HOME": str(tmp_path), "KUBECONFIG": None, "KUBERNETES_SERVICE_HOST": None}
+    line = one_line_exit_2(watch("--out", str(tmp_path / "o.jsonl"), env=env))
+    assert line == (
+        "fma-otel watch: no Kubernetes configuration: not in a cluster (Service host/port is not set.) "
+        f"and no {tmp_path}/.kube/config; give --kubeconfig or set KUBECONFIG"
+    )
+
+
+def test_capture_shares_the_kubeconfig_message(tmp_path: Path) -> None:
+    p = tmp_path / "kubeconfig"
+    p.write_text("garbage: [\n")
+    r = CliRunner().invoke(
+        main,
+        ["capture", "-n", NS, "--kubeconfig", str(p), "--out", str(tmp_path / "c")],
+        prog_name="fma-otel",
+    )
+    line = one_line_exit_2(r)
+    assert line.startswith(f"fma-otel capture: --kubeconfig {p}: not valid YAML ("), line
+
+
 # ---------------------------------------------------------------- --metrics-port, --tick
 
 
