@@ -689,6 +689,7 @@ class LiveWatcher:
             if uid in held:
                 continue
             self.correlator.forget_pod(uid)
+            self._emitted_by_uid.pop(uid, None)
             del st.gone_at[uid]
             st.ready_seen.pop(uid, None)
             st.names.pop(uid, None)
@@ -758,6 +759,13 @@ class LiveWatcher:
             uid = key.split("/", 1)[0]
             if uid not in live and now - t > self.cfg.retention_s:
                 del cp.emitted[key]
+                # (keys loaded from the checkpoint whose Pod this run never saw)
+                keys = self._emitted_by_uid.get(uid)
+                if keys is not None:
+                    if key in keys:
+                        keys.remove(key)
+                    if not keys:
+                        del self._emitted_by_uid[uid]
         for key, entry in list(cp.logs.items()):
             if entry.get("uid") not in live:
                 del cp.logs[key]

@@ -22,7 +22,7 @@ from tests.live.replay import (
     wait_for,
 )
 from tests.live.test_watch_stream import _complete, assert_same
-from tests.support.k8s_server import FakeCluster
+from tests.support.k8s_server import FakeCluster, make_pod
 
 
 def test_log_404_is_retried_while_the_pod_exists(k8s: FakeCluster, tmp_path: Path) -> None:
@@ -104,3 +104,44 @@ def test_far_future_stamp_blinds_neither_the_stream_nor_a_resume(k8s: FakeCluste
         assert wait_for(lambda: len(traces_in(out)) >= len(want), 20), (len(traces_in(out)), len(want))
         assert follower.stats.connects >= 2
     assert_same(traces_in(out), want)
+
+
+def test_forgotten_pods_leave_no_emitted_keys_in_memory(k8s: FakeCluster, tmp_path: Path) -> None:
+    """Requesters emitted, deleted and forgotten: the per-uid index of emitted keys shrinks too.
+
+    The watcher's clock is moved past the forget horizon (``--incomplete-after`` plus a
+    minute) instead of waiting for it.
+    """
+    import copy
+    import time
+    import uuid
+
+    from fma_otel.live import checkpoint as CP
+
+    CP.save(
+        str(tmp_path / "checkpoint.json"), CP.Checkpoint(namespace=NS, emitted={"old-uid/1": time.time()})
+    )
+    cap = recent_capture(seed=1)
+    base = [o for _t, o in cap.pod_events if (o["metadata"].get("labels") or {}).get("app") == "vllm"][-1]
+    shift = [0.0]
+    iw = InProcessWatcher(k8s, tmp_path, wait_logs=0, incomplete_after_s=1.0, retention_s=30.0)
+    iw.watcher.clock = lambda: time.time() + shift[0]
+    with iw:
+        w = iw.watcher
+        names = [f"req-{i}" for i in range(20)]
+        for name in names:
+            pod = copy.deepcopy(base)
+            pod["metadata"].update(name=name, uid=str(uuid.uuid4()))
+            k8s.add_pod(pod)
+        assert wait_for(lambda: len(w.cp.emitted) >= 1 + len(names), 10), len(w.cp.emitted)
+        assert len(w._emitted_by_uid) == 1 + len(names)
+        for name in names:
+            k8s.delete_pod(name, NS)
+        assert wait_for(lambda: len(w.state.gone_at) == len(names), 10)
+        shift[0] = 120.0
+        k8s.add_pod(make_pod("poke", NS))  # an event, so a checkpoint (and its pruning) follows
+        assert wait_for(lambda: not w.state.gone_at and not w._emitted_by_uid, 10), (
+            len(w.state.gone_at),
+            len(w._emitted_by_uid),
+        )
+        assert wait_for(lambda: not w.cp.emitted, 10), w.cp.emitted
