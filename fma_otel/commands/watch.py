@@ -48,20 +48,31 @@ def parse_duration(text: str) -> float:
 
 
 class Duration(click.ParamType):
+    """A duration of at least ``min_s`` seconds (a usage error below it)."""
+
     name = "DURATION"
+
+    def __init__(self, min_s: float = 0.0) -> None:
+        self.min_s = min_s
 
     def convert(self, value, param, ctx):  # noqa: ANN001, ANN201 - click's signature
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             if not 0 <= value <= MAX_DURATION_S:  # NaN too
                 self.fail(f"not a duration in 0..{MAX_DURATION_S:.0f}s: {brief(value)}", param, ctx)
-            return float(value)
-        try:
-            return parse_duration(value)
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
+            seconds = float(value)
+        else:
+            try:
+                seconds = parse_duration(value)
+            except ValueError as exc:
+                self.fail(str(exc), param, ctx)
+        if seconds < self.min_s:
+            self.fail(f"{brief(value)} is too short (at least {self.min_s * 1000:g}ms)", param, ctx)
+        return seconds
 
 
 DURATION = Duration()
+#: The main loop's tick: below this it only burns CPU (``--tick 0`` spun at 96%).
+MIN_TICK_S = 0.05
 
 
 @click.command("watch", context_settings={"auto_envvar_prefix": "FMA_OTEL", "show_default": True})
@@ -106,7 +117,7 @@ DURATION = Duration()
 )
 @click.option("--log-level", default="info", type=click.Choice(["debug", "info", "warning", "error"]))
 # knobs for tests and unusual clusters
-@click.option("--tick", type=DURATION, default="100ms", hidden=True)
+@click.option("--tick", type=Duration(MIN_TICK_S), default="100ms", hidden=True)
 @click.option("--checkpoint-interval", type=DURATION, default="5s", hidden=True)
 @click.option("--watch-timeout", type=click.IntRange(1, 86400), default=300, hidden=True)
 @click.option("--backoff-base", type=DURATION, default="500ms", hidden=True)

@@ -114,6 +114,20 @@ def test_metrics_port_in_use_is_one_line_exit_2(kubeconfig: str, k8s: FakeCluste
     assert not k8s.requests_to("/pods", watch="true")
 
 
+@pytest.mark.parametrize("tick", ["0", "10ms", "0.049"])
+def test_tick_below_50ms_is_a_usage_error(tmp_path: Path, tick: str) -> None:
+    r = watch("--tick", tick, "--kubeconfig", str(tmp_path / "none"))
+    assert r.exit_code == 2 and isinstance(r.exception, SystemExit)
+    assert f"Invalid value for '--tick': '{tick}' is too short (at least 50ms)" in r.stderr
+    assert "Traceback" not in r.output
+
+
+def test_tick_of_50ms_is_accepted(tmp_path: Path) -> None:
+    # accepted: the run goes on to the next check (the kubeconfig here)
+    line = one_line_exit_2(watch("--tick", "50ms", "--kubeconfig", str(tmp_path / "none")))
+    assert line == f"fma-otel watch: --kubeconfig {tmp_path / 'none'}: no such file"
+
+
 # ---------------------------------------------------------------- Pod watch backoff
 
 
