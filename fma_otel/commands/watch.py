@@ -19,7 +19,7 @@ import signal
 import click
 
 from ..jsonsafe import brief
-from ._common import fail
+from ._common import _describe_os_error, fail
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
@@ -128,6 +128,7 @@ def command(**kw: object) -> None:
     """Live bridge: watch a namespace and export each actuation's trace once."""
     from ..live.checkpoint import load
     from ..live.kube import KubeConfigError, make_api_client
+    from ..live.outfile import check_out
     from ..live.watcher import LiveWatcher, WatchConfig
     from ..podfacts import parse_selector
 
@@ -157,6 +158,11 @@ def command(**kw: object) -> None:
         api_client = make_api_client(kw["kubeconfig"], kw["context"])  # type: ignore[arg-type]
     except KubeConfigError as exc:
         fail(str(exc))
+    if out is not None and out != "-":
+        try:
+            check_out(str(out))
+        except OSError as exc:
+            fail(f"--out {_describe_os_error(str(out), exc)}")
     port = int(kw["metrics_port"])  # type: ignore[call-overload]
     cfg = WatchConfig(
         namespace=str(namespace),

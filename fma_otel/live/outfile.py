@@ -11,6 +11,7 @@ checkpoint is written, so "in the checkpoint" implies "in the file".
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from collections.abc import Sequence
@@ -69,3 +70,19 @@ class OutFile:
         if self._fh is not None:
             self._fh.close()
             self._fh = None
+
+
+def check_out(path: str) -> None:
+    """Raise the ``OSError`` that opening ``path`` as the ``--out`` file would (a missing
+    directory, a directory, no permission), so ``watch`` says so at start, in one line.
+
+    Creates the file (empty) when it does not exist, as the watcher would a moment later.
+    """
+    if path == "-":
+        return
+    if os.path.isdir(path):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+    with open(path, "ab"):
+        pass
+    with open(path, "rb"):  # read back on start (trace ids already written)
+        pass

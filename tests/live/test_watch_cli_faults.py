@@ -88,6 +88,20 @@ def test_capture_shares_the_kubeconfig_message(tmp_path: Path) -> None:
     assert line.startswith(f"fma-otel capture: --kubeconfig {p}: not valid YAML ("), line
 
 
+# ---------------------------------------------------------------- --out, --checkpoint
+
+
+@pytest.mark.parametrize("where", ["missing-dir", "directory"])
+def test_out_that_cannot_be_opened_is_one_line_exit_2(
+    kubeconfig: str, k8s: FakeCluster, tmp_path: Path, where: str
+) -> None:
+    out = tmp_path / "no-such-dir" / "o.jsonl" if where == "missing-dir" else tmp_path
+    why = "directory does not exist" if where == "missing-dir" else "is a directory"
+    r = watch("--kubeconfig", kubeconfig, "--checkpoint", str(tmp_path / "cp.json"), "--out", str(out))
+    assert one_line_exit_2(r) == f"fma-otel watch: --out {out}: {why}"
+    assert not k8s.requests_to("/pods")  # before watching started
+
+
 # ---------------------------------------------------------------- --metrics-port, --tick
 
 
