@@ -181,6 +181,9 @@ class LogFollower:
         self.on_gap = on_gap
         self.stats = FollowStats()
         self.done = False
+        #: ``time.monotonic()`` when the current follow stream opened; None while there is
+        #: none (connecting, reading ``previous``, backing off after an error)
+        self.connected_at: float | None = None
 
     @property
     def key(self) -> str:
@@ -190,6 +193,11 @@ class LogFollower:
         return StreamPos(
             self.pod, self.container, self.uid, self.restart_count or 0, self.pos.ts_ns, self.pos.n
         )
+
+    def following_for(self, now_mono: float) -> float:
+        """How long the current follow stream has been open (-1 when there is none)."""
+        at = self.connected_at
+        return -1.0 if at is None else now_mono - at
 
     def _gap(self, why: str) -> None:
         self.stats.gaps += 1
@@ -210,6 +218,8 @@ class LogFollower:
         )
         self.stats.connects += 1
         self.pos.new_connection()
+        if follow:
+            self.connected_at = time.monotonic()
         try:
             for line in iter_lines(resp):
                 ts, _text = split_prefix(line)
@@ -222,6 +232,7 @@ class LogFollower:
                 if self.stop.is_set():
                     return
         finally:
+            self.connected_at = None
             self.kube.release(resp)
 
     def lines(self) -> Iterator[tuple[bytes, StreamPos]]:

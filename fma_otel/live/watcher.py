@@ -88,6 +88,10 @@ class WatchConfig:
 #: Traces per OTLP export job (a backlog after an outage goes out in several jobs).
 EXPORT_TRACES_PER_JOB = 200
 
+#: How long a finished actuation waits for a log stream it needs that is reconnecting
+#: (or has not yet caught up with it) before it is emitted without that stream's facts.
+LOG_WAIT_S = 30.0
+
 
 @dataclass
 class _Unacked:
@@ -210,6 +214,7 @@ class LiveWatcher:
         self._last_tick = 0.0
         self._export_job: _ExportJob | None = None
         self._next_forget = 0.0
+        self._held_for_logs: dict[str, float] = {}  # key -> wall s it was first held back
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -531,12 +536,69 @@ class LiveWatcher:
             acts = c.finished(
                 int(now * M.S), int(self.cfg.grace_s * M.S), int(self.cfg.incomplete_after_s * M.S)
             )
+            acts = self._hold_for_logs(acts, now)
             if acts:
                 self._emit(acts)
                 self._pump_exports(wait=final)
             self._forget_gone(now)
         if force_checkpoint or (self.state.dirty and now - self._last_cp >= self.cfg.checkpoint_interval_s):
             self._save_checkpoint()
+
+    def _hold_for_logs(self, acts: list[Any], now: float) -> list[Any]:
+        """Hold back (for at most :data:`LOG_WAIT_S`) what a lagging log stream may still add to.
+
+        The correlator calls an actuation finished from what has arrived; a DPC or launcher
+        log stream that is reconnecting (or reconnected less than ``--grace`` ago, its
+        backlog still coming) may hold facts of it, and an actuation emitted without them
+        is never emitted again.
+        """
+        held = self._held_for_logs
+        out: list[Any] = []
+        keys = set()
+        mono = time.monotonic()
+        for a in acts:
+            keys.add(a.key)
+            lagging = (
+                [] if a.key in self.cp.emitted or a.key in self.state.unacked else self._lagging_logs(a, mono)
+            )
+            if not lagging:
+                held.pop(a.key, None)
+                out.append(a)
+                continue
+            first = held.setdefault(a.key, now)
+            if now - first >= LOG_WAIT_S:
+                log.warning(
+                    "%s: emitted without waiting longer for log %s (reconnecting)", a.key, ", ".join(lagging)
+                )
+                held.pop(a.key, None)
+                out.append(a)
+        for key in [k for k in held if k not in keys]:  # no longer finished (or evicted)
+            del held[key]
+        return out
+
+    def _lagging_logs(self, a: Any, mono: float) -> list[str]:
+        """Keys of the log streams ``a`` needs that are not following live past it."""
+        st = self.state
+        wanted: list[FollowerThread] = []
+        if a.path != M.COLD_NO_FMA:
+            wanted += [ft for ft in st.followers.values() if ft.kind == "dpc"]
+        launcher = a.attributes.get(M.A_LAUNCHER)
+        if self.cfg.launcher_logs and launcher and a.path != M.COLD_NO_FMA:
+            ft = st.followers.get(f"{launcher}/{self.cfg.launcher_container}")
+            if ft is not None:
+                wanted.append(ft)
+        lagging = []
+        for ft in wanted:
+            f = ft.follower
+            if f.done or not ft.alive:
+                continue  # its Pod is gone: nothing more will come
+            pos = st.positions.get(f.key)
+            if pos is not None and pos.uid == f.uid and pos.ts_ns >= a.last_ns:
+                continue  # its records have arrived past the actuation's last instant
+            if f.following_for(mono) >= self.cfg.grace_s:
+                continue  # live (and its backlog, if it reconnected, is in)
+            lagging.append(f.key)
+        return lagging
 
     def _emit(self, acts: list[Any]) -> None:
         from ..build import build_trace

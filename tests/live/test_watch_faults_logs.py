@@ -145,3 +145,92 @@ def test_forgotten_pods_leave_no_emitted_keys_in_memory(k8s: FakeCluster, tmp_pa
             len(w._emitted_by_uid),
         )
         assert wait_for(lambda: not w.cp.emitted, 10), w.cp.emitted
+
+
+def _clear_injected(k8s: FakeCluster) -> None:
+    with k8s.cond:
+        k8s._errors.clear()
+
+
+def _roots(live: dict) -> dict:
+    return {tid: next(s for s in spans if not s.parent_span_id) for tid, spans in live.items()}
+
+
+def test_trace_waits_for_a_launcher_log_that_is_reconnecting(k8s: FakeCluster, tmp_path: Path) -> None:
+    """The launchers' log endpoint fails while actuations complete: their traces wait for it."""
+    k8s.add_pod(dpc_pod())
+    cap = recent_capture(seed=1)
+    want = _complete(offline_traces(cap, tmp_path))
+    assert any(s.name == "fma.launcher.create_instance" for t in want.values() for s in t)
+    out = tmp_path / "out.jsonl"
+    with InProcessWatcher(k8s, tmp_path):
+        k8s.inject_error("GET", r"/pods/launcher-[^/]+/log$", 503, count=10**6)
+        play(k8s, timeline(cap))
+        # the traces that need no launcher log go out; the others wait
+        assert wait_for(
+            lambda: any(
+                r.attributes.get("fma.path") == "cold_no_fma" for r in _roots(traces_in(out)).values()
+            ),
+            10,
+        )
+        import time
+
+        time.sleep(1.5)
+        early = _roots(traces_in(out))
+        assert all("X.receipt" not in str(r.attributes.get("fma.missing", "")) for r in early.values()), early
+        assert len(early) < len(want)
+        _clear_injected(k8s)
+        assert wait_for(lambda: len(traces_in(out)) >= len(want), 20), (len(traces_in(out)), len(want))
+    assert_same(traces_in(out), want)
+
+
+def test_trace_waits_for_the_dpc_log_past_the_relay_wait(k8s: FakeCluster, tmp_path: Path) -> None:
+    """The DPC log is down longer than the 30 s relay wait: the traces still wait for it.
+
+    The watcher's clock is moved 31 s ahead instead of waiting.
+    """
+    import time
+
+    k8s.add_pod(dpc_pod())
+    cap = recent_capture(seed=1)
+    want = _complete(offline_traces(cap, tmp_path))
+    out = tmp_path / "out.jsonl"
+    shift = [0.0]
+    iw = InProcessWatcher(k8s, tmp_path)
+    iw.watcher.clock = lambda: time.time() + shift[0]
+    with iw:
+        k8s.inject_error("GET", f"/pods/{DPC_POD}/log$", 503, count=10**6)
+        k8s.drop_connections("log")
+        play(k8s, timeline(cap))
+        time.sleep(1.0)
+        shift[0] = 31.0  # past the correlator's 30 s wait for DPC lines
+        time.sleep(1.5)
+        early = _roots(traces_in(out))
+        assert all(r.attributes.get("fma.path") == "cold_no_fma" for r in early.values()), early
+        _clear_injected(k8s)
+        assert wait_for(lambda: len(traces_in(out)) >= len(want), 20), (len(traces_in(out)), len(want))
+    assert_same(traces_in(out), want)
+
+
+def test_trace_waits_for_a_lagging_log_no_longer_than_30s(k8s: FakeCluster, tmp_path: Path) -> None:
+    """A launcher log that never comes back: its actuations go out after 30 s, without its spans."""
+    import time
+
+    k8s.add_pod(dpc_pod())
+    cap = recent_capture(seed=1)
+    want = _complete(offline_traces(cap, tmp_path))
+    out = tmp_path / "out.jsonl"
+    shift = [0.0]
+    iw = InProcessWatcher(k8s, tmp_path)
+    iw.watcher.clock = lambda: time.time() + shift[0]
+    with iw as w:
+        k8s.inject_error("GET", r"/pods/launcher-[^/]+/log$", 503, count=10**6)
+        play(k8s, timeline(cap))
+        assert wait_for(lambda: len(w.watcher._held_for_logs) >= 1, 10)
+        time.sleep(0.5)
+        assert len(traces_in(out)) < len(want)
+        shift[0] = 31.0
+        assert wait_for(lambda: len(traces_in(out)) >= len(want), 10), (len(traces_in(out)), len(want))
+        assert not w.watcher._held_for_logs
+    missing = [str(r.attributes.get("fma.missing", "")) for r in _roots(traces_in(out)).values()]
+    assert any("X.receipt" in m for m in missing), missing
