@@ -6,7 +6,9 @@ The flags ``--namespace --kubeconfig --launcher-logs --baseline-selector --check
 configures it; OTLP also follows the standard ``OTEL_EXPORTER_OTLP_*`` variables.
 
 Exit codes: 0 after SIGTERM/SIGINT (flushed and checkpointed); 2 unusable arguments or
-checkpoint; 1 a failure at start (API server unreachable is *not* one: it retries).
+environment (kubeconfig, a checkpoint or ``--out`` that cannot be read or written, a
+``--metrics-port`` in use), one line on stderr; 1 a failure at start (API server
+unreachable is *not* one: it retries).
 """
 
 from __future__ import annotations
@@ -126,7 +128,7 @@ MIN_TICK_S = 0.05
 @click.option("--replay-margin", type=DURATION, default="2m", hidden=True)
 def command(**kw: object) -> None:
     """Live bridge: watch a namespace and export each actuation's trace once."""
-    from ..live.checkpoint import load
+    from ..live.checkpoint import check_writable, load
     from ..live.kube import KubeConfigError, make_api_client
     from ..live.outfile import check_out
     from ..live.watcher import LiveWatcher, WatchConfig
@@ -149,6 +151,10 @@ def command(**kw: object) -> None:
             load(str(kw["checkpoint"]))
         except (OSError, ValueError) as exc:
             fail(f"--checkpoint {kw['checkpoint']}: unusable ({exc}); move it away to start afresh")
+        try:
+            check_writable(str(kw["checkpoint"]))
+        except OSError as exc:
+            fail(f"--checkpoint {kw['checkpoint']}: cannot write a checkpoint there ({exc.strerror or exc})")
     from ..sinks import otlp_export
 
     out = kw["out"]

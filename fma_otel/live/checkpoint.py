@@ -33,7 +33,9 @@ of bytes per live requester), by a sidecar that syncs the file, at the price of 
 
 from __future__ import annotations
 
+import errno
 import json
+import logging
 import os
 import tempfile
 import time
@@ -43,6 +45,8 @@ from typing import Any
 from ..jsonsafe import brief, finite_float, loads
 
 VERSION = 1
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -164,10 +168,41 @@ def load(path: str | None) -> Checkpoint:
         return Checkpoint.from_json(loads(fh.read()))
 
 
-def save(path: str | None, cp: Checkpoint) -> None:
-    """Write atomically (see the module docstring)."""
+def check_writable(path: str) -> None:
+    """Raise the ``OSError`` that writing a checkpoint at ``path`` would (its directory is
+    created, as :func:`save` does), so ``watch`` refuses a place it cannot write at start
+    instead of failing at its first checkpoint."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if os.path.exists(directory) and not os.path.isdir(directory):  # makedirs says "File exists"
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), directory)
+    os.makedirs(directory, exist_ok=True)
+    if os.path.isdir(path):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+    fd, tmp = tempfile.mkstemp(prefix=".checkpoint-", suffix=".tmp", dir=directory)
+    os.close(fd)
+    os.unlink(tmp)
+
+
+def save(path: str | None, cp: Checkpoint) -> bool:
+    """Write atomically (see the module docstring); ``False`` when the write failed.
+
+    A write that fails (disk full, the volume gone read-only) is logged as an error and
+    leaves the previous checkpoint file as it was; it never stops the watcher, which
+    writes the checkpoint again at its next one.  Until then a restart resumes from the
+    previous checkpoint: traces already in ``--out`` are not written again (their ids are
+    read back from the file) and an OTLP re-export carries the same derived ids.
+    """
     if not path:
-        return
+        return True
+    try:
+        _write(path, cp)
+    except OSError as exc:
+        log.error("checkpoint %s: cannot write it (%s); keeping the previous one, retrying", path, exc)
+        return False
+    return True
+
+
+def _write(path: str, cp: Checkpoint) -> None:
     cp.saved_at = time.time()
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)

@@ -4,6 +4,8 @@ API server keeps expiring or ending is backed off, not hammered."""
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import socket
 import subprocess
@@ -16,6 +18,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from fma_otel.cli import main
+from fma_otel.live import checkpoint as CP
 from tests.live.replay import NS, wait_for
 from tests.support.k8s_server import FakeCluster, make_pod
 
@@ -100,6 +103,90 @@ def test_out_that_cannot_be_opened_is_one_line_exit_2(
     r = watch("--kubeconfig", kubeconfig, "--checkpoint", str(tmp_path / "cp.json"), "--out", str(out))
     assert one_line_exit_2(r) == f"fma-otel watch: --out {out}: {why}"
     assert not k8s.requests_to("/pods")  # before watching started
+
+
+@pytest.mark.parametrize("where", ["parent-is-a-file", "deeper-under-a-file", "proc"])
+def test_checkpoint_that_cannot_be_written_is_one_line_exit_2(
+    kubeconfig: str, k8s: FakeCluster, tmp_path: Path, where: str
+) -> None:
+    (tmp_path / "afile").write_text("x")
+    cp = {
+        "parent-is-a-file": tmp_path / "afile" / "cp.json",
+        "deeper-under-a-file": tmp_path / "afile" / "a" / "cp.json",
+        "proc": Path("/proc/cp.json"),
+    }[where]
+    why = "No such file or directory" if where == "proc" else "Not a directory"
+    r = watch("--kubeconfig", kubeconfig, "--checkpoint", str(cp), "--out", str(tmp_path / "o.jsonl"))
+    assert one_line_exit_2(r) == f"fma-otel watch: --checkpoint {cp}: cannot write a checkpoint there ({why})"
+    assert not k8s.requests_to("/pods")
+
+
+def test_checkpoint_save_failing_is_logged_not_raised(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "afile").write_text("x")
+    path = str(tmp_path / "afile" / "cp.json")
+    with caplog.at_level(logging.ERROR, logger="fma_otel.live.checkpoint"):
+        assert CP.save(path, CP.Checkpoint(namespace=NS)) is False
+    assert [r.getMessage() for r in caplog.records] == [
+        f"checkpoint {path}: cannot write it ([Errno 17] File exists: '{tmp_path / 'afile'}'); "
+        "keeping the previous one, retrying"
+    ]
+    assert CP.save(str(tmp_path / "cp" / "cp.json"), CP.Checkpoint(namespace=NS)) is True
+
+
+def test_checkpoint_write_failing_while_running_is_retried_not_a_crash(
+    k8s: FakeCluster, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The checkpoint's volume fails under a running watcher (here: its directory becomes a
+    file); the watcher logs it, keeps watching, and writes the checkpoint once it can."""
+    from kubernetes import client
+
+    from fma_otel.live.watcher import LiveWatcher, WatchConfig
+
+    cp_dir = tmp_path / "cp"
+    cp_path = cp_dir / "checkpoint.json"
+    cfg = WatchConfig(
+        namespace=NS,
+        checkpoint=str(cp_path),
+        out=str(tmp_path / "o.jsonl"),
+        metrics_port=None,
+        tick_s=0.05,
+        checkpoint_interval_s=0.1,
+        backoff_base_s=0.02,
+        backoff_max_s=0.2,
+    )
+    w = LiveWatcher(cfg, api_client=client.ApiClient(k8s.configuration()))
+    crashed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            w.run()
+        except BaseException as exc:  # noqa: BLE001 - the assertion below reports it
+            crashed.append(exc)
+
+    t = threading.Thread(target=run, daemon=True)
+    caplog.set_level(logging.ERROR, logger="fma_otel.live.checkpoint")
+    t.start()
+    try:
+        assert wait_for(lambda: cp_path.exists(), 5)
+        cp_dir.rename(tmp_path / "cp-gone")
+        cp_dir.write_text("not a directory")
+        k8s.add_pod(make_pod("p1", NS))
+        assert wait_for(lambda: any("cannot write it" in r.getMessage() for r in caplog.records), 5)
+        time.sleep(0.3)
+        assert t.is_alive() and not crashed
+        cp_dir.unlink()
+        cp_dir.mkdir()
+        k8s.add_pod(make_pod("p2", NS))
+        rv = str(k8s.rv)
+        assert wait_for(
+            lambda: cp_path.exists() and json.loads(cp_path.read_text())["pods"]["resourceVersion"] == rv, 5
+        )
+    finally:
+        w.request_stop()
+        t.join(10)
+    assert not t.is_alive() and not crashed
 
 
 # ---------------------------------------------------------------- --metrics-port, --tick
