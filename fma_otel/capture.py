@@ -12,9 +12,11 @@ read as raw JSON/text, like the live watcher, so an odd Pod is recorded, not rej
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +42,50 @@ def _labels_match(selector: dict[str, str], pod: dict[str, Any]) -> bool:
     return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
 
 
+class CaptureWriteError(Exception):
+    """A file of the capture directory could not be written (disk full, read-only, ...).
+
+    Its own type because an ``OSError`` is also how a lost connection surfaces, and the
+    command reported "cannot reach the API server" for a directory it could not write.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], exc: OSError) -> None:
+        super().__init__(f"{path}: {exc.strerror or exc}")
+        self.path = str(path)
+        self.error = exc
+
+
+@contextlib.contextmanager
+def _writing(path: str | os.PathLike[str]) -> Iterator[None]:
+    try:
+        yield
+    except OSError as exc:
+        raise CaptureWriteError(path, exc) from exc
+
+
+@contextlib.contextmanager
+def _log_file(path: Path) -> Iterator[Any]:
+    """A log file open for writing; its open and close (the last flush) name it on failure
+    (:func:`_write_log` names it for each write), never the network's errors in between."""
+    with _writing(path):
+        fh = open(path, "wb")  # noqa: SIM115 - closed below, its error named
+    try:
+        yield fh
+    finally:
+        with _writing(path):
+            fh.close()
+
+
+def prepare_directory(out_dir: str | os.PathLike[str]) -> Path:
+    """Create the capture directory and prove a file can be written in it (``OSError`` if not)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    fd, probe = tempfile.mkstemp(prefix=".capture-", dir=out)
+    os.close(fd)
+    os.unlink(probe)
+    return out
+
+
 def _write_log(
     kube: Kube,
     namespace: str,
@@ -52,6 +98,7 @@ def _write_log(
 ) -> int:
     """Previous instance (if any) then current; returns bytes written."""
     name = P.name(pod) or ""
+    path = getattr(fh, "name", "?")
     written = 0
     reads = [True, False] if (restart_count_of(pod, container) or 0) > 0 else [False]
     for previous in reads:
@@ -62,7 +109,8 @@ def _write_log(
             continue
         try:
             for chunk in resp.stream(amt=65536, decode_content=True):
-                fh.write(chunk)
+                with _writing(path):
+                    fh.write(chunk)
                 written += len(chunk)
                 if progress is not None:
                     progress(len(chunk))
@@ -84,9 +132,12 @@ def capture_namespace(
     timestamps: bool = True,
     progress: Callable[[int], None] | None = None,
 ) -> CaptureResult:
-    """Write ``pods.json``, ``dpc.log`` and ``launcher-<pod>.log`` files; see the module docstring."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    """Write ``pods.json``, ``dpc.log`` and ``launcher-<pod>.log`` files; see the module docstring.
+
+    A file that cannot be written is a :class:`CaptureWriteError` naming it.
+    """
+    with _writing(out_dir):
+        out = prepare_directory(out_dir)
     result = CaptureResult(out)
     warn = result.warnings.append
     items, rv = kube.list_pods(namespace)
@@ -96,8 +147,9 @@ def capture_namespace(
     result.pods = len(items)
     doc = {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": rv}, "items": items}
     tmp = out / ".pods.json.tmp"
-    tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(out / "pods.json")
+    with _writing(out / "pods.json"):
+        tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        tmp.replace(out / "pods.json")
 
     dpc_ns = dpc_namespace or namespace
     dpc_items = items if dpc_ns == namespace else kube.list_pods(dpc_ns)[0]
@@ -108,7 +160,7 @@ def capture_namespace(
     if not dpcs:
         warn(f"no dual-pods controller Pod in {dpc_ns} matches {dpc_selector}; no dpc.log written")
     else:
-        with open(out / "dpc.log", "wb") as fh:
+        with _log_file(out / "dpc.log") as fh:
             for pod in dpcs:
                 _write_log(kube, dpc_ns, pod, dpc_container, fh, timestamps, warn, progress)
                 result.dpc_pods.append(P.name(pod) or "")
@@ -123,7 +175,7 @@ def capture_namespace(
             if launcher_container not in containers:
                 warn(f"launcher {name} has no container {launcher_container!r}")
                 continue
-            with open(out / f"launcher-{name}.log", "wb") as fh:
+            with _log_file(out / f"launcher-{name}.log") as fh:
                 _write_log(kube, namespace, pod, launcher_container, fh, timestamps, warn, progress)
             result.launcher_logs.append(name)
     return result

@@ -1,8 +1,8 @@
 """``fma-otel capture --namespace NS``: record once, replay offline with ``fma-otel bridge DIR``.
 
-Exit codes: 0 written (warnings, such as no DPC Pod found, go to stderr); 1 the API server
-refused or could not be reached; 2 unusable arguments (a kubeconfig that cannot be used),
-in one line.
+Exit codes: 0 written (warnings, such as no DPC Pod found, go to stderr); 1 the API server refused or could not be reached, or a
+file of the capture could not be written (disk full); 2 unusable arguments (a kubeconfig
+that cannot be used, an ``--out`` where no directory can be written), in one line.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def command(
     quiet: bool,
 ) -> None:
     """Record Pods and logs of a live namespace into a capture directory."""
-    from ..capture import capture_namespace
+    from ..capture import CaptureWriteError, capture_namespace, prepare_directory
     from ..live.kube import TRANSIENT_ERRORS, Kube, KubeConfigError, KubeError, make_api_client
     from ..podfacts import parse_selector
 
@@ -59,6 +59,10 @@ def command(
     except KubeConfigError as exc:
         fail(str(exc))
     try:
+        prepare_directory(directory)
+    except OSError as exc:
+        fail(f"--out {directory}: cannot write a capture there ({exc.strerror or exc})")
+    try:
         with byte_progress("capture", None, quiet) as advance:
             res = capture_namespace(
                 kube,
@@ -70,6 +74,8 @@ def command(
                 launcher_logs=not no_launcher_logs,
                 progress=advance,
             )
+    except CaptureWriteError as exc:
+        fail(f"cannot write {exc}", 1)
     except KubeError as exc:
         fail(f"the API server refused: {exc}", 1)
     except TRANSIENT_ERRORS as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from fma_otel import synth
@@ -84,3 +85,30 @@ def test_capture_reports_every_log_byte_to_progress(k8s: FakeCluster, tmp_path: 
     )
     logs = sum(p.stat().st_size for p in out.glob("*.log"))
     assert logs > 0 and sum(seen) == logs
+
+
+def _capture(*args: str):  # noqa: ANN202
+    return CliRunner().invoke(main, ["capture", "-n", NS, *args], prog_name="fma-otel")
+
+
+@pytest.mark.parametrize("where", ["under-a-file", "proc"])
+def test_capture_out_that_cannot_be_written_is_one_line_exit_2(
+    k8s: FakeCluster, tmp_path: Path, where: str
+) -> None:
+    (tmp_path / "afile").write_text("x")
+    out = str(tmp_path / "afile" / "cap") if where == "under-a-file" else "/proc/cap"
+    why = "Not a directory" if where == "under-a-file" else "No such file or directory"
+    kubeconfig = k8s.write_kubeconfig(str(tmp_path / "kubeconfig"), NS)
+    r = _capture("--kubeconfig", kubeconfig, "--out", out)
+    assert r.exit_code == 2 and isinstance(r.exception, SystemExit)
+    assert r.stderr.splitlines() == [f"fma-otel capture: --out {out}: cannot write a capture there ({why})"]
+    assert not k8s.requests_to("/pods")
+
+
+def test_capture_file_that_cannot_be_written_names_it_exit_1(k8s: FakeCluster, tmp_path: Path) -> None:
+    out = tmp_path / "cap"
+    (out / "pods.json").mkdir(parents=True)  # pods.json cannot be replaced
+    kubeconfig = k8s.write_kubeconfig(str(tmp_path / "kubeconfig"), NS)
+    r = _capture("--kubeconfig", kubeconfig, "--out", str(out))
+    assert r.exit_code == 1 and isinstance(r.exception, SystemExit)
+    assert r.stderr.splitlines() == [f"fma-otel capture: cannot write {out / 'pods.json'}: Is a directory"]
