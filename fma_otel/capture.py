@@ -22,10 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from . import podfacts as P
-from .live.kube import Kube, KubeError
+from .live.kube import TRANSIENT_ERRORS, Kube, KubeError
 from .live.logs import restart_count_of
 
 LAUNCHER_CONTAINER = "inference-server"
+#: The read timeout of each log fetch, as the Pod list's (``Kube.list_pods``).
+LOG_READ_TIMEOUT_S = 60.0
 
 
 @dataclass
@@ -86,6 +88,17 @@ def prepare_directory(out_dir: str | os.PathLike[str]) -> Path:
     return out
 
 
+def _is_read_timeout(exc: BaseException) -> bool:
+    """The API server (or the kubelet behind it) accepted the request and then sent nothing
+    for the read timeout: urllib3's ``ReadTimeoutError``, bare while streaming, wrapped in a
+    ``MaxRetryError`` while waiting for the headers."""
+    from urllib3.exceptions import MaxRetryError, ReadTimeoutError
+
+    if isinstance(exc, MaxRetryError):
+        exc = exc.reason  # type: ignore[assignment]
+    return isinstance(exc, (ReadTimeoutError, TimeoutError))
+
+
 def _write_log(
     kube: Kube,
     namespace: str,
@@ -95,28 +108,73 @@ def _write_log(
     timestamps: bool,
     warn: Callable[[str], None],
     progress: Callable[[int], None] | None = None,
+    read_timeout_s: float = LOG_READ_TIMEOUT_S,
 ) -> int:
-    """Previous instance (if any) then current; returns bytes written."""
+    """Previous instance (if any) then current; returns bytes written.
+
+    A log that stops sending for ``read_timeout_s`` (a kubelet on a dead node, a stalled
+    proxy) is a warning naming it; what it sent until then is kept, up to its last whole
+    line, and the capture goes on.  Without the timeout one such log hung the capture.
+    """
     name = P.name(pod) or ""
     path = getattr(fh, "name", "?")
     written = 0
     reads = [True, False] if (restart_count_of(pod, container) or 0) > 0 else [False]
     for previous in reads:
+        what = f"{name}/{container}{' (previous)' if previous else ''}"
         try:
-            resp = kube.pod_log(namespace, name, container, timestamps=timestamps, previous=previous)
+            resp = kube.pod_log(
+                namespace,
+                name,
+                container,
+                timestamps=timestamps,
+                previous=previous,
+                read_timeout_s=read_timeout_s,
+            )
         except KubeError as exc:
-            warn(f"{name}/{container}{' (previous)' if previous else ''}: log unavailable: {exc}")
+            warn(f"{what}: log unavailable: {exc}")
             continue
+        except TRANSIENT_ERRORS as exc:
+            if not _is_read_timeout(exc):
+                raise
+            warn(f"{what}: log not recorded: no answer within {read_timeout_s:g}s")
+            continue
+        tail = b""  # bytes after the last newline: written once the next one comes
         try:
-            for chunk in resp.stream(amt=65536, decode_content=True):
-                with _writing(path):
-                    fh.write(chunk)
-                written += len(chunk)
-                if progress is not None:
-                    progress(len(chunk))
+            chunks = resp.stream(amt=65536, decode_content=True)
+            while True:
+                try:
+                    chunk = next(chunks)
+                except StopIteration:
+                    chunk, tail = tail, b""
+                    if not chunk:
+                        break
+                except TRANSIENT_ERRORS as exc:
+                    if not _is_read_timeout(exc):
+                        raise
+                    cut = f", an unfinished line of {len(tail)} bytes dropped" if tail else ""
+                    warn(
+                        f"{what}: log cut short: nothing for {read_timeout_s:g}s after "
+                        f"{written} bytes{cut}; the capture goes on without the rest"
+                    )
+                    break
+                else:
+                    chunk, tail = _whole_lines(tail + chunk)
+                if chunk:
+                    with _writing(path):
+                        fh.write(chunk)
+                    written += len(chunk)
+                    if progress is not None:
+                        progress(len(chunk))
         finally:
             kube.release(resp)
     return written
+
+
+def _whole_lines(data: bytes) -> tuple[bytes, bytes]:
+    """``data`` split after its last newline: (whole lines, the unfinished rest)."""
+    i = data.rfind(b"\n") + 1
+    return data[:i], data[i:]
 
 
 def capture_namespace(
@@ -131,6 +189,7 @@ def capture_namespace(
     launcher_container: str = LAUNCHER_CONTAINER,
     timestamps: bool = True,
     progress: Callable[[int], None] | None = None,
+    log_read_timeout_s: float = LOG_READ_TIMEOUT_S,
 ) -> CaptureResult:
     """Write ``pods.json``, ``dpc.log`` and ``launcher-<pod>.log`` files; see the module docstring.
 
@@ -162,7 +221,9 @@ def capture_namespace(
     else:
         with _log_file(out / "dpc.log") as fh:
             for pod in dpcs:
-                _write_log(kube, dpc_ns, pod, dpc_container, fh, timestamps, warn, progress)
+                _write_log(
+                    kube, dpc_ns, pod, dpc_container, fh, timestamps, warn, progress, log_read_timeout_s
+                )
                 result.dpc_pods.append(P.name(pod) or "")
     if launcher_logs:
         for pod in items:
@@ -176,6 +237,16 @@ def capture_namespace(
                 warn(f"launcher {name} has no container {launcher_container!r}")
                 continue
             with _log_file(out / f"launcher-{name}.log") as fh:
-                _write_log(kube, namespace, pod, launcher_container, fh, timestamps, warn, progress)
+                _write_log(
+                    kube,
+                    namespace,
+                    pod,
+                    launcher_container,
+                    fh,
+                    timestamps,
+                    warn,
+                    progress,
+                    log_read_timeout_s,
+                )
             result.launcher_logs.append(name)
     return result

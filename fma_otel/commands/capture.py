@@ -1,6 +1,7 @@
 """``fma-otel capture --namespace NS``: record once, replay offline with ``fma-otel bridge DIR``.
 
-Exit codes: 0 written (warnings, such as no DPC Pod found, go to stderr); 1 the API server refused or could not be reached, or a
+Exit codes: 0 written (warnings, such as no DPC Pod found or a log that stopped sending
+for the read timeout, go to stderr); 1 the API server refused or could not be reached, or a
 file of the capture could not be written (disk full); 2 unusable arguments (a kubeconfig
 that cannot be used, an ``--out`` where no directory can be written), in one line.
 """
@@ -12,6 +13,7 @@ import time
 import click
 
 from ._common import byte_progress, fail
+from .watch import Duration
 
 
 @click.command("capture")
@@ -33,6 +35,8 @@ from ._common import byte_progress, fail
 @click.option("--dpc-namespace", help="Namespace of the DPC Pod (default: --namespace).")
 @click.option("--no-launcher-logs", is_flag=True, help="Do not record launcher logs.")
 @click.option("--quiet", "-q", is_flag=True, help="No summary or progress on stderr.")
+# as watch's: for tests and slow clusters
+@click.option("--log-read-timeout", type=Duration(0.1), default="60s", hidden=True)
 def command(
     namespace: str,
     out: str | None,
@@ -43,6 +47,7 @@ def command(
     dpc_namespace: str | None,
     no_launcher_logs: bool,
     quiet: bool,
+    log_read_timeout: float,
 ) -> None:
     """Record Pods and logs of a live namespace into a capture directory."""
     from ..capture import CaptureWriteError, capture_namespace, prepare_directory
@@ -73,6 +78,7 @@ def command(
                 dpc_namespace=dpc_namespace,
                 launcher_logs=not no_launcher_logs,
                 progress=advance,
+                log_read_timeout_s=log_read_timeout,
             )
     except CaptureWriteError as exc:
         fail(f"cannot write {exc}", 1)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -89,6 +91,57 @@ def test_capture_reports_every_log_byte_to_progress(k8s: FakeCluster, tmp_path: 
 
 def _capture(*args: str):  # noqa: ANN202
     return CliRunner().invoke(main, ["capture", "-n", NS, *args], prog_name="fma-otel")
+
+
+@pytest.mark.parametrize("stall", ["mid-line", "before-headers"])
+def test_capture_log_that_stalls_is_a_warning_and_the_capture_goes_on(
+    k8s: FakeCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stall: str
+) -> None:
+    """A pods/log the API server accepts and then never finishes (a kubelet on a dead node)
+    hung the capture forever: it now gives up after the read timeout, keeps the whole lines
+    it got, warns naming the log, and records the rest."""
+    from tests.support import k8s_server
+
+    k8s.add_pod(dpc_pod())
+    play(k8s, timeline(recent_capture(seed=23)))
+    name = dpc_pod()["metadata"]["name"]
+    release = threading.Event()
+    original = k8s_server._Handler._pod_log
+
+    def stalled(self, ns: str, pod: str, query: dict[str, str]) -> int:  # noqa: ANN001
+        if pod != name:
+            return original(self, ns, pod, query)
+        if stall == "mid-line":
+            self._start_chunked("text/plain")
+            self._chunk(b"2026-12-03T18:00:00.000000000Z first line\n2026-12-03T18:00:01.0")
+            self.wfile.flush()
+        release.wait(10)  # then nothing, the connection open
+        return 200
+
+    monkeypatch.setattr(k8s_server._Handler, "_pod_log", stalled)
+    kubeconfig = k8s.write_kubeconfig(str(tmp_path / "kubeconfig"), NS)
+    out = tmp_path / "cap"
+    t0 = time.monotonic()
+    try:
+        r = _capture("--kubeconfig", kubeconfig, "--out", str(out), "--log-read-timeout", "300ms")
+    finally:
+        release.set()
+    assert time.monotonic() - t0 < 8
+    assert r.exit_code == 0, r.output
+    warnings = [line for line in r.stderr.splitlines() if "warning" in line]
+    if stall == "mid-line":
+        assert warnings == [
+            f"fma-otel capture: warning: {name}/controller: log cut short: nothing for 0.3s after 42 bytes, "
+            "an unfinished line of 21 bytes dropped; the capture goes on without the rest"
+        ]
+        assert (out / "dpc.log").read_bytes() == b"2026-12-03T18:00:00.000000000Z first line\n"
+    else:
+        assert warnings == [
+            f"fma-otel capture: warning: {name}/controller: log not recorded: no answer within 0.3s"
+        ]
+        assert (out / "dpc.log").read_bytes() == b""
+    assert list(out.glob("launcher-*.log"))  # the logs after the stalled one were recorded
+    assert all(p.stat().st_size > 0 for p in out.glob("launcher-*.log"))
 
 
 @pytest.mark.parametrize("where", ["under-a-file", "proc"])
