@@ -7,7 +7,10 @@ fast, and lets each command own its imports (the SDK, the kubernetes client, plo
 
 from __future__ import annotations
 
+import errno
 import importlib
+import io
+import os
 import sys
 
 import click
@@ -31,7 +34,48 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class _PipeClosed(Exception):
+    """The reader of stdout went away: carried past click, which would make it exit 1."""
+
+
+class _Stdout(io.FileIO):
+    """fd 1 under ``sys.stdout``, remembering a failed write so :func:`run` can name it."""
+
+    failed: OSError | None = None
+
+    def write(self, b):  # noqa: ANN001, ANN201 - io's signature
+        try:
+            return super().write(b)
+        except OSError as exc:
+            self.failed = exc
+            raise
+
+
+_stdout_raw: _Stdout | None = None
+
+
+def _pipe_closed(exc: OSError) -> bool:
+    return exc.errno == errno.EPIPE
+
+
 class LazyGroup(click.Group):
+    # click's standalone mode turns EPIPE into exit 1 before run() can see it
+    def make_context(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN201
+        try:
+            return super().make_context(*args, **kwargs)
+        except OSError as exc:
+            if _pipe_closed(exc):
+                raise _PipeClosed from exc
+            raise
+
+    def invoke(self, ctx: click.Context):  # noqa: ANN201
+        try:
+            return super().invoke(ctx)
+        except OSError as exc:
+            if _pipe_closed(exc):
+                raise _PipeClosed from exc
+            raise
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(COMMANDS)
 
@@ -53,13 +97,74 @@ def main() -> None:
     """OpenTelemetry traces of llm-d Fast Model Actuation."""
 
 
-def run() -> None:
-    """Console entry point: never a traceback for a closed pipe."""
+def _ensure_fd(fd: int) -> None:
+    """A closed fd 0/1/2 (``>&-``) becomes /dev/null, so nothing else is opened on it."""
     try:
-        main(standalone_mode=True)
-    except BrokenPipeError:  # pragma: no cover - exercised via subprocess tests
-        import os
+        os.fstat(fd)
+    except OSError:
+        null = os.open(os.devnull, os.O_RDONLY if fd == 0 else os.O_WRONLY)
+        if null != fd:
+            os.dup2(null, fd)
+            os.close(null)
 
+
+def _setup_std_streams() -> None:
+    """No ``None`` stdout/stderr (closed: output goes nowhere, as with >/dev/null), and a
+    stdout whose failed write :func:`run` can tell from any other ``OSError``."""
+    global _stdout_raw
+    for fd in (0, 1, 2):
+        _ensure_fd(fd)
+    if sys.stderr is None:
+        sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+    old = sys.stdout
+    if old is not None:
+        try:
+            if not isinstance(old, io.TextIOWrapper) or old.fileno() != 1:
+                return  # not the process's own stdout (embedded, captured): leave it
+            old.flush()
+        except (OSError, ValueError):
+            return
+    raw = _Stdout(1, "w", closefd=False)
+    sys.stdout = io.TextIOWrapper(
+        io.BufferedWriter(raw, 1 << 16),
+        encoding=getattr(old, "encoding", None) or "utf-8",
+        errors=getattr(old, "errors", None) or "strict",
+        line_buffering=bool(getattr(old, "line_buffering", False)),
+        write_through=bool(getattr(old, "write_through", False)),
+    )
+    _stdout_raw = raw
+
+
+def _stdout_to_devnull() -> None:
+    """So the interpreter's final flush of stdout cannot fail (or complain) again."""
+    try:
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, 1)
+        os.close(devnull)
+    except OSError:  # pragma: no cover
+        pass
+
+
+def run() -> None:
+    """Console entry point: never a traceback for a closed, full or missing stdout."""
+    _setup_std_streams()
+    try:
+        try:
+            main(standalone_mode=True)
+        finally:
+            if sys.stdout is not None and _stdout_raw is not None and _stdout_raw.failed is None:
+                sys.stdout.flush()
+    except (_PipeClosed, BrokenPipeError):
+        _stdout_to_devnull()
         sys.exit(0)
+    except OSError:
+        failed = _stdout_raw.failed if _stdout_raw is not None else None
+        if failed is None:
+            raise
+        if _pipe_closed(failed):
+            _stdout_to_devnull()
+            sys.exit(0)
+        _stdout_to_devnull()
+        reason = failed.strerror or str(failed)
+        click.echo(f"fma-otel: cannot write to standard output: {reason}", err=True)
+        sys.exit(1)

@@ -1,0 +1,99 @@
+"""stdout that is full, closed or a pipe closed early: one line or silence, never a traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CLI = [sys.executable, "-c", "from fma_otel.cli import run; run()"]
+FULL = "cannot write to standard output: No space left on device"
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory: pytest.TempPathFactory) -> str:
+    out = tmp_path_factory.mktemp("traces") / "ref.jsonl"
+    proc = subprocess.run([*CLI, "bridge", "-q", "--out", str(out)], capture_output=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return str(out)
+
+
+def _commands(traces: str, tmp: Path) -> list[list[str]]:
+    return [
+        ["bridge", "-q", "--out", "-"],
+        ["show", traces],
+        ["slo", "--traces", traces],
+        ["report", traces, "--out", "-"],
+        ["--help"],
+    ]
+
+
+def _run_all(argvs: list[list[str]], **kw: object) -> list[tuple[list[str], int, str]]:
+    """Run the commands side by side (each takes about a second to start)."""
+    procs = [(a, subprocess.Popen(a, stderr=subprocess.PIPE, **kw)) for a in argvs]  # type: ignore[call-overload]
+    return [(a, p.wait(timeout=60), p.stderr.read().decode()) for a, p in procs]
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_stdout_on_a_full_disk_is_one_line_and_exit_1(traces: str, tmp_path: Path) -> None:
+    with open("/dev/full", "wb") as full:
+        results = _run_all([[*CLI, *args] for args in _commands(traces, tmp_path)], stdout=full)
+    for args, rc, err in results:
+        assert "Traceback" not in err, (args, err)
+        assert err.strip().splitlines() == [f"fma-otel: {FULL}"], (args, err)
+        assert rc == 1, args
+
+
+def test_closed_stdout_is_like_dev_null(traces: str, tmp_path: Path) -> None:
+    # close fd 1 in the child (shell `>&-`)
+    closed = ["sh", "-c", 'exec "$@" >&-', "sh", *CLI]
+    for args, rc, err in _run_all([[*closed, *args] for args in _commands(traces, tmp_path)]):
+        assert "Traceback" not in err, (args, err)
+        assert "Exception ignored" not in err, (args, err)
+        assert rc == 0, (args, err)
+
+
+def test_closed_stderr_and_stdout_still_exit_by_the_rules(traces: str) -> None:
+    proc = subprocess.run(
+        ["sh", "-c", 'exec "$@" >&- 2>&-', "sh", *CLI, "show", "--trace", "ffff", traces], timeout=60
+    )
+    assert proc.returncode == 1  # "no trace ffff", said nowhere
+    proc = subprocess.run(["sh", "-c", 'exec "$@" >&- 2>&-', "sh", *CLI, "show", "/nonexistent"], timeout=60)
+    assert proc.returncode == 2
+
+
+#: A command that writes far more than a pipe holds, as the parallel bridge does: the
+#: ``BrokenPipeError`` reaches click, whose standalone mode made it exit 1.
+_LOUD = """
+import sys, click
+from fma_otel import cli
+@click.command("loud")
+def command():
+    for _ in range(256):
+        sys.stdout.write("x" * 4095 + "\\n")
+sys.modules["loud_cmd"] = sys.modules[__name__]
+cli.COMMANDS["loud"] = ("loud_cmd", "test")
+cli.run()
+"""
+
+
+def test_pipe_closed_early_is_exit_0_whoever_writes() -> None:
+    for args in (["loud"], ["--help"]):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _LOUD, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout.read(10)
+        proc.stdout.close()  # the reader goes away, like `| head -c 10`
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=30) == 0, (args, err)
+        assert err == "", (args, err)
+
+
+def test_stdout_is_unchanged_when_it_works(traces: str) -> None:
+    proc = subprocess.run([*CLI, "bridge", "-q", "--out", "-"], capture_output=True, timeout=60)
+    assert proc.returncode == 0
+    assert proc.stdout == Path(traces).read_bytes()
