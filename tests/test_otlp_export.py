@@ -240,3 +240,47 @@ def test_http_receiver_accepts_json(otlp_http_receiver):
     got = _by_id(otlp_http_receiver.spans())
     assert got["00f067aa0ba902b7"].parent_span_id == "b7ad6b7169203331"
     assert got["00f067aa0ba902b7"].attributes["fma.instances_deleted"] == 2
+
+
+@pytest.mark.parametrize(
+    ("protocol", "env", "value", "says"),
+    [
+        ("grpc", "OTEL_EXPORTER_OTLP_COMPRESSION", "zstd", 'Invalid value "zstd" for compression envvar'),
+        ("grpc", "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "garbage", "Invalid value"),
+        ("http/protobuf", "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "garbage", "Unsupported compression type"),
+        (
+            "http/protobuf",
+            "OTEL_PYTHON_EXPORTER_OTLP_HTTP_TRACES_CREDENTIAL_PROVIDER",
+            "nonexistent",
+            "Requested component 'nonexistent' not found",
+        ),
+        ("grpc", "OTEL_EXPORTER_OTLP_CERTIFICATE", "/nonexistent/ca.pem", "Failed to read file"),
+    ],
+)
+def test_bad_otel_settings_are_one_line_naming_them(protocol, env, value, says, clean_otlp_env, capfd):
+    """Whatever the SDK raises (or only logs) for a bad ``OTEL_*`` value is one ExportError."""
+    clean_otlp_env.setenv(env, value)
+    endpoint = f"https://127.0.0.1:{free_port()}"
+    with pytest.raises(ExportError) as err:
+        OtlpSink(endpoint, protocol, timeout_s=1)
+    msg = str(err.value)
+    assert msg.startswith(f"cannot set up OTLP export to {endpoint}")
+    assert env in msg and says in msg and "\n" not in msg
+    assert capfd.readouterr().err == ""  # the SDK's own log line (and traceback) stays off
+
+
+def test_bad_otel_setting_in_the_cli_is_exit_2(tmp_path, clean_otlp_env):
+    from click.testing import CliRunner
+
+    from fma_otel.cli import main
+
+    clean_otlp_env.setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "zstd")
+    out = tmp_path / "o.jsonl"
+    args = ["bridge", "-q", "--out", str(out), "--otlp-endpoint", "http://127.0.0.1:1", "--otlp-protocol"]
+    res = CliRunner().invoke(main, [*args, "grpc"], prog_name="fma-otel")
+    assert res.exit_code == 2, res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit)
+    assert res.stderr.splitlines() == [
+        "fma-otel bridge: cannot set up OTLP export to http://127.0.0.1:1: "
+        'Invalid value "zstd" for compression envvar OTEL_EXPORTER_OTLP_COMPRESSION'
+    ]

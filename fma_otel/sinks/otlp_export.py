@@ -40,7 +40,7 @@ import os
 import re
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import urlparse
 
 from .. import __version__
@@ -254,15 +254,36 @@ class _Capture(logging.Filter):
         super().__init__()
         self.thread_id: int | None = None
         self.messages: list[str] = []
+        #: the messages at WARNING or above
+        self.complaints: list[str] = []
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.thread != self.thread_id:
             return True
         try:
-            self.messages.append(" ".join(record.getMessage().split()))
+            message = " ".join(record.getMessage().split())
         except Exception:  # a badly formatted record must not break the export
-            self.messages.append(str(record.msg))
+            message = str(record.msg)
+        self.messages.append(message)
+        if record.levelno >= logging.WARNING:
+            self.complaints.append(message)
         return False
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__
+
+
+def _name_setting(detail: str) -> str:
+    """``detail`` with the ``OTEL_*`` variable whose value it quotes, when it names none."""
+    if "OTEL_" in detail:
+        return detail
+    for name, value in sorted(os.environ.items()):
+        value = value.strip()
+        if name.startswith("OTEL_") and len(value) >= 2 and value in detail:
+            return f"{name}={value}: {detail}"
+    return detail
 
 
 _GRPC_FAILURE = re.compile(r"error code: StatusCode\.(\w+), error details: (.*)$")
@@ -330,19 +351,54 @@ class OtlpSink:
         self.endpoint = resolve_endpoint(endpoint, self.protocol)
         self.timeout_s = float(timeout_s)
         self._headers = resolve_headers(headers)
-        try:
-            self._exporter = self._make_exporter()
-        except ValueError as exc:  # the SDK's own parsing of endpoint or settings
-            raise ExportError(f"cannot set up OTLP export to {self.endpoint}: {exc}") from None
+        self._exporter = self._build_exporter()
         self._closed = False
 
-    def _make_exporter(self) -> Any:
+    def _build_exporter(self) -> Any:
+        """The SDK exporter, or :class:`ExportError` naming the setting it could not use.
+
+        The SDK raises whatever it likes for a bad ``OTEL_*`` variable (``ValueError``,
+        ``InvalidCompressionValueException``, ``RuntimeError`` for an unknown credential
+        provider) or only logs it (an unknown HTTP compression, an unreadable gRPC
+        certificate, with a traceback) and goes on with something else; either way it is
+        an unusable setting, said in one line before anything is sent.
+        """
+
+        def fail(detail: str) -> NoReturn:
+            raise ExportError(f"cannot set up OTLP export to {self.endpoint}: {_name_setting(detail)}")
+
+        try:
+            make = self._exporter_factory()
+        except Exception as exc:  # noqa: BLE001 - an exporter package missing or broken
+            fail(_one_line(exc))
+        capture = _Capture()
+        capture.thread_id = threading.get_ident()
+        loggers = _exporter_loggers()
+        for lg in loggers:
+            lg.filters.insert(0, capture)
+        try:
+            exporter = make()
+        except Exception as exc:  # noqa: BLE001 - see the docstring
+            fail(_one_line(exc))
+        finally:
+            for lg in loggers:
+                lg.removeFilter(capture)
+        if capture.complaints:
+            try:
+                exporter.shutdown()
+            except Exception:  # noqa: BLE001 - the setting is the news
+                pass
+            fail(capture.complaints[0])
+        return exporter
+
+    def _exporter_factory(self) -> Any:
+        """Import the exporter (so its loggers exist) and return what builds it."""
         if self.protocol == GRPC:
             from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 
             scheme = urlparse(self.endpoint).scheme if "://" in self.endpoint else ""
             insecure = {"http": True, "https": False}.get(scheme)  # no scheme: the SDK's env rules
-            return GrpcExporter(
+            return lambda: GrpcExporter(
                 endpoint=self.endpoint,
                 insecure=insecure,
                 headers=self._headers or None,
@@ -350,7 +406,9 @@ class OtlpSink:
             )
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 
-        return HttpExporter(endpoint=self.endpoint, headers=self._headers or None, timeout=self.timeout_s)
+        return lambda: HttpExporter(
+            endpoint=self.endpoint, headers=self._headers or None, timeout=self.timeout_s
+        )
 
     def __repr__(self) -> str:
         return f"OtlpSink({self.endpoint!r}, {self.protocol!r})"
