@@ -169,6 +169,13 @@ def command(**kw: object) -> None:
             check_out(str(out))
         except OSError as exc:
             fail(f"--out {_describe_os_error(str(out), exc)}")
+    if otlp_export.otlp_configured(kw["otlp_endpoint"]):  # type: ignore[arg-type]
+        # an endpoint, protocol or OTEL_* setting the exporter cannot use: say so now,
+        # not as a traceback once the watcher has started
+        try:
+            otlp_export.OtlpSink(kw["otlp_endpoint"], kw["otlp_protocol"]).close()  # type: ignore[arg-type]
+        except otlp_export.ExportError as exc:
+            fail(str(exc))
     port = int(kw["metrics_port"])  # type: ignore[call-overload]
     cfg = WatchConfig(
         namespace=str(namespace),
@@ -199,7 +206,7 @@ def command(**kw: object) -> None:
     signal.signal(signal.SIGINT, watcher.request_stop)
     try:
         code = watcher.run()
-    except ValueError as exc:
+    except (ValueError, otlp_export.ExportError) as exc:
         fail(str(exc))
     raise SystemExit(code)
 
