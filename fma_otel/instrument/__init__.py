@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+import sys
+import types
 from typing import Any
 
 from fma_otel.instrument.actuation import actuation
@@ -55,3 +57,19 @@ def uninstrument() -> None:
                 inst.uninstrument()
         except Exception:  # noqa: BLE001
             logger.warning("fma-otel: %s failed to uninstrument", type(inst).__name__, exc_info=True)
+
+
+class _CallableModule(types.ModuleType):
+    """This package, callable as :func:`instrument`.
+
+    Why: ``fma_otel.instrument(...)`` is the documented call, resolved lazily by
+    ``fma_otel.__getattr__``; but importing this package binds ``fma_otel.instrument`` to
+    the package itself, so a second ``fma_otel.instrument()`` (after ``uninstrument()``,
+    or once anything imported a wrapper module) called a module.
+    """
+
+    def __call__(self, **kwargs: Any) -> None:
+        instrument(**kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

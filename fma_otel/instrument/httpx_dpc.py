@@ -18,6 +18,7 @@ layer is always outside contrib's transport layer; it silences that inner layer 
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Collection
 from typing import Any
 
@@ -139,16 +140,14 @@ class HttpxDpcInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     def _instrument(self, **kwargs: Any) -> None:
         if not c.begin(self, kwargs):
             return
-        wrapt.wrap_function_wrapper("httpx", "Client.send", self._send)
-        wrapt.wrap_function_wrapper("httpx", "AsyncClient.send", self._async_send)
+        c.wrap_when_imported(self, "httpx", {"Client.send": self._send, "AsyncClient.send": self._async_send})
 
     def _uninstrument(self, **kwargs: Any) -> None:
-        import httpx
-
-        for cls in (httpx.Client, httpx.AsyncClient):
+        self._on = False
+        httpx = sys.modules.get("httpx")  # never imported: nothing wrapped
+        for cls in (httpx.Client, httpx.AsyncClient) if httpx is not None else ():
             if isinstance(vars(cls).get("send"), wrapt.FunctionWrapper):
                 unwrap(cls, "send")
-        self._on = False
 
     # ------------------------------------------------------------------ wrappers
 

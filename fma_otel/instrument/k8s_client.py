@@ -12,6 +12,7 @@ URL, and ``traceparent`` is injected (API servers with ``APIServerTracing`` cont
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Collection
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -78,14 +79,13 @@ class KubernetesClientInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     def _instrument(self, **kwargs: Any) -> None:
         if not c.begin(self, kwargs):
             return
-        wrapt.wrap_function_wrapper("kubernetes.client.rest", "RESTClientObject.request", self._request)
+        c.wrap_when_imported(self, "kubernetes.client.rest", {"RESTClientObject.request": self._request})
 
     def _uninstrument(self, **kwargs: Any) -> None:
-        from kubernetes.client import rest
-
-        if isinstance(vars(rest.RESTClientObject).get("request"), wrapt.FunctionWrapper):
-            unwrap(rest.RESTClientObject, "request")
         self._on = False
+        rest = sys.modules.get("kubernetes.client.rest")  # never imported: nothing wrapped
+        if rest is not None and isinstance(vars(rest.RESTClientObject).get("request"), wrapt.FunctionWrapper):
+            unwrap(rest.RESTClientObject, "request")
 
     def _request(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         span = self._begin(args, kwargs)
