@@ -16,11 +16,12 @@ from __future__ import annotations
 import os
 import random
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from typing import Any
 
 from ..jsonsafe import loads
+from ..lines import MAX_LINE_BYTES
 
 #: errors on the wire that mean "reconnect", as opposed to a bug in our code
 try:  # pragma: no cover - import shape differs across urllib3 versions
@@ -159,21 +160,40 @@ def _object(resp: Any) -> dict[str, Any]:
     return doc
 
 
-def iter_lines(resp: Any) -> Iterator[bytes]:
+def iter_lines(
+    resp: Any, max_line: int = MAX_LINE_BYTES, on_long: Callable[[int], None] | None = None
+) -> Iterator[bytes]:
     """Lines of a streaming (chunked) response as they arrive, without the newline.
 
     A final line without a newline (a cut stream) is not yielded: it may be incomplete, and
-    the next connection reads it again from the position we keep.
+    the next connection reads it again from the position we keep.  A line longer than
+    ``max_line`` bytes (its newline included) is not held: it is dropped as it arrives and
+    ``on_long`` is told its length.  Each byte is searched for a newline once (a line
+    arriving in many chunks used to be searched from its start at every chunk).
     """
     buf = bytearray()
+    scanned = 0  # buf[:scanned] holds no newline
+    dropped = 0  # bytes of an overlong line let go so far
     for chunk in resp.stream(amt=None, decode_content=False):
         buf.extend(chunk)
         while True:
-            i = buf.find(b"\n")
+            i = buf.find(b"\n", scanned)
             if i < 0:
+                if dropped or len(buf) > max_line:
+                    dropped += len(buf)
+                    buf.clear()
+                    scanned = 0
+                else:
+                    scanned = len(buf)
                 break
-            yield bytes(buf[:i])
+            n = dropped + i + 1
+            if n > max_line:
+                if on_long is not None:
+                    on_long(n)
+            else:
+                yield bytes(buf[:i])
             del buf[: i + 1]
+            scanned = dropped = 0
 
 
 class Kube:

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..lines import MAX_LINE_BYTES
 from ..timeutil import parse_rfc3339_ns
 from .kube import TRANSIENT_ERRORS, Backoff, Kube, KubeError, iter_lines
 
@@ -118,6 +119,7 @@ class FollowStats:
     previous_reads: int = 0
     gaps: int = 0
     errors: int = 0
+    long_lines: int = 0  # lines past MAX_LINE_BYTES, dropped unread (kube.iter_lines)
 
 
 def split_prefix(line: bytes) -> tuple[int | None, bytes]:
@@ -205,6 +207,16 @@ class LogFollower:
         if self.on_gap:
             self.on_gap(f"{self.key}: {why}")
 
+    def _long_line(self, n: int) -> None:
+        self.stats.long_lines += 1
+        log.warning(
+            "%s/%s: a log line of %d bytes dropped unread (over %d)",
+            self.pod,
+            self.container,
+            n,
+            MAX_LINE_BYTES,
+        )
+
     def _read(self, *, follow: bool, previous: bool) -> Iterator[tuple[bytes, StreamPos]]:
         resp = self.kube.pod_log(
             self.namespace,
@@ -221,7 +233,7 @@ class LogFollower:
         if follow:
             self.connected_at = time.monotonic()
         try:
-            for line in iter_lines(resp):
+            for line in iter_lines(resp, on_long=self._long_line):
                 ts, _text = split_prefix(line)
                 if ts is not None and not self.pos.admit(ts, time.time_ns()):
                     self.stats.duplicates += 1
