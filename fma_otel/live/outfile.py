@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import stat
 from collections.abc import Sequence
 
 from ..model import SpanRecord
@@ -25,7 +26,13 @@ _TRACE_ID = re.compile(rb'"traceId":"([0-9a-fA-F]{32})"')
 def scan_and_repair(path: str) -> set[str]:
     """Trace ids present in ``path``; truncates a torn last line.  Missing file -> empty."""
     ids: set[str] = set()
-    if not os.path.exists(path):
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return ids
+    if not stat.S_ISREG(st.st_mode):
+        # /dev/zero or /dev/full never end, a FIFO blocks: nothing to read back from them
+        # (``check_out`` refuses them at start; this is the watcher's own guard)
         return ids
     good_end = 0
     with open(path, "rb") as fh:
@@ -72,9 +79,13 @@ class OutFile:
             self._fh = None
 
 
+NOT_REGULAR_HINT = "--out is appended to and read back on start; use '-' for stdout"
+
+
 def check_out(path: str) -> None:
     """Raise the ``OSError`` that opening ``path`` as the ``--out`` file would (a missing
-    directory, a directory, no permission), so ``watch`` says so at start, in one line.
+    directory, a directory, no permission), so ``watch`` says so at start, in one line;
+    also for anything but a regular file (a device, a FIFO).
 
     Creates the file (empty) when it does not exist, as the watcher would a moment later.
     """
@@ -82,6 +93,14 @@ def check_out(path: str) -> None:
         return
     if os.path.isdir(path):
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        pass
+    else:
+        if not stat.S_ISREG(st.st_mode):
+            # it is read back on start: /dev/zero never ends, a FIFO blocks, /dev/full fails
+            raise OSError(errno.EINVAL, f"not a regular file ({NOT_REGULAR_HINT})", path)
     with open(path, "ab"):
         pass
     with open(path, "rb"):  # read back on start (trace ids already written)

@@ -71,3 +71,43 @@ def test_unusable_otlp_setting_is_one_line_exit_2_before_watching(
     r = watch("--kubeconfig", kubeconfig, "--out", str(tmp_path / "o.jsonl"), *args, env=env)
     assert one_line_exit_2(r) == f"fma-otel watch: {message}"
     assert not k8s.requests_to("/pods")
+
+
+# ---------------------------------------------------------------- --out that is no file
+
+
+@pytest.mark.parametrize("kind", ["dev-zero", "dev-full", "fifo"])
+def test_out_that_is_not_a_regular_file_is_one_line_exit_2(
+    kubeconfig: str, k8s: FakeCluster, tmp_path: Path, kind: str
+) -> None:
+    """--out is read back on start: /dev/zero never ended (memory grew without bound, SIGTERM
+    ignored), a FIFO blocked; refused at start instead."""
+    import os
+
+    from fma_otel.live.outfile import NOT_REGULAR_HINT
+
+    if kind == "fifo":
+        out = str(tmp_path / "fifo")
+        os.mkfifo(out)
+    else:
+        out = "/dev/zero" if kind == "dev-zero" else "/dev/full"
+        if not os.path.exists(out):
+            pytest.skip(f"no {out}")
+    r = watch("--kubeconfig", kubeconfig, "--checkpoint", str(tmp_path / "cp.json"), "--out", out)
+    assert one_line_exit_2(r) == f"fma-otel watch: --out {out}: not a regular file ({NOT_REGULAR_HINT})"
+    assert not k8s.requests_to("/pods")
+
+
+def test_scan_never_reads_a_file_that_is_not_regular(tmp_path: Path) -> None:
+    import os
+
+    from fma_otel.live.outfile import scan_and_repair
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert scan_and_repair(str(fifo)) == set()  # opening it would block: no writer
+    assert scan_and_repair(str(tmp_path / "missing")) == set()
+    torn = tmp_path / "o.jsonl"
+    torn.write_bytes(b'{"traceId":"' + b"a" * 32 + b'"}\n{"traceId":"b')
+    assert scan_and_repair(str(torn)) == {"a" * 32}
+    assert torn.read_bytes() == b'{"traceId":"' + b"a" * 32 + b'"}\n'
