@@ -8,7 +8,7 @@ configures it; OTLP also follows the standard ``OTEL_EXPORTER_OTLP_*`` variables
 Exit codes: 0 after SIGTERM/SIGINT (flushed and checkpointed); 2 unusable arguments or
 environment (kubeconfig, a checkpoint or ``--out`` that cannot be read or written, a
 ``--metrics-port`` in use), one line on stderr; 1 a failure at start (API server
-unreachable is *not* one: it retries).
+unreachable is *not* one: it retries) or ``--out`` failing while running (disk full).
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ def command(**kw: object) -> None:
     """Live bridge: watch a namespace and export each actuation's trace once."""
     from ..live.checkpoint import check_writable, load
     from ..live.kube import KubeConfigError, make_api_client
-    from ..live.outfile import check_out
+    from ..live.outfile import OutFileError, check_out
     from ..live.watcher import LiveWatcher, WatchConfig
     from ..podfacts import parse_selector
 
@@ -208,6 +208,10 @@ def command(**kw: object) -> None:
         code = watcher.run()
     except (ValueError, otlp_export.ExportError) as exc:
         fail(str(exc))
+    except OutFileError as exc:  # disk full while running: the file holds whole lines only
+        if exc.path == "standard output":
+            fail(f"cannot write to standard output: {exc.error.strerror or exc.error}", 1)
+        fail(f"cannot write --out {_describe_os_error(exc.path, exc.error)}", 1)
     raise SystemExit(code)
 
 

@@ -49,34 +49,75 @@ def scan_and_repair(path: str) -> set[str]:
     return ids
 
 
+class OutFileError(Exception):
+    """Writing ``--out`` failed (disk full, I/O error); the file holds only whole lines."""
+
+    def __init__(self, path: str, error: OSError) -> None:
+        super().__init__(f"{path}: {error.strerror or error}")
+        self.path = path
+        self.error = error
+
+
 class OutFile:
-    """Appends one trace per line; ``fsync`` per batch."""
+    """Appends one trace per line; ``fsync`` per batch.
+
+    Unbuffered (``os.write`` on an ``O_APPEND`` descriptor): a write that fails leaves
+    nothing queued to be written again at close, and is cut back to the last whole line.
+    After a failure every write raises :class:`OutFileError` again without writing.
+    """
 
     def __init__(self, path: str) -> None:
         self.path = path
         self.present = scan_and_repair(path) if path != "-" else set()
-        self._fh = open(path, "a", encoding="utf-8") if path != "-" else None
+        self._fd: int | None = (
+            os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
+            if path != "-"
+            else None
+        )
+        self.failed: OutFileError | None = None
 
     def write(self, traces: Sequence[Sequence[SpanRecord]]) -> None:
         import json
         import sys
 
+        if self.failed is not None:
+            raise self.failed
         data = "".join(json.dumps(export_request(t), separators=(",", ":")) + "\n" for t in traces)
-        if self._fh is None:
-            sys.stdout.write(data)
-            sys.stdout.flush()
+        if self._fd is None:
+            try:
+                sys.stdout.write(data)
+                sys.stdout.flush()
+            except OSError as exc:
+                self.failed = OutFileError("standard output", exc)
+                raise self.failed from None
             return
-        self._fh.write(data)
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
+        fd = self._fd
+        size: int | None = None
+        try:
+            size = os.fstat(fd).st_size
+            view = memoryview(data.encode("utf-8"))
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        except OSError as exc:
+            if size is not None:
+                try:
+                    os.ftruncate(fd, size)  # no torn line for the next run to repair
+                except OSError:
+                    pass
+            self.failed = OutFileError(self.path, exc)
+            raise self.failed from None
         for t in traces:
             if t:
                 self.present.add(t[0].trace_id)
 
     def close(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            try:
+                os.close(fd)
+            except OSError:  # pragma: no cover - everything was fsync-ed already
+                pass
 
 
 NOT_REGULAR_HINT = "--out is appended to and read back on start; use '-' for stdout"

@@ -41,7 +41,7 @@ from . import checkpoint as CP
 from .kube import Backoff, Kube, make_api_client
 from .logs import FollowerThread, LogFollower, LogPosition, StreamPos
 from .metrics import Metrics, MetricsServer
-from .outfile import OutFile
+from .outfile import OutFile, OutFileError
 from .pods import PodWatcher, rv_number
 
 log = logging.getLogger(__name__)
@@ -343,20 +343,30 @@ class LiveWatcher:
             log.info("re-exporting %d trace(s) left pending by the previous run", len(cp.pending))
 
     def run(self) -> int:
+        """Watch until stopped; 0 then.  :class:`OutFileError` when ``--out`` cannot be written."""
         self._setup()
+        out_failed = False
         try:
             while not self.stop.is_set():
                 self._drain(self.cfg.tick_s)
                 self._tick()
+        except OutFileError:
+            out_failed = True  # not written again on the way out: one error, said once
+            raise
         finally:
-            self._shutdown()
+            self._shutdown(flush=not out_failed)
         return 0
 
-    def _shutdown(self) -> None:
-        """SIGTERM path: take what already arrived, emit what is finished, checkpoint."""
+    def _shutdown(self, flush: bool = True) -> None:
+        """SIGTERM path: take what already arrived, emit what is finished, checkpoint.
+
+        ``flush=False`` (``--out`` failed) only lets go of streams, exporter and file: the
+        checkpoint stays the last one written, which a restart resumes from.
+        """
         try:
-            self._drain(0)
-            self._tick(force_checkpoint=True, final=True)
+            if flush:
+                self._drain(0)
+                self._tick(force_checkpoint=True, final=True)
         finally:
             self.stop.set()
             if self.kube:

@@ -111,3 +111,124 @@ def test_scan_never_reads_a_file_that_is_not_regular(tmp_path: Path) -> None:
     torn.write_bytes(b'{"traceId":"' + b"a" * 32 + b'"}\n{"traceId":"b')
     assert scan_and_repair(str(torn)) == {"a" * 32}
     assert torn.read_bytes() == b'{"traceId":"' + b"a" * 32 + b'"}\n'
+
+
+# ---------------------------------------------------------------- --out failing while running
+
+_WATCH_FAST = [
+    "--launcher-logs",
+    "--baseline-selector",
+    "app=vllm",
+    "--grace",
+    "300ms",
+    "--incomplete-after",
+    "1h",
+    "--tick",
+    "50ms",
+    "--checkpoint-interval",
+    "200ms",
+    "--backoff-base",
+    "20ms",
+    "--backoff-max",
+    "200ms",
+    "--watch-timeout",
+    "5",
+    "--log-read-timeout",
+    "5s",
+    "--log-level",
+    "warning",
+]
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_out_disk_full_while_running_is_one_line_exit_1(
+    kubeconfig: str, k8s: FakeCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clean_otlp_env
+) -> None:
+    """The disk under --out fills: one line naming the file, exit 1; the way out (the final
+    flush) does not write again, which gave a second traceback."""
+    import os
+    import signal
+    import threading
+
+    from fma_otel.live import outfile
+    from tests.live.replay import dpc_pod, play, recent_capture, timeline
+
+    real_init = outfile.OutFile.__init__
+
+    def on_a_full_disk(self: outfile.OutFile, path: str) -> None:
+        real_init(self, path)
+        assert self._fd is not None
+        os.dup2(os.open("/dev/full", os.O_WRONLY), self._fd)  # every write: ENOSPC
+
+    monkeypatch.setattr(outfile.OutFile, "__init__", on_a_full_disk)
+    out = tmp_path / "o.jsonl"
+    k8s.add_pod(dpc_pod())
+    steps = timeline(recent_capture(seed=3))
+    done = threading.Event()
+
+    def feed() -> None:
+        if k8s.wait_for_streams("watch", 1, 10):
+            play(k8s, steps)
+        if not done.wait(20):  # never a hung test: stop the watcher as SIGTERM would
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    old_term = signal.getsignal(signal.SIGTERM)
+    try:
+        r = watch(
+            "--kubeconfig",
+            kubeconfig,
+            "--checkpoint",
+            str(tmp_path / "cp.json"),
+            "--out",
+            str(out),
+            *_WATCH_FAST,
+        )
+    finally:
+        done.set()
+        signal.signal(signal.SIGTERM, old_term)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    assert isinstance(r.exception, SystemExit), r.exception
+    assert "Traceback" not in r.output
+    assert r.stderr.splitlines() == [f"fma-otel watch: cannot write --out {out}: no space left on device"]
+    assert r.exit_code == 1
+    assert out.read_bytes() == b""
+
+
+_PARTIAL = """
+import resource, signal, sys
+from fma_otel.live.outfile import OutFile, OutFileError
+from fma_otel.model import SpanRecord
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+def trace(i, size):
+    t = f"{i:032x}"
+    return [SpanRecord(t, "1" * 16, None, "x", "INTERNAL", 1, 2, "s", {"pad": "p" * size})]
+o = OutFile(sys.argv[1])
+o.write([trace(1, 10)])
+limit = 4096
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+try:
+    o.write([trace(2, 10), trace(3, 10000)])  # the file reaches its limit mid-line
+except OutFileError as exc:
+    print(exc.error.strerror)
+try:
+    o.write([trace(4, 10)])  # not written again after a failure
+except OutFileError:
+    print("again")
+o.close()
+"""
+
+
+def test_out_write_failing_midway_leaves_whole_lines(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "o.jsonl"
+    p = subprocess.run([sys.executable, "-c", _PARTIAL, str(out)], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == ["File too large", "again"]
+    lines = out.read_bytes().split(b"\n")
+    assert lines[-1] == b"" and len(lines) == 2  # one whole line, the first trace's
+    assert json.loads(lines[0])["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"] == f"{1:032x}"
