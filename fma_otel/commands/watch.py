@@ -8,7 +8,8 @@ configures it; OTLP also follows the standard ``OTEL_EXPORTER_OTLP_*`` variables
 Exit codes: 0 after SIGTERM/SIGINT (flushed and checkpointed); 2 unusable arguments or
 environment (kubeconfig, a checkpoint or ``--out`` that cannot be read or written, a
 ``--metrics-port`` in use), one line on stderr; 1 a failure at start (API server
-unreachable is *not* one: it retries) or ``--out`` failing while running (disk full).
+unreachable is *not* one: it retries), ``--out`` failing while running (disk full), or a
+final checkpoint on SIGTERM/SIGINT that could not be written.
 """
 
 from __future__ import annotations

@@ -215,11 +215,13 @@ class LiveWatcher:
         self._export_job: _ExportJob | None = None
         self._next_forget = 0.0
         self._held_for_logs: dict[str, float] = {}  # key -> wall s it was first held back
+        self._checkpoint_failed = False  # the last checkpoint write failed
 
     # ------------------------------------------------------------------ lifecycle
 
     def request_stop(self, *_: Any) -> None:
-        """Signal-safe: the loop notices within one tick, flushes, checkpoints, returns 0."""
+        """Signal-safe: the loop notices within one tick, flushes, checkpoints, returns 0
+        (1 when that checkpoint cannot be written)."""
         self.stop.set()
 
     def healthy(self) -> tuple[bool, str]:
@@ -343,7 +345,10 @@ class LiveWatcher:
             log.info("re-exporting %d trace(s) left pending by the previous run", len(cp.pending))
 
     def run(self) -> int:
-        """Watch until stopped; 0 then.  :class:`OutFileError` when ``--out`` cannot be written."""
+        """Watch until stopped: 0 then, 1 if the final checkpoint could not be written.
+
+        Raises :class:`OutFileError` when ``--out`` cannot be written.
+        """
         self._setup()
         out_failed = False
         try:
@@ -355,6 +360,13 @@ class LiveWatcher:
             raise
         finally:
             self._shutdown(flush=not out_failed)
+        if self._checkpoint_failed:
+            log.error(
+                "checkpoint %s: the final checkpoint could not be written; a restart resumes from the "
+                "previous one",
+                self.cfg.checkpoint,
+            )
+            return 1
         return 0
 
     def _shutdown(self, flush: bool = True) -> None:
@@ -818,7 +830,11 @@ class LiveWatcher:
         if st.synced:
             cp.replay_from_ns, cp.pod_rv = self._replay_points()
             self._prune(cp)
-        CP.save(self.cfg.checkpoint, cp)
+        if not CP.save(self.cfg.checkpoint, cp):  # logged there; written again next tick
+            st.dirty = True
+            self._checkpoint_failed = True
+            return
+        self._checkpoint_failed = False
         self.metrics.checkpoints += 1
         self._last_cp = self.clock()
         st.dirty = False

@@ -232,3 +232,92 @@ def test_out_write_failing_midway_leaves_whole_lines(tmp_path: Path) -> None:
     lines = out.read_bytes().split(b"\n")
     assert lines[-1] == b"" and len(lines) == 2  # one whole line, the first trace's
     assert json.loads(lines[0])["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"] == f"{1:032x}"
+
+
+# ---------------------------------------------------------------- checkpoint failing
+
+
+def _watcher(k8s: FakeCluster, tmp_path: Path):  # noqa: ANN202 - a LiveWatcher on a thread
+    import threading
+
+    from kubernetes import client
+
+    from fma_otel.live.watcher import LiveWatcher, WatchConfig
+
+    cfg = WatchConfig(
+        namespace=NS,
+        checkpoint=str(tmp_path / "cp" / "checkpoint.json"),
+        out=str(tmp_path / "o.jsonl"),
+        metrics_port=None,
+        tick_s=0.05,
+        checkpoint_interval_s=0.1,
+        backoff_base_s=0.02,
+        backoff_max_s=0.2,
+    )
+    w = LiveWatcher(cfg, api_client=client.ApiClient(k8s.configuration()))
+    codes: list[object] = []
+
+    def run() -> None:
+        try:
+            codes.append(w.run())
+        except BaseException as exc:  # noqa: BLE001 - the test reports it
+            codes.append(exc)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return w, t, codes
+
+
+def _break_checkpoint_dir(cp_dir: Path) -> None:
+    cp_dir.rename(cp_dir.with_name("cp-gone"))
+    cp_dir.write_text("not a directory")
+
+
+def test_failed_checkpoint_is_written_again_without_new_events(
+    k8s: FakeCluster, tmp_path: Path, caplog
+) -> None:
+    """A failed write leaves the checkpoint due (it was marked written and waited for the
+    next event); it is written at a following tick once the volume is back."""
+    import logging
+
+    from tests.live.replay import wait_for
+    from tests.support.k8s_server import make_pod
+
+    cp_dir = tmp_path / "cp"
+    cp_path = cp_dir / "checkpoint.json"
+    caplog.set_level(logging.ERROR, logger="fma_otel.live.checkpoint")
+    w, t, codes = _watcher(k8s, tmp_path)
+    try:
+        assert wait_for(cp_path.exists, 5)
+        written = w.metrics.checkpoints
+        _break_checkpoint_dir(cp_dir)
+        k8s.add_pod(make_pod("p1", NS))
+        assert wait_for(lambda: any("cannot write it" in r.getMessage() for r in caplog.records), 5)
+        assert w.state.dirty and w.metrics.checkpoints == written  # not counted as written
+        cp_dir.unlink()
+        cp_dir.mkdir()  # the volume is back; no event comes
+        assert wait_for(cp_path.exists, 5)
+        assert w.metrics.checkpoints > written
+    finally:
+        w.request_stop()
+        t.join(10)
+    assert codes == [0]
+
+
+def test_final_checkpoint_failing_on_stop_is_exit_1(k8s: FakeCluster, tmp_path: Path, caplog) -> None:
+    """0 means flushed and checkpointed; a final checkpoint that cannot be written is 1."""
+    import logging
+
+    from tests.live.replay import wait_for
+
+    cp_dir = tmp_path / "cp"
+    w, t, codes = _watcher(k8s, tmp_path)
+    try:
+        assert wait_for((cp_dir / "checkpoint.json").exists, 5)
+        _break_checkpoint_dir(cp_dir)
+    finally:
+        w.request_stop()
+        t.join(10)
+    assert codes == [1]
+    assert any("final checkpoint could not be written" in r.getMessage() for r in caplog.records)
+    assert all(r.levelno >= logging.ERROR for r in caplog.records if "checkpoint" in r.getMessage())
