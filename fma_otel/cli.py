@@ -147,6 +147,10 @@ def _stdout_to_devnull() -> None:
 
 def run() -> None:
     """Console entry point: never a traceback for a closed, full or missing stdout."""
+    # gRPC's C core logs TLS and connection trouble itself (``I1203 ... ssl_transport_
+    # security.cc:...] Handshake failed``), around our one-line error that already says
+    # what failed.  Before grpc is imported; an explicit GRPC_VERBOSITY still wins.
+    os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     _setup_std_streams()
     try:
         try:

@@ -284,3 +284,45 @@ def test_bad_otel_setting_in_the_cli_is_exit_2(tmp_path, clean_otlp_env):
         "fma-otel bridge: cannot set up OTLP export to http://127.0.0.1:1: "
         'Invalid value "zstd" for compression envvar OTEL_EXPORTER_OTLP_COMPRESSION'
     ]
+
+
+_BRIDGE_SHORT_TIMEOUT = """
+import sys
+from fma_otel import cli
+from fma_otel.sinks import otlp_export
+otlp_export.OtlpSink.__init__.__defaults__ = (None, None, None, 1.5)  # timeout_s: a quick test
+sys.argv[0] = "fma-otel"
+cli.run()
+"""
+
+
+def test_grpc_core_log_lines_stay_off_the_cli(tmp_path, clean_otlp_env):
+    """gRPC over TLS to a plain HTTP server: the C core logged ``I1203 ... ssl_transport_
+    security.cc ... Handshake failed`` lines around the one-line error."""
+    import os
+    import subprocess
+    import sys
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    server = HTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    endpoint = f"https://127.0.0.1:{server.server_address[1]}"
+    env = {k: v for k, v in os.environ.items() if k != "GRPC_VERBOSITY"}
+    args = ["bridge", "-q", "--out", str(tmp_path / "o.jsonl"), "--otlp-endpoint", endpoint]
+    try:
+        p = subprocess.run(
+            [sys.executable, "-c", _BRIDGE_SHORT_TIMEOUT, *args, "--otlp-protocol", "grpc"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    lines = p.stderr.splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"fma-otel bridge: export failed: OTLP export (grpc) to {endpoint} failed: ")
+    assert p.returncode == 1
+    assert (tmp_path / "o.jsonl").stat().st_size > 0  # the file is written whatever the export does
