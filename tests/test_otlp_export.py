@@ -326,3 +326,40 @@ def test_grpc_core_log_lines_stay_off_the_cli(tmp_path, clean_otlp_env):
     assert lines[0].startswith(f"fma-otel bridge: export failed: OTLP export (grpc) to {endpoint} failed: ")
     assert p.returncode == 1
     assert (tmp_path / "o.jsonl").stat().st_size > 0  # the file is written whatever the export does
+
+
+@pytest.mark.parametrize(("status", "retry_after"), [(503, "30"), (429, "120")])
+def test_retry_after_beyond_the_timeout_says_the_status(status, retry_after, clean_otlp_env):
+    """The SDK gives up at once (logging no status) when asked to retry later than its
+    timeout; the message said 'no success within 10 s' after 0.02 s."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Busy(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_POST(self) -> None:  # noqa: N802
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(status)
+            self.send_header("Retry-After", retry_after)
+            self.send_header("Content-Length", "4")
+            self.end_headers()
+            self.wfile.write(b"busy")
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Busy)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    endpoint = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        with OtlpSink(endpoint, "http/protobuf", timeout_s=10) as sink:
+            with pytest.raises(ExportError) as err:
+                sink.export(_spans())
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert str(err.value) == (
+        f"OTLP export (http/protobuf) to {endpoint}/v1/traces failed: HTTP {status}, "
+        f"asked to retry after {retry_after} s, later than the 10 s timeout allows"
+    )

@@ -39,6 +39,7 @@ import logging
 import os
 import re
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 from urllib.parse import urlparse
@@ -322,6 +323,15 @@ def _short(text: str) -> str:
     return text
 
 
+def _requests_session(exporter: Any) -> Any:
+    """The HTTP exporter's ``requests`` session (where it keeps it differs across SDKs)."""
+    session = getattr(exporter, "_session", None)
+    if session is None:
+        transport = getattr(getattr(exporter, "_client", None), "_transport", None)
+        session = getattr(transport, "_session", None)
+    return session
+
+
 def _exporter_loggers() -> list[logging.Logger]:
     import opentelemetry.exporter.otlp.proto.common  # noqa: F401  (registers the loggers)
 
@@ -351,6 +361,7 @@ class OtlpSink:
         self.endpoint = resolve_endpoint(endpoint, self.protocol)
         self.timeout_s = float(timeout_s)
         self._headers = resolve_headers(headers)
+        self._last_answer: tuple[int, str | None] | None = None  # HTTP: status, Retry-After
         self._exporter = self._build_exporter()
         self._closed = False
 
@@ -389,7 +400,18 @@ class OtlpSink:
             except Exception:  # noqa: BLE001 - the setting is the news
                 pass
             fail(capture.complaints[0])
+        # The HTTP exporter gives up at once, logging no status, when a 429/503 asks to
+        # retry later than its timeout allows: remember the last answer to say what it was.
+        hooks = getattr(_requests_session(exporter), "hooks", None)
+        if isinstance(hooks, dict):
+            hooks.setdefault("response", []).append(self._on_response)
         return exporter
+
+    def _on_response(self, response: Any, *args: Any, **kwargs: Any) -> None:
+        try:
+            self._last_answer = (int(response.status_code), response.headers.get("Retry-After"))
+        except Exception:  # noqa: BLE001 - only ever a detail of an error message
+            pass
 
     def _exporter_factory(self) -> Any:
         """Import the exporter (so its loggers exist) and return what builds it."""
@@ -450,6 +472,8 @@ class OtlpSink:
             # First in line, ahead of the SDK's DuplicateFilter, which would hide a second
             # identical failure (and so its detail) from us within 20 s.
             lg.filters.insert(0, capture)
+        self._last_answer = None
+        started = time.monotonic()
         try:
             worker.start()
             worker.join(self.timeout_s + _GRACE_S)
@@ -470,11 +494,26 @@ class OtlpSink:
         if isinstance(result, Exception):
             detail = f"{type(result).__name__}: {result}"
         else:
-            detail = _failure_detail(capture.messages) or f"no success within {self.timeout_s:g} s"
+            detail = _failure_detail(capture.messages) or self._gave_up_detail(time.monotonic() - started)
         retries = sum("retrying in" in m for m in capture.messages)
         if retries:
             detail += f" (gave up after {retries} {'retry' if retries == 1 else 'retries'})"
         raise ExportError(f"{where} failed: {detail}")
+
+    def _gave_up_detail(self, elapsed_s: float) -> str:
+        """Why the SDK gave up when its log says only that it did (no cause, no status)."""
+        answer = self._last_answer
+        if answer is not None and answer[0] >= 300:
+            code, retry_after = answer
+            text = f"HTTP {code}"
+            if retry_after:
+                value = " ".join(retry_after.split())[:40]
+                when = f"after {value} s" if value.replace(".", "", 1).isdigit() else f"at {value}"
+                text += f", asked to retry {when}, later than the {self.timeout_s:g} s timeout allows"
+            return text
+        if elapsed_s < self.timeout_s:
+            return f"gave up after {elapsed_s:.1f} s, before the {self.timeout_s:g} s timeout"
+        return f"no success within {self.timeout_s:g} s"
 
     def _shutdown_quietly(self) -> None:
         if self._closed:
