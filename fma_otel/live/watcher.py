@@ -830,9 +830,12 @@ class LiveWatcher:
         if st.synced:
             cp.replay_from_ns, cp.pod_rv = self._replay_points()
             self._prune(cp)
-        if not CP.save(self.cfg.checkpoint, cp):  # logged there; written again next tick
+        if not CP.save(self.cfg.checkpoint, cp):  # logged there
+            # Still due, tried again one checkpoint interval later (not every tick: a full
+            # disk would log an error ten times a second).
             st.dirty = True
             self._checkpoint_failed = True
+            self._last_cp = self.clock()
             return
         self._checkpoint_failed = False
         self.metrics.checkpoints += 1

@@ -237,7 +237,7 @@ def test_out_write_failing_midway_leaves_whole_lines(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- checkpoint failing
 
 
-def _watcher(k8s: FakeCluster, tmp_path: Path):  # noqa: ANN202 - a LiveWatcher on a thread
+def _watcher(k8s: FakeCluster, tmp_path: Path, interval: float = 0.1):  # noqa: ANN202 - a LiveWatcher on a thread
     import threading
 
     from kubernetes import client
@@ -250,7 +250,7 @@ def _watcher(k8s: FakeCluster, tmp_path: Path):  # noqa: ANN202 - a LiveWatcher 
         out=str(tmp_path / "o.jsonl"),
         metrics_port=None,
         tick_s=0.05,
-        checkpoint_interval_s=0.1,
+        checkpoint_interval_s=interval,
         backoff_base_s=0.02,
         backoff_max_s=0.2,
     )
@@ -321,3 +321,29 @@ def test_final_checkpoint_failing_on_stop_is_exit_1(k8s: FakeCluster, tmp_path: 
     assert codes == [1]
     assert any("final checkpoint could not be written" in r.getMessage() for r in caplog.records)
     assert all(r.levelno >= logging.ERROR for r in caplog.records if "checkpoint" in r.getMessage())
+
+
+def test_failing_checkpoint_is_retried_once_an_interval_not_every_tick(
+    k8s: FakeCluster, tmp_path: Path, caplog
+) -> None:
+    """A full disk must not log an error at every 50 ms tick: one try per interval."""
+    import logging
+    import time
+
+    from tests.live.replay import wait_for
+    from tests.support.k8s_server import make_pod
+
+    cp_dir = tmp_path / "cp"
+    caplog.set_level(logging.ERROR, logger="fma_otel.live.checkpoint")
+    w, t, codes = _watcher(k8s, tmp_path, interval=0.6)
+    try:
+        assert wait_for((cp_dir / "checkpoint.json").exists, 5)
+        _break_checkpoint_dir(cp_dir)
+        k8s.add_pod(make_pod("p1", NS))
+        assert wait_for(lambda: any("cannot write it" in r.getMessage() for r in caplog.records), 5)
+        time.sleep(1.5)
+        fails = sum("cannot write it" in r.getMessage() for r in caplog.records)
+        assert 2 <= fails <= 4, fails  # 1.5 s at one try per 0.6 s (a try per tick: ~30)
+    finally:
+        w.request_stop()
+        t.join(10)
