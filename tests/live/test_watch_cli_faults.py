@@ -29,11 +29,6 @@ def watch(*args: str, env: dict[str, str | None] | None = None) -> Result:
     )
 
 
-@pytest.fixture
-def kubeconfig(k8s: FakeCluster, tmp_path: Path) -> str:
-    return k8s.write_kubeconfig(str(tmp_path / "kubeconfig"), NS)
-
-
 def one_line_exit_2(r: Result) -> str:
     """The single stderr line of a refused start (exit 2, no traceback)."""
     assert isinstance(r.exception, SystemExit), r.exception

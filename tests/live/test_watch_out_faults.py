@@ -7,32 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
 
-from fma_otel.cli import main
 from tests.live.replay import NS
+from tests.live.test_watch_cli_faults import one_line_exit_2, watch
 from tests.support.k8s_server import FakeCluster
-
-
-def watch(*args: str, env: dict[str, str | None] | None = None) -> Result:
-    return CliRunner().invoke(
-        main, ["watch", "-n", NS, "--metrics-port", "-1", *args], env=env, prog_name="fma-otel"
-    )
-
-
-@pytest.fixture
-def kubeconfig(k8s: FakeCluster, tmp_path: Path) -> str:
-    return k8s.write_kubeconfig(str(tmp_path / "kubeconfig"), NS)
-
-
-def one_line_exit_2(r: Result) -> str:
-    assert isinstance(r.exception, SystemExit), r.exception
-    assert r.exit_code == 2, r.output
-    assert "Traceback" not in r.output
-    lines = r.stderr.splitlines()
-    assert len(lines) == 1, lines
-    return lines[0]
-
 
 # ---------------------------------------------------------------- OTLP settings
 
