@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from typing import Any
 
+from ..errtext import one_line
 from ..jsonsafe import loads
 from ..lines import MAX_LINE_BYTES
 
@@ -51,11 +52,6 @@ class KubeConfigError(ValueError):
     """
 
 
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text if len(text) <= 300 else text[:297] + "..."
-
-
 def _load_kubeconfig(config: Any, cfg: Any, path: str, context: str | None, label: str) -> None:
     """``load_kube_config`` of one file (``path``) or of ``$KUBECONFIG`` (``path=""``)."""
     if path:
@@ -70,14 +66,14 @@ def _load_kubeconfig(config: Any, cfg: Any, path: str, context: str | None, labe
         else:
             config.load_kube_config(context=context, client_configuration=cfg)
     except OSError as exc:
-        raise KubeConfigError(f"{where}: cannot read: {exc.strerror or _one_line(exc)}") from None
+        raise KubeConfigError(f"{where}: cannot read: {exc.strerror or one_line(exc, limit=300)}") from None
     except config.ConfigException as exc:
-        raise KubeConfigError(f"{where}: {_one_line(exc)}") from None
+        raise KubeConfigError(f"{where}: {one_line(exc, limit=300)}") from None
     except Exception as exc:  # noqa: BLE001 - YAML errors, a YAML list (TypeError), ...
         import yaml
 
         what = "not valid YAML" if isinstance(exc, yaml.YAMLError) else "not a usable kubeconfig"
-        raise KubeConfigError(f"{where}: {what} ({_one_line(exc)})") from None
+        raise KubeConfigError(f"{where}: {what} ({one_line(exc, limit=300)})") from None
 
 
 def make_api_client(kubeconfig: str | None = None, context: str | None = None) -> Any:
@@ -100,12 +96,12 @@ def make_api_client(kubeconfig: str | None = None, context: str | None = None) -
         default = os.path.expanduser("~/.kube/config")
         if not env and not os.path.exists(default):
             raise KubeConfigError(
-                f"no Kubernetes configuration: not in a cluster ({_one_line(exc)}) and no {default}; "
+                f"no Kubernetes configuration: not in a cluster ({one_line(exc, limit=300)}) and no {default}; "
                 "give --kubeconfig or set KUBECONFIG"
             ) from None
         _load_kubeconfig(config, cfg, "", context, "KUBECONFIG" if env else "kubeconfig")
     except Exception as exc:  # noqa: BLE001 - e.g. an unreadable ServiceAccount token
-        raise KubeConfigError(f"in-cluster configuration: {_one_line(exc)}") from None
+        raise KubeConfigError(f"in-cluster configuration: {one_line(exc, limit=300)}") from None
     return client.ApiClient(cfg)
 
 

@@ -45,6 +45,7 @@ from typing import Any, NoReturn
 from urllib.parse import urlparse
 
 from .. import __version__
+from ..errtext import one_line
 from ..model import STATUS_ERROR, STATUS_OK, SpanRecord, resource_attributes
 from .otlp_json import SCOPE_NAME
 
@@ -271,11 +272,6 @@ class _Capture(logging.Filter):
         return False
 
 
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text or type(exc).__name__
-
-
 def _name_setting(detail: str) -> str:
     """``detail`` with the ``OTEL_*`` variable whose value it quotes, when it names none."""
     if "OTEL_" in detail:
@@ -381,7 +377,7 @@ class OtlpSink:
         try:
             make = self._exporter_factory()
         except Exception as exc:  # noqa: BLE001 - an exporter package missing or broken
-            fail(_one_line(exc))
+            fail(one_line(exc))
         capture = _Capture()
         capture.thread_id = threading.get_ident()
         loggers = _exporter_loggers()
@@ -390,7 +386,7 @@ class OtlpSink:
         try:
             exporter = make()
         except Exception as exc:  # noqa: BLE001 - see the docstring
-            fail(_one_line(exc))
+            fail(one_line(exc))
         finally:
             for lg in loggers:
                 lg.removeFilter(capture)
