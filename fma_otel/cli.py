@@ -7,11 +7,13 @@ fast, and lets each command own its imports (the SDK, the kubernetes client, plo
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import importlib
 import io
 import os
 import sys
+from collections.abc import Iterator
 
 import click
 
@@ -58,23 +60,26 @@ def _pipe_closed(exc: OSError) -> bool:
     return exc.errno == errno.EPIPE
 
 
+@contextlib.contextmanager
+def _pipe_guard() -> Iterator[None]:
+    """An EPIPE as :class:`_PipeClosed`: click's standalone mode turns EPIPE into exit 1
+    before :func:`run` can see it."""
+    try:
+        yield
+    except OSError as exc:
+        if _pipe_closed(exc):
+            raise _PipeClosed from exc
+        raise
+
+
 class LazyGroup(click.Group):
-    # click's standalone mode turns EPIPE into exit 1 before run() can see it
     def make_context(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN201
-        try:
+        with _pipe_guard():
             return super().make_context(*args, **kwargs)
-        except OSError as exc:
-            if _pipe_closed(exc):
-                raise _PipeClosed from exc
-            raise
 
     def invoke(self, ctx: click.Context):  # noqa: ANN201
-        try:
+        with _pipe_guard():
             return super().invoke(ctx)
-        except OSError as exc:
-            if _pipe_closed(exc):
-                raise _PipeClosed from exc
-            raise
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(COMMANDS)
@@ -165,10 +170,9 @@ def run() -> None:
         failed = _stdout_raw.failed if _stdout_raw is not None else None
         if failed is None:
             raise
-        if _pipe_closed(failed):
-            _stdout_to_devnull()
-            sys.exit(0)
         _stdout_to_devnull()
+        if _pipe_closed(failed):
+            sys.exit(0)
         reason = failed.strerror or str(failed)
         click.echo(f"fma-otel: cannot write to standard output: {reason}", err=True)
         sys.exit(1)

@@ -830,17 +830,14 @@ class LiveWatcher:
         if st.synced:
             cp.replay_from_ns, cp.pod_rv = self._replay_points()
             self._prune(cp)
-        if not CP.save(self.cfg.checkpoint, cp):  # logged there
-            # Still due, tried again one checkpoint interval later (not every tick: a full
-            # disk would log an error ten times a second).
-            st.dirty = True
-            self._checkpoint_failed = True
-            self._last_cp = self.clock()
-            return
-        self._checkpoint_failed = False
-        self.metrics.checkpoints += 1
+        saved = CP.save(self.cfg.checkpoint, cp)  # a failure is logged there
+        # Failed or not, the next try is one checkpoint interval away (not every tick: a
+        # full disk would log an error ten times a second); a failed one stays due.
         self._last_cp = self.clock()
-        st.dirty = False
+        self._checkpoint_failed = not saved
+        st.dirty = not saved
+        if saved:
+            self.metrics.checkpoints += 1
 
     def _prune(self, cp: CP.Checkpoint) -> None:
         """Forget what cannot matter again: keys of long-gone Pods, streams of gone Pods."""
