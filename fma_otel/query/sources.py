@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
@@ -30,6 +31,10 @@ from .window import Window, rfc3339, to_ns
 
 #: remote stores need explicit bounds; without --since, look back this far
 DEFAULT_LOOKBACK_S = 24 * 3600.0
+#: the most one HTTP request may take, first byte sent to last byte read (monotonic)
+DEFAULT_DEADLINE_S = 60.0
+#: the largest answer body one HTTP request may return
+DEFAULT_MAX_BODY = 256 * 2**20
 Warn = Callable[[str], None]
 
 
@@ -101,42 +106,103 @@ class FileSource:
 
 
 class _Http:
-    """A tiny JSON-over-HTTP client whose errors are one line each."""
+    """A tiny JSON-over-HTTP client whose errors are one line each.
+
+    Each request has an overall deadline (``deadline_s``, monotonic): the per-read timeout
+    alone never ends a server that trickles its answer a byte at a time.  The answer is
+    streamed, the deadline checked after every chunk and each phase's timeout capped at the
+    time left when the request starts; a body bigger than ``max_body`` bytes is refused.
+    """
 
     def __init__(
-        self, base: str, what: str, client: httpx.Client | None = None, timeout: float = 30.0
+        self,
+        base: str,
+        what: str,
+        client: httpx.Client | None = None,
+        timeout: float = 30.0,
+        deadline_s: float | None = None,
+        max_body: int | None = None,
     ) -> None:
         if not base.startswith(("http://", "https://")):
             raise QueryError(f"--{what} {base}: not an http(s) URL")
         self.base = base.rstrip("/")
         self.what = what
         self.client = client or httpx.Client(timeout=timeout, headers={"Accept": "application/json"})
+        # read at construction, not import: a test may set the module's defaults
+        self.deadline_s = DEFAULT_DEADLINE_S if deadline_s is None else deadline_s
+        self.max_body = DEFAULT_MAX_BODY if max_body is None else max_body
         self.requests = 0
+
+    def _timeout(self, left: float) -> httpx.Timeout:
+        t = self.client.timeout
+        left = max(left, 0.001)
+        return httpx.Timeout(
+            connect=min(t.connect or left, left),
+            read=min(t.read or left, left),
+            write=min(t.write or left, left),
+            pool=min(t.pool or left, left),
+        )
+
+    def _late(self, url: str) -> QueryError:
+        return QueryError(
+            f"--{self.what} {url}: no complete answer within the {self.deadline_s:g} s deadline"
+        )
+
+    def _fetch(self, url: str, params: dict[str, Any] | None) -> tuple[int, bytes]:
+        """The status and the whole body, within the deadline and the size cap."""
+        deadline = time.monotonic() + self.deadline_s
+        cap = self.max_body
+        try:
+            with self.client.stream(
+                "GET", url, params=params, timeout=self._timeout(self.deadline_s)
+            ) as resp:
+                declared = resp.headers.get("Content-Length", "")
+                if declared.isdigit() and int(declared) > cap:
+                    raise _too_big(self.what, url, cap)
+                chunks: list[bytes] = []
+                size = 0
+                for chunk in resp.iter_bytes():
+                    size += len(chunk)
+                    if size > cap:
+                        raise _too_big(self.what, url, cap)
+                    chunks.append(chunk)
+                    if time.monotonic() > deadline:
+                        raise self._late(url)
+                return resp.status_code, b"".join(chunks)
+        except httpx.TimeoutException as exc:
+            if time.monotonic() >= deadline - 0.01:  # a phase's timeout was the time left
+                raise self._late(url) from None
+            raise QueryError(f"--{self.what} {self.base}: {type(exc).__name__}: {exc}") from None
+        except httpx.HTTPError as exc:
+            raise QueryError(f"--{self.what} {self.base}: {type(exc).__name__}: {exc}") from None
 
     def get(self, path: str, params: dict[str, Any] | None = None) -> tuple[int, Any]:
         """``(404, None)``, or ``(200, the answer)``: always a JSON object, as every endpoint
         we call answers one, so callers may ``.get`` it (anything else is a QueryError)."""
         url = self.base + path
         self.requests += 1
-        try:
-            resp = self.client.get(url, params=params)
-        except httpx.HTTPError as exc:
-            raise QueryError(f"--{self.what} {self.base}: {type(exc).__name__}: {exc}") from None
-        if resp.status_code == 404:
+        status, raw = self._fetch(url, params)
+        if status == 404:
             return 404, None
         try:
-            # not resp.json(): the RecursionError of deep nesting is no ValueError
-            body = jsonsafe.loads(resp.content)
+            # not json.loads alone: the RecursionError of deep nesting is no ValueError
+            body = jsonsafe.loads(raw)
         except ValueError:
             body = None
-        if resp.status_code != 200:
-            msg = _error_message(body) or next(iter(resp.text.strip().splitlines()), "")[:200]
-            raise QueryError(f"--{self.what} {url}: HTTP {resp.status_code}: {msg}")
+        if status != 200:
+            text = raw.decode("utf-8", "replace")
+            msg = _error_message(body) or next(iter(text.strip().splitlines()), "")[:200]
+            raise QueryError(f"--{self.what} {url}: HTTP {status}: {msg}")
         if body is None:
             raise QueryError(f"--{self.what} {url}: the answer is not JSON")
         if not isinstance(body, dict):
             raise QueryError(f"--{self.what} {url}: the answer is not a JSON object")
         return 200, body
+
+
+def _too_big(what: str, url: str, cap: int) -> QueryError:
+    size = f"{cap // 2**20} MiB" if cap >= 2**20 and cap % 2**20 == 0 else f"{cap} bytes"
+    return QueryError(f"--{what} {url}: the answer is larger than {size}")
 
 
 def _items(body: Any, key: str, kind: type) -> list[Any]:
@@ -184,8 +250,10 @@ class JaegerSource:
         limit: int = 1000,
         lookback_s: float = DEFAULT_LOOKBACK_S,
         min_window: timedelta = timedelta(milliseconds=1),
+        deadline_s: float | None = None,
+        max_body: int | None = None,
     ) -> None:
-        self.http = _Http(base, "jaeger", client)
+        self.http = _Http(base, "jaeger", client, deadline_s=deadline_s, max_body=max_body)
         self.limit = limit
         self.lookback_s = lookback_s
         self.min_window = min_window
@@ -367,8 +435,10 @@ class TempoSource:
         limit: int = 500,
         lookback_s: float = DEFAULT_LOOKBACK_S,
         workers: int = 8,
+        deadline_s: float | None = None,
+        max_body: int | None = None,
     ) -> None:
-        self.http = _Http(base, "tempo", client)
+        self.http = _Http(base, "tempo", client, deadline_s=deadline_s, max_body=max_body)
         self.limit = limit
         self.lookback_s = lookback_s
         self.workers = workers
