@@ -8,7 +8,10 @@ the same actuations (the replay tests check this).
 
 Rounds: a requester that is unbound (DPC "Unbound server-providing Pod") and bound again is
 actuated again; round ``k`` (from 1) has the key ``uid`` (k=1) or ``uid/k``, and its window
-runs from the previous unbind to the next one.
+runs from the previous unbind to the next one.  Counting from 1 needs every unbind since the
+requester's start; a live watcher that restarts re-reads only a recent part of the DPC log,
+so it seeds the count (:meth:`Correlator.seed_round`, from :meth:`Correlator.round_anchors`
+of the run before) with the number of the round that begins at a known unbind.
 """
 
 from __future__ import annotations
@@ -249,6 +252,8 @@ class Correlator:
         self._launcher_index: dict[str, dict[str, Any]] | None = None
         #: Pod name -> [(creation, uid)] oldest first; rebuilt lazily after any add_pod
         self._name_index: dict[str, list[tuple[int, str | None]]] | None = None
+        #: requester uid -> (k, t, begun): round k begins at its unbind at t (see seed_round)
+        self._seeds: dict[str, tuple[int, int, bool]] = {}
 
     # ------------------------------------------------------------------ feeding
 
@@ -307,6 +312,45 @@ class Correlator:
         if fact is not None:
             self._launcher.setdefault((launcher, fact.instance_id), []).append(fact)
         return fact
+
+    def seed_round(self, uid: str, rnd: int, unbound_ns: int, begun: bool = True) -> None:
+        """Say that the requester's round ``rnd`` (>= 2) begins at its unbind at ``unbound_ns``
+        (the DPC log time of that "Unbound server-providing Pod" line); ``begun``: whether
+        that round had begun (facts after the unbind had been seen), else ``rnd`` is the
+        number its first fact will start.
+
+        Why: rounds are counted from the unbinds the correlator has seen, and a live watcher
+        that restarts re-reads the DPC log only from its replay point, so unbinds before it
+        would be missing from the count: the requester's open round would get a lower
+        number, a key already emitted, and never be emitted.  With a seed, unbinds after
+        ``unbound_ns`` count on from ``rnd``, rounds before it count back, and the round
+        that begins there keeps ``D.unbound`` (and its number) even when its lines are not
+        re-read.
+        """
+        if rnd >= 2:
+            self._seeds[uid] = (rnd, unbound_ns, begun)
+
+    def unseed_round(self, uid: str) -> None:
+        self._seeds.pop(uid, None)
+
+    def round_anchors(self) -> dict[str, tuple[int, int, bool]]:
+        """What :meth:`seed_round` needs to keep each requester's count after a restart:
+        ``uid -> (k, t, begun)`` where ``t`` is the requester's last unbind (or its seed),
+        ``k`` the number of the round that begins there, and ``begun`` whether anything of
+        that round has been seen yet.  Requesters never unbound are left out (their count
+        starts at 1 anyway); seeds whose Pod has not been seen are returned as they are.
+        """
+        out: dict[str, tuple[int, int, bool]] = {}
+        for pod in self.requesters():
+            if P.role(pod, self.baseline_selector) != P.ROLE_REQUESTER:
+                continue
+            uid = P.uid(pod) or ""
+            anchor = self._numbered(uid, P.name(pod))[1]
+            if anchor is not None:
+                out[uid] = anchor
+        for uid, seed in self._seeds.items():
+            out.setdefault(uid, seed)
+        return out
 
     def mark_launcher_log(self, launcher: str) -> None:
         """Say that a launcher's log is part of the input even if it holds no create."""
@@ -412,7 +456,7 @@ class Correlator:
         # requester's next actuation
         name = P.name(pod)
         rounds = self._rounds(uid, name)
-        if all(M.actuation_key(uid, i + 1) in self._evicted for i in range(len(rounds))):
+        if all(M.actuation_key(uid, r[0]) in self._evicted for r in rounds):
             for k in (uid, f"name:{name}"):
                 if k in self._dpc:
                     self._dpc[k] = [f for f in self._dpc[k] if f.kind in _ROUND_MARKERS]
@@ -433,6 +477,7 @@ class Correlator:
         self._dpc.pop(uid, None)
         self._tracks.pop(uid, None)
         self._updated.pop(uid, None)
+        self._seeds.pop(uid, None)
 
     # ------------------------------------------------------------------ assembly
 
@@ -469,20 +514,69 @@ class Correlator:
             self._name_index = index
         return index
 
-    def _rounds(self, uid: str, name: str | None) -> list[tuple[int, int, list[DpcFact]]]:
-        """Split a requester's facts at each unbind: [(window_start, window_end, facts)]."""
+    def _rounds(self, uid: str, name: str | None) -> list[tuple[int, int, int, list[DpcFact]]]:
+        """Split a requester's facts at each unbind: [(round, window_start, window_end, facts)]."""
+        return self._numbered(uid, name)[0]
+
+    def _numbered(
+        self, uid: str, name: str | None
+    ) -> tuple[list[tuple[int, int, int, list[DpcFact]]], tuple[int, int, bool] | None]:
+        """:meth:`_rounds`, and the requester's anchor for :meth:`round_anchors` (``None``
+        before its first unbind).
+
+        A round after an unbind exists only if something happened in it; the first round
+        always does (it has the Pod's own instants).  With a seed ``(k, t, begun)`` the facts
+        are also split at ``t`` (when the unbind line at ``t`` was not re-read): the window
+        from ``t`` is round ``k`` (kept even if empty when ``begun``: its facts may lie
+        before the replay), later rounds count on, earlier ones count back (any that would
+        be numbered below 1 are left out), and the first window is not kept for being first.
+        """
         facts = self._facts_for(uid, name)
-        rounds: list[tuple[int, int, list[DpcFact]]] = []
+        seed = self._seeds.get(uid)
+        windows: list[tuple[int, int, list[DpcFact]]] = []
         start, cur = -INF, []
-        for f in facts:
-            if f.kind == F.UNBOUND:
-                rounds.append((start, f.t_ns, cur))
-                start, cur = f.t_ns, []
-            else:
-                cur.append(f)
-        rounds.append((start, INF, cur))
-        # a round after an unbind exists only if something happened in it
-        return [r for i, r in enumerate(rounds) if i == 0 or any(f.kind != F.UNBOUND for f in r[2])]
+        if seed is None:
+            for f in facts:
+                if f.kind == F.UNBOUND:
+                    windows.append((start, f.t_ns, cur))
+                    start, cur = f.t_ns, []
+                else:
+                    cur.append(f)
+            windows.append((start, INF, cur))
+            k0, at, forced = 1, 0, 0  # the first window is round 1, always
+        else:
+            k0, t0, begun = seed
+            at = -1
+            for f in facts:
+                if at < 0 and (f.t_ns > t0 or (f.t_ns == t0 and f.kind == F.UNBOUND)):
+                    windows.append((start, t0, cur))
+                    start, cur = t0, []
+                    at = len(windows)
+                    if f.kind == F.UNBOUND and f.t_ns == t0:
+                        continue  # the seed's own unbind, re-read
+                if f.kind == F.UNBOUND:
+                    windows.append((start, f.t_ns, cur))
+                    start, cur = f.t_ns, []
+                else:
+                    cur.append(f)
+            if at < 0:
+                windows.append((start, t0, cur))
+                start, cur = t0, []
+                at = len(windows)
+            windows.append((start, INF, cur))
+            forced = at if begun else -1
+        out: list[tuple[int, int, int, list[DpcFact]]] = []
+        n = k0 - sum(1 for i in range(at) if windows[i][2] or i == forced)  # the first kept's
+        for i, (lo, hi, fs) in enumerate(windows):
+            if fs or i == forced:
+                if n >= 1:
+                    out.append((n, lo, hi, fs))
+                n += 1
+        # the last window: the round it is (when kept), else the number its first fact starts
+        last_lo, last_fs = windows[-1][0], windows[-1][2]
+        begun = bool(last_fs) or len(windows) - 1 == forced
+        k = n - 1 if begun else n
+        return out, (k, last_lo, begun) if k >= 2 and last_lo > -INF else None
 
     def _actuations_of(self, pod: dict[str, Any]) -> list[Actuation]:
         uid = P.uid(pod) or ""
@@ -490,9 +584,7 @@ class Correlator:
         role = P.role(pod, self.baseline_selector)
         if role == P.ROLE_BASELINE:
             return [self._assemble(pod, 1, -INF, INF, [], baseline=True)]
-        return [
-            self._assemble(pod, i + 1, lo, hi, fs) for i, (lo, hi, fs) in enumerate(self._rounds(uid, name))
-        ]
+        return [self._assemble(pod, rnd, lo, hi, fs) for rnd, lo, hi, fs in self._rounds(uid, name)]
 
     def _assemble(
         self, pod: dict[str, Any], rnd: int, lo: int, hi: int, fs: list[DpcFact], baseline: bool = False
@@ -513,7 +605,8 @@ class Correlator:
         else:
             # a re-actuation: the Pod was created, scheduled and started long before; it
             # starts waiting again when the DPC unbinds it
-            put("D.unbound", lo, "dpc:Unbound server-providing Pod")
+            # (unknown when a seeded count reaches back past the unbinds re-read)
+            put("D.unbound", lo if lo > -INF else None, "dpc:Unbound server-providing Pod")
         track = self._tracks.get(uid)
         lo_s = lo - lo % M.S if lo > -INF else -INF
         readies = sorted(t for t in (track.ready_true if track else ()) if lo_s <= t < hi)

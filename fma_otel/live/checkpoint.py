@@ -24,6 +24,15 @@ Contents and why each is there:
 - ``replay_from_ns``: the earliest log timestamp the next run must re-read so the
   correlator can rebuild every actuation that was still open (its facts lived only in
   memory).  See ``docs/watch.md``.
+- ``rounds``: per requester unbound at least once: ``{"round": k, "unbound_ns": t,
+  "begun": b}``, its round ``k`` begins at its unbind at ``t`` (the DPC log time of that
+  line; the requester's last unbind), ``b`` whether anything of that round had been seen
+  (else ``k`` is the number its first fact starts).  The next run seeds the correlator's
+  round count with it (:meth:`fma_otel.correlate.Correlator.seed_round`): its replay does
+  not reach back to the requester's earlier unbinds, and counted afresh the round would
+  get a lower number, a key already emitted.  Absent (older checkpoints, no requester
+  unbound yet): the count starts afresh, as before.  An entry goes when its Pod is gone and
+  none of its keys is left in ``emitted`` or ``pending``.
 
 Keeping it: a file on a volume (``--checkpoint /var/lib/fma-otel/checkpoint.json`` with a
 PersistentVolumeClaim, as in ``deploy/``).  A ConfigMap can hold it too (it is small: tens
@@ -58,10 +67,12 @@ class Checkpoint:
     pod_rv: str | None = None
     logs: dict[str, dict[str, Any]] = field(default_factory=dict)
     replay_from_ns: int | None = None
+    #: requester uid -> (round, unbound_ns, begun): see the module docstring
+    rounds: dict[str, tuple[int, int, bool]] = field(default_factory=dict)
     saved_at: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc = {
             "version": VERSION,
             "namespace": self.namespace,
             "savedAt": self.saved_at,
@@ -72,6 +83,11 @@ class Checkpoint:
             "pending_traces": self.pending_traces,
             "emitted": self.emitted,
         }
+        if self.rounds:  # (absent means none, as in checkpoints written before it existed)
+            doc["rounds"] = {
+                uid: {"round": k, "unbound_ns": t, "begun": b} for uid, (k, t, b) in self.rounds.items()
+            }
+        return doc
 
     @classmethod
     def from_json(cls, doc: Any) -> Checkpoint:
@@ -103,6 +119,21 @@ class Checkpoint:
         elif rv is not None and not isinstance(rv, str):
             raise ValueError(f"pods.resourceVersion: not a string: {brief(rv)}")
         replay = doc.get("replay_from_ns")
+        rounds: dict[str, tuple[int, int, bool]] = {}
+        for uid, v in (_of(doc, "rounds", dict) or {}).items():
+            if not isinstance(v, dict):
+                raise ValueError(f"rounds.{uid}: unexpected {type(v).__name__}")
+            for f in ("round", "unbound_ns"):
+                if v.get(f) is None:
+                    raise ValueError(f"rounds.{uid}.{f}: missing")
+            begun = v.get("begun", True)
+            if not isinstance(begun, bool):
+                raise ValueError(f"rounds.{uid}.begun: not true or false: {brief(begun)}")
+            rounds[str(uid)] = (
+                _whole(v.get("round"), f"rounds.{uid}.round", _ROUND),
+                _whole(v.get("unbound_ns"), f"rounds.{uid}.unbound_ns", _NS),
+                begun,
+            )
         return cls(
             namespace=_of(doc, "namespace", str) or "",
             emitted={str(k): _seconds(v, f"emitted.{k}") for k, v in emitted.items()},
@@ -113,6 +144,7 @@ class Checkpoint:
             pod_rv=rv,
             logs=logs,
             replay_from_ns=None if replay is None else _whole(replay, "replay_from_ns", _NS),
+            rounds=rounds,
             saved_at=_seconds(doc.get("savedAt"), "savedAt"),
         )
 
@@ -138,6 +170,8 @@ def _seconds(v: Any, where: str) -> float:
 _NS = (-62_135_596_800 * 10**9, 253_402_300_800 * 10**9)
 #: counts (``n``, ``restartCount``): int64, as the API server's are
 _COUNT = (0, 1 << 63)
+#: a seeded round number: a re-actuation (round 1 needs no seed)
+_ROUND = (2, 1 << 63)
 
 
 def _whole(v: Any, where: str, bounds: tuple[int, int]) -> int:

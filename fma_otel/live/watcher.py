@@ -21,7 +21,10 @@ Exactly once (details in ``docs/watch.md``):
    checkpoint) and re-sent as they are, so a long outage loses nothing.
 3. The correlator's state is only in memory; a restart rebuilds it by re-reading the Pods
    (list, then a watch from the checkpointed resourceVersion) and the logs from
-   ``replay_from_ns`` (the start of the oldest actuation still open, minus a margin).
+   ``replay_from_ns`` (the start of the oldest actuation still open, minus a margin).  The
+   replay does not reach back to every unbind of a requester actuated several times, so
+   each requester's round count is checkpointed too (``rounds``) and seeds the rebuilt
+   correlator: its open round keeps its number, and so its key.
 """
 
 from __future__ import annotations
@@ -250,6 +253,8 @@ class LiveWatcher:
         self.correlator = Correlator(
             baseline_selector=self._baseline, baseline_container=cfg.baseline_container
         )
+        for uid, (rnd, unbound_ns, begun) in self.cp.rounds.items():
+            self.correlator.seed_round(uid, rnd, unbound_ns, begun)
         if cfg.out:
             self.out = OutFile(cfg.out)
         from ..sinks import otlp_export
@@ -829,6 +834,7 @@ class LiveWatcher:
             cp.logs[key] = pos.to_json()
         if st.synced:
             cp.replay_from_ns, cp.pod_rv = self._replay_points()
+            self._count_rounds(cp)
             self._prune(cp)
         saved = CP.save(self.cfg.checkpoint, cp)  # a failure is logged there
         # Failed or not, the next try is one checkpoint interval away (not every tick: a
@@ -839,8 +845,29 @@ class LiveWatcher:
         if saved:
             self.metrics.checkpoints += 1
 
+    def _count_rounds(self, cp: CP.Checkpoint) -> None:
+        """Each requester's round count as the correlator has it now (``rounds``).
+
+        Kept for every requester unbound at least once, not only those with an open round:
+        one whose rounds are all out may be unbound and bound again while we are down, and
+        the replay does not reach back to its earlier unbinds either.  An entry the
+        correlator no longer has (its Pod forgotten) stays until :meth:`_prune` drops it.
+        A count never goes back: a forgotten Pod that a replay shows again is counted
+        afresh, lower, and must not overwrite its entry (its lower keys are all emitted).
+        """
+        try:
+            anchors = self.correlator.round_anchors()
+        except Exception:  # noqa: BLE001 - a checkpoint must still be written
+            log.exception("counting rounds")
+            return
+        for uid, anchor in anchors.items():
+            cur = cp.rounds.get(uid)
+            if cur is None or (anchor[0], anchor[1]) >= (cur[0], cur[1]):
+                cp.rounds[uid] = anchor
+
     def _prune(self, cp: CP.Checkpoint) -> None:
-        """Forget what cannot matter again: keys of long-gone Pods, streams of gone Pods."""
+        """Forget what cannot matter again: keys of long-gone Pods, streams of gone Pods,
+        round counts of Pods gone with all their keys."""
         now = self.clock()
         live = set(self.state.names)
         for key, t in list(cp.emitted.items()):
@@ -858,6 +885,13 @@ class LiveWatcher:
             if entry.get("uid") not in live:
                 del cp.logs[key]
                 self.state.positions.pop(key, None)
+        # a round count matters while its Pod may show up in a replay: as long as its keys
+        # are remembered (a key pruned above can never be emitted again anyway)
+        if cp.rounds:
+            keyed = {k.split("/", 1)[0] for k in cp.emitted} | {k.split("/", 1)[0] for k in cp.pending}
+            for uid in [u for u in cp.rounds if u not in live and u not in keyed]:
+                del cp.rounds[uid]
+                self.correlator.unseed_round(uid)
 
     # ------------------------------------------------------------------ metrics
 
