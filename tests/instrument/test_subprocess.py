@@ -23,7 +23,7 @@ import pytest
 from fma_otel import model
 from tests.instrument.conftest import FAKE_DIR
 from tests.support.k8s_server import FakeCluster, make_pod
-from tests.support.otlp_receiver import GrpcOtlpReceiver, free_port
+from tests.support.otlp_receiver import GrpcOtlpReceiver, HttpOtlpReceiver, free_port
 
 UID = "a1b2c3d4-0000-4000-8000-000000000001"
 REPO = Path(__file__).resolve().parents[2]
@@ -72,8 +72,10 @@ def cluster(tmp_path: Path) -> Iterator[tuple[FakeCluster, str]]:
         yield k8s, k8s.write_kubeconfig(str(tmp_path / "kubeconfig"))
 
 
-def _env(endpoint: str, kubeconfig: str) -> dict[str, str]:
+def _env(endpoint: str, kubeconfig: str, protocol: str | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    if protocol:
+        env["OTEL_EXPORTER_OTLP_PROTOCOL"] = protocol
     env.update(
         OTEL_EXPORTER_OTLP_ENDPOINT=endpoint,
         OTEL_EXPORTER_OTLP_INSECURE="true",
@@ -109,7 +111,7 @@ def _exercise(port: int) -> float:
     return took
 
 
-def _check_joined(rx: GrpcOtlpReceiver) -> None:
+def _check_joined(rx: GrpcOtlpReceiver | HttpOtlpReceiver) -> None:
     spans = rx.wait_for(4, timeout_s=5)
     by_name = {s.name: s for s in spans}
     trace_hex = model.trace_id_for(UID)
@@ -131,7 +133,7 @@ def test_main_script_under_opentelemetry_instrument(cluster: Any) -> None:
     port = free_port()
     with GrpcOtlpReceiver() as rx:
         argv = ["opentelemetry-instrument", sys.executable, "launcher.py", "--port", str(port)]
-        proc = _launch(argv, _env(rx.endpoint, kubeconfig), port)
+        proc = _launch(argv, _env(rx.endpoint, kubeconfig, protocol="grpc"), port)
         try:
             _exercise(port)
         finally:
@@ -155,4 +157,42 @@ def test_import_fma_otel_auto_and_collector_down(cluster: Any) -> None:
     finally:
         out = _stop(proc)
     assert took < 2.0, out  # includes the fork and the first (cold) pod lookup
+    assert "Traceback" not in out, out
+
+
+_AUTO = "import fma_otel.auto, runpy, sys; sys.argv = ['launcher.py'] + sys.argv[1:]; "
+_AUTO += "runpy.run_path('launcher.py', run_name='__main__')"
+
+
+def test_import_fma_otel_auto_exports_http_protobuf_by_default(cluster: Any) -> None:
+    """No protocol set: the spans arrive at an OTLP/HTTP receiver (gRPC's fork cost avoided)."""
+    _, kubeconfig = cluster
+    port = free_port()
+    with HttpOtlpReceiver() as rx:
+        proc = _launch(
+            [sys.executable, "-c", _AUTO, "--port", str(port)], _env(rx.endpoint, kubeconfig), port
+        )
+        try:
+            _exercise(port)
+        finally:
+            out = _stop(proc)
+        _check_joined(rx)
+    assert "Traceback" not in out, out
+    assert "4317" not in out, out  # no protocol warning for an HTTP endpoint
+
+
+def test_grpc_port_without_protocol_warns_once(cluster: Any) -> None:
+    """An endpoint on :4317 and no protocol: one clear warning in the launcher's log."""
+    _, kubeconfig = cluster
+    port = free_port()
+    env = _env("http://127.0.0.1:4317", kubeconfig)
+    env["OTEL_EXPORTER_OTLP_TIMEOUT"] = "1"
+    proc = _launch([sys.executable, "-c", _AUTO, "--port", str(port)], env, port)
+    try:
+        _exercise(port)
+    finally:
+        out = _stop(proc)
+    lines = [ln for ln in out.splitlines() if "port 4317 (OTLP/gRPC) but no protocol is set" in ln]
+    assert len(lines) == 1, out
+    assert "OTEL_EXPORTER_OTLP_PROTOCOL=grpc" in lines[0]
     assert "Traceback" not in out, out
