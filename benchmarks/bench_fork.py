@@ -161,23 +161,49 @@ def kill_children(pid: int) -> None:
                 pass
 
 
+@contextmanager
+def receiver(cls: str) -> Iterator[str]:
+    """One of the tests' OTLP receivers in a process of its own; yields its endpoint.
+
+    Not in this process: its threads would share the GIL with the client that times the
+    creates, so answering an export would show up as create latency.
+    """
+    code = (
+        f"from tests.support.otlp_receiver import {cls}\n"
+        f"rx = {cls}().start()\n"
+        "print(rx.endpoint, flush=True)\n"
+        "import sys; sys.stdin.read()\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        env=clean_env({}),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        yield proc.stdout.readline().strip()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def create_latencies(n: int) -> dict[str, list[float]]:
     """Client-side seconds per ``PUT`` create, per launcher configuration, interleaved."""
     import httpx
 
-    sys.path.insert(0, str(REPO))
-    from tests.support.otlp_receiver import GrpcOtlpReceiver, HttpOtlpReceiver
-
     with ExitStack() as stack:
-        grpc_rx = stack.enter_context(GrpcOtlpReceiver())
-        http_rx = stack.enter_context(HttpOtlpReceiver())
+        grpc_rx = stack.enter_context(receiver("GrpcOtlpReceiver"))
+        http_rx = stack.enter_context(receiver("HttpOtlpReceiver"))
         down = f"http://127.0.0.1:{free_port()}"
         grpc = {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_INSECURE": "true"}
         configs: dict[str, dict[str, str] | None] = {
             "unwrapped": None,
-            "wrapped, HTTP (default), collector up": {"OTEL_EXPORTER_OTLP_ENDPOINT": http_rx.endpoint},
+            "wrapped, HTTP (default), collector up": {"OTEL_EXPORTER_OTLP_ENDPOINT": http_rx},
             "wrapped, HTTP (default), collector down": {"OTEL_EXPORTER_OTLP_ENDPOINT": down},
-            "wrapped, gRPC, collector up": {**grpc, "OTEL_EXPORTER_OTLP_ENDPOINT": grpc_rx.endpoint},
+            "wrapped, gRPC, collector up": {**grpc, "OTEL_EXPORTER_OTLP_ENDPOINT": grpc_rx},
             "wrapped, gRPC, collector down": {**grpc, "OTEL_EXPORTER_OTLP_ENDPOINT": down},
         }
         running = {name: stack.enter_context(launcher(extra)) for name, extra in configs.items()}

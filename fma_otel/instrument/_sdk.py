@@ -12,10 +12,9 @@ is bounded by ``OTEL_BSP_MAX_QUEUE_SIZE``), and nothing at all when
 The OTLP protocol defaults to ``http/protobuf`` (the OpenTelemetry specification's
 default), not to ``grpc`` as the Python SDK's own exporter choice does.  Why: the launcher
 forks every vLLM instance, and once a gRPC channel exists ``grpcio``'s fork handlers stop
-and restart its threads around each ``fork()``.  Measured on the fake launcher that
-added about 1 ms to every fork on top of gRPC's memory (``os.fork()`` median over
-bare: +2.0 ms with the gRPC exporter, +1.1 ms with ``GRPC_ENABLE_FORK_SUPPORT=false``,
-+0.7 ms with the HTTP one; ``benchmarks/bench_fork.py``).  ``grpc`` stays one variable
+and restart its threads around each ``fork()``: in ``benchmarks/bench_fork.py`` a create
+on the fake launcher took +2.2-3.2 ms wrapped with gRPC, +0.8-1.3 ms with HTTP (see
+``docs/wrappers.md``).  ``grpc`` stays one variable
 away; an endpoint on port 4317 (OTLP/gRPC's) with no protocol set gets a warning instead
 of silently failing exports.
 """
@@ -77,6 +76,64 @@ def grpc_port_warning(env: Mapping[str, str]) -> str | None:
     )
 
 
+def http_endpoint(env: Mapping[str, str]) -> str:
+    """The URL the OTLP/HTTP exporter posts to (its own rule: a signal endpoint as is)."""
+    signal = (env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or "").strip()
+    if signal:
+        return signal
+    base = (env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or "").strip() or "http://localhost:4318"
+    return base.rstrip("/") + "/v1/traces"
+
+
+def proxy_applies(url: str) -> bool:
+    """True when ``HTTP(S)_PROXY`` (and not ``NO_PROXY``) covers ``url``."""
+    from urllib.request import getproxies, proxy_bypass
+
+    parts = urlsplit(url)
+    if not getproxies().get(parts.scheme or "http"):
+        return False
+    return not (parts.hostname and proxy_bypass(parts.hostname))
+
+
+def light_transport(env: Mapping[str, str]):  # type: ignore[no-untyped-def]
+    """The exporter package's own ``urllib3`` transport, with the exporter's TLS settings.
+
+    Why: the default transport builds a ``requests`` session, whose imports add ~4.6 MB of
+    anonymous memory to the launcher, and every ``fork()`` of a vLLM instance copies the
+    page tables of that memory (``benchmarks/bench_fork.py``).  ``urllib3`` (~0.7 MB) is
+    what ``requests`` sends with anyway.  The CA file and client certificate are read from
+    the same variables, in the same order, as the exporter reads them for ``requests``.
+    """
+    from opentelemetry.exporter.http.transport._urllib3 import Urllib3HTTPTransport
+
+    def first(*names: str) -> str | None:
+        return next((env[n] for n in names if env.get(n)), None)
+
+    verify: bool | str = (
+        first("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "OTEL_EXPORTER_OTLP_CERTIFICATE") or True
+    )
+    key = first("OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY", "OTEL_EXPORTER_OTLP_CLIENT_KEY")
+    cert_file = first("OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE", "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE")
+    cert: str | tuple[str, str] | None = (cert_file, key) if cert_file and key else cert_file
+    return Urllib3HTTPTransport(verify=verify, cert=cert)
+
+
+def _http_exporter(env: Mapping[str, str]):  # type: ignore[no-untyped-def]
+    """OTLP/HTTP over ``urllib3``; over the default ``requests`` when a proxy is set.
+
+    ``requests`` honours ``HTTP(S)_PROXY``, ``urllib3`` does not, so a proxied endpoint
+    keeps the default.  An exporter too old to take a transport (before 1.45) also does.
+    """
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+
+    if not proxy_applies(http_endpoint(env)):
+        try:
+            return HttpExporter(_transport=light_transport(env))
+        except Exception:  # noqa: BLE001 - older exporter or transport: the default one
+            logger.debug("fma-otel: urllib3 transport unavailable, using the default", exc_info=True)
+    return HttpExporter()
+
+
 def _exporter(name: str):  # type: ignore[no-untyped-def]
     if name == "console":
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter
@@ -87,9 +144,7 @@ def _exporter(name: str):  # type: ignore[no-untyped-def]
         logger.warning(warning)
     protocol = otlp_protocol(os.environ)
     if protocol.startswith("http"):
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
-
-        return HttpExporter()
+        return _http_exporter(os.environ)
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 
     return GrpcExporter()

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -104,3 +109,146 @@ def test_exporter_warns_for_grpc_port(
     assert [r.getMessage() for r in caplog.records if "4317" in r.getMessage()] == [
         _sdk.grpc_port_warning({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4317"})
     ]
+
+
+# --------------------------------------------------------------------------- transport
+
+
+def _transport_name(exp: object) -> str:
+    return type(exp._client._transport).__name__  # type: ignore[attr-defined]
+
+
+def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+
+
+@pytest.mark.parametrize(
+    ("env", "want"),
+    [
+        ({}, "http://localhost:4318/v1/traces"),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, "http://c:4318/v1/traces"),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318/"}, "http://c:4318/v1/traces"),
+        (
+            {
+                "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318",
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://t/x",
+            },
+            "http://t/x",
+        ),
+    ],
+)
+def test_http_endpoint_follows_the_exporter(env: dict[str, str], want: str) -> None:
+    assert _sdk.http_endpoint(env) == want
+
+
+def test_http_exporter_uses_urllib3_not_requests(monkeypatch: pytest.MonkeyPatch) -> None:
+    _clear(monkeypatch)
+    _no_proxy(monkeypatch)
+    exp = _sdk._exporter("otlp")
+    try:
+        assert _transport_name(exp) == "Urllib3HTTPTransport"
+    finally:
+        exp.shutdown()
+
+
+def test_wrapped_process_never_imports_requests(tmp_path: Path) -> None:
+    """The point of the urllib3 transport: ``requests`` stays out of the launcher."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_") and "PROXY" not in k.upper()}
+    env["OTEL_EXPORTER_OTLP_ENDPOINT"] = "http://127.0.0.1:9"
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    code = (
+        "import sys, fma_otel.auto\n"
+        "from opentelemetry import trace\n"
+        "trace.get_tracer('t').start_span('x').end()\n"
+        "trace.get_tracer_provider().force_flush(2000)\n"
+        "print('requests' in sys.modules, 'urllib3' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["False", "True"], out.stderr
+
+
+def test_proxied_endpoint_keeps_requests(monkeypatch: pytest.MonkeyPatch) -> None:
+    _clear(monkeypatch)
+    _no_proxy(monkeypatch)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector.example:4318")
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.example:3128")
+    exp = _sdk._exporter("otlp")
+    try:
+        assert _transport_name(exp) == "RequestsHTTPTransport"
+    finally:
+        exp.shutdown()
+    monkeypatch.setenv("NO_PROXY", "collector.example")
+    exp = _sdk._exporter("otlp")
+    try:
+        assert _transport_name(exp) == "Urllib3HTTPTransport"
+    finally:
+        exp.shutdown()
+
+
+def test_tls_settings_reach_the_transport(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    ca, crt, key = (tmp_path / n for n in ("ca.pem", "c.pem", "k.pem"))
+    env = {
+        "OTEL_EXPORTER_OTLP_CERTIFICATE": str(ca),
+        "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE": "",
+        "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE": str(crt),
+        "OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY": str(key),
+    }
+    kw = _sdk.light_transport(env)._pool.connection_pool_kw
+    assert (kw["cert_reqs"], kw["ca_certs"], kw["cert_file"], kw["key_file"]) == (
+        "CERT_REQUIRED",
+        str(ca),
+        str(crt),
+        str(key),
+    )
+    kw = _sdk.light_transport({})._pool.connection_pool_kw
+    assert kw["cert_reqs"] == "CERT_REQUIRED" and "ca_certs" not in kw and "cert_file" not in kw
+
+
+def test_light_exporter_against_a_real_receiver(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spans, headers, a failing collector (no exception, FAILURE) and a dead one."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+
+    from tests.support.otlp_receiver import HttpOtlpReceiver, free_port
+
+    _clear(monkeypatch)
+    _no_proxy(monkeypatch)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-tenant=fma,authorization=Bearer%20t")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")
+    with HttpOtlpReceiver() as rx:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rx.endpoint)
+        exp = _sdk._exporter("otlp")
+        assert _transport_name(exp) == "Urllib3HTTPTransport"
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exp))
+        provider.get_tracer("t").start_span("fma.test", attributes={"k": "v"}).end()
+        (span,) = rx.wait_for(1)
+        assert (span.name, span.attributes["k"]) == ("fma.test", "v")
+        assert rx.headers[0]["x-tenant"] == "fma"
+        assert rx.headers[0]["authorization"] == "Bearer t"
+        assert rx.headers[0]["content-type"] == "application/x-protobuf"
+        rx.fail_with = 503
+        started = time.monotonic()
+        assert exp.export(rx_spans()) == SpanExportResult.FAILURE
+        assert time.monotonic() - started < 5
+        assert rx.calls >= 2  # the first call and at least one retry
+        rx.fail_with = None
+        assert exp.export(rx_spans()) == SpanExportResult.SUCCESS
+        provider.shutdown()
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{free_port()}")
+    dead = _sdk._exporter("otlp")
+    try:
+        assert dead.export(rx_spans()) == SpanExportResult.FAILURE
+    finally:
+        dead.shutdown()
+
+
+def rx_spans() -> list[object]:
+    """One finished SDK span to hand an exporter directly."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    span = TracerProvider().get_tracer("t").start_span("fma.direct")
+    span.end()
+    return [span]
