@@ -118,6 +118,15 @@ def _transport_name(exp: object) -> str:
     return type(exp._client._transport).__name__  # type: ignore[attr-defined]
 
 
+def _built_transport() -> str:
+    """The transport class ``_exporter`` gives the HTTP exporter under the current env."""
+    exp = _sdk._exporter("otlp")
+    try:
+        return _transport_name(exp)
+    finally:
+        exp.shutdown()
+
+
 def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
         monkeypatch.delenv(name, raising=False)
@@ -146,11 +155,7 @@ def test_http_endpoint_follows_the_exporter(env: dict[str, str], want: str) -> N
 def test_http_exporter_uses_urllib3_not_requests(monkeypatch: pytest.MonkeyPatch) -> None:
     _clear(monkeypatch)
     _no_proxy(monkeypatch)
-    exp = _sdk._exporter("otlp")
-    try:
-        assert _transport_name(exp) == "Urllib3HTTPTransport"
-    finally:
-        exp.shutdown()
+    assert _built_transport() == "Urllib3HTTPTransport"
 
 
 def test_wrapped_process_never_imports_requests(tmp_path: Path) -> None:
@@ -174,17 +179,9 @@ def test_proxied_endpoint_keeps_requests(monkeypatch: pytest.MonkeyPatch) -> Non
     _no_proxy(monkeypatch)
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector.example:4318")
     monkeypatch.setenv("HTTP_PROXY", "http://proxy.example:3128")
-    exp = _sdk._exporter("otlp")
-    try:
-        assert _transport_name(exp) == "RequestsHTTPTransport"
-    finally:
-        exp.shutdown()
+    assert _built_transport() == "RequestsHTTPTransport"
     monkeypatch.setenv("NO_PROXY", "collector.example")
-    exp = _sdk._exporter("otlp")
-    try:
-        assert _transport_name(exp) == "Urllib3HTTPTransport"
-    finally:
-        exp.shutdown()
+    assert _built_transport() == "Urllib3HTTPTransport"
 
 
 def test_tls_settings_reach_the_transport(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
