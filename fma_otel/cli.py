@@ -157,6 +157,9 @@ def run() -> None:
     # what failed.  Before grpc is imported; an explicit GRPC_VERBOSITY still wins.
     os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     _setup_std_streams()
+    from .commands import _common
+
+    _common.owns_process = True  # a command may end the process itself (_common.finish)
     try:
         try:
             main(standalone_mode=True)

@@ -61,7 +61,9 @@ def _no_silent_takeover(monkeypatch, request):
     real, me = S._items, os.getpid()
 
     def recording(*args, **kw):
-        if os.getpid() == me:
+        # a takeover passes no progress array (args[5]); the local segment of a plan that
+        # gives one to this process (SegmentedRead's ``local``) passes its own
+        if os.getpid() == me and args[5] is None:
             calls.append(args[:3])
         return real(*args, **kw)
 
@@ -84,10 +86,14 @@ def _serial(path: Path, kw: dict) -> tuple[list, tuple]:
     return recs, (st_.read, st_.understood, st_.skipped, st_.skipped_lines)
 
 
-def _segmented(path: Path, starts: list[int], kw: dict, progress=None) -> tuple[list, tuple]:
+def _segmented(
+    path: Path, starts: list[int], kw: dict, progress=None, local: bool = False
+) -> tuple[list, tuple]:
     st_ = SourceStats("t")
-    seg = S.SegmentedRead(str(path), starts, path.stat().st_size, kw.get("messages"), kw.get("contains"))
-    assert seg.segments == len(starts)
+    seg = S.SegmentedRead(
+        str(path), starts, path.stat().st_size, kw.get("messages"), kw.get("contains"), local=local
+    )
+    assert seg.segments == len(starts) and seg.local is local
     recs = list(seg.records(st_, progress))
     return recs, (st_.read, st_.understood, st_.skipped, st_.skipped_lines)
 
@@ -196,6 +202,98 @@ def test_progress_reports_every_byte_once(tmp_path: Path):
     assert sum(seen) == path.stat().st_size and all(n >= 0 for n in seen)
 
 
+def test_plan_gives_the_caller_the_head_of_the_log_less_its_other_work(tmp_path: Path):
+    """Each of the ``jobs`` processes gets about the same share of the work: the caller its
+    other work plus the head of the log, the workers equal parts of the rest."""
+    path = tmp_path / "dpc.log"
+    data = BLOCKS * 400
+    path.write_bytes(data)
+    size, small = len(data), 1000
+
+    def check(starts: list[int]) -> None:
+        assert starts[0] == 0 and starts == sorted(set(starts))
+        for c in starts[1:]:
+            assert data[c - 1 : c] == b"\n" and S._safe_start(data[c : data.find(b"\n", c) + 1])
+
+    starts, local = S.plan_segments(str(path), 3, small, 0)
+    check(starts)
+    assert local and len(starts) == 3
+    assert abs(starts[1] - size // 3) < 200 and abs(starts[2] - 2 * size // 3) < 200
+
+    other = size // 4  # a share is (size + other) / 3 = 5/12 size: the head 5/12 - 3/12 = size / 6
+    starts, local = S.plan_segments(str(path), 3, small, other)
+    check(starts)
+    mine = (size + other) // 3 - other
+    assert local and len(starts) == 3 and abs(starts[1] - mine) < 200
+    assert abs((starts[2] - starts[1]) - (size - starts[2])) < 400  # the workers' parts alike
+
+    # other work worth a share already: the whole log to jobs - 1 workers, never fewer than one
+    starts, local = S.plan_segments(str(path), 3, small, size)
+    check(starts)
+    assert not local and len(starts) == 2
+    assert S.plan_segments(str(path), 2, small, size) == ([0], False)
+    # never more segments than the floor allows, the caller's included
+    assert len(S.plan_segments(str(path), 64, size // 3, 0)[0]) == 3
+
+
+@pytest.mark.parametrize("jobs", [2, 3, 4])
+def test_a_local_head_gives_the_serial_result_and_only_it_is_read_here(tmp_path: Path, monkeypatch, jobs):
+    path = tmp_path / "dpc.log"
+    path.write_bytes((BLOCKS + b"".join(DPC) + b"garbage\n") * 30)
+    want = _serial(path, KW)
+    assert want[1][2] > 0 and want[0]
+    mine: list[tuple] = []
+    real, me = S._items, os.getpid()
+
+    def recording(*args, **kw):
+        if os.getpid() == me:
+            mine.append(args[:3])
+        return real(*args, **kw)
+
+    monkeypatch.setattr(S, "_items", recording)
+    starts = S.cut_points(str(path), jobs)
+    seen: list[int] = []
+    assert _segmented(path, starts, KW, progress=seen.append, local=True) == want
+    assert mine == [(str(path), 0, starts[1])]  # the head, here; every other segment by its worker
+    assert sum(seen) == path.stat().st_size and all(n >= 0 for n in seen)
+    assert _segmented(path, starts, KW, local=True) == want  # and without progress
+
+
+def test_a_failing_worker_after_a_local_head_is_taken_over(tmp_path: Path, monkeypatch, takeover):
+    path = tmp_path / "dpc.log"
+    path.write_bytes(b"".join(DPC) * 5)
+    want = _serial(path, KW)
+
+    def dying(conn, *args):  # the forked child runs this copy
+        os._exit(3)
+
+    monkeypatch.setattr(S, "_work", dying)
+    starts = S.cut_points(str(path), 3)
+    assert _segmented(path, starts, KW, local=True) == want
+    assert [c[1:] for c in takeover] == [(starts[1], starts[2]), (starts[2], path.stat().st_size)]
+
+
+def test_workers_hold_their_batches_until_the_caller_waits_for_them(tmp_path: Path, monkeypatch):
+    """While this process reads its head, a worker must not be blocked sending to it: the
+    flag that lets workers send is set only when this process turns to their segments."""
+    path = tmp_path / "dpc.log"
+    path.write_bytes(b"".join(DPC) * 40)
+    seg = S.SegmentedRead(
+        str(path), S.cut_points(str(path), 2), path.stat().st_size, *KW.values(), local=True
+    )
+    flags: list[int] = []
+    real = S._replay
+
+    def watching(items, offset, *args):
+        flags.append(seg._done[seg.segments])
+        return (yield from real(items, offset, *args))
+
+    monkeypatch.setattr(S, "_replay", watching)
+    st_ = SourceStats("t")
+    list(seg.records(st_))
+    assert flags[0] == 0 and flags[-1] == 1  # off while the head is read here, on for the worker's
+
+
 def test_a_failing_worker_makes_the_parent_read_serially(tmp_path: Path, monkeypatch, takeover):
     path = tmp_path / "dpc.log"
     path.write_bytes(b"".join(DPC) * 5)
@@ -255,11 +353,27 @@ def test_no_start_method_reads_serially(tmp_path: Path, monkeypatch):
 
 
 @pytest.mark.parametrize("jobs", [2, 3])
-def test_bridge_in_segments_gives_the_same_traces(jobs: int):
+@pytest.mark.parametrize("local", [False, True])
+def test_bridge_in_segments_gives_the_same_traces(jobs: int, local: bool, monkeypatch):
+    """``local``: the bridge reads the head of the log itself (its other work counted as
+    nothing); else the sample's Pods and launcher logs outweigh a share of its small DPC
+    log, and all of it goes to ``jobs - 1`` workers."""
     inputs = inputs_from_capture(sample_dir())
     serial = run_bridge(inputs, baseline_selector={"app": "vllm"}, jobs=1)
+    started: list[S.SegmentedRead | None] = []
+    real_start = S.SegmentedRead.start.__func__
+
+    def spy(cls, *args, **kw):
+        if local:
+            kw["other_bytes"] = 0
+        started.append(real_start(cls, *args, **kw))
+        return started[-1]
+
+    monkeypatch.setattr(S.SegmentedRead, "start", classmethod(spy))
     par = run_bridge(inputs, baseline_selector={"app": "vllm"}, jobs=jobs, parallel_min_bytes=0)
-    assert serial.dpc_segments == 1 and par.dpc_segments == jobs
+    seg = started[0]
+    assert seg is not None and seg.local is local
+    assert serial.dpc_segments == 1 and par.dpc_segments == (jobs if local else jobs - 1)
     assert [export_request_text(t) for t in par.traces] == [export_request_text(t) for t in serial.traces]
     assert [(s.name, s.read, s.understood, s.skipped, s.skipped_lines) for s in par.stats] == [
         (s.name, s.read, s.understood, s.skipped, s.skipped_lines) for s in serial.stats

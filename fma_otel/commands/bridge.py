@@ -7,7 +7,6 @@ failed (the ``--out`` file is complete either way); 2 unusable arguments or file
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -16,8 +15,8 @@ import click
 from .. import bridge as B
 from ..podfacts import parse_selector
 from ..sinks.otlp_json import write_trace_line
-from ..workers import MAX_JOBS
-from ._common import fail, open_out
+from ..workers import MAX_JOBS, no_cyclic_gc
+from ._common import fail, finish, open_out
 
 SAMPLE_BASELINE_SELECTOR = "app=vllm"
 
@@ -99,58 +98,62 @@ def command(
             sink = otlp_export.OtlpSink(endpoint=otlp_endpoint, protocol=otlp_protocol)
         except otlp_export.ExportError as exc:
             fail(str(exc))
-    failed = False
-    written: tuple[int, int] | None = None
-    paths: Counter[tuple[str, bool]] | None = None
-    try:
-        # Only writing a file: the actuations are correlated, built and encoded by workers
-        # (trace_lines.py), which count them by path for the summary.
-        by_lines = out is not None and sink is None
+    # The cyclic collector stays off from the first source read to the end (run_bridge and
+    # trace_lines switch it off for their own parts; turned back on in between, its first
+    # full collection walked the millions of objects the run holds, ~80 ms of a 2 s run),
+    # and the command ends inside, the run's objects still held (see finish).
+    with no_cyclic_gc():
+        failed = False
+        written: tuple[int, int] | None = None
+        paths: Counter[tuple[str, bool]] | None = None
         try:
-            result = _run(inputs, selector, baseline_container, quiet, jobs, not by_lines)
-        except B.InputError as exc:
-            fail(str(exc))
-
-        if by_lines:
-            from ..trace_lines import trace_lines
-            from ..workers import default_jobs
-
-            n_traces = n_spans = 0
-            paths = Counter()
-            with open_out(out) as fh:
-                for text, traces, spans, counted in trace_lines(
-                    result.requesters, jobs or default_jobs(), expand=result.actuations_of
-                ):
-                    fh.write(text)
-                    n_traces += traces
-                    n_spans += spans
-                    paths.update(counted)
-            written = (n_traces, n_spans)
-        elif out is not None:
-            with open_out(out) as fh:
-                for trace in result.traces:
-                    write_trace_line(fh, trace)
-        if sink is not None:
+            # Only writing a file: the actuations are correlated, built and encoded by workers
+            # (trace_lines.py), which count them by path for the summary.
+            by_lines = out is not None and sink is None
             try:
-                for trace in result.traces:
-                    sink.export(trace)
-            except otlp_export.ExportError as exc:
-                click.echo(f"fma-otel bridge: export failed: {exc}", err=True)
-                failed = True
-    finally:
-        if sink is not None:
-            sink.close()
-    if not quiet:
-        click.echo(B.summary(result, written, paths), err=True)
-    skipped = [(st.name, ln, why) for st in result.stats for ln, why in st.skipped_lines]
-    if strict and skipped:
-        for name, ln, why in skipped[:20]:
-            click.echo(f"{name}:{ln}: skipped: {why}", err=True)
-        total = sum(st.skipped for st in result.stats)
-        click.echo(f"fma-otel bridge: --strict: {total} line(s) skipped", err=True)
-        sys.exit(1)
-    if failed:
-        sys.exit(1)
+                result = _run(inputs, selector, baseline_container, quiet, jobs, not by_lines)
+            except B.InputError as exc:
+                fail(str(exc))
+
+            if by_lines:
+                from ..trace_lines import trace_lines
+                from ..workers import default_jobs
+
+                n_traces = n_spans = 0
+                paths = Counter()
+                with open_out(out) as fh:
+                    for text, traces, spans, counted in trace_lines(
+                        result.requesters, jobs or default_jobs(), expand=result.actuations_of
+                    ):
+                        fh.write(text)
+                        n_traces += traces
+                        n_spans += spans
+                        paths.update(counted)
+                written = (n_traces, n_spans)
+            elif out is not None:
+                with open_out(out) as fh:
+                    for trace in result.traces:
+                        write_trace_line(fh, trace)
+            if sink is not None:
+                try:
+                    for trace in result.traces:
+                        sink.export(trace)
+                except otlp_export.ExportError as exc:
+                    click.echo(f"fma-otel bridge: export failed: {exc}", err=True)
+                    failed = True
+        finally:
+            if sink is not None:
+                sink.close()
+        if not quiet:
+            click.echo(B.summary(result, written, paths), err=True)
+        skipped = [(st.name, ln, why) for st in result.stats for ln, why in st.skipped_lines]
+        if strict and skipped:
+            for name, ln, why in skipped[:20]:
+                click.echo(f"{name}:{ln}: skipped: {why}", err=True)
+            total = sum(st.skipped for st in result.stats)
+            click.echo(f"fma-otel bridge: --strict: {total} line(s) skipped", err=True)
+            finish(1)
+        finish(1 if failed else 0)
 
 
 def _inputs(

@@ -25,7 +25,10 @@ A caller may have the workers turn each record into a row of its own (``transfor
 bridge makes the DPC facts there), and then takes those rows instead of the records.
 
 The parent takes segment 0's records as they come, while the later segments are still
-read (their batches are held until then).  Workers are forked when the calling process
+read (their batches are held until then).  When the caller says how much other work it has
+(``other_bytes``), it is one of the ``jobs`` processes and reads segment 0 itself, after
+that work, sized so that every process has about the same share (:func:`plan_segments`):
+``jobs`` processes on ``jobs`` CPUs, not ``jobs + 1``.  Workers are forked when the calling process
 runs no other thread, spawned otherwise (``workers.py``: forking a threaded process is
 unsafe); where neither start method exists, the file is read serially by the caller.  A
 worker that fails for any reason has the rest of its segment read by the parent, from
@@ -76,14 +79,43 @@ def _safe_start(line: bytes, whole: bool = True) -> bool:
 def cut_points(path: str, jobs: int) -> list[int]:
     """Byte offsets where segments start: 0, then up to ``jobs - 1`` safe line starts."""
     size = os.path.getsize(path)
-    starts = [0]
     with open(path, "rb") as fh:
-        for k in range(1, jobs):
-            at = _next_safe_start(fh, max(size * k // jobs, starts[-1] + 1))
-            if at is None:
-                break
-            starts.append(at)
+        return _cuts(fh, 0, size, jobs)
+
+
+def _cuts(fh: Any, lo: int, size: int, parts: int) -> list[int]:
+    """``lo`` (a safe start), then up to ``parts - 1`` safe line starts cutting ``[lo, size)``
+    into parts of about equal size."""
+    starts = [lo]
+    for k in range(1, parts):
+        at = _next_safe_start(fh, max(lo + (size - lo) * k // parts, starts[-1] + 1))
+        if at is None:
+            break
+        starts.append(at)
     return starts
+
+
+def plan_segments(path: str, jobs: int, smallest: int, other_bytes: int) -> tuple[list[int], bool]:
+    """Segment starts for ``jobs`` processes, the caller one of them, and whether segment 0
+    is the caller's own.
+
+    Why: the caller has other work to do while the workers read (the bridge: the Pods and
+    launcher logs), worth ``other_bytes`` bytes of this log.  Giving every segment to a
+    worker puts ``jobs + 1`` processes on ``jobs`` CPUs, and the caller then idles while
+    it waits for them; instead each of the ``jobs`` processes gets about the same share of
+    the whole work, the caller's being its other work plus the head of the log.  When that
+    head would be smaller than ``smallest`` (the other work is already a share), all of the
+    log goes to ``jobs - 1`` workers (at least one).
+    """
+    size = os.path.getsize(path)
+    n = min(jobs, max(1, size // smallest))
+    mine = (size + other_bytes) // n - other_bytes
+    with open(path, "rb") as fh:
+        if n >= 2 and mine >= smallest:
+            at = _next_safe_start(fh, mine)
+            if at is not None:
+                return [0, *_cuts(fh, at, size, n - 1)], True
+        return _cuts(fh, 0, size, max(1, n - 1)), False
 
 
 def _next_safe_start(fh: Any, pos: int) -> int | None:
@@ -225,9 +257,10 @@ def _work(
 ) -> None:
     """Worker: send the segment's :func:`_items` in batches (lists); a failure as a ``str``.
 
-    Batches are held until the parent has begun to take records (the last slot of ``done``
-    says so): a send blocks until the parent reads it, and before that the parent is busy
-    reading the Pods and launcher logs, so sending earlier would only stall this worker.
+    Batches are held until the parent waits for the workers' records (the last slot of
+    ``done`` says so): a send blocks until the parent reads it, and before that the parent
+    is busy with its own work (the Pods and launcher logs, and a local head of the log), so
+    sending earlier would only stall this worker.
 
     ``inherited`` are the parent's ends of the pipes that a fork copied here (this worker's
     and the earlier ones'): closed first, so that a parent that is gone (killed) makes the
@@ -317,7 +350,8 @@ class SegmentedRead:
     """Segments being read by workers; :meth:`records` waits for them in order.
 
     Started with :meth:`start` (``None`` when the file is better read serially), so the
-    caller can do other work while the workers run.
+    caller can do other work while the workers run.  With ``local``, segment 0 has no
+    worker: :meth:`records` reads it in the calling process (see :func:`plan_segments`).
     """
 
     def __init__(
@@ -330,21 +364,27 @@ class SegmentedRead:
         method: str = "fork",
         transform: Transform | None = None,
         drop: Callable[[bytes], bool] | None = None,
+        local: bool = False,
     ) -> None:
         ctx = mp.get_context(method)
         self.path, self.size, self.method = path, size, method
         self._args = (messages, contains)
         self._transform, self._drop = transform, drop
         self._bounds = list(zip(starts, [*starts[1:], size], strict=True))
-        # bytes read per worker, and a last slot set when records() begins (see _work)
+        # bytes read per segment, and a last slot set when records() begins to wait for
+        # the workers (see _work)
         self._done = ctx.Array("q", len(starts) + 1, lock=False)
-        self._workers: list[tuple[Any, Any]] = []
+        #: (process, its pipe's receiving end) per segment; ``None`` for the local one
+        self._workers: list[tuple[Any, Any] | None] = []
         try:
             for slot, (a, b) in enumerate(self._bounds):
+                if local and slot == 0:
+                    self._workers.append(None)
+                    continue
                 recv, send = ctx.Pipe(duplex=False)
                 # a forked worker holds copies of the parent's ends (see _work); a spawned
                 # one gets only what it is passed, so it must not be passed those
-                inherited = (recv, *(r for _, r in self._workers)) if method == "fork" else ()
+                inherited = (recv, *(w[1] for w in self._workers if w)) if method == "fork" else ()
                 args = (send, path, a, b, messages, contains, self._done, slot, transform, drop, inherited)
                 p = ctx.Process(target=_work, args=args, daemon=True)
                 self._workers.append((p, recv))
@@ -356,9 +396,10 @@ class SegmentedRead:
 
     def close(self) -> None:
         """Stop the workers still running (a failed start, or an abandoned read)."""
-        for _, recv in self._workers:
+        running = [w for w in self._workers if w is not None]
+        for _, recv in running:
             recv.close()
-        stop(p for p, _ in self._workers)
+        stop(p for p, _ in running)
 
     @classmethod
     def start(
@@ -371,6 +412,7 @@ class SegmentedRead:
         method: str | None = None,
         transform: Transform | None = None,
         drop: Callable[[bytes], bool] | None = None,
+        other_bytes: int | None = None,
     ) -> SegmentedRead | None:
         """Start the workers, or ``None`` when the file is better read serially.
 
@@ -380,6 +422,11 @@ class SegmentedRead:
         the records (``None`` dropped, line numbers offset).  Why: the caller's own per-record
         work then runs in parallel too, and what crosses the pipe is only what it keeps.
         ``drop`` (module-level too) is passed to each worker's :func:`iter_klog`.
+
+        ``other_bytes``: the caller is one of the ``jobs`` processes, with other work worth
+        that many bytes of this log to do before it takes the records; it then reads the
+        head of the log itself (:func:`plan_segments`).  ``None``: every segment has a
+        worker, ``jobs`` of them.
         """
         try:
             size = os.path.getsize(path)
@@ -389,45 +436,70 @@ class SegmentedRead:
             if method is None:
                 return None
             smallest = max(1, min(min_bytes, MIN_SEGMENT_BYTES))  # tests split tiny logs
-            starts = cut_points(path, min(jobs, max(1, size // smallest)))
+            if other_bytes is None:
+                starts, local = cut_points(path, min(jobs, max(1, size // smallest))), False
+                if len(starts) < 2:
+                    return None
+            else:
+                starts, local = plan_segments(path, jobs, smallest, max(0, other_bytes))
         except OSError:
             return None  # the serial reader reports it properly
-        if len(starts) < 2:
-            return None
         try:
-            return cls(path, starts, size, messages, contains, method, transform, drop)
+            return cls(path, starts, size, messages, contains, method, transform, drop, local)
         except OSError:
             return None  # no processes to be had (limits, no /dev/shm): read serially
 
     @property
     def segments(self) -> int:
+        """Segments the file is read in (by workers, and by the caller when ``local``)."""
         return len(self._workers)
+
+    @property
+    def local(self) -> bool:
+        """Whether segment 0 is read by the calling process itself."""
+        return bool(self._workers) and self._workers[0] is None
 
     def bytes_done(self) -> int:
         return sum(self._done[: len(self._workers)])
 
     def records(self, stats: SourceStats, progress: Callable[[int], None] | None = None) -> Iterator[Any]:
         """The records (or the ``transform``'s rows) of the whole file in line order, as they
-        arrive; ``stats`` gets the
-        file's counts, and each kept skip in its place between the records (as the serial
-        reader records it, so the caller's own skips interleave the same way).
+        arrive; ``stats`` gets the file's counts, and each kept skip in its place between
+        the records (as the serial reader records it, so the caller's own skips interleave
+        the same way).
 
         Segment ``i`` is taken while the later ones are still read (their batches are held
-        here); its line numbers are offset by the lines of the segments before it.  A worker
-        that fails has its segment read here, from where its batches stopped.
+        here); its line numbers are offset by the lines of the segments before it.  The
+        local segment (``local``) is read here, now.  A worker that fails has its segment
+        read here, from where its batches stopped.
         """
         k = len(self._workers)
-        self._done[k] = 1
         transformed = self._transform is not None
         queues: list[deque[list[tuple[Any, ...]]]] = [deque() for _ in range(k)]
         over = [False] * k
-        waiting = {recv: i for i, (_, recv) in enumerate(self._workers)}
-        reported = 0
+        waiting = {w[1]: i for i, w in enumerate(self._workers) if w is not None}
+        reported = [0]
         offset = 0
+
+        def report() -> None:
+            if progress is not None:
+                now = self.bytes_done()
+                progress(now - reported[0])
+                reported[0] = now
+
         try:
             for i in range(k):
                 taken = [0]  # items of segment i replayed so far
                 end: tuple[Any, ...] | None = None
+                if self._workers[i] is None:  # the local segment
+                    args = (*self._bounds[i], *self._args, self._done, i, self._transform, self._drop)
+                    mine: Iterator[tuple[Any, ...]] = _items(self.path, *args)
+                    if progress is not None:
+                        mine = _every(mine, report)
+                    end = yield from _replay(mine, offset, stats, taken, transformed)
+                else:
+                    # workers send their batches from now on (they held them until here)
+                    self._done[k] = 1
                 while end is None:
                     q = queues[i]
                     while q and end is None:
@@ -451,16 +523,25 @@ class SegmentedRead:
                                 continue
                         over[j] = True
                         del waiting[recv]
-                    if progress is not None:
-                        now = self.bytes_done()
-                        progress(now - reported)
-                        reported = now
+                    report()
                 _, read, understood, unlisted = end
                 stats.read += read
                 stats.understood += understood
                 stats.skipped += unlisted
                 offset += read
             if progress is not None:
-                progress(self.size - reported)
+                progress(self.size - reported[0])
         finally:
             self.close()
+
+
+def _every(items: Iterator[tuple[Any, ...]], report: Callable[[], None]) -> Iterator[tuple[Any, ...]]:
+    """``items``, with ``report()`` called every :data:`BATCH` items and at the end."""
+    n = 0
+    for item in items:
+        yield item
+        n += 1
+        if n % BATCH == 0:
+            report()
+    report()
+    report()
