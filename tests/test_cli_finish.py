@@ -30,21 +30,38 @@ def test_in_a_host_finish_is_sys_exit() -> None:
     assert exc.value.code == 3
 
 
+def _owned(body: str) -> subprocess.CompletedProcess[str]:
+    """``body`` run in a fresh interpreter that owns its process, as under ``cli.run``."""
+    script = "import atexit, sys, threading, time\nfrom fma_otel.commands import _common\n"
+    script += "_common.owns_process = True\n" + body
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+
+
 def test_owned_process_runs_exit_handlers_and_flushes_before_it_ends() -> None:
-    script = (
-        "import atexit, sys\n"
-        "from fma_otel.commands import _common\n"
+    proc = _owned(
         "atexit.register(lambda: sys.stdout.write('handler ran\\n'))\n"
-        "_common.owns_process = True\n"
         "sys.stdout.write('x' * 100000)\n"
         "sys.stderr.write('to stderr')\n"
         "_common.finish(4)\n"
         "print('never reached')\n"
     )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 4
     assert proc.stdout == "x" * 100000 + "handler ran\n"
     assert proc.stderr == "to stderr"
+
+
+def test_owned_process_with_another_thread_exits_the_ordinary_way() -> None:
+    """The interpreter's own exit waits for a (non-daemon) thread; ``os._exit`` would cut
+    it off, so ``finish`` does not take that way while one runs."""
+    proc = _owned(
+        "def late():\n"
+        "    time.sleep(0.3)\n"
+        "    sys.stdout.write('thread done\\n')\n"
+        "threading.Thread(target=late).start()\n"
+        "_common.finish(5)\n"
+    )
+    assert proc.returncode == 5
+    assert proc.stdout == "thread done\n"
 
 
 def test_bridge_to_stdout_is_complete_and_equal_to_the_file(tmp_path: Path) -> None:

@@ -259,20 +259,6 @@ def test_a_local_head_gives_the_serial_result_and_only_it_is_read_here(tmp_path:
     assert _segmented(path, starts, KW, local=True) == want  # and without progress
 
 
-def test_a_failing_worker_after_a_local_head_is_taken_over(tmp_path: Path, monkeypatch, takeover):
-    path = tmp_path / "dpc.log"
-    path.write_bytes(b"".join(DPC) * 5)
-    want = _serial(path, KW)
-
-    def dying(conn, *args):  # the forked child runs this copy
-        os._exit(3)
-
-    monkeypatch.setattr(S, "_work", dying)
-    starts = S.cut_points(str(path), 3)
-    assert _segmented(path, starts, KW, local=True) == want
-    assert [c[1:] for c in takeover] == [(starts[1], starts[2]), (starts[2], path.stat().st_size)]
-
-
 def test_workers_hold_their_batches_until_the_caller_waits_for_them(tmp_path: Path, monkeypatch):
     """While this process reads its head, a worker must not be blocked sending to it: the
     flag that lets workers send is set only when this process turns to their segments."""
@@ -294,24 +280,29 @@ def test_workers_hold_their_batches_until_the_caller_waits_for_them(tmp_path: Pa
     assert flags[0] == 0 and flags[-1] == 1  # off while the head is read here, on for the worker's
 
 
-def test_a_failing_worker_makes_the_parent_read_serially(tmp_path: Path, monkeypatch, takeover):
+@pytest.mark.parametrize("local", [False, True])
+def test_a_failing_worker_makes_the_parent_read_serially(tmp_path: Path, monkeypatch, takeover, local):
+    """``local``: the head is this process's own, and the two workers' segments after it
+    are taken over."""
     path = tmp_path / "dpc.log"
     path.write_bytes(b"".join(DPC) * 5)
     want = _serial(path, KW)
+    starts = S.cut_points(str(path), 3 if local else 2)
+    workers = list(zip(starts, [*starts[1:], path.stat().st_size], strict=True))[1 if local else 0 :]
 
     def dying(conn, *args):  # the forked child runs this copy
         os._exit(3)
 
     monkeypatch.setattr(S, "_work", dying)
-    assert _segmented(path, S.cut_points(str(path), 2), KW) == want
+    assert _segmented(path, starts, KW, local=local) == want
 
     def raising(conn, *args):
         conn.send("OSError")
         conn.close()
 
     monkeypatch.setattr(S, "_work", raising)
-    assert _segmented(path, S.cut_points(str(path), 2), KW) == want
-    assert len(takeover) == 4  # both segments, both times
+    assert _segmented(path, starts, KW, local=local) == want
+    assert [c[1:] for c in takeover] == workers * 2  # every worker's segment, both times
 
 
 def test_small_files_one_job_and_missing_files_read_serially(tmp_path: Path):
