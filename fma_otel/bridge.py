@@ -55,7 +55,8 @@ class BridgeResult:
     stats: list[SourceStats]
     #: requesters the DPC log names whose Pod is not in the capture (nothing to trace)
     orphans: int = 0
-    #: worker processes the DPC log was read by (1: read serially in this process)
+    #: segments the DPC log was read in, by workers and (its head) this process; 1: in one
+    #: piece, serially here or by one worker while this process read the other sources
     dpc_segments: int = 1
     #: with ``build=False``: the requester Pods in order and what makes each one's
     #: actuations (``actuations`` is then empty: the caller correlates them where it
