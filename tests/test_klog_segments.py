@@ -313,8 +313,10 @@ def test_small_files_one_job_and_missing_files_read_serially(tmp_path: Path):
     assert S.SegmentedRead.start(str(tmp_path / "missing"), WANTED_MESSAGES, None, 2, min_bytes=0) is None
 
 
-def test_a_process_with_threads_spawns_its_workers(tmp_path: Path):
-    """Forking with threads running is unsafe: the workers are spawned, same records."""
+@pytest.mark.parametrize("other_bytes", [None, 0])
+def test_a_process_with_threads_spawns_its_workers(tmp_path: Path, other_bytes):
+    """Forking with threads running is unsafe: the workers are spawned, same records (also
+    with the head of the log read here: ``other_bytes=0``)."""
     path = tmp_path / "dpc.log"
     path.write_bytes(b"".join(DPC) * 3)
     want = _serial(path, KW)
@@ -323,8 +325,9 @@ def test_a_process_with_threads_spawns_its_workers(tmp_path: Path):
     t.start()
     try:
         assert not W.can_fork() and W.start_method() == "spawn"
-        seg = S.SegmentedRead.start(str(path), *KW.values(), 3, min_bytes=0)
+        seg = S.SegmentedRead.start(str(path), *KW.values(), 3, min_bytes=0, other_bytes=other_bytes)
         assert seg is not None and seg.method == "spawn" and seg.segments == 3
+        assert seg.local is (other_bytes is not None)
         st_ = SourceStats("t")
         got = list(seg.records(st_)), (st_.read, st_.understood, st_.skipped, st_.skipped_lines)
     finally:
