@@ -101,12 +101,11 @@ def inputs_from_capture(directory: str | os.PathLike[str]) -> BridgeInputs:
         raise _os_error(str(d), exc) from None
     launchers: dict[str, str] = {}
     for e in found:
-        path = d / e.name
-        if not e.is_file():  # follows a link; False for a broken or looping one
-            raise InputError(
-                f"{path}: {'broken symbolic link' if e.is_symlink() and not path.exists() else 'not a regular file'}"
-            )
-        launchers[e.name[len(pre) : -len(suf)]] = str(path)
+        # a regular file, or a link to one, as scandir already knows; anything else is
+        # judged (and refused) the way every capture file is
+        path = str(d / e.name) if e.is_file() else _capture_file(d / e.name)
+        if path is not None:
+            launchers[e.name[len(pre) : -len(suf)]] = path
     return BridgeInputs([pods], _capture_file(d / CAPTURE_DPC), launchers)
 
 
@@ -143,21 +142,26 @@ def _reading(path: str) -> Iterator[IO[bytes]]:
         raise _os_error(path, exc) from None
 
 
-def check_readable(paths: Iterable[str]) -> None:
-    """Fail fast, before any work, on a missing or unreadable input (or a directory).
+def check_readable(paths: Iterable[str]) -> dict[str, int]:
+    """Fail fast, before any work, on a missing or unreadable input (or a directory); give
+    each input's size in bytes (0 for a pipe).
 
     With ``os.open``, not ``open``: no file object per input (a capture has one per
     launcher, and this runs before the DPC-log workers start)."""
+    sizes: dict[str, int] = {}
     for p in paths:
         try:
             fd = os.open(p, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         except OSError as exc:
             raise _os_error(p, exc) from None
         try:
-            if stat.S_ISDIR(os.fstat(fd).st_mode):
-                raise _os_error(p, IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR)))
+            st = os.fstat(fd)
         finally:
             os.close(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise _os_error(p, IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR)))
+        sizes[p] = st.st_size if stat.S_ISREG(st.st_mode) else 0
+    return sizes
 
 
 def run_bridge(
@@ -183,17 +187,18 @@ def run_bridge(
     ``actuations_of`` instead, for a caller that correlates, builds and encodes the
     actuations itself (``trace_lines.py``, in parallel).
     """
-    check_readable(
+    sizes = check_readable(
         [*inputs.pods, *([inputs.dpc_log] if inputs.dpc_log else []), *inputs.launcher_logs.values()]
     )
     with no_cyclic_gc():
         return _run_bridge(
-            inputs, baseline_selector, baseline_container, progress, jobs, parallel_min_bytes, build
+            inputs, sizes, baseline_selector, baseline_container, progress, jobs, parallel_min_bytes, build
         )
 
 
 def _run_bridge(
     inputs: BridgeInputs,
+    sizes: Mapping[str, int],
     baseline_selector: Mapping[str, str] | None,
     baseline_container: str | None,
     progress: Callable[[int], None] | None,
@@ -210,7 +215,7 @@ def _run_bridge(
             parallel_min_bytes,
             transform=dpc_row,
             drop=failed_poll,
-            other_bytes=_other_work_bytes(inputs),
+            other_bytes=_other_work_bytes(inputs, sizes),
         )
         if inputs.dpc_log
         else None
@@ -232,18 +237,13 @@ POD_BYTE_WEIGHT = 1.25
 LAUNCHER_FILE_BYTES = 8 << 10
 
 
-def _other_work_bytes(inputs: BridgeInputs) -> int:
+def _other_work_bytes(inputs: BridgeInputs, sizes: Mapping[str, int]) -> int:
     """The Pods and launcher logs this process reads while the DPC-log workers run, as
-    bytes of DPC log (``SegmentedRead.start``'s ``other_bytes``)."""
-    total = 0.0
-    for path, weight in [(p, POD_BYTE_WEIGHT) for p in inputs.pods] + [
-        (p, 1.0) for p in inputs.launcher_logs.values()
-    ]:
-        try:
-            total += os.path.getsize(path) * weight
-        except OSError:
-            pass  # reported when it is read
-    return int(total) + LAUNCHER_FILE_BYTES * len(inputs.launcher_logs)
+    bytes of DPC log (``SegmentedRead.start``'s ``other_bytes``); ``sizes`` from
+    :func:`check_readable`."""
+    pods = sum(sizes.get(p, 0) for p in inputs.pods)
+    launchers = sum(sizes.get(p, 0) for p in inputs.launcher_logs.values())
+    return int(pods * POD_BYTE_WEIGHT) + launchers + LAUNCHER_FILE_BYTES * len(inputs.launcher_logs)
 
 
 def _read_sources(

@@ -462,6 +462,11 @@ class SegmentedRead:
     def bytes_done(self) -> int:
         return sum(self._done[: len(self._workers)])
 
+    def _read_here(self, i: int, done: Any) -> Iterator[tuple[Any, ...]]:
+        """Segment ``i``'s items read in this process; ``done`` (this read's progress slots,
+        or ``None`` for a takeover, whose worker already counted what it read)."""
+        return _items(self.path, *self._bounds[i], *self._args, done, i, self._transform, self._drop)
+
     def records(self, stats: SourceStats, progress: Callable[[int], None] | None = None) -> Iterator[Any]:
         """The records (or the ``transform``'s rows) of the whole file in line order, as they
         arrive; ``stats`` gets the file's counts, and each kept skip in its place between
@@ -491,9 +496,8 @@ class SegmentedRead:
             for i in range(k):
                 taken = [0]  # items of segment i replayed so far
                 end: tuple[Any, ...] | None = None
-                if self._workers[i] is None:  # the local segment
-                    args = (*self._bounds[i], *self._args, self._done, i, self._transform, self._drop)
-                    mine: Iterator[tuple[Any, ...]] = _items(self.path, *args)
+                if self._workers[i] is None:  # the local segment (its bytes counted for progress)
+                    mine: Iterator[tuple[Any, ...]] = self._read_here(i, self._done)
                     if progress is not None:
                         mine = _every(mine, report)
                     end = yield from _replay(mine, offset, stats, taken, transformed)
@@ -507,8 +511,7 @@ class SegmentedRead:
                     if end is not None:
                         break
                     if over[i]:  # the worker is gone without its end: read the rest here
-                        args = (*self._bounds[i], *self._args, None, 0, self._transform, self._drop)
-                        rest = islice(_items(self.path, *args), taken[0], None)
+                        rest = islice(self._read_here(i, None), taken[0], None)
                         end = yield from _replay(rest, offset, stats, taken, transformed)
                         break
                     for recv in mp_wait(list(waiting), 0.2 if progress is not None else None):
