@@ -9,30 +9,38 @@ by a dummy) cannot see.  Two measurements, both interleaved so the machine's loa
 every configuration alike:
 
 * ``fork``: a fresh interpreter per configuration imports what the launcher imports
-  (FastAPI, uvicorn, pydantic, multiprocessing), then optionally ``fma_otel.auto``, and
-  times ``--forks`` bare ``os.fork()`` calls (the child ``_exit``s at once).  Median per
-  run; the table shows the median over ``--rounds`` runs and the extra over bare.
+  (FastAPI, uvicorn, pydantic, multiprocessing), then optionally ``fma_otel.auto`` (or
+  only the SDK and exporter the wrappers would configure, ``BARE_SDK``), and times
+  ``--forks`` bare ``os.fork()`` calls (the child ``_exit``s at once).  Median per run;
+  the table shows the median over ``--rounds`` runs and the extra over bare.
 * ``create``: the fake launcher (``tests/fixtures/fake_launcher``, which forks its fake
-  vLLM like the real one) runs once per configuration, side by side; each round sends
-  one ``PUT /v2/vllm/instances/<id>`` to each in turn (order alternating) and times it
-  at the client, then kills the forked child so children do not pile up.  Collectors are
-  the tests' in-process OTLP receivers (gRPC and HTTP); "down" is a port nobody listens on.
+  vLLM like the real one) runs ``--copies`` times per configuration, side by side; each
+  round sends one ``PUT /v2/vllm/instances/<id>`` to every launcher in a shuffled order
+  (``--seed``) and times it at the client, then kills the forked child so children do
+  not pile up.  A configuration's median pools its launchers; the spread column is the
+  difference between its launchers' medians (see ``create_latencies`` for why).
+  Collectors are the tests' in-process OTLP receivers (gRPC and HTTP); "down" is a port
+  nobody listens on.  One configuration has no wrappers but the same SDK and one bare
+  SERVER span per request (``BARE_SPAN``): issue 7's "bare OTel SDK span", with the
+  fork, so that column says how many times the floor's extra the wrappers' extra is.
 
-Usage: ``python benchmarks/bench_fork.py [--rounds 5 --forks 400] [--creates 200]``.
-Run it on an otherwise idle machine; it takes about two minutes.
+Usage: ``python benchmarks/bench_fork.py [--rounds 5 --forks 400] [--creates 200
+--copies 2 --seed 0]`` (``--rounds 0`` or ``--creates 0`` skips a part).  Run it on an
+otherwise idle machine; it takes about four minutes.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import random
 import signal
 import socket
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
@@ -40,9 +48,57 @@ REPO = Path(__file__).resolve().parents[1]
 FAKE_LAUNCHER = REPO / "tests" / "fixtures" / "fake_launcher"
 LAUNCHER_IMPORTS = "import fastapi, uvicorn, pydantic, multiprocessing"
 
+#: The OpenTelemetry SDK and the OTLP/HTTP exporter exactly as the wrappers configure them
+#: (``fma_otel.instrument._sdk``: BatchSpanProcessor, the exporter on ``urllib3``), with
+#: none of our code: what any tracing of the launcher with this SDK brings into the fork.
+BARE_SDK = """
+from opentelemetry import trace
+from opentelemetry.exporter.http.transport._urllib3 import Urllib3HTTPTransport
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+_provider = TracerProvider()
+_provider.add_span_processor(
+    BatchSpanProcessor(OTLPSpanExporter(_transport=Urllib3HTTPTransport(verify=True, cert=None)))
+)
+trace.set_tracer_provider(_provider)
+"""
+
+#: BARE_SDK plus one bare SERVER span per request, opened and ended around the app by a
+#: minimal ASGI middleware (no propagation, no attributes): the "bare OTel SDK span"
+#: floor of issue 7, measured with the real fork.  FastAPI >= 0.16x makes spans of its
+#: own (a SERVER span and three internal ones a request) once an SDK is set; they are
+#: turned off here, so that the floor is one span (a wrapped create has only the
+#: wrappers' two spans: ``fma.launcher.create_instance`` and ``fma.vllm.startup``).
+BARE_SPAN = (
+    BARE_SDK
+    + """
+import inspect
+import fastapi
+if "telemetry" in inspect.signature(fastapi.FastAPI.__init__).parameters:
+    _fastapi_init = fastapi.FastAPI.__init__
+    def _no_native_telemetry(self, *args, **kwargs):
+        kwargs.setdefault("telemetry", {"tracing": False})  # as the wrappers set it
+        _fastapi_init(self, *args, **kwargs)
+    fastapi.FastAPI.__init__ = _no_native_telemetry
+import uvicorn
+_uvicorn_run = uvicorn.run
+def _traced_run(app, **kw):
+    tracer = trace.get_tracer("bare")
+    async def traced(scope, receive, send):
+        if scope["type"] != "http":
+            return await app(scope, receive, send)
+        with tracer.start_as_current_span(scope["method"], kind=trace.SpanKind.SERVER):
+            await app(scope, receive, send)
+    _uvicorn_run(traced, **kw)
+uvicorn.run = _traced_run
+"""
+)
+
 # name -> environment for the wrapped process (None: not wrapped)
 FORK_CONFIGS: dict[str, dict[str, str] | None] = {
     "unwrapped": None,
+    "OTel SDK + OTLP/HTTP exporter, no wrappers": {},
     "wrapped, no exporter": {"OTEL_TRACES_EXPORTER": "none"},
     "wrapped, HTTP (default)": {},
     "wrapped, gRPC": {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"},
@@ -93,7 +149,7 @@ def fork_medians(rounds: int, forks: int) -> dict[str, list[float]]:
             env = clean_env(extra)
             if extra is not None:
                 env.setdefault("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{free_port()}")
-                wrap = "import fma_otel.auto"
+                wrap = BARE_SDK if name.startswith("OTel SDK") else "import fma_otel.auto"
             code = _FORK_PROBE.format(imports=LAUNCHER_IMPORTS, wrap=wrap, forks=forks)
             res = subprocess.run(
                 [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
@@ -103,8 +159,10 @@ def fork_medians(rounds: int, forks: int) -> dict[str, list[float]]:
 
 
 @contextmanager
-def launcher(extra: dict[str, str] | None) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
-    """The fake launcher, wrapped by ``import fma_otel.auto`` unless ``extra`` is None."""
+def launcher(
+    extra: dict[str, str] | None, prelude: str = "import fma_otel.auto"
+) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """The fake launcher, run after ``prelude`` (the wrappers) unless ``extra`` is None."""
     import httpx
 
     port = free_port()
@@ -112,7 +170,7 @@ def launcher(extra: dict[str, str] | None) -> Iterator[tuple[subprocess.Popen[by
         argv = [sys.executable, "launcher.py", "--port", str(port)]
     else:
         code = (
-            "import fma_otel.auto, runpy, sys; sys.argv = ['launcher.py'] + sys.argv[1:]; "
+            f"{prelude}\nimport runpy, sys; sys.argv = ['launcher.py'] + sys.argv[1:]\n"
             "runpy.run_path('launcher.py', run_name='__main__')"
         )
         argv = [sys.executable, "-c", code, "--port", str(port)]
@@ -190,47 +248,102 @@ def receiver(cls: str) -> Iterator[str]:
         proc.wait()
 
 
-def create_latencies(n: int) -> dict[str, list[float]]:
-    """Client-side seconds per ``PUT`` create, per launcher configuration, interleaved."""
+BARE_ROW = "one bare SDK span per request, OTLP/HTTP, collector up (no wrappers)"
+WRAP = "import fma_otel.auto"
+
+#: name -> (environment of the launcher, None: not traced; the code run before it)
+Configs = dict[str, tuple[dict[str, str] | None, str]]
+
+
+def create_configs(http_rx: str, grpc_rx: str, down: str) -> Configs:
+    grpc = {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_INSECURE": "true"}
+    return {
+        "unwrapped": (None, ""),
+        BARE_ROW: ({"OTEL_EXPORTER_OTLP_ENDPOINT": http_rx}, BARE_SPAN),
+        "wrapped, HTTP (default), collector up": ({"OTEL_EXPORTER_OTLP_ENDPOINT": http_rx}, WRAP),
+        "wrapped, HTTP (default), collector down": ({"OTEL_EXPORTER_OTLP_ENDPOINT": down}, WRAP),
+        "wrapped, gRPC, collector up": ({**grpc, "OTEL_EXPORTER_OTLP_ENDPOINT": grpc_rx}, WRAP),
+        "wrapped, gRPC, collector down": ({**grpc, "OTEL_EXPORTER_OTLP_ENDPOINT": down}, WRAP),
+    }
+
+
+def create_latencies(
+    n: int, copies: int = 2, seed: int = 0, configs: Callable[[str, str, str], Configs] = create_configs
+) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """Client-side seconds per ``PUT`` create, per configuration; and per configuration
+    the spread (max - min) of its launchers' medians.
+
+    Why ``copies`` launchers per configuration, in a shuffled order each round: two
+    launchers of the same configuration differed by up to 0.75 ms in median create time
+    (one fork's cost depends on the process's heap layout, and a fixed turn in the round
+    on what ran just before), as much as the effect measured.  Pooling fresh copies and
+    shuffling spreads both over every configuration; the spread column shows what is left.
+    """
     import httpx
 
     with ExitStack() as stack:
         grpc_rx = stack.enter_context(receiver("GrpcOtlpReceiver"))
         http_rx = stack.enter_context(receiver("HttpOtlpReceiver"))
-        down = f"http://127.0.0.1:{free_port()}"
-        grpc = {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_INSECURE": "true"}
-        configs: dict[str, dict[str, str] | None] = {
-            "unwrapped": None,
-            "wrapped, HTTP (default), collector up": {"OTEL_EXPORTER_OTLP_ENDPOINT": http_rx},
-            "wrapped, HTTP (default), collector down": {"OTEL_EXPORTER_OTLP_ENDPOINT": down},
-            "wrapped, gRPC, collector up": {**grpc, "OTEL_EXPORTER_OTLP_ENDPOINT": grpc_rx},
-            "wrapped, gRPC, collector down": {**grpc, "OTEL_EXPORTER_OTLP_ENDPOINT": down},
+        table_of = configs(http_rx, grpc_rx, f"http://127.0.0.1:{free_port()}")
+        running = {
+            (name, k): stack.enter_context(launcher(extra, prelude))
+            for name, (extra, prelude) in table_of.items()
+            for k in range(copies)
         }
-        running = {name: stack.enter_context(launcher(extra)) for name, extra in configs.items()}
         client = stack.enter_context(httpx.Client(timeout=30))
-        lat: dict[str, list[float]] = {name: [] for name in configs}
+        per_copy: dict[tuple[str, int], list[float]] = {key: [] for key in running}
+        rng = random.Random(seed)
         for i in range(n):
-            names = list(running) if i % 2 == 0 else list(running)[::-1]
-            for name in names:
-                proc, port = running[name]
+            order = list(running)
+            rng.shuffle(order)
+            for key in order:
+                proc, port = running[key]
                 cfg = {"options": f"--model m --port {free_port()} --fake-health-delay 0", "env_vars": {}}
                 t0 = time.perf_counter()
                 r = client.put(f"http://127.0.0.1:{port}/v2/vllm/instances/i{i}", json=cfg)
-                lat[name].append(time.perf_counter() - t0)
+                per_copy[key].append(time.perf_counter() - t0)
                 if r.status_code != 201:
-                    raise RuntimeError(f"{name}: create answered {r.status_code}: {r.text}")
+                    raise RuntimeError(f"{key[0]}: create answered {r.status_code}: {r.text}")
                 time.sleep(0.02)
                 kill_children(proc.pid)
-        return lat
+        lat: dict[str, list[float]] = {name: [] for name in table_of}
+        medians: dict[str, list[float]] = {name: [] for name in table_of}
+        for (name, _), vals in per_copy.items():
+            lat[name] += vals
+            medians[name].append(statistics.median(vals))
+        return lat, {name: max(m) - min(m) for name, m in medians.items()}
 
 
-def table(title: str, rows: dict[str, list[float]], base: str) -> str:
+def table(
+    title: str,
+    rows: dict[str, list[float]],
+    base: str,
+    floor: str | None = None,
+    spread: dict[str, float] | None = None,
+) -> str:
+    """Medians, the extra over ``base``; with ``floor`` that extra over the floor's, with
+    ``spread`` the spread of each configuration's launchers."""
     ref = statistics.median(rows[base])
-    lines = [f"| {title} | median ms | extra over {base} ms |", "| --- | ---: | ---: |"]
+    head = f"| {title} | median ms | extra over {base} ms |"
+    rule = "| --- | ---: | ---: |"
+    floor_extra = statistics.median(rows[floor]) - ref if floor else 0.0
+    if floor:
+        head += " extra / bare span's extra |"
+        rule += " ---: |"
+    if spread:
+        head += " spread between its launchers ms |"
+        rule += " ---: |"
+    lines = [head, rule]
     for name, vals in rows.items():
         med = statistics.median(vals)
         extra = "-" if name == base else f"{(med - ref) * 1e3:+.2f}"
-        lines.append(f"| {name} | {med * 1e3:.2f} | {extra} |")
+        line = f"| {name} | {med * 1e3:.2f} | {extra} |"
+        if floor:
+            ratio = "-" if name in (base, floor) or floor_extra <= 0 else f"{(med - ref) / floor_extra:.2f}x"
+            line += f" {ratio} |"
+        if spread:
+            line += f" {spread[name] * 1e3:.2f} |"
+        lines.append(line)
     return "\n".join(lines)
 
 
@@ -239,11 +352,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=5, help="fresh processes per fork configuration")
     ap.add_argument("--forks", type=int, default=400, help="os.fork() calls per process")
     ap.add_argument("--creates", type=int, default=200, help="creates per launcher (0: skip)")
+    ap.add_argument("--copies", type=int, default=2, help="launchers per create configuration")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the creates' order")
     args = ap.parse_args(argv)
-    print(table("os.fork() in a launcher-like process", fork_medians(args.rounds, args.forks), "unwrapped"))
+    if args.rounds:
+        forks = fork_medians(args.rounds, args.forks)
+        print(table("os.fork() in a launcher-like process", forks, "unwrapped"))
     if args.creates:
+        lat, spread = create_latencies(args.creates, args.copies, args.seed)
         print()
-        print(table("PUT create on the fake launcher", create_latencies(args.creates), "unwrapped"))
+        print(table("PUT create on the fake launcher", lat, "unwrapped", BARE_ROW, spread))
     return 0
 
 
