@@ -20,18 +20,28 @@ every configuration alike:
   not pile up.  A configuration's median pools its launchers; the spread column is the
   difference between its launchers' medians (see ``create_latencies`` for why).
   Collectors are the tests' in-process OTLP receivers (gRPC and HTTP); "down" is a port
-  nobody listens on.  One configuration has no wrappers but the same SDK and one bare
-  SERVER span per request (``BARE_SPAN``): issue 7's "bare OTel SDK span", with the
-  fork, so that column says how many times the floor's extra the wrappers' extra is.
+  nobody listens on.  Two configurations have no wrappers but the same SDK and one span
+  a request, issue 7's "bare OTel SDK span" with the fork: ``BARE_SPAN`` (no
+  attributes) and ``BARE_SHAPED_SPAN`` (shaped like the create span: start time at
+  receipt, its attributes built from the request, the status code at the end - the
+  floor ``count_instructions.py`` uses); the ratio columns say how many times each
+  floor's extra the wrappers' extra is.
+* Intervals: a two-level bootstrap (``bootstrap``: launchers, then their creates, drawn
+  with replacement) gives each extra and ratio a 95% interval, and ``verdicts`` judges
+  issue 7's targets (within 1 ms of unwrapped; <= 1.5x a bare span's extra) as met,
+  missed or not resolved by where the interval lies.
 
 Usage: ``python benchmarks/bench_fork.py [--rounds 5 --forks 400] [--creates 200
---copies 2 --seed 0]`` (``--rounds 0`` or ``--creates 0`` skips a part).  Run it on an
-otherwise idle machine; it takes about four minutes.
+--copies 2 --seed 0] [--only HTTP] [--boot 2000]`` (``--rounds 0`` or ``--creates 0``
+skips a part; ``--only`` keeps the create configurations whose name holds the word, plus
+the base and floors).  Run it on an otherwise idle machine; the defaults take about five
+minutes, ``--rounds 0 --creates 150 --copies 4 --only HTTP`` about as long.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import random
 import signal
@@ -64,15 +74,11 @@ _provider.add_span_processor(
 trace.set_tracer_provider(_provider)
 """
 
-#: BARE_SDK plus one bare SERVER span per request, opened and ended around the app by a
-#: minimal ASGI middleware (no propagation, no attributes): the "bare OTel SDK span"
-#: floor of issue 7, measured with the real fork.  FastAPI >= 0.16x makes spans of its
-#: own (a SERVER span and three internal ones a request) once an SDK is set; they are
-#: turned off here, so that the floor is one span (a wrapped create has only the
+#: FastAPI >= 0.16x makes spans of its own (a SERVER span and three internal ones a
+#: request) once an SDK is set; the floors turn them off, as the wrappers do for the app
+#: they trace, so that a floor is one span a request (a wrapped create has only the
 #: wrappers' two spans: ``fma.launcher.create_instance`` and ``fma.vllm.startup``).
-BARE_SPAN = (
-    BARE_SDK
-    + """
+_NO_FASTAPI_SPANS = """
 import inspect
 import fastapi
 if "telemetry" in inspect.signature(fastapi.FastAPI.__init__).parameters:
@@ -81,18 +87,93 @@ if "telemetry" in inspect.signature(fastapi.FastAPI.__init__).parameters:
         kwargs.setdefault("telemetry", {"tracing": False})  # as the wrappers set it
         _fastapi_init(self, *args, **kwargs)
     fastapi.FastAPI.__init__ = _no_native_telemetry
+"""
+
+#: Puts the floor's ASGI middleware (``traced(app)``, defined before it) around the app
+#: the launcher hands to ``uvicorn.run``.
+_RUN_TRACED = """
 import uvicorn
 _uvicorn_run = uvicorn.run
 def _traced_run(app, **kw):
+    _uvicorn_run(traced(app), **kw)
+uvicorn.run = _traced_run
+"""
+
+#: BARE_SDK plus one bare SERVER span per request, opened and ended around the app by a
+#: minimal ASGI middleware (no propagation, no attributes): the "bare OTel SDK span"
+#: floor of issue 7, measured with the real fork.
+BARE_SPAN = (
+    BARE_SDK
+    + _NO_FASTAPI_SPANS
+    + """
+def traced(app):
     tracer = trace.get_tracer("bare")
-    async def traced(scope, receive, send):
+    async def middleware(scope, receive, send):
         if scope["type"] != "http":
             return await app(scope, receive, send)
         with tracer.start_as_current_span(scope["method"], kind=trace.SpanKind.SERVER):
             await app(scope, receive, send)
-    _uvicorn_run(traced, **kw)
-uvicorn.run = _traced_run
+    return middleware
 """
+    + _RUN_TRACED
+)
+
+#: BARE_SDK plus one SERVER span per create shaped like the wrappers' create span, as a
+#: hand-made span for that request would be: its start time taken at receipt, the 12
+#: attributes the wrappers give a create on the fake launcher (no ``traceparent``, no Pod)
+#: built from the ASGI scope on the request path, the status code set at the end (13).
+#: The same shape as ``count_instructions.py``'s floor ("bare SDK span, create-shaped"),
+#: here with the real fork.  Other requests get the plain bare span.
+BARE_SHAPED_SPAN = (
+    BARE_SDK
+    + _NO_FASTAPI_SPANS
+    + """
+import time
+def traced(app):
+    tracer = trace.get_tracer("bare")
+    reason = "no traceparent header; POD_NAME/NAMESPACE not set (downward API missing)"
+    async def middleware(scope, receive, send):
+        if scope["type"] != "http" or scope["method"] != "PUT":
+            if scope["type"] != "http":
+                return await app(scope, receive, send)
+            with tracer.start_as_current_span(scope["method"], kind=trace.SpanKind.SERVER):
+                return await app(scope, receive, send)
+        t0 = time.time_ns()
+        path = scope["path"]
+        server = scope.get("server") or ("", 0)
+        client = scope.get("client") or ("",)
+        attrs = {
+            "http.request.method": "PUT",
+            "url.path": path,
+            "url.scheme": scope.get("scheme", "http"),
+            "http.route": "/v2/vllm/instances/{instance_id}",
+            "server.address": server[0],
+            "server.port": server[1],
+            "client.address": client[0],
+            "fma.instance.id": path.rsplit("/", 1)[-1],
+            "fma.start.source": "wrapper",
+            "fma.end.source": "wrapper",
+            "fma.join": "none",
+            "fma.join.reason": reason,
+        }
+        span = tracer.start_span(
+            "fma.launcher.create_instance", kind=trace.SpanKind.SERVER, attributes=attrs, start_time=t0
+        )
+        status = []
+        async def send_status(message):
+            if message["type"] == "http.response.start":
+                status.append(message["status"])
+            await send(message)
+        with trace.use_span(span, end_on_exit=False):
+            try:
+                await app(scope, receive, send_status)
+            finally:
+                if status:
+                    span.set_attribute("http.response.status_code", status[0])
+                span.end()
+    return middleware
+"""
+    + _RUN_TRACED
 )
 
 # name -> environment for the wrapped process (None: not wrapped)
@@ -249,17 +330,26 @@ def receiver(cls: str) -> Iterator[str]:
 
 
 BARE_ROW = "one bare SDK span per request, OTLP/HTTP, collector up (no wrappers)"
+SHAPED_ROW = (
+    "one create-shaped bare SDK span per create (13 attributes), OTLP/HTTP, collector up (no wrappers)"
+)
+#: The floors the wrappers' extra is divided by, and how the table names them.
+FLOORS = {BARE_ROW: "bare span", SHAPED_ROW: "create-shaped span"}
 WRAP = "import fma_otel.auto"
+BASE = "unwrapped"
 
 #: name -> (environment of the launcher, None: not traced; the code run before it)
 Configs = dict[str, tuple[dict[str, str] | None, str]]
+#: (configuration, its launcher's number) -> client-side seconds of each create
+PerCopy = dict[tuple[str, int], list[float]]
 
 
 def create_configs(http_rx: str, grpc_rx: str, down: str) -> Configs:
     grpc = {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_INSECURE": "true"}
     return {
-        "unwrapped": (None, ""),
+        BASE: (None, ""),
         BARE_ROW: ({"OTEL_EXPORTER_OTLP_ENDPOINT": http_rx}, BARE_SPAN),
+        SHAPED_ROW: ({"OTEL_EXPORTER_OTLP_ENDPOINT": http_rx}, BARE_SHAPED_SPAN),
         "wrapped, HTTP (default), collector up": ({"OTEL_EXPORTER_OTLP_ENDPOINT": http_rx}, WRAP),
         "wrapped, HTTP (default), collector down": ({"OTEL_EXPORTER_OTLP_ENDPOINT": down}, WRAP),
         "wrapped, gRPC, collector up": ({**grpc, "OTEL_EXPORTER_OTLP_ENDPOINT": grpc_rx}, WRAP),
@@ -267,31 +357,42 @@ def create_configs(http_rx: str, grpc_rx: str, down: str) -> Configs:
     }
 
 
+def select(configs: Configs, only: Sequence[str]) -> Configs:
+    """The configurations whose name holds one of ``only`` (all when empty), with the
+    unwrapped base and the floors always kept: every ratio needs them."""
+    keep = {BASE, *FLOORS}
+    return {k: v for k, v in configs.items() if k in keep or not only or any(w in k for w in only)}
+
+
 def create_latencies(
-    n: int, copies: int = 2, seed: int = 0, configs: Callable[[str, str, str], Configs] = create_configs
-) -> tuple[dict[str, list[float]], dict[str, float]]:
-    """Client-side seconds per ``PUT`` create, per configuration; and per configuration
-    the spread (max - min) of its launchers' medians.
+    n: int,
+    copies: int = 2,
+    seed: int = 0,
+    configs: Callable[[str, str, str], Configs] = create_configs,
+    only: Sequence[str] = (),
+) -> PerCopy:
+    """Client-side seconds per ``PUT`` create, per launcher of each configuration.
 
     Why ``copies`` launchers per configuration, in a shuffled order each round: two
     launchers of the same configuration differed by up to 0.75 ms in median create time
     (one fork's cost depends on the process's heap layout, and a fixed turn in the round
     on what ran just before), as much as the effect measured.  Pooling fresh copies and
-    shuffling spreads both over every configuration; the spread column shows what is left.
+    shuffling spreads both over every configuration; ``spreads`` shows what is left, and
+    ``bootstrap`` turns both kinds of variation into an interval.
     """
     import httpx
 
     with ExitStack() as stack:
         grpc_rx = stack.enter_context(receiver("GrpcOtlpReceiver"))
         http_rx = stack.enter_context(receiver("HttpOtlpReceiver"))
-        table_of = configs(http_rx, grpc_rx, f"http://127.0.0.1:{free_port()}")
+        table_of = select(configs(http_rx, grpc_rx, f"http://127.0.0.1:{free_port()}"), only)
         running = {
             (name, k): stack.enter_context(launcher(extra, prelude))
             for name, (extra, prelude) in table_of.items()
             for k in range(copies)
         }
         client = stack.enter_context(httpx.Client(timeout=30))
-        per_copy: dict[tuple[str, int], list[float]] = {key: [] for key in running}
+        per_copy: PerCopy = {key: [] for key in running}
         rng = random.Random(seed)
         for i in range(n):
             order = list(running)
@@ -306,29 +407,113 @@ def create_latencies(
                     raise RuntimeError(f"{key[0]}: create answered {r.status_code}: {r.text}")
                 time.sleep(0.02)
                 kill_children(proc.pid)
-        lat: dict[str, list[float]] = {name: [] for name in table_of}
-        medians: dict[str, list[float]] = {name: [] for name in table_of}
-        for (name, _), vals in per_copy.items():
-            lat[name] += vals
-            medians[name].append(statistics.median(vals))
-        return lat, {name: max(m) - min(m) for name, m in medians.items()}
+        return per_copy
+
+
+def _groups(per_copy: PerCopy) -> dict[str, list[list[float]]]:
+    """Configuration -> its launchers' samples, in the order the launchers were made."""
+    out: dict[str, list[list[float]]] = {}
+    for (name, _), vals in per_copy.items():
+        out.setdefault(name, []).append(vals)
+    return out
+
+
+def pooled(per_copy: PerCopy) -> dict[str, list[float]]:
+    """Configuration -> every create of all its launchers."""
+    return {name: [v for vals in launchers for v in vals] for name, launchers in _groups(per_copy).items()}
+
+
+def spreads(per_copy: PerCopy) -> dict[str, float]:
+    """Configuration -> the spread (max - min) of its launchers' medians."""
+    out = {}
+    for name, launchers in _groups(per_copy).items():
+        medians = [statistics.median(vals) for vals in launchers]
+        out[name] = max(medians) - min(medians)
+    return out
+
+
+#: (low, high) ends of an interval
+Interval = tuple[float, float]
+
+
+def _percentiles(xs: list[float], level: float) -> Interval:
+    xs = sorted(xs)
+    tail = (1 - level) / 2
+    lo = xs[min(len(xs) - 1, int(tail * len(xs)))]
+    hi = xs[min(len(xs) - 1, int((1 - tail) * len(xs)))]
+    return lo, hi
+
+
+def bootstrap(
+    per_copy: PerCopy,
+    base: str = BASE,
+    floors: Sequence[str] = tuple(FLOORS),
+    n_boot: int = 2000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> dict[str, tuple[Interval, dict[str, Interval]]]:
+    """Percentile intervals of each configuration's extra over ``base`` (seconds, as the
+    difference of pooled medians) and of that extra over each floor's, by a two-level
+    bootstrap: each replicate draws a configuration's launchers with replacement, then
+    each drawn launcher's creates with replacement.
+
+    Why two levels: the launchers of one configuration differ by as much as the effect
+    (heap layout), so resampling creates alone would give intervals far too narrow.  With
+    few launchers the launcher level is coarse (two launchers allow three draws); run
+    ``--copies 4`` or more when the interval decides something.  A ratio whose floor's
+    extra is 0 or below in a replicate has no finite value there: it counts as infinite,
+    so an interval reaching ``inf`` says the floor was not resolved from the base.
+    """
+    rng = random.Random(seed)
+    groups = _groups(per_copy)
+    extras: dict[str, list[float]] = {name: [] for name in groups}
+    ratios: dict[str, dict[str, list[float]]] = {
+        name: {f: [] for f in floors if f in groups} for name in groups
+    }
+    for _ in range(n_boot):
+        med = {}
+        for name, launchers in groups.items():
+            sample: list[float] = []
+            for vals in rng.choices(launchers, k=len(launchers)):
+                sample += rng.choices(vals, k=len(vals))
+            med[name] = statistics.median(sample)
+        for name in groups:
+            extra = med[name] - med[base]
+            extras[name].append(extra)
+            for f in ratios[name]:
+                fx = med[f] - med[base]
+                ratios[name][f].append(extra / fx if fx > 0 else math.inf)
+    return {
+        name: (
+            _percentiles(extras[name], level),
+            {f: _percentiles(r, level) for f, r in ratios[name].items()},
+        )
+        for name in groups
+    }
+
+
+def _ratio_text(x: float) -> str:
+    return "inf" if math.isinf(x) else f"{x:.2f}x"
 
 
 def table(
     title: str,
     rows: dict[str, list[float]],
     base: str,
-    floor: str | None = None,
+    floors: dict[str, str] | None = None,
     spread: dict[str, float] | None = None,
+    ci: dict[str, tuple[Interval, dict[str, Interval]]] | None = None,
 ) -> str:
-    """Medians, the extra over ``base``; with ``floor`` that extra over the floor's, with
-    ``spread`` the spread of each configuration's launchers."""
+    """Medians and the extra over ``base``; for each of ``floors`` (name -> its label in
+    the header) that extra over the floor's; with ``ci`` the bootstrap interval of each
+    figure after it; with ``spread`` the spread of each configuration's launchers."""
+    floors = floors or {}
     ref = statistics.median(rows[base])
     head = f"| {title} | median ms | extra over {base} ms |"
     rule = "| --- | ---: | ---: |"
-    floor_extra = statistics.median(rows[floor]) - ref if floor else 0.0
-    if floor:
-        head += " extra / bare span's extra |"
+    floor_extra = {f: statistics.median(rows[f]) - ref for f in floors}
+    for label in floors.values():
+        head += f" extra / {label}'s extra |"
         rule += " ---: |"
     if spread:
         head += " spread between its launchers ms |"
@@ -337,14 +522,57 @@ def table(
     for name, vals in rows.items():
         med = statistics.median(vals)
         extra = "-" if name == base else f"{(med - ref) * 1e3:+.2f}"
+        if ci and name != base:
+            (lo, hi), _ = ci[name]
+            extra += f" ({lo * 1e3:+.2f} to {hi * 1e3:+.2f})"
         line = f"| {name} | {med * 1e3:.2f} | {extra} |"
-        if floor:
-            ratio = "-" if name in (base, floor) or floor_extra <= 0 else f"{(med - ref) / floor_extra:.2f}x"
-            line += f" {ratio} |"
+        for f in floors:
+            if name == base or name == f or floor_extra[f] <= 0:
+                line += " - |"
+                continue
+            cell = f"{(med - ref) / floor_extra[f]:.2f}x"
+            if ci:
+                lo, hi = ci[name][1][f]
+                cell += f" ({_ratio_text(lo)} to {_ratio_text(hi)})"
+            line += f" {cell} |"
         if spread:
             line += f" {spread[name] * 1e3:.2f} |"
         lines.append(line)
     return "\n".join(lines)
+
+
+def verdicts(
+    ci: dict[str, tuple[Interval, dict[str, Interval]]],
+    max_extra_s: float = 0.001,
+    max_ratio: float = 1.5,
+    level: float = 0.95,
+) -> list[str]:
+    """Issue 7's two create targets, judged on each wrapped configuration's intervals:
+    met when the whole interval is inside the target, missed when it is all outside,
+    not resolved when it holds the target (more launchers or creates may decide it)."""
+
+    def judge(iv: Interval, limit: float) -> str:
+        if iv[1] <= limit:
+            return "met"
+        if iv[0] > limit:
+            return "missed"
+        return "not resolved"
+
+    pct = f"{level:.0%}"
+    out = []
+    for name, ((lo, hi), ratios) in ci.items():
+        if not name.startswith("wrapped"):
+            continue
+        out.append(
+            f"{name}: extra {lo * 1e3:+.2f} to {hi * 1e3:+.2f} ms ({pct}): "
+            f"within {max_extra_s * 1e3:g} ms of unwrapped {judge((lo, hi), max_extra_s)}"
+        )
+        for f, iv in ratios.items():
+            out.append(
+                f"  / {FLOORS.get(f, f)}'s extra {_ratio_text(iv[0])} to {_ratio_text(iv[1])}: "
+                f"<= {max_ratio:g}x {judge(iv, max_ratio)}"
+            )
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -353,15 +581,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--forks", type=int, default=400, help="os.fork() calls per process")
     ap.add_argument("--creates", type=int, default=200, help="creates per launcher (0: skip)")
     ap.add_argument("--copies", type=int, default=2, help="launchers per create configuration")
-    ap.add_argument("--seed", type=int, default=0, help="seed of the creates' order")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the creates' order and of the bootstrap")
+    ap.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        help="create configurations whose name holds this (repeatable; the base and floors always run)",
+    )
+    ap.add_argument("--boot", type=int, default=2000, help="bootstrap replicates (0: no intervals)")
     args = ap.parse_args(argv)
     if args.rounds:
         forks = fork_medians(args.rounds, args.forks)
-        print(table("os.fork() in a launcher-like process", forks, "unwrapped"))
+        print(table("os.fork() in a launcher-like process", forks, BASE))
     if args.creates:
-        lat, spread = create_latencies(args.creates, args.copies, args.seed)
+        per_copy = create_latencies(args.creates, args.copies, args.seed, only=args.only)
+        ci = bootstrap(per_copy, n_boot=args.boot, seed=args.seed) if args.boot else None
         print()
-        print(table("PUT create on the fake launcher", lat, "unwrapped", BARE_ROW, spread))
+        print(table("PUT create on the fake launcher", pooled(per_copy), BASE, FLOORS, spreads(per_copy), ci))
+        if ci:
+            print()
+            print(f"95% bootstrap intervals ({args.boot} replicates, launchers and creates resampled):")
+            print("\n".join(verdicts(ci)))
     return 0
 
 

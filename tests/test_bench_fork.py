@@ -1,4 +1,4 @@
-"""``benchmarks/bench_fork.py``: its floor is one bare span a request, and its table's ratios.
+"""``benchmarks/bench_fork.py``: its floors are one span a request, its table's ratios and intervals.
 
 Why: the "bare OTel SDK span" launcher is the floor the wrappers' create cost is divided
 by.  FastAPI >= 0.16x adds spans of its own (a SERVER span and three internal ones a
@@ -9,6 +9,7 @@ price, and the wrappers read 0.6x of it instead of 1.4-5x.
 from __future__ import annotations
 
 import importlib.util
+import math
 import sys
 import time
 from pathlib import Path
@@ -33,7 +34,7 @@ def test_table_divides_each_extra_by_the_floors_extra() -> None:
         "wrapped": [0.011, 0.011, 0.011],
     }
     spread = {"unwrapped": 0.0001, "floor": 0.0002, "wrapped": 0.00025}
-    lines = bf.table("t", rows, "unwrapped", "floor", spread).splitlines()
+    lines = bf.table("t", rows, "unwrapped", {"floor": "bare span"}, spread).splitlines()
     assert lines[0] == (
         "| t | median ms | extra over unwrapped ms | extra / bare span's extra | spread between its launchers ms |"
     )
@@ -48,26 +49,149 @@ def test_table_without_floor_keeps_three_columns() -> None:
     assert lines[3] == "| b | 2.00 | +1.00 |"
 
 
+def test_table_puts_each_interval_after_its_figure() -> None:
+    rows = {"u": [0.010], "f1": [0.0105], "f2": [0.0110], "w": [0.011]}
+    ci = {
+        "f1": ((0.0004, 0.0006), {"f2": (0.4, 0.6)}),
+        "f2": ((0.0009, 0.0011), {"f1": (1.5, math.inf)}),
+        "w": ((0.0008, 0.00125), {"f1": (1.5, 2.5), "f2": (0.75, 1.25)}),
+    }
+    lines = bf.table("t", rows, "u", {"f1": "bare span", "f2": "shaped span"}, ci=ci).splitlines()
+    assert (
+        lines[0]
+        == "| t | median ms | extra over u ms | extra / bare span's extra | extra / shaped span's extra |"
+    )
+    assert lines[2] == "| u | 10.00 | - | - | - |"
+    assert lines[4] == "| f2 | 11.00 | +1.00 (+0.90 to +1.10) | 2.00x (1.50x to inf) | - |"
+    assert (
+        lines[5] == "| w | 11.00 | +1.00 (+0.80 to +1.25) | 2.00x (1.50x to 2.50x) | 1.00x (0.75x to 1.25x) |"
+    )
+
+
+def _launchers(name: str, centres_ms: list[float], n: int = 60, jitter_ms: float = 0.05) -> bf.PerCopy:
+    """Synthetic creates: one launcher per centre, ``n`` creates spread evenly by ``jitter_ms``."""
+    out: bf.PerCopy = {}
+    for k, c in enumerate(centres_ms):
+        out[(name, k)] = [(c + jitter_ms * (2 * i / (n - 1) - 1)) / 1e3 for i in range(n)]
+    return out
+
+
+def _synthetic(wrapped_ms: list[float]) -> bf.PerCopy:
+    return {
+        **_launchers(bf.BASE, [10.0, 10.0, 10.0, 10.0]),
+        **_launchers(bf.BARE_ROW, [10.5, 10.5, 10.5, 10.5]),
+        **_launchers("wrapped, x", wrapped_ms),
+    }
+
+
+def test_bootstrap_brackets_a_known_extra_and_ratio() -> None:
+    ci = bf.bootstrap(_synthetic([11.0, 11.0, 11.0, 11.0]), floors=[bf.BARE_ROW], n_boot=300)
+    (lo, hi), ratios = ci["wrapped, x"]
+    assert lo < 0.001 < hi and hi - lo < 0.0001  # +1 ms, tightly: every launcher agrees
+    rlo, rhi = ratios[bf.BARE_ROW]
+    assert rlo < 2.0 < rhi and rhi - rlo < 0.5
+    assert ci[bf.BASE][0] == (0.0, 0.0)
+
+
+def test_bootstrap_widens_with_the_spread_between_launchers() -> None:
+    """Launchers 0.8 ms apart with steady creates: resampling the creates alone would give
+    an interval of ~0.1 ms; drawing the launchers too must show the launchers' spread."""
+    (lo, hi), _ = bf.bootstrap(_synthetic([10.6, 10.6, 11.4, 11.4]), floors=[bf.BARE_ROW], n_boot=300)[
+        "wrapped, x"
+    ]
+    assert hi - lo > 0.0005
+    assert lo < 0.001 < hi
+
+
+def test_bootstrap_is_seeded_and_gives_inf_for_an_unresolved_floor() -> None:
+    data = {
+        **_launchers(bf.BASE, [10.0, 10.2]),
+        **_launchers(bf.BARE_ROW, [10.0, 10.2]),  # no extra over the base
+        **_launchers("wrapped, x", [11.0, 11.2]),
+    }
+    a = bf.bootstrap(data, floors=[bf.BARE_ROW], n_boot=200, seed=3)
+    assert a == bf.bootstrap(data, floors=[bf.BARE_ROW], n_boot=200, seed=3)
+    assert a["wrapped, x"][1][bf.BARE_ROW][1] == math.inf
+
+
+def test_verdicts_judge_by_where_the_interval_lies() -> None:
+    ci = {
+        bf.BASE: ((0.0, 0.0), {}),
+        bf.BARE_ROW: ((0.0004, 0.0006), {}),
+        "wrapped, in": ((0.0003, 0.0009), {bf.BARE_ROW: (0.9, 1.4)}),
+        "wrapped, edge": ((0.0008, 0.0012), {bf.BARE_ROW: (1.2, math.inf)}),
+        "wrapped, out": ((0.0011, 0.0015), {bf.BARE_ROW: (1.6, 3.0)}),
+    }
+    assert bf.verdicts(ci) == [
+        "wrapped, in: extra +0.30 to +0.90 ms (95%): within 1 ms of unwrapped met",
+        "  / bare span's extra 0.90x to 1.40x: <= 1.5x met",
+        "wrapped, edge: extra +0.80 to +1.20 ms (95%): within 1 ms of unwrapped not resolved",
+        "  / bare span's extra 1.20x to inf: <= 1.5x not resolved",
+        "wrapped, out: extra +1.10 to +1.50 ms (95%): within 1 ms of unwrapped missed",
+        "  / bare span's extra 1.60x to 3.00x: <= 1.5x missed",
+    ]
+
+
+def test_select_keeps_the_base_and_the_floors() -> None:
+    names = list(bf.create_configs("h", "g", "d"))
+    kept = list(bf.select(bf.create_configs("h", "g", "d"), ["HTTP"]))
+    assert kept == [bf.BASE, bf.BARE_ROW, bf.SHAPED_ROW] + [n for n in names if n.startswith("wrapped, HTTP")]
+    assert len(kept) == 5
+    assert list(bf.select(bf.create_configs("h", "g", "d"), [])) == names
+
+
 @pytest.mark.timeout(60)
-def test_bare_span_launcher_makes_one_server_span_a_request() -> None:
+@pytest.mark.parametrize(
+    ("prelude", "put_name", "put_attrs"),
+    [
+        (bf.BARE_SPAN, "PUT", set()),
+        (
+            bf.BARE_SHAPED_SPAN,
+            "fma.launcher.create_instance",
+            {
+                "http.request.method",
+                "url.path",
+                "url.scheme",
+                "http.route",
+                "server.address",
+                "server.port",
+                "client.address",
+                "fma.instance.id",
+                "fma.start.source",
+                "fma.end.source",
+                "fma.join",
+                "fma.join.reason",
+                "http.response.status_code",
+            },
+        ),
+    ],
+    ids=["bare", "create-shaped"],
+)
+def test_floor_launcher_makes_one_server_span_a_request(
+    prelude: str, put_name: str, put_attrs: set[str]
+) -> None:
     rx = HttpOtlpReceiver().start()
     try:
         env = {"OTEL_EXPORTER_OTLP_ENDPOINT": rx.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "50"}
-        with bf.launcher(env, bf.BARE_SPAN) as (proc, port):
+        with bf.launcher(env, prelude) as (proc, port):
             for i in range(2):
                 cfg = {"options": f"--model m --port {bf.free_port()}", "env_vars": {}}
                 r = httpx.put(f"http://127.0.0.1:{port}/v2/vllm/instances/b{i}", json=cfg, timeout=10)
                 assert r.status_code == 201
             deadline = time.monotonic() + 10
-            while sum(s.name == "PUT" for s in rx.spans()) < 2 and time.monotonic() < deadline:
+            while sum(s.name == put_name for s in rx.spans()) < 2 and time.monotonic() < deadline:
                 time.sleep(0.05)
             time.sleep(0.3)  # anything else the two requests made has been exported too
             bf.kill_children(proc.pid)
         spans = rx.spans()
     finally:
         rx.stop()
-    puts = [s for s in spans if s.name == "PUT"]
+    puts = [s for s in spans if s.name == put_name]
     assert len(puts) == 2
     assert {s.kind for s in puts} == {"SERVER"}
+    assert all(set(s.attributes) == put_attrs for s in puts)
+    if put_attrs:
+        assert sorted(s.attributes["fma.instance.id"] for s in puts) == ["b0", "b1"]
+        assert {s.attributes["http.response.status_code"] for s in puts} == {201}
     # Only the middleware's spans (the readiness GETs have theirs): none of FastAPI's own.
-    assert {s.name for s in spans} <= {"PUT", "GET"}
+    assert {s.name for s in spans} <= {put_name, "GET"}
