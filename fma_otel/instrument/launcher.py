@@ -184,7 +184,7 @@ class _RequestState:
     ``instance_id`` is the id in the create path.
     """
 
-    __slots__ = ("span", "status", "is_create", "join", "instance_id", "trace_hex", "startups")
+    __slots__ = ("span", "status", "is_create", "join", "instance_id", "trace_hex", "startups", "after")
 
     def __init__(
         self,
@@ -201,6 +201,9 @@ class _RequestState:
         self.instance_id = instance_id
         self.trace_hex = trace_hex
         self.startups = 0  # fma.vllm.startup spans ordered in a trace of its own
+        #: ``(instance, startup watch, child env)`` of each instance forked in this
+        #: create, registered once the response is sent (``_after_response``).
+        self.after: list[tuple[Any, StartupWatch, Any]] = []
 
 
 #: The request the middleware is tracing, for the class wrappers running inside it: they
@@ -255,9 +258,11 @@ class FmaLauncherMiddleware:
         try:
             await self.app(scope, receive, send_wrapper)
         except BaseException as exc:
+            self._owner._after_response(state)
             _finish(state, exc)
             raise
         else:
+            self._owner._after_response(state)
             _finish(state, None)
         finally:
             try:
@@ -690,6 +695,32 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             _note_instance_id(result)
         return result
 
+    def _after_response(self, st: _RequestState) -> None:
+        """Register the create request's forked instances with the startup poller, now
+        that the response has been sent, and clear the child's pending environment.
+
+        Why it waits: between the fork and the response every memory page the launcher
+        writes is first copied (the child shares it until then), ~10 us a page on these
+        VMs, so the create path does nothing there that can be done later.  The watch's
+        start time is the fork instant whenever it is registered, and the poller (or
+        ``stop``) opens the span as before.
+        """
+        global _PENDING_CHILD_ENV
+        after = st.after
+        if not after:
+            return
+        for instance, watch, child_env in after:
+            try:
+                if _PENDING_CHILD_ENV is child_env:
+                    _PENDING_CHILD_ENV = None
+                if not watch.ended:
+                    watch.process = proc = getattr(instance, "process", None)
+                    watch.pid = getattr(proc, "pid", None)
+                    watch.start()
+            except Exception:  # noqa: BLE001 - do no harm
+                c.logger.debug("fma-otel: registering a vLLM start-up watch failed", exc_info=True)
+        after.clear()
+
     def _start_wrapper(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         global _PENDING_CHILD_ENV
         st = _REQUEST.get()
@@ -697,12 +728,23 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         if st is not None and st.is_create and self._on and c.active():
             plan = self._order_startup(instance, st)
         elif not self.recording():
+            _PENDING_CHILD_ENV = None  # never an earlier create's, not yet cleared
             return wrapped(*args, **kwargs)
         else:
             plan = self._plan_startup(instance)
+        _PENDING_CHILD_ENV = plan.child_env if plan is not None else None
         if plan is None:
             return wrapped(*args, **kwargs)
-        _PENDING_CHILD_ENV = plan.child_env
+        if plan.__class__ is _StartupOrder:
+            # Inside the create request: after the fork only the return, the rest waits
+            # for the response (``_after_response``), which also clears the child's env.
+            st.after.append((instance, plan.watch, plan.child_env))
+            self._watches[instance] = plan.watch  # so a ``stop`` before then ends it
+            try:
+                return wrapped(*args, **kwargs)
+            except BaseException as exc:
+                _end_error(plan.watch, exc)
+                raise
         try:
             result = wrapped(*args, **kwargs)
         except BaseException as exc:

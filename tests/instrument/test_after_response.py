@@ -1,0 +1,145 @@
+"""The create path does nothing between the fork and the response that can wait.
+
+Why: after the fork every page the launcher writes is first copied while the child shares
+it (~10 us a page on these VMs), so registering the startup watch with the poller and
+clearing the child's pending environment wait until the response has been sent
+(``LauncherInstrumentor._after_response``).  These tests pin the order and what still
+holds: the span starts at the fork, ends when vLLM answers, and a ``stop`` that comes
+before the registration still ends it once.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from opentelemetry.trace import StatusCode
+
+from fma_otel.instrument import launcher as lw
+from fma_otel.instrument import vllm_watch
+from fma_otel.instrument.launcher import STARTUP_SPAN
+from tests.instrument.conftest import Tracing
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait(pred: Any, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.02)
+    return bool(pred())
+
+
+class _Recorder:
+    """An ASGI app around the launcher's that logs what is sent, and the poller's adds."""
+
+    def __init__(self, app: Any, on_body: Any = None) -> None:
+        self.app = app
+        self.events: list[str] = []
+        self.on_body = on_body
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        async def logged(message: dict[str, Any]) -> None:
+            if message["type"].startswith("http.response."):
+                self.events.append(message["type"])
+                if message["type"] == "http.response.body" and self.on_body is not None:
+                    self.on_body()
+            await send(message)
+
+        await self.app(scope, receive, logged)
+
+
+@pytest.fixture
+def adds(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
+    """Every watch handed to the startup poller, in order (the poller still gets it)."""
+    seen: list[Any] = []
+    real = vllm_watch._POLLER.add
+
+    def add(watch: Any) -> None:
+        seen.append(watch)
+        real(watch)
+
+    monkeypatch.setattr(vllm_watch._POLLER, "add", add)
+    yield seen
+
+
+def test_the_watch_is_registered_after_the_response_and_the_span_still_starts_at_the_fork(
+    instrumented: tuple[Tracing, Any], adds: list[Any]
+) -> None:
+    tracing, launcher = instrumented
+    rec = _Recorder(launcher.app, on_body=lambda: rec.events.append(f"adds at body: {len(adds)}"))
+    port = _free_port()
+    cfg = {"options": f"--model m --port {port} --fake-health-delay 0.2", "env_vars": {}}
+    with TestClient(rec) as client:
+        t_sent = time.time_ns()
+        r = client.put("/v2/vllm/instances/late-reg", json=cfg)
+        assert r.status_code == 201
+        # The response went out before the poller heard of the instance; then it did.
+        assert rec.events == ["http.response.start", "http.response.body", "adds at body: 0"]
+        assert len(adds) == 1
+        assert lw._PENDING_CHILD_ENV is None  # cleared once the response was sent
+        assert _wait(lambda: tracing.spans(STARTUP_SPAN), 5)
+        client.delete("/v2/vllm/instances/late-reg")
+
+    (startup,) = tracing.spans(STARTUP_SPAN)
+    assert startup.status.status_code is StatusCode.OK
+    # Its start is the fork (inside the request), not the late registration.
+    (create,) = tracing.spans(lw.CREATE_SPAN)
+    assert t_sent <= create.start_time <= startup.start_time <= create.end_time
+    assert startup.end_time - startup.start_time >= 150_000_000  # it waited for /health
+    assert isinstance(adds[0].pid, int) and adds[0].pid > 0  # read from the instance after the fork
+
+
+def test_a_stop_before_the_registration_ends_the_span_once_and_nothing_is_registered(
+    instrumented: tuple[Tracing, Any], adds: list[Any]
+) -> None:
+    tracing, launcher = instrumented
+
+    def stop_now() -> None:  # the launcher stops the instance while the response is going out
+        launcher.vllm_manager.stop_instance("early-stop", timeout=2)
+
+    rec = _Recorder(launcher.app, on_body=stop_now)
+    port = _free_port()
+    cfg = {"options": f"--model m --port {port} --fake-health-delay 5", "env_vars": {}}
+    with TestClient(rec) as client:
+        assert client.put("/v2/vllm/instances/early-stop", json=cfg).status_code == 201
+    assert adds == []  # an ended watch is not handed to the poller
+    (startup,) = tracing.spans(STARTUP_SPAN)
+    assert startup.status.status_code is StatusCode.ERROR
+    assert startup.status.description == "instance stopped before it answered GET /health"
+    assert lw._PENDING_CHILD_ENV is None
+
+
+def test_a_start_outside_a_request_never_sees_a_create_s_environment(
+    instrumented: tuple[Tracing, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever a create left pending, the next fork decides its child's environment anew."""
+    tracing, launcher = instrumented
+    seen: list[Any] = []
+    real_start = launcher.multiprocessing.process.BaseProcess.start
+
+    def spy(self: Any) -> None:
+        seen.append(lw._PENDING_CHILD_ENV)  # what the child would read in vllm_kickoff
+        real_start(self)
+
+    monkeypatch.setattr(launcher.multiprocessing.process.BaseProcess, "start", spy)
+    stale = object()
+    monkeypatch.setattr(lw, "_PENDING_CHILD_ENV", stale)
+    port = _free_port()
+    inst = launcher.VllmInstance("outside", launcher.VllmConfig(options=f"--model m --port {port}"), None, "")
+    try:
+        monkeypatch.setattr(lw.c, "active", lambda: False)  # not recording: no plan at all
+        inst.start()
+    finally:
+        inst.stop(timeout=2)
+    assert seen == [None]
