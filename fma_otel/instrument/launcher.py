@@ -202,8 +202,9 @@ class _RequestState:
         self.trace_hex = trace_hex
         self.startups = 0  # fma.vllm.startup spans ordered in a trace of its own
         #: ``(instance, startup watch, child env)`` of each instance forked in this
-        #: create, registered once the response is sent (``_after_response``).
-        self.after: list[tuple[Any, StartupWatch, Any]] = []
+        #: create, registered once the response is sent (``_after_response``, which
+        #: then sets it to ``None``: a ``start`` after that registers at once).
+        self.after: list[tuple[Any, StartupWatch, Any]] | None = []
 
 
 #: The request the middleware is tracing, for the class wrappers running inside it: they
@@ -707,9 +708,8 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         """
         global _PENDING_CHILD_ENV
         after = st.after
-        if not after:
-            return
-        for instance, watch, child_env in after:
+        st.after = None
+        for instance, watch, child_env in after or ():
             try:
                 if _PENDING_CHILD_ENV is child_env:
                     _PENDING_CHILD_ENV = None
@@ -719,7 +719,6 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                     watch.start()
             except Exception:  # noqa: BLE001 - do no harm
                 c.logger.debug("fma-otel: registering a vLLM start-up watch failed", exc_info=True)
-        after.clear()
 
     def _start_wrapper(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         global _PENDING_CHILD_ENV
@@ -735,7 +734,7 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         _PENDING_CHILD_ENV = plan.child_env if plan is not None else None
         if plan is None:
             return wrapped(*args, **kwargs)
-        if plan.__class__ is _StartupOrder:
+        if plan.__class__ is _StartupOrder and st.after is not None:
             # Inside the create request: after the fork only the return, the rest waits
             # for the response (``_after_response``), which also clears the child's env.
             st.after.append((instance, plan.watch, plan.child_env))

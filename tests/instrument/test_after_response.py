@@ -10,6 +10,7 @@ before the registration still ends it once.
 
 from __future__ import annotations
 
+import contextvars
 import socket
 import time
 from collections.abc import Iterator
@@ -143,3 +144,35 @@ def test_a_start_outside_a_request_never_sees_a_create_s_environment(
     finally:
         inst.stop(timeout=2)
     assert seen == [None]
+
+
+def test_a_start_after_the_response_was_sent_registers_at_once(
+    instrumented: tuple[Tracing, Any], adds: list[Any]
+) -> None:
+    """A ``start`` that outlives its create request (a task made from the request's
+    context) has no later moment to wait for: its watch goes to the poller at once."""
+    tracing, launcher = instrumented
+    owner = lw.LauncherInstrumentor()  # the instrumented one (a singleton)
+    span = tracing.provider.get_tracer("t").start_span("create")
+    st = lw._RequestState(span, True, lw.JOIN_NONE, "after-done")
+    owner._after_response(st)  # the response went out
+    assert st.after is None
+    port = _free_port()
+    inst = launcher.VllmInstance(
+        "after-done", launcher.VllmConfig(options=f"--model m --port {port} --fake-health-delay 0"), None, ""
+    )
+
+    def start_in_request_context() -> None:
+        lw._REQUEST.set(st)
+        inst.start()
+        assert len(adds) == 1  # registered before start() returned
+        assert lw._PENDING_CHILD_ENV is None
+
+    try:
+        contextvars.copy_context().run(start_in_request_context)
+        assert _wait(lambda: tracing.spans(STARTUP_SPAN), 5)
+    finally:
+        inst.stop(timeout=2)
+    (startup,) = tracing.spans(STARTUP_SPAN)
+    assert startup.status.status_code is StatusCode.OK
+    assert startup.parent.span_id == span.get_span_context().span_id
