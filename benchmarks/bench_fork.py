@@ -26,16 +26,23 @@ every configuration alike:
   receipt, its attributes built from the request, the status code at the end - the
   floor ``count_instructions.py`` uses); the ratio columns say how many times each
   floor's extra the wrappers' extra is.
+* ``paired``: the create again, but each of ``--copies`` launchers is every configuration
+  in turn (``PAIRED``: the wrappers installed, and a header picks per request whether
+  they run, step aside, or step aside for a bare or create-shaped span).  All modes fork
+  the same process, so the heap-layout spread between launchers cancels and the ratio of
+  the wrappers' request-path extra to a bare span's can be resolved; what the imports add
+  to every fork is the ``fork`` part's to show.
 * Intervals: a two-level bootstrap (``bootstrap``: launchers, then their creates, drawn
   with replacement) gives each extra and ratio a 95% interval, and ``verdicts`` judges
   issue 7's targets (within 1 ms of unwrapped; <= 1.5x a bare span's extra) as met,
   missed or not resolved by where the interval lies.
 
 Usage: ``python benchmarks/bench_fork.py [--rounds 5 --forks 400] [--creates 200
---copies 2 --seed 0] [--only HTTP] [--boot 2000]`` (``--rounds 0`` or ``--creates 0``
-skips a part; ``--only`` keeps the create configurations whose name holds the word, plus
-the base and floors).  Run it on an otherwise idle machine; the defaults take about five
-minutes, ``--rounds 0 --creates 150 --copies 4 --only HTTP`` about as long.
+--copies 2 --seed 0] [--only HTTP] [--paired 150] [--boot 2000]`` (``--rounds 0``,
+``--creates 0`` or ``--paired 0`` skips a part; ``--only`` keeps the create configurations
+whose name holds the word, plus the base and floors).  Run it on an otherwise idle
+machine; the defaults take about six minutes, ``--rounds 0 --creates 150 --copies 4
+--only HTTP --paired 0`` about 1.5 minutes.
 """
 
 from __future__ import annotations
@@ -99,78 +106,132 @@ def _traced_run(app, **kw):
 uvicorn.run = _traced_run
 """
 
+#: The floors' two spans, as coroutines around the app: ``bare_span`` (no propagation,
+#: no attributes) and ``shaped_span``: a create's span as a hand-made span for that
+#: request would be - its start time taken at receipt, the 12 attributes the wrappers give
+#: a create on the fake launcher (no ``traceparent``, no Pod) built from the ASGI scope on
+#: the request path, the status code set at the end (13).  The same shape as
+#: ``count_instructions.py``'s floor ("bare SDK span, create-shaped"), here with the fork.
+_FLOOR_SPANS = """
+import time
+from opentelemetry import trace as _trace
+_bare_tracer = _trace.get_tracer("bare")
+_REASON = "no traceparent header; POD_NAME/NAMESPACE not set (downward API missing)"
+async def bare_span(app, scope, receive, send):
+    with _bare_tracer.start_as_current_span(scope["method"], kind=_trace.SpanKind.SERVER):
+        await app(scope, receive, send)
+async def shaped_span(app, scope, receive, send):
+    t0 = time.time_ns()
+    path = scope["path"]
+    server = scope.get("server") or ("", 0)
+    client = scope.get("client") or ("",)
+    attrs = {
+        "http.request.method": "PUT",
+        "url.path": path,
+        "url.scheme": scope.get("scheme", "http"),
+        "http.route": "/v2/vllm/instances/{instance_id}",
+        "server.address": server[0],
+        "server.port": server[1],
+        "client.address": client[0],
+        "fma.instance.id": path.rsplit("/", 1)[-1],
+        "fma.start.source": "wrapper",
+        "fma.end.source": "wrapper",
+        "fma.join": "none",
+        "fma.join.reason": _REASON,
+    }
+    span = _bare_tracer.start_span(
+        "fma.launcher.create_instance", kind=_trace.SpanKind.SERVER, attributes=attrs, start_time=t0
+    )
+    status = []
+    async def send_status(message):
+        if message["type"] == "http.response.start":
+            status.append(message["status"])
+        await send(message)
+    with _trace.use_span(span, end_on_exit=False):
+        try:
+            await app(scope, receive, send_status)
+        finally:
+            if status:
+                span.set_attribute("http.response.status_code", status[0])
+            span.end()
+"""
+
 #: BARE_SDK plus one bare SERVER span per request, opened and ended around the app by a
-#: minimal ASGI middleware (no propagation, no attributes): the "bare OTel SDK span"
-#: floor of issue 7, measured with the real fork.
+#: minimal ASGI middleware: the "bare OTel SDK span" floor of issue 7, with the real fork.
 BARE_SPAN = (
     BARE_SDK
     + _NO_FASTAPI_SPANS
+    + _FLOOR_SPANS
     + """
 def traced(app):
-    tracer = trace.get_tracer("bare")
     async def middleware(scope, receive, send):
         if scope["type"] != "http":
             return await app(scope, receive, send)
-        with tracer.start_as_current_span(scope["method"], kind=trace.SpanKind.SERVER):
-            await app(scope, receive, send)
+        await bare_span(app, scope, receive, send)
     return middleware
 """
     + _RUN_TRACED
 )
 
-#: BARE_SDK plus one SERVER span per create shaped like the wrappers' create span, as a
-#: hand-made span for that request would be: its start time taken at receipt, the 12
-#: attributes the wrappers give a create on the fake launcher (no ``traceparent``, no Pod)
-#: built from the ASGI scope on the request path, the status code set at the end (13).
-#: The same shape as ``count_instructions.py``'s floor ("bare SDK span, create-shaped"),
-#: here with the real fork.  Other requests get the plain bare span.
+#: BARE_SDK plus one create-shaped SERVER span per create (``shaped_span``); other
+#: requests get the plain bare span.
 BARE_SHAPED_SPAN = (
     BARE_SDK
     + _NO_FASTAPI_SPANS
+    + _FLOOR_SPANS
     + """
-import time
 def traced(app):
-    tracer = trace.get_tracer("bare")
-    reason = "no traceparent header; POD_NAME/NAMESPACE not set (downward API missing)"
     async def middleware(scope, receive, send):
-        if scope["type"] != "http" or scope["method"] != "PUT":
-            if scope["type"] != "http":
-                return await app(scope, receive, send)
-            with tracer.start_as_current_span(scope["method"], kind=trace.SpanKind.SERVER):
-                return await app(scope, receive, send)
-        t0 = time.time_ns()
-        path = scope["path"]
-        server = scope.get("server") or ("", 0)
-        client = scope.get("client") or ("",)
-        attrs = {
-            "http.request.method": "PUT",
-            "url.path": path,
-            "url.scheme": scope.get("scheme", "http"),
-            "http.route": "/v2/vllm/instances/{instance_id}",
-            "server.address": server[0],
-            "server.port": server[1],
-            "client.address": client[0],
-            "fma.instance.id": path.rsplit("/", 1)[-1],
-            "fma.start.source": "wrapper",
-            "fma.end.source": "wrapper",
-            "fma.join": "none",
-            "fma.join.reason": reason,
-        }
-        span = tracer.start_span(
-            "fma.launcher.create_instance", kind=trace.SpanKind.SERVER, attributes=attrs, start_time=t0
-        )
-        status = []
-        async def send_status(message):
-            if message["type"] == "http.response.start":
-                status.append(message["status"])
-            await send(message)
-        with trace.use_span(span, end_on_exit=False):
-            try:
-                await app(scope, receive, send_status)
-            finally:
-                if status:
-                    span.set_attribute("http.response.status_code", status[0])
-                span.end()
+        if scope["type"] != "http":
+            return await app(scope, receive, send)
+        if scope["method"] != "PUT":
+            return await bare_span(app, scope, receive, send)
+        await shaped_span(app, scope, receive, send)
+    return middleware
+"""
+    + _RUN_TRACED
+)
+
+#: The header that picks a paired launcher's mode for one request, and the modes.
+PAIRED_HEADER = "x-fma-bench"
+PAIRED_MODES = {
+    "off": "wrappers installed, suppressed",
+    "bare": "a bare span (wrappers suppressed)",
+    "shaped": "a create-shaped span (wrappers suppressed)",
+    "wrapped": "wrapped",
+}
+
+#: One launcher that can be each of the configurations, request by request: the wrappers
+#: (``fma_otel.auto``, which configures the SDK and its exporter), and outside them a
+#: middleware that reads ``x-fma-bench``: ``wrapped`` leaves the request to the wrappers;
+#: ``off`` runs it under ``suppress_instrumentation()`` (the wrappers step aside, as they
+#: do for any suppressed request); ``bare`` and ``shaped`` do that and make a floor span.
+#: Every mode then forks the same process, heap and page tables alike, so the launcher-to-
+#: launcher spread of the separate-process rows cancels: what is left is what each does on
+#: the request path (the SDK's and wrappers' imports grow every mode's fork alike; the
+#: ``fork`` rows measure that part).
+PAIRED = (
+    "import fma_otel.auto\n"
+    + _FLOOR_SPANS
+    + """
+from opentelemetry.instrumentation.utils import suppress_instrumentation
+def traced(app):
+    async def middleware(scope, receive, send):
+        if scope["type"] != "http":
+            return await app(scope, receive, send)
+        mode = b"wrapped"
+        for k, v in scope["headers"]:
+            if k == b"x-fma-bench":  # PAIRED_HEADER
+                mode = v
+        if mode == b"wrapped":
+            return await app(scope, receive, send)
+        with suppress_instrumentation():
+            if mode == b"off":
+                await app(scope, receive, send)
+            elif mode == b"bare":
+                await bare_span(app, scope, receive, send)
+            else:
+                await shaped_span(app, scope, receive, send)
     return middleware
 """
     + _RUN_TRACED
@@ -410,6 +471,41 @@ def create_latencies(
         return per_copy
 
 
+def paired_latencies(n: int, copies: int = 2, seed: int = 0) -> PerCopy:
+    """Client-side seconds per create for each mode of ``PAIRED``, per launcher:
+    ``copies`` launchers, each sent ``n`` creates in every mode, all (launcher, mode)
+    pairs in a shuffled order each round; the collector is up (OTLP/HTTP)."""
+    import httpx
+
+    with ExitStack() as stack:
+        http_rx = stack.enter_context(receiver("HttpOtlpReceiver"))
+        procs = [
+            stack.enter_context(launcher({"OTEL_EXPORTER_OTLP_ENDPOINT": http_rx}, PAIRED))
+            for _ in range(copies)
+        ]
+        client = stack.enter_context(httpx.Client(timeout=30))
+        keys = [(mode, k) for mode in PAIRED_MODES for k in range(copies)]
+        per_copy: PerCopy = {key: [] for key in keys}
+        rng = random.Random(seed)
+        for i in range(n):
+            rng.shuffle(keys)
+            for mode, k in keys:
+                proc, port = procs[k]
+                cfg = {"options": f"--model m --port {free_port()} --fake-health-delay 0", "env_vars": {}}
+                t0 = time.perf_counter()
+                r = client.put(
+                    f"http://127.0.0.1:{port}/v2/vllm/instances/{mode}{i}",
+                    json=cfg,
+                    headers={PAIRED_HEADER: mode},
+                )
+                per_copy[(mode, k)].append(time.perf_counter() - t0)
+                if r.status_code != 201:
+                    raise RuntimeError(f"paired {mode}: create answered {r.status_code}: {r.text}")
+                time.sleep(0.02)
+                kill_children(proc.pid)
+        return {(PAIRED_MODES[mode], k): per_copy[(mode, k)] for mode in PAIRED_MODES for k in range(copies)}
+
+
 def _groups(per_copy: PerCopy) -> dict[str, list[list[float]]]:
     """Configuration -> its launchers' samples, in the order the launchers were made."""
     out: dict[str, list[list[float]]] = {}
@@ -451,6 +547,7 @@ def bootstrap(
     n_boot: int = 2000,
     seed: int = 0,
     level: float = 0.95,
+    paired: bool = False,
 ) -> dict[str, tuple[Interval, dict[str, Interval]]]:
     """Percentile intervals of each configuration's extra over ``base`` (seconds, as the
     difference of pooled medians) and of that extra over each floor's, by a two-level
@@ -463,6 +560,9 @@ def bootstrap(
     ``--copies 4`` or more when the interval decides something.  A ratio whose floor's
     extra is 0 or below in a replicate has no finite value there: it counts as infinite,
     so an interval reaching ``inf`` says the floor was not resolved from the base.
+
+    ``paired``: launcher ``k`` of every configuration is the same process (``PAIRED``),
+    so a replicate draws the launchers once and uses that draw for every configuration.
     """
     rng = random.Random(seed)
     groups = _groups(per_copy)
@@ -470,11 +570,20 @@ def bootstrap(
     ratios: dict[str, dict[str, list[float]]] = {
         name: {f: [] for f in floors if f in groups} for name in groups
     }
+    if paired and len({len(launchers) for launchers in groups.values()}) != 1:
+        raise ValueError("paired: every configuration needs the same launchers")
+    n_base = len(groups[base])
     for _ in range(n_boot):
         med = {}
+        drawn = rng.choices(range(n_base), k=n_base) if paired else None
         for name, launchers in groups.items():
+            picks = (
+                [launchers[i] for i in drawn]
+                if drawn is not None
+                else rng.choices(launchers, k=len(launchers))
+            )
             sample: list[float] = []
-            for vals in rng.choices(launchers, k=len(launchers)):
+            for vals in picks:
                 sample += rng.choices(vals, k=len(vals))
             med[name] = statistics.median(sample)
         for name in groups:
@@ -543,6 +652,8 @@ def table(
 
 def verdicts(
     ci: dict[str, tuple[Interval, dict[str, Interval]]],
+    floor_labels: dict[str, str] = FLOORS,
+    base_label: str = BASE,
     max_extra_s: float = 0.001,
     max_ratio: float = 1.5,
     level: float = 0.95,
@@ -565,11 +676,11 @@ def verdicts(
             continue
         out.append(
             f"{name}: extra {lo * 1e3:+.2f} to {hi * 1e3:+.2f} ms ({pct}): "
-            f"within {max_extra_s * 1e3:g} ms of unwrapped {judge((lo, hi), max_extra_s)}"
+            f"within {max_extra_s * 1e3:g} ms of {base_label} {judge((lo, hi), max_extra_s)}"
         )
         for f, iv in ratios.items():
             out.append(
-                f"  / {FLOORS.get(f, f)}'s extra {_ratio_text(iv[0])} to {_ratio_text(iv[1])}: "
+                f"  / {floor_labels.get(f, f)}'s extra {_ratio_text(iv[0])} to {_ratio_text(iv[1])}: "
                 f"<= {max_ratio:g}x {judge(iv, max_ratio)}"
             )
     return out
@@ -589,6 +700,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="create configurations whose name holds this (repeatable; the base and floors always run)",
     )
     ap.add_argument("--boot", type=int, default=2000, help="bootstrap replicates (0: no intervals)")
+    ap.add_argument(
+        "--paired",
+        type=int,
+        default=150,
+        help="creates per mode per launcher of the paired part: --copies launchers, each in every mode (0: skip)",
+    )
     args = ap.parse_args(argv)
     if args.rounds:
         forks = fork_medians(args.rounds, args.forks)
@@ -602,6 +719,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             print()
             print(f"95% bootstrap intervals ({args.boot} replicates, launchers and creates resampled):")
             print("\n".join(verdicts(ci)))
+    if args.paired:
+        per_copy = paired_latencies(args.paired, args.copies, args.seed)
+        base, bare, shaped = (PAIRED_MODES[m] for m in ("off", "bare", "shaped"))
+        floors = {bare: "bare span", shaped: "create-shaped span"}
+        ci = bootstrap(per_copy, base, list(floors), args.boot, args.seed, paired=True) if args.boot else None
+        print()
+        title = "PUT create, paired: each launcher in every mode"
+        print(table(title, pooled(per_copy), base, floors, spreads(per_copy), ci))
+        if ci:
+            print()
+            print(f"95% bootstrap intervals ({args.boot} replicates, the same launchers for every mode):")
+            print("\n".join(verdicts(ci, floors, "the same launchers with the wrappers suppressed")))
     return 0
 
 

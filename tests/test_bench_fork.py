@@ -195,3 +195,52 @@ def test_floor_launcher_makes_one_server_span_a_request(
         assert {s.attributes["http.response.status_code"] for s in puts} == {201}
     # Only the middleware's spans (the readiness GETs have theirs): none of FastAPI's own.
     assert {s.name for s in spans} <= {put_name, "GET"}
+
+
+def test_paired_bootstrap_draws_the_same_launchers_for_every_mode() -> None:
+    """Launchers 2 ms apart in every mode (heap layout) and +1 ms for one mode in each:
+    drawn together the offset cancels; drawn apart it swamps the interval."""
+    data = {
+        **_launchers("off", [10.0, 12.0, 10.0, 12.0]),
+        **_launchers("wrapped", [11.0, 13.0, 11.0, 13.0]),
+    }
+    (plo, phi), _ = bf.bootstrap(data, base="off", floors=[], n_boot=300, paired=True)["wrapped"]
+    (ulo, uhi), _ = bf.bootstrap(data, base="off", floors=[], n_boot=300)["wrapped"]
+    assert plo <= 0.001 <= phi and phi - plo < 0.0003
+    assert uhi - ulo > 0.001
+    with pytest.raises(ValueError, match="same launchers"):
+        bf.bootstrap({**data, ("more", 0): [0.01]}, base="off", floors=[], n_boot=10, paired=True)
+
+
+@pytest.mark.timeout(60)
+def test_paired_launcher_is_each_mode_by_the_header() -> None:
+    """``off``, ``bare`` and ``shaped`` keep the wrappers out of the request (no create
+    span of theirs, no ``fma.vllm.startup``); ``wrapped`` is the wrappers' alone."""
+    rx = HttpOtlpReceiver().start()
+    try:
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": rx.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "50"}
+        with bf.launcher(env, bf.PAIRED) as (proc, port):
+            for mode in bf.PAIRED_MODES:
+                cfg = {"options": f"--model m --port {bf.free_port()} --fake-health-delay 0", "env_vars": {}}
+                r = httpx.put(
+                    f"http://127.0.0.1:{port}/v2/vllm/instances/{mode}0",
+                    json=cfg,
+                    headers={bf.PAIRED_HEADER: mode},
+                    timeout=10,
+                )
+                assert r.status_code == 201
+            deadline = time.monotonic() + 10
+            while not any(s.name == "fma.vllm.startup" for s in rx.spans()) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.3)
+            bf.kill_children(proc.pid)
+        spans = rx.spans()
+    finally:
+        rx.stop()
+    creates = {
+        s.attributes.get("fma.instance.id"): s for s in spans if s.name == "fma.launcher.create_instance"
+    }
+    assert set(creates) == {"shaped0", "wrapped0"}
+    assert "fma.join" in creates["wrapped0"].attributes and creates["wrapped0"].kind == "SERVER"
+    assert [s.attributes["fma.instance.id"] for s in spans if s.name == "fma.vllm.startup"] == ["wrapped0"]
+    assert [s.attributes.get("url.path") for s in spans if s.name == "PUT"] == [None]  # bare: no attributes
