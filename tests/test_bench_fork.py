@@ -244,3 +244,21 @@ def test_paired_launcher_is_each_mode_by_the_header() -> None:
     assert "fma.join" in creates["wrapped0"].attributes and creates["wrapped0"].kind == "SERVER"
     assert [s.attributes["fma.instance.id"] for s in spans if s.name == "fma.vllm.startup"] == ["wrapped0"]
     assert [s.attributes.get("url.path") for s in spans if s.name == "PUT"] == [None]  # bare: no attributes
+
+
+@pytest.mark.timeout(60)
+def test_timed_create_leaves_the_launcher_no_instance_and_no_child() -> None:
+    with bf.launcher(None) as (proc, port), httpx.Client(timeout=10) as client:
+        took = [bf.timed_create(client, proc, port, f"t{i}", "unwrapped") for i in range(3)]
+        listed = client.get(f"http://127.0.0.1:{port}/v2/vllm/instances", params={"detail": "false"}).json()
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+    assert all(0 < t < 5 for t in took)
+    assert listed["count"] == 0
+    assert children == []
+    with pytest.raises(RuntimeError, match="unwrapped: create answered"):
+        with bf.launcher(None) as (proc, port), httpx.Client(timeout=10) as client:
+            client.put(
+                f"http://127.0.0.1:{port}/v2/vllm/instances/dup",
+                json={"options": f"--model m --port {bf.free_port()}", "env_vars": {}},
+            )
+            bf.timed_create(client, proc, port, "dup", "unwrapped")  # 409: it exists
