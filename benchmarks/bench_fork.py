@@ -364,8 +364,9 @@ def kill_children(pid: int) -> None:
 
 
 @contextmanager
-def receiver(cls: str) -> Iterator[str]:
+def receiver(cls: str, **faults: object) -> Iterator[str]:
     """One of the tests' OTLP receivers in a process of its own; yields its endpoint.
+    ``faults`` set its switches (``delay_s``: answer that late; ``fail_with``: that status).
 
     Not in this process: its threads would share the GIL with the client that times the
     creates, so answering an export would show up as create latency.
@@ -373,7 +374,8 @@ def receiver(cls: str) -> Iterator[str]:
     code = (
         f"from tests.support.otlp_receiver import {cls}\n"
         f"rx = {cls}().start()\n"
-        "print(rx.endpoint, flush=True)\n"
+        + "".join(f"rx.{k} = {v!r}\n" for k, v in faults.items())
+        + "print(rx.endpoint, flush=True)\n"
         "import sys; sys.stdin.read()\n"
     )
     proc = subprocess.Popen(
@@ -403,20 +405,35 @@ BASE = "unwrapped"
 
 #: name -> (environment of the launcher, None: not traced; the code run before it)
 Configs = dict[str, tuple[dict[str, str] | None, str]]
+#: The collectors the create part runs, each in a process of its own: key -> (receiver
+#: class, its fault switches).  "down" is a port nobody listens on.
+COLLECTORS: dict[str, tuple[str, dict[str, object]]] = {
+    "http": ("HttpOtlpReceiver", {}),
+    "grpc": ("GrpcOtlpReceiver", {}),
+    "slow": ("HttpOtlpReceiver", {"delay_s": 3.0}),
+    "503": ("HttpOtlpReceiver", {"fail_with": 503}),
+}
 #: (configuration, its launcher's number) -> client-side seconds of each create
 PerCopy = dict[tuple[str, int], list[float]]
 
 
-def create_configs(http_rx: str, grpc_rx: str, down: str) -> Configs:
+def create_configs(rx: dict[str, str]) -> Configs:
+    """The create part's configurations, given the endpoints of ``COLLECTORS`` and "down"."""
+
+    def to(key: str, **extra: str) -> dict[str, str]:
+        return {**extra, "OTEL_EXPORTER_OTLP_ENDPOINT": rx[key]}
+
     grpc = {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_INSECURE": "true"}
     return {
         BASE: (None, ""),
-        BARE_ROW: ({"OTEL_EXPORTER_OTLP_ENDPOINT": http_rx}, BARE_SPAN),
-        SHAPED_ROW: ({"OTEL_EXPORTER_OTLP_ENDPOINT": http_rx}, BARE_SHAPED_SPAN),
-        "wrapped, HTTP (default), collector up": ({"OTEL_EXPORTER_OTLP_ENDPOINT": http_rx}, WRAP),
-        "wrapped, HTTP (default), collector down": ({"OTEL_EXPORTER_OTLP_ENDPOINT": down}, WRAP),
-        "wrapped, gRPC, collector up": ({**grpc, "OTEL_EXPORTER_OTLP_ENDPOINT": grpc_rx}, WRAP),
-        "wrapped, gRPC, collector down": ({**grpc, "OTEL_EXPORTER_OTLP_ENDPOINT": down}, WRAP),
+        BARE_ROW: (to("http"), BARE_SPAN),
+        SHAPED_ROW: (to("http"), BARE_SHAPED_SPAN),
+        "wrapped, HTTP (default), collector up": (to("http"), WRAP),
+        "wrapped, HTTP (default), collector down": (to("down"), WRAP),
+        "wrapped, HTTP (default), collector slow (answers after 3 s)": (to("slow"), WRAP),
+        "wrapped, HTTP (default), collector answers 503": (to("503"), WRAP),
+        "wrapped, gRPC, collector up": (to("grpc", **grpc), WRAP),
+        "wrapped, gRPC, collector down": (to("down", **grpc), WRAP),
     }
 
 
@@ -461,10 +478,12 @@ def create_latencies(
     n: int,
     copies: int = 2,
     seed: int = 0,
-    configs: Callable[[str, str, str], Configs] = create_configs,
+    configs: Callable[[dict[str, str]], Configs] = create_configs,
     only: Sequence[str] = (),
+    peaks: dict[str, float] | None = None,
 ) -> PerCopy:
-    """Client-side seconds per ``PUT`` create, per launcher of each configuration.
+    """Client-side seconds per ``PUT`` create, per launcher of each configuration; with
+    ``peaks``, each configuration's largest launcher peak RSS (MiB) after its creates.
 
     Why ``copies`` launchers per configuration, in a shuffled order each round: two
     launchers of the same configuration differed by up to 0.75 ms in median create time
@@ -476,9 +495,9 @@ def create_latencies(
     import httpx
 
     with ExitStack() as stack:
-        grpc_rx = stack.enter_context(receiver("GrpcOtlpReceiver"))
-        http_rx = stack.enter_context(receiver("HttpOtlpReceiver"))
-        table_of = select(configs(http_rx, grpc_rx, f"http://127.0.0.1:{free_port()}"), only)
+        rx = {key: stack.enter_context(receiver(cls, **faults)) for key, (cls, faults) in COLLECTORS.items()}
+        rx["down"] = f"http://127.0.0.1:{free_port()}"
+        table_of = select(configs(rx), only)
         running = {
             (name, k): stack.enter_context(launcher(extra, prelude))
             for name, (extra, prelude) in table_of.items()
@@ -493,7 +512,18 @@ def create_latencies(
             for key in order:
                 proc, port = running[key]
                 per_copy[key].append(timed_create(client, proc, port, f"i{i}", key[0]))
+        if peaks is not None:
+            for (name, _), (proc, _) in running.items():
+                peaks[name] = max(peaks.get(name, 0.0), peak_rss_mib(proc.pid))
         return per_copy
+
+
+def peak_rss_mib(pid: int) -> float:
+    """A process's peak resident memory (``VmHWM``), MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
 
 
 def paired_latencies(n: int, copies: int = 2, seed: int = 0) -> PerCopy:
@@ -727,10 +757,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         forks = fork_medians(args.rounds, args.forks)
         print(table("os.fork() in a launcher-like process", forks, BASE))
     if args.creates:
-        per_copy = create_latencies(args.creates, args.copies, args.seed, only=args.only)
+        peaks: dict[str, float] = {}
+        per_copy = create_latencies(args.creates, args.copies, args.seed, only=args.only, peaks=peaks)
         ci = bootstrap(per_copy, n_boot=args.boot, seed=args.seed) if args.boot else None
         print()
         print(table("PUT create on the fake launcher", pooled(per_copy), BASE, FLOORS, spreads(per_copy), ci))
+        print()
+        print("peak RSS of a launcher after its creates (largest of its copies):")
+        print("\n".join(f"  {name}: {mib:.1f} MiB" for name, mib in peaks.items()))
         if ci:
             print()
             print(f"95% bootstrap intervals ({args.boot} replicates, launchers and creates resampled):")

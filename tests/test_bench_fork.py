@@ -133,11 +133,19 @@ def test_verdicts_judge_by_where_the_interval_lies() -> None:
 
 
 def test_select_keeps_the_base_and_the_floors() -> None:
-    names = list(bf.create_configs("h", "g", "d"))
-    kept = list(bf.select(bf.create_configs("h", "g", "d"), ["HTTP"]))
-    assert kept == [bf.BASE, bf.BARE_ROW, bf.SHAPED_ROW] + [n for n in names if n.startswith("wrapped, HTTP")]
-    assert len(kept) == 5
-    assert list(bf.select(bf.create_configs("h", "g", "d"), [])) == names
+    rx = {key: f"http://{key}" for key in [*bf.COLLECTORS, "down"]}
+    configs = bf.create_configs(rx)
+    kept = list(bf.select(configs, ["HTTP"]))
+    assert kept == [bf.BASE, bf.BARE_ROW, bf.SHAPED_ROW] + [
+        n for n in configs if n.startswith("wrapped, HTTP")
+    ]
+    assert len(kept) == 7
+    assert list(bf.select(configs, [])) == list(configs)
+    # each wrapped row is sent to the collector its name says
+    assert configs["wrapped, HTTP (default), collector answers 503"][0] == {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://503"
+    }
+    assert configs["wrapped, gRPC, collector down"][0]["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://down"
 
 
 @pytest.mark.timeout(60)

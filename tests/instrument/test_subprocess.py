@@ -196,3 +196,31 @@ def test_grpc_port_without_protocol_warns_once(cluster: Any) -> None:
     assert len(lines) == 1, out
     assert "OTEL_EXPORTER_OTLP_PROTOCOL=grpc" in lines[0]
     assert "Traceback" not in out, out
+
+
+@pytest.mark.parametrize(("fault", "value"), [("delay_s", 3.0), ("fail_with", 503)], ids=["slow", "503"])
+def test_a_slow_or_failing_collector_never_holds_up_a_create(cluster: Any, fault: str, value: Any) -> None:
+    """While the exporter waits on a collector that answers after 3 s, or retries one that
+    answers 503, the launcher's creates go on at their own pace: export is off the request
+    path (the batch processor's thread) and its queue is bounded."""
+    _, kubeconfig = cluster
+    rx = HttpOtlpReceiver().start()
+    setattr(rx, fault, value)
+    try:
+        port = free_port()
+        env = _env(rx.endpoint, kubeconfig)
+        env["OTEL_EXPORTER_OTLP_TIMEOUT"] = "5"
+        proc = _launch([sys.executable, "-c", _AUTO, "--port", str(port)], env, port)
+        try:
+            first = _exercise(port)  # its spans go out after 0.1 s and meet the fault
+            deadline = time.monotonic() + 5
+            while rx.calls == 0 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert rx.calls >= 1  # an export is now waiting on (or retrying) the collector
+            second = _exercise(port)
+        finally:
+            out = _stop(proc)
+    finally:
+        rx.stop()
+    assert first < 2.0 and second < 1.0, (first, second, out)
+    assert "Traceback" not in out, out
