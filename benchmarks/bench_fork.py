@@ -19,8 +19,9 @@ every configuration alike:
   (``--seed``) and times it at the client, then kills the forked child so children do
   not pile up.  A configuration's median pools its launchers; the spread column is the
   difference between its launchers' medians (see ``create_latencies`` for why).
-  Collectors are the tests' in-process OTLP receivers (gRPC and HTTP); "down" is a port
-  nobody listens on.  Two configurations have no wrappers but the same SDK and one span
+  Collectors are the tests' OTLP receivers (gRPC and HTTP), each in a process of its own:
+  up, slow (answers after 3 s) and failing (answers 503); "down" is a port nobody listens
+  on.  After the creates each configuration's launcher peak RSS is printed.  Two configurations have no wrappers but the same SDK and one span
   a request, issue 7's "bare OTel SDK span" with the fork: ``BARE_SPAN`` (no
   attributes) and ``BARE_SHAPED_SPAN`` (shaped like the create span: start time at
   receipt, its attributes built from the request, the status code at the end - the
