@@ -159,20 +159,27 @@ async def shaped_span(app, scope, receive, send):
             span.end()
 """
 
+#: The floors' middleware: every HTTP request in ``bare_span``, but a create (``PUT``) in
+#: ``create_span`` (defined before it).
+_FLOOR_MIDDLEWARE = """
+def traced(app):
+    async def middleware(scope, receive, send):
+        if scope["type"] != "http":
+            return await app(scope, receive, send)
+        if scope["method"] == "PUT":
+            return await create_span(app, scope, receive, send)
+        await bare_span(app, scope, receive, send)
+    return middleware
+"""
+
 #: BARE_SDK plus one bare SERVER span per request, opened and ended around the app by a
 #: minimal ASGI middleware: the "bare OTel SDK span" floor of issue 7, with the real fork.
 BARE_SPAN = (
     BARE_SDK
     + _NO_FASTAPI_SPANS
     + _FLOOR_SPANS
-    + """
-def traced(app):
-    async def middleware(scope, receive, send):
-        if scope["type"] != "http":
-            return await app(scope, receive, send)
-        await bare_span(app, scope, receive, send)
-    return middleware
-"""
+    + "create_span = bare_span\n"
+    + _FLOOR_MIDDLEWARE
     + _RUN_TRACED
 )
 
@@ -182,16 +189,8 @@ BARE_SHAPED_SPAN = (
     BARE_SDK
     + _NO_FASTAPI_SPANS
     + _FLOOR_SPANS
-    + """
-def traced(app):
-    async def middleware(scope, receive, send):
-        if scope["type"] != "http":
-            return await app(scope, receive, send)
-        if scope["method"] != "PUT":
-            return await bare_span(app, scope, receive, send)
-        await shaped_span(app, scope, receive, send)
-    return middleware
-"""
+    + "create_span = shaped_span\n"
+    + _FLOOR_MIDDLEWARE
     + _RUN_TRACED
 )
 

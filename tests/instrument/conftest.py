@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -52,6 +53,16 @@ def fake_launcher() -> Iterator[ModuleType]:
         mod.vllm_manager.stop_all_instances(timeout=2)
     finally:
         sys.modules.pop("launcher", None)
+
+
+def wait_until(pred: Any, timeout: float = 5.0) -> bool:
+    """Poll ``pred`` every 20 ms until it is true or ``timeout`` seconds pass; its last answer."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.02)
+    return bool(pred())
 
 
 def no_pod() -> PodInfo:

@@ -11,7 +11,6 @@ before the registration still ends it once.
 from __future__ import annotations
 
 import contextvars
-import socket
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -23,22 +22,8 @@ from opentelemetry.trace import StatusCode
 from fma_otel.instrument import launcher as lw
 from fma_otel.instrument import vllm_watch
 from fma_otel.instrument.launcher import STARTUP_SPAN
-from tests.instrument.conftest import Tracing
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait(pred: Any, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.02)
-    return bool(pred())
+from tests.instrument.conftest import Tracing, wait_until
+from tests.support.otlp_receiver import free_port
 
 
 class _Recorder:
@@ -79,7 +64,7 @@ def test_the_watch_is_registered_after_the_response_and_the_span_still_starts_at
 ) -> None:
     tracing, launcher = instrumented
     rec = _Recorder(launcher.app, on_body=lambda: rec.events.append(f"adds at body: {len(adds)}"))
-    port = _free_port()
+    port = free_port()
     cfg = {"options": f"--model m --port {port} --fake-health-delay 0.2", "env_vars": {}}
     with TestClient(rec) as client:
         t_sent = time.time_ns()
@@ -89,7 +74,7 @@ def test_the_watch_is_registered_after_the_response_and_the_span_still_starts_at
         assert rec.events == ["http.response.start", "http.response.body", "adds at body: 0"]
         assert len(adds) == 1
         assert lw._PENDING_CHILD_ENV is None  # cleared once the response was sent
-        assert _wait(lambda: tracing.spans(STARTUP_SPAN), 5)
+        assert wait_until(lambda: tracing.spans(STARTUP_SPAN), 5)
         client.delete("/v2/vllm/instances/late-reg")
 
     (startup,) = tracing.spans(STARTUP_SPAN)
@@ -110,7 +95,7 @@ def test_a_stop_before_the_registration_ends_the_span_once_and_nothing_is_regist
         launcher.vllm_manager.stop_instance("early-stop", timeout=2)
 
     rec = _Recorder(launcher.app, on_body=stop_now)
-    port = _free_port()
+    port = free_port()
     cfg = {"options": f"--model m --port {port} --fake-health-delay 5", "env_vars": {}}
     with TestClient(rec) as client:
         assert client.put("/v2/vllm/instances/early-stop", json=cfg).status_code == 201
@@ -136,7 +121,7 @@ def test_a_start_outside_a_request_never_sees_a_create_s_environment(
     monkeypatch.setattr(launcher.multiprocessing.process.BaseProcess, "start", spy)
     stale = object()
     monkeypatch.setattr(lw, "_PENDING_CHILD_ENV", stale)
-    port = _free_port()
+    port = free_port()
     inst = launcher.VllmInstance("outside", launcher.VllmConfig(options=f"--model m --port {port}"), None, "")
     try:
         monkeypatch.setattr(lw.c, "active", lambda: False)  # not recording: no plan at all
@@ -157,7 +142,7 @@ def test_a_start_after_the_response_was_sent_registers_at_once(
     st = lw._RequestState(span, True, lw.JOIN_NONE, "after-done")
     owner._after_response(st)  # the response went out
     assert st.after is None
-    port = _free_port()
+    port = free_port()
     inst = launcher.VllmInstance(
         "after-done", launcher.VllmConfig(options=f"--model m --port {port} --fake-health-delay 0"), None, ""
     )
@@ -170,7 +155,7 @@ def test_a_start_after_the_response_was_sent_registers_at_once(
 
     try:
         contextvars.copy_context().run(start_in_request_context)
-        assert _wait(lambda: tracing.spans(STARTUP_SPAN), 5)
+        assert wait_until(lambda: tracing.spans(STARTUP_SPAN), 5)
     finally:
         inst.stop(timeout=2)
     (startup,) = tracing.spans(STARTUP_SPAN)

@@ -36,8 +36,9 @@ from fma_otel.instrument import _common as c
 from fma_otel.instrument import httpx_dpc as H
 from fma_otel.instrument import launcher as L
 from fma_otel.instrument.launcher import CREATE_SPAN, STARTUP_SPAN, LauncherInstrumentor
-from tests.instrument.conftest import Tracing, no_pod
-from tests.instrument.test_launcher_inprocess import TP_PARENT, TP_TRACE, _config, _free_port, _wait
+from tests.instrument.conftest import Tracing, no_pod, wait_until
+from tests.instrument.test_launcher_inprocess import TP_PARENT, TP_TRACE, _config
+from tests.support.otlp_receiver import free_port
 
 T = TP_TRACE
 S = TP_PARENT
@@ -606,10 +607,10 @@ def _two_creates(launcher: Any, headers: dict[str, str] | None) -> tuple[Tracing
     try:
         with TestClient(launcher.app) as client:
             for iid in ("s1", "s2"):
-                ports[iid] = port = _free_port()
+                ports[iid] = port = free_port()
                 r = client.put(f"/v2/vllm/instances/{iid}", json=_config(port), headers=headers or {})
                 assert r.status_code == 201
-            assert _wait(lambda: len(tracing.spans(STARTUP_SPAN)) == 2, 10)
+            assert wait_until(lambda: len(tracing.spans(STARTUP_SPAN)) == 2, 10)
             for iid, port in ports.items():
                 envs[iid] = httpx.get(f"http://127.0.0.1:{port}/debug/env", timeout=2).json()["TRACEPARENT"]
             for iid in ports:

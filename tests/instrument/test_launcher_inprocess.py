@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import httpx
@@ -14,19 +13,12 @@ from fma_otel import model
 from fma_otel.instrument import _common
 from fma_otel.instrument.launcher import CREATE_SPAN, STARTUP_SPAN, LauncherInstrumentor
 from fma_otel.instrument.podinfo import PodInfo
-from tests.instrument.conftest import Tracing, load_fake_launcher
+from tests.instrument.conftest import Tracing, load_fake_launcher, wait_until
 from tests.support.k8s_server import FakeCluster, make_pod
+from tests.support.otlp_receiver import free_port
 
 TP_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 TP_PARENT = "00f067aa0ba902b7"
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _config(port: int, extra: str = "", env: dict[str, str] | None = None) -> dict[str, Any]:
@@ -37,28 +29,19 @@ def _config(port: int, extra: str = "", env: dict[str, str] | None = None) -> di
     }
 
 
-def _wait(pred: Any, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.02)
-    return pred()
-
-
 def _all_attr_text(tracing: Tracing) -> str:
     return repr([dict(s.attributes or {}) for s in tracing.spans()])
 
 
 def test_create_without_any_context_makes_own_trace_and_startup(instrumented: Any) -> None:
     tracing, launcher = instrumented
-    port = _free_port()
+    port = free_port()
     with TestClient(launcher.app) as client:
         r = client.put("/v2/vllm/instances/inst-a", json=_config(port, "--fake-health-delay 0.3"))
         assert r.status_code == 201
         # The state the launcher reports is unchanged by the wrapper (env_vars as sent).
         assert r.json()["env_vars"] == {"SECRET_TOKEN": "hunter2", "VLLM_LOGGING_LEVEL": "DEBUG"}
-        assert _wait(lambda: tracing.spans(STARTUP_SPAN), 5)
+        assert wait_until(lambda: tracing.spans(STARTUP_SPAN), 5)
         env = httpx.get(f"http://127.0.0.1:{port}/debug/env", timeout=2).json()
         client.delete("/v2/vllm/instances/inst-a")
 
@@ -90,7 +73,7 @@ def test_create_without_any_context_makes_own_trace_and_startup(instrumented: An
 
 def test_join_by_traceparent_uses_derived_ids(instrumented: Any) -> None:
     tracing, launcher = instrumented
-    port = _free_port()
+    port = free_port()
     with TestClient(launcher.app) as client:
         r = client.put(
             "/v2/vllm/instances/inst-b",
@@ -98,7 +81,7 @@ def test_join_by_traceparent_uses_derived_ids(instrumented: Any) -> None:
             headers={"traceparent": f"00-{TP_TRACE}-{TP_PARENT}-01"},
         )
         assert r.status_code == 201
-        assert _wait(lambda: tracing.spans(STARTUP_SPAN))
+        assert wait_until(lambda: tracing.spans(STARTUP_SPAN))
         client.delete("/v2/vllm/instances/inst-b")
     (create,) = tracing.spans(CREATE_SPAN)
     assert f"{create.context.trace_id:032x}" == TP_TRACE
@@ -138,7 +121,7 @@ def test_join_by_pod_annotation_through_kubernetes_api(tracing: Tracing, fake_la
         )
         try:
             with TestClient(fake_launcher.app) as client:
-                assert client.put("/v2/vllm/instances/inst-c", json=_config(_free_port())).status_code == 201
+                assert client.put("/v2/vllm/instances/inst-c", json=_config(free_port())).status_code == 201
                 client.delete("/v2/vllm/instances/inst-c")
         finally:
             inst.uninstrument()
@@ -158,7 +141,7 @@ def test_join_by_pod_annotation_through_kubernetes_api(tracing: Tracing, fake_la
 
 def test_other_endpoints_get_server_spans_and_stop_ends_startup(instrumented: Any) -> None:
     tracing, launcher = instrumented
-    port = _free_port()
+    port = free_port()
     with TestClient(launcher.app) as client:
         client.put("/v2/vllm/instances/inst-d", json=_config(port, "--fake-health-delay 30"))
         assert client.get("/v2/vllm/instances?detail=false").status_code == 200
@@ -182,8 +165,8 @@ def test_other_endpoints_get_server_spans_and_stop_ends_startup(instrumented: An
 def test_startup_ends_with_error_when_the_child_dies(instrumented: Any) -> None:
     tracing, launcher = instrumented
     with TestClient(launcher.app) as client:
-        client.put("/v2/vllm/instances/inst-e", json=_config(_free_port(), "--fake-exit-after 0.1"))
-        assert _wait(lambda: tracing.spans(STARTUP_SPAN), 5)
+        client.put("/v2/vllm/instances/inst-e", json=_config(free_port(), "--fake-exit-after 0.1"))
+        assert wait_until(lambda: tracing.spans(STARTUP_SPAN), 5)
     (startup,) = tracing.spans(STARTUP_SPAN)
     assert startup.status.status_code is StatusCode.ERROR
     assert "exited" in startup.status.description
@@ -193,7 +176,7 @@ def test_startup_ends_with_error_when_the_child_dies(instrumented: Any) -> None:
 def test_duplicate_create_is_an_error_span(instrumented: Any) -> None:
     tracing, launcher = instrumented
     with TestClient(launcher.app) as client:
-        cfg = _config(_free_port())
+        cfg = _config(free_port())
         client.put("/v2/vllm/instances/dup", json=cfg)
         assert client.put("/v2/vllm/instances/dup", json=cfg).status_code == 409
         client.delete("/v2/vllm/instances/dup")
@@ -213,7 +196,7 @@ def test_a_raising_tracer_never_reaches_the_launcher(
 
     monkeypatch.setattr(_common.TracerSource, "get", lambda self: Boom())
     with TestClient(launcher.app) as client:
-        r = client.put("/v2/vllm/instances/inst-f", json=_config(_free_port()))
+        r = client.put("/v2/vllm/instances/inst-f", json=_config(free_port()))
         assert r.status_code == 201 and r.json()["instance_id"] == "inst-f"
         assert client.get("/v2/vllm/instances").status_code == 200
         assert client.delete("/v2/vllm/instances/inst-f").status_code == 200
@@ -232,7 +215,7 @@ def test_sdk_disabled_is_a_no_op(
     try:
         assert vars(fastapi.FastAPI)["build_middleware_stack"] is original
         with TestClient(fake_launcher.app) as client:
-            assert client.put("/v2/vllm/instances/x", json=_config(_free_port())).status_code == 201
+            assert client.put("/v2/vllm/instances/x", json=_config(free_port())).status_code == 201
             client.delete("/v2/vllm/instances/x")
     finally:
         inst.uninstrument()
@@ -283,7 +266,7 @@ def test_no_second_server_span_with_fastapi_native_telemetry(fake_launcher: Any)
         inst.instrument(pod_info=PodInfo(env={}), configure_sdk=False, skip_dep_check=True)
         with TestClient(fake_launcher.app) as client:
             client.get("/v2/vllm/instances")
-            client.put("/v2/vllm/instances/n1", json=_config(_free_port()))
+            client.put("/v2/vllm/instances/n1", json=_config(free_port()))
             client.delete("/v2/vllm/instances/n1")
     finally:
         inst.uninstrument()
