@@ -1,7 +1,7 @@
 """The create path does nothing between the fork and the response that can wait.
 
 Why: after the fork every page the launcher writes is first copied while the child shares
-it (~10 us a page on these VMs), so registering the startup watch with the poller and
+it (~5 us a page on these VMs), so registering the startup watch with the poller and
 clearing the child's pending environment wait until the response has been sent
 (``LauncherInstrumentor._after_response``).  These tests pin the order and what still
 holds: the span starts at the fork, ends when vLLM answers, and a ``stop`` that comes

@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from fma_otel import model
-from tests.instrument.conftest import FAKE_DIR
+from tests.instrument.conftest import FAKE_DIR, wait_until
 from tests.support.k8s_server import FakeCluster, make_pod
 from tests.support.otlp_receiver import GrpcOtlpReceiver, HttpOtlpReceiver, free_port
 
@@ -213,10 +213,8 @@ def test_a_slow_or_failing_collector_never_holds_up_a_create(cluster: Any, fault
         proc = _launch([sys.executable, "-c", _AUTO, "--port", str(port)], env, port)
         try:
             first = _exercise(port)  # its spans go out after 0.1 s and meet the fault
-            deadline = time.monotonic() + 5
-            while rx.calls == 0 and time.monotonic() < deadline:
-                time.sleep(0.05)
-            assert rx.calls >= 1  # an export is now waiting on (or retrying) the collector
+            # an export is now waiting on (or retrying) the collector
+            assert wait_until(lambda: rx.calls >= 1, 5)
             second = _exercise(port)
         finally:
             out = _stop(proc)
