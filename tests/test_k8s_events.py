@@ -7,6 +7,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fma_otel.sources.k8s_events import KNOWN, parse_events, parse_go_duration
 
@@ -222,3 +224,48 @@ def test_bad_go_durations(text):
 def test_known_reasons_are_the_documented_ones():
     assert {"Scheduled", "Pulling", "Pulled", "Created", "Started", "Killing"} <= KNOWN
     assert {"LauncherStuck", "OutdatedRoutingMetadata"} <= KNOWN
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=30),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+_event_like = st.fixed_dictionaries(
+    {},
+    optional={
+        "reason": st.sampled_from(["Pulled", "Scheduled", "Started", "Zzz"]) | _json,
+        "involvedObject": st.fixed_dictionaries(
+            {}, optional={"kind": _json, "uid": _json, "fieldPath": _json}
+        )
+        | _json,
+        "regarding": st.fixed_dictionaries({}, optional={"kind": _json, "name": _json}),
+        "firstTimestamp": st.sampled_from(["2026-06-29T14:35:42Z", "2026-02-30T00:00:00Z", ""]) | _json,
+        "eventTime": st.sampled_from(["2026-06-29T14:35:42.123456Z", "0000-01-01T00:00:00Z"]) | _json,
+        "series": st.fixed_dictionaries({}, optional={"count": _json, "lastObservedTime": _json}) | _json,
+        "count": st.integers(min_value=-(2**70), max_value=2**70) | _json,
+        "message": st.sampled_from(
+            ['Successfully pulled image "x" in 1h2m3.5s', 'Container image "x" already present on machine']
+        )
+        | _json,
+    },
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_event_like | _json, max_size=5), st.sampled_from(["list", "ndjson", "pretty", "watch"]))
+def test_arbitrary_json_never_raises(items, shape):
+    if shape == "list":
+        text = json.dumps({"kind": "List", "items": items})
+    elif shape == "ndjson":
+        text = "\n".join(json.dumps(i) for i in items)
+    elif shape == "pretty":
+        text = "".join(json.dumps(i, indent=2) for i in items)
+    else:
+        text = "\n".join(json.dumps({"type": "ADDED", "object": i}) for i in items)
+    recs, st_ = parse_events(text)
+    assert st_.records == len(recs)
+    assert st_.read == st_.records + st_.skipped + st_.ignored
+    assert all(r.reason in KNOWN or r.reason == "other" for r in recs)

@@ -389,3 +389,15 @@ def test_arbitrary_text_never_raises(lines):
     recs, stats = parse_vllm_log(lines, year=2026)
     assert stats.read == len(lines)
     assert all(r.phase in PHASES for r in recs)
+
+
+def test_a_torn_line_goes_back_to_the_rank_that_was_torn():
+    p = VllmLogParser(year=2026)
+    a = p.feed(
+        "(Worker_TP2 pid=12) (Worker_TP0 pid=10) INFO 03-01 10:00:26 [x.py:1] Loading weights took 5.91 seconds"
+    )
+    b = p.feed("INFO 03-01 10:00:26 [x.py:1] Loading weights took 5.97 seconds")
+    c = p.feed("INFO 03-01 10:00:27 [x.py:2] Model loading took 7.52 GiB memory and 7.113408 seconds")
+    assert [(r.process, r.duration_s) for r in a] == [("Worker_TP0", 5.91)]
+    assert b == [] and p.stats.duplicates == 1  # TP2's text, not a second weights_load
+    assert [r.process for r in c] == [None]  # only the line right after the torn one

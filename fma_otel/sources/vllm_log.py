@@ -32,6 +32,8 @@ What the text gives (``/work/shared/vllm-reference.md``, §0-§2):
   ranks (the driver runs in the engine process) and are dropped the same way.  Rank 0 is the
   rule, not the slowest rank, because from 0.19 only local rank 0 logs most of these
   messages: the same rule then gives the same phases on every version.
+  A line torn by a concurrent writer (``(A pid=1) (B pid=2) INFO ...`` then A's text on the
+  next line with no prefix) is given back to A.
 * **Wording drift.** Each message is recognised by a stable substring (the *trigger*) and
   then parsed by one of the known wordings, each tagged with the vLLM versions that print it
   (``family``).  A line with a trigger that fits no known wording is a *malformed* known
@@ -507,6 +509,7 @@ class VllmLogParser:
         self._anchor_local: datetime | None = None  # previous dated line, naive local time
         self._prev_stamp_ns: int | None = None  # previous stamp (UTC ns), for uvicorn lines
         self._seen_once: set[str] = set()
+        self._torn: str | None = None  # process whose line was torn by another's (≤0.30)
 
     # -- time
 
@@ -563,6 +566,13 @@ class VllmLogParser:
             return self._undated(text, prefix_ns)
         procs = _PROC.findall(m["pre"])
         process = procs[-1][0] if procs else None
+        # ≤0.30 prefixes at the stream level, so concurrent writers tear lines:
+        # "(A pid=1) (B pid=2) INFO ..." is B's record, and A's text follows on the next
+        # dated line with no prefix.  Give that line to A, so a non-zero rank's torn line is
+        # still recognised as a duplicate.
+        torn, self._torn = self._torn, (procs[-2][0] if len(procs) >= 2 else None)
+        if process is None and torn is not None:
+            process = torn
         msg = m["msg"].rstrip()
         found = self._match(msg)
         if found is None:
