@@ -401,3 +401,21 @@ def test_a_torn_line_goes_back_to_the_rank_that_was_torn():
     assert [(r.process, r.duration_s) for r in a] == [("Worker_TP0", 5.91)]
     assert b == [] and p.stats.duplicates == 1  # TP2's text, not a second weights_load
     assert [r.process for r in c] == [None]  # only the line right after the torn one
+
+
+def test_rankless_worker_names_keep_the_first_pid():
+    p = VllmLogParser(year=2025)
+    lines = [
+        "(RayWorkerWrapper pid=304442) INFO 07-25 02:39:40 [gpu_model_runner.py:1782] Model loading took 13.9902 GiB and 5.912311 seconds",
+        "(RayWorkerWrapper pid=304431) INFO 07-25 02:39:41 [gpu_model_runner.py:1782] Model loading took 13.9902 GiB and 5.940045 seconds",
+        "(RayWorkerWrapper pid=304442) INFO 07-25 02:39:53 [monitor.py:34] torch.compile takes 6.89 s in total",
+        "(RayWorkerWrapper pid=304431) INFO 07-25 02:39:53 [monitor.py:34] torch.compile takes 6.95 s in total",
+        "(EngineCore_0 pid=3000) INFO 07-25 02:40:20 [core.py:214] init engine (profile, create kv cache, warmup model) took 30.10 seconds",
+    ]
+    recs = [r for line in lines for r in p.feed(line)]
+    assert [(r.phase, r.duration_s) for r in recs] == [
+        ("model_load", 5.912311),
+        ("torch_compile", 6.89),
+        ("init_engine", 30.10),
+    ]
+    assert p.stats.duplicates == 2

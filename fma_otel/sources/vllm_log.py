@@ -28,8 +28,10 @@ What the text gives (``/work/shared/vllm-reference.md``, §0-§2):
   gives no upper bound; another source, such as the first healthy ``GET /health``, must).
 * **Tensor/pipeline/data-parallel ranks repeat lines.**  Only the process whose parallel
   indices are all 0 is kept (``Worker_TP0``, ``VllmWorker rank=0``, ``EngineCore_DP0``); the
-  others are counted in ``duplicates``.  V0's ``VllmWorkerProcess`` lines are the non-driver
-  ranks (the driver runs in the engine process) and are dropped the same way.  Rank 0 is the
+  others are counted in ``duplicates``.  Under a name that tells no rank
+  (``RayWorkerWrapper``, a plain ``Worker``) the first pid that logs a phase is kept.  V0's
+  ``VllmWorkerProcess`` lines are the non-driver ranks (the driver runs in the engine
+  process) and are dropped the same way.  Rank 0 is the
   rule, not the slowest rank, because from 0.19 only local rank 0 logs most of these
   messages: the same rule then gives the same phases on every version.
   A line torn by a concurrent writer (``(A pid=1) (B pid=2) INFO ...`` then A's text on the
@@ -509,7 +511,16 @@ class VllmLogParser:
         self._anchor_local: datetime | None = None  # previous dated line, naive local time
         self._prev_stamp_ns: int | None = None  # previous stamp (UTC ns), for uvicorn lines
         self._seen_once: set[str] = set()
-        self._torn: str | None = None  # process whose line was torn by another's (≤0.30)
+        self._torn: tuple[str, str] | None = None  # (name, pid) torn by another writer (≤0.30)
+        self._pid_of_name: dict[str, str] = {}  # first pid seen per rank-less process name
+
+    def _first_pid_of_name(self, process: str | None, pid: str | None) -> bool:
+        """For a name that tells no rank (``RayWorkerWrapper``, a plain ``Worker``), only the
+        first pid that logs a phase under it is kept: the others are the same lines from
+        other ranks."""
+        if process is None or pid is None or _RANK.search(process):
+            return True
+        return self._pid_of_name.setdefault(process, pid) == pid
 
     # -- time
 
@@ -565,14 +576,14 @@ class VllmLogParser:
         if m is None:
             return self._undated(text, prefix_ns)
         procs = _PROC.findall(m["pre"])
-        process = procs[-1][0] if procs else None
+        process, pid = procs[-1] if procs else (None, None)
         # ≤0.30 prefixes at the stream level, so concurrent writers tear lines:
         # "(A pid=1) (B pid=2) INFO ..." is B's record, and A's text follows on the next
         # dated line with no prefix.  Give that line to A, so a non-zero rank's torn line is
         # still recognised as a duplicate.
-        torn, self._torn = self._torn, (procs[-2][0] if len(procs) >= 2 else None)
+        torn, self._torn = self._torn, (procs[-2] if len(procs) >= 2 else None)
         if process is None and torn is not None:
-            process = torn
+            process, pid = torn
         msg = m["msg"].rstrip()
         found = self._match(msg)
         if found is None:
@@ -586,7 +597,7 @@ class VllmLogParser:
         stamp = self._stamp(m, n)
         if stamp is None:
             return None
-        if not _rank_is_zero(process):
+        if not _rank_is_zero(process) or not self._first_pid_of_name(process, pid):
             st.duplicates += 1
             return None
         if message.once:
