@@ -419,3 +419,56 @@ def test_rankless_worker_names_keep_the_first_pid():
         ("init_engine", 30.10),
     ]
     assert p.stats.duplicates == 2
+
+
+@pytest.mark.parametrize(
+    ("line", "phase", "duration", "process"),
+    [
+        (  # docker compose prefixes each line with the service name
+            "voxtral-tts-provider  | (EngineCore pid=884) INFO 03-29 18:56:46 [core.py:281] "
+            "init engine (profile, create kv cache, warmup model) took 0.42 seconds",
+            "init_engine",
+            0.42,
+            "EngineCore",
+        ),
+        (
+            "(RayWorkerWrapper pid=304442) INFO 07-25 02:39:52 [backends.py:155] "
+            "Directly load the compiled graph(s) for shape None from the cache, took 0.501 s",
+            "compile_cache_load",
+            0.501,
+            "RayWorkerWrapper",
+        ),
+        (
+            "(EngineCore_DP0 pid=685) INFO 05-13 12:02:31 [abstract.py:330] "
+            "It took 0.005755 seconds to wake up tags {'weights', 'kv_cache'}.",
+            "wake",
+            0.005755,
+            "EngineCore_DP0",
+        ),
+        (
+            "INFO 11-03 15:47:45 [model_runner.py:1671] Graph capturing finished in 2 secs, took 0.11 GiB",
+            "cuda_graph_capture",
+            2.0,
+            None,
+        ),
+        (
+            "INFO 11-03 15:47:45 [model_runner.py:1] Graph capturing finished in 12 secs.",
+            "cuda_graph_capture",
+            12.0,
+            None,
+        ),
+        (
+            "(Worker_TP1 pid=1806414) INFO 10-23 15:14:25 [backends.py:550] Dynamo bytecode transform time: 6.75 s",
+            None,
+            None,
+            None,
+        ),
+    ],
+)
+def test_real_pasted_lines(line, phase, duration, process):
+    p = VllmLogParser(year=2025)
+    out = p.feed(line)
+    if phase is None:
+        assert out == [] and p.stats.duplicates == 1
+        return
+    assert [(r.phase, r.duration_s, r.process) for r in out] == [(phase, duration, process)]

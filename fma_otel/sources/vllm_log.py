@@ -424,7 +424,10 @@ _MESSAGES: tuple[_Message, ...] = (
     _Message(
         CUDA_GRAPH_CAPTURE,
         "Graph capturing finished in",
-        (_w(rf"^Graph capturing finished in {_S} secs, took (?P<x>{_NUM[1:-1]} GiB)$", "all", "x"),),
+        (
+            _w(rf"^Graph capturing finished in {_S} secs, took (?P<x>{_NUM[1:-1]} GiB)$", "0.6.6+", "x"),
+            _w(rf"^Graph capturing finished in {_S} secs\.$", "<0.6.6 (V0)"),
+        ),
     ),
     _Message(
         INIT_ENGINE,
