@@ -472,3 +472,16 @@ def test_real_pasted_lines(line, phase, duration, process):
         assert out == [] and p.stats.duplicates == 1
         return
     assert [(r.phase, r.duration_s, r.process) for r in out] == [(phase, duration, process)]
+
+
+def test_years_stay_in_range_whatever_the_stamps():
+    p = VllmLogParser(year=1971, utc_offset_s=50000)
+    recs = []
+    for i in range(12):  # 06-30 -> 12-31 walks the anchor a year back each time
+        stamp = "06-30 00:00:00" if i % 2 == 0 else "12-31 23:59:59"
+        recs += p.feed(f"INFO {stamp} [x.py:1] It took 1.000000 seconds to fall asleep.")
+    recs += p.feed("9999-12-31 23:59:59,999 - __main__ - INFO - VLLM process (PID: 1) started.")
+    assert all(r.phase == "sleep" for r in recs)
+    assert p.stats.records + p.stats.skipped == 13
+    with pytest.raises(ValueError, match="year out of range"):
+        VllmLogParser(year=9999)

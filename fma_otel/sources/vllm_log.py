@@ -66,6 +66,7 @@ __all__ = [
 ]
 
 NS = 1_000_000_000
+_MIN_YEAR, _MAX_YEAR = 1971, 9998  # room for the UTC offset either side
 
 # Phase names (record ``phase``).  Instants have no duration; the others are "took X".
 PROCESS_START = "process_start"  # FMA launcher's first line of the instance log (1 ms)
@@ -503,8 +504,8 @@ class VllmLogParser:
     """
 
     def __init__(self, *, year: int, utc_offset_s: int = 0) -> None:
-        if not 1 <= year <= 9998:
-            raise ValueError(f"year out of range: {year}")
+        if not _MIN_YEAR <= year <= _MAX_YEAR:
+            raise ValueError(f"year out of range {_MIN_YEAR}..{_MAX_YEAR}: {year}")
         if not -86400 < utc_offset_s < 86400:
             raise ValueError(f"utc_offset_s out of range: {utc_offset_s}")
         self.year = year
@@ -537,6 +538,8 @@ class VllmLogParser:
         years = (self.year,) if anchor is None else (anchor.year - 1, anchor.year, anchor.year + 1)
         best: datetime | None = None
         for y in years:
+            if not _MIN_YEAR <= y <= _MAX_YEAR:  # a walk of odd stamps must not overflow
+                continue
             try:
                 cand = datetime(y, mo, d, h, mi, s)
             except ValueError:  # 02-29 in a common year, 13-01, 25:00:00 ...
@@ -659,6 +662,8 @@ class VllmLogParser:
         if lm:
             y, mo, d, h, mi, s, ms, pid = (int(g) for g in lm.groups())
             try:
+                if not _MIN_YEAR <= y <= _MAX_YEAR:
+                    raise ValueError(y)
                 local = datetime(y, mo, d, h, mi, s, ms * 1000)
             except ValueError:
                 self.stats.skip(n, "impossible timestamp in the launcher's first line")
