@@ -475,13 +475,16 @@ def test_real_pasted_lines(line, phase, duration, process):
 
 
 def test_years_stay_in_range_whatever_the_stamps():
-    p = VllmLogParser(year=1971, utc_offset_s=50000)
+    # 01 -> 09 -> 05 -> 01 ...: each stamp is nearest four months *back*, so the anchor walks
+    # back a year every three lines until it would leave the supported range.
+    p = VllmLogParser(year=1972, utc_offset_s=50000)
     recs = []
-    for i in range(12):  # 06-30 -> 12-31 walks the anchor a year back each time
-        stamp = "06-30 00:00:00" if i % 2 == 0 else "12-31 23:59:59"
-        recs += p.feed(f"INFO {stamp} [x.py:1] It took 1.000000 seconds to fall asleep.")
+    for i in range(15):
+        stamp = ("01-15", "09-15", "05-15")[i % 3]
+        recs += p.feed(f"INFO {stamp} 12:00:00 [x.py:1] It took 1.000000 seconds to fall asleep.")
     recs += p.feed("9999-12-31 23:59:59,999 - __main__ - INFO - VLLM process (PID: 1) started.")
-    assert all(r.phase == "sleep" for r in recs)
-    assert p.stats.records + p.stats.skipped == 13
+    years = {datetime.fromtimestamp(r.end_lo_ns / NS, timezone.utc).year for r in recs}
+    assert min(years) == 1971 and all(r.phase == "sleep" for r in recs)
+    assert p.stats.skipped > 0 and p.stats.records + p.stats.skipped == 16
     with pytest.raises(ValueError, match="year out of range"):
         VllmLogParser(year=9999)
