@@ -10,7 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fma_otel.sources.k8s_events import KNOWN, parse_events, parse_go_duration
+from fma_otel.sources.k8s_events import (
+    KNOWN,
+    KubeEventStats,
+    parse_event_item,
+    parse_events,
+    parse_go_duration,
+)
 
 FIX = Path(__file__).parent / "fixtures" / "events"
 NS = 1_000_000_000
@@ -269,3 +275,21 @@ def test_arbitrary_json_never_raises(items, shape):
     assert st_.records == len(recs)
     assert st_.read == st_.records + st_.skipped + st_.ignored
     assert all(r.reason in KNOWN or r.reason == "other" for r in recs)
+
+
+def test_live_items_one_at_a_time_equal_the_stream():
+    lines = (FIX / "watch-events-v1.ndjson").read_text().splitlines()
+    stream, _ = load("watch-events-v1.ndjson")
+    stats = KubeEventStats()
+    live = []
+    for i, line in enumerate(lines):
+        try:
+            ev = json.loads(line)
+        except json.JSONDecodeError:
+            stats.read += 1
+            continue
+        rec = parse_event_item(ev["object"], stats, index=i, watch_type=ev["type"])
+        if rec is not None:
+            live.append(rec)
+    assert live == stream
+    assert (stats.records, stats.ignored, stats.skipped) == (4, 1, 1)

@@ -46,6 +46,7 @@ __all__ = [
     "KNOWN",
     "KubeEvent",
     "KubeEventStats",
+    "parse_event_item",
     "parse_events",
     "parse_go_duration",
 ]
@@ -326,30 +327,42 @@ def parse_events(data: bytes | str) -> tuple[list[KubeEvent], KubeEventStats]:
     stats = KubeEventStats()
     out: list[KubeEvent] = []
     for index, (wtype, item) in enumerate(_items(data)):
-        stats.read += 1
         if isinstance(item, _Bad):
+            stats.read += 1
             stats.skip(index, item.reason)
             continue
-        if wtype == "BOOKMARK":
-            stats.ignored += 1
-            continue
-        if wtype == "ERROR":
-            msg = item.get("message") if isinstance(item, dict) else None
-            stats.skip(index, f"watch ERROR: {str(msg)[:200]}")
-            continue
-        try:
-            ev = msgspec.convert(item, type=_Event)
-        except msgspec.ValidationError as e:
-            stats.skip(index, f"not an Event: {e}")
-            continue
-        try:
-            rec = _record(index, wtype, ev, stats)
-        except ValueError as e:
-            stats.skip(index, str(e))
-            continue
-        stats.records += 1
-        out.append(rec)
+        rec = parse_event_item(item, stats, index=index, watch_type=wtype)
+        if rec is not None:
+            out.append(rec)
     return out, stats
+
+
+def parse_event_item(
+    item: Any, stats: KubeEventStats, *, index: int = 0, watch_type: str = "LISTED"
+) -> KubeEvent | None:
+    """One already-decoded item (a dict in the API's JSON names, as a live watch gives it
+    after ``ApiClient.sanitize_for_serialization``); ``None`` when it is skipped or ignored,
+    the reason then being in ``stats``."""
+    stats.read += 1
+    if watch_type == "BOOKMARK":
+        stats.ignored += 1
+        return None
+    if watch_type == "ERROR":
+        msg = item.get("message") if isinstance(item, dict) else None
+        stats.skip(index, f"watch ERROR: {str(msg)[:200]}")
+        return None
+    try:
+        ev = msgspec.convert(item, type=_Event)
+    except msgspec.ValidationError as e:
+        stats.skip(index, f"not an Event: {e}")
+        return None
+    try:
+        rec = _record(index, watch_type, ev, stats)
+    except ValueError as e:
+        stats.skip(index, str(e))
+        return None
+    stats.records += 1
+    return rec
 
 
 def _record(index: int, wtype: str, ev: _Event, stats: KubeEventStats) -> KubeEvent:
