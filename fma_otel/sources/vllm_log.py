@@ -514,6 +514,7 @@ class VllmLogParser:
         self._line_no = 0
         self._anchor_local: datetime | None = None  # previous dated line, naive local time
         self._prev_stamp_ns: int | None = None  # previous stamp (UTC ns), for uvicorn lines
+        self._last_key: tuple[str, ...] | None = None  # its text, to skip resolving it again
         self._seen_once: set[str] = set()
         self._torn: tuple[str, str] | None = None  # (name, pid) torn by another writer (≤0.30)
         self._pid_of_name: dict[str, str] = {}  # first pid seen per rank-less process name
@@ -566,7 +567,9 @@ class VllmLogParser:
                 prefix_ns = None
             line = line[m.end() :]
         out: list[VllmPhase] = []
-        for seg in _ANSI.sub("", line).split("\r"):
+        if "\x1b" in line:
+            line = _ANSI.sub("", line)
+        for seg in line.split("\r") if "\r" in line else (line,):
             rec = self._segment(seg, prefix_ns)
             if rec is not None:
                 out.append(rec)
@@ -576,7 +579,7 @@ class VllmLogParser:
         n = self._line_no
         st = self.stats
         text = seg.strip()
-        if not text or _PROC.fullmatch(text):
+        if not text or (text[0] == "(" and _PROC.fullmatch(text)):
             return None
         m = _HEADER.match(text)
         if m is None:
@@ -614,6 +617,9 @@ class VllmLogParser:
         return self._record(message, wording, msg, n, stamp, stamp + NS, process, prefix_ns)
 
     def _stamp(self, m: re.Match[str], n: int) -> int | None:
+        key = m.group("mo", "d", "h", "mi", "s")
+        if key == self._last_key:  # lines of one second: the same answer, the same anchor
+            return self._prev_stamp_ns
         local = self._resolve(int(m["mo"]), int(m["d"]), int(m["h"]), int(m["mi"]), int(m["s"]))
         if local is None:
             self.stats.skip(n, f"impossible timestamp {m['mo']}-{m['d']} {m['h']}:{m['mi']}:{m['s']}")
@@ -621,6 +627,7 @@ class VllmLogParser:
         self._anchor_local = local
         ns = self._local_ns(local)
         self._prev_stamp_ns = ns
+        self._last_key = key
         return ns
 
     def _match(self, msg: str) -> tuple[_Message, _Wording | None] | None:
@@ -671,6 +678,7 @@ class VllmLogParser:
             self._anchor_local = local.replace(microsecond=0)
             lo = self._local_ns(local)
             self._prev_stamp_ns = lo - lo % NS
+            self._last_key = None
             self.stats.records += 1
             return VllmPhase(
                 PROCESS_START, n, lo, lo + 1_000_000, None, 0.0, "fma-launcher", None, str(pid), prefix_ns
