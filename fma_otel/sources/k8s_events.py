@@ -1,0 +1,464 @@
+"""Parser for Kubernetes Events: JSON in, :class:`KubeEvent` records out.
+
+Pure: bytes or text in, records and counts out; no client, no spans.  It reads what
+``kubectl get events -o json`` prints (a core/v1 ``EventList``), an ``events.k8s.io/v1``
+List, a single Event of either API, and watch streams (``{"type": ..., "object": ...}``),
+either one JSON value per line or pretty-printed values one after another (``kubectl get
+events -o json --watch``).  Decoding is msgspec's: the document is decoded once, then each
+item is converted to :class:`_Event` separately, so one bad item is a counted skip (with its
+index) and never loses the others.
+
+The two APIs name the same things differently (``involvedObject``/``regarding``,
+``message``/``note``, ``source.component``/``reportingController``, ``firstTimestamp``/
+``deprecatedFirstTimestamp`` ...); a record gives them one name.
+
+Times (UTC ns):
+
+* ``first_ns`` is ``eventTime`` where set (a MicroTime: microseconds; the scheduler's
+  ``Scheduled`` has it, an upper bound for ``L.scheduled``), else ``firstTimestamp`` (whole
+  seconds, truncated: the instant lies in ``[t, t + 1 s)``).  ``first_prec_ns`` says which.
+* ``last_ns`` is ``series.lastObservedTime`` where set, else ``lastTimestamp``, else
+  ``first_ns``; ``count`` is ``series.count``, else ``count``, else 1.  A repeated event
+  (``x22 over 3m29s``) is one record: only its first and last occurrences have a time.
+* An Event with none of these times is a counted skip: nothing is invented (in particular
+  ``metadata.creationTimestamp`` is when the Event *object* was written, not the event).
+
+Reasons: the ones the actuation trace uses are kept under their own name (:data:`KNOWN`);
+any other reason is kept as reason ``"other"`` with the original in ``raw_reason``, so a
+report can still list it.  ``Pulled`` messages give ``pull_s`` (the kubelet's pull time) and
+``pull_waiting_s`` (the same including the wait for the image-pull queue), or
+``image_present=True`` for "already present on machine"; a ``Pulled`` message in neither
+form keeps its record with ``pull_s=None`` and is counted in ``unparsed_messages``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, NamedTuple
+
+import msgspec
+
+__all__ = [
+    "KNOWN",
+    "KubeEvent",
+    "KubeEventStats",
+    "parse_event_item",
+    "parse_events",
+    "parse_go_duration",
+]
+
+NS = 1_000_000_000
+US = 1_000
+
+KNOWN: frozenset[str] = frozenset(
+    {
+        "Scheduled",
+        "FailedScheduling",
+        "Pulling",
+        "Pulled",
+        "Created",
+        "Started",
+        "Killing",
+        "Unhealthy",
+        "LauncherStuck",
+        "OutdatedRoutingMetadata",
+    }
+)
+OTHER = "other"
+
+
+class KubeEvent(NamedTuple):
+    """One Kubernetes Event, both APIs in one shape.
+
+    ``index``: position of the item in the input (list item or stream value, counted from 0
+    across the whole input).  ``watch_type``: ``ADDED``/``MODIFIED``/``DELETED`` for watch
+    events, ``LISTED`` otherwise.  ``api``: ``v1`` or ``events.k8s.io/v1``.  ``container``:
+    from ``fieldPath`` (``spec.containers{name}``) or, failing that, the message.
+    """
+
+    index: int
+    watch_type: str
+    api: str
+    reason: str
+    raw_reason: str
+    type: str | None
+    object_kind: str | None
+    object_name: str | None
+    object_uid: str | None
+    object_namespace: str | None
+    container: str | None
+    message: str
+    component: str | None
+    host: str | None
+    first_ns: int
+    first_prec_ns: int
+    last_ns: int
+    last_prec_ns: int
+    count: int
+    event_uid: str | None = None
+    image: str | None = None
+    pull_s: float | None = None
+    pull_waiting_s: float | None = None
+    image_present: bool = False
+    image_size: int | None = None
+
+
+@dataclass
+class KubeEventStats:
+    """Items read / made records / ignored (bookmarks) / skipped (with the item's index).
+
+    ``unparsed_messages``: records kept whose message did not give what its reason promises
+    (a ``Pulled`` with no pull duration); they are records too, not skips.
+    """
+
+    read: int = 0
+    records: int = 0
+    ignored: int = 0
+    skipped: int = 0
+    unparsed_messages: int = 0
+    skipped_items: list[tuple[int, str]] = field(default_factory=list)  # first 100
+    unparsed_items: list[tuple[int, str]] = field(default_factory=list)  # first 100; records kept
+
+    def unparsed(self, index: int, reason: str) -> None:
+        self.unparsed_messages += 1
+        if len(self.unparsed_items) < 100:
+            self.unparsed_items.append((index, reason))
+
+    def skip(self, index: int, reason: str) -> None:
+        self.skipped += 1
+        if len(self.skipped_items) < 100:
+            self.skipped_items.append((index, reason))
+
+
+# --------------------------------------------------------------------------- msgspec shapes
+
+
+class _Meta(msgspec.Struct, rename="camel"):
+    name: str | None = None
+    namespace: str | None = None
+    uid: str | None = None
+
+
+class _Ref(msgspec.Struct, rename="camel"):
+    kind: str | None = None
+    name: str | None = None
+    uid: str | None = None
+    namespace: str | None = None
+    field_path: str | None = None
+
+
+class _Source(msgspec.Struct, rename="camel"):
+    component: str | None = None
+    host: str | None = None
+
+
+class _Series(msgspec.Struct, rename="camel"):
+    count: int | None = None
+    last_observed_time: str | None = None
+
+
+class _Event(msgspec.Struct, rename="camel"):
+    """Every field either API may carry; the ones a record needs, all optional."""
+
+    api_version: str | None = None
+    kind: str | None = None
+    metadata: _Meta | None = None
+    # core/v1
+    involved_object: _Ref | None = None
+    message: str | None = None
+    source: _Source | None = None
+    first_timestamp: str | None = None
+    last_timestamp: str | None = None
+    count: int | None = None
+    reporting_component: str | None = None
+    reporting_instance: str | None = None
+    # events.k8s.io/v1
+    regarding: _Ref | None = None
+    note: str | None = None
+    reporting_controller: str | None = None
+    deprecated_source: _Source | None = None
+    deprecated_first_timestamp: str | None = None
+    deprecated_last_timestamp: str | None = None
+    deprecated_count: int | None = None
+    # both
+    reason: str | None = None
+    type: str | None = None
+    event_time: str | None = None
+    series: _Series | None = None
+
+
+# --------------------------------------------------------------------------- values
+
+_RFC3339 = re.compile(r"^(\d{4})-(\d\d)-(\d\d)[Tt](\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?([Zz]|[+-]\d\d:\d\d)$")
+
+
+def _time(text: str) -> tuple[int, int]:
+    """RFC 3339 -> (UTC ns, precision ns): 1 s without a fraction, 1 µs for six digits."""
+    m = _RFC3339.match(text)
+    if m is None:
+        raise ValueError(f"not an RFC 3339 time: {text[:60]!r}")
+    y, mo, d, h, mi, s, frac, zone = m.groups()
+    try:
+        base = datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), tzinfo=timezone.utc)
+    except ValueError as e:
+        raise ValueError(f"impossible time {text[:60]!r}: {e}") from None
+    ns = int(base.timestamp()) * NS + int((frac or "0").ljust(9, "0"))
+    if zone not in ("Z", "z"):
+        sign = 1 if zone[0] == "+" else -1
+        ns -= sign * (int(zone[1:3]) * 3600 + int(zone[4:6]) * 60) * NS
+    prec = NS if not frac else 10 ** (9 - len(frac))
+    return ns, prec
+
+
+_GO_DUR = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+_GO_UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_go_duration(text: str) -> float:
+    """A Go ``time.Duration`` string (``1.661s``, ``313ms``, ``1m2.5s``) in seconds."""
+    pos = 0
+    total = 0.0
+    if text in ("0", "0s"):
+        return 0.0
+    for m in _GO_DUR.finditer(text):
+        if m.start() != pos:
+            break
+        total += float(m[1]) * _GO_UNIT[m[2]]
+        pos = m.end()
+    if pos != len(text) or pos == 0:
+        raise ValueError(f"not a Go duration: {text[:40]!r}")
+    return total
+
+
+_PULLED = re.compile(
+    r'^Successfully pulled image "(?P<image>[^"]*)" in (?P<d>\S+?)'
+    r"(?: \((?P<w>\S+) including waiting\))?(?:\. Image size: (?P<size>\d+) bytes\.)?$"
+)
+_PRESENT = re.compile(r'^Container image "(?P<image>[^"]*)" already present on machine')
+_PULLING = re.compile(r'^Pulling image "(?P<image>[^"]*)"')
+_CONTAINER_MSG = re.compile(r"^(?:Created|Started|Stopping) container:? (?P<c>\S+)")
+_FIELD_PATH = re.compile(r"^spec\.(?:initContainers|containers|ephemeralContainers)\{(?P<c>[^}]+)\}$")
+
+
+# --------------------------------------------------------------------------- input shapes
+
+
+def _values(data: bytes) -> Iterator[Any]:
+    """The JSON values of the input: one document, NDJSON, or values one after another.
+
+    msgspec decodes a whole document and each NDJSON line; only pretty-printed values one
+    after another (``kubectl ... -o json --watch``), which no line-based split can cut, go
+    through the standard library's ``raw_decode``.
+    """
+    try:
+        yield msgspec.json.decode(data)
+        return
+    except msgspec.DecodeError:
+        pass
+    lines = data.split(b"\n")
+    first = next((ln for ln in lines if ln.strip()), b"")
+    try:
+        msgspec.json.decode(first)
+        ndjson = True
+    except msgspec.DecodeError:
+        ndjson = False
+    if ndjson:
+        for no, ln in enumerate(lines, 1):
+            if not ln.strip():
+                continue
+            try:
+                yield msgspec.json.decode(ln)
+            except msgspec.DecodeError as e:
+                yield _Bad(f"invalid JSON on line {no}: {e}")
+        return
+    text = data.decode("utf-8", errors="replace")
+    dec = json.JSONDecoder()
+    pos = 0
+    n = len(text)
+    while True:
+        while pos < n and text[pos] in " \t\r\n":
+            pos += 1
+        if pos >= n:
+            return
+        try:
+            value, pos = dec.raw_decode(text, pos)
+        except json.JSONDecodeError as e:
+            yield _Bad(f"invalid JSON at character {e.pos}: {e.msg}")
+            nl = text.find("\n", e.pos)
+            if nl < 0:
+                return
+            pos = nl + 1
+            continue
+        yield value
+
+
+class _Bad(NamedTuple):
+    reason: str
+
+
+def _items(data: bytes) -> Iterator[tuple[str, Any]]:
+    """(watch type, item) pairs, flattening Lists; ``_Bad`` items carry their reason."""
+    for value in _values(data):
+        if isinstance(value, _Bad):
+            yield "", value
+        elif isinstance(value, dict) and isinstance(value.get("items"), list):
+            for item in value["items"]:
+                yield "LISTED", item
+        elif isinstance(value, dict) and "type" in value and "object" in value and "reason" not in value:
+            yield str(value["type"]), value["object"]
+        elif isinstance(value, list):
+            for item in value:
+                yield "LISTED", item
+        else:
+            yield "LISTED", value
+
+
+# --------------------------------------------------------------------------- records
+
+
+def parse_events(data: bytes | str) -> tuple[list[KubeEvent], KubeEventStats]:
+    """Every Event in ``data`` as a record, in input order, with the counts."""
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    stats = KubeEventStats()
+    out: list[KubeEvent] = []
+    for index, (wtype, item) in enumerate(_items(data)):
+        if isinstance(item, _Bad):
+            stats.read += 1
+            stats.skip(index, item.reason)
+            continue
+        rec = parse_event_item(item, stats, index=index, watch_type=wtype)
+        if rec is not None:
+            out.append(rec)
+    return out, stats
+
+
+def parse_event_item(
+    item: Any, stats: KubeEventStats, *, index: int = 0, watch_type: str = "LISTED"
+) -> KubeEvent | None:
+    """One already-decoded item (a dict in the API's JSON names, as a live watch gives it
+    after ``ApiClient.sanitize_for_serialization``); ``None`` when it is skipped or ignored,
+    the reason then being in ``stats``."""
+    stats.read += 1
+    if watch_type == "BOOKMARK":
+        stats.ignored += 1
+        return None
+    if watch_type == "ERROR":
+        msg = item.get("message") if isinstance(item, dict) else None
+        stats.skip(index, f"watch ERROR: {str(msg)[:200]}")
+        return None
+    try:
+        ev = msgspec.convert(item, type=_Event)
+    except msgspec.ValidationError as e:
+        stats.skip(index, f"not an Event: {e}")
+        return None
+    try:
+        rec = _record(index, watch_type, ev, stats)
+    except ValueError as e:
+        stats.skip(index, str(e))
+        return None
+    stats.records += 1
+    return rec
+
+
+def _record(index: int, wtype: str, ev: _Event, stats: KubeEventStats) -> KubeEvent:
+    new_api = ev.regarding is not None or (ev.api_version or "").startswith("events.k8s.io/")
+    ref = ev.regarding if new_api else ev.involved_object
+    if ref is None:
+        raise ValueError("Event without involvedObject/regarding")
+    if not ev.reason:
+        raise ValueError("Event without a reason")
+    message = (ev.note if new_api else ev.message) or ""
+    src = ev.deprecated_source if new_api else ev.source
+    component = ev.reporting_controller if new_api else ev.reporting_component
+    component = component or (src.component if src else None) or None
+    host = ev.reporting_instance or (src.host if src else None) or None
+    first_ts = ev.deprecated_first_timestamp if new_api else ev.first_timestamp
+    last_ts = ev.deprecated_last_timestamp if new_api else ev.last_timestamp
+    legacy_count = ev.deprecated_count if new_api else ev.count
+
+    if ev.event_time:
+        first_ns, first_prec = _time(ev.event_time)
+    elif first_ts:
+        first_ns, first_prec = _time(first_ts)
+    elif last_ts:
+        first_ns, first_prec = _time(last_ts)
+    else:
+        raise ValueError("Event without eventTime, firstTimestamp or lastTimestamp")
+    if ev.series is not None and ev.series.last_observed_time:
+        last_ns, last_prec = _time(ev.series.last_observed_time)
+    elif last_ts:
+        last_ns, last_prec = _time(last_ts)
+    else:
+        last_ns, last_prec = first_ns, first_prec
+    # 0 is Go's zero value: "not set" (the new recorder leaves the legacy count empty).
+    count = (ev.series.count if ev.series is not None else None) or legacy_count or 1
+    if count < 0:
+        raise ValueError(f"Event count {count} < 0")
+
+    reason = ev.reason if ev.reason in KNOWN else OTHER
+    container = None
+    if ref.field_path:
+        fm = _FIELD_PATH.match(ref.field_path)
+        container = fm["c"] if fm else None
+    if container is None:
+        cm = _CONTAINER_MSG.match(message)
+        container = cm["c"] if cm else None
+
+    image = None
+    pull_s = pull_waiting_s = None
+    present = False
+    size = None
+    if ev.reason == "Pulled":
+        pm = _PULLED.match(message)
+        qm = _PRESENT.match(message)
+        if pm:
+            try:
+                pull_s = parse_go_duration(pm["d"])
+                pull_waiting_s = parse_go_duration(pm["w"]) if pm["w"] else None
+            except ValueError as e:
+                pull_s = pull_waiting_s = None
+                stats.unparsed(index, f"Pulled message: {e}")
+            image = pm["image"]
+            size = int(pm["size"]) if pm["size"] else None
+        elif qm:
+            image = qm["image"]
+            present = True
+        else:
+            stats.unparsed(index, f"Pulled message in no known form: {message[:200]!r}")
+    elif ev.reason == "Pulling":
+        gm = _PULLING.match(message)
+        image = gm["image"] if gm else None
+
+    meta = ev.metadata
+    return KubeEvent(
+        index=index,
+        watch_type=wtype,
+        api="events.k8s.io/v1" if new_api else "v1",
+        reason=reason,
+        raw_reason=ev.reason,
+        type=ev.type,
+        object_kind=ref.kind,
+        object_name=ref.name,
+        object_uid=ref.uid,
+        object_namespace=ref.namespace,
+        container=container,
+        message=message,
+        component=component,
+        host=host,
+        first_ns=first_ns,
+        first_prec_ns=first_prec,
+        last_ns=last_ns,
+        last_prec_ns=last_prec,
+        count=count,
+        event_uid=meta.uid if meta else None,
+        image=image,
+        pull_s=pull_s,
+        pull_waiting_s=pull_waiting_s,
+        image_present=present,
+        image_size=size,
+    )
