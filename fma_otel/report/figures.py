@@ -50,6 +50,7 @@ from .data import (
     thin,
 )
 from .svg import FIG_WIDTH_PX, Hover, size_in
+from .words import humanize
 
 PATH_COLOR: Mapping[str, str] = {
     COLD_LAUNCHER: "#1f77b4",
@@ -518,7 +519,8 @@ def _span_title(s: SpanRecord, t0: int) -> str:
     if a.get(A_METRIC):
         lines.append(f"metric: {a[A_METRIC]}")
     if s.status_code == STATUS_ERROR:
-        lines.append(f"INCOMPLETE: {s.status_message or 'status ERROR'}")
+        why = humanize(s.status_message).removeprefix("incomplete: ") if s.status_message else "status ERROR"
+        lines.append(f"INCOMPLETE: {why}")
     if a.get(A_INCONSISTENT) is True:
         lines.append(f"clock inconsistent (raw {a.get(A_RAW)} s)")
     return "\n".join(lines)

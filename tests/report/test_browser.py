@@ -118,6 +118,8 @@ def test_report_renders_in_chromium(browser, sample_report: SampleReport):
     assert any("dpc:HTTP call done" in t for t in titles)
     assert q(By.CSS_SELECTOR, "#unfinished ~ section.wf a.wf-incomplete")
     assert any("INCOMPLETE" in t for t in titles)
+    assert any("INCOMPLETE: vLLM was never seen serving" in t for t in titles)  # words
+    assert not any("D.serving not seen" in t for t in titles)
 
     # distribution dots name their actuation; those with a waterfall link to it
     dots = q(By.CSS_SELECTOR, "a.pt > title")
