@@ -381,8 +381,8 @@ class Trend:
     per_path: tuple[tuple[str, tuple[TrendPoint, ...], int], ...]
 
 
-#: points drawn per path and metric over time (beyond it, the fastest and slowest per slice)
-MAX_TREND_POINTS = 400
+#: points drawn per path and metric over time (beyond it: evenly by time, plus the slowest)
+MAX_TREND_POINTS = 300
 
 
 def trends(summaries: Iterable[TraceSummary], limit: int = MAX_TREND_POINTS) -> list[Trend]:
@@ -411,24 +411,21 @@ def trends(summaries: Iterable[TraceSummary], limit: int = MAX_TREND_POINTS) -> 
 
 
 def thin_series(points: Sequence[TrendPoint], limit: int) -> list[TrendPoint]:
-    """At most about ``limit`` of the time-ordered ``points``: per time slice, its extremes.
+    """At most ``limit`` of the time-ordered ``points``: evenly by time, plus the slowest.
 
-    Why extremes and not every k-th point: an outlier is what a trend is read for, and
-    keeping the fastest and the slowest of each slice keeps both the spread and the spikes.
+    Why both: every k-th point keeps the shape of the cloud (a per-slice min and max would
+    draw two false bands), and the slowest tenth of the budget keeps the spikes, which are
+    what a trend is read for.  The result is in time order.
     """
     n = len(points)
     if n <= limit or limit < 2:
         return list(points)
-    slices = limit // 2
-    out: list[TrendPoint] = []
-    for i in range(slices):
-        chunk = points[i * n // slices : (i + 1) * n // slices]
-        if not chunk:
-            continue
-        lo = min(chunk, key=lambda p: p.seconds)
-        hi = max(chunk, key=lambda p: p.seconds)
-        out.extend(sorted({lo, hi}, key=lambda p: (p.x_ns, p.trace_id)))
-    return out
+    spikes = max(1, limit // 10)
+    slowest_idx = sorted(range(n), key=lambda i: (-points[i].seconds, i))[:spikes]
+    even = limit - spikes
+    keep = {round(i * (n - 1) / (even - 1)) for i in range(even)} if even > 1 else {0}
+    keep.update(slowest_idx)
+    return [points[i] for i in sorted(keep)]
 
 
 def time_range(summaries: Iterable[TraceSummary]) -> tuple[int, int] | None:

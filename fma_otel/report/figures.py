@@ -355,13 +355,15 @@ def trend_figure(
         ax.set_ylabel("seconds")
         ax.grid(alpha=0.3)
         if time_range is not None:  # the whole capture, so an empty stretch shows as one
-            pad = max(1, (time_range[1] - time_range[0]) // 50)
+            pad = max(S, (time_range[1] - time_range[0]) // 50)
             ax.set_xlim(utc(time_range[0] - pad), utc(time_range[1] + pad))
         loc = AutoDateLocator(minticks=3, maxticks=7)
         ax.xaxis.set_major_locator(loc)
         ax.xaxis.set_major_formatter(ConciseDateFormatter(loc, tz=timezone.utc))
-    for j in range(len(trends), rows * TREND_COLUMNS):
+    for j in range(len(trends), rows * TREND_COLUMNS):  # an empty cell: the panel above keeps its dates
         axes[j // TREND_COLUMNS][j % TREND_COLUMNS].set_visible(False)
+        if j >= TREND_COLUMNS:
+            axes[j // TREND_COLUMNS - 1][j % TREND_COLUMNS].xaxis.set_tick_params(labelbottom=True)
     paths = sorted(handles, key=lambda p: list(PATH_COLOR).index(p) if p in PATH_COLOR else 99)
     fig.legend(
         [handles[k] for k in paths],

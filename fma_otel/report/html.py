@@ -42,11 +42,11 @@ svg.fig{width:100%;height:auto;display:block;margin:4px 0 12px}
 svg a.pt:hover use,svg a.wf-span:hover path{stroke:#000;stroke-width:1.2}
 .wf h3 .bad{color:#cf222e}code{font-size:12px}
 .scroll{overflow-x:auto;max-height:640px;overflow-y:auto;border:1px solid #eee}
-table.all{margin:0;font-size:12px}table.all td.l,table.all th.l{text-align:left}
+table.all{margin:0;font-size:12px}table.all th.l,table.all td:nth-child(-n+3),table.all td:last-child{text-align:left}
 table.all th{position:sticky;top:0;cursor:pointer;user-select:none}
 table.all th[aria-sort=ascending]::after{content:" ▲";font-size:9px}
 table.all th[aria-sort=descending]::after{content:" ▼";font-size:9px}
-table.all td.why{max-width:300px;text-align:left;color:#cf222e}table.all td.lb{color:#cf222e}
+table.all td.why,table.all td.ok{text-align:left}table.all td.why{color:#cf222e}table.all td.lb{color:#cf222e}
 table.all code{font-size:11px}table.all td{white-space:nowrap}table.all td.why{white-space:normal;min-width:280px}
 table.all th{white-space:normal;vertical-align:bottom}table.phases td.l{text-align:left}table.phases tr.total td{font-weight:600}
 table.phases tr.first td{border-top:1px solid #bbb}
@@ -189,10 +189,10 @@ def range_text(time_range: tuple[int, int] | None) -> str:
 
 def _secs_cell(v: float | None, lower_bound: bool = False) -> str:
     if v is None:
-        return '<td data-v=""></td>'
+        return "<td></td>"  # sorts last: the script sorts an empty cell after every value
     if lower_bound:
-        return f'<td class="lb" data-v="{v:.6f}" title="unfinished: a lower bound">≥ {v:.2f}s</td>'
-    return f'<td data-v="{v:.6f}">{v:.2f}s</td>'
+        return f'<td class="lb" data-v="{v:.3f}" title="unfinished: a lower bound">≥ {v:.2f}s</td>'
+    return f'<td data-v="{v:.3f}">{v:.2f}s</td>'
 
 
 def _breakable(metric: str) -> str:
@@ -227,24 +227,20 @@ def actuations_table(data: ReportData, anchors: dict[str, str], url: str | None)
         if t.trace_id in anchors:
             req = f'<a href="{anchors[t.trace_id]}">{req}</a>'
         x = t.actuation_start_ns
-        start = (
-            f'<td class="l" data-v="{x // 1000}">{utc_text(x)}</td>'
-            if x is not None
-            else '<td data-v=""></td>'
-        )
-        cells = [f'<td class="l">{req}</td>', f'<td class="l">{html.escape(t.path)}</td>', start]
+        start = f'<td data-v="{x // 1000}">{utc_text(x)}</td>' if x is not None else "<td></td>"
+        cells = [f"<td>{req}</td>", f"<td>{html.escape(t.path)}</td>", start]
         for m in metrics:
             v = t.metrics.get(m)
             if m == "T_actuation" and v is None:
                 v = t.actuation_s
             cells.append(_secs_cell(v, m in t.open_metrics or (m == "T_actuation" and not t.finished)))
         if t.finished:
-            cells.append('<td class="l">yes</td>')
+            cells.append('<td class="ok">yes</td>')
         else:
             cells.append(f'<td class="why">no: {html.escape(why_unfinished(t))}</td>')
         tid = html.escape(t.trace_id)
         short_id = f'<code title="{tid}">{tid[:16]}…</code>'
-        cells.append(f'<td class="l" data-v="{tid}">{trace_link(url, t.trace_id, short_id)}</td>')
+        cells.append(f"<td>{trace_link(url, t.trace_id, short_id)}</td>")
         out.append("<tr>" + "".join(cells) + "</tr>")
     out.append("</tbody></table></div>")
     return "".join(out)

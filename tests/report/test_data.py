@@ -210,10 +210,13 @@ def test_trends_are_finished_values_at_the_actuation_start():
     ]
 
 
-def test_thin_series_keeps_the_extremes_of_every_slice():
+def test_thin_series_keeps_the_shape_and_the_spikes():
     pts = [TrendPoint(i, 1.0 + (50.0 if i == 537 else 0.0) + (i % 7) * 0.01, str(i), "") for i in range(1000)]
     out = thin_series(pts, 40)
     assert len(out) <= 40
     assert any(p.trace_id == "537" for p in out)  # the spike survives
+    assert out[0].x_ns == 0 and out[-1].x_ns == 999  # the whole time range
     assert [p.x_ns for p in out] == sorted(p.x_ns for p in out)
+    gaps = [b.x_ns - a.x_ns for a, b in zip(out, out[1:], strict=False)]
+    assert max(gaps) <= 2 * 1000 / 36  # evenly by time, not bunched
     assert thin_series(pts[:10], 40) == pts[:10]
