@@ -221,7 +221,7 @@ def dist_figure(
                 color="#666",
             )
     box.set_yticks(range(len(paths)), [f"{p}\nn={len(dict(d.per_path)[p])}" for p in paths])
-    box.set_ylim(len(paths) - 0.5, -0.5)
+    box.set_ylim(max(len(paths), 1) - 0.5, -0.5)
     box.set_xlabel("seconds")
     box.grid(axis="x", alpha=0.3)
     if not paths:

@@ -186,3 +186,26 @@ def test_without_matplotlib_says_which_extra(sample_traces, tmp_path):
     assert "pip install 'fma-otel[report]'" in lines[0]
     assert "Traceback" not in r.stderr
     assert not out.exists()
+
+
+def test_only_unfinished_actuations_still_list_them(tmp_path):
+    """Nothing finished: no trend, no breakdown, no warning; the table still has them all."""
+    import warnings
+
+    from fma_otel.sinks.otlp_json import write_trace_line
+
+    from .test_data import hot_trace
+
+    traces = tmp_path / "t.jsonl"
+    with open(traces, "w") as fh:
+        write_trace_line(fh, hot_trace("1" * 32, "r1", 4.0, complete=False))
+        write_trace_line(fh, hot_trace("2" * 32, "r2", 9.0, complete=False))
+    out = tmp_path / "r.html"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a matplotlib warning would be an exception: exit 1
+        r = run(str(traces), "--out", str(out), "-q")
+    assert r.exit_code == 0, r.output
+    text = out.read_text()
+    assert "No finished actuation to show over time." in text
+    assert '<h2 id="all">All 2 actuation(s)</h2>' in text
+    assert text.count('<td class="why">no: ') == 2
