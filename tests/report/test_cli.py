@@ -142,6 +142,19 @@ def test_trace_url_links_every_actuation(sample_traces, tmp_path):
     assert 'class="trace"' not in plain.read_text()
 
 
+def test_trace_url_with_braces_of_its_own(sample_traces, tmp_path):
+    """Grafana's explore URL holds JSON: only {trace_id} is replaced, quotes are escaped."""
+    out = tmp_path / "r.html"
+    url = 'http://grafana:3000/explore?left={"queries":[{"query":"{trace_id}"}]}'
+    assert run(sample_traces, "--trace-url", url, "--top", "0", "--out", str(out), "-q").exit_code == 0
+    text = out.read_text()
+    tid = "a86df125dc587d97def37508e975f400"  # the sample's unfinished actuation
+    want = (
+        f"http://grafana:3000/explore?left={{&quot;queries&quot;:[{{&quot;query&quot;:&quot;{tid}&quot;}}]}}"
+    )
+    assert f'<a class="trace" href="{want}"' in text
+
+
 def test_table_and_breakdown_say_what_a_person_needs(sample_report):
     text = sample_report.html.read_text()
     assert 'id="range">capture covers 2026-' in text and " UTC (" in text
