@@ -23,6 +23,7 @@ from ..model import (
     A_MISSING,
     A_PATH,
     A_REQ_NAME,
+    A_REQ_UID,
     COLD_LAUNCHER,
     COLD_NO_FMA,
     HOT,
@@ -87,6 +88,7 @@ class TraceSummary:
 
     trace_id: str
     requester: str = "?"
+    requester_uid: str = ""
     path: str = UNKNOWN
     has_root: bool = False
     complete: bool = True
@@ -142,6 +144,8 @@ class Summaries:
         a = s.attributes
         if t.requester == "?" and a.get(A_REQ_NAME):
             t.requester = str(a[A_REQ_NAME])
+        if not t.requester_uid and a.get(A_REQ_UID):
+            t.requester_uid = str(a[A_REQ_UID])
         if t.path == UNKNOWN and a.get(A_PATH):
             t.path = str(a[A_PATH])
         if not t.has_root and (t.start_ns is None or s.start_ns < t.start_ns):
@@ -465,6 +469,15 @@ class ReportData:
     actuations: list[TraceSummary] = field(default_factory=list)
     time_range: tuple[int, int] | None = None
     trends: list[Trend] = field(default_factory=list)
+
+    @property
+    def fma_requesters(self) -> int:
+        """Distinct requester Pods among the FMA actuations (baseline left out).
+
+        Why beside the hit rates: those count actuations (a re-actuated requester counts
+        once per actuation), and a reader must be told which of the two a rate is over.
+        """
+        return len({t.requester_uid or t.requester for t in self.actuations if t.path != COLD_NO_FMA})
 
     @property
     def empty(self) -> bool:

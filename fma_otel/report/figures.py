@@ -390,20 +390,32 @@ def trend_figure(
 # --------------------------------------------------------------------------- hit rates
 
 
-def hit_figure(h: HitRates, verdicts: Sequence[Verdict]) -> tuple[Figure, Hover]:
-    """Hot, warm and cold-with-launcher shares of FMA requesters, with SLO bounds."""
+def hit_figure(
+    h: HitRates, verdicts: Sequence[Verdict], requesters: int | None = None
+) -> tuple[Figure, Hover]:
+    """Hot, warm and cold-with-launcher shares of FMA actuations, with SLO bounds.
+
+    The ``slo`` engine counts one per actuation (trace), so a requester actuated twice
+    counts twice; the title says so, and how many distinct ``requesters`` that was.
+    """
     hover = Hover()
     fig = Figure(figsize=size_in(FIG_WIDTH_PX, HIT_HEIGHT_PX))
     ax = fig.subplots()
     fig.subplots_adjust(left=0.17, right=0.8, top=0.82, bottom=0.2)
-    fig.suptitle(f"Hit rates over {h.requesters} FMA requesters", x=0.17, ha="left", fontsize=11)
+    who = f" of {requesters} distinct requester(s)" if requesters is not None else ""
+    fig.suptitle(
+        f"Hit rates over {h.requesters} FMA actuations{who}, one count per actuation",
+        x=0.17,
+        ha="left",
+        fontsize=11,
+    )
     rows = list(HIT_RATES.items())
     for i, (path, name) in enumerate(rows):
         rate = getattr(h, path)
         value = 0.0 if rate is None else rate * 100
         bars = ax.barh([i], [value], color=color_of_path(path), **_barh_kw())
         text = "no data" if rate is None else f"{value:.1f}%"
-        bars[0].set_url(hover.token(f"{name}: {text} of {h.requesters} requesters", "bar"))
+        bars[0].set_url(hover.token(f"{name}: {text} of {h.requesters} FMA actuations", "bar"))
         ax.text(value + 1, i, text, va="center", fontsize=9)
     marks: dict[bool, Any] = {}
     for v in verdicts:
@@ -427,7 +439,7 @@ def hit_figure(h: HitRates, verdicts: Sequence[Verdict]) -> tuple[Figure, Hover]
     ax.set_yticks(range(len(rows)), [name for _p, name in rows])
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.set_xlim(0, 105)
-    ax.set_xlabel("% of FMA requesters")
+    ax.set_xlabel("% of FMA actuations")
     ax.grid(axis="x", alpha=0.3)
     return fig, hover
 
