@@ -103,7 +103,7 @@ class TraceSummary:
     #: metric -> seconds, from the first span carrying it; ``open_metrics`` holds the names
     #: whose span never finished (the value is then only a lower bound)
     metrics: dict[str, float] = field(default_factory=dict)
-    open_metrics: set[str] = field(default_factory=set)
+    open_metrics: tuple[str, ...] = ()  # a tuple: usually empty, and 100k of them add up
 
     @property
     def actuation_start_ns(self) -> int | None:
@@ -157,7 +157,7 @@ class Summaries:
         if metric and str(metric) not in t.metrics:
             t.metrics[str(metric)] = max(0, s.end_ns - s.start_ns) / S
             if not span_done:
-                t.open_metrics.add(str(metric))
+                t.open_metrics += (str(metric),)
         if s.name == ROOT and not s.parent_span_id:
             t.has_root = True
             t.start_ns = s.start_ns

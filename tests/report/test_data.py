@@ -187,7 +187,7 @@ def test_summary_keeps_metrics_missing_and_the_time_range():
     t = sm.by_trace["5" * 32]
     assert t.missing == ("R.ready", "D.relayed")
     assert t.metrics == {"T_actuation": 6.0, "T_wake": 5.0}
-    assert t.open_metrics == {"T_wake"}
+    assert t.open_metrics == ("T_wake",)
     assert t.actuation_start_ns == T0 + S
     assert time_range(sm.values()) == (T0, T0 + 7 * S)
     assert time_range([]) is None
