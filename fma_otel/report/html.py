@@ -52,12 +52,14 @@ table.all th{white-space:normal;vertical-align:bottom}table.phases td.l{text-ali
 table.phases tr.first td{border-top:1px solid #bbb}
 """
 
-#: click a header of a ``table.sortable`` to sort by it; again to reverse.  Cells sort by
+#: click a header of a ``table.sortable`` (or Tab to it and press Enter) to sort by it; again
+#: to reverse.  Cells sort by
 #: ``data-v`` when they have one (numbers: seconds, microseconds), else by their text; an
 #: empty value sorts last either way.
 SORT_JS = """
 document.querySelectorAll("table.sortable").forEach(function(t){
-var hs=t.tHead.rows[0].cells;Array.prototype.forEach.call(hs,function(th,i){
+var hs=t.tHead.rows[0].cells;Array.prototype.forEach.call(hs,function(th,i){th.tabIndex=0;
+th.addEventListener("keydown",function(e){if(e.key==="Enter"||e.key===" "){e.preventDefault();th.click()}});
 th.addEventListener("click",function(){
 var num=th.dataset.type==="num",dir=th.getAttribute("aria-sort")==="ascending"?-1:1,
 b=t.tBodies[0],rows=Array.prototype.slice.call(b.rows);

@@ -177,6 +177,10 @@ def test_report_renders_in_chromium(browser, sample_report: SampleReport):
         r.find_elements(By.TAG_NAME, "td")[0].text for r in table.find_elements(By.CSS_SELECTOR, "tbody tr")
     ]
     assert reqs == sorted(reqs, key=str.lower) or reqs == sorted(reqs)
+    from selenium.webdriver.common.keys import Keys
+
+    headers[col].send_keys(Keys.ENTER)  # the keyboard sorts too
+    assert headers[col].get_attribute("aria-sort") == "ascending" and column() == up
     headers[names.index("started (UTC)")].click()  # back to the default order for the screenshot
     unfinished_heading = q(By.CSS_SELECTOR, "#unfinished ~ section.wf h3")[0].text
     assert "the requester never became Ready" in unfinished_heading
