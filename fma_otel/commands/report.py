@@ -20,6 +20,7 @@ _EPILOG = """
 Examples:
   fma-otel report out/traces.jsonl --out report.html
   fma-otel report out/traces.jsonl --slo slo.yaml --top 5 --png figures/ --out report.html
+  fma-otel report out/traces.jsonl --trace-url 'http://jaeger:16686/trace/{trace_id}' --out report.html
 """
 
 
@@ -37,14 +38,34 @@ Examples:
 @click.option(
     "--png", "png_dir", metavar="DIR", help="Also write every plot as a PNG (1500 px wide, 150 dpi)."
 )
+@click.option(
+    "--trace-url",
+    metavar="URL",
+    help="Link each actuation to its trace: a URL with {trace_id}, e.g. 'http://jaeger:16686/trace/{trace_id}'.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary on stderr.")
-def command(traces: str, out: str, slo_file: str | None, top: int, png_dir: str | None, quiet: bool) -> None:
+def command(
+    traces: str,
+    out: str,
+    slo_file: str | None,
+    top: int,
+    png_dir: str | None,
+    trace_url: str | None,
+    quiet: bool,
+) -> None:
     from ..query import QueryError
+
+    if trace_url is not None and "{trace_id}" not in trace_url:
+        fail(
+            f"--trace-url {trace_url!r} must contain {{trace_id}} (e.g. 'http://jaeger:16686/trace/{{trace_id}}')"
+        )
     from ..query.slo_spec import load_spec
 
-    try:
+    try:  # matplotlib itself, up front: the report modules import it only when drawing
+        import matplotlib  # noqa: F401
+
         from ..report.html import render_report
-    except ModuleNotFoundError as exc:
+    except ImportError as exc:
         if exc.name and exc.name.split(".")[0] == "matplotlib":
             fail("matplotlib is not installed; pip install 'fma-otel[report]'")
         raise
@@ -62,7 +83,7 @@ def command(traces: str, out: str, slo_file: str | None, top: int, png_dir: str 
         except OSError as exc:
             fail(f"--png {png_dir}: {exc.strerror or exc}", 1)
     try:
-        result = render_report(data, png_dir)
+        result = render_report(data, png_dir, trace_url=trace_url)
     except OSError as exc:  # a PNG that cannot be written
         fail(f"--png {png_dir}: {exc.strerror or exc}", 1)
     with open_out(out) as fh:

@@ -19,9 +19,13 @@ from typing import Any
 
 from ..model import (
     A_COMPLETE,
+    A_METRIC,
+    A_MISSING,
     A_PATH,
     A_REQ_NAME,
+    A_REQ_UID,
     COLD_LAUNCHER,
+    COLD_NO_FMA,
     HOT,
     METRICS,
     ROOT,
@@ -34,7 +38,7 @@ from ..model import (
 )
 from ..query.harvest import Harvest
 from ..query.slo_spec import Check, Verdict, evaluate
-from ..query.stats import PATH_ORDER, Report, build_report
+from ..query.stats import PATH_ORDER, Report, build_report, nearest_rank
 
 ACTUATION = "fma.actuation"
 UNEXPLAINED = "unexplained"
@@ -65,6 +69,12 @@ CONSTITUENTS: Mapping[str, tuple[str, ...]] = {
     HOT: ("fma.dpc.bind", "fma.vllm.wake", "fma.readiness.relay", "fma.kubelet.probe"),
 }
 _ALL_CONSTITUENTS: frozenset[str] = frozenset(n for names in CONSTITUENTS.values() for n in names)
+#: The baseline (a plain vLLM Pod) has no FMA span to split its ``T_actuation`` into: its one
+#: part is the actuation itself (container start to Ready), drawn beside the FMA paths so
+#: that what FMA saves is read off one axis.
+BASELINE_PART = ACTUATION
+#: the percentiles the breakdown table gives per phase (nearest rank, as ``slo``)
+PHASE_PERCENTILES: tuple[int, ...] = (50, 90, 99)
 #: model order of span names: ties in start time are broken the way the table reads
 _MODEL_ORDER: Mapping[str, int] = {d.name: i for i, d in enumerate(SPANS)}
 
@@ -78,6 +88,7 @@ class TraceSummary:
 
     trace_id: str
     requester: str = "?"
+    requester_uid: str = ""
     path: str = UNKNOWN
     has_root: bool = False
     complete: bool = True
@@ -86,6 +97,18 @@ class TraceSummary:
     actuation: tuple[int, int] | None = None
     actuation_complete: bool = True
     constituents: list[tuple[str, int, int]] = field(default_factory=list)
+    end_ns: int | None = None
+    #: instants the bridge never saw (``fma.missing`` on the root), in its order
+    missing: tuple[str, ...] = ()
+    #: metric -> seconds, from the first span carrying it; ``open_metrics`` holds the names
+    #: whose span never finished (the value is then only a lower bound)
+    metrics: dict[str, float] = field(default_factory=dict)
+    open_metrics: tuple[str, ...] = ()  # a tuple: usually empty, and 100k of them add up
+
+    @property
+    def actuation_start_ns(self) -> int | None:
+        """When the actuation began (``R.started``), else the trace's first instant."""
+        return self.actuation[0] if self.actuation is not None else self.start_ns
 
     @property
     def actuation_s(self) -> float | None:
@@ -121,10 +144,20 @@ class Summaries:
         a = s.attributes
         if t.requester == "?" and a.get(A_REQ_NAME):
             t.requester = str(a[A_REQ_NAME])
+        if not t.requester_uid and a.get(A_REQ_UID):
+            t.requester_uid = str(a[A_REQ_UID])
         if t.path == UNKNOWN and a.get(A_PATH):
             t.path = str(a[A_PATH])
         if not t.has_root and (t.start_ns is None or s.start_ns < t.start_ns):
             t.start_ns = s.start_ns
+        if t.end_ns is None or s.end_ns > t.end_ns:
+            t.end_ns = s.end_ns
+        metric = a.get(A_METRIC)
+        span_done = s.status_code != STATUS_ERROR and not _is_false(a.get(A_COMPLETE))
+        if metric and str(metric) not in t.metrics:
+            t.metrics[str(metric)] = max(0, s.end_ns - s.start_ns) / S
+            if not span_done:
+                t.open_metrics += (str(metric),)
         if s.name == ROOT and not s.parent_span_id:
             t.has_root = True
             t.start_ns = s.start_ns
@@ -132,6 +165,9 @@ class Summaries:
             t.status = s.status_message if s.status_code == STATUS_ERROR else ""
             if a.get(A_PATH):
                 t.path = str(a[A_PATH])
+            missing = a.get(A_MISSING)
+            if missing:
+                t.missing = tuple(str(x) for x in missing) if isinstance(missing, list) else (str(missing),)
         elif s.name == ACTUATION:
             t.actuation = (s.start_ns, max(s.start_ns, s.end_ns))
             t.actuation_complete = s.status_code != STATUS_ERROR and not _is_false(a.get(A_COMPLETE))
@@ -172,39 +208,79 @@ def attribute(
 
 
 @dataclass(frozen=True)
-class Breakdown:
-    """Mean seconds per constituent (and unexplained) over one path's finished actuations.
+class PhaseStats:
+    """One phase's seconds over one path's finished actuations: mean and percentiles."""
 
-    Means, because means add up: the stacked bar's length is the mean ``T_actuation``.
+    name: str
+    mean: float
+    p50: float
+    p90: float
+    p99: float
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """Seconds per constituent (and unexplained) over one path's finished actuations.
+
+    ``parts`` are means, because means add up: the stacked bar's length is the mean
+    ``T_actuation``.  ``phases`` gives each part's percentiles too (per actuation, the
+    seconds attributed to that part), and ``total`` those of ``T_actuation`` itself;
+    percentiles do not add up, so they are a table beside the bar, not the bar.
     """
 
     path: str
     n: int
     parts: tuple[tuple[str, float], ...]  # in CONSTITUENTS order, UNEXPLAINED last
     mean_total: float
+    phases: tuple[PhaseStats, ...] = ()
+    total: PhaseStats | None = None
+
+    @property
+    def baseline(self) -> bool:
+        return self.path == COLD_NO_FMA
+
+
+def _phase(name: str, values: list[float]) -> PhaseStats:
+    v = sorted(values)
+    p50, p90, p99 = (nearest_rank(v, q) for q in PHASE_PERCENTILES)
+    return PhaseStats(name, sum(v) / len(v), p50, p90, p99)
 
 
 def breakdowns(summaries: Iterable[TraceSummary]) -> list[Breakdown]:
-    """One :class:`Breakdown` per path that has constituents and finished actuations."""
-    sums: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    counts: dict[str, int] = defaultdict(int)
-    totals: dict[str, float] = defaultdict(float)
+    """One :class:`Breakdown` per path that has constituents and finished actuations.
+
+    The ``cold_no_fma`` baseline gets one too, of one part (its whole actuation): it is
+    what the FMA paths are measured against.
+    """
+    per_act: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    totals: dict[str, list[float]] = defaultdict(list)
     for t in summaries:
-        if t.path not in CONSTITUENTS or t.actuation is None or not t.finished:
+        if t.actuation is None or not t.finished:
             continue
-        parts, rest = attribute(t.actuation, t.constituents)
-        counts[t.path] += 1
-        totals[t.path] += t.actuation_s or 0.0
-        for name, secs in parts.items():
-            sums[t.path][name] += secs
-        sums[t.path][UNEXPLAINED] += rest
+        if t.path == COLD_NO_FMA:
+            parts, rest = {BASELINE_PART: t.actuation_s or 0.0}, 0.0
+        elif t.path in CONSTITUENTS:
+            parts, rest = attribute(t.actuation, t.constituents)
+        else:
+            continue
+        totals[t.path].append(t.actuation_s or 0.0)
+        for name in _names_of(t.path):
+            per_act[t.path][name].append(rest if name == UNEXPLAINED else parts.get(name, 0.0))
     out: list[Breakdown] = []
-    for path in sorted(counts, key=_path_key):
-        n = counts[path]
-        names = (*CONSTITUENTS[path], UNEXPLAINED)
-        parts_t = tuple((name, sums[path].get(name, 0.0) / n) for name in names)
-        out.append(Breakdown(path, n, parts_t, totals[path] / n))
+    for path in sorted(totals, key=_path_key):
+        n = len(totals[path])
+        names = _names_of(path)
+        phases = tuple(_phase(name, per_act[path][name]) for name in names)
+        parts_t = tuple((p.name, p.mean) for p in phases)
+        total = _phase(ACTUATION, totals[path])
+        out.append(Breakdown(path, n, parts_t, total.mean, phases, total))
     return out
+
+
+def _names_of(path: str) -> tuple[str, ...]:
+    if path == COLD_NO_FMA:
+        return (BASELINE_PART,)
+    return (*CONSTITUENTS[path], UNEXPLAINED)
 
 
 def _path_key(path: str) -> tuple[int, str]:
@@ -263,11 +339,8 @@ def distributions(harvest: Harvest, summaries: Mapping[str, TraceSummary]) -> li
         label = t.label if t is not None else smp.trace_id
         vals[smp.metric][smp.path].append(Point(smp.duration_s, smp.trace_id, label))
 
-    def metric_key(m: str) -> tuple[int, str]:
-        return (METRICS.index(m), "") if m in METRICS else (len(METRICS), m)
-
     out: list[Distribution] = []
-    for metric in sorted(vals, key=metric_key):
+    for metric in sorted(vals, key=_metric_key):
         per_path = tuple(
             (p, tuple(sorted(vals[metric][p], key=lambda x: (x.seconds, x.trace_id))))
             for p in sorted(vals[metric], key=_path_key)
@@ -291,6 +364,89 @@ def thin(points: Sequence[Point], limit: int) -> list[Point]:
     return [points[i] for i in idx]
 
 
+# --------------------------------------------------------------------------- over time
+
+
+@dataclass(frozen=True)
+class TrendPoint:
+    """One finished actuation's value of a metric at the time its actuation began."""
+
+    x_ns: int
+    seconds: float
+    trace_id: str
+    label: str
+
+
+@dataclass(frozen=True)
+class Trend:
+    """One metric over time: per path, points in time order and how many there were."""
+
+    metric: str
+    per_path: tuple[tuple[str, tuple[TrendPoint, ...], int], ...]
+
+
+#: points drawn per path and metric over time (beyond it: evenly by time, plus the slowest)
+MAX_TREND_POINTS = 300
+
+
+def trends(summaries: Iterable[TraceSummary], limit: int = MAX_TREND_POINTS) -> list[Trend]:
+    """Per metric, per path: (actuation start, seconds) of finished actuations.
+
+    Finished actuations and finished metric spans only, as in the distributions and
+    ``slo``: an unfinished duration is only a lower bound.  x is the actuation's start
+    (``R.started``) for every metric, so one actuation sits at one x in every panel.
+    """
+    vals: dict[str, dict[str, list[TrendPoint]]] = defaultdict(lambda: defaultdict(list))
+    for t in summaries:
+        x = t.actuation_start_ns
+        if not t.finished or x is None:
+            continue
+        for metric, secs in t.metrics.items():
+            if metric not in t.open_metrics:
+                vals[metric][t.path].append(TrendPoint(x, secs, t.trace_id, t.label))
+    out: list[Trend] = []
+    for metric in sorted(vals, key=_metric_key):
+        per_path = []
+        for path in sorted(vals[metric], key=_path_key):
+            pts = sorted(vals[metric][path], key=lambda p: (p.x_ns, p.trace_id))
+            per_path.append((path, tuple(thin_series(pts, limit)), len(pts)))
+        out.append(Trend(metric, tuple(per_path)))
+    return out
+
+
+def thin_series(points: Sequence[TrendPoint], limit: int) -> list[TrendPoint]:
+    """At most ``limit`` of the time-ordered ``points``: evenly by time, plus the slowest.
+
+    Why both: every k-th point keeps the shape of the cloud (a per-slice min and max would
+    draw two false bands), and the slowest tenth of the budget keeps the spikes, which are
+    what a trend is read for.  The result is in time order.
+    """
+    n = len(points)
+    if n <= limit or limit < 2:
+        return list(points)
+    spikes = max(1, limit // 10)
+    slowest_idx = sorted(range(n), key=lambda i: (-points[i].seconds, i))[:spikes]
+    even = limit - spikes
+    keep = {round(i * (n - 1) / (even - 1)) for i in range(even)} if even > 1 else {0}
+    keep.update(slowest_idx)
+    return [points[i] for i in sorted(keep)]
+
+
+def time_range(summaries: Iterable[TraceSummary]) -> tuple[int, int] | None:
+    """The first and last instant of any span in the file: the time the capture covers."""
+    lo = hi = None
+    for t in summaries:
+        if t.start_ns is not None and (lo is None or t.start_ns < lo):
+            lo = t.start_ns
+        if t.end_ns is not None and (hi is None or t.end_ns > hi):
+            hi = t.end_ns
+    return None if lo is None or hi is None else (lo, max(lo, hi))
+
+
+def _metric_key(m: str) -> tuple[int, str]:
+    return (METRICS.index(m), "") if m in METRICS else (len(METRICS), m)
+
+
 # --------------------------------------------------------------------------- everything
 
 
@@ -309,6 +465,19 @@ class ReportData:
     #: trace id -> its full spans, only for the actuations drawn as waterfalls
     spans: dict[str, list[SpanRecord]] = field(default_factory=dict)
     skipped_lines: int = 0
+    #: every actuation, earliest first: the report's table of all of them
+    actuations: list[TraceSummary] = field(default_factory=list)
+    time_range: tuple[int, int] | None = None
+    trends: list[Trend] = field(default_factory=list)
+
+    @property
+    def fma_requesters(self) -> int:
+        """Distinct requester Pods among the FMA actuations (baseline left out).
+
+        Why beside the hit rates: those count actuations (a re-actuated requester counts
+        once per actuation), and a reader must be told which of the two a rate is over.
+        """
+        return len({t.requester_uid or t.requester for t in self.actuations if t.path != COLD_NO_FMA})
 
     @property
     def empty(self) -> bool:
@@ -334,4 +503,12 @@ def prepare(
         breakdowns=breakdowns(by_trace.values()),
         slowest=slowest(by_trace.values(), top),
         unfinished=unfinished(by_trace.values(), top),
+        actuations=sorted(by_trace.values(), key=_start_key),
+        time_range=time_range(by_trace.values()),
+        trends=trends(by_trace.values()),
     )
+
+
+def _start_key(t: TraceSummary) -> tuple[int, str]:
+    x = t.actuation_start_ns
+    return (x if x is not None else 0, t.trace_id)

@@ -9,6 +9,7 @@ callers so ``--png`` output has a known size.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
 from typing import Any
 
 from matplotlib.figure import Figure
@@ -38,8 +39,18 @@ from ..model import (
 from ..query.slo_spec import HIT_RATES, Verdict
 from ..query.stats import HitRates
 from ..sinks.show import tree_lines
-from .data import CONSTITUENTS, UNEXPLAINED, Breakdown, Distribution, TraceSummary, thin
+from .data import (
+    BASELINE_PART,
+    CONSTITUENTS,
+    UNEXPLAINED,
+    Breakdown,
+    Distribution,
+    TraceSummary,
+    Trend,
+    thin,
+)
 from .svg import FIG_WIDTH_PX, Hover, size_in
+from .words import humanize
 
 PATH_COLOR: Mapping[str, str] = {
     COLD_LAUNCHER: "#1f77b4",
@@ -63,9 +74,14 @@ _PART_PALETTE = (
 )  # fmt: skip
 #: a stable colour per constituent span, the same on every path's bar
 PART_COLOR: Mapping[str, str] = {
-    name: _PART_PALETTE[i % len(_PART_PALETTE)]
-    for i, name in enumerate(dict.fromkeys(n for names in CONSTITUENTS.values() for n in names))
+    **{
+        name: _PART_PALETTE[i % len(_PART_PALETTE)]
+        for i, name in enumerate(dict.fromkeys(n for names in CONSTITUENTS.values() for n in names))
+    },
+    BASELINE_PART: PATH_COLOR[COLD_NO_FMA],
 }
+#: how a part is named in the breakdown where its span name would not say it
+PART_LABEL: Mapping[str, str] = {BASELINE_PART: "no FMA: start → Ready"}
 #: points drawn per path in a strip plot (the CDF always uses every value)
 MAX_STRIP_POINTS = 300
 #: vertices per CDF line (values are thinned by rank beyond this)
@@ -95,6 +111,23 @@ def short(name: str) -> str:
     return name[4:] if name.startswith("fma.") else name
 
 
+_OP = {"<=": "≤", ">=": "≥", "<": "<", ">": ">"}
+#: the statistics an SLO threshold on a metric can be drawn for (a duration in seconds)
+_DRAWN_STATS = ("p50", "p90", "p95", "p99", "max", "mean")
+
+
+def slo_label(v: Verdict, value: str) -> str:
+    """How an SLO mark is named in a legend: which path, which bound, met or not."""
+    where = v.path or "all paths"
+    state = {"pass": "met", "fail": "NOT met"}.get(v.status, "no data")
+    stat = "" if v.kind == "hit_rate" else f"{v.stat} "
+    return f"SLO {where}: {stat}{_OP.get(v.op, v.op)} {value} ({state})"
+
+
+def _metric_slos(verdicts: Sequence[Verdict], metric: str) -> list[Verdict]:
+    return [v for v in verdicts if v.kind == "metric" and v.subject == metric and v.stat in _DRAWN_STATS]
+
+
 def _barh_kw() -> dict[str, Any]:
     return {"height": 0.6, "linewidth": 0.8}
 
@@ -102,8 +135,9 @@ def _barh_kw() -> dict[str, Any]:
 # --------------------------------------------------------------------------- distribution
 
 
-def dist_height_px(d: Distribution) -> int:
-    return max(DIST_HEIGHT_PX, 180 + 60 * len(d.per_path))
+def dist_height_px(d: Distribution, slo_marks: int = 0) -> int:
+    """480 px, more with over 5 paths, and a legend line per three SLO marks."""
+    return max(DIST_HEIGHT_PX, 180 + 60 * len(d.per_path)) + _slo_legend_px(slo_marks)
 
 
 def dist_figure(
@@ -116,9 +150,11 @@ def dist_figure(
     SLO thresholds on this metric are drawn as dashed lines.
     """
     hover = Hover()
-    fig = Figure(figsize=size_in(FIG_WIDTH_PX, dist_height_px(d)))
+    n_slo = len(_metric_slos(verdicts, d.metric))
+    h_px = dist_height_px(d, n_slo)
+    fig = Figure(figsize=size_in(FIG_WIDTH_PX, h_px))
     cdf, box = fig.subplots(1, 2, gridspec_kw={"width_ratios": (1, 1.25), "wspace": 0.3})
-    fig.subplots_adjust(left=0.07, right=0.98, top=0.86, bottom=0.16)
+    fig.subplots_adjust(left=0.07, right=0.98, top=1 - 67 / h_px, bottom=(77 + _slo_legend_px(n_slo)) / h_px)
     paths = [p for p, pts in d.per_path if pts]
     inc_total = sum(d.incomplete.values())
     title = f"{d.metric}: distribution per path"
@@ -185,27 +221,30 @@ def dist_figure(
                 color="#666",
             )
     box.set_yticks(range(len(paths)), [f"{p}\nn={len(dict(d.per_path)[p])}" for p in paths])
-    box.set_ylim(len(paths) - 0.5, -0.5)
+    box.set_ylim(max(len(paths), 1) - 0.5, -0.5)
     box.set_xlabel("seconds")
     box.grid(axis="x", alpha=0.3)
     if not paths:
         box.text(0.5, 0.5, "no finished actuation", ha="center", va="center", transform=box.transAxes)
         box.set_yticks([])
 
-    for v in verdicts:
-        if (
-            v.kind != "metric"
-            or v.subject != d.metric
-            or v.stat not in ("p50", "p90", "p95", "p99", "max", "mean")
-        ):
-            continue
+    slo_lines = []
+    for v in _metric_slos(verdicts, d.metric):
         color = color_of_path(v.path) if v.path else "#000000"
+        label = slo_label(v, fmt_secs(v.threshold))
         for ax in (cdf, box):
-            ln = ax.axvline(v.threshold, color=color, ls="--", lw=1.0)
-            where = v.path or "all paths"
-            ln.set_url(
-                hover.token(f"SLO {v.stat} {v.op} {fmt_secs(v.threshold)} on {where}: {v.status}", "slo")
-            )
+            ln = ax.axvline(v.threshold, color=color, ls="--", lw=1.0, label=label)
+            ln.set_url(hover.token(label, "slo"))
+        slo_lines.append(ln)
+    if slo_lines:  # the dashed marks say what they are, under both panels
+        fig.legend(
+            handles=slo_lines,
+            loc="lower left",
+            bbox_to_anchor=(0.065, 0.0),
+            ncols=min(3, len(slo_lines)),
+            fontsize=8,
+            frameon=False,
+        )
     # durations from zero, on one scale for both panels, without an offset like "+2.006e1"
     right = max(cdf.get_xlim()[1], box.get_xlim()[1]) * 1.02
     for ax in (cdf, box):
@@ -222,24 +261,163 @@ def _horizontal() -> dict[str, Any]:
     return {"orientation": "horizontal"} if (major, minor) >= (3, 10) else {"vert": False}
 
 
+# --------------------------------------------------------------------------- over time
+
+TREND_COLUMNS = 2
+TREND_ROW_PX = 230
+
+
+def trend_height_px(n_metrics: int, slo_marks: int = 0) -> int:
+    """150 px of title, legends and axis, 230 px per row of panels (two per row)."""
+    rows = max(1, -(-n_metrics // TREND_COLUMNS))
+    return 150 + TREND_ROW_PX * rows + _slo_legend_px(slo_marks)
+
+
+def _slo_legend_px(slo_marks: int) -> int:
+    """Room under the panels for the SLO legend, three marks a line."""
+    return 16 + 24 * ((slo_marks + 2) // 3) if slo_marks else 0
+
+
+def utc(ns: int) -> datetime:
+    return datetime.fromtimestamp(ns / S, tz=timezone.utc)
+
+
+def trend_figure(
+    trends: Sequence[Trend], verdicts: Sequence[Verdict], time_range: tuple[int, int] | None = None
+) -> tuple[Figure, Hover]:
+    """Small multiples: per metric, each finished actuation's duration at its start time.
+
+    One panel per metric (x: when the actuation began, UTC; y: seconds from 0; colour:
+    path), so a drift, a slow hour or a path that got slower after a change is seen at a
+    glance.  The panels share the time axis, which spans ``time_range`` (the capture) when
+    given; SLO thresholds on a metric are dashed lines, named in a legend.
+    """
+    from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+
+    hover = Hover()
+    slos = [v for t in trends for v in _metric_slos(verdicts, t.metric)]
+    h_px = trend_height_px(len(trends), len(slos))
+    fig = Figure(figsize=size_in(FIG_WIDTH_PX, h_px))
+    rows = max(1, -(-len(trends) // TREND_COLUMNS))
+    axes = fig.subplots(rows, TREND_COLUMNS, sharex=True, squeeze=False)
+    legend_px = _slo_legend_px(len(slos))
+    fig.subplots_adjust(
+        left=0.06, right=0.98, top=1 - 105 / h_px, bottom=(62 + legend_px) / h_px, hspace=0.45, wspace=0.14
+    )
+    fig.suptitle(
+        "Each metric over time (one dot per finished actuation, at its start)",
+        x=0.06,
+        y=1 - 8 / h_px,
+        va="top",
+        ha="left",
+        fontsize=11,
+    )
+    handles: dict[str, Any] = {}  # path -> a dot of its colour
+    marks: dict[str, Any] = {}  # SLO label -> its line
+    for i, tr in enumerate(trends):
+        ax = axes[i // TREND_COLUMNS][i % TREND_COLUMNS]
+        thinned = []
+        for path, pts, n in tr.per_path:
+            color = color_of_path(path)
+            sc = ax.scatter(
+                [utc(p.x_ns) for p in pts],
+                [p.seconds for p in pts],
+                s=12,
+                color=color,
+                alpha=0.8,
+                edgecolors="none",
+                label=path,
+            )
+            sc.set_urls(
+                [
+                    hover.token(
+                        f"{p.label}\n{tr.metric} = {fmt_secs(p.seconds)} ({path})\n"
+                        f"began {utc(p.x_ns):%Y-%m-%d %H:%M:%S} UTC",
+                        "tp",
+                    )
+                    for p in pts
+                ]
+            )
+            handles.setdefault(path, sc)
+            if len(pts) < n:
+                thinned.append(f"{path} {len(pts)} of {n}")
+        for v in _metric_slos(verdicts, tr.metric):
+            label = slo_label(v, fmt_secs(v.threshold))
+            ln = ax.axhline(v.threshold, color=color_of_path(v.path) if v.path else "#000", ls="--", lw=1.0)
+            ln.set_url(hover.token(f"{tr.metric}: {label}", "slo"))
+            marks.setdefault(f"{tr.metric}: {label}", ln)
+        ax.set_title(tr.metric, loc="left", fontsize=9)
+        if thinned:
+            ax.set_title("shown: " + ", ".join(thinned), loc="right", fontsize=7, color="#666")
+        top = max([p.seconds for _path, pts, _n in tr.per_path for p in pts] + [0.0])
+        top = max([top] + [v.threshold for v in _metric_slos(verdicts, tr.metric)])
+        ax.set_ylim(0, top * 1.15 or 1.0)
+        ax.set_ylabel("seconds")
+        ax.grid(alpha=0.3)
+        if time_range is not None:  # the whole capture, so an empty stretch shows as one
+            pad = max(S, (time_range[1] - time_range[0]) // 50)
+            ax.set_xlim(utc(time_range[0] - pad), utc(time_range[1] + pad))
+        loc = AutoDateLocator(minticks=3, maxticks=7)
+        ax.xaxis.set_major_locator(loc)
+        ax.xaxis.set_major_formatter(ConciseDateFormatter(loc, tz=timezone.utc))
+    for j in range(len(trends), rows * TREND_COLUMNS):  # an empty cell: the panel above keeps its dates
+        axes[j // TREND_COLUMNS][j % TREND_COLUMNS].set_visible(False)
+        if j >= TREND_COLUMNS:
+            axes[j // TREND_COLUMNS - 1][j % TREND_COLUMNS].xaxis.set_tick_params(labelbottom=True)
+    paths = sorted(handles, key=lambda p: list(PATH_COLOR).index(p) if p in PATH_COLOR else 99)
+    fig.legend(
+        [handles[k] for k in paths],
+        paths,
+        loc="upper left",
+        bbox_to_anchor=(0.055, 1 - 34 / h_px),
+        ncols=len(paths) or 1,
+        fontsize=8,
+        frameon=False,
+    )
+    if marks:
+        fig.legend(
+            list(marks.values()),
+            list(marks),
+            loc="lower left",
+            bbox_to_anchor=(0.06, 0.0),
+            ncols=3,
+            fontsize=8,
+            frameon=False,
+        )
+    return fig, hover
+
+
 # --------------------------------------------------------------------------- hit rates
 
 
-def hit_figure(h: HitRates, verdicts: Sequence[Verdict]) -> tuple[Figure, Hover]:
-    """Hot, warm and cold-with-launcher shares of FMA requesters, with SLO bounds."""
+def hit_figure(
+    h: HitRates, verdicts: Sequence[Verdict], requesters: int | None = None
+) -> tuple[Figure, Hover]:
+    """Hot, warm and cold-with-launcher shares of FMA actuations, with SLO bounds.
+
+    The ``slo`` engine counts one per actuation (trace), so a requester actuated twice
+    counts twice; the title says so, and how many distinct ``requesters`` that was.
+    """
     hover = Hover()
     fig = Figure(figsize=size_in(FIG_WIDTH_PX, HIT_HEIGHT_PX))
     ax = fig.subplots()
-    fig.subplots_adjust(left=0.17, right=0.95, top=0.82, bottom=0.2)
-    fig.suptitle(f"Hit rates over {h.requesters} FMA requesters", x=0.17, ha="left", fontsize=11)
+    fig.subplots_adjust(left=0.17, right=0.8, top=0.82, bottom=0.2)
+    who = f" of {requesters} distinct requester(s)" if requesters is not None else ""
+    fig.suptitle(
+        f"Hit rates over {h.requesters} FMA actuations{who}, one count per actuation",
+        x=0.17,
+        ha="left",
+        fontsize=11,
+    )
     rows = list(HIT_RATES.items())
     for i, (path, name) in enumerate(rows):
         rate = getattr(h, path)
         value = 0.0 if rate is None else rate * 100
         bars = ax.barh([i], [value], color=color_of_path(path), **_barh_kw())
         text = "no data" if rate is None else f"{value:.1f}%"
-        bars[0].set_url(hover.token(f"{name}: {text} of {h.requesters} requesters", "bar"))
+        bars[0].set_url(hover.token(f"{name}: {text} of {h.requesters} FMA actuations", "bar"))
         ax.text(value + 1, i, text, va="center", fontsize=9)
+    marks: dict[bool, Any] = {}
     for v in verdicts:
         if v.kind != "hit_rate" or v.path not in HIT_RATES:
             continue
@@ -247,11 +425,21 @@ def hit_figure(h: HitRates, verdicts: Sequence[Verdict]) -> tuple[Figure, Hover]
         x = v.threshold * 100
         ok = v.status != "fail"
         ln = ax.plot([x, x], [i - 0.42, i + 0.42], color="#000" if ok else ERROR_COLOR, lw=2)[0]
-        ln.set_url(hover.token(f"SLO {v.subject} {v.op} {x:.1f}%: {v.status}", "slo"))
+        ln.set_url(hover.token(slo_label(v, f"{x:.1f}%").replace("SLO ", f"SLO {v.subject} on ", 1), "slo"))
+        marks.setdefault(ok, ln)
+    if marks:  # what the ticks mean, beside the bars
+        ax.legend(
+            [marks[k] for k in sorted(marks, reverse=True)],
+            ["SLO bound, met" if k else "SLO bound, NOT met" for k in sorted(marks, reverse=True)],
+            loc="center left",
+            bbox_to_anchor=(1.0, 0.5),
+            fontsize=8,
+            frameon=False,
+        )
     ax.set_yticks(range(len(rows)), [name for _p, name in rows])
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.set_xlim(0, 105)
-    ax.set_xlabel("% of FMA requesters")
+    ax.set_xlabel("% of FMA actuations")
     ax.grid(axis="x", alpha=0.3)
     return fig, hover
 
@@ -270,7 +458,12 @@ def breakdown_figure(bds: Sequence[Breakdown]) -> tuple[Figure, Hover]:
     fig = Figure(figsize=size_in(FIG_WIDTH_PX, h_px))
     ax = fig.subplots()
     fig.subplots_adjust(left=0.12, right=0.8, top=1 - 45 / h_px, bottom=70 / h_px)
-    fig.suptitle("Where did the time go: mean T_actuation per path, by span", x=0.12, ha="left", fontsize=11)
+    fig.suptitle(
+        "Where did the time go: mean T_actuation per path, by span (cold_no_fma: the baseline without FMA)",
+        x=0.12,
+        ha="left",
+        fontsize=11,
+    )
     widest = max((b.mean_total for b in bds), default=0.0) or 1.0
     seen: dict[str, Any] = {}
     for row, bd in enumerate(bds):
@@ -288,7 +481,7 @@ def breakdown_figure(bds: Sequence[Breakdown]) -> tuple[Figure, Hover]:
                 **_barh_kw(),
             )[0]
             share = 100 * secs / bd.mean_total if bd.mean_total else 0.0
-            label = UNEXPLAINED if is_gap else short(name)
+            label = UNEXPLAINED if is_gap else PART_LABEL.get(name, short(name))
             bar.set_url(
                 hover.token(
                     f"{bd.path}: {label} {fmt_secs(secs)} ({share:.0f}% of mean T_actuation"
@@ -340,7 +533,8 @@ def _span_title(s: SpanRecord, t0: int) -> str:
     if a.get(A_METRIC):
         lines.append(f"metric: {a[A_METRIC]}")
     if s.status_code == STATUS_ERROR:
-        lines.append(f"INCOMPLETE: {s.status_message or 'status ERROR'}")
+        why = humanize(s.status_message).removeprefix("incomplete: ") if s.status_message else "status ERROR"
+        lines.append(f"INCOMPLETE: {why}")
     if a.get(A_INCONSISTENT) is True:
         lines.append(f"clock inconsistent (raw {a.get(A_RAW)} s)")
     return "\n".join(lines)

@@ -1,8 +1,9 @@
-"""One self-contained HTML file: inline CSS and SVG, no script, no font, no network.
+"""One self-contained HTML file: inline CSS, SVG and a few lines of script; no network.
 
-Why no JavaScript: the native tooltip of an SVG ``<title>`` gives the hover the report
-needs, the file opens the same in any browser and in mail or CI artifact viewers that block
-scripts, and there is nothing to keep in sync with a JS library's version.
+Why so little JavaScript: the native tooltip of an SVG ``<title>`` gives the hover the
+report needs, so the only script is the table's click-to-sort (:data:`SORT_JS`, inline, no
+library).  Where scripts are blocked (mail, some CI artifact viewers) everything still
+shows; the table then stays in its default order, earliest actuation first.
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from .. import __version__
+from ..model import METRICS, S
 from ..query.formats import table_sections
 from ..query.slo_spec import FAIL, PASS
-from .data import ReportData, TraceSummary
+from .data import UNEXPLAINED, Breakdown, PhaseStats, ReportData, TraceSummary
 from .svg import Hover, save_png, to_inline_svg
+from .words import humanize, missing_text
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -38,6 +41,34 @@ th{background:#f6f6f6}.pass{color:#1a7f37;font-weight:600}.fail{color:#cf222e;fo
 svg.fig{width:100%;height:auto;display:block;margin:4px 0 12px}
 svg a.pt:hover use,svg a.wf-span:hover path{stroke:#000;stroke-width:1.2}
 .wf h3 .bad{color:#cf222e}code{font-size:12px}
+.scroll{overflow-x:auto;max-height:640px;overflow-y:auto;border:1px solid #eee}
+table.all{margin:0;font-size:12px}table.all th.l,table.all td:nth-child(-n+3),table.all td:last-child{text-align:left}
+table.all th{position:sticky;top:0;cursor:pointer;user-select:none}
+table.all th[aria-sort=ascending]::after{content:" ▲";font-size:9px}
+table.all th[aria-sort=descending]::after{content:" ▼";font-size:9px}
+table.all td.why,table.all td.ok{text-align:left}table.all td.why{color:#cf222e}table.all td.lb{color:#cf222e}
+table.all code{font-size:11px}table.all td{white-space:nowrap}table.all td.why{white-space:normal;min-width:280px}
+table.all th{white-space:normal;vertical-align:bottom}table.phases td.l{text-align:left}table.phases tr.total td{font-weight:600}
+table.phases tr.first td{border-top:1px solid #bbb}
+"""
+
+#: click a header of a ``table.sortable`` (or Tab to it and press Enter) to sort by it; again
+#: to reverse.  Cells sort by
+#: ``data-v`` when they have one (numbers: seconds, microseconds), else by their text; an
+#: empty value sorts last either way.
+SORT_JS = """
+document.querySelectorAll("table.sortable").forEach(function(t){
+var hs=t.tHead.rows[0].cells;Array.prototype.forEach.call(hs,function(th,i){th.tabIndex=0;
+th.addEventListener("keydown",function(e){if(e.key==="Enter"||e.key===" "){e.preventDefault();th.click()}});
+th.addEventListener("click",function(){
+var num=th.dataset.type==="num",dir=th.getAttribute("aria-sort")==="ascending"?-1:1,
+b=t.tBodies[0],rows=Array.prototype.slice.call(b.rows);
+Array.prototype.forEach.call(hs,function(h){h.removeAttribute("aria-sort")});
+th.setAttribute("aria-sort",dir>0?"ascending":"descending");
+function k(r){var c=r.cells[i],v=c.dataset.v;return v===undefined?c.textContent:v}
+rows.sort(function(x,y){var a=k(x),c=k(y);if(a==="")return c===""?0:1;if(c==="")return -1;
+return dir*(num?(+a)-(+c):a.localeCompare(c))});
+var f=document.createDocumentFragment();rows.forEach(function(r){f.appendChild(r)});b.appendChild(f)})})});
 """
 
 
@@ -105,23 +136,157 @@ def _summary_line(data: ReportData) -> str:
     return f'<span class="{cls}">{word}</span>: {passes} pass, {fails} fail, {nodata} without data.'
 
 
-def _trace_heading(t: TraceSummary, rank: int | None) -> str:
-    state = "complete" if t.finished else '<span class="bad">INCOMPLETE</span>'
-    why = f" — {html.escape(t.status)}" if t.status else ""
+def why_unfinished(t: TraceSummary) -> str:
+    """What never happened, in words: ``fma.missing`` first, else the root's status."""
     if not t.has_root:
-        why = " — no fma.request span in this file"
+        return "no fma.request span in this file"
+    if t.missing:
+        return missing_text(t.missing)
+    if t.status:
+        return humanize(t.status)
+    return "not finished" if not t.finished else ""
+
+
+def trace_link(url: str | None, trace_id: str, text: str) -> str:
+    """``text`` linked to the trace in Jaeger or Tempo when ``--trace-url`` was given."""
+    if not url:
+        return text
+    href = html.escape(url.replace("{trace_id}", trace_id))
+    return f'<a class="trace" href="{href}" target="_blank" rel="noopener">{text}</a>'
+
+
+def _trace_heading(t: TraceSummary, rank: int | None, url: str | None = None) -> str:
+    state = "complete" if t.finished else '<span class="bad">INCOMPLETE</span>'
+    why = "" if t.finished else f" — {html.escape(why_unfinished(t))}"
     num = f"#{rank} " if rank is not None else ""
     dur = "-" if t.actuation_s is None else f"{t.actuation_s:.3f} s"
+    open_it = f" · {trace_link(url, t.trace_id, 'open trace')}" if url else ""
     return (
         f"<h3>{num}{html.escape(t.requester)} · {html.escape(t.path)} · T_actuation {dur} · {state}{why}</h3>"
-        f'<div class="meta">trace <code>{html.escape(t.trace_id)}</code></div>'
+        f'<div class="meta">trace <code>{html.escape(t.trace_id)}</code>{open_it}</div>'
     )
 
 
+def utc_text(ns: int) -> str:
+    return datetime.fromtimestamp(ns / S, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def duration_text(secs: float) -> str:
+    """A span of wall time for a person: "1 h 05 min", "3 min 20 s", "42 s"."""
+    secs = max(0, round(secs))
+    h, rest = divmod(secs, 3600)
+    m, sec = divmod(rest, 60)
+    if h:
+        return f"{h} h {m:02d} min"
+    return f"{m} min {sec:02d} s" if m else f"{sec} s"
+
+
+def range_text(time_range: tuple[int, int] | None) -> str:
+    """The time the capture covers: first to last instant of any span."""
+    if time_range is None:
+        return ""
+    lo, hi = time_range
+    return f"{utc_text(lo)} – {utc_text(hi)} UTC ({duration_text((hi - lo) / S)})"
+
+
+def _secs_cell(v: float | None, lower_bound: bool = False) -> str:
+    if v is None:
+        return "<td></td>"  # sorts last: the script sorts an empty cell after every value
+    if lower_bound:
+        return f'<td class="lb" data-v="{v:.3f}" title="unfinished: a lower bound">≥ {v:.2f}s</td>'
+    return f'<td data-v="{v:.3f}">{v:.2f}s</td>'
+
+
+def _breakable(metric: str) -> str:
+    """A metric name that may wrap after an underscore, but never right after ``T_``."""
+    text = html.escape(metric)
+    return text[:2] + text[2:].replace("_", "_<wbr>")
+
+
+def actuations_table(data: ReportData, anchors: dict[str, str], url: str | None) -> str:
+    """Every actuation, earliest first; click a header to sort (:data:`SORT_JS`).
+
+    Metric columns are ``T_actuation`` and the other metrics that occur in the file; a
+    value whose span never finished is shown as a lower bound ("≥"), in red.
+    """
+    present = {m for t in data.actuations for m in t.metrics}
+    metrics = [m for m in METRICS if m in present] + sorted(present - set(METRICS))
+    if "T_actuation" in metrics:
+        metrics.remove("T_actuation")
+    metrics.insert(0, "T_actuation")
+    head = (
+        '<th class="l">requester</th><th class="l">path</th>'
+        '<th class="l" data-type="num" aria-sort="ascending">started (UTC)</th>'
+        + "".join(f'<th data-type="num">{_breakable(m)}</th>' for m in metrics)
+        + '<th class="l">complete</th><th class="l">trace</th>'
+    )
+    out = [
+        '<div class="scroll"><table class="all sortable" id="actuations">',
+        f"<thead><tr>{head}</tr></thead><tbody>",
+    ]
+    for t in data.actuations:
+        req = html.escape(t.requester)
+        if t.trace_id in anchors:
+            req = f'<a href="{anchors[t.trace_id]}">{req}</a>'
+        x = t.actuation_start_ns
+        start = f'<td data-v="{x // 1000}">{utc_text(x)}</td>' if x is not None else "<td></td>"
+        cells = [f"<td>{req}</td>", f"<td>{html.escape(t.path)}</td>", start]
+        for m in metrics:
+            v = t.metrics.get(m)
+            if m == "T_actuation" and v is None:
+                v = t.actuation_s
+            cells.append(_secs_cell(v, m in t.open_metrics or (m == "T_actuation" and not t.finished)))
+        if t.finished:
+            cells.append('<td class="ok">yes</td>')
+        else:
+            cells.append(f'<td class="why">no: {html.escape(why_unfinished(t))}</td>')
+        tid = html.escape(t.trace_id)
+        short_id = f'<code title="{tid}">{tid[:16]}…</code>'
+        cells.append(f"<td>{trace_link(url, t.trace_id, short_id)}</td>")
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    out.append("</tbody></table></div>")
+    return "".join(out)
+
+
+def phases_table(bds: Sequence[Breakdown]) -> str:
+    """Per path and phase: mean and nearest-rank p50/p90/p99 of the seconds it took."""
+    from .figures import PART_LABEL, fmt_secs, short
+
+    def row(path: str, name: str, p: PhaseStats, cls: str) -> str:
+        cells = [path, name, fmt_secs(p.mean), fmt_secs(p.p50), fmt_secs(p.p90), fmt_secs(p.p99)]
+        tds = "".join(
+            f'<td class="l">{html.escape(c)}</td>' if i < 2 else f"<td>{c}</td>" for i, c in enumerate(cells)
+        )
+        return f'<tr class="{cls}">{tds}</tr>' if cls else f"<tr>{tds}</tr>"
+
+    out = [
+        '<table class="phases" id="phases"><thead><tr><th>path</th><th>phase</th><th>mean</th>'
+        "<th>p50</th><th>p90</th><th>p99</th></tr></thead><tbody>"
+    ]
+    for bd in bds:
+        label = f"{bd.path} (n={bd.n})" + (", baseline" if bd.baseline else "")
+        for i, p in enumerate(bd.phases):
+            name = p.name if p.name == UNEXPLAINED else PART_LABEL.get(p.name, short(p.name))
+            out.append(row(label if i == 0 else "", name, p, "first" if i == 0 else ""))
+        if bd.total is not None:
+            out.append(row("", "T_actuation (whole)", bd.total, "total"))
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
 def render_report(
-    data: ReportData, png_dir: str | None = None, title: str = "FMA actuation report"
+    data: ReportData,
+    png_dir: str | None = None,
+    title: str = "FMA actuation report",
+    trace_url: str | None = None,
 ) -> Output:
-    """The whole report as HTML text (and PNG files in ``png_dir`` when given)."""
+    """The whole report as HTML text (and PNG files in ``png_dir`` when given).
+
+    ``trace_url`` is a URL template holding ``{trace_id}`` (Jaeger's or Tempo's trace
+    page); each actuation then links to its trace there.
+    """
+    if trace_url is not None and "{trace_id}" not in trace_url:
+        raise ValueError("trace_url must contain {trace_id}")
     from matplotlib import rc_context
 
     from . import figures as F
@@ -138,6 +303,10 @@ def render_report(
         f'<div class="meta">{html.escape(os.path.basename(data.source))} · {data.traces} actuation(s) ·'
         f" fma-otel {html.escape(__version__)} · {now}</div>",
     ]
+    if data.time_range is not None:
+        parts.append(
+            f'<div class="meta" id="range">capture covers {html.escape(range_text(data.time_range))}</div>'
+        )
     if data.skipped_lines:
         parts.append(f'<div class="meta">skipped {data.skipped_lines} line(s) that are not OTLP JSON</div>')
     if data.empty:
@@ -146,8 +315,9 @@ def render_report(
 
     anchors = {t.trace_id: f"#trace-{t.trace_id}" for t in (*data.slowest, *data.unfinished)}
     parts.append(
-        '<nav><a href="#slo">SLO</a><a href="#hit">Hit rates</a><a href="#dist">Distributions</a>'
-        '<a href="#time">Where did the time go</a><a href="#slowest">Slowest actuations</a>'
+        '<nav><a href="#slo">SLO</a><a href="#hit">Hit rates</a><a href="#trend">Over time</a>'
+        '<a href="#dist">Distributions</a><a href="#time">Where did the time go</a>'
+        '<a href="#all">All actuations</a><a href="#slowest">Slowest actuations</a>'
         + ('<a href="#unfinished">Unfinished</a>' if data.unfinished else "")
         + "</nav>"
     )
@@ -158,8 +328,19 @@ def render_report(
             parts.append(_table(sec_title, header, rows, cls))
 
         parts.append('<h2 id="hit">Hit rates</h2>')
-        fig, hov = F.hit_figure(data.report.hit_rates, data.verdicts)
+        fig, hov = F.hit_figure(data.report.hit_rates, data.verdicts, data.fma_requesters)
         parts.append(f'<figure class="plot hit">{figs.render(fig, hov, "hit-rates")}</figure>')
+
+        parts.append('<h2 id="trend">Over time</h2>')
+        if data.trends:
+            parts.append(
+                f'<p class="meta">Capture: {html.escape(range_text(data.time_range))}. Finished actuations'
+                " only; hover a dot for the actuation.</p>"
+            )
+            fig, hov = F.trend_figure(data.trends, data.verdicts, data.time_range)
+            parts.append(f'<figure class="plot trend">{figs.render(fig, hov, "trends")}</figure>')
+        else:
+            parts.append("<p>No finished actuation to show over time.</p>")
 
         parts.append(
             '<h2 id="dist">Distributions</h2><p class="meta">Finished actuations only; hover a dot for the'
@@ -180,8 +361,27 @@ def render_report(
             )
             fig, hov = F.breakdown_figure(data.breakdowns)
             parts.append(f'<figure class="plot time">{figs.render(fig, hov, "time-breakdown")}</figure>')
+            parts.append(
+                '<p class="meta">Per phase, over the same actuations: the mean (the bar) and the'
+                " nearest-rank percentiles, which do not add up. cold_no_fma is the baseline:"
+                " a plain vLLM Pod, from its container start to Ready.</p>"
+            )
+            parts.append(phases_table(data.breakdowns))
         else:
             parts.append("<p>No finished FMA actuation to break down.</p>")
+
+        n_all = len(data.actuations)
+        parts.append(
+            f'<h2 id="all">All {n_all} actuation(s)</h2><p class="meta">Click a header to sort;'
+            " again to reverse. ≥: the span never finished, so the value is a lower bound."
+            + (
+                " A trace id opens the trace."
+                if trace_url
+                else " (<code>--trace-url</code> links trace ids.)"
+            )
+            + "</p>"
+        )
+        parts.append(actuations_table(data, anchors, trace_url))
 
         parts.append(f'<h2 id="slowest">Slowest {len(data.slowest)} finished actuation(s)</h2>')
         parts.append(
@@ -192,22 +392,22 @@ def render_report(
             " from.</p>"
         )
         for i, t in enumerate(data.slowest, start=1):
-            parts.append(_waterfall(figs, data, t, i))
+            parts.append(_waterfall(figs, data, t, i, trace_url))
         if not data.slowest:
             parts.append("<p>No finished actuation.</p>")
         if data.unfinished:
             parts.append(f'<h2 id="unfinished">Unfinished actuations ({len(data.unfinished)} shown)</h2>')
             for t in data.unfinished:
-                parts.append(_waterfall(figs, data, t, None))
-    parts.append("</body></html>")
+                parts.append(_waterfall(figs, data, t, None, trace_url))
+    parts.append(f"<script>{SORT_JS}</script></body></html>")
     return Output("\n".join(parts), figs.pngs, figs.count)
 
 
-def _waterfall(figs: _Figures, data: ReportData, t: TraceSummary, rank: int | None) -> str:
+def _waterfall(figs: _Figures, data: ReportData, t: TraceSummary, rank: int | None, url: str | None) -> str:
     from .figures import waterfall_figure
 
     spans = data.spans.get(t.trace_id, [])
-    head = f'<section class="wf" id="trace-{html.escape(t.trace_id)}">{_trace_heading(t, rank)}'
+    head = f'<section class="wf" id="trace-{html.escape(t.trace_id)}">{_trace_heading(t, rank, url)}'
     if not spans:
         return head + "<p>(no spans)</p></section>"
     fig, hov, _rows = waterfall_figure(t, spans)

@@ -118,6 +118,8 @@ def test_report_renders_in_chromium(browser, sample_report: SampleReport):
     assert any("dpc:HTTP call done" in t for t in titles)
     assert q(By.CSS_SELECTOR, "#unfinished ~ section.wf a.wf-incomplete")
     assert any("INCOMPLETE" in t for t in titles)
+    assert any("INCOMPLETE: vLLM was never seen serving" in t for t in titles)  # words
+    assert not any("D.serving not seen" in t for t in titles)
 
     # distribution dots name their actuation; those with a waterfall link to it
     dots = q(By.CSS_SELECTOR, "a.pt > title")
@@ -127,8 +129,61 @@ def test_report_renders_in_chromium(browser, sample_report: SampleReport):
     target = linked[0].get_dom_attribute("href").split("#", 1)[1]
     assert q(By.ID, target)
 
-    # the SLO table and verdicts
+    # the SLO table and verdicts; the SLO marks say what they are in a legend
     assert "FAIL" in q(By.CSS_SELECTOR, "table.verdicts")[0].text
+    dist_text = q(By.CSS_SELECTOR, "#dist-T_actuation svg")[0].get_attribute("textContent")
+    assert "SLO hot: p95 ≤ 5.00 s (NOT met)" in dist_text
+    assert "SLO bound, met" in q(By.CSS_SELECTOR, "figure.hit svg")[0].get_attribute("textContent")
+
+    # the time the capture covers, and every metric over time (a panel each, dots by path)
+    assert q(By.ID, "range")[0].text.startswith("capture covers 2026-")
+    trend = q(By.CSS_SELECTOR, "figure.trend svg.fig")[0]
+    assert trend.rect["height"] > 400
+    trend_text = trend.get_attribute("textContent")
+    for metric in ("T_actuation", "T_wake", "T_launcher_startup", "cold_no_fma"):
+        assert metric in trend_text
+    tdots = [t.get_attribute("textContent") for t in q(By.CSS_SELECTOR, "figure.trend a.tp > title")]
+    assert len(tdots) >= 5 and all("began 2026-" in t for t in tdots)
+
+    # the breakdown: the baseline beside the FMA paths, percentiles per phase
+    assert "no FMA" in q(By.CSS_SELECTOR, "figure.time svg")[0].get_attribute("textContent")
+    phases = q(By.ID, "phases")[0].text
+    assert "p99" in phases and "cold_no_fma (n=1), baseline" in phases
+
+    # every actuation in a table that sorts on a click; missing instants in words
+    table = q(By.ID, "actuations")[0]
+    rows = table.find_elements(By.CSS_SELECTOR, "tbody tr")
+    assert len(rows) == 6
+    assert "the requester never became Ready" in table.text and "R.ready" not in table.text
+    headers = table.find_elements(By.CSS_SELECTOR, "thead th")
+    names = [h.get_attribute("textContent") for h in headers]
+    col = names.index("T_actuation")
+
+    def column() -> list[str]:
+        return [
+            r.find_elements(By.TAG_NAME, "td")[col].text
+            for r in table.find_elements(By.CSS_SELECTOR, "tbody tr")
+        ]
+
+    headers[col].click()
+    assert headers[col].get_attribute("aria-sort") == "ascending"
+    up = column()
+    assert up[0] == "7.00s" and up[-1] == "71.00s", up
+    headers[col].click()
+    assert headers[col].get_attribute("aria-sort") == "descending"
+    assert column() == up[::-1]
+    headers[names.index("requester")].click()
+    reqs = [
+        r.find_elements(By.TAG_NAME, "td")[0].text for r in table.find_elements(By.CSS_SELECTOR, "tbody tr")
+    ]
+    assert reqs == sorted(reqs, key=str.lower) or reqs == sorted(reqs)
+    from selenium.webdriver.common.keys import Keys
+
+    headers[col].send_keys(Keys.ENTER)  # the keyboard sorts too
+    assert headers[col].get_attribute("aria-sort") == "ascending" and column() == up
+    headers[names.index("started (UTC)")].click()  # back to the default order for the screenshot
+    unfinished_heading = q(By.CSS_SELECTOR, "#unfinished ~ section.wf h3")[0].text
+    assert "the requester never became Ready" in unfinished_heading
     # nothing was fetched: the file is self-contained
     assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0
     shot = _screenshot(browser, "report-sample.png")

@@ -15,7 +15,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def run(*args: str):
-    return CliRunner().invoke(main, ["report", *args])
+    return CliRunner().invoke(main, ["report", *args], prog_name="fma-otel")
 
 
 def png_size(path: Path) -> tuple[int, int]:
@@ -77,7 +77,11 @@ def test_png_files_are_valid_and_of_the_stated_size(sample_report):
         assert w == FIG_WIDTH_PX, f.name
         assert 150 <= h <= 3000, f.name
     assert png_size(sample_report.png_dir / "hit-rates.png") == (1500, 300)
-    assert png_size(sample_report.png_dir / "dist-T_actuation.png") == (1500, 480)
+    # one SLO mark on T_actuation: one legend line under the panels
+    assert png_size(sample_report.png_dir / "dist-T_actuation.png") == (1500, 480 + 40)
+    assert png_size(sample_report.png_dir / "dist-T_wake.png") == (1500, 480)
+    # 8 metrics in 4 rows of two panels, and the legend line of that SLO mark
+    assert png_size(sample_report.png_dir / "trends.png") == (1500, 150 + 4 * 230 + 40)
     assert FIG_WIDTH_PX / PNG_DPI == 10  # inches: the stated size
     html = sample_report.html.read_text()
     assert html.count('<svg class="fig"') == len(files)
@@ -86,9 +90,10 @@ def test_png_files_are_valid_and_of_the_stated_size(sample_report):
 
 def test_report_is_self_contained_and_small(sample_report):
     html = sample_report.html.read_text()
-    for needle in ("<script", "<link", "@import", "url(http", 'href="http', 'src="http', "<img"):
+    for needle in ("<script src", "<link", "@import", "url(http", 'href="http', 'src="http', "<img"):
         assert needle not in html
-    assert len(html.encode()) < 300_000
+    assert html.count("<script>") == 1  # the table's sort, inline
+    assert len(html.encode()) < 350_000
 
 
 def test_output_is_deterministic_but_for_the_timestamp(tmp_path):
@@ -107,3 +112,116 @@ def test_output_is_deterministic_but_for_the_timestamp(tmp_path):
         return [ln for ln in p.read_text().splitlines() if "UTC</div>" not in ln]
 
     assert body(a) == body(b)
+
+
+def test_trace_url_must_hold_the_trace_id(sample_traces, tmp_path):
+    out = tmp_path / "r.html"
+    r = run(sample_traces, "--trace-url", "http://jaeger:16686/trace/", "--out", str(out))
+    assert r.exit_code == 2
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert r.stderr.startswith("fma-otel report: ") and "must contain {trace_id}" in r.stderr
+    assert not out.exists()
+
+
+def test_trace_url_links_every_actuation(sample_traces, tmp_path):
+    import re
+
+    out, plain = tmp_path / "r.html", tmp_path / "plain.html"
+    url = "http://tempo:3200/explore?trace={trace_id}&x=1"
+    assert run(sample_traces, "--trace-url", url, "--top", "1", "--out", str(out), "-q").exit_code == 0
+    assert run(sample_traces, "--top", "1", "--out", str(plain), "-q").exit_code == 0
+    text = out.read_text()
+    table = text[text.index('id="actuations"') : text.index("</table>", text.index('id="actuations"'))]
+    linked = re.findall(
+        r'<a class="trace" href="http://tempo:3200/explore\?trace=([0-9a-f]{32})&amp;x=1"', table
+    )
+    assert len(linked) == len(set(linked)) == 6  # every actuation of the sample, once
+    assert table.count("<tr>") == 1 + 6  # the header and a row per actuation
+    # the waterfalls link too: one slowest and the unfinished one
+    assert text.count(">open trace</a>") == 2
+    assert 'class="trace"' not in plain.read_text()
+
+
+def test_trace_url_with_braces_of_its_own(sample_traces, tmp_path):
+    """Grafana's explore URL holds JSON: only {trace_id} is replaced, quotes are escaped."""
+    out = tmp_path / "r.html"
+    url = 'http://grafana:3000/explore?left={"queries":[{"query":"{trace_id}"}]}'
+    assert run(sample_traces, "--trace-url", url, "--top", "0", "--out", str(out), "-q").exit_code == 0
+    text = out.read_text()
+    tid = "a86df125dc587d97def37508e975f400"  # the sample's unfinished actuation
+    want = (
+        f"http://grafana:3000/explore?left={{&quot;queries&quot;:[{{&quot;query&quot;:&quot;{tid}&quot;}}]}}"
+    )
+    assert f'<a class="trace" href="{want}"' in text
+
+
+def test_table_and_breakdown_say_what_a_person_needs(sample_report):
+    text = sample_report.html.read_text()
+    assert 'id="range">capture covers 2026-' in text and " UTC (" in text
+    table = text[text.index('id="actuations"') :]
+    table = table[: table.index("</table>")]
+    assert "no: the requester never became Ready; " in table  # words, not R.ready
+    assert "R.ready" not in table
+    assert "≥ " in table  # the unfinished actuation's T_actuation is a lower bound
+    phases = text[text.index('id="phases"') :]
+    phases = phases[: phases.index("</table>")]
+    assert "<th>p50</th><th>p90</th><th>p99</th>" in phases
+    assert "cold_no_fma (n=1), baseline" in phases
+    assert phases.count("T_actuation (whole)") == 4  # cold_launcher, warm, hot and the baseline
+    # the sample re-actuates one requester: 5 FMA actuations of 4 requesters, and the rates
+    # (the slo engine's) are over actuations, which the figure says
+    assert "Hit rates over 5 FMA actuations of 4 distinct requester(s)" in text
+
+
+def test_without_matplotlib_says_which_extra(sample_traces, tmp_path):
+    """matplotlib made unimportable (as on an install without the extra): one line, exit 2."""
+    import os
+    import subprocess
+    import sys
+
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text("import sys\nsys.modules['matplotlib'] = None\n")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(shim), env.get("PYTHONPATH", "")])
+    out = tmp_path / "r.html"
+    entry = shim / "fma-otel"  # the console script's name, which the error line starts with
+    entry.write_text("from fma_otel.cli import run\nrun()\n")
+    r = subprocess.run(
+        [sys.executable, str(entry), "report", sample_traces, "--out", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("fma-otel report: ")
+    assert "pip install 'fma-otel[report]'" in lines[0]
+    assert "Traceback" not in r.stderr
+    assert not out.exists()
+
+
+def test_only_unfinished_actuations_still_list_them(tmp_path):
+    """Nothing finished: no trend, no breakdown, no warning; the table still has them all."""
+    import warnings
+
+    from fma_otel.sinks.otlp_json import write_trace_line
+
+    from .test_data import hot_trace
+
+    traces = tmp_path / "t.jsonl"
+    with open(traces, "w") as fh:
+        write_trace_line(fh, hot_trace("1" * 32, "r1", 4.0, complete=False))
+        write_trace_line(fh, hot_trace("2" * 32, "r2", 9.0, complete=False))
+    out = tmp_path / "r.html"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a matplotlib warning would be an exception: exit 1
+        r = run(str(traces), "--out", str(out), "-q")
+    assert r.exit_code == 0, r.output
+    text = out.read_text()
+    assert "No finished actuation to show over time." in text
+    assert '<h2 id="all">All 2 actuation(s)</h2>' in text
+    assert text.count('<td class="why">no: ') == 2

@@ -11,15 +11,19 @@ from fma_otel.report.data import (
     UNEXPLAINED,
     Point,
     Summaries,
+    TrendPoint,
     attribute,
     breakdowns,
     distributions,
     slowest,
     thin,
+    thin_series,
+    time_range,
+    trends,
     unfinished,
 )
 
-from .conftest import span
+from .conftest import T0, span
 
 
 def _s(x: float) -> int:
@@ -109,13 +113,29 @@ def test_summaries_and_breakdown_means():
     assert sum(parts.values()) == pytest.approx(bd.mean_total)
 
 
-def test_unfinished_and_baseline_are_not_broken_down():
+def test_unfinished_is_not_broken_down_and_the_baseline_is_one_part():
     base = [span("3" * 32, "fma.request", 0, 9, None, "a" * 16, **{"fma.path": COLD_NO_FMA}),
             span("3" * 32, "fma.actuation", 1, 9, "a" * 16, "b" * 16, **{"fma.path": COLD_NO_FMA})]  # fmt: skip
     sm = summaries_of(hot_trace("4" * 32, "r4", 50.0, complete=False), base)
-    assert breakdowns(sm.values()) == []
+    (bd,) = breakdowns(sm.values())
+    assert (bd.path, bd.n, bd.baseline, bd.parts) == (COLD_NO_FMA, 1, True, (("fma.actuation", 8.0),))
     assert [t.requester for t in unfinished(sm.values(), 5)] == ["r4"]
     assert [t.trace_id for t in slowest(sm.values(), 5)] == ["3" * 32]
+
+
+def test_breakdown_percentiles_per_phase_are_nearest_rank():
+    # 10 hot actuations: T_actuation 1..10 s, bind 1 s each, wake the rest
+    sm = summaries_of(*(hot_trace(f"{i:032x}", f"r{i}", float(i)) for i in range(1, 11)))
+    (bd,) = breakdowns(sm.values())
+    phases = {p.name: p for p in bd.phases}
+    wake = phases["fma.vllm.wake"]
+    assert (wake.p50, wake.p90, wake.p99) == (pytest.approx(4.0), pytest.approx(8.0), pytest.approx(9.0))
+    assert wake.mean == pytest.approx(4.5)
+    bind = phases["fma.dpc.bind"]
+    assert (bind.mean, bind.p50, bind.p99) == (1.0, 1.0, 1.0)
+    assert bd.total is not None
+    assert (bd.total.p50, bd.total.p90, bd.total.p99, bd.total.mean) == (5.0, 9.0, 10.0, 5.5)
+    assert [p.name for p in bd.phases][-1] == UNEXPLAINED
 
 
 def test_slowest_orders_by_t_actuation_and_limits():
@@ -154,3 +174,49 @@ def test_warm_constituents_tile_instance_ready():
 
     assert "fma.instance.ready" not in CONSTITUENTS[WARM]
     assert {"fma.dpc.create_instance", "fma.vllm.ready", "fma.readiness.relay"} <= set(CONSTITUENTS[WARM])
+
+
+def test_summary_keeps_metrics_missing_and_the_time_range():
+    tr = hot_trace("5" * 32, "r5", 6.0, complete=False)
+    tr[0] = span("5" * 32, "fma.request", 0, 7, None, "a" * 16, **{
+        "fma.path": HOT, "fma.requester.name": "r5", "fma.complete": False,
+        "fma.missing": ["R.ready", "D.relayed"]})  # fmt: skip
+    tr[3] = span("5" * 32, "fma.vllm.wake", 2, 7, "b" * 16, "d" * 16, status="ERROR",
+                 **{"fma.path": HOT, "fma.metric": "T_wake", "fma.complete": False})  # fmt: skip
+    sm = summaries_of(tr, hot_trace("6" * 32, "r6", 3.0))
+    t = sm.by_trace["5" * 32]
+    assert t.missing == ("R.ready", "D.relayed")
+    assert t.metrics == {"T_actuation": 6.0, "T_wake": 5.0}
+    assert t.open_metrics == ("T_wake",)
+    assert t.actuation_start_ns == T0 + S
+    assert time_range(sm.values()) == (T0, T0 + 7 * S)
+    assert time_range([]) is None
+
+
+def test_trends_are_finished_values_at_the_actuation_start():
+    late = [
+        span(s.trace_id, s.name, s.start_ns / S - T0 / S + 100, s.end_ns / S - T0 / S + 100,
+             s.parent_span_id, s.span_id, **s.attributes)
+        for s in hot_trace("7" * 32, "r7", 2.0)
+    ]  # fmt: skip
+    sm = summaries_of(hot_trace("8" * 32, "r8", 4.0), late, hot_trace("9" * 32, "r9", 9.0, complete=False))
+    by_metric = {t.metric: t for t in trends(sm.values())}
+    assert list(by_metric) == ["T_actuation", "T_wake"]
+    ((path, pts, n),) = by_metric["T_actuation"].per_path
+    assert (path, n) == (HOT, 2)  # r9 never finished: not a point
+    assert [(p.x_ns - T0, p.seconds, p.label.split(" /")[0]) for p in pts] == [
+        (S, 4.0, "r8"),
+        (101 * S, 2.0, "r7"),
+    ]
+
+
+def test_thin_series_keeps_the_shape_and_the_spikes():
+    pts = [TrendPoint(i, 1.0 + (50.0 if i == 537 else 0.0) + (i % 7) * 0.01, str(i), "") for i in range(1000)]
+    out = thin_series(pts, 40)
+    assert len(out) <= 40
+    assert any(p.trace_id == "537" for p in out)  # the spike survives
+    assert out[0].x_ns == 0 and out[-1].x_ns == 999  # the whole time range
+    assert [p.x_ns for p in out] == sorted(p.x_ns for p in out)
+    gaps = [b.x_ns - a.x_ns for a, b in zip(out, out[1:], strict=False)]
+    assert max(gaps) <= 2 * 1000 / 36  # evenly by time, not bunched
+    assert thin_series(pts[:10], 40) == pts[:10]
