@@ -1,0 +1,335 @@
+"""Instants as intervals fused from every source (fma_otel.instants, issue 21).
+
+What these tests hold: each kind of observation bounds an instant exactly as tightly as it
+allows (never tighter); fusion is intersection, with a tolerance only between different
+clocks; conflicts keep the most precise source and name who disagreed; and, for random true
+instants and random consistent observations, the truth and the point value always lie in the
+fused interval, and the true duration in ``[min, max]``.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fma_otel import instants as I
+from fma_otel.instants import MS, US, S
+
+T0 = 1_782_740_000 * S  # a whole second in 2026
+
+
+def _contains(f: I.Fused | I.Bound, t: int) -> bool:
+    return (f.lo is None or f.lo <= t) and (f.hi is None or t <= f.hi)
+
+
+# --------------------------------------------------------------------------- one source each
+
+
+def test_k8s_timestamp_is_the_whole_second_after_it() -> None:
+    f = I.fuse([I.k8s_timestamp(T0, "k8s:creationTimestamp")])
+    assert (f.lo, f.hi, f.value) == (T0, T0 + S - 1, T0)
+    assert f.width_ns == S
+    assert f.clock == I.CLOCK_APISERVER
+    assert f.sources == ("k8s:creationTimestamp",)
+
+
+def test_k8s_timestamp_with_a_fraction_is_refused() -> None:
+    with pytest.raises(ValueError, match="whole seconds"):
+        I.k8s_timestamp(T0 + 5, "k8s:creationTimestamp")
+
+
+def test_api_write_spans_call_start_to_the_end_of_the_log_microsecond() -> None:
+    b = I.api_write(T0 + 121_004_567, T0 + 131_877_000, "dpc:Created launcher-based server-providing pod")
+    f = I.fuse([b])
+    assert (f.lo, f.hi) == (T0 + 121_004_567, T0 + 131_877_999)
+    # no point of its own: the midpoint, not either edge
+    assert f.value == f.lo + (f.hi - f.lo) // 2
+    assert f.clock == I.CLOCK_DPC
+
+
+def test_api_write_whose_start_follows_its_log_time_is_refused() -> None:
+    with pytest.raises(ValueError, match="after the line's own log time"):
+        I.api_write(T0 + 2 * MS, T0 + MS, "dpc:Bound server-providing Pod")
+
+
+def test_http_call_start_and_end_are_exact_points() -> None:
+    start, end = I.http_call(T0 + 498_765_432, 13_576_543, "dpc:HTTP call done/create_instance")
+    assert (start.lo, start.hi, start.value) == (T0 + 498_765_432,) * 3
+    assert (end.lo, end.hi, end.value) == (T0 + 512_341_975,) * 3
+    assert start.source.endswith("/start") and end.source.endswith("/end")
+    assert I.fuse([end]).width_ns == 1
+    with pytest.raises(ValueError, match="negative latency"):
+        I.http_call(T0, -1, "dpc:HTTP call done/wake")
+
+
+def test_klog_time_is_one_microsecond_wide() -> None:
+    f = I.fuse([I.klog_time(T0 + 563_150_000, "dpc:Successfully relayed the readiness")])
+    assert (f.lo, f.hi, f.value) == (T0 + 563_150_000, T0 + 563_150_999, T0 + 563_150_000)
+
+
+def test_later_observer_bounds_from_above_only() -> None:
+    b = I.observed_after(T0 + 7 * S, "dpc:HTTP call done/get_gpu_uuids/end", I.CLOCK_DPC)
+    f = I.fuse([b])
+    assert (f.lo, f.hi) == (None, T0 + 7 * S)
+    assert f.value is None and f.width_ns is None
+    # a µs-truncated observer time bounds by the end of its microsecond
+    assert I.observed_after(T0, "watch", I.CLOCK_WATCHER, precision_ns=US).hi == T0 + US - 1
+
+
+def test_earlier_observation_bounds_from_below_only() -> None:
+    f = I.fuse([I.observed_before(T0, "watch:old state", I.CLOCK_WATCHER)])
+    assert (f.lo, f.hi, f.value) == (T0, None, None)
+
+
+def test_upper_bound_cuts_a_k8s_second_on_the_same_clock_exactly() -> None:
+    # R.started: kubelet's startedAt second, and the kubelet-clocked upper bound 300 ms in
+    f = I.fuse(
+        [
+            I.k8s_timestamp(T0, "k8s:startedAt", I.CLOCK_KUBELET),
+            I.observed_after(T0 + 300 * MS, "kubelet:probe", I.CLOCK_KUBELET),
+        ]
+    )
+    assert (f.lo, f.hi) == (T0, T0 + 300 * MS)
+    assert f.value == T0  # the k8s value, inside the narrowed interval
+    assert f.sources == ("k8s:startedAt", "kubelet:probe")
+
+
+def test_vllm_ready_lies_between_last_failed_poll_start_and_first_ok_poll_end() -> None:
+    failed = (T0 + 20 * S, T0 + 20 * S + MS)
+    ok = (T0 + 45 * S, T0 + 45 * S + 2 * MS)
+    b = I.vllm_ready_from_polls(failed, ok)
+    assert (b.lo, b.hi) == (T0 + 20 * S + 1, T0 + 45 * S + 2 * MS)
+    assert b.value is None
+    # without a failed poll, only the upper side is known
+    assert I.vllm_ready_from_polls(None, ok).lo is None
+    with pytest.raises(ValueError, match="failed poll started after"):
+        I.vllm_ready_from_polls((T0 + 50 * S, T0 + 50 * S), ok)
+
+
+def test_actuation_secs_recovers_the_whole_second_of_started_at() -> None:
+    # fma-reference 9.2: relay_ready ends 14:36:45.562932, logged 14:36:45.563101,
+    # actuationSecs=63.563101, so startedAt was 14:35:42 exactly
+    log = T0 + 45 * S + 563_101_000
+    relay_end = T0 + 45 * S + 560_901_000 + 2_031_000
+    b = I.started_from_actuation_secs(log, 63.563101, not_before_ns=relay_end)
+    assert (b.lo, b.hi) == (T0 - 18 * S, T0 - 17 * S - 1)
+    assert b.value is None
+    upper_only = I.started_from_actuation_secs(log, 63.563101)
+    assert (upper_only.lo, upper_only.hi) == (None, T0 - 17 * S - 1)
+
+
+# --------------------------------------------------------------------------- fusion
+
+
+def test_issue_example_l_created_narrows_to_the_api_write_and_the_point_is_clamped() -> None:
+    """L.created: 1 s creationTimestamp + the DPC's create call -> its 12 ms window."""
+    created = I.k8s_timestamp(T0, "k8s:creationTimestamp")
+    write = I.api_write(T0 + 6 * MS, T0 + 18 * MS, "dpc:Created launcher-based server-providing pod")
+    l_created = I.fuse([created, write])
+    assert (l_created.lo, l_created.hi) == (T0 + 6 * MS, T0 + 18 * MS + US - 1)
+    assert l_created.sources == ("dpc:Created launcher-based server-providing pod", "k8s:creationTimestamp")
+    assert not l_created.inconsistent
+    relayed = I.fuse([I.klog_time(T0 + 50 * S + 160 * MS, "dpc:Successfully relayed the readiness")])
+    old = I.duration(I.fuse([created]), relayed)  # today's: the 1 s timestamp alone
+    new = I.duration(l_created, relayed)
+    assert old.max_ns - old.min_ns > 999 * MS
+    assert new.max_ns - new.min_ns < 13 * MS + 2 * US  # the 12 ms window (+ both µs)
+    # today's point (50.160 s) lies outside the true interval; the fused point lies inside
+    assert old.point_ns == 50 * S + 160 * MS
+    assert not new.min_ns <= old.point_ns <= new.max_ns
+    assert new.min_ns <= new.point_ns <= new.max_ns
+    assert new.point_ns == relayed.value - l_created.value
+
+
+def test_a_point_value_outside_the_intersection_is_clamped_to_its_edge() -> None:
+    # the more precise source has a value (klog 1 µs) that a same-clock bound cuts off
+    f = I.fuse(
+        [
+            I.truncated(T0, MS, "launcher:log", I.CLOCK_LAUNCHER),
+            I.observed_before(T0 + 400 * US, "launcher:earlier", I.CLOCK_LAUNCHER),
+        ]
+    )
+    assert (f.lo, f.hi) == (T0 + 400 * US, T0 + MS - 1)
+    assert f.value == T0 + 400 * US
+
+
+def test_tolerance_applies_between_different_clocks() -> None:
+    # apiserver says [T0, T0+1s); DPC's write ended 0.5 ms before T0: within 1 ms, consistent
+    write = I.api_write(T0 - 3 * MS, T0 - 500 * US, "dpc:write")
+    f = I.fuse([I.k8s_timestamp(T0, "k8s:creationTimestamp"), write])
+    assert not f.inconsistent
+    assert f.clock == I.CLOCK_DPC
+    assert (f.lo, f.hi) == (T0 - MS, T0 - 500 * US + US - 1)  # k8s's lo, widened by 1 ms
+    # with no tolerance the same two bounds conflict
+    strict = I.fuse([I.k8s_timestamp(T0, "k8s:creationTimestamp"), write], tolerance_ns=0)
+    assert strict.inconsistent
+
+
+def test_no_tolerance_within_one_clock() -> None:
+    # two DPC-clock bounds 0.5 ms apart do not overlap: a conflict, tolerance or not
+    a = I.api_write(T0, T0 + MS, "dpc:a")
+    b = I.observed_after(T0 - 500 * US, "dpc:b", I.CLOCK_DPC)
+    f = I.fuse([a, b], tolerance_ns=10 * MS)
+    assert f.inconsistent
+    assert (f.lo, f.hi) == (a.lo, a.hi)  # the more precise source kept
+    assert f.rejected == ("dpc:b",)
+
+
+def test_conflict_keeps_the_most_precise_source_and_names_who_disagreed() -> None:
+    http_end = I.http_call(T0 + 5 * S, 0, "dpc:HTTP call done/wake")[1]
+    stale = I.k8s_timestamp(T0 + 7 * S, "k8s:Ready", I.CLOCK_KUBELET)
+    agreeing = I.klog_time(T0 + 5 * S, "dpc:Woke inference server", I.CLOCK_DPC)
+    f = I.fuse([stale, agreeing, http_end])
+    assert f.inconsistent
+    assert (f.lo, f.hi, f.value) == (T0 + 5 * S, T0 + 5 * S, T0 + 5 * S)
+    assert f.sources == ("dpc:HTTP call done/wake/end", "dpc:Woke inference server")
+    assert f.rejected == ("k8s:Ready",)
+    assert set(f.disagreed) == {"k8s:Ready", "dpc:HTTP call done/wake/end", "dpc:Woke inference server"}
+    assert f.disagreed[-1] == "k8s:Ready"
+
+
+def test_one_sided_bounds_combine_into_an_interval_with_a_midpoint() -> None:
+    f = I.fuse(
+        [
+            I.observed_before(T0, "dpc:failed poll", I.CLOCK_DPC),
+            I.observed_after(T0 + 2 * S, "dpc:ok poll", I.CLOCK_DPC),
+        ]
+    )
+    assert (f.lo, f.hi, f.value) == (T0, T0 + 2 * S, T0 + S)
+    assert f.sources == ("dpc:failed poll", "dpc:ok poll")
+
+
+def test_fuse_refuses_nothing_and_negative_tolerance() -> None:
+    with pytest.raises(ValueError, match="not observed"):
+        I.fuse([])
+    with pytest.raises(ValueError, match="tolerance"):
+        I.fuse([I.klog_time(T0, "x")], tolerance_ns=-1)
+
+
+def test_bound_refuses_an_inverted_interval_and_a_value_outside() -> None:
+    with pytest.raises(ValueError, match="ends before it starts"):
+        I.Bound(T0 + 1, T0, "x", I.CLOCK_DPC)
+    with pytest.raises(ValueError, match="outside its own bound"):
+        I.Bound(T0, T0 + 1, "x", I.CLOCK_DPC, value=T0 + 2)
+
+
+# --------------------------------------------------------------------------- durations
+
+
+def test_duration_is_exact_on_one_clock_and_widened_across_clocks() -> None:
+    s = I.fuse([I.http_call(T0, 0, "dpc:wake")[0]])
+    e_same = I.fuse([I.http_call(T0 + 3 * S, 0, "dpc:wake")[0]])
+    d = I.duration(s, e_same)
+    assert (d.min_ns, d.max_ns, d.point_ns) == (3 * S, 3 * S, 3 * S)
+    e_other = I.fuse([I.Bound(T0 + 3 * S, T0 + 3 * S, "launcher", I.CLOCK_LAUNCHER, T0 + 3 * S)])
+    d = I.duration(s, e_other)
+    assert (d.min_ns, d.max_ns, d.point_ns) == (3 * S - MS, 3 * S + MS, 3 * S)
+
+
+def test_duration_never_below_zero_and_marks_an_end_wholly_before_its_start() -> None:
+    s = I.fuse([I.klog_time(T0 + S, "dpc:late")])
+    e = I.fuse([I.klog_time(T0, "dpc:early")])
+    d = I.duration(s, e)
+    assert d.inconsistent
+    assert (d.min_ns, d.max_ns, d.point_ns, d.raw_ns) == (0, 0, 0, -S)
+    # overlapping intervals whose points are reversed: not inconsistent, point floored at 0
+    s2 = I.fuse([I.k8s_timestamp(T0, "k8s:a")])
+    e2 = I.fuse([I.api_write(T0 - 2 * MS, T0 + 5 * MS, "dpc:b")])
+    d2 = I.duration(s2, e2)
+    assert not d2.inconsistent
+    assert d2.min_ns == 0 and d2.max_ns == 5 * MS + US - 1 + MS
+    assert 0 <= d2.point_ns <= d2.max_ns
+
+
+def test_duration_with_an_unbounded_end_has_no_max() -> None:
+    s = I.fuse([I.klog_time(T0, "dpc:start")])
+    e = I.fuse([I.observed_before(T0 + S, "dpc:after", I.CLOCK_DPC)])
+    d = I.duration(s, e)
+    assert d.max_ns is None and d.max_s is None
+    assert d.min_ns == S - US + 1
+    assert d.point_ns is None
+
+
+# --------------------------------------------------------------------------- properties
+
+CLOCKS = (I.CLOCK_APISERVER, I.CLOCK_KUBELET, I.CLOCK_DPC, I.CLOCK_LAUNCHER)
+TOL = MS
+
+
+@st.composite
+def observation(draw: st.DrawFn, true_ns: int, offsets: dict[str, int]) -> I.Bound:
+    """A random observation of ``true_ns`` consistent with it, read on a random clock."""
+    clock = draw(st.sampled_from(CLOCKS))
+    t = true_ns + offsets[clock]  # the instant as that clock reads it
+    kind = draw(st.sampled_from(("k8s", "klog", "ms", "write", "http", "after", "before", "polls")))
+    if kind == "k8s":
+        return I.k8s_timestamp(t // S * S, "k8s", clock)
+    if kind == "klog":
+        return I.klog_time(t // US * US, "klog", clock)
+    if kind == "ms":
+        return I.truncated(t // MS * MS, MS, "ms", clock)
+    if kind == "write":
+        before = draw(st.integers(0, 50 * MS))
+        after = draw(st.integers(0, 50 * MS))
+        return I.api_write(t - before, (t + after) // US * US, "write", clock)
+    if kind == "http":
+        return I.http_call(t, draw(st.integers(0, S)), "http", clock)[0]
+    if kind == "after":
+        return I.observed_after(t + draw(st.integers(0, 10 * S)), "after", clock)
+    if kind == "before":
+        return I.observed_before(t - draw(st.integers(0, 10 * S)), "before", clock)
+    failed_start = t - draw(st.integers(1, 10 * S))
+    ok_start = t + draw(st.integers(-MS, 5 * S))
+    ok_end = max(ok_start, t) + draw(st.integers(0, 10 * MS))
+    return I.vllm_ready_from_polls((failed_start, failed_start + MS), (ok_start, ok_end), "polls", clock)
+
+
+@st.composite
+def scenario(draw: st.DrawFn) -> tuple[int, dict[str, int], list[I.Bound]]:
+    true_ns = T0 + draw(st.integers(0, 100 * S))
+    # every clock within TOL/2 of the truth, so any two are within TOL of each other
+    offsets = {c: draw(st.integers(-TOL // 2, TOL // 2)) for c in CLOCKS}
+    bounds = draw(st.lists(observation(true_ns, offsets), min_size=1, max_size=6))
+    return true_ns, offsets, bounds
+
+
+@settings(max_examples=300, deadline=None)
+@given(scenario())
+def test_truth_and_point_lie_in_the_fused_interval(case: tuple[int, dict[str, int], list[I.Bound]]) -> None:
+    true_ns, offsets, bounds = case
+    f = I.fuse(bounds, tolerance_ns=TOL)
+    assert not f.inconsistent
+    truth_on_ref = true_ns + offsets[f.clock]
+    assert _contains(f, truth_on_ref)
+    if f.value is not None:
+        assert _contains(f, f.value)
+    # never wider than the most precise source alone
+    ref = min((b for b in bounds if b.width_ns is not None), key=lambda b: b.width_ns, default=None)
+    if ref is not None:
+        assert f.width_ns is not None and f.width_ns <= ref.width_ns
+
+
+@st.composite
+def two_instants(draw: st.DrawFn) -> tuple[int, list[I.Bound], list[I.Bound]]:
+    """A start and a later end, observed on the same clocks (same offsets): (gap, starts, ends)."""
+    start_true = T0 + draw(st.integers(0, 100 * S))
+    gap = draw(st.integers(0, 100 * S))
+    offsets = {c: draw(st.integers(-TOL // 2, TOL // 2)) for c in CLOCKS}
+    starts = draw(st.lists(observation(start_true, offsets), min_size=1, max_size=5))
+    ends = draw(st.lists(observation(start_true + gap, offsets), min_size=1, max_size=5))
+    return gap, starts, ends
+
+
+@settings(max_examples=300, deadline=None)
+@given(two_instants())
+def test_true_duration_lies_in_min_max_and_the_point_too(
+    case: tuple[int, list[I.Bound], list[I.Bound]],
+) -> None:
+    gap, starts, ends = case
+    d = I.duration(I.fuse(starts, TOL), I.fuse(ends, TOL), TOL)
+    assert not d.inconsistent
+    assert d.min_ns <= gap
+    assert d.max_ns is None or gap <= d.max_ns
+    if d.point_ns is not None:
+        assert d.min_ns <= d.point_ns and (d.max_ns is None or d.point_ns <= d.max_ns)
