@@ -9,12 +9,17 @@ fused interval, and the true duration in ``[min, max]``.
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fma_otel import instants as I
 from fma_otel.instants import MS, US, S
+from fma_otel.sources.klog import iter_klog
+from fma_otel.sources.records import KlogRecord, SourceStats
 
 T0 = 1_782_740_000 * S  # a whole second in 2026
 
@@ -333,3 +338,179 @@ def test_true_duration_lies_in_min_max_and_the_point_too(
     assert d.max_ns is None or gap <= d.max_ns
     if d.point_ns is not None:
         assert d.min_ns <= d.point_ns and (d.max_ns is None or d.point_ns <= d.max_ns)
+
+
+# --------------------------------------------------------------------------- DPC-log-only fixtures
+
+FIXTURES = Path(__file__).parent / "fixtures" / "dpc_only"
+YEAR = 2026  # the fixtures' README gives the year klog does not print
+
+
+def _rfc3339_ns(text: str) -> int:
+    """RFC3339Nano (``Z``, 0-9 fraction digits) to ns, exact (datetime stops at µs)."""
+    whole, _, frac = text.rstrip("Z").partition(".")
+    dt = datetime.strptime(whole, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
+    return int(dt.timestamp()) * S + int((frac or "0").ljust(9, "0"))
+
+
+def _log_ns(rec: KlogRecord) -> int:
+    day = datetime(YEAR, rec.month, rec.day, tzinfo=timezone.utc)
+    return int(day.timestamp()) * S + rec.tod_us * US
+
+
+def _num(v: object) -> float:
+    """A klog number, also when written as a quoted string (``latencySecs="0.51"``)."""
+    return float(v)  # type: ignore[arg-type]
+
+
+def _call(rec: KlogRecord) -> tuple[I.Bound, I.Bound]:
+    start = _rfc3339_ns(rec.get("httpCallStartTime"))
+    latency = round(_num(rec.get("latencySecs")) * S)
+    return I.http_call(start, latency, "dpc:HTTP call done/" + rec.get("purpose"))
+
+
+def dpc_only_quantities(path: Path) -> dict[str, I.Duration | I.Fused | float]:
+    """What a DPC log alone bounds, for its one actuation, via fma_otel.instants.
+
+    The next session's ``bridge --dpc-log`` must give the same figures; this is the
+    reference computation the fixture README's numbers are checked against.
+    """
+    stats = SourceStats(path.name)
+    with path.open("rb") as fh:
+        recs = list(iter_klog(fh, stats))
+    assert stats.skipped == 0, stats.skipped_lines
+    calls: dict[str, list[tuple[KlogRecord, I.Bound, I.Bound]]] = {}
+    b: dict[str, list[I.Bound]] = {}
+    relay_log: KlogRecord | None = None
+    actuation: KlogRecord | None = None
+    for rec in recs:
+        t = _log_ns(rec)
+        if rec.msg == "HTTP call done":
+            s, e = _call(rec)
+            calls.setdefault(rec.get("purpose"), []).append((rec, s, e))
+        elif rec.msg == "Created launcher-based server-providing pod":
+            b.setdefault("L.created", []).append(
+                I.api_write(_rfc3339_ns(rec.get("k8sCallStartTime")), t, "dpc:" + rec.msg)
+            )
+        elif rec.msg == "Successfully relayed the readiness" and rec.get("readiness") == "ready":
+            relay_log = rec
+            b.setdefault("D.relayed", []).append(I.klog_time(t, "dpc:" + rec.msg))
+            b.setdefault("R.created", []).append(
+                I.k8s_timestamp(_rfc3339_ns(rec.get("requesterCreateTime")), "dpc:requesterCreateTime")
+            )
+        elif rec.msg == "Observed actuation latency":
+            actuation = rec
+    ok = lambda c: 200 <= int(_num(c[0].get("statusCode"))) < 300  # noqa: E731
+    q: dict[str, I.Duration | I.Fused | float] = {}
+    for purpose, start_name in (
+        ("wake", "D.wake"),
+        ("create_instance", "D.create"),
+        ("relay_ready", "D.relay"),
+    ):
+        good = [c for c in calls.get(purpose, []) if ok(c)]
+        if good:
+            b[start_name + ".start"] = [good[-1 if purpose == "relay_ready" else 0][1]]
+            b[start_name + ".end"] = [good[-1 if purpose == "relay_ready" else 0][2]]
+    gpu = [c for c in calls.get("get_gpu_uuids", []) if ok(c)]
+    if gpu:
+        end = gpu[0][2]
+        b.setdefault("R.started", []).append(
+            I.observed_after(end.hi, "dpc:HTTP call done/get_gpu_uuids", I.CLOCK_DPC)
+        )
+    if actuation is not None:
+        relay_end = b["D.relay.end"][0].hi if "D.relay.end" in b else None
+        b.setdefault("R.started", []).append(
+            I.started_from_actuation_secs(_log_ns(actuation), _num(actuation.get("actuationSecs")), relay_end)
+        )
+    if "L.created" in b and calls.get("list_instances"):
+        # the DPC calls a launcher it created only once it saw it Ready: an upper bound on L.ready
+        first = calls["list_instances"][0][1]
+        b["L.ready"] = [I.observed_after(first.lo, "dpc:HTTP call done/list_instances/start", I.CLOCK_DPC)]
+    if "D.create.end" in b:
+        after = [c for c in calls.get("query_sleeping", []) if c[1].lo >= b["D.create.end"][0].lo]
+        first_ok = next((i for i, c in enumerate(after) if ok(c)), None)
+        if first_ok is not None:
+            okc = after[first_ok]
+            failed = (after[first_ok - 1][1].lo, after[first_ok - 1][2].hi) if first_ok else None
+            b["V.ready"] = [I.vllm_ready_from_polls(failed, (okc[1].lo, okc[2].hi))]
+            b["D.serving"] = [okc[2]]
+    f = {name: I.fuse(bs) for name, bs in b.items()}
+    for name in ("R.created", "R.started", "L.created", "L.ready", "V.ready"):
+        if name in f:
+            q[name] = f[name]
+    spans = {
+        "T_wake": ("D.wake.start", "D.wake.end"),
+        "T_instance_ready": ("D.create.start", "D.relayed"),
+        "T_cold_launcher": ("L.created", "D.relayed"),
+        "vllm_becomes_ready": ("D.create.end", "V.ready"),
+        "fma.dpc.poll_lag": ("V.ready", "D.serving"),
+        "fma.dpc.relay_ready": ("D.relay.start", "D.relay.end"),
+    }
+    for metric, (s_name, e_name) in spans.items():
+        if s_name in f and e_name in f:
+            q[metric] = I.duration(f[s_name], f[e_name])
+    # llm-d-benchmark's own figures: relay_ready start minus wake / create / launcher-create start
+    if "D.relay.start" in b and relay_log is not None:
+        relay_start = b["D.relay.start"][0].lo
+        for name, key in (("bench t_hot", "D.wake.start"), ("bench t_instance_create", "D.create.start")):
+            if key in b:
+                q[name] = (relay_start - b[key][0].lo) / S
+        if "L.created" in b:
+            q["bench t_cold_launcher"] = (relay_start - b["L.created"][0].lo) / S
+    return q
+
+
+def _readme_rows() -> list[list[str]]:
+    rows = []
+    for line in (FIXTURES / "README.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| ") and cells[0].endswith(".log"):
+            rows.append(cells)
+    return rows
+
+
+def _tod(ns: int | None) -> str:
+    if ns is None:
+        return "-"
+    t = ns % (86_400 * S)
+    return f"{t // 3_600_000_000_000:02d}:{t // 60_000_000_000 % 60:02d}:{t // S % 60:02d}.{t % S:09d}"
+
+
+def _sec(ns: int | None) -> str:
+    return "-" if ns is None else f"{ns / S:.9f}"
+
+
+def fixture_cells(q: I.Duration | I.Fused | float) -> list[str]:
+    """How the README writes a quantity: min/max/point seconds, lo/hi/point times, or a figure."""
+    if isinstance(q, I.Duration):
+        return [_sec(q.min_ns), _sec(q.max_ns), _sec(q.point_ns)]
+    if isinstance(q, I.Fused):
+        return [_tod(q.lo), _tod(q.hi), _tod(q.value)]
+    return [f"{q:.9f}", "", ""]
+
+
+def test_dpc_only_fixture_readme_numbers_are_what_the_lines_bound() -> None:
+    rows = _readme_rows()
+    assert {r[0] for r in rows} == {"hot.log", "warm.log", "cold_launcher.log"}
+    computed = {name: dpc_only_quantities(FIXTURES / name) for name in {r[0] for r in rows}}
+    for file, quantity, *cells in rows:
+        assert quantity in computed[file], f"{file}: {quantity} not bounded by the log"
+        want = [c for c in cells if c]
+        assert fixture_cells(computed[file][quantity])[: len(want)] == want, f"{file}: {quantity}"
+    # every quantity the logs bound is in the README
+    for file, q in computed.items():
+        assert set(q) == {r[1] for r in rows if r[0] == file}, file
+
+
+def test_dpc_only_quoted_number_is_read_as_that_number() -> None:
+    q = dpc_only_quantities(FIXTURES / "hot.log")
+    wake = q["T_wake"]
+    assert isinstance(wake, I.Duration)
+    assert (wake.min_ns, wake.max_ns, wake.point_ns) == (510 * MS, 510 * MS, 510 * MS)
+
+
+def test_dpc_only_l_created_is_the_create_call_window_not_a_second() -> None:
+    cold = dpc_only_quantities(FIXTURES / "cold_launcher.log")
+    t = cold["T_cold_launcher"]
+    assert isinstance(t, I.Duration)
+    assert t.max_ns - t.min_ns < 13 * MS  # the API write's ~12 ms, not the 1 s creationTimestamp
