@@ -255,6 +255,10 @@ class Fused:
             return None
         return self.hi - self.lo + 1
 
+    def source_text(self) -> str:
+        """Every kept source, most precise first, as ``fma.start.source``/``fma.end.source`` show it."""
+        return " + ".join(self.sources)
+
 
 def _precision_key(item: tuple[int, Bound]) -> tuple[int, int, int]:
     """Sort key: two-sided bounds by width, then one-sided, then input order."""

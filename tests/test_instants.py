@@ -9,6 +9,7 @@ fused interval, and the true duration in ``[min, max]``.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -340,6 +341,61 @@ def test_true_duration_lies_in_min_max_and_the_point_too(
         assert d.min_ns <= d.point_ns and (d.max_ns is None or d.point_ns <= d.max_ns)
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(0, 100 * S),
+    st.lists(st.tuples(st.integers(0, 2 * S), st.integers(0, 2 * S)), min_size=1, max_size=6),
+)
+def test_on_one_clock_fusion_is_exactly_the_intersection(true_off: int, spans: list[tuple[int, int]]) -> None:
+    """Bounds on one clock that all hold the truth fuse to max(lo)..min(hi), no wider, no tighter."""
+    t = T0 + true_off
+    bounds = [
+        I.Bound(t - before, t + after, f"dpc:{i}", I.CLOCK_DPC) for i, (before, after) in enumerate(spans)
+    ]
+    f = I.fuse(bounds, tolerance_ns=10 * MS)
+    assert (f.lo, f.hi) == (max(b.lo for b in bounds), min(b.hi for b in bounds))
+    assert not f.inconsistent and sorted(f.sources) == sorted(b.source for b in bounds)
+    assert f.source_text() == " + ".join(f.sources)
+
+
+SAMPLE = Path(I.__file__).parent / "data" / "sample"
+
+
+def test_issue_figures_on_the_embedded_sample() -> None:
+    """Issue 21's numbers, from the sample's raw lines: T_cold_launcher of ccfdba9b."""
+    uid, launcher = "ccfdba9b-ba26-4851-b5e8-579a7aaf0e89", "launcher-example-bfqwv"
+    stats = SourceStats("dpc.log")
+    with (SAMPLE / "dpc.log").open("rb") as fh:
+        recs = [r for r in iter_klog(fh, stats) if r.get("serverUID") == uid]
+    write = next(r for r in recs if r.msg == "Created launcher-based server-providing pod")
+    relay = next(
+        r for r in recs if r.msg == "Successfully relayed the readiness" and r.get("readiness") == "ready"
+    )
+    created = None
+    for line in (SAMPLE / "pods.json").read_text().splitlines():
+        meta = json.loads(line)["object"]["metadata"]
+        if meta["name"] == launcher:
+            created = _rfc3339_ns(meta["creationTimestamp"])
+    assert created is not None
+    k8s_only = I.fuse([I.k8s_timestamp(created, "k8s:creationTimestamp")])
+    l_created = I.fuse(
+        [
+            I.k8s_timestamp(created, "k8s:creationTimestamp"),
+            I.api_write(_rfc3339_ns(write.get("k8sCallStartTime")), _log_ns(write, 2026), "dpc:" + write.msg),
+        ]
+    )
+    relayed = I.fuse([I.klog_time(_log_ns(relay, 2026), "dpc:" + relay.msg)])
+    # today's computation knows no clocks: compare without the tolerance (with it, 1.002 s)
+    old, new = I.duration(k8s_only, relayed, tolerance_ns=0), I.duration(l_created, relayed)
+    assert round(old.max_s - old.min_s, 3) == 1.0
+    assert round(I.duration(k8s_only, relayed).max_s - I.duration(k8s_only, relayed).min_s, 3) == 1.002
+    assert round(new.max_s - new.min_s, 3) == 0.012
+    assert (round(new.min_s, 3), round(new.max_s, 3)) == (50.006, 50.018)
+    assert round(old.point_s, 3) == 50.154  # today's point value ...
+    assert round(old.point_s - new.max_s, 2) == 0.14  # ... lies 0.14 s outside the true interval
+    assert new.min_s <= new.point_s <= new.max_s
+
+
 # --------------------------------------------------------------------------- DPC-log-only fixtures
 
 FIXTURES = Path(__file__).parent / "fixtures" / "dpc_only"
@@ -353,8 +409,8 @@ def _rfc3339_ns(text: str) -> int:
     return int(dt.timestamp()) * S + int((frac or "0").ljust(9, "0"))
 
 
-def _log_ns(rec: KlogRecord) -> int:
-    day = datetime(YEAR, rec.month, rec.day, tzinfo=timezone.utc)
+def _log_ns(rec: KlogRecord, year: int = YEAR) -> int:
+    day = datetime(year, rec.month, rec.day, tzinfo=timezone.utc)
     return int(day.timestamp()) * S + rec.tod_us * US
 
 
