@@ -164,8 +164,9 @@ def observed_after(t_ns: int, source: str, clock: str, precision_ns: int = 1) ->
 def observed_before(t_ns: int, source: str, clock: str) -> Bound:
     """An earlier observation that the change had *not* happened yet: a lower bound, ``[t, +inf)``.
 
-    Examples: a failed poll (the instant is after it started), a watch event showing the old
-    state.  A truncated earlier time ``t`` still bounds from below by ``t``.
+    Examples: a failed direct call (a refused poll: the instant is after it started).  Not a
+    cached or watched view of the old state: a cache lags, and the kubelet stamps a transition
+    before the API server shows it.  A truncated earlier time ``t`` bounds from below by ``t``.
     """
     return Bound(t_ns, None, source, clock)
 
