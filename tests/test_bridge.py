@@ -301,35 +301,3 @@ def test_bare_inputs_without_launcher_logs_leave_launcher_spans_out() -> None:
     names = {s.name for t in res.traces for s in t}
     assert "fma.launcher.create_instance" not in names and "fma.instance.create" not in names
     assert "fma.dpc.create_instance" in names
-
-
-def test_the_cyclic_gc_is_off_during_a_run_and_restored_after(monkeypatch):
-    """The bridge turns the cyclic collector off while it reads (its objects are acyclic and
-    long-lived) and leaves the caller's setting as it found it, also after an error."""
-    import gc
-
-    from fma_otel import bridge as B
-
-    seen: list[bool] = []
-    real = B.Correlator.add_pod
-
-    def spy(self, ev):
-        seen.append(gc.isenabled())
-        return real(self, ev)
-
-    monkeypatch.setattr(B.Correlator, "add_pod", spy)
-    inputs = B.inputs_from_capture(B.sample_dir())
-    was = gc.isenabled()
-    try:
-        for state in (True, False):
-            (gc.enable if state else gc.disable)()
-            B.run_bridge(inputs)
-            assert gc.isenabled() is state
-        gc.enable()
-        monkeypatch.setattr(B.Correlator, "actuations", lambda self: 1 / 0)
-        with pytest.raises(ZeroDivisionError):
-            B.run_bridge(inputs)
-        assert gc.isenabled()
-    finally:
-        (gc.enable if was else gc.disable)()
-    assert seen and not any(seen)

@@ -119,8 +119,14 @@ def _capture_with_bad_lines(tmp_path: Path) -> Path:
     for f in SAMPLE.iterdir():
         (d / f.name).write_bytes(f.read_bytes())
     lines = (d / "dpc.log").read_bytes().splitlines(keepends=True)
-    lines.insert(3, b"this is not a klog line\n")
-    lines.insert(10, b"\xff\xfe garbage \x00\n")
+    # lines the bridge does not want are passed over unread, garbage or not; wanted ones
+    # that are malformed are skipped and named
+    lines.insert(
+        3, b'I0629 14:30:43.878952       1 x.go:1] "HTTP call done" purpose="wake" httpCallStartTime="bad"\n'
+    )
+    lines.insert(5, b"this is not a klog line\n")
+    lines.insert(10, b'Zgarbage] "Bound server-providing Pod" serverUID="x"\n')
+    lines.insert(12, b"\xff\xfe garbage \x00\n")
     (d / "dpc.log").write_bytes(b"".join(lines))
     return d
 
@@ -221,10 +227,11 @@ def test_summary_counts_requesters_without_pods(tmp_path: Path, clean_otlp_env) 
     assert "not traced: 4 requester(s) in the DPC log have no Pod" in r.stderr
 
 
-def test_jobs_past_the_limit_is_a_usage_error(tmp_path: Path, clean_otlp_env) -> None:
-    r = run("--jobs", "65", "--out", str(tmp_path / "o.jsonl"))
+def test_jobs_is_gone_and_says_so(tmp_path: Path, clean_otlp_env) -> None:
+    """The bridge is one process: an old ``--jobs`` is a usage error, not silently ignored."""
+    r = run("--jobs", "2", "--out", str(tmp_path / "o.jsonl"))
     assert r.exit_code == 2
-    assert "65 is not in the range 1<=x<=64" in r.stderr and "Traceback" not in r.stderr
+    assert "No such option '--jobs'" in r.stderr and "Traceback" not in r.stderr
 
 
 def _sample_copy(tmp_path: Path) -> Path:
