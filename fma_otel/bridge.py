@@ -24,9 +24,10 @@ from functools import cached_property
 from importlib import resources
 from operator import attrgetter
 from pathlib import Path
-from typing import IO
+from typing import IO, NamedTuple
 
 from . import model as M
+from . import podfacts as P
 from .build import build_trace
 from .correlate import Actuation, Correlator
 from .facts import WANTED_CONTAINS, WANTED_MESSAGES
@@ -53,6 +54,19 @@ class BridgeInputs:
     launcher_logs: dict[str, str] = field(default_factory=dict)
 
 
+class Loss(NamedTuple):
+    """Something read that no trace shows, though nothing in it was malformed."""
+
+    source: str  # the file
+    where: int  # its line (a Pod: its position among the file's Pod objects, from 0)
+    why: str
+
+
+#: Loss.why prefixes, for the summary's counts
+LOST_UID = "Pod shares its uid"
+LOST_REQUESTER = "names a requester"
+
+
 @dataclass
 class BridgeResult:
     """Every source read into one correlator; the traces are made on demand.
@@ -65,6 +79,10 @@ class BridgeResult:
     stats: list[SourceStats]
     #: requesters the DPC log names whose Pod is not in the capture (nothing to trace)
     orphans: int = 0
+    #: what was read and is in no trace (``--strict`` fails on these too), first ones
+    lost: list[Loss] = field(default_factory=list)
+    #: how many of each kind (``Loss.why`` up to its first ``:``)
+    lost_counts: Counter[str] = field(default_factory=Counter)
 
     def iter_actuations(self) -> Iterator[Actuation]:
         """Every actuation, ordered by requester creation, one requester at a time."""
@@ -214,12 +232,28 @@ def run_bridge(
     )
     c = Correlator(baseline_selector=baseline_selector, baseline_container=baseline_container)
     stats: list[SourceStats] = []
+    lost: list[Loss] = []
+    counts: Counter[str] = Counter()
+
+    def lose(source: str, where: int, kind: str, detail: str) -> None:
+        counts[kind] += 1
+        if len(lost) < MAX_LOSSES:
+            lost.append(Loss(source, where, f"{kind}: {detail}"))
+
     for path in inputs.pods:
         st = SourceStats(path)
         with _reading(path) as fh:
             n = 0
             for ev in iter_pod_events(fh, st):
-                c.add_pod(ev)
+                if not c.add_pod(ev):
+                    uid = P.uid(ev.pod)
+                    other = c.store.get(uid or "") or {}
+                    lose(
+                        path,
+                        ev.index,
+                        LOST_UID,
+                        f"{_pod_name(ev.pod)} has uid {uid}, already that of {_pod_name(other)}: not traced",
+                    )
                 n += 1
         if n == 0 and st.read and not st.understood:
             raise InputError(f"{path}: not Kubernetes Pod JSON (no Pod object found)")
@@ -245,7 +279,20 @@ def run_bridge(
         if st.read and not st.understood:
             _require_klog(inputs.dpc_log)
         stats.append(st)
-    return BridgeResult(c, stats, c.orphan_requesters())
+        for line_no, key in c.unknown_requester_lines():
+            who = f"name {key[5:]}" if key.startswith("name:") else f"uid {key}"
+            lose(
+                inputs.dpc_log, line_no, LOST_REQUESTER, f"{who}, which no Pod in the capture has: not traced"
+            )
+    return BridgeResult(c, stats, c.orphan_requesters(), lost, counts)
+
+
+#: Losses itemised for ``--strict`` (all are counted)
+MAX_LOSSES = 100
+
+
+def _pod_name(pod: Mapping[str, object]) -> str:
+    return f"{P.namespace(pod) or '?'}/{P.name(pod) or '?'}"  # type: ignore[arg-type]
 
 
 def _require_klog(path: str) -> None:
@@ -308,9 +355,16 @@ def summary(result: BridgeResult, tally: Tally | None = None) -> str:
             if more:
                 lines.append(f"  (and {more} more skipped lines not itemised)")
     if result.orphans:
+        n = result.lost_counts[LOST_REQUESTER]
         lines.append(
             f"not traced: {result.orphans} requester(s) in the DPC log have no Pod in the capture "
-            "(deleted before it was taken? capture Pods with kubectl get pods -w)"
+            f"({n} DPC line(s) name them; deleted before it was taken, or a corrupted uid? "
+            "capture Pods with kubectl get pods -w)"
+        )
+    if result.lost_counts[LOST_UID]:
+        lines.append(
+            f"not traced: {result.lost_counts[LOST_UID]} Pod object(s) have the uid of another Pod "
+            "(another name or namespace): a corrupt capture; the first Pod of each uid is kept"
         )
     lines.append(f"spans: {tally.spans} in {tally.traces} traces")
     return "\n".join(lines)

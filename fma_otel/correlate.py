@@ -145,6 +145,8 @@ class Correlator:
         self.years = YearResolver()
         self._evicted: OrderedDict[str, None] = OrderedDict()
         self.dpc_errors = 0
+        #: Pod states refused by :meth:`add_pod` for a uid that another Pod has
+        self.uid_conflicts = 0
         #: launcher name -> newest launcher Pod; rebuilt lazily after any add_pod
         self._launcher_index: dict[str, dict[str, Any]] | None = None
         #: Pod name -> [(creation, uid)] oldest first; rebuilt lazily after any add_pod
@@ -154,11 +156,19 @@ class Correlator:
 
     # ------------------------------------------------------------------ feeding
 
-    def add_pod(self, ev: PodEvent) -> None:
+    def add_pod(self, ev: PodEvent) -> bool:
+        """Take one Pod state; ``False`` when it is refused: a Pod whose uid is already
+        another Pod's (another name or namespace).  Two objects never share a uid, so one of
+        them is corrupt; merging them would make one trace of two requesters, silently.
+        The first one seen is kept, the others are counted in ``uid_conflicts``."""
         pod = ev.pod
         u = P.uid(pod)
         if not u:
-            return
+            return True
+        cur = self.store.get(u)
+        if cur is not None and (P.name(cur), P.namespace(cur)) != (P.name(pod), P.namespace(pod)):
+            self.uid_conflicts += 1
+            return False
         self.store.add(ev)
         self._launcher_index = self._name_index = None
         track = self._tracks.setdefault(u, _PodTrack())
@@ -168,6 +178,7 @@ class Correlator:
         track.updated_wall_ns = self._clock()
         self._updated[u] = track.updated_wall_ns
         self.years.add_reference(P.created_ns(pod))
+        return True
 
     def add_dpc(self, rec: KlogRecord) -> DpcFact | None:
         """Add one DPC line; returns its fact.  Raises ``ValueError`` for a malformed wanted line."""
@@ -295,6 +306,26 @@ class Correlator:
         uids = {P.uid(p) for p in self.store.pods()}
         names = {P.name(p) for p in self.store.pods()}
         return sum(1 for k in self._dpc if (k[5:] not in names if k.startswith("name:") else k not in uids))
+
+    def unknown_requester_lines(self) -> list[tuple[int, str]]:
+        """``(line_no, requester)`` of every kept DPC fact about a requester that no Pod in
+        the input is (by uid, or by name for lines that give only a name), in line order.
+
+        Why: such a line changes no trace, whether its requester was deleted before the
+        capture or its uid was corrupted; the bridge says how many there were and where.
+        Empty when no Pod was given at all (then nothing could be matched)."""
+        if not len(self.store):
+            return []
+        uids = {P.uid(p) for p in self.store.pods()}
+        names = {P.name(p) for p in self.store.pods()}
+        out = [
+            (f.line_no, key)
+            for key, facts in self._dpc.items()
+            if (key[5:] not in names if key.startswith("name:") else key not in uids)
+            for f in facts
+        ]
+        out.sort()
+        return out
 
     def finished(self, now_ns: int, grace_ns: int, incomplete_after_ns: int) -> list[Actuation]:
         """Actuations ready to emit live: complete and quiet for ``grace_ns``, or too old.

@@ -279,3 +279,83 @@ def test_capture_without_dpc_log_warns_and_traces_pod_status_only(tmp_path: Path
     assert spans and {s.attributes.get(M.A_PATH) for s in spans} <= {"unknown", "cold_no_fma"}
     quiet = run(str(d), "--out", str(tmp_path / "q.jsonl"), "-q")
     assert quiet.exit_code == 0 and quiet.stderr == ""
+
+
+# --------------------------------------------------------------------------- silent losses (issue 23)
+
+
+def _sample_copy(tmp_path: Path) -> Path:
+    d = tmp_path / "cap"
+    d.mkdir()
+    for f in SAMPLE.iterdir():
+        (d / f.name).write_bytes(f.read_bytes())
+    return d
+
+
+CREATE_LINE = 44  # the sample's first "HTTP call done" purpose=create_instance line
+CREATE_UID = "68ef8f5f-ae68-490a-b8bc-71750361524c"
+
+
+@pytest.mark.parametrize("cut", [150, 220, 300])
+def test_a_wanted_line_cut_short_is_a_counted_skip(tmp_path: Path, clean_otlp_env, cut: int) -> None:
+    d = _sample_copy(tmp_path)
+    lines = (d / "dpc.log").read_bytes().splitlines(keepends=True)
+    assert b'purpose="create_instance"' in lines[CREATE_LINE - 1]
+    lines[CREATE_LINE - 1] = lines[CREATE_LINE - 1][:cut] + b"\n"
+    (d / "dpc.log").write_bytes(b"".join(lines))
+    r = run(str(d), "--out", str(tmp_path / "o.jsonl"))
+    assert r.exit_code == 0
+    assert "skipped 1\n" in r.stderr and "cut short" in r.stderr
+    r = run(str(d), "--strict", "--out", str(tmp_path / "o.jsonl"))
+    assert r.exit_code == 1
+    assert f"{d / 'dpc.log'}:{CREATE_LINE}: skipped: " in r.stderr and "cut short" in r.stderr
+    assert "--strict: 1 line(s) skipped" in r.stderr
+
+
+def test_cr_only_line_ends_give_the_same_traces_and_are_noted(tmp_path: Path, clean_otlp_env) -> None:
+    d = _sample_copy(tmp_path)
+    want = run(str(d), "-q", "--out", str(tmp_path / "lf.jsonl"))
+    assert want.exit_code == 0
+    (d / "dpc.log").write_bytes((d / "dpc.log").read_bytes().replace(b"\n", b"\r"))
+    r = run(str(d), "--strict", "--out", str(tmp_path / "cr.jsonl"))
+    assert r.exit_code == 0, r.stderr
+    assert (tmp_path / "cr.jsonl").read_bytes() == (tmp_path / "lf.jsonl").read_bytes()
+    assert "dpc.log: read 209," in r.stderr
+    assert "note: 208 carriage return(s) inside a line, read as line ends" in r.stderr
+
+
+def test_two_pods_with_one_uid_are_never_merged(tmp_path: Path, clean_otlp_env) -> None:
+    d = _sample_copy(tmp_path)
+    base = run(str(d), "-q", "--out", str(tmp_path / "base.jsonl"))
+    assert base.exit_code == 0
+    events = (d / "pods.json").read_text().splitlines()
+    first = next(json.loads(e) for e in events if CREATE_UID in e)
+    twin = first["object"]
+    twin["metadata"]["name"] = "someone-else"
+    twin["metadata"]["namespace"] = "elsewhere"
+    (d / "pods.json").write_text("\n".join([*events, json.dumps(first)]) + "\n")
+    r = run(str(d), "--strict", "--out", str(tmp_path / "o.jsonl"))
+    assert r.exit_code == 1
+    assert (tmp_path / "o.jsonl").read_bytes() == (tmp_path / "base.jsonl").read_bytes()
+    assert "not traced: 1 Pod object(s) have the uid of another Pod" in r.stderr
+    assert (
+        f"{d / 'pods.json'}:{len(events)}: not traced: Pod shares its uid: elsewhere/someone-else" in r.stderr
+    )
+    assert "--strict: 1 read but not traced" in r.stderr
+
+
+def test_a_dpc_line_naming_no_pod_is_counted_and_fails_strict(tmp_path: Path, clean_otlp_env) -> None:
+    d = _sample_copy(tmp_path)
+    lines = (d / "dpc.log").read_bytes().splitlines(keepends=True)
+    bad = CREATE_UID.replace("68ef8f5f", "68ef8f5e")
+    lines[CREATE_LINE - 1] = lines[CREATE_LINE - 1].replace(CREATE_UID.encode(), bad.encode())
+    (d / "dpc.log").write_bytes(b"".join(lines))
+    r = run(str(d), "--out", str(tmp_path / "o.jsonl"))
+    assert r.exit_code == 0
+    assert (
+        "not traced: 1 requester(s) in the DPC log have no Pod in the capture (1 DPC line(s) name them"
+        in r.stderr
+    )
+    r = run(str(d), "--strict", "--out", str(tmp_path / "o.jsonl"))
+    assert r.exit_code == 1
+    assert f"{d / 'dpc.log'}:{CREATE_LINE}: not traced: names a requester: uid {bad}" in r.stderr

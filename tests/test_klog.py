@@ -444,7 +444,7 @@ def test_cr_only_line_ends_are_line_ends_and_noted():
     recs = list(iter_klog(io.BytesIO(data), st, messages=frozenset({"Successfully relayed the readiness"})))
     assert [(r.line_no, r.msg) for r in recs] == [(3, "Successfully relayed the readiness")]
     assert (st.read, st.understood, st.ignored, st.skipped) == (3, 1, 2, 0)
-    assert st.notes == {"line(s) ended by a carriage return alone (read as line ends)": 2}
+    assert st.notes == {"carriage return(s) inside a line, read as line ends": 2}
 
 
 def test_prefilter_gives_same_records_as_full_parse():

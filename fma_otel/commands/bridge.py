@@ -103,11 +103,16 @@ def command(
     if not quiet:
         click.echo(B.summary(result, tally), err=True)
     skipped = [(st.name, ln, why) for st in result.stats for ln, why in st.skipped_lines]
-    if strict and skipped:
+    if strict and (skipped or result.lost):
         for name, ln, why in skipped[:20]:
             click.echo(f"{name}:{ln}: skipped: {why}", err=True)
+        for loss in result.lost[:20]:
+            click.echo(f"{loss.source}:{loss.where}: not traced: {loss.why}", err=True)
         total = sum(st.skipped for st in result.stats)
-        click.echo(f"fma-otel bridge: --strict: {total} line(s) skipped", err=True)
+        lost = sum(result.lost_counts.values())
+        said = [f"{total} line(s) skipped"] if total else []
+        said += [f"{lost} read but not traced"] if lost else []
+        click.echo(f"fma-otel bridge: --strict: {', '.join(said)}", err=True)
         sys.exit(1)
     sys.exit(1 if failed else 0)
 

@@ -543,11 +543,12 @@ class Prefilter:
 
     A line may be wanted when the text between its first ``] "`` (the end of a klog
     header) and the next ``"`` is one of ``messages`` (Go-quoted as klog writes them; a
-    message with an escape is never one of them).  ``contains`` narrows a message further:
-    ``{message: (field, values)}`` says that a line holding `` field="`` but none of
-    ``field="value"`` is not wanted (the DPC's most frequent line, "HTTP call done", is
-    wanted for three of its purposes only).  A line that lacks the field altogether stays
-    wanted: every real one has it, so such a line was cut short and must be reported.
+    message with an escape is searched for whole).  ``contains`` narrows a message further:
+    ``{message: (field, values)}`` says that a line whose first `` field="..."`` holds a
+    whole value other than ``values`` is not wanted (the DPC's most frequent line, "HTTP
+    call done", is wanted for three of its purposes only).  A line that lacks the field, or
+    is cut inside its value, stays wanted: every real one has it whole, so such a line was
+    cut short and must be reported.
     """
 
     __slots__ = ("escaped", "guards", "messages")
@@ -558,10 +559,10 @@ class Prefilter:
         self.messages = frozenset(_quoted_body(m) for m in messages)
         #: messages with an escape (a quote inside): found whole, as klog quoted them
         self.escaped = tuple(b'] "' + q + b'"' for q in self.messages if b"\\" in q)
-        self.guards: dict[bytes, tuple[bytes, tuple[bytes, ...]]] = {}
+        self.guards: dict[bytes, tuple[bytes, frozenset[bytes]]] = {}
         for m, (key, values) in (contains or {}).items():
-            k = key.encode("utf-8")
-            self.guards[_quoted_body(m)] = (b" " + k + b'="', tuple(k + b"=" + _quoted(v) for v in values))
+            k = b" " + key.encode("utf-8") + b'="'
+            self.guards[_quoted_body(m)] = (k, frozenset(_quoted_body(v) for v in values))
 
     def __call__(self, b: bytes) -> bool:
         j = b.find(b'] "')
@@ -575,7 +576,12 @@ class Prefilter:
         if guard is None:
             return True
         key, values = guard
-        return key not in b or any(v in b for v in values)
+        k = b.find(key, end)
+        if k < 0:
+            return True
+        k += len(key)
+        e = b.find(b'"', k)
+        return e < 0 or b[k:e] in values
 
 
 def _quoted(s: str) -> bytes:
@@ -615,7 +621,7 @@ def _lines(source: Iterable[bytes] | Iterable[str], stats: SourceStats) -> Itera
             yield raw  # type: ignore[misc]
             continue
         pieces = body.split(b"\r")
-        stats.note("line(s) ended by a carriage return alone (read as line ends)", len(pieces) - 1)
+        stats.note("carriage return(s) inside a line, read as line ends", len(pieces) - 1)
         for piece in pieces:
             yield piece + b"\n"
 
