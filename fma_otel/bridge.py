@@ -32,8 +32,8 @@ from .build import build_trace
 from .correlate import Actuation, Correlator
 from .facts import WANTED_CONTAINS, WANTED_MESSAGES
 from .lines import MAX_LINE_BYTES, bounded_lines
-from .sources.klog import KlogParseError, iter_klog, parse_klog_line
-from .sources.launcher_log import iter_launcher_log
+from .sources.klog import KlogParseError, iter_klog, parse_klog_line, split_timestamp_prefix
+from .sources.launcher_log import iter_launcher_log, parse_launcher_line
 from .sources.pods import iter_pod_events
 from .sources.records import SourceStats
 
@@ -264,7 +264,7 @@ def run_bridge(
         with _reading(path) as fh:
             for rec in iter_launcher_log(fh, st, facts_only=True):
                 c.add_launcher(launcher, rec)
-        _require_some(st, path, "a launcher log")
+        _require_some(st, path, "a launcher log", _is_launcher_log)
         stats.append(st)
     if inputs.dpc_log:
         st = SourceStats(inputs.dpc_log)
@@ -276,8 +276,7 @@ def run_bridge(
                 except ValueError as exc:  # a wanted line without what makes it meaningful
                     st.skip(rec.line_no, str(exc))
                     st.understood -= 1
-        if st.read and not st.understood:
-            _require_klog(inputs.dpc_log)
+        _require_some(st, inputs.dpc_log, "a klog (DPC) log", _is_klog)
         stats.append(st)
         for line_no, key in c.unknown_requester_lines():
             who = f"name {key[5:]}" if key.startswith("name:") else f"uid {key}"
@@ -295,25 +294,36 @@ def _pod_name(pod: Mapping[str, object]) -> str:
     return f"{P.namespace(pod) or '?'}/{P.name(pod) or '?'}"  # type: ignore[arg-type]
 
 
-def _require_klog(path: str) -> None:
-    """A DPC log none of whose lines the bridge could use: refuse it if its first line is
-    not klog either (a Pod list or another file given in its place), since its other lines
-    were passed over unread."""
-    with _reading(path) as fh:
-        first = next((line for line in bounded_lines(fh, MAX_LINE_BYTES) if line.strip()), b"")
-    try:
-        if first.__class__ is bytes and parse_klog_line(first) is not None:
+def _require_some(st: SourceStats, path: str, what: str, first_line_ok: Callable[[bytes], bool]) -> None:
+    """A log none of whose lines the bridge could use: refuse it if its first line is not
+    of its format either (a Pod list or another file given in its place), since the lines
+    a prefilter passed over were not read."""
+    if not st.read or st.understood:
+        return
+    if st.ignored:
+        with _reading(path) as fh:
+            first = next((line for line in bounded_lines(fh, MAX_LINE_BYTES) if line.strip()), b"")
+        if first.__class__ is bytes and first_line_ok(first):
             return
+    raise InputError(f"{path}: not {what} (none of its {st.read} lines could be read)")
+
+
+def _is_klog(line: bytes) -> bool:
+    try:
+        return parse_klog_line(line) is not None
     except KlogParseError:
-        pass
-    raise InputError(
-        f"{path}: not a klog (DPC) log (its first line is not klog, and no line is one the bridge reads)"
-    )
+        return False
 
 
-def _require_some(st: SourceStats, path: str, what: str) -> None:
-    if st.read and not st.understood:
-        raise InputError(f"{path}: not {what} (none of its {st.read} lines could be read)")
+def _is_launcher_log(line: bytes) -> bool:
+    s = line.decode("utf-8", "replace").rstrip("\r\n")
+    try:
+        if s[10:11] in ("T", "t"):  # a --timestamps prefix
+            s = split_timestamp_prefix(s)[1]
+        parse_launcher_line(s)
+    except ValueError:  # LauncherParseError included
+        return False
+    return True
 
 
 class _ProgressReader:

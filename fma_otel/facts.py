@@ -51,8 +51,12 @@ WANTED_MESSAGES: frozenset[str] = frozenset(MESSAGES)
 _HTTP_PURPOSES = {"create_instance": CREATE, "query_sleeping": SLEEP_QUERY, "wake": WAKE}
 #: klog prefilter refinement (``klog.Prefilter``): of "HTTP call done" (the DPC's most
 #: frequent line, mostly list_instances/get_gpu_uuids/relay_ready chatter) only these
-#: purposes make a fact, so the others are passed over on a substring test.
-WANTED_CONTAINS: dict[str, tuple[str, tuple[str, ...]]] = {MSG_HTTP: ("purpose", tuple(_HTTP_PURPOSES))}
+#: purposes make a fact, so the others are passed over on a substring test; and of the
+#: ``/is_sleeping`` polls only the answered ones (``err=null``): the correlator keeps no
+#: failed poll, and they are most of the wanted lines until vLLM serves.
+WANTED_CONTAINS: dict[str, tuple[str, tuple[str, ...], dict[str, str]]] = {
+    MSG_HTTP: ("purpose", tuple(_HTTP_PURPOSES), {"query_sleeping": ' err="'})
+}
 
 
 class DpcFact(NamedTuple):

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from fma_otel import model as M
-from fma_otel.bridge import BridgeInputs, inputs_from_capture, run_bridge, sample_dir
+from fma_otel.bridge import BridgeInputs, InputError, inputs_from_capture, run_bridge, sample_dir
 from fma_otel.sinks.dump import dump_traces
 from fma_otel.synth import load_truth, synth_capture, write_capture
 
@@ -301,3 +301,18 @@ def test_bare_inputs_without_launcher_logs_leave_launcher_spans_out() -> None:
     names = {s.name for t in res.traces for s in t}
     assert "fma.launcher.create_instance" not in names and "fma.instance.create" not in names
     assert "fma.dpc.create_instance" in names
+
+
+def test_a_launcher_log_without_creates_is_read_and_a_foreign_file_refused(tmp_path: Path) -> None:
+    """A launcher log's lines that hold no create are passed over unread: a log with none is
+    still a launcher log (its first line says so), while another file in its place is refused."""
+    d = sample_dir()
+    quiet = tmp_path / "quiet.log"
+    quiet.write_bytes(b"2026-06-29 14:30:00,000 - launcher - INFO - started\n  more\n")
+    inputs = BridgeInputs([str(d / "pods.json")], str(d / "dpc.log"), {"launcher-example-4lgw5": str(quiet)})
+    res = run_bridge(inputs)
+    st = next(s for s in res.stats if s.name == str(quiet))
+    assert (st.read, st.understood, st.ignored, st.skipped) == (2, 0, 2, 0)
+    inputs.launcher_logs["launcher-example-4lgw5"] = str(d / "pods.json")
+    with pytest.raises(InputError, match="not a launcher log"):
+        run_bridge(inputs)

@@ -44,11 +44,11 @@ import calendar
 import json
 import re
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
-from fma_otel.lines import MAX_LINE_BYTES, MAX_VALUE_BYTES, TooLong, bounded_lines, too_long_reason
+from fma_otel.lines import MAX_LINE_BYTES, MAX_VALUE_BYTES, TooLong, too_long_reason
 from fma_otel.sources.records import KlogRecord, SourceStats
 
 __all__ = [
@@ -538,50 +538,69 @@ def parse_klog_line(line: str | bytes, line_no: int = 0) -> KlogRecord | None:
 _DIGITS_B = frozenset(b"0123456789")
 
 
+Contains = Mapping[str, tuple[str, Iterable[str], Mapping[str, str]]]
+
+
 class Prefilter:
     """Which lines *may* be wanted, by literal search only: nothing is validated here.
 
     A line may be wanted when the text between its first ``] "`` (the end of a klog
     header) and the next ``"`` is one of ``messages`` (Go-quoted as klog writes them; a
     message with an escape is searched for whole).  ``contains`` narrows a message further:
-    ``{message: (field, values)}`` says that a line whose first `` field="..."`` holds a
-    whole value other than ``values`` is not wanted (the DPC's most frequent line, "HTTP
-    call done", is wanted for three of its purposes only).  A line that lacks the field, or
-    is cut inside its value, stays wanted: every real one has it whole, so such a line was
-    cut short and must be reported.
+    ``{message: (field, values, unless)}`` says that a line whose first `` field="..."``
+    holds a whole value other than ``values`` is not wanted (the DPC's most frequent line,
+    "HTTP call done", is wanted for three of its purposes only), nor one with a value in
+    ``unless`` whose text (e.g. `` err="``) it holds followed by more than a ``"``.  A line
+    that lacks the field, or is cut inside its value, stays wanted: every real one has it
+    whole, so such a line was cut short and must be reported.  Call :meth:`function` for
+    the test itself.
     """
 
     __slots__ = ("escaped", "guards", "messages")
 
-    def __init__(
-        self, messages: Iterable[str], contains: Mapping[str, tuple[str, Iterable[str]]] | None = None
-    ) -> None:
+    def __init__(self, messages: Iterable[str], contains: Contains | None = None) -> None:
         self.messages = frozenset(_quoted_body(m) for m in messages)
         #: messages with an escape (a quote inside): found whole, as klog quoted them
         self.escaped = tuple(b'] "' + q + b'"' for q in self.messages if b"\\" in q)
-        self.guards: dict[bytes, tuple[bytes, frozenset[bytes]]] = {}
-        for m, (key, values) in (contains or {}).items():
+        self.guards: dict[bytes, tuple[bytes, frozenset[bytes], dict[bytes, bytes]]] = {}
+        for m, (key, values, *rest) in (contains or {}).items():
             k = b" " + key.encode("utf-8") + b'="'
-            self.guards[_quoted_body(m)] = (k, frozenset(_quoted_body(v) for v in values))
+            unless = {_quoted_body(v): t.encode("utf-8") for v, t in (rest[0] if rest else {}).items()}
+            self.guards[_quoted_body(m)] = (k, frozenset(_quoted_body(v) for v in values), unless)
 
-    def __call__(self, b: bytes) -> bool:
-        j = b.find(b'] "')
-        if j < 0:
-            return False
-        end = b.find(b'"', j + 3)
-        msg = b[j + 3 : end]
-        if end < 0 or msg not in self.messages:
-            return bool(self.escaped) and any(q in b for q in self.escaped)
-        guard = self.guards.get(msg)
-        if guard is None:
-            return True
-        key, values = guard
-        k = b.find(key, end)
-        if k < 0:
-            return True
-        k += len(key)
-        e = b.find(b'"', k)
-        return e < 0 or b[k:e] in values
+    def function(self) -> Callable[[bytes], bool]:
+        """The test as a plain function of a raw line (a closure: cheaper to call per line)."""
+        messages, escaped, guards = self.messages, self.escaped, self.guards
+
+        def maybe_wanted(b: bytes) -> bool:
+            j = b.find(b'] "')
+            if j < 0:
+                return False
+            end = b.find(b'"', j + 3)
+            msg = b[j + 3 : end]
+            if end < 0 or msg not in messages:
+                return bool(escaped) and any(q in b for q in escaped)
+            guard = guards.get(msg)
+            if guard is None:
+                return True
+            key, values, unless = guard
+            k = b.find(key, end)
+            if k < 0:
+                return True
+            k += len(key)
+            e = b.find(b'"', k)
+            if e < 0:
+                return True
+            value = b[k:e]
+            if value not in values:
+                return False
+            text = unless.get(value)
+            if text is None:
+                return True
+            t = b.find(text, e)
+            return t < 0 or b[t + len(text) : t + len(text) + 1] in (b'"', b"")
+
+        return maybe_wanted
 
 
 def _quoted(s: str) -> bytes:
@@ -599,38 +618,62 @@ def _header_offset_b(b: bytes) -> int:
     return 0
 
 
-def _lines(source: Iterable[bytes] | Iterable[str], stats: SourceStats) -> Iterator[bytes | TooLong]:
-    """The physical lines of ``source`` as bytes (a file is read with a bound per line).
+def _lines(source: Iterable[bytes] | Iterable[str], pushback: list[bytes]) -> Iterator[bytes | TooLong]:
+    """The physical lines of ``source`` as bytes, each followed by what the reader put in
+    ``pushback`` meanwhile (the pieces it cut a line into).  A file is read a line at a
+    time with a bound, so a line past ``MAX_LINE_BYTES`` comes as its length
+    (:class:`TooLong`), never held whole."""
+    readline = getattr(source, "readline", None)
+    if not callable(readline):
+        for raw in source:
+            if pushback:
+                yield from pushback
+                pushback.clear()
+            yield raw.encode("utf-8", "surrogateescape") if raw.__class__ is str else raw  # type: ignore[union-attr,misc]
+    else:
+        limit = MAX_LINE_BYTES
+        while True:
+            if pushback:
+                yield from pushback
+                pushback.clear()
+            line = readline(limit + 1)
+            if len(line) <= limit:
+                if not line:
+                    break
+                yield line
+                continue
+            n = len(line)
+            while not line.endswith(b"\n"):
+                line = readline(1 << 20)
+                if not line:
+                    break
+                n += len(line)
+            yield TooLong(n)
+    if pushback:
+        yield from pushback
+        pushback.clear()
 
-    A line holding a carriage return before its end is cut there too, and counted in
-    ``stats.notes``: a log written with CR-only line ends would otherwise be one line, and
-    every record in it lost without a word.
-    """
-    items = bounded_lines(source, MAX_LINE_BYTES) if callable(getattr(source, "readline", None)) else source
-    for raw in items:
-        if raw.__class__ is str:
-            raw = raw.encode("utf-8", "surrogateescape")  # type: ignore[union-attr]
-        elif raw.__class__ is TooLong:
-            yield raw  # type: ignore[misc]
-            continue
-        if b"\r" not in raw:  # type: ignore[operator]
-            yield raw  # type: ignore[misc]
-            continue
-        body = raw.rstrip(b"\r\n")  # type: ignore[union-attr]
-        if b"\r" not in body:
-            yield raw  # type: ignore[misc]
-            continue
-        pieces = body.split(b"\r")
-        stats.note("carriage return(s) inside a line, read as line ends", len(pieces) - 1)
-        for piece in pieces:
-            yield piece + b"\n"
+
+#: Said in ``stats.notes`` for each carriage return read as a line end
+CR_NOTE = "carriage return(s) inside a line, read as line ends"
+#: Lines the prefilter passes over are searched for a carriage return only past this
+#: length (or the first line): a log with CR-only line ends reads as one long first line.
+_CR_CHECK_BYTES = 4096
+
+
+def _cut_at_cr(body: bytes, pushback: list[bytes], stats: SourceStats) -> None:
+    """Cut a line (without its line end) at each carriage return, for the reader to take
+    the pieces as lines."""
+    pieces = body.split(b"\r")
+    stats.note(CR_NOTE, len(pieces) - 1)
+    pushback.extend(p + b"\n" for p in pieces)
 
 
 def iter_klog(
     source: Iterable[bytes] | Iterable[str],
     stats: SourceStats,
     messages: Iterable[str] | None = None,
-    contains: Mapping[str, tuple[str, Iterable[str]]] | None = None,
+    contains: Contains | None = None,
 ) -> Iterator[KlogRecord]:
     """Stream :class:`KlogRecord` s from a binary file (or any iterable of lines).
 
@@ -645,7 +688,7 @@ def iter_klog(
     before every yield and when the iterator ends or is closed, so they are exact whenever
     the caller looks at them between records.
     """
-    wanted = Prefilter(messages, contains) if messages is not None else None
+    wanted = Prefilter(messages, contains).function() if messages is not None else None
     pending: _Parsed | None = None  # a record whose multi-line block is still open
     read = understood = ignored = 0  # not yet written back to stats
     line_no = 0
@@ -657,8 +700,9 @@ def iter_klog(
         stats.ignored += ignored
         read = understood = ignored = 0
 
+    pushback: list[bytes] = []
     try:
-        for b in _lines(source, stats):
+        for b in _lines(source, pushback):
             line_no += 1
             read += 1
             if b.__class__ is TooLong or len(b) > MAX_LINE_BYTES:
@@ -669,9 +713,23 @@ def iter_klog(
                     pending = None
                 continue
             if pending is None and wanted is not None and not wanted(b):  # type: ignore[arg-type]
+                if (line_no == 1 or len(b) > _CR_CHECK_BYTES) and b"\r" in b.rstrip(b"\r\n"):  # type: ignore[union-attr]
+                    _cut_at_cr(b.rstrip(b"\r\n"), pushback, stats)  # type: ignore[union-attr]
+                    line_no -= 1
+                    read -= 1
+                    continue
                 ignored += 1
                 continue
             b = b.rstrip(b"\r\n")  # type: ignore[union-attr]
+            if b"\r" in b:
+                # A carriage return alone ends a line too: else a log written with CR-only
+                # line ends is one line, and every record in it is lost without a word.
+                # Checked on the lines that may be wanted, the first and the long ones only:
+                # such a log's first line holds it all.
+                _cut_at_cr(b, pushback, stats)
+                line_no -= 1
+                read -= 1
+                continue
             h = _header_offset_b(b)
             if pending is not None:
                 if b[h : h + 1] == b"\t":

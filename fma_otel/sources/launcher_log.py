@@ -146,17 +146,30 @@ def iter_launcher_log(
     """Stream :class:`LauncherRecord` s from a binary file or any iterable of lines.
 
     ``facts_only=True`` yields only the records the bridge uses (a message starting with
-    :data:`ACCEPTED_PREFIX`, or an access line ``PUT`` under :data:`INSTANCES_PATH`): exactly
-    the subset of the records yielded without it, with the same ``stats``.
+    :data:`ACCEPTED_PREFIX`, or an access line ``PUT`` under :data:`INSTANCES_PATH`): the
+    subset of the records yielded without it.  Lines that hold neither text, outside such
+    a record, are then counted in ``stats.ignored`` unread (most lines of a launcher log).
     """
     src = fh_or_lines
     items = bounded_lines(src, MAX_LINE_BYTES) if callable(getattr(src, "readline", None)) else src
-    for rec in _iter_items(items, stats):
+    for rec in _iter_items(items, stats, facts_only):
         if not facts_only or _is_fact(rec):
             yield rec
 
 
-def _iter_items(items: Iterable[Any], stats: SourceStats) -> Iterator[LauncherRecord]:
+_FACT_TEXTS = (ACCEPTED_PREFIX, '"PUT ')
+_FACT_BYTES = tuple(t.encode() for t in _FACT_TEXTS)
+
+
+def _may_be_fact(raw: bytes | str) -> bool:
+    """Whether a line may hold a fact the bridge reads: a literal search, nothing checked."""
+    texts: tuple[Any, ...] = _FACT_BYTES if raw.__class__ is bytes else _FACT_TEXTS
+    return texts[0] in raw or texts[1] in raw
+
+
+def _iter_items(
+    items: Iterable[Any], stats: SourceStats, facts_only: bool = False
+) -> Iterator[LauncherRecord]:
     pending: LauncherRecord | None = None
     more: list[str] = []
     more_bytes = 0
@@ -164,6 +177,9 @@ def _iter_items(items: Iterable[Any], stats: SourceStats) -> Iterator[LauncherRe
     for raw in items:
         line_no += 1
         stats.read += 1
+        if facts_only and pending is None and raw.__class__ is not TooLong and not _may_be_fact(raw):
+            stats.ignored += 1  # neither a fact nor part of one
+            continue
         if raw.__class__ is TooLong or len(raw) > MAX_LINE_BYTES:
             # Not read (see lines.TooLong): it may have begun a record, so the one before
             # ends here, and continuation lines after it belong to no record.
@@ -208,6 +224,8 @@ def _iter_items(items: Iterable[Any], stats: SourceStats) -> Iterator[LauncherRe
             stats.skip(line_no, e.reason)
             continue
         stats.understood += 1
+        if facts_only and not _is_fact(pending):
+            pending = None  # its continuation lines are passed over with the other lines
     if pending is not None:
         yield _with_more(pending, more)
 
