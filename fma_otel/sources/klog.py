@@ -34,8 +34,9 @@ Decisions (the tests pin them):
 * **Accounting**: every physical line is counted in ``stats.read`` and in exactly one of
   ``stats.understood`` (records, continuation lines of a block), ``stats.ignored`` (lines
   a prefilter passed over unread) or ``stats.skipped`` (with a reason).
-* **Line ends**: ``\n`` or ``\r\n``; a carriage return alone also ends a line (and is
-  noted in ``stats.notes``).
+* **Line ends**: ``\n`` or ``\r\n``; in the first line and in lines past 4 KiB a carriage
+  return alone also ends a line (noted in ``stats.notes``): a log written with CR-only line
+  ends is then read line by line.
 """
 
 from __future__ import annotations
@@ -656,8 +657,8 @@ def _lines(source: Iterable[bytes] | Iterable[str], pushback: list[bytes]) -> It
 
 #: Said in ``stats.notes`` for each carriage return read as a line end
 CR_NOTE = "carriage return(s) inside a line, read as line ends"
-#: Lines the prefilter passes over are searched for a carriage return only past this
-#: length (or the first line): a log with CR-only line ends reads as one long first line.
+#: Lines are searched for a carriage return inside them only past this length (and the
+#: first line): a log with CR-only line ends reads as one long first line.
 _CR_CHECK_BYTES = 4096
 
 
@@ -712,24 +713,19 @@ def iter_klog(
                     yield pending.record()  # without the block's value, as for a cut block
                     pending = None
                 continue
-            if pending is None and wanted is not None and not wanted(b):  # type: ignore[arg-type]
-                if (line_no == 1 or len(b) > _CR_CHECK_BYTES) and b"\r" in b.rstrip(b"\r\n"):  # type: ignore[union-attr]
-                    _cut_at_cr(b.rstrip(b"\r\n"), pushback, stats)  # type: ignore[union-attr]
-                    line_no -= 1
-                    read -= 1
-                    continue
-                ignored += 1
-                continue
-            b = b.rstrip(b"\r\n")  # type: ignore[union-attr]
-            if b"\r" in b:
+            if (line_no == 1 or len(b) > _CR_CHECK_BYTES) and b"\r" in b.rstrip(b"\r\n"):  # type: ignore[union-attr]
                 # A carriage return alone ends a line too: else a log written with CR-only
                 # line ends is one line, and every record in it is lost without a word.
-                # Checked on the lines that may be wanted, the first and the long ones only:
-                # such a log's first line holds it all.
-                _cut_at_cr(b, pushback, stats)
+                # Such a log is one long first line, so only the first line and long lines
+                # are searched (the same ones whether a prefilter is given or not).
+                _cut_at_cr(b.rstrip(b"\r\n"), pushback, stats)  # type: ignore[union-attr]
                 line_no -= 1
                 read -= 1
                 continue
+            if pending is None and wanted is not None and not wanted(b):  # type: ignore[arg-type]
+                ignored += 1
+                continue
+            b = b.rstrip(b"\r\n")  # type: ignore[union-attr]
             h = _header_offset_b(b)
             if pending is not None:
                 if b[h : h + 1] == b"\t":
