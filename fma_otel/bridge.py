@@ -130,9 +130,8 @@ def sample_dir() -> Path:
 def inputs_from_capture(directory: str | os.PathLike[str]) -> BridgeInputs:
     """A capture directory: ``pods.json``, ``dpc.log``, ``launcher-<pod>.log`` (docs/capture-format.md).
 
-    The launcher logs are found with one ``scandir`` and sorted by name (what ``glob`` and
-    sorting ``Path`` objects gave, ~40 ms for 1900 launchers, on the bridge's critical path
-    before its workers start)."""
+    The launcher logs are found with one ``scandir`` and sorted by name (a capture may
+    hold thousands)."""
     d = Path(directory)
     if not d.is_dir():
         raise InputError(f"{d}: not a capture directory")
@@ -200,7 +199,7 @@ def check_readable(paths: Iterable[str]) -> dict[str, int]:
     each input's size in bytes (0 for a pipe).
 
     With ``os.open``, not ``open``: no file object per input (a capture has one per
-    launcher, and this runs before the DPC-log workers start)."""
+    launcher)."""
     sizes: dict[str, int] = {}
     for p in paths:
         try:

@@ -316,3 +316,26 @@ def test_a_launcher_log_without_creates_is_read_and_a_foreign_file_refused(tmp_p
     inputs.launcher_logs["launcher-example-4lgw5"] = str(d / "pods.json")
     with pytest.raises(InputError, match="not a launcher log"):
         run_bridge(inputs)
+
+
+def test_traces_are_built_one_at_a_time_as_they_are_asked_for(monkeypatch) -> None:
+    """Memory is bounded by what the correlator keeps, not by the output: reading builds no
+    trace, and each step of ``iter_traces`` builds exactly one (nothing built ahead)."""
+    from fma_otel import bridge as B
+
+    built: list[str] = []
+    real = B.build_trace
+
+    def spy(act):
+        built.append(act.key)
+        return real(act)
+
+    monkeypatch.setattr(B, "build_trace", spy)
+    res = run_bridge(inputs_from_capture(sample_dir()), baseline_selector={"app": "vllm"})
+    assert built == []
+    it = res.iter_traces()
+    act, trace = next(it)
+    assert built == [act.key] and trace[0].attributes[M.A_ACTUATION_KEY] == act.key
+    rest = list(it)
+    assert len(built) == 1 + len(rest) == 6
+    assert [a.key for a, _ in [(act, trace), *rest]] == built
