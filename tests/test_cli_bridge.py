@@ -359,3 +359,25 @@ def test_a_dpc_line_naming_no_pod_is_counted_and_fails_strict(tmp_path: Path, cl
     r = run(str(d), "--strict", "--out", str(tmp_path / "o.jsonl"))
     assert r.exit_code == 1
     assert f"{d / 'dpc.log'}:{CREATE_LINE}: not traced: names a requester: uid {bad}" in r.stderr
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # a header date no year has: the year resolver raises ValueError
+        b'I0230 14:40:00.000000       1 x.go:1] "Bound server-providing Pod" serverUID="u" name="l"\n',
+        # a --timestamps prefix that is no time
+        b'2026-13-45T99:00:00Z I0629 14:40:00.000000       1 x.go:1] "Bound server-providing Pod" serverUID="u"\n',
+        # a wanted call whose start is no time
+        b'I0629 14:40:00.000000       1 x.go:1] "HTTP call done" purpose="wake" httpCallStartTime="2026-06-29 at noon"'
+        b" latencySecs=0.1 statusCode=200 err=null\n",
+    ],
+)
+def test_a_wanted_line_with_a_bad_time_is_a_counted_skip(tmp_path: Path, clean_otlp_env, line: bytes) -> None:
+    d = _sample_copy(tmp_path)
+    with (d / "dpc.log").open("ab") as fh:
+        fh.write(line)
+    r = run(str(d), "--strict", "--out", str(tmp_path / "o.jsonl"))
+    assert r.exit_code == 1 and "Traceback" not in r.stderr
+    assert f"{d / 'dpc.log'}:210: skipped: " in r.stderr
+    assert "--strict: 1 line(s) skipped" in r.stderr
