@@ -462,3 +462,26 @@ def test_str_lines_are_accepted_and_stats_flush_between_records():
     assert stats.read == 1
     rest = list(it)
     assert len(rest) == 1 and (stats.read, stats.understood, stats.skipped) == (3, 2, 1)
+
+
+def test_a_cr_only_log_longer_than_a_line_may_be_is_still_read_line_by_line(monkeypatch):
+    """Past the longest line the reader holds, a CR-only log is read on in pieces, never
+    held whole and never lost as one line too long."""
+    from fma_otel.sources import klog
+
+    monkeypatch.setattr(klog, "MAX_LINE_BYTES", 1300)
+    lines = [HTTP_CREATE, CREATED, RELAYED] * 4
+    data = ("\r".join(lines) + "\r\n" + RELAYED + "\n").encode()
+    assert len(data) > 6 * 1300
+    st = SourceStats("dpc")
+    recs = list(iter_klog(io.BytesIO(data), st, messages=frozenset({"Successfully relayed the readiness"})))
+    assert [r.line_no for r in recs] == [3, 6, 9, 12, 13]
+    assert (st.read, st.understood, st.ignored, st.skipped) == (13, 5, 8, 0)
+    assert st.notes == {klog.CR_NOTE: 12}
+    # a piece past the limit is measured up to its CR, and the pieces after it still read
+    monkeypatch.setattr(klog, "MAX_LINE_BYTES", 600)
+    st = SourceStats("dpc")
+    recs = list(iter_klog(io.BytesIO(data), st, messages=frozenset({"Successfully relayed the readiness"})))
+    assert [r.line_no for r in recs] == [3, 6, 9, 12, 13]
+    assert [ln for ln, _ in st.skipped_lines] == [2, 5, 8, 11]  # CREATED, 1250 bytes
+    assert (st.read, st.understood, st.ignored, st.skipped) == (13, 5, 4, 4)

@@ -619,11 +619,14 @@ def _header_offset_b(b: bytes) -> int:
     return 0
 
 
-def _lines(source: Iterable[bytes] | Iterable[str], pushback: list[bytes]) -> Iterator[bytes | TooLong]:
+def _lines(
+    source: Iterable[bytes] | Iterable[str], pushback: list[bytes], stats: SourceStats
+) -> Iterator[bytes | TooLong]:
     """The physical lines of ``source`` as bytes, each followed by what the reader put in
     ``pushback`` meanwhile (the pieces it cut a line into).  A file is read a line at a
     time with a bound, so a line past ``MAX_LINE_BYTES`` comes as its length
-    (:class:`TooLong`), never held whole."""
+    (:class:`TooLong`), never held whole, unless it holds carriage returns: then it is read
+    on as lines ended by them (a log with CR-only line ends, too big for one line)."""
     readline = getattr(source, "readline", None)
     if not callable(readline):
         for raw in source:
@@ -643,6 +646,9 @@ def _lines(source: Iterable[bytes] | Iterable[str], pushback: list[bytes]) -> It
                     break
                 yield line
                 continue
+            if b"\r" in line:
+                yield from _cr_lines(line, readline, limit, stats)
+                continue
             n = len(line)
             while not line.endswith(b"\n"):
                 line = readline(1 << 20)
@@ -660,6 +666,47 @@ CR_NOTE = "carriage return(s) inside a line, read as line ends"
 #: Lines are searched for a carriage return inside them only past this length (and the
 #: first line): a log with CR-only line ends reads as one long first line.
 _CR_CHECK_BYTES = 4096
+
+
+def _cr_lines(head: bytes, readline: Any, limit: int, stats: SourceStats) -> Iterator[bytes | TooLong]:
+    """The lines, ended by carriage returns, of a line past ``limit`` that begins with
+    ``head``: each as its own line (with a ``\n``), up to the ``\n`` that ends it.  At
+    most about ``2 * limit`` bytes are held; a piece past ``limit`` comes as its length."""
+    rest = head
+    while True:
+        pieces = rest.split(b"\r")
+        rest = pieces.pop()
+        stats.note(CR_NOTE, len(pieces))
+        for p in pieces:
+            yield p + b"\n" if len(p) < limit else TooLong(len(p) + 1)
+        if rest.endswith(b"\n"):
+            if rest != b"\n":  # else the last piece's CR was a CRLF's
+                yield rest if len(rest) <= limit else TooLong(len(rest))
+            return
+        more = readline(limit + 1)
+        if not more:
+            if rest:
+                yield rest if len(rest) <= limit else TooLong(len(rest))
+            return
+        rest += more
+        if len(rest) > limit and b"\r" not in rest:
+            # one piece past the limit: measured up to its CR (or the line's end), not held
+            n = len(rest)
+            while True:
+                if rest.endswith(b"\n"):
+                    yield TooLong(n)
+                    return
+                rest = readline(limit + 1)
+                if not rest:
+                    yield TooLong(n)
+                    return
+                cr = rest.find(b"\r")
+                if cr >= 0:
+                    yield TooLong(n + cr + 1)
+                    stats.note(CR_NOTE, 1)
+                    rest = rest[cr + 1 :]
+                    break
+                n += len(rest)
 
 
 def _cut_at_cr(body: bytes, pushback: list[bytes], stats: SourceStats) -> None:
@@ -703,7 +750,7 @@ def iter_klog(
 
     pushback: list[bytes] = []
     try:
-        for b in _lines(source, pushback):
+        for b in _lines(source, pushback, stats):
             line_no += 1
             read += 1
             if b.__class__ is TooLong or len(b) > MAX_LINE_BYTES:
