@@ -194,13 +194,11 @@ def _reading(path: str) -> Iterator[IO[bytes]]:
         raise _os_error(path, exc) from None
 
 
-def check_readable(paths: Iterable[str]) -> dict[str, int]:
-    """Fail fast, before any work, on a missing or unreadable input (or a directory); give
-    each input's size in bytes (0 for a pipe).
+def check_readable(paths: Iterable[str]) -> None:
+    """Fail fast, before any work, on a missing or unreadable input (or a directory).
 
     With ``os.open``, not ``open``: no file object per input (a capture has one per
     launcher)."""
-    sizes: dict[str, int] = {}
     for p in paths:
         try:
             fd = os.open(p, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
@@ -212,8 +210,6 @@ def check_readable(paths: Iterable[str]) -> dict[str, int]:
             os.close(fd)
         if stat.S_ISDIR(st.st_mode):
             raise _os_error(p, IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR)))
-        sizes[p] = st.st_size if stat.S_ISREG(st.st_mode) else 0
-    return sizes
 
 
 def run_bridge(
