@@ -247,7 +247,7 @@ def run_bridge(
                         path,
                         ev.index,
                         LOST_UID,
-                        f"{_pod_name(ev.pod)} has uid {uid}, already that of {_pod_name(other)}: not traced",
+                        f"{_pod_name(ev.pod)} has uid {uid}, already that of {_pod_name(other)}",
                     )
                 n += 1
         if n == 0 and st.read and not st.understood:
@@ -275,9 +275,7 @@ def run_bridge(
         stats.append(st)
         for line_no, key in c.unknown_requester_lines():
             who = f"name {key[5:]}" if key.startswith("name:") else f"uid {key}"
-            lose(
-                inputs.dpc_log, line_no, LOST_REQUESTER, f"{who}, which no Pod in the capture has: not traced"
-            )
+            lose(inputs.dpc_log, line_no, LOST_REQUESTER, f"{who}, which no Pod in the capture has")
     return BridgeResult(c, stats, c.orphan_requesters(), lost, counts)
 
 
