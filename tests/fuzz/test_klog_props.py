@@ -88,3 +88,32 @@ def test_prefilter_loses_no_wanted_record(lines: list[bytes]) -> None:
     _, pre = _counted(lines, messages=WANTED_MESSAGES)
     want = [_key(r) for r in full if r.msg in WANTED_MESSAGES]
     assert [_key(r) for r in pre] == want
+
+
+@FAST
+@given(
+    st.lists(st.sampled_from([*DPC[:20], b"", b"x" * 90]), max_size=30),
+    st.lists(st.sampled_from([b"\n", b"\r", b"\r\n"]), min_size=1, max_size=30),
+)
+def test_a_file_with_any_line_ends_and_a_small_limit_is_counted_and_loses_no_wanted_record(
+    pieces: list[bytes], ends: list[bytes]
+) -> None:
+    """Read as a file with a line limit smaller than many lines: however CRs and LFs mix,
+    every line is counted once, and the prefilter loses no record a full read finds."""
+    import io
+    from unittest import mock
+
+    from fma_otel.sources import klog
+
+    data = b"".join(p + ends[i % len(ends)] for i, p in enumerate(pieces))
+    with mock.patch.object(klog, "MAX_LINE_BYTES", 200):
+        runs = []
+        for kw in ({}, {"messages": WANTED_MESSAGES}):
+            st_ = SourceStats("t")
+            recs = list(iter_klog(io.BytesIO(data), st_, **kw))  # type: ignore[arg-type]
+            assert st_.read == st_.understood + st_.ignored + st_.skipped
+            assert st_.read >= data.count(b"\n")
+            runs.append((st_.read, [_key(r) for r in recs]))
+    (read_full, full), (read_pre, pre) = runs
+    assert read_full == read_pre
+    assert pre == [k for k in full if k[1] in WANTED_MESSAGES]
