@@ -1,9 +1,14 @@
-"""The offline bridge: capture files -> correlator -> span trees.
+"""The offline bridge: capture files -> correlator -> span trees, one data path.
 
 This is the pipeline behind ``fma-otel bridge`` (and the reference the live watcher is
-tested against): sources are read in a fixed order (Pods first, so the klog year can be
-resolved against Pod timestamps; then launcher logs; then the DPC log, streamed), every
-line is counted, and the result is a list of finished traces.
+tested against): sources yield records, the correlator takes them, the builder makes one
+trace per actuation, and the caller's sink writes each trace as it is made.  Sources are
+read in a fixed order (Pods first, so the klog year can be resolved against Pod
+timestamps; then launcher logs; then the DPC log, streamed), every line is counted.
+
+Why traces are made lazily (:meth:`BridgeResult.iter_traces`): the output of a long
+capture is several times the state the correlator keeps, so holding it would make the
+output, not the input, bound the memory of a run.
 """
 
 from __future__ import annotations
@@ -15,21 +20,22 @@ import stat
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from importlib import resources
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, NamedTuple
 
 from . import model as M
+from . import podfacts as P
 from .build import build_trace
-from .correlate import Actuation, Correlator, dpc_row, failed_poll
+from .correlate import Actuation, Correlator
 from .facts import WANTED_CONTAINS, WANTED_MESSAGES
-from .sources.klog import iter_klog
-from .sources.klog_segments import MIN_PARALLEL_BYTES, SegmentedRead
-from .sources.launcher_log import iter_launcher_log
+from .lines import MAX_LINE_BYTES, bounded_lines
+from .sources.klog import KlogParseError, iter_klog, parse_klog_line, split_timestamp_prefix
+from .sources.launcher_log import iter_launcher_log, parse_launcher_line
 from .sources.pods import iter_pod_events
 from .sources.records import SourceStats
-from .workers import default_jobs, no_cyclic_gc
 
 CAPTURE_PODS = "pods.json"
 CAPTURE_DPC = "dpc.log"
@@ -48,25 +54,72 @@ class BridgeInputs:
     launcher_logs: dict[str, str] = field(default_factory=dict)
 
 
+class Loss(NamedTuple):
+    """Something read that no trace shows, though nothing in it was malformed."""
+
+    source: str  # the file
+    where: int  # its line (a Pod: its position among the file's Pod objects, from 0)
+    why: str
+
+
+#: Loss.why prefixes, for the summary's counts
+LOST_UID = "Pod shares its uid"
+LOST_REQUESTER = "names a requester"
+
+
 @dataclass
 class BridgeResult:
-    actuations: list[Actuation]
-    traces: list[list[M.SpanRecord]]
+    """Every source read into one correlator; the traces are made on demand.
+
+    :meth:`iter_traces` builds each actuation's trace as it is asked for (what the CLI
+    writes); ``actuations`` and ``traces`` hold them all, for callers of small captures.
+    """
+
+    correlator: Correlator
     stats: list[SourceStats]
     #: requesters the DPC log names whose Pod is not in the capture (nothing to trace)
     orphans: int = 0
-    #: segments the DPC log was read in, by workers and (its head) this process; 1: in one
-    #: piece, serially here or by one worker while this process read the other sources
-    dpc_segments: int = 1
-    #: with ``build=False``: the requester Pods in order and what makes each one's
-    #: actuations (``actuations`` is then empty: the caller correlates them where it
-    #: builds and encodes them, ``trace_lines.py``)
-    requesters: list[dict[str, Any]] = field(default_factory=list)
-    actuations_of: Callable[[dict[str, Any]], list[Actuation]] | None = None
+    #: what was read and is in no trace (``--strict`` fails on these too), first ones
+    lost: list[Loss] = field(default_factory=list)
+    #: how many of each kind (``Loss.why`` up to its first ``:``)
+    lost_counts: Counter[str] = field(default_factory=Counter)
+
+    def iter_actuations(self) -> Iterator[Actuation]:
+        """Every actuation, ordered by requester creation, one requester at a time."""
+        c = self.correlator
+        for pod in c.requesters_in_order():
+            yield from c.actuations_of(pod)
+
+    def iter_traces(self) -> Iterator[tuple[Actuation, list[M.SpanRecord]]]:
+        """Each actuation with its finished trace, built when it is reached."""
+        for act in self.iter_actuations():
+            yield act, build_trace(act)
+
+    @cached_property
+    def actuations(self) -> list[Actuation]:
+        return list(self.iter_actuations())
+
+    @cached_property
+    def traces(self) -> list[list[M.SpanRecord]]:
+        return [build_trace(a) for a in self.actuations]
 
     @property
     def span_count(self) -> int:
         return sum(len(t) for t in self.traces)
+
+
+@dataclass
+class Tally:
+    """What was written, counted as it goes: traces, spans, actuations by (path, complete)."""
+
+    traces: int = 0
+    spans: int = 0
+    paths: Counter[tuple[str, bool]] = field(default_factory=Counter)
+
+    def add(self, act: Actuation, trace: list[M.SpanRecord]) -> None:
+        self.traces += 1
+        self.spans += len(trace)
+        self.paths[act.path, act.complete] += 1
 
 
 def sample_dir() -> Path:
@@ -77,9 +130,8 @@ def sample_dir() -> Path:
 def inputs_from_capture(directory: str | os.PathLike[str]) -> BridgeInputs:
     """A capture directory: ``pods.json``, ``dpc.log``, ``launcher-<pod>.log`` (docs/capture-format.md).
 
-    The launcher logs are found with one ``scandir`` and sorted by name (what ``glob`` and
-    sorting ``Path`` objects gave, ~40 ms for 1900 launchers, on the bridge's critical path
-    before its workers start)."""
+    The launcher logs are found with one ``scandir`` and sorted by name (a capture may
+    hold thousands)."""
     d = Path(directory)
     if not d.is_dir():
         raise InputError(f"{d}: not a capture directory")
@@ -142,13 +194,11 @@ def _reading(path: str) -> Iterator[IO[bytes]]:
         raise _os_error(path, exc) from None
 
 
-def check_readable(paths: Iterable[str]) -> dict[str, int]:
-    """Fail fast, before any work, on a missing or unreadable input (or a directory); give
-    each input's size in bytes (0 for a pipe).
+def check_readable(paths: Iterable[str]) -> None:
+    """Fail fast, before any work, on a missing or unreadable input (or a directory).
 
     With ``os.open``, not ``open``: no file object per input (a capture has one per
-    launcher, and this runs before the DPC-log workers start)."""
-    sizes: dict[str, int] = {}
+    launcher)."""
     for p in paths:
         try:
             fd = os.open(p, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
@@ -160,8 +210,6 @@ def check_readable(paths: Iterable[str]) -> dict[str, int]:
             os.close(fd)
         if stat.S_ISDIR(st.st_mode):
             raise _os_error(p, IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR)))
-        sizes[p] = st.st_size if stat.S_ISREG(st.st_mode) else 0
-    return sizes
 
 
 def run_bridge(
@@ -170,100 +218,37 @@ def run_bridge(
     baseline_selector: Mapping[str, str] | None = None,
     baseline_container: str | None = None,
     progress: Callable[[int], None] | None = None,
-    jobs: int | None = None,
-    parallel_min_bytes: int = MIN_PARALLEL_BYTES,
-    build: bool = True,
 ) -> BridgeResult:
-    """Read every source, correlate, and build one finished trace per actuation.
+    """Read every source into one correlator (the traces are built later, on demand).
 
-    A DPC log of ``parallel_min_bytes`` or more is read by ``jobs`` worker processes
-    (default: the CPUs this process may use, at most 4; forked, or spawned when this process
-    runs other threads) while this process reads the Pods and launcher logs: same records,
-    counts and output as a serial read (``sources/klog_segments.py``).  The workers also make
-    each line's fact (``correlate.dpc_row``), so only what the correlator can keep crosses
-    the pipe, and this process adds those in line order.
-
-    ``build=False`` leaves ``actuations`` and ``traces`` empty and gives ``requesters`` and
-    ``actuations_of`` instead, for a caller that correlates, builds and encodes the
-    actuations itself (``trace_lines.py``, in parallel).
-    """
-    sizes = check_readable(
+    Raises :class:`InputError` for an unusable input, before any work when it can."""
+    check_readable(
         [*inputs.pods, *([inputs.dpc_log] if inputs.dpc_log else []), *inputs.launcher_logs.values()]
     )
-    with no_cyclic_gc():
-        return _run_bridge(
-            inputs, sizes, baseline_selector, baseline_container, progress, jobs, parallel_min_bytes, build
-        )
-
-
-def _run_bridge(
-    inputs: BridgeInputs,
-    sizes: Mapping[str, int],
-    baseline_selector: Mapping[str, str] | None,
-    baseline_container: str | None,
-    progress: Callable[[int], None] | None,
-    jobs: int | None,
-    parallel_min_bytes: int,
-    build: bool,
-) -> BridgeResult:
-    segmented = (
-        SegmentedRead.start(
-            inputs.dpc_log,
-            WANTED_MESSAGES,
-            WANTED_CONTAINS,
-            default_jobs() if jobs is None else jobs,
-            parallel_min_bytes,
-            transform=dpc_row,
-            drop=failed_poll,
-            other_bytes=_other_work_bytes(inputs, sizes),
-        )
-        if inputs.dpc_log
-        else None
-    )
-    try:
-        return _read_sources(inputs, segmented, baseline_selector, baseline_container, progress, build)
-    finally:
-        # Also when a source fails (an InputError, an unreadable file): the DPC-log workers
-        # would otherwise stay blocked holding their segments' rows until this process exits.
-        if segmented is not None:
-            segmented.close()
-
-
-#: What reading the other sources costs, in bytes of DPC log read in the same time
-#: (measured on the 200 MB benchmark capture, one process: the DPC log into rows ~9 ns a
-#: byte, pods.json ~11 ns a byte, a launcher log ~95 us, mostly per file).  Only the
-#: balance between the processes depends on it, never the result.
-POD_BYTE_WEIGHT = 1.25
-LAUNCHER_FILE_BYTES = 8 << 10
-
-
-def _other_work_bytes(inputs: BridgeInputs, sizes: Mapping[str, int]) -> int:
-    """The Pods and launcher logs this process reads while the DPC-log workers run, as
-    bytes of DPC log (``SegmentedRead.start``'s ``other_bytes``); ``sizes`` from
-    :func:`check_readable`."""
-    pods = sum(sizes.get(p, 0) for p in inputs.pods)
-    launchers = sum(sizes.get(p, 0) for p in inputs.launcher_logs.values())
-    return int(pods * POD_BYTE_WEIGHT) + launchers + LAUNCHER_FILE_BYTES * len(inputs.launcher_logs)
-
-
-def _read_sources(
-    inputs: BridgeInputs,
-    segmented: SegmentedRead | None,
-    baseline_selector: Mapping[str, str] | None,
-    baseline_container: str | None,
-    progress: Callable[[int], None] | None,
-    build: bool,
-) -> BridgeResult:
-    """Read the Pods and launcher logs here, then the DPC log (from ``segmented``'s workers,
-    or serially); correlate; build the traces unless ``build`` is false."""
     c = Correlator(baseline_selector=baseline_selector, baseline_container=baseline_container)
     stats: list[SourceStats] = []
+    lost: list[Loss] = []
+    counts: Counter[str] = Counter()
+
+    def lose(source: str, where: int, kind: str, detail: str) -> None:
+        counts[kind] += 1
+        if len(lost) < MAX_LOSSES:
+            lost.append(Loss(source, where, f"{kind}: {detail}"))
+
     for path in inputs.pods:
         st = SourceStats(path)
         with _reading(path) as fh:
             n = 0
             for ev in iter_pod_events(fh, st):
-                c.add_pod(ev)
+                if not c.add_pod(ev):
+                    uid = P.uid(ev.pod)
+                    other = c.store.get(uid or "") or {}
+                    lose(
+                        path,
+                        ev.index,
+                        LOST_UID,
+                        f"{_pod_name(ev.pod)} has uid {uid}, already that of {_pod_name(other)}",
+                    )
                 n += 1
         if n == 0 and st.read and not st.understood:
             raise InputError(f"{path}: not Kubernetes Pod JSON (no Pod object found)")
@@ -274,91 +259,115 @@ def _read_sources(
         with _reading(path) as fh:
             for rec in iter_launcher_log(fh, st, facts_only=True):
                 c.add_launcher(launcher, rec)
-        _require_some(st, path, "a launcher log")
+        _require_some(st, path, "a launcher log", _is_launcher_log)
         stats.append(st)
     if inputs.dpc_log:
         st = SourceStats(inputs.dpc_log)
         with _reading(inputs.dpc_log) as fh:
-            items: Iterable[Any]
-            if segmented is not None:
-                # the workers made each line's fact (dpc_row): add those rows in line order
-                items, add, line_of = segmented.records(st, progress), c.add_dpc_row, itemgetter(0)
-            else:
-                src = _ProgressReader(fh, progress) if progress else fh
-                items = iter_klog(
-                    src, st, messages=WANTED_MESSAGES, contains=WANTED_CONTAINS, drop=failed_poll
-                )
-                add, line_of = c.add_dpc, attrgetter("line_no")
-            for item in items:
+            src = _ProgressReader(fh, progress) if progress else fh
+            for rec in iter_klog(src, st, messages=WANTED_MESSAGES, contains=WANTED_CONTAINS):
                 try:
-                    add(item)
-                except ValueError as exc:
-                    st.skip(line_of(item), str(exc))
+                    c.add_dpc(rec)
+                except ValueError as exc:  # a wanted line without what makes it meaningful
+                    st.skip(rec.line_no, str(exc))
                     st.understood -= 1
-        _require_some(st, inputs.dpc_log, "a klog (DPC) log")
+        _require_some(st, inputs.dpc_log, "a klog (DPC) log", _is_klog)
         stats.append(st)
-    segments = segmented.segments if segmented is not None else 1
-    if not build:
-        c.prepare()
-        return BridgeResult(
-            [], [], stats, c.orphan_requesters(), segments, c.requesters_in_order(), c.actuations_of
-        )
-    acts = c.actuations()
-    return BridgeResult(acts, [build_trace(a) for a in acts], stats, c.orphan_requesters(), segments)
+        for line_no, key in c.unknown_requester_lines():
+            who = f"name {key[5:]}" if key.startswith("name:") else f"uid {key}"
+            lose(inputs.dpc_log, line_no, LOST_REQUESTER, f"{who}, which no Pod in the capture has")
+    return BridgeResult(c, stats, c.orphan_requesters(), lost, counts)
 
 
-def _require_some(st: SourceStats, path: str, what: str) -> None:
-    if st.read and not st.understood:
-        raise InputError(f"{path}: not {what} (none of its {st.read} lines could be read)")
+#: Losses itemised for ``--strict`` (all are counted)
+MAX_LOSSES = 100
+
+
+def _pod_name(pod: Mapping[str, object]) -> str:
+    return f"{P.namespace(pod) or '?'}/{P.name(pod) or '?'}"  # type: ignore[arg-type]
+
+
+def _require_some(st: SourceStats, path: str, what: str, first_line_ok: Callable[[bytes], bool]) -> None:
+    """A log none of whose lines the bridge could use: refuse it if its first line is not
+    of its format either (a Pod list or another file given in its place), since the lines
+    a prefilter passed over were not read."""
+    if not st.read or st.understood:
+        return
+    if st.ignored:
+        with _reading(path) as fh:
+            first = next((line for line in bounded_lines(fh, MAX_LINE_BYTES) if line.strip()), b"")
+        if first.__class__ is bytes and first_line_ok(first):
+            return
+    raise InputError(f"{path}: not {what} (none of its {st.read} lines could be read)")
+
+
+def _is_klog(line: bytes) -> bool:
+    try:
+        return parse_klog_line(line) is not None
+    except KlogParseError:
+        return False
+
+
+def _is_launcher_log(line: bytes) -> bool:
+    s = line.decode("utf-8", "replace").rstrip("\r\n")
+    try:
+        if s[10:11] in ("T", "t"):  # a --timestamps prefix
+            s = split_timestamp_prefix(s)[1]
+        parse_launcher_line(s)
+    except ValueError:  # LauncherParseError included
+        return False
+    return True
 
 
 class _ProgressReader:
     """Wraps a binary file to report bytes read (for a progress bar on long logs)."""
 
-    def __init__(self, fh, report: Callable[[int], None]) -> None:  # noqa: ANN001
+    def __init__(self, fh: IO[bytes], report: Callable[[int], None]) -> None:
         self._fh, self._report = fh, report
 
-    def __iter__(self):  # noqa: ANN204
-        for line in self._fh:
-            self._report(len(line))
-            yield line
-
-    def read(self, n: int = -1) -> bytes:
-        """Blocks for the klog parser's bulk scan, reported as they are read."""
-        data = self._fh.read(n)
-        self._report(len(data))
-        return data
-
-    def __getattr__(self, name: str):  # noqa: ANN204
-        return getattr(self._fh, name)
+    def readline(self, limit: int = -1) -> bytes:
+        line = self._fh.readline(limit)
+        self._report(len(line))
+        return line
 
 
-def summary(
-    result: BridgeResult,
-    written: tuple[int, int] | None = None,
-    paths: Mapping[tuple[str, bool], int] | None = None,
-) -> str:
-    """The stderr summary: actuations per path, completeness, lines per source, spans.
-
-    ``written`` is ``(traces, spans)`` and ``paths`` the actuations counted by ``(path,
-    complete)`` when they were correlated and built outside ``result``.
-    """
-    if paths is None:
-        paths = Counter((a.path, a.complete) for a in result.actuations)
+def summary(result: BridgeResult, tally: Tally | None = None) -> str:
+    """The stderr summary: actuations per path, completeness, lines per source, spans,
+    and what was lost and why.  ``tally``: what was written (else ``result``'s traces)."""
+    if tally is None:
+        tally = Tally()
+        for act, trace in zip(result.actuations, result.traces, strict=True):
+            tally.add(act, trace)
     by_path: dict[str, list[int]] = {}
-    for (path, complete), n in paths.items():
+    for (path, complete), n in tally.paths.items():
         by_path.setdefault(path, [0, 0])[0 if complete else 1] += n
-    lines = [f"actuations: {sum(paths.values())}"]
+    lines = [f"actuations: {sum(tally.paths.values())}"]
     for path in sorted(by_path):
         done, open_ = by_path[path]
         lines.append(f"  {path:<14} complete {done:>5}  incomplete {open_:>5}")
     for st in result.stats:
-        lines.append(f"source {st.name}: read {st.read}, understood {st.understood}, skipped {st.skipped}")
+        ignored = f", ignored {st.ignored}" if st.ignored else ""
+        lines.append(
+            f"source {st.name}: read {st.read}, understood {st.understood}{ignored}, skipped {st.skipped}"
+        )
+        lines.extend(f"  note: {n} {what}" for what, n in st.notes.items())
+        if st.skipped:
+            reasons = Counter(why for _, why in st.skipped_lines)
+            more = st.skipped - len(st.skipped_lines)
+            lines.extend(f"  skipped {n}: {why}" for why, n in reasons.most_common(5))
+            if more:
+                lines.append(f"  (and {more} more skipped lines not itemised)")
     if result.orphans:
+        n = result.lost_counts[LOST_REQUESTER]
         lines.append(
             f"not traced: {result.orphans} requester(s) in the DPC log have no Pod in the capture "
-            "(deleted before it was taken? capture Pods with kubectl get pods -w)"
+            f"({n} DPC line(s) name them; deleted before it was taken, or a corrupted uid? "
+            "capture Pods with kubectl get pods -w)"
         )
-    n_traces, n_spans = written if written is not None else (len(result.traces), result.span_count)
-    lines.append(f"spans: {n_spans} in {n_traces} traces")
+    if result.lost_counts[LOST_UID]:
+        lines.append(
+            f"not traced: {result.lost_counts[LOST_UID]} Pod object(s) have the uid of another Pod "
+            "(another name or namespace): a corrupt capture; the first Pod of each uid is kept"
+        )
+    lines.append(f"spans: {tally.spans} in {tally.traces} traces")
     return "\n".join(lines)

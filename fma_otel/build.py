@@ -13,14 +13,11 @@ Honesty rules from the span model:
 - an end before its start (clock skew, truncation) gives a zero-length span at the start,
   with ``fma.clock.inconsistent=true`` and the raw difference in ``fma.duration.raw_s``.
 
-Speed (the bridge builds every actuation of a capture): the table is resolved once per
-``(path, has_launcher_data)`` into a :class:`_Step` plan (start options, end instant,
-ancestor chain), so the per-span work is lookups in the actuation's instants, and the
-records are made by ``model._new_span_record`` rather than the frozen dataclass's
-``__init__`` (a third of the build time was that ``__init__``).  The spans of a trace
-observed by one service share one resource mapping (as decoded spans of one resource do),
-which also lets the writer group them once.  ``tests/test_build_equivalence.py`` holds
-the plain walk of the table this replaced, and checks that both give the same spans.
+Why a plan: the bridge builds every actuation of a capture, so the table is resolved once
+per ``(path, has_launcher_data)`` into a :class:`_Step` plan (start options, end instant,
+ancestor chain), and the per-span work is lookups in the actuation's instants.  The spans
+of a trace observed by one service share one resource mapping (as decoded spans of one
+resource do), which also lets the writer group them once.
 """
 
 from __future__ import annotations
@@ -122,7 +119,7 @@ def build_trace(act: Actuation) -> list[M.SpanRecord]:
     # decoder shares one per resource; the writer groups by it once, not once per span)
     resources: dict[str, dict[str, Any]] = {}
     out: list[M.SpanRecord] = []
-    new_record = M._new_span_record
+    new_record = M.SpanRecord
     for name, kind, metric, starts, e_name, ancestors, is_root in _plan(act.path, act.has_launcher_data):
         start = _ABSENT
         for n in starts:

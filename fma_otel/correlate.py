@@ -17,7 +17,6 @@ of the run before) with the number of the round that begins at a known unbind.
 from __future__ import annotations
 
 import bisect
-import re
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -28,10 +27,9 @@ from . import facts as F
 from . import model as M
 from . import podfacts as P
 from .facts import DpcFact, LauncherFact
-from .sources.klog import simple_line_pattern, split_timestamp_prefix
 from .sources.pods import PodStore
 from .sources.records import KlogRecord, LauncherRecord, PodEvent
-from .timeutil import civil_to_ns, parse_rfc3339_ns, year_of_ns
+from .timeutil import civil_to_ns, year_of_ns
 
 INF = 1 << 62
 #: how far a launcher's log may be from the DPC's clock and still be paired with its call
@@ -125,107 +123,6 @@ class YearResolver:
         return best[1] if best else year_of_ns(self._refs[-1])
 
 
-#: Days every year's month has (February: 28): a date within them resolves in any year.
-_SURE_DAYS = (0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
-#: ``--timestamps`` prefixes from 1970 up to the year 10000 resolve for any such date.
-_PREFIX_MAX_NS = 253_402_300_800 * M.S
-
-
-#: A failed ``/is_sleeping`` poll as the DPC prints it: an "HTTP call done" line whose
-#: call-site pairs come last, in the order of ``logger.V(5).Info("HTTP call done",
-#: "purpose", .., "method", .., "url", .., "httpCallStartTime", .., "latencySecs", ..,
-#: "statusCode", .., "err", err)``, with an ``err`` string whose only escapes are ``\"`` and
-#: a ``latencySecs`` under 10**8 (within ``facts.MAX_LATENCY_S``, so the fact cannot raise).
-#: The line is matched in two parts, the tail from its `` purpose=`` on (groups: the start
-#: time, the ``err`` body) and the head before it, so neither regex backtracks.  Anything
-#: else (another order, other escapes) is parsed in full, as before.
-_POLL_AT = b' purpose="query_sleeping" method="'
-_POLL_HEAD = simple_line_pattern(F.MSG_HTTP).fullmatch
-_POLL_TAIL = re.compile(
-    rb' purpose="query_sleeping" method="[^"\\]*" url="[^"\\]*"'
-    rb' httpCallStartTime="([0-9][-0-9T:.Zz+]*)"'
-    rb" latencySecs=[0-9]{1,8}(?:\.[0-9]{1,20})?(?:[eE]-[0-9]{1,2})? statusCode=[0-9]{1,9}"
-    rb' err="([^"\\]*(?:\\"[^"\\]*)*)"'
-).fullmatch
-
-
-def failed_poll(line: bytes) -> bool:
-    """Whether a raw DPC line (line end included) is surely a failed ``/is_sleeping`` poll
-    that :func:`dpc_row` would drop: a record, a fact that does not raise, not ``ok``, and
-    a date that resolves in any year (with or without a ``--timestamps`` prefix).  ``iter_klog(drop=failed_poll)`` then counts it
-    without parsing it.
-
-    Why: in a real DPC log most wanted lines are these polls (every 5 s until vLLM
-    serves: 7,482 of 19,830 in the benchmark capture), and a full parse and fact cost
-    ~35 us each, this check a fraction of that.  It only says yes where the full path
-    surely drops the line; ``tests/test_failed_poll.py`` holds the two equal.
-    """
-    if line[-1:] == b"\n":
-        line = line[:-2] if line[-2:-1] == b"\r" else line[:-1]
-    at = line.rfind(_POLL_AT)
-    if at < 0:
-        return False
-    tail = _POLL_TAIL(line, at)
-    if tail is None:
-        return False
-    h = 0
-    if line[:1].isdigit():
-        # a --timestamps prefix (what `fma-otel capture` writes): read as the parser reads
-        # it, and within the range dpc_row takes as sure
-        h = line.find(b" ") + 1
-        try:  # the parser's own reading (klog's RFC 3339 reader, not timeutil's)
-            prefix_ns = split_timestamp_prefix(line[:h].decode("ascii"))[0] if h else None
-        except ValueError:  # UnicodeDecodeError included: the parser decides such a line
-            return False
-        if prefix_ns is None or not 0 <= prefix_ns < _PREFIX_MAX_NS:
-            return False
-    head = _POLL_HEAD(line, h, at)
-    if head is None:
-        return False
-    mo, dd, hh, mi, ss = head.groups()
-    month = int(mo)
-    if not (1 <= month <= 12 and 1 <= int(dd) <= _SURE_DAYS[month]):
-        return False
-    start, err = tail.groups()
-    if int(hh) > 23 or int(mi) > 59 or int(ss) > 60 or not err or err == b"null":
-        return False
-    try:
-        parse_rfc3339_ns(start.decode("ascii"))
-    except ValueError:
-        return False
-    return True
-
-
-def dpc_row(rec: KlogRecord) -> tuple[Any, ...] | None:
-    """What :meth:`Correlator.add_dpc_row` needs of a DPC line, worked out where the line
-    was read (a DPC-log worker, ``klog_segments``), or ``None`` when the line cannot change
-    anything: ``(line_no, month, day, tod_us, prefix_ns, payload)``.
-
-    The payload is the fact without its time (:func:`facts.fact_payload`), the reason of
-    the ``ValueError`` the fact raised, or ``None`` for no fact.  The time stays with the
-    parent because the year comes from the Pods it reads.  Dropped outright: lines that make
-    no fact, and failed ``/is_sleeping`` answers (which ``add_dpc`` never keeps: see
-    ``_keep_query``), when their date surely resolves (so no year could raise for them).
-    Why: most wanted DPC lines are such failed polls, so they no longer cross the pipe.
-    """
-    if rec.msg not in F.MESSAGES:
-        return None
-    try:
-        fact = F.dpc_fact(rec, 0)
-    except ValueError as exc:
-        return (rec.line_no, rec.month, rec.day, rec.tod_us, rec.prefix_ns, str(exc))
-    if fact is None or (fact.kind == F.SLEEP_QUERY and not fact.ok):
-        p = rec.prefix_ns
-        if (
-            1 <= rec.month <= 12
-            and 1 <= rec.day <= _SURE_DAYS[rec.month]
-            and (p is None or 0 <= p < _PREFIX_MAX_NS)
-        ):
-            return None
-        return (rec.line_no, rec.month, rec.day, rec.tod_us, p, None)
-    return (rec.line_no, rec.month, rec.day, rec.tod_us, rec.prefix_ns, F.fact_payload(fact))
-
-
 class Correlator:
     """Feed Pods, DPC records and launcher records; ask for actuations."""
 
@@ -248,6 +145,8 @@ class Correlator:
         self.years = YearResolver()
         self._evicted: OrderedDict[str, None] = OrderedDict()
         self.dpc_errors = 0
+        #: Pod states refused by :meth:`add_pod` for a uid that another Pod has
+        self.uid_conflicts = 0
         #: launcher name -> newest launcher Pod; rebuilt lazily after any add_pod
         self._launcher_index: dict[str, dict[str, Any]] | None = None
         #: Pod name -> [(creation, uid)] oldest first; rebuilt lazily after any add_pod
@@ -257,11 +156,19 @@ class Correlator:
 
     # ------------------------------------------------------------------ feeding
 
-    def add_pod(self, ev: PodEvent) -> None:
+    def add_pod(self, ev: PodEvent) -> bool:
+        """Take one Pod state; ``False`` when it is refused: a Pod whose uid is already
+        another Pod's (another name or namespace).  Two objects never share a uid, so one of
+        them is corrupt; merging them would make one trace of two requesters, silently.
+        The first one seen is kept, the others are counted in ``uid_conflicts``."""
         pod = ev.pod
         u = P.uid(pod)
         if not u:
-            return
+            return True
+        cur = self.store.get(u)
+        if cur is not None and (P.name(cur), P.namespace(cur)) != (P.name(pod), P.namespace(pod)):
+            self.uid_conflicts += 1
+            return False
         self.store.add(ev)
         self._launcher_index = self._name_index = None
         track = self._tracks.setdefault(u, _PodTrack())
@@ -271,6 +178,7 @@ class Correlator:
         track.updated_wall_ns = self._clock()
         self._updated[u] = track.updated_wall_ns
         self.years.add_reference(P.created_ns(pod))
+        return True
 
     def add_dpc(self, rec: KlogRecord) -> DpcFact | None:
         """Add one DPC line; returns its fact.  Raises ``ValueError`` for a malformed wanted line."""
@@ -280,17 +188,6 @@ class Correlator:
         if fact is None:
             return None
         return self._add_fact(fact)
-
-    def add_dpc_row(self, row: tuple[Any, ...]) -> DpcFact | None:
-        """Add what :func:`dpc_row` made of a DPC line in a worker: the same effect, the same
-        fact and the same ``ValueError`` (in the same order) as :meth:`add_dpc` of the line."""
-        line_no, month, day, tod_us, prefix_ns, payload = row
-        t_ns = self.years.resolve_fields(month, day, tod_us, prefix_ns)
-        if payload is None:
-            return None
-        if payload.__class__ is str:
-            raise ValueError(payload)
-        return self._add_fact(F.fact_from_payload(payload, t_ns, line_no))
 
     def _add_fact(self, fact: DpcFact) -> DpcFact:
         key = fact.uid or (f"name:{fact.name}" if fact.name else None)
@@ -398,24 +295,37 @@ class Correlator:
     def actuations_of(self, pod: dict[str, Any]) -> list[Actuation]:
         """One requester's actuations, as :meth:`actuations` lists them.
 
-        Reads the correlator and writes nothing but its lookup indexes (see
-        :meth:`prepare`), so forked processes may each take a share of the requesters
-        (``trace_lines.py``) and together list exactly what :meth:`actuations` does.
+        Why a method of its own: the bridge builds and writes each requester's traces as
+        it goes (:meth:`actuations` would hold them all).
         """
         evicted = self._evicted
         return [a for a in self._actuations_of(pod) if a.key not in evicted]
-
-    def prepare(self) -> None:
-        """Build the lookup indexes now, once, before processes are forked from here:
-        each would otherwise build its own copy on its first :meth:`actuations_of`."""
-        self._names()
-        self._launchers()
 
     def orphan_requesters(self) -> int:
         """Requesters the DPC log talks about whose Pod is not in the input (not traced)."""
         uids = {P.uid(p) for p in self.store.pods()}
         names = {P.name(p) for p in self.store.pods()}
         return sum(1 for k in self._dpc if (k[5:] not in names if k.startswith("name:") else k not in uids))
+
+    def unknown_requester_lines(self) -> list[tuple[int, str]]:
+        """``(line_no, requester)`` of every kept DPC fact about a requester that no Pod in
+        the input is (by uid, or by name for lines that give only a name), in line order.
+
+        Why: such a line changes no trace, whether its requester was deleted before the
+        capture or its uid was corrupted; the bridge says how many there were and where.
+        Empty when no Pod was given at all (then nothing could be matched)."""
+        if not len(self.store):
+            return []
+        uids = {P.uid(p) for p in self.store.pods()}
+        names = {P.name(p) for p in self.store.pods()}
+        out = [
+            (f.line_no, key)
+            for key, facts in self._dpc.items()
+            if (key[5:] not in names if key.startswith("name:") else key not in uids)
+            for f in facts
+        ]
+        out.sort()
+        return out
 
     def finished(self, now_ns: int, grace_ns: int, incomplete_after_ns: int) -> list[Actuation]:
         """Actuations ready to emit live: complete and quiet for ``grace_ns``, or too old.

@@ -11,8 +11,7 @@ A DPC line belongs to a requester by ``serverUID``, else ``requesterName``, else
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, NamedTuple
 
 from .jsonsafe import number_or_none
 from .sources.records import KlogRecord, LauncherRecord
@@ -50,14 +49,17 @@ MESSAGES: dict[str, str] = {
 WANTED_MESSAGES: frozenset[str] = frozenset(MESSAGES)
 
 _HTTP_PURPOSES = {"create_instance": CREATE, "query_sleeping": SLEEP_QUERY, "wake": WAKE}
-#: klog prefilter refinement: of "HTTP call done" (the DPC's most frequent line, mostly
-#: list_instances/get_gpu_uuids/relay_ready chatter) only these purposes make a fact, so
-#: the others are skipped on a substring test instead of a full parse.
-WANTED_CONTAINS: dict[str, list[str]] = {MSG_HTTP: [f'purpose="{p}"' for p in _HTTP_PURPOSES]}
+#: klog prefilter refinement (``klog.Prefilter``): of "HTTP call done" (the DPC's most
+#: frequent line, mostly list_instances/get_gpu_uuids/relay_ready chatter) only these
+#: purposes make a fact, so the others are passed over on a substring test; and of the
+#: ``/is_sleeping`` polls only the answered ones (``err=null``): the correlator keeps no
+#: failed poll, and they are most of the wanted lines until vLLM serves.
+WANTED_CONTAINS: dict[str, tuple[str, tuple[str, ...], dict[str, str]]] = {
+    MSG_HTTP: ("purpose", tuple(_HTTP_PURPOSES), {"query_sleeping": ' err="'})
+}
 
 
-@dataclass(frozen=True, slots=True)
-class DpcFact:
+class DpcFact(NamedTuple):
     """One meaningful DPC line.  ``t_ns`` is the klog header time (year resolved)."""
 
     kind: str
@@ -78,8 +80,7 @@ class DpcFact:
     error: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class LauncherFact:
+class LauncherFact(NamedTuple):
     """Create receipt or PUT response in one launcher's log, for one instance id."""
 
     kind: str  # "receipt" | "response"
@@ -120,55 +121,7 @@ def _str(v: Any) -> str | None:
     return None if v is None else str(v)
 
 
-def _fact_maker() -> Any:
-    """A positional constructor of :class:`DpcFact` for the hot path, through the slots'
-    own descriptors: a frozen dataclass's ``__init__`` sets each of its 16 fields through
-    ``object.__setattr__`` by name, which was a third of the cost of a DPC line."""
-    setters = tuple(DpcFact.__dict__[f.name].__set__ for f in fields(DpcFact))
-    (s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, s15) = setters
-    new = object.__new__
-
-    def make(
-        kind: str,
-        t_ns: int,
-        uid: str | None,
-        name: str | None,
-        line_no: int,
-        start_ns: int | None = None,
-        end_ns: int | None = None,
-        status: int | None = None,
-        ok: bool = True,
-        launcher: str | None = None,
-        instance_id: str | None = None,
-        isc_name: str | None = None,
-        node: str | None = None,
-        path_label: str | None = None,
-        secs: float | None = None,
-        error: str | None = None,
-    ) -> DpcFact:
-        f = new(DpcFact)
-        s0(f, kind)
-        s1(f, t_ns)
-        s2(f, uid)
-        s3(f, name)
-        s4(f, line_no)
-        s5(f, start_ns)
-        s6(f, end_ns)
-        s7(f, status)
-        s8(f, ok)
-        s9(f, launcher)
-        s10(f, instance_id)
-        s11(f, isc_name)
-        s12(f, node)
-        s13(f, path_label)
-        s14(f, secs)
-        s15(f, error)
-        return f
-
-    return make
-
-
-_fact = _fact_maker()
+_fact = DpcFact
 
 
 def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
@@ -185,9 +138,15 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
     get = kv.get
     uid, name = _requester_of(kv)
     if msg == MSG_HTTP:
-        kind = _HTTP_PURPOSES.get(str(get("purpose")), "")
+        purpose = get("purpose")
+        if purpose is None and rec.truncated:
+            raise ValueError("HTTP call done cut short before its purpose")
+        kind = _HTTP_PURPOSES.get(str(purpose), "")
         if not kind:
             return None
+    if rec.truncated:
+        raise ValueError(f"{msg!r} line cut short inside a value (its last fields are lost)")
+    if msg == MSG_HTTP:
         start_s = get("httpCallStartTime")
         lat = _finite(get("latencySecs"))
         if not isinstance(start_s, str) or lat is None or not 0 <= lat <= MAX_LATENCY_S:
@@ -255,32 +214,6 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
         launcher=_str(get("providerName") or get("launcherPod")),
         instance_id=_str(get("instanceID")),
     )
-
-
-def fact_payload(fact: DpcFact) -> tuple[Any, ...]:
-    """A fact without its ``t_ns`` and ``line_no``, as a plain tuple (cheap to pickle):
-    what a DPC-log worker sends for :func:`fact_from_payload` to rebuild."""
-    return (
-        fact.kind,
-        fact.uid,
-        fact.name,
-        fact.start_ns,
-        fact.end_ns,
-        fact.status,
-        fact.ok,
-        fact.launcher,
-        fact.instance_id,
-        fact.isc_name,
-        fact.node,
-        fact.path_label,
-        fact.secs,
-        fact.error,
-    )
-
-
-def fact_from_payload(p: tuple[Any, ...], t_ns: int, line_no: int) -> DpcFact:
-    """The fact :func:`fact_payload` took apart, with its time and line number."""
-    return _fact(p[0], t_ns, p[1], p[2], line_no, *p[3:])
 
 
 def _isc_from_vllm_config(raw: Any) -> str | None:

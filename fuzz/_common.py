@@ -20,9 +20,12 @@ class InvariantBroken(AssertionError):
 
 
 def check_accounting(stats: object, what: str) -> None:
-    """``read == understood + skipped``, all non-negative: the contract of ``SourceStats``."""
+    """``read == understood + ignored + skipped``, all non-negative: the contract of ``SourceStats``."""
     read = stats.read  # type: ignore[attr-defined]
     understood = stats.understood  # type: ignore[attr-defined]
     skipped = stats.skipped  # type: ignore[attr-defined]
-    if understood < 0 or skipped < 0 or read != understood + skipped:
-        raise InvariantBroken(f"{what}: read {read} != understood {understood} + skipped {skipped}")
+    ignored = getattr(stats, "ignored", 0)
+    if understood < 0 or skipped < 0 or ignored < 0 or read != understood + ignored + skipped:
+        raise InvariantBroken(
+            f"{what}: read {read} != understood {understood} + ignored {ignored} + skipped {skipped}"
+        )

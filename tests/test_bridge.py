@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from fma_otel import model as M
-from fma_otel.bridge import BridgeInputs, inputs_from_capture, run_bridge, sample_dir
+from fma_otel.bridge import BridgeInputs, InputError, inputs_from_capture, run_bridge, sample_dir
 from fma_otel.sinks.dump import dump_traces
 from fma_otel.synth import load_truth, synth_capture, write_capture
 
@@ -303,33 +303,39 @@ def test_bare_inputs_without_launcher_logs_leave_launcher_spans_out() -> None:
     assert "fma.dpc.create_instance" in names
 
 
-def test_the_cyclic_gc_is_off_during_a_run_and_restored_after(monkeypatch):
-    """The bridge turns the cyclic collector off while it reads (its objects are acyclic and
-    long-lived) and leaves the caller's setting as it found it, also after an error."""
-    import gc
+def test_a_launcher_log_without_creates_is_read_and_a_foreign_file_refused(tmp_path: Path) -> None:
+    """A launcher log's lines that hold no create are passed over unread: a log with none is
+    still a launcher log (its first line says so), while another file in its place is refused."""
+    d = sample_dir()
+    quiet = tmp_path / "quiet.log"
+    quiet.write_bytes(b"2026-06-29 14:30:00,000 - launcher - INFO - started\n  more\n")
+    inputs = BridgeInputs([str(d / "pods.json")], str(d / "dpc.log"), {"launcher-example-4lgw5": str(quiet)})
+    res = run_bridge(inputs)
+    st = next(s for s in res.stats if s.name == str(quiet))
+    assert (st.read, st.understood, st.ignored, st.skipped) == (2, 0, 2, 0)
+    inputs.launcher_logs["launcher-example-4lgw5"] = str(d / "pods.json")
+    with pytest.raises(InputError, match="not a launcher log"):
+        run_bridge(inputs)
 
+
+def test_traces_are_built_one_at_a_time_as_they_are_asked_for(monkeypatch) -> None:
+    """Memory is bounded by what the correlator keeps, not by the output: reading builds no
+    trace, and each step of ``iter_traces`` builds exactly one (nothing built ahead)."""
     from fma_otel import bridge as B
 
-    seen: list[bool] = []
-    real = B.Correlator.add_pod
+    built: list[str] = []
+    real = B.build_trace
 
-    def spy(self, ev):
-        seen.append(gc.isenabled())
-        return real(self, ev)
+    def spy(act):
+        built.append(act.key)
+        return real(act)
 
-    monkeypatch.setattr(B.Correlator, "add_pod", spy)
-    inputs = B.inputs_from_capture(B.sample_dir())
-    was = gc.isenabled()
-    try:
-        for state in (True, False):
-            (gc.enable if state else gc.disable)()
-            B.run_bridge(inputs)
-            assert gc.isenabled() is state
-        gc.enable()
-        monkeypatch.setattr(B.Correlator, "actuations", lambda self: 1 / 0)
-        with pytest.raises(ZeroDivisionError):
-            B.run_bridge(inputs)
-        assert gc.isenabled()
-    finally:
-        (gc.enable if was else gc.disable)()
-    assert seen and not any(seen)
+    monkeypatch.setattr(B, "build_trace", spy)
+    res = run_bridge(inputs_from_capture(sample_dir()), baseline_selector={"app": "vllm"})
+    assert built == []
+    it = res.iter_traces()
+    act, trace = next(it)
+    assert built == [act.key] and trace[0].attributes[M.A_ACTUATION_KEY] == act.key
+    rest = list(it)
+    assert len(built) == 1 + len(rest) == 6
+    assert [a.key for a, _ in [(act, trace), *rest]] == built

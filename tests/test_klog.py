@@ -75,16 +75,15 @@ TAIL_BLOCK = [
 
 
 def run(lines, **kw):
-    """Parse ``lines`` per line; with a prefilter, also through the bulk path (a binary file
-    object, tiny blocks), which must give the same records and counts."""
+    """Parse ``lines`` given as lines, and as a binary file (read with a bound per line),
+    which must give the same records and counts."""
     raw = [(x + "\n").encode() if isinstance(x, str) else x for x in lines]
     stats = SourceStats("dpc")
     recs = list(iter_klog(raw, stats, **kw))
-    if kw.get("messages") is not None and all(x.endswith(b"\n") for x in raw[:-1]):
-        for bs in (5, 1 << 20):
-            bulk = SourceStats("dpc")
-            assert list(iter_klog(io.BytesIO(b"".join(raw)), bulk, block_size=bs, **kw)) == recs
-            assert bulk == stats
+    if all(x.endswith(b"\n") for x in raw[:-1]):
+        as_file = SourceStats("dpc")
+        assert list(iter_klog(io.BytesIO(b"".join(raw)), as_file, **kw)) == recs
+        assert as_file == stats
     return recs, stats
 
 
@@ -396,9 +395,9 @@ def test_prefilter_parses_only_wanted_messages_and_counts_the_rest():
     assert [r.msg for r in recs] == ["HTTP call done", "HTTP call done", "Successfully relayed the readiness"]
     assert [r.line_no for r in recs] == [2, 3, 10]
     assert recs[1].get("err").startswith('failed to do HTTP GET "http')
-    # ignored lines (and the ignored record's block lines) are understood, garbage skipped
-    assert (st.read, st.understood, st.skipped) == (10, 9, 1)
-    assert st.skipped_lines == [(9, "not a klog line")]
+    # ignored lines (the ignored record's block lines and garbage too) are not read at all
+    assert (st.read, st.understood, st.ignored, st.skipped) == (10, 3, 7, 0)
+    assert st.skipped_lines == []
 
 
 def test_prefilter_matches_messages_with_escapes_and_block_records():
@@ -410,20 +409,42 @@ def test_prefilter_matches_messages_with_escapes_and_block_records():
     recs, st = run(lines, messages=frozenset({'say "hi"', "Fetched tail of log of instance"}))
     assert [r.msg for r in recs] == ['say "hi"', "Fetched tail of log of instance"]
     assert recs[1].get("after") is True
-    assert (st.read, st.understood, st.skipped) == (6, 6, 0)
+    assert (st.read, st.understood, st.ignored, st.skipped) == (6, 5, 1, 0)
 
 
 def test_prefilter_contains_narrows_by_raw_substring():
     recs, st = run(
         [HTTP_CREATE, HTTP_REFUSED, RELAYED],
         messages=frozenset({"HTTP call done", "Successfully relayed the readiness"}),
-        contains={"HTTP call done": ['purpose="create_instance"', 'purpose="wake"']},
+        contains={"HTTP call done": ("purpose", ("create_instance", "wake"))},
     )
     assert [(r.msg, r.get("purpose")) for r in recs] == [
         ("HTTP call done", "create_instance"),
         ("Successfully relayed the readiness", None),
     ]
-    assert (st.read, st.understood) == (3, 3)
+    assert (st.read, st.understood, st.ignored) == (3, 2, 1)
+
+
+def test_prefilter_keeps_a_wanted_line_cut_before_the_narrowing_field():
+    """An "HTTP call done" line cut before its ``purpose`` cannot be told apart from a
+    wanted one: it is parsed (and its record says it was cut), never passed over unread."""
+    cut = HTTP_CREATE[: HTTP_CREATE.index(" purpose=")] + ' url="http://10.244'
+    recs, st = run(
+        [cut, HTTP_REFUSED],
+        messages=frozenset({"HTTP call done"}),
+        contains={"HTTP call done": ("purpose", ("create_instance",))},
+    )
+    assert [(r.line_no, r.get("purpose"), r.truncated) for r in recs] == [(1, None, True)]
+    assert (st.read, st.understood, st.ignored, st.skipped) == (2, 1, 1, 0)
+
+
+def test_cr_only_line_ends_are_line_ends_and_noted():
+    data = (HTTP_CREATE + "\r" + CREATED + "\r" + RELAYED + "\r").encode()
+    st = SourceStats("dpc")
+    recs = list(iter_klog(io.BytesIO(data), st, messages=frozenset({"Successfully relayed the readiness"})))
+    assert [(r.line_no, r.msg) for r in recs] == [(3, "Successfully relayed the readiness")]
+    assert (st.read, st.understood, st.ignored, st.skipped) == (3, 1, 2, 0)
+    assert st.notes == {"carriage return(s) inside a line, read as line ends": 2}
 
 
 def test_prefilter_gives_same_records_as_full_parse():
@@ -441,3 +462,26 @@ def test_str_lines_are_accepted_and_stats_flush_between_records():
     assert stats.read == 1
     rest = list(it)
     assert len(rest) == 1 and (stats.read, stats.understood, stats.skipped) == (3, 2, 1)
+
+
+def test_a_cr_only_log_longer_than_a_line_may_be_is_still_read_line_by_line(monkeypatch):
+    """Past the longest line the reader holds, a CR-only log is read on in pieces, never
+    held whole and never lost as one line too long."""
+    from fma_otel.sources import klog
+
+    monkeypatch.setattr(klog, "MAX_LINE_BYTES", 1300)
+    lines = [HTTP_CREATE, CREATED, RELAYED] * 4
+    data = ("\r".join(lines) + "\r\n" + RELAYED + "\n").encode()
+    assert len(data) > 6 * 1300
+    st = SourceStats("dpc")
+    recs = list(iter_klog(io.BytesIO(data), st, messages=frozenset({"Successfully relayed the readiness"})))
+    assert [r.line_no for r in recs] == [3, 6, 9, 12, 13]
+    assert (st.read, st.understood, st.ignored, st.skipped) == (13, 5, 8, 0)
+    assert st.notes == {klog.CR_NOTE: 12}
+    # a piece past the limit is measured up to its CR, and the pieces after it still read
+    monkeypatch.setattr(klog, "MAX_LINE_BYTES", 600)
+    st = SourceStats("dpc")
+    recs = list(iter_klog(io.BytesIO(data), st, messages=frozenset({"Successfully relayed the readiness"})))
+    assert [r.line_no for r in recs] == [3, 6, 9, 12, 13]
+    assert [ln for ln, _ in st.skipped_lines] == [2, 5, 8, 11]  # CREATED, 1250 bytes
+    assert (st.read, st.understood, st.ignored, st.skipped) == (13, 5, 4, 4)

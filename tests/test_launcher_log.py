@@ -209,13 +209,13 @@ _RAW_PIECES = [
 ]
 
 
-def _facts_only_case(lines: list[bytes], eol: bytes, final_eol: bool, block_size: int) -> None:
+def _facts_only_case(lines: list[bytes], eol: bytes, final_eol: bool) -> None:
     import io
 
     data = eol.join(lines) + (eol if final_eol else b"")
     st_all, st_few = SourceStats("x"), SourceStats("x")
     every = list(iter_launcher_log(io.BytesIO(data).readlines(), st_all))
-    few = list(iter_launcher_log(io.BytesIO(data), st_few, facts_only=True, block_size=block_size))
+    few = list(iter_launcher_log(io.BytesIO(data), st_few, facts_only=True))
     from fma_otel.facts import launcher_fact
     from fma_otel.sources.launcher_log import _is_fact
 
@@ -223,26 +223,28 @@ def _facts_only_case(lines: list[bytes], eol: bytes, final_eol: bool, block_size
     assert [r for r in every if launcher_fact("l", r) is not None] == [
         r for r in few if launcher_fact("l", r) is not None
     ]
-    assert st_few == st_all
+    assert st_few.read == st_all.read
+    assert st_few.read == st_few.understood + st_few.ignored + st_few.skipped
+    assert st_few.skipped <= st_all.skipped  # lines passed over are not checked
     assert st_all.read == st_all.understood + st_all.skipped
-    # the filter on lines (no bulk path) gives the same
+    # given as lines, the same
     st_lines = SourceStats("x")
     assert list(iter_launcher_log(io.BytesIO(data).readlines(), st_lines, facts_only=True)) == few
-    assert st_lines == st_all
+    assert st_lines == st_few
 
 
-@pytest.mark.parametrize("block_size", [1, 7, 64, 1 << 20])
+@pytest.mark.parametrize("seed", [1, 2])
 @pytest.mark.parametrize("eol", [b"\n", b"\r\n"])
-def test_facts_only_is_the_subset_with_the_same_stats(block_size: int, eol: bytes) -> None:
+def test_facts_only_is_the_subset_with_the_same_stats(seed: int, eol: bytes) -> None:
     import random
 
     pieces = [p.encode() for p in _PIECES] + _RAW_PIECES
-    rng = random.Random(block_size * 7 + len(eol))
+    rng = random.Random(seed * 7 + len(eol))
     for _ in range(40):
         lines = [rng.choice(pieces) for _ in range(rng.randrange(0, 60))]
-        _facts_only_case(lines, eol, rng.random() < 0.7, block_size)
-    _facts_only_case(pieces, eol, True, block_size)
-    _facts_only_case(pieces[::-1], eol, False, block_size)
+        _facts_only_case(lines, eol, rng.random() < 0.7)
+    _facts_only_case(pieces, eol, True)
+    _facts_only_case(pieces[::-1], eol, False)
 
 
 def test_facts_only_keeps_continuations_of_kept_records() -> None:

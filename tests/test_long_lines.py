@@ -9,11 +9,8 @@ a value, 64 MiB a trace line), written to temporary files in a few tens of milli
 from __future__ import annotations
 
 import io
-import re
 import tracemalloc
 from pathlib import Path
-
-import pytest
 
 from fma_otel.bridge import inputs_from_capture, run_bridge, sample_dir
 from fma_otel.lines import MAX_LINE_BYTES, MAX_TRACE_LINE_BYTES, MAX_VALUE_BYTES, TooLong, bounded_lines
@@ -21,10 +18,32 @@ from fma_otel.query.harvest import Harvest
 from fma_otel.query.sources import FileSource
 from fma_otel.query.window import Window
 from fma_otel.sinks.otlp_json import export_request_text, read_spans
-from fma_otel.sources.blocks import bulk_items
+from fma_otel.sources.klog import iter_klog
 from fma_otel.sources.launcher_log import iter_launcher_log
 from fma_otel.sources.records import SourceStats
-from tests.test_klog_fastpath import HDR, _lines, _trace, check
+
+HDR = b"I0629 14:00:00.000000       1 a.go:1] "
+
+
+def _trace(src: object, **kw: object) -> tuple[list[tuple[object, int, int, int]], tuple]:
+    """Every record with the counts as they stand when it is yielded, and the final stats
+    (lines understood or passed over by the prefilter counted together)."""
+    st_ = SourceStats("t")
+    out = [(r, st_.read, st_.understood + st_.ignored, st_.skipped) for r in iter_klog(src, st_, **kw)]  # type: ignore[arg-type]
+    return out, (st_.read, st_.understood + st_.ignored, st_.skipped, st_.skipped_lines)
+
+
+def _lines(data: bytes) -> list[bytes]:
+    """The lines a binary file iterates, as a list (read without a bound per line)."""
+    return list(io.BytesIO(data))
+
+
+def check(data: bytes, **kw: object) -> list:
+    """Assert a file and its list of lines give the same records and counts; the records."""
+    want = _trace(_lines(data), **kw)
+    assert _trace(io.BytesIO(data), **kw) == want
+    return [r for r, *_ in want[0]]
+
 
 WANTED = frozenset({"Bound server-providing Pod", "other"})
 LONG = b"x" * (MAX_LINE_BYTES + 5) + b"\n"
@@ -39,16 +58,6 @@ def _peak(fn) -> tuple[object, int]:
         tracemalloc.stop()
 
 
-@pytest.mark.parametrize("block", [7, 4096, 1 << 20])
-def test_bulk_items_measures_a_line_past_the_limit(block: int):
-    """The line comes as its length; the lines around it come whole, line ends kept."""
-    data = b"a\n" + b"y" * 50 + b"\n" + b"b\n" + b"z" * 45
-    run = re.compile(rb"").match  # empty runs: every line one by one
-    got = list(bulk_items(io.BytesIO(data).read, block, run, None, None, max_line=40))
-    assert got == [b"a\n", TooLong(51), b"b\n", TooLong(45)]
-    assert [type(x) for x in got] == [bytes, TooLong, bytes, TooLong]
-
-
 def test_bounded_lines_gives_the_lines_and_measures_the_long_one():
     data = b"one\n" + b"q" * 99 + b"\nlast"
     got = list(bounded_lines(io.BytesIO(data), 50))
@@ -60,7 +69,7 @@ def test_klog_line_past_the_limit_is_skipped_with_its_length_on_both_paths():
     before = HDR + b'"Bound server-providing Pod" a=1\n'
     after = HDR + b'"Bound server-providing Pod" a=2\n'
     data = before + LONG + after
-    recs = check(data, block_sizes=(4096, 1 << 20), messages=WANTED)
+    recs = check(data, messages=WANTED)
     assert [(r.line_no, r.get("a")) for r in recs] == [(1, 1), (3, 2)]
     _, stats = _trace(io.BytesIO(data), messages=WANTED)
     assert stats[:3] == (3, 2, 1)
@@ -69,7 +78,7 @@ def test_klog_line_past_the_limit_is_skipped_with_its_length_on_both_paths():
 
 def test_klog_long_line_inside_an_open_block_ends_that_record_without_the_value():
     data = HDR + b'"Bound server-providing Pod" a=1 v=<\n\tkept\n' + LONG + b"\tafter\n >\n"
-    recs = check(data, block_sizes=(4096,), messages=WANTED)
+    recs = check(data, messages=WANTED)
     assert [(r.line_no, r.get("a"), r.get("v")) for r in recs] == [(1, 1, None)]
 
 
@@ -88,7 +97,7 @@ def test_klog_value_past_the_limit_is_dropped_and_the_rest_of_the_block_counted(
 
 
 def test_a_huge_line_is_not_held():
-    """48 MB with no line end, read by the bulk scanner: peak memory about the limit."""
+    """48 MB with no line end, read with a bound per line: peak memory about the limit."""
     data = HDR + b'"other" a=1\n' + b"x" * (48 << 20)
     (out, stats), peak = _peak(lambda: _trace(io.BytesIO(data), messages=WANTED))
     assert stats[:3] == (2, 1, 1)

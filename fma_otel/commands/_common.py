@@ -7,12 +7,9 @@ the reader of a pipe goes away, and a progress bar only on a terminal.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import errno
-import os
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import IO, NoReturn
@@ -24,26 +21,6 @@ EXIT_USAGE = 2
 #: Set by the console entry point (``cli.run``) only: the process is ours to end.  Never
 #: set when a command runs inside a host (click's test runner, an embedding program).
 owns_process = False
-
-
-def finish(code: int = 0) -> NoReturn:
-    """End a command that holds a large heap (the bridge: millions of objects).
-
-    From the console entry point the exit handlers run (multiprocessing's clean-up,
-    logging), the standard streams are flushed, and the process ends at once, without
-    freeing that heap object by object and tearing the interpreter down: ~0.1 s of a 2 s
-    bridge run on a 200 MB capture, for memory the kernel takes back anyway (mypy ends
-    the same way).  Inside a host it is an ordinary ``sys.exit(code)``, and so it is while
-    another thread runs (the interpreter's own exit would wait for it).  A failed flush
-    (stdout full or closed) propagates like any other write error, for ``cli.run``.
-    """
-    if owns_process and threading.active_count() == 1:
-        atexit._run_exitfuncs()
-        for stream in (sys.stdout, sys.stderr):
-            if stream is not None:
-                stream.flush()
-        os._exit(code)
-    sys.exit(code)
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
@@ -118,8 +95,7 @@ def byte_progress(label: str, total: int | None, quiet: bool) -> Iterator[Callab
     from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 
     # No refresh thread (auto_refresh=False; redrawn from ``advance`` at most 10 times a
-    # second): the bridge forks workers for a long DPC log only in a process with no other
-    # thread, and must otherwise spawn them, which costs more (sources/klog_segments.py).
+    # second): nothing else runs while the bar is up.
     with Progress(
         f"[bold]{label}[/]",
         BarColumn(),

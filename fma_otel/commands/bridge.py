@@ -7,16 +7,17 @@ failed (the ``--out`` file is complete either way); 2 unusable arguments or file
 
 from __future__ import annotations
 
-from collections import Counter
+import contextlib
+import sys
 from pathlib import Path
+from typing import IO
 
 import click
 
 from .. import bridge as B
 from ..podfacts import parse_selector
 from ..sinks.otlp_json import write_trace_line
-from ..workers import MAX_JOBS, no_cyclic_gc
-from ._common import fail, finish, open_out
+from ._common import fail, open_out
 
 SAMPLE_BASELINE_SELECTOR = "app=vllm"
 
@@ -50,15 +51,6 @@ SAMPLE_BASELINE_SELECTOR = "app=vllm"
 )
 @click.option("--otlp-protocol", type=click.Choice(["grpc", "http/protobuf"]), help="OTLP protocol.")
 @click.option("--strict", is_flag=True, help="Fail (exit 1) naming file and line if any line was skipped.")
-@click.option(
-    "--jobs",
-    "-j",
-    type=click.IntRange(min=1, max=MAX_JOBS),
-    help="Processes reading a DPC log of 16 MiB or more, and building the traces of 256 or more "
-    f"actuations written to --out (default: the CPUs available, at most 4; 1: all in one process; "
-    f"at most {MAX_JOBS}, and never more than the input gives work for). "
-    "The output is the same either way.",
-)
 @click.option("--quiet", "-q", is_flag=True, help="No summary or progress on stderr.")
 def command(
     capture: str | None,
@@ -71,7 +63,6 @@ def command(
     otlp_endpoint: str | None,
     otlp_protocol: str | None,
     strict: bool,
-    jobs: int | None,
     quiet: bool,
 ) -> None:
     try:
@@ -98,62 +89,51 @@ def command(
             sink = otlp_export.OtlpSink(endpoint=otlp_endpoint, protocol=otlp_protocol)
         except otlp_export.ExportError as exc:
             fail(str(exc))
-    # The cyclic collector stays off from the first source read to the end (run_bridge and
-    # trace_lines switch it off for their own parts; turned back on in between, its first
-    # full collection walked the millions of objects the run holds, ~80 ms of a 2 s run),
-    # and the command ends inside, the run's objects still held (see finish).
-    with no_cyclic_gc():
-        failed = False
-        written: tuple[int, int] | None = None
-        paths: Counter[tuple[str, bool]] | None = None
+    tally = B.Tally()
+    try:
         try:
-            # Only writing a file: the actuations are correlated, built and encoded by workers
-            # (trace_lines.py), which count them by path for the summary.
-            by_lines = out is not None and sink is None
+            result = _run(inputs, selector, baseline_container, quiet)
+        except B.InputError as exc:
+            fail(str(exc))
+        with open_out(out) if out is not None else contextlib.nullcontext(None) as fh:
+            failed = _write(result, tally, fh, sink)
+    finally:
+        if sink is not None:
+            sink.close()
+    if not quiet:
+        click.echo(B.summary(result, tally), err=True)
+    skipped = [(st.name, ln, why) for st in result.stats for ln, why in st.skipped_lines]
+    if strict and (skipped or result.lost):
+        for name, ln, why in skipped[:20]:
+            click.echo(f"{name}:{ln}: skipped: {why}", err=True)
+        for loss in result.lost[:20]:
+            click.echo(f"{loss.source}:{loss.where}: not traced: {loss.why}", err=True)
+        total = sum(st.skipped for st in result.stats)
+        lost = sum(result.lost_counts.values())
+        said = [f"{total} line(s) skipped"] if total else []
+        said += [f"{lost} read but not traced"] if lost else []
+        click.echo(f"fma-otel bridge: --strict: {', '.join(said)}", err=True)
+        sys.exit(1)
+    sys.exit(1 if failed else 0)
+
+
+def _write(result: B.BridgeResult, tally: B.Tally, fh: IO[str] | None, sink) -> bool:  # noqa: ANN001
+    """Build, write and export each trace as it comes (none is held after it is written);
+    ``True`` when the export failed (then the rest is only written to ``fh``)."""
+    from ..sinks import otlp_export
+
+    failed = False
+    for act, trace in result.iter_traces():
+        tally.add(act, trace)
+        if fh is not None:
+            write_trace_line(fh, trace)
+        if sink is not None and not failed:
             try:
-                result = _run(inputs, selector, baseline_container, quiet, jobs, not by_lines)
-            except B.InputError as exc:
-                fail(str(exc))
-
-            if by_lines:
-                from ..trace_lines import trace_lines
-                from ..workers import default_jobs
-
-                n_traces = n_spans = 0
-                paths = Counter()
-                with open_out(out) as fh:
-                    for text, traces, spans, counted in trace_lines(
-                        result.requesters, jobs or default_jobs(), expand=result.actuations_of
-                    ):
-                        fh.write(text)
-                        n_traces += traces
-                        n_spans += spans
-                        paths.update(counted)
-                written = (n_traces, n_spans)
-            elif out is not None:
-                with open_out(out) as fh:
-                    for trace in result.traces:
-                        write_trace_line(fh, trace)
-            if sink is not None:
-                try:
-                    for trace in result.traces:
-                        sink.export(trace)
-                except otlp_export.ExportError as exc:
-                    click.echo(f"fma-otel bridge: export failed: {exc}", err=True)
-                    failed = True
-        finally:
-            if sink is not None:
-                sink.close()
-        if not quiet:
-            click.echo(B.summary(result, written, paths), err=True)
-        skipped = [(st.name, ln, why) for st in result.stats for ln, why in st.skipped_lines]
-        if strict and skipped:
-            for name, ln, why in skipped[:20]:
-                click.echo(f"{name}:{ln}: skipped: {why}", err=True)
-            total = sum(st.skipped for st in result.stats)
-            click.echo(f"fma-otel bridge: --strict: {total} line(s) skipped", err=True)
-            finish(1)
-        finish(1 if failed else 0)
+                sink.export(trace)
+            except otlp_export.ExportError as exc:
+                click.echo(f"fma-otel bridge: export failed: {exc}", err=True)
+                failed = True
+    return failed
 
 
 def _inputs(
@@ -198,25 +178,16 @@ def _inputs(
     return inputs
 
 
-def _run(
-    inputs: B.BridgeInputs, selector, container, quiet: bool, jobs: int | None, build: bool
-) -> B.BridgeResult:  # noqa: ANN001
+def _run(inputs: B.BridgeInputs, selector, container, quiet: bool) -> B.BridgeResult:  # noqa: ANN001
     from ._common import byte_progress
 
     total = 0
     if inputs.dpc_log:
-        import os
-
         try:
-            total = os.path.getsize(inputs.dpc_log)
+            total = Path(inputs.dpc_log).stat().st_size
         except OSError:
             total = 0
     with byte_progress("bridge", total, quiet) as advance:
         return B.run_bridge(
-            inputs,
-            baseline_selector=selector,
-            baseline_container=container,
-            progress=advance,
-            jobs=jobs,
-            build=build,
+            inputs, baseline_selector=selector, baseline_container=container, progress=advance
         )

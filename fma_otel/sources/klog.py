@@ -23,16 +23,20 @@ Decisions (the tests pin them):
   show up in block text or in corrupted lines, and the header instant is still worth having.
 * **Truncated lines** (cut mid-value, e.g. by a line-length limit or the end of a file) are
   parsed *partially*: the record keeps the header, the message and every pair that was
-  complete; the value that was cut is dropped (a cut number or string would be silently
-  wrong).  Such a line counts as understood.  A line cut inside the header or the message is
+  complete, and says ``truncated``; the value that was cut is dropped (a cut number or
+  string would be silently wrong).  A reader that needs the lost pairs (the bridge's
+  facts) counts the line as skipped.  A line cut inside the header or the message is
   skipped.  An unterminated multi-line block is dropped the same way.
 * **Unparseable values** (klog's ``%+v`` fallback, corruption) are kept as the raw ``str``
   up to the next `` key=`` where the parser resynchronises.
 * **Unstructured klog lines** (``klog.Infof`` from libraries: message not quoted) are
   understood: ``msg`` is the rest of the line and ``kv`` is empty.
 * **Accounting**: every physical line is counted in ``stats.read`` and in exactly one of
-  ``stats.understood`` (records, continuation lines of a block, lines ignored by the
-  ``messages`` prefilter) or ``stats.skipped`` (with a reason).
+  ``stats.understood`` (records, continuation lines of a block), ``stats.ignored`` (lines
+  a prefilter passed over unread) or ``stats.skipped`` (with a reason).
+* **Line ends**: ``\n`` or ``\r\n``; in the first line and in lines past 4 KiB a carriage
+  return alone also ends a line (noted in ``stats.notes``): a log written with CR-only line
+  ends is then read line by line.
 """
 
 from __future__ import annotations
@@ -45,11 +49,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
-from fma_otel.lines import MAX_LINE_BYTES, MAX_VALUE_BYTES, too_long_reason
-from fma_otel.lines import TooLong as _TooLong
-from fma_otel.sources.blocks import Plain as _Plain
-from fma_otel.sources.blocks import bulk_items, finder
-from fma_otel.sources.blocks import bulk_readable as _bulk_readable
+from fma_otel.lines import MAX_LINE_BYTES, MAX_VALUE_BYTES, TooLong, too_long_reason
 from fma_otel.sources.records import KlogRecord, SourceStats
 
 __all__ = [
@@ -59,7 +59,6 @@ __all__ = [
     "iter_klog",
     "parse_klog_line",
     "parse_rfc3339_ns",
-    "simple_line_pattern",
     "split_timestamp_prefix",
 ]
 
@@ -292,21 +291,6 @@ def _quoted_end(s: str, start: int) -> int:
         j = q + 1
 
 
-def _quoted_end_b(b: bytes, start: int) -> int:
-    """:func:`_quoted_end` on bytes, for the prefilter (no decode of ignored lines)."""
-    j = start + 1
-    while True:
-        q = b.find(b'"', j)
-        if q < 0:
-            return -1
-        k = q - 1
-        while b[k] == 0x5C:
-            k -= 1
-        if (q - 1 - k) % 2 == 0:
-            return q + 1
-        j = q + 1
-
-
 # --------------------------------------------------------------------------- one line
 
 _HEADER_SRC = r"([IWEF])(\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{6}) +(\d+) ([^ :\]]+):(\d+)\] "
@@ -337,32 +321,9 @@ def _pair_src(group: str) -> str:
 
 #: One pair whose value is a Go-quoted string or a JSON scalar, followed by a space or the end.
 _PAIR = re.compile(_pair_src("("), re.ASCII)
-_SIMPLE_HEAD = re.compile(_HEADER_SRC + '"(' + _NOT_QUOTE_OR_BS + "*" + _POSS + ')"', re.ASCII)
-_PAIR_OR_REST = re.compile(_pair_src("(") + r"|((?s:.+))", re.ASCII)
 _RESYNC = re.compile(r" [A-Za-z_][A-Za-z0-9_.\-/]*=")
 _DECODER = json.JSONDecoder()
 _JSON_CONST: dict[str, Any] = {"true": True, "false": False, "null": None}
-
-
-def simple_line_pattern(message: str) -> re.Pattern[bytes]:
-    r"""A bytes regex whose ``fullmatch`` takes a klog line (no ``--timestamps`` prefix, no
-    line end), or the start of one up to a space between two pairs, with this ``message``
-    and pairs only in the one-regex grammar of the fast path; groups: month, day, hour,
-    minute, second.
-
-    Why: a caller that drops a kind of line's record anyway (the bridge, failed
-    ``/is_sleeping`` polls) can recognise such lines in C instead of parsing them; it
-    matches the pairs it needs to see with a regex of its own on the rest of the line.  A
-    line taken whole (given the header's ranges, which the caller checks on the groups) is
-    exactly one the per-line parser turns into a record: the same header and pair grammar,
-    the thread id and source line bounded to 18 digits so that ``int()`` takes them.
-    """
-    header = rb"[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.\d{6} +\d{1,18} [^ :\]]+:\d{1,18}\] "
-    quoted = go_quote(message).encode("utf-8")
-    if b"\\" in quoted[1:-1]:
-        raise ValueError("a message with an escape is not in the fast grammar")
-    pairs = rb"(?:" + _pair_src("(?:").encode("ascii") + rb")*" + _POSS.encode("ascii")
-    return re.compile(header + re.escape(quoted) + pairs, re.ASCII)
 
 
 def _parse_header(s: str) -> tuple[str, int, int, int, int, str, int, int]:
@@ -476,18 +437,6 @@ def _parse_pairs(s: str, i: int, kv: list[tuple[str, Any]]) -> tuple[str | None,
     return None, False
 
 
-def _quoted_body_value(q: str) -> str:
-    """A quoted value's body that holds a backslash, decoded as :func:`_parse_pairs` does."""
-    if q.count("\\") == q.count('\\"'):
-        # Every backslash is followed by a quote, so every escape is ``\"`` (klog's usual
-        # ``err="... \"url\" ..."``): dropping the backslashes is exactly go_unquote.
-        return q.replace('\\"', '"')
-    try:
-        return go_unquote(f'"{q}"')
-    except ValueError:
-        return f'"{q}"'
-
-
 def _number(t: str) -> Any:
     """A JSON number token as ``int`` or ``float``; the token itself when Python will not
     convert it (an integer of more digits than ``sys.get_int_max_str_digits()`` raises
@@ -496,41 +445,6 @@ def _number(t: str) -> Any:
         return float(t) if "." in t or "e" in t or "E" in t else int(t)
     except ValueError:
         return t
-
-
-def _token_value(t: str) -> Any:
-    """A JSON scalar token as :func:`_parse_pairs` converts it."""
-    return _JSON_CONST[t] if t in _JSON_CONST else _number(t)
-
-
-def _simple_record(line_no: int, prefix_ns: int | None, s: str) -> KlogRecord | None:
-    m = _SIMPLE_HEAD.match(s)
-    if m is None:
-        return None
-    found = _PAIR_OR_REST.findall(s, m.end())
-    if found and found[-1][3]:
-        return None
-    lv, mo, dd, hh, mi, ss, us, pid, file, src, msg = m.groups()
-    month, day, h, mn, sec = int(mo), int(dd), int(hh), int(mi), int(ss)
-    if not (1 <= month <= 12 and 1 <= day <= 31 and h <= 23 and mn <= 59 and sec <= 60):
-        return None
-    try:
-        kv = [
-            (
-                k,
-                (q if "\\" not in q else _quoted_body_value(q))
-                if not t
-                else int(t)
-                if t.isdigit()
-                else _token_value(t),
-            )
-            for k, q, t, _ in found
-        ]
-        pid_, src_ = int(pid), int(src)
-    except ValueError:
-        return None  # a number too long for int(): the general parser decides
-    tod_us = ((h * 60 + mn) * 60 + sec) * 1_000_000 + int(us)
-    return KlogRecord(line_no, lv, month, day, tod_us, pid_, file, src_, msg, tuple(kv), prefix_ns)
 
 
 class _Parsed:
@@ -594,6 +508,7 @@ class _Parsed:
             msg=self.msg,
             kv=tuple(self.kv),
             prefix_ns=self.prefix_ns,
+            truncated=self.truncated,
         )
 
 
@@ -621,8 +536,80 @@ def parse_klog_line(line: str | bytes, line_no: int = 0) -> KlogRecord | None:
 
 # --------------------------------------------------------------------------- stream
 
-_LEVELS_B = frozenset(b"IWEF")
 _DIGITS_B = frozenset(b"0123456789")
+
+
+Contains = Mapping[str, tuple[str, Iterable[str], Mapping[str, str]]]
+
+
+class Prefilter:
+    """Which lines *may* be wanted, by literal search only: nothing is validated here.
+
+    A line may be wanted when the text between its first ``] "`` (the end of a klog
+    header) and the next ``"`` is one of ``messages`` (Go-quoted as klog writes them; a
+    message with an escape is searched for whole).  ``contains`` narrows a message further:
+    ``{message: (field, values, unless)}`` says that a line whose first `` field="..."``
+    holds a whole value other than ``values`` is not wanted (the DPC's most frequent line,
+    "HTTP call done", is wanted for three of its purposes only), nor one with a value in
+    ``unless`` whose text (e.g. `` err="``) it holds followed by more than a ``"``.  A line
+    that lacks the field, or is cut inside its value, stays wanted: every real one has it
+    whole, so such a line was cut short and must be reported.  Call :meth:`function` for
+    the test itself.
+    """
+
+    __slots__ = ("escaped", "guards", "messages")
+
+    def __init__(self, messages: Iterable[str], contains: Contains | None = None) -> None:
+        self.messages = frozenset(_quoted_body(m) for m in messages)
+        #: messages with an escape (a quote inside): found whole, as klog quoted them
+        self.escaped = tuple(b'] "' + q + b'"' for q in self.messages if b"\\" in q)
+        self.guards: dict[bytes, tuple[bytes, frozenset[bytes], dict[bytes, bytes]]] = {}
+        for m, (key, values, *rest) in (contains or {}).items():
+            k = b" " + key.encode("utf-8") + b'="'
+            unless = {_quoted_body(v): t.encode("utf-8") for v, t in (rest[0] if rest else {}).items()}
+            self.guards[_quoted_body(m)] = (k, frozenset(_quoted_body(v) for v in values), unless)
+
+    def function(self) -> Callable[[bytes], bool]:
+        """The test as a plain function of a raw line (a closure: cheaper to call per line)."""
+        messages, escaped, guards = self.messages, self.escaped, self.guards
+
+        def maybe_wanted(b: bytes) -> bool:
+            j = b.find(b'] "')
+            if j < 0:
+                return False
+            end = b.find(b'"', j + 3)
+            msg = b[j + 3 : end]
+            if end < 0 or msg not in messages:
+                return bool(escaped) and any(q in b for q in escaped)
+            guard = guards.get(msg)
+            if guard is None:
+                return True
+            key, values, unless = guard
+            k = b.find(key, end)
+            if k < 0:
+                return True
+            k += len(key)
+            e = b.find(b'"', k)
+            if e < 0:
+                return True
+            value = b[k:e]
+            if value not in values:
+                return False
+            text = unless.get(value)
+            if text is None:
+                return True
+            t = b.find(text, e)
+            return t < 0 or b[t + len(text) : t + len(text) + 1] in (b'"', b"")
+
+        return maybe_wanted
+
+
+def _quoted(s: str) -> bytes:
+    return go_quote(s).encode("utf-8")
+
+
+def _quoted_body(s: str) -> bytes:
+    return _quoted(s)[1:-1]
 
 
 def _header_offset_b(b: bytes) -> int:
@@ -632,335 +619,199 @@ def _header_offset_b(b: bytes) -> int:
     return 0
 
 
-def _cheap_message_b(b: bytes, h: int) -> bytes | None:
-    """The quoted message of a well-shaped header line, as raw bytes; ``None`` if the line
-    does not look like klog.  Checks the fixed header punctuation instead of a regex, so
-    that a line the prefilter ignores costs a few C-level calls."""
-    if (
-        len(b) < h + 30
-        or b[h] not in _LEVELS_B
-        or b[h + 5] != 0x20
-        or b[h + 8] != 0x3A
-        or b[h + 14] != 0x2E
-        or b[h + 21] != 0x20
-    ):
-        return None
-    j = b.find(b"] ", h + 22)
-    if j < 0:
-        return None
-    if b[j + 2 : j + 3] != b'"':
-        return b""  # unstructured: never a wanted message
-    end = _quoted_end_b(b, j + 2)
-    if end < 0:
-        return None
-    return b[j + 2 : end]
+def _lines(
+    source: Iterable[bytes] | Iterable[str], pushback: list[bytes], stats: SourceStats
+) -> Iterator[bytes | TooLong]:
+    """The physical lines of ``source`` as bytes, each followed by what the reader put in
+    ``pushback`` meanwhile (the pieces it cut a line into).  A file is read a line at a
+    time with a bound, so a line past ``MAX_LINE_BYTES`` comes as its length
+    (:class:`TooLong`), never held whole, unless it holds carriage returns: then it is read
+    on as lines ended by them (a log with CR-only line ends, too big for one line)."""
+    readline = getattr(source, "readline", None)
+    if not callable(readline):
+        for raw in source:
+            if pushback:
+                yield from pushback
+                pushback.clear()
+            yield raw.encode("utf-8", "surrogateescape") if raw.__class__ is str else raw  # type: ignore[union-attr,misc]
+    else:
+        limit = MAX_LINE_BYTES
+        while True:
+            if pushback:
+                yield from pushback
+                pushback.clear()
+            line = readline(limit + 1)
+            if len(line) <= limit:
+                if not line:
+                    break
+                yield line
+                continue
+            if b"\r" in line:
+                yield from _cr_lines(line, readline, limit, stats)
+                continue
+            n = len(line)
+            while not line.endswith(b"\n"):
+                line = readline(1 << 20)
+                if not line:
+                    break
+                n += len(line)
+            yield TooLong(n)
+    if pushback:
+        yield from pushback
+        pushback.clear()
 
 
-def _lacks(b: bytes, subs: tuple[bytes, ...] | None) -> bool:
-    """True when ``subs`` is given and none of them occurs in ``b`` (the line is not wanted)."""
-    if subs is None:
-        return False
-    return not any(x in b for x in subs)
+#: Said in ``stats.notes`` for each carriage return read as a line end
+CR_NOTE = "carriage return(s) inside a line, read as line ends"
+#: Lines are searched for a carriage return inside them only past this length (and the
+#: first line): a log with CR-only line ends reads as one long first line.
+_CR_CHECK_BYTES = 4096
 
 
-# --------------------------------------------------------------------------- bulk scan
+def _cr_lines(head: bytes, readline: Any, limit: int, stats: SourceStats) -> Iterator[bytes | TooLong]:
+    """The lines, ended by carriage returns, of a line past ``limit`` that begins with
+    ``head``: each as its own line (with a ``\n``), up to the ``\n`` that ends it.  At
+    most about ``2 * limit`` bytes are held; a piece past ``limit`` comes as its length."""
+    rest = head
+    while True:
+        pieces = rest.split(b"\r")
+        rest = pieces.pop()
+        stats.note(CR_NOTE, len(pieces))
+        for p in pieces:
+            yield p + b"\n" if len(p) < limit else TooLong(len(p) + 1)
+        if rest.endswith(b"\n"):
+            if rest != b"\n":  # else the last piece's CR was a CRLF's
+                yield rest if len(rest) <= limit else TooLong(len(rest))
+            return
+        more = readline(limit + 1)
+        if not more:
+            if rest:
+                yield rest if len(rest) <= limit else TooLong(len(rest))
+            return
+        rest += more
+        if len(rest) > limit and b"\r" not in rest:
+            # one piece past the limit: measured up to its CR (or the line's end), not held
+            n = len(rest)
+            while True:
+                if rest.endswith(b"\n"):
+                    yield TooLong(n)
+                    return
+                rest = readline(limit + 1)
+                if not rest:
+                    yield TooLong(n)
+                    return
+                cr = rest.find(b"\r")
+                if cr >= 0:
+                    yield TooLong(n + cr + 1)
+                    stats.note(CR_NOTE, 1)
+                    rest = rest[cr + 1 :]
+                    break
+                n += len(rest)
 
 
-#: The ``--timestamps`` prefix as the prefilter finds it: a digit, then up to the first space.
-_P = rb"(?:[0-9][\x00-\x09\x0b-\x1f!-\xff]* )?"
-#: Fixed header punctuation at the prefilter's offsets, and at least 30 bytes from the header
-#: start (the prefilter's ``len(b) > h + 30`` with the line's ``\n`` counted).  ``.`` never
-#: matches ``\n`` (no DOTALL), and it is the fastest repeat ``re`` has.
-_H = rb"[IWEF].{4} .{2}:.{5}\..{6} (?=.{8})"
-#: Bytes up to the first ``]`` (no ``\n``), and the bytes of a message with no escape (no
-#: ``"``, ``\\``, ``\n``).  Spelt as ranges: ``re`` tests a negated class such as ``[^\]\n]``
-#: about 40% slower per byte, and these run over ~60 bytes of every line.
-_TO_BRACKET = rb"[\x00-\x09\x0b-\\\x5e-\xff]*"
-_MSG_BYTES = rb"[\x00-\x09\x0b-!#-\[\]-\xff]*"
-#: Line ends: an ignored line that opens a block ends with ``=<`` (the prefilter's own test).
-_EOL_PLAIN = rb"(?<!=<)(?<!=<\r)\n"
-_EOL_OPEN = rb"(?<==<)\r?\n"
-#: A block's lines as the per-line loop consumes them after an ignored opener: ``\t`` lines,
-#: then a `` >`` line, which may open the next block.
-_CONT = _P + rb"\t.*\n"
-_BLOCK = (
-    rb"(?:(?:" + _CONT + rb")*" + _P + rb" >.*" + _EOL_OPEN + rb")*"
-    rb"(?:" + _CONT + rb")*" + _P + rb" >.*" + _EOL_PLAIN
-)
-
-
-#: Nothing follows the run, so a possessive repeat (Python >= 3.11) matches the same and
-#: skips ``re``'s bookkeeping for backtracking into it: ~8% faster.
-_POSSESSIVE = b"+" if sys.version_info >= (3, 11) else b""
-
-
-class _BulkPlan:
-    """The compiled scanner for one prefilter.
-
-    ``run(buf, pos, endpos)`` matches, from a line start, the longest run of lines that the
-    per-line prefilter would ignore *in the state it is in between records* (no block open):
-    well-shaped headers whose message is not wanted (with the blocks they open).  It is
-    deliberately stricter than the prefilter (a message with an escape, a first ``]`` not
-    followed by a space, a 30-byte header line, ...): a line it does not take is handed to
-    the per-line code, which decides exactly, so being strict only costs time.
-
-    ``subs`` finds the ``contains`` substrings; a line holding one is never taken into a
-    run, so the regex need not look for them itself (a lookahead per character is slow).
-    """
-
-    __slots__ = ("run", "subs")
-
-    def __init__(self, wanted: frozenset[bytes], need: dict[bytes, tuple[bytes, ...]] | None) -> None:
-        stop: list[bytes] = []
-        narrow: set[bytes] = set()
-        for q in wanted:
-            subs = need.get(q) if need is not None else None
-            if subs is None or any(not x or b"\n" in x for x in subs):
-                # Wanted outright (an empty substring is in every line; a newline in one
-                # is left to the per-line code): the line must stop the run.
-                stop.append(q)
-            else:
-                narrow.update(subs)  # wanted only with a substring: stop on those
-        # Longest first, so that no alternative is a prefix that hides a longer one.
-        not_wanted = (
-            rb"(?!" + rb"|".join(re.escape(q) for q in sorted(stop, key=len, reverse=True)) + rb")"
-            if stop
-            else b""
-        )
-        msg = _TO_BRACKET + rb"\] (?:" + not_wanted + rb'"' + _MSG_BYTES + rb'"|(?!"))'
-        unit = _P + _H + msg + rb".*(?:" + _EOL_PLAIN + rb"|" + _EOL_OPEN + _BLOCK + rb")"
-        self.run = re.compile(rb"(?:" + unit + rb")*" + _POSSESSIVE).match
-        self.subs = finder(sorted(narrow)) if narrow else None
-
-
-@lru_cache(maxsize=16)
-def _bulk_plan_cached(
-    wanted: frozenset[bytes], need: tuple[tuple[bytes, tuple[bytes, ...]], ...]
-) -> _BulkPlan:
-    return _BulkPlan(wanted, dict(need) if need else None)
-
-
-def _bulk_plan(wanted: frozenset[bytes], need: dict[bytes, tuple[bytes, ...]] | None) -> _BulkPlan:
-    """The plan for this prefilter, compiled once per process (the regex is large)."""
-    return _bulk_plan_cached(wanted, tuple(sorted(need.items())) if need else ())
-
-
-def _may_block(line: bytes, before: bool) -> bool:
-    r"""Whether a block may be open after the per-line code has taken ``line``.
-
-    A superset of the per-line state (only runs started with no block open are correct):
-    a block is opened or re-opened only by a line ending with ``=<`` (after any ``\r``),
-    and is kept open otherwise only by a ``\t`` continuation line.
-    """
-    if line.rstrip(b"\r\n").endswith(b"=<"):
-        return True
-    if not before:
-        return False
-    h = line.find(b" ") + 1 if line[:1].isdigit() else 0
-    return line[h : h + 1] == b"\t"
-
-
-def _prefilter(
-    messages: frozenset[str] | None, contains: Mapping[str, Iterable[str]] | None
-) -> tuple[frozenset[bytes] | None, dict[bytes, tuple[bytes, ...]] | None]:
-    """The prefilter as raw quoted bytes: the ``wanted`` messages and ``need`` substrings."""
-    wanted: frozenset[bytes] | None = None
-    if messages is not None:
-        wanted = frozenset(go_quote(m).encode("utf-8") for m in messages)
-    need: dict[bytes, tuple[bytes, ...]] | None = None
-    if contains:
-        need = {
-            go_quote(m).encode("utf-8"): tuple(x.encode("utf-8") for x in subs)
-            for m, subs in contains.items()
-        }
-    return wanted, need
-
-
-#: Bytes read per block by the bulk scanner: large enough that the per-block Python work
-#: vanishes, small enough to keep memory flat and to stay in the CPU's L2 cache between the
-#: block's passes (read, ``contains`` search, regex, line count): 1 MiB measured faster
-#: than 4 MiB on a 200 MB log.
-BLOCK_SIZE = 1 << 20
+def _cut_at_cr(body: bytes, pushback: list[bytes], stats: SourceStats) -> None:
+    """Cut a line (without its line end) at each carriage return, for the reader to take
+    the pieces as lines."""
+    pieces = body.split(b"\r")
+    stats.note(CR_NOTE, len(pieces) - 1)
+    pushback.extend(p + b"\n" for p in pieces)
 
 
 def iter_klog(
-    fh_or_lines: Iterable[bytes] | Iterable[str],
+    source: Iterable[bytes] | Iterable[str],
     stats: SourceStats,
-    messages: frozenset[str] | None = None,
-    contains: Mapping[str, Iterable[str]] | None = None,
-    *,
-    block_size: int = BLOCK_SIZE,
-    drop: Callable[[bytes], bool] | None = None,
+    messages: Iterable[str] | None = None,
+    contains: Contains | None = None,
 ) -> Iterator[KlogRecord]:
     """Stream :class:`KlogRecord` s from a binary file (or any iterable of lines).
 
-    ``messages``, when given, is a prefilter: only lines whose (decoded) message is in the
-    set are decoded and fully parsed.  Other well-formed lines are counted as understood
-    and not yielded (with their multi-line blocks, if any).  Records are yielded in line
+    With ``messages``, only the lines a :class:`Prefilter` of them (and ``contains``) may
+    want are parsed; the others are counted in ``stats.ignored``, unread (with the
+    continuation lines of their multi-line blocks).  A malformed line that is parsed is
+    counted in ``stats.skipped`` with its line number and why.  Records are yielded in line
     order; a record with a block is yielded when its closing `` >`` line (or the next
     header) is read.
 
-    ``contains`` narrows the prefilter further (it only acts together with ``messages``):
-    for a message listed there, a line is parsed only if its raw text contains at least one
-    of the given substrings, e.g. ``{"HTTP call done": ['purpose="wake"']}``, because the
-    DPC's most frequent line is "HTTP call done" and the bridge wants only a few purposes.
-
-    Two ways through, with the same results (records, line numbers, every count and skip
-    reason; ``tests/test_klog_fastpath.py`` holds them equal):
-
-    * **Bulk**, for a binary file object (its *class* has ``read``) with ``messages``: the
-      file is read ``block_size`` bytes at a time and the lines the prefilter would ignore
-      are recognised by one compiled regex per run of lines, in C, and only counted; the
-      other lines (wanted, malformed, or where a block may be open) go one by one through
-      the per-line parser, which stays the only judge of what a line means.  Why: the per-line prefilter
-      alone cost ~3 us of bytecode per line, ~10x a bare ``for line in fh`` loop.  An
-      object that only forwards ``read`` through ``__getattr__`` (a wrapper counting what
-      it iterates) is read per line, so its own ``__iter__`` still sees every line.
-    * **Per line**, for an iterable of ``bytes``/``str`` lines (the live watcher), or
-      without ``messages``: a fixed-offset header check and one set lookup per ignored line.
-
-    ``drop``, with ``messages``, is the caller's promise about lines it would throw away:
-    a line the prefilter wants and for which ``drop(raw_line)`` is true (its bytes, line
-    end included) is counted as understood and not parsed, exactly as if its record had
-    been yielded and ignored.  ``drop`` must take only lines the parser turns into a
-    record (see :func:`simple_line_pattern`).  Why: most wanted lines of a DPC log are
-    failed ``/is_sleeping`` polls, which the bridge drops (``correlate.failed_poll``).
-
-    ``stats.read``/``understood`` are kept in local counters on the hot path and written
-    back before every yield and when the iterator ends or is closed, so they are exact
-    whenever the caller looks at them between records.
+    ``stats.read``/``understood``/``ignored`` are kept in local counters and written back
+    before every yield and when the iterator ends or is closed, so they are exact whenever
+    the caller looks at them between records.
     """
-    wanted, need = _prefilter(messages, contains)
-    items: Iterable[Any] = fh_or_lines
-    if wanted is not None and _bulk_readable(fh_or_lines):
-        # read1 where there is one: a pipe then hands over what it has instead of blocking
-        # until a whole block arrives (same bytes, same results, records sooner).
-        src: Any = fh_or_lines
-        read = src.read1 if callable(getattr(type(src), "read1", None)) else src.read
-        plan = _bulk_plan(wanted, need)
-        items = bulk_items(read, max(1, block_size), plan.run, plan.subs, _may_block)
-    yield from _iter_lines(items, stats, wanted, need, drop if wanted is not None else None)
-
-
-def _iter_lines(
-    items: Iterable[Any],
-    stats: SourceStats,
-    wanted: frozenset[bytes] | None,
-    need: dict[bytes, tuple[bytes, ...]] | None,
-    drop: Callable[[bytes], bool] | None = None,
-) -> Iterator[KlogRecord]:
-    """The per-line parser behind :func:`iter_klog`: ``items`` are lines (``bytes`` or
-    ``str``, with their line ends) or :class:`_Plain` counts of lines already proven to be
-    ignored by the prefilter, which arrive only when no block is open."""
+    wanted = Prefilter(messages, contains).function() if messages is not None else None
     pending: _Parsed | None = None  # a record whose multi-line block is still open
-    ignoring_block = False  # consuming the block of a line the prefilter ignored
-    read = understood = 0  # not yet written back to stats
-    levels, digits = _LEVELS_B, _DIGITS_B
+    read = understood = ignored = 0  # not yet written back to stats
     line_no = 0
+
+    def flush() -> None:
+        nonlocal read, understood, ignored
+        stats.read += read
+        stats.understood += understood
+        stats.ignored += ignored
+        read = understood = ignored = 0
+
+    pushback: list[bytes] = []
     try:
-        for raw in items:
-            if raw.__class__ is _Plain:
-                # A run of lines the bulk scanner proved plain (see _bulk_items).
-                line_no += raw
-                read += raw
-                understood += raw
-                continue
+        for b in _lines(source, pushback, stats):
             line_no += 1
             read += 1
-            if raw.__class__ is _TooLong or len(raw) > MAX_LINE_BYTES:
-                # Not read (see blocks.TooLong); an open block cannot be judged past it.
-                stats.skip(line_no, too_long_reason(raw if raw.__class__ is _TooLong else len(raw)))
+            if b.__class__ is TooLong or len(b) > MAX_LINE_BYTES:
+                stats.skip(line_no, too_long_reason(b if b.__class__ is TooLong else len(b)))  # type: ignore[arg-type]
                 if pending is not None:
-                    stats.read += read
-                    stats.understood += understood
-                    read = understood = 0
+                    flush()
                     yield pending.record()  # without the block's value, as for a cut block
                     pending = None
                 continue
-            b = raw.encode("utf-8", "surrogateescape") if isinstance(raw, str) else raw
-            if wanted is not None and pending is None and not ignoring_block:
-                # Prefilter fast path, inlined: fixed header punctuation, then the message.
-                h = b.find(b" ") + 1 if b[:1] and b[0] in digits else 0
-                if (
-                    len(b) > h + 30
-                    and b[h] in levels
-                    and b[h + 5] == 0x20
-                    and b[h + 8] == 0x3A
-                    and b[h + 14] == 0x2E
-                    and b[h + 21] == 0x20
-                ):
-                    j = b.find(b"] ", h + 22)
-                    if j > 0:
-                        if b[j + 2 : j + 3] == b'"':
-                            end = b.find(b'"', j + 3)
-                            if end > 0 and b[end - 1] == 0x5C:
-                                end = _quoted_end_b(b, j + 2) - 1
-                            msg = b[j + 2 : end + 1] if end > 0 else None
-                        else:
-                            msg = b""  # unstructured line: never a wanted message
-                        if msg is not None and (
-                            msg not in wanted or (need is not None and _lacks(b, need.get(msg)))
-                        ):
-                            understood += 1
-                            ignoring_block = b.endswith((b"=<\n", b"=<", b"=<\r\n"))
-                            continue
-                if drop is not None and drop(b):
-                    understood += 1  # a record the caller would drop: see iter_klog
-                    continue
-            if b.endswith(b"\n"):
-                b = b[:-2] if b.endswith(b"\r\n") else b[:-1]
+            if (line_no == 1 or len(b) > _CR_CHECK_BYTES) and b"\r" in b.rstrip(b"\r\n"):  # type: ignore[union-attr]
+                # A carriage return alone ends a line too: else a log written with CR-only
+                # line ends is one line, and every record in it is lost without a word.
+                # Such a log is one long first line, so only the first line and long lines
+                # are searched (the same ones whether a prefilter is given or not).
+                _cut_at_cr(b.rstrip(b"\r\n"), pushback, stats)  # type: ignore[union-attr]
+                line_no -= 1
+                read -= 1
+                continue
+            if pending is None and wanted is not None and not wanted(b):  # type: ignore[arg-type]
+                ignored += 1
+                continue
+            b = b.rstrip(b"\r\n")  # type: ignore[union-attr]
             h = _header_offset_b(b)
-            if pending is not None or ignoring_block:
+            if pending is not None:
                 if b[h : h + 1] == b"\t":
-                    if pending is not None:
-                        pending.block_bytes += len(b)
-                        if pending.block_bytes > MAX_VALUE_BYTES:
-                            stats.skip(
-                                line_no, f"multi-line value longer than {MAX_VALUE_BYTES >> 20} MiB: dropped"
-                            )
-                            stats.read += read
-                            stats.understood += understood
-                            read = understood = 0
-                            yield pending.record()  # without that value, as for a cut block
-                            pending = None
-                            ignoring_block = True  # the rest of the block is only counted
-                            continue
-                        pending.block.append(_decode(b[h + 1 :]))
                     understood += 1
+                    pending.block_bytes += len(b)
+                    if pending.block_bytes > MAX_VALUE_BYTES:
+                        stats.skip(
+                            line_no, f"multi-line value longer than {MAX_VALUE_BYTES >> 20} MiB: dropped"
+                        )
+                        understood -= 1
+                        pending.truncated = True
+                        flush()
+                        yield pending.record()
+                        pending = None
+                        continue
+                    pending.block.append(_decode(b[h + 1 :]))
                     continue
                 if b.startswith(b" >", h):
                     understood += 1
-                    if pending is not None:
-                        assert pending.block_key is not None
-                        pending.kv.append((pending.block_key, "\n".join(pending.block)))
-                        pending.block = []
-                        pending.more(_decode(b[h + 2 :]), 0)
-                        if pending.block_key is None:
-                            stats.read += read
-                            stats.understood += understood
-                            read = understood = 0
-                            yield pending.record()
-                            pending = None
-                    else:
-                        ignoring_block = b.endswith(b"=<")
+                    assert pending.block_key is not None
+                    pending.kv.append((pending.block_key, "\n".join(pending.block)))
+                    pending.block = []
+                    pending.more(_decode(b[h + 2 :]), 0)
+                    if pending.block_key is None:
+                        flush()
+                        yield pending.record()
+                        pending = None
                     continue
                 # The block was never closed (cut): its value is dropped, the record kept.
-                if pending is not None:
-                    pending.truncated = True
-                    stats.read += read
-                    stats.understood += understood
-                    read = understood = 0
-                    yield pending.record()
-                    pending = None
-                ignoring_block = False
-                if wanted is not None:
-                    msg = _cheap_message_b(b, h)
-                    if msg is not None and (
-                        msg not in wanted or (need is not None and _lacks(b, need.get(msg)))
-                    ):
-                        understood += 1
-                        ignoring_block = b.endswith(b"=<")
-                        continue
+                pending.truncated = True
+                flush()
+                yield pending.record()
+                pending = None
+                if wanted is not None and not wanted(b):
+                    ignored += 1
+                    continue
+            if wanted is not None and b[h : h + 1] in (b"\t", b" "):
+                ignored += 1  # a line of an ignored record's block: never a record
+                continue
             s = _decode(b)
             if not s.strip():
                 stats.skip(line_no, "blank line")
@@ -973,28 +824,20 @@ def _iter_lines(
             if s[:1] == "\t" or s.startswith(" >"):
                 stats.skip(line_no, "continuation line outside a multi-line value")
                 continue
-            rec = _simple_record(line_no, prefix_ns, s)
-            if rec is None:
-                try:
-                    p = _Parsed(line_no, prefix_ns, s)
-                except KlogParseError as e:
-                    stats.skip(line_no, e.reason)
-                    continue
-                if p.block_key is not None:
-                    understood += 1
-                    pending = p
-                    continue
-                rec = p.record()
+            try:
+                p = _Parsed(line_no, prefix_ns, s)
+            except KlogParseError as e:
+                stats.skip(line_no, e.reason)
+                continue
             understood += 1
-            stats.read += read
-            stats.understood += understood
-            read = understood = 0
-            yield rec
+            if p.block_key is not None:
+                pending = p
+                continue
+            flush()
+            yield p.record()
         if pending is not None:
-            stats.read += read
-            stats.understood += understood
-            read = understood = 0
+            pending.truncated = True
+            flush()
             yield pending.record()
     finally:
-        stats.read += read
-        stats.understood += understood
+        flush()

@@ -31,11 +31,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 from urllib.parse import unquote
 
-from fma_otel.lines import MAX_LINE_BYTES, MAX_VALUE_BYTES, too_long_reason
-from fma_otel.lines import TooLong as _TooLong
-from fma_otel.sources.blocks import Plain as _Plain
-from fma_otel.sources.blocks import bulk_items, finder
-from fma_otel.sources.blocks import bulk_readable as _bulk_readable
+from fma_otel.lines import MAX_LINE_BYTES, MAX_VALUE_BYTES, TooLong, bounded_lines, too_long_reason
 from fma_otel.sources.klog import _all_digits, _epoch_seconds_of_day, split_timestamp_prefix
 from fma_otel.sources.records import LauncherRecord, SourceStats
 
@@ -133,20 +129,6 @@ def _with_more(rec: LauncherRecord, more: list[str]) -> LauncherRecord:
     )
 
 
-#: A launcher header line that :func:`parse_launcher_line` accepts (valid date and time,
-#: `` - logger - LEVEL - `` with neither holding a space).  Stricter than the parser: days
-#: 29-31 only where every year has them (Feb 29 goes to the per-line code), and a line it
-#: does not take is simply parsed one by one.
-_DATE = (
-    rb"[0-9]{4}-(?:(?:0[1-9]|1[0-2])-(?:0[1-9]|1[0-9]|2[0-8])"
-    rb"|(?:0[13-9]|1[0-2])-(?:29|30)|(?:0[13578]|1[02])-31)"
-)
-_TIME = rb" (?:[01][0-9]|2[0-3]):[0-5][0-9]:(?:[0-5][0-9]|60),[0-9]{3}"
-_PLAIN_RUN = re.compile(rb"(?:" + _DATE + _TIME + rb" - [^ \n]+ - [^ \n]+ - .*\n)*")
-#: A line holding one of these may be a record ``facts_only`` keeps: never taken in a run.
-_FACT_SUBS = finder((ACCEPTED_PREFIX.encode(), b'"PUT '))
-
-
 def _is_fact(rec: LauncherRecord) -> bool:
     """A record :func:`fma_otel.facts.launcher_fact` may use (a superset of its facts)."""
     acc = rec.access
@@ -155,59 +137,54 @@ def _is_fact(rec: LauncherRecord) -> bool:
     return rec.message.startswith(ACCEPTED_PREFIX)
 
 
-#: Stands for a record ``facts_only`` drops, so that its continuation lines are still taken.
-_DROPPED = LauncherRecord(0, 0, "", "", "", None, None)
-
-
 def iter_launcher_log(
     fh_or_lines: Iterable[bytes] | Iterable[str],
     stats: SourceStats,
     *,
     facts_only: bool = False,
-    block_size: int = 1 << 20,
 ) -> Iterator[LauncherRecord]:
     """Stream :class:`LauncherRecord` s from a binary file or any iterable of lines.
 
     ``facts_only=True`` yields only the records the bridge uses (a message starting with
-    :data:`ACCEPTED_PREFIX`, or an access line ``PUT`` under :data:`INSTANCES_PATH`): exactly
-    the subset of the records yielded without it, with the same ``stats``.  A binary file
-    is then read in blocks and runs of plain header lines are counted in C.
+    :data:`ACCEPTED_PREFIX`, or an access line ``PUT`` under :data:`INSTANCES_PATH`): the
+    subset of the records yielded without it.  Lines that hold neither text, outside such
+    a record, are then counted in ``stats.ignored`` unread (most lines of a launcher log).
     """
-    if facts_only and _bulk_readable(fh_or_lines):
-        items: Iterable[Any] = bulk_items(
-            fh_or_lines.read,  # type: ignore[union-attr]
-            max(1, block_size),
-            _PLAIN_RUN.match,
-            _FACT_SUBS,
-        )
-    else:
-        items = fh_or_lines
-    for rec in _iter_items(items, stats):
+    src = fh_or_lines
+    items = bounded_lines(src, MAX_LINE_BYTES) if callable(getattr(src, "readline", None)) else src
+    for rec in _iter_items(items, stats, facts_only):
         if not facts_only or _is_fact(rec):
             yield rec
 
 
-def _iter_items(items: Iterable[Any], stats: SourceStats) -> Iterator[LauncherRecord]:
+_FACT_TEXTS = (ACCEPTED_PREFIX, '"PUT ')
+_FACT_BYTES = tuple(t.encode() for t in _FACT_TEXTS)
+
+
+def _may_be_fact(raw: bytes | str) -> bool:
+    """Whether a line may hold a fact the bridge reads: a literal search, nothing checked."""
+    texts: tuple[Any, ...] = _FACT_BYTES if raw.__class__ is bytes else _FACT_TEXTS
+    return texts[0] in raw or texts[1] in raw
+
+
+def _iter_items(
+    items: Iterable[Any], stats: SourceStats, facts_only: bool = False
+) -> Iterator[LauncherRecord]:
     pending: LauncherRecord | None = None
     more: list[str] = []
     more_bytes = 0
     line_no = 0
     for raw in items:
-        if raw.__class__ is _Plain:
-            if pending is not None and pending is not _DROPPED:
-                yield _with_more(pending, more)
-            pending, more = _DROPPED, []
-            line_no += raw
-            stats.read += raw
-            stats.understood += raw
-            continue
         line_no += 1
         stats.read += 1
-        if raw.__class__ is _TooLong or len(raw) > MAX_LINE_BYTES:
-            # Not read (see blocks.TooLong): it may have begun a record, so the one before
+        if facts_only and pending is None and raw.__class__ is not TooLong and not _may_be_fact(raw):
+            stats.ignored += 1  # neither a fact nor part of one
+            continue
+        if raw.__class__ is TooLong or len(raw) > MAX_LINE_BYTES:
+            # Not read (see lines.TooLong): it may have begun a record, so the one before
             # ends here, and continuation lines after it belong to no record.
-            stats.skip(line_no, too_long_reason(raw if raw.__class__ is _TooLong else len(raw)))
-            if pending is not None and pending is not _DROPPED:
+            stats.skip(line_no, too_long_reason(raw if raw.__class__ is TooLong else len(raw)))
+            if pending is not None:
                 yield _with_more(pending, more)
             pending, more = None, []
             continue
@@ -223,8 +200,7 @@ def _iter_items(items: Iterable[Any], stats: SourceStats) -> Iterator[LauncherRe
         if not _starts_with_date(body):
             if _UVICORN_CLI.match(body):
                 if pending is not None:
-                    if pending is not _DROPPED:
-                        yield _with_more(pending, more)
+                    yield _with_more(pending, more)
                     pending, more = None, []
                 stats.skip(line_no, "uvicorn CLI line without a time (no asctime)")
             elif pending is not None:
@@ -240,8 +216,7 @@ def _iter_items(items: Iterable[Any], stats: SourceStats) -> Iterator[LauncherRe
                 stats.skip(line_no, "continuation line before any launcher record")
             continue
         if pending is not None:
-            if pending is not _DROPPED:
-                yield _with_more(pending, more)
+            yield _with_more(pending, more)
             pending, more = None, []
         try:
             pending = parse_launcher_line(body, line_no, prefix_ns)
@@ -249,7 +224,9 @@ def _iter_items(items: Iterable[Any], stats: SourceStats) -> Iterator[LauncherRe
             stats.skip(line_no, e.reason)
             continue
         stats.understood += 1
-    if pending is not None and pending is not _DROPPED:
+        if facts_only and not _is_fact(pending):
+            pending = None  # its continuation lines are passed over with the other lines
+    if pending is not None:
         yield _with_more(pending, more)
 
 

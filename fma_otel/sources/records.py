@@ -9,11 +9,10 @@ month/day/time and lets the correlator resolve the year against Pod timestamps.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class KlogRecord:
+class KlogRecord(NamedTuple):
     """One klog text line (header + Go-quoted message + key/value pairs).
 
     ``kv`` keeps every pair in order, repeats included (klog can print ``node`` twice).
@@ -35,6 +34,9 @@ class KlogRecord:
     msg: str
     kv: tuple[tuple[str, Any], ...]
     prefix_ns: int | None = None
+    #: the line was cut inside a value, or its multi-line block never closed: the pairs
+    #: that were whole are kept, the cut one dropped (a reader needing it must say so)
+    truncated: bool = False
 
     def get(self, key: str, default: Any = None) -> Any:
         """The last value of ``key`` (call-site keys come after context keys)."""
@@ -47,8 +49,7 @@ class KlogRecord:
         return [v for k, v in self.kv if k == key]
 
 
-@dataclass(frozen=True, slots=True)
-class LauncherRecord:
+class LauncherRecord(NamedTuple):
     """One launcher log line: ``%(asctime)s - %(name)s - %(levelname)s - %(message)s``.
 
     ``t_ns`` is the asctime (millisecond precision) as UTC ns since the epoch.  For uvicorn
@@ -80,13 +81,24 @@ class PodEvent:
 
 @dataclass
 class SourceStats:
-    """Lines read/understood/skipped per source, for the summary and ``--strict``."""
+    """Lines read/understood/skipped per source, for the summary and ``--strict``.
+
+    ``read`` is ``understood + skipped``; ``ignored`` is the part of ``understood`` that a
+    parser's prefilter passed over without validating it (lines the bridge has no use for),
+    said apart so that the summary does not claim to have checked them.
+    """
 
     name: str
     read: int = 0
     understood: int = 0
     skipped: int = 0
+    ignored: int = 0
+    notes: dict[str, int] = field(default_factory=dict)
     skipped_lines: list[tuple[int, str]] = field(default_factory=list)  # (line_no, reason), first 100
+
+    def note(self, what: str, n: int = 1) -> None:
+        """Count something read that the summary must mention (not a skip)."""
+        self.notes[what] = self.notes.get(what, 0) + n
 
     def skip(self, line_no: int, reason: str) -> None:
         self.skipped += 1
