@@ -78,11 +78,11 @@ def reading_traces(path: str) -> Iterator[None]:
     except FileNotFoundError:
         fail(f"{path}: no such file")
     except IsADirectoryError:
-        fail(f"{path}: is a directory, not an OTLP JSON lines file (run 'fma-otel bridge' on a capture)")
+        fail(f"{path}: is a directory, not a trace file (run 'fma-otel bridge' on a capture)")
     except PermissionError:
         fail(f"{path}: permission denied")
     except OtlpJsonError:
-        fail(f"{path}: not an OTLP JSON lines file (no line holds resourceSpans)")
+        fail(f"{path}: not a trace file (neither OTLP JSON nor Jaeger JSON)")
     except OSError as exc:
         fail(f"{path}: cannot read: {exc.strerror or exc}")
 
