@@ -154,7 +154,7 @@ def test_capture_out_that_cannot_be_written_is_one_line_exit_2(
     kubeconfig = k8s.write_kubeconfig(str(tmp_path / "kubeconfig"), NS)
     r = _capture("--kubeconfig", kubeconfig, "--out", out)
     assert r.exit_code == 2 and isinstance(r.exception, SystemExit)
-    assert r.stderr.splitlines() == [f"fma-otel capture: --out {out}: cannot write a capture there ({why})"]
+    assert r.stderr.splitlines() == [f"fma-otel capture: error: --out {out}: cannot write a capture there ({why})"]
     assert not k8s.requests_to("/pods")
 
 
@@ -164,4 +164,4 @@ def test_capture_file_that_cannot_be_written_names_it_exit_1(k8s: FakeCluster, t
     kubeconfig = k8s.write_kubeconfig(str(tmp_path / "kubeconfig"), NS)
     r = _capture("--kubeconfig", kubeconfig, "--out", str(out))
     assert r.exit_code == 1 and isinstance(r.exception, SystemExit)
-    assert r.stderr.splitlines() == [f"fma-otel capture: cannot write {out / 'pods.json'}: Is a directory"]
+    assert r.stderr.splitlines() == [f"fma-otel capture: error: cannot write {out / 'pods.json'}: Is a directory"]
