@@ -97,3 +97,29 @@ def test_stdout_is_unchanged_when_it_works(traces: str) -> None:
     proc = subprocess.run([*CLI, "bridge", "-q", "--out", "-"], capture_output=True, timeout=60)
     assert proc.returncode == 0
     assert proc.stdout == Path(traces).read_bytes()
+
+
+def test_one_error_format_and_exit_2_for_unusable_arguments(traces: str, tmp_path: Path) -> None:
+    """Every command's unusable arguments, a missing --out folder included, are one line
+    ``fma-otel CMD: error: ...`` and exit 2, before any work (no file is written)."""
+    from click.testing import CliRunner
+
+    from fma_otel.cli import main
+
+    nope = tmp_path / "no-such-folder" / "x.out"
+    cases = [
+        (["bridge", "-q", "--out", str(nope)], "fma-otel bridge: error: Invalid value for --out: "),
+        (["report", traces, "--out", str(nope)], "fma-otel report: error: Invalid value for --out: "),
+        (["slo", traces, "--out", str(nope)], "fma-otel slo: error: Invalid value for --out: "),
+        (["show", traces, "--width", "5"], "fma-otel show: error: Invalid value for '--width': "),
+        (["slo", traces, "--no-such-flag"], "fma-otel slo: error: No such option '--no-such-flag'"),
+        (["show"], "fma-otel show: error: Missing argument 'FILE'."),
+        (["no-such-command"], "fma-otel: error: No such command 'no-such-command'."),
+    ]
+    for argv, start in cases:
+        r = CliRunner().invoke(main, argv)
+        lines = r.stderr.splitlines()
+        assert r.exit_code == 2 and len(lines) == 1 and lines[0].startswith(start), (argv, r.stderr)
+        if "--out" in argv:
+            assert lines[0].endswith(f"{nope}: folder {nope.parent} does not exist")
+    assert not nope.parent.exists()

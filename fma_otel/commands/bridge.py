@@ -17,6 +17,7 @@ from ..podfacts import parse_selector
 from ..sinks.otlp_json import write_trace_line
 from ..workers import MAX_JOBS, no_cyclic_gc
 from ._common import fail, finish, open_out
+from .params import check_out
 
 SAMPLE_BASELINE_SELECTOR = "app=vllm"
 
@@ -44,7 +45,9 @@ SAMPLE_BASELINE_SELECTOR = "app=vllm"
 @click.option(
     "--baseline-container", metavar="NAME", help="Main container of baseline Pods (default: the first)."
 )
-@click.option("--out", "out", type=click.Path(), help="Write OTLP JSON lines here ('-' for stdout).")
+@click.option(
+    "--out", "out", type=click.Path(), callback=check_out, help="Write OTLP JSON lines here ('-' for stdout)."
+)
 @click.option(
     "--otlp-endpoint", metavar="URL", help="Export over OTLP (else OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT)."
 )
