@@ -123,3 +123,40 @@ def test_one_error_format_and_exit_2_for_unusable_arguments(traces: str, tmp_pat
         if "--out" in argv:
             assert lines[0].endswith(f"{nope}: folder {nope.parent} does not exist")
     assert not nope.parent.exists()
+
+
+def test_otlp_protocol_is_the_environments_or_the_default_never_the_ports(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import click
+    from click.testing import CliRunner
+
+    from fma_otel.commands import params
+
+    @click.command("probe")
+    @click.option("--otlp-endpoint")
+    @params.otlp_protocol_option
+    def probe(otlp_endpoint: str | None, otlp_protocol: str) -> None:
+        click.echo(otlp_protocol)
+
+    for name in ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL",
+                 "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"):  # fmt: skip
+        monkeypatch.delenv(name, raising=False)
+
+    def run(*args: str) -> tuple[str, str]:
+        r = CliRunner().invoke(probe, list(args), prog_name="fma-otel probe")
+        assert r.exit_code == 0, r.output
+        return r.stdout.strip(), r.stderr
+
+    assert run() == ("http/protobuf", "")
+    assert run("--otlp-endpoint", "http://c:4318") == ("http/protobuf", "")
+    proto, err = run("--otlp-endpoint", "http://c:4317")  # not guessed: the default, and a warning
+    assert proto == "http/protobuf"
+    assert err.startswith("fma-otel probe: warning: OTLP endpoint http://c:4317 is on the OTLP/gRPC port")
+    assert len(err.splitlines()) == 1
+    assert run("--otlp-endpoint", "http://c:4317", "--otlp-protocol", "grpc") == ("grpc", "")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+    assert run("--otlp-endpoint", "http://c:4317") == ("grpc", "")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf")
+    assert run() == ("http/protobuf", "")  # the traces-specific variable wins
+    assert run("--otlp-protocol", "grpc") == ("grpc", "")  # the flag wins over both

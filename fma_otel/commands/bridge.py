@@ -16,6 +16,7 @@ from .. import bridge as B
 from ..podfacts import parse_selector
 from ..sinks.otlp_json import write_trace_line
 from ..workers import MAX_JOBS, no_cyclic_gc
+from . import params
 from ._common import fail, finish, open_out
 from .params import check_out
 
@@ -51,7 +52,7 @@ SAMPLE_BASELINE_SELECTOR = "app=vllm"
 @click.option(
     "--otlp-endpoint", metavar="URL", help="Export over OTLP (else OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT)."
 )
-@click.option("--otlp-protocol", type=click.Choice(["grpc", "http/protobuf"]), help="OTLP protocol.")
+@params.otlp_protocol_option
 @click.option("--strict", is_flag=True, help="Fail (exit 1) naming file and line if any line was skipped.")
 @click.option(
     "--jobs",

@@ -116,3 +116,58 @@ def default_namespace(kubeconfig: str | None = None, context: str | None = None)
     except OSError:
         pass
     return "default"
+
+
+#: the OTLP protocol when neither ``--otlp-protocol`` nor the environment names one: the
+#: OpenTelemetry specification's default, as for the wrappers (docs/wrappers.md)
+DEFAULT_OTLP_PROTOCOL = "http/protobuf"
+OTLP_GRPC_PORT = 4317
+
+
+def _otlp_protocol(ctx: click.Context, param: click.Parameter, value: str | None) -> str:
+    """``--otlp-protocol``, else ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL``, else
+    ``OTEL_EXPORTER_OTLP_PROTOCOL``, else :data:`DEFAULT_OTLP_PROTOCOL`: never guessed from
+    the endpoint's port.  An endpoint on 4317 (the OTLP/gRPC port) that gets the default
+    is warned about once, naming the two fixes; an unknown value from the environment is
+    passed on for the exporter set-up to refuse in one line."""
+    if value:
+        return value
+    for name in ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
+        env = os.environ.get(name, "").strip()
+        if env:
+            return env
+    endpoint = (
+        ctx.params.get("otlp_endpoint")
+        or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
+        or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
+    )
+    if endpoint and _port(str(endpoint)) == OTLP_GRPC_PORT:
+        from ._common import prog_name
+
+        click.echo(
+            f"{prog_name(ctx)}: warning: OTLP endpoint {endpoint} is on the OTLP/gRPC port but the "
+            f"protocol is {DEFAULT_OTLP_PROTOCOL} (the default): give --otlp-protocol grpc "
+            "(or OTEL_EXPORTER_OTLP_PROTOCOL=grpc), or use port 4318",
+            err=True,
+        )
+    return DEFAULT_OTLP_PROTOCOL
+
+
+def _port(endpoint: str) -> int | None:
+    from urllib.parse import urlparse
+
+    try:
+        return urlparse(endpoint if "://" in endpoint else f"//{endpoint}").port
+    except ValueError:
+        return None
+
+
+def otlp_protocol_option(func: F) -> F:
+    """``--otlp-protocol``: the one rule of :func:`_otlp_protocol`, for bridge and watch."""
+    return click.option(
+        "--otlp-protocol",
+        type=click.Choice(["grpc", DEFAULT_OTLP_PROTOCOL]),
+        callback=_otlp_protocol,
+        help="OTLP protocol (default: OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL, else http/protobuf; "
+        "never guessed from the port).",
+    )(func)

@@ -22,6 +22,7 @@ import signal
 import click
 
 from ..jsonsafe import brief
+from . import params
 from ._common import _describe_os_error, fail
 from .params import default_namespace
 
@@ -102,7 +103,7 @@ MIN_TICK_S = 0.05
 @click.option(
     "--otlp-endpoint", metavar="URL", help="Export over OTLP (else OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT)."
 )
-@click.option("--otlp-protocol", type=click.Choice(["grpc", "http/protobuf"]), help="OTLP protocol.")
+@params.otlp_protocol_option
 @click.option(
     "--incomplete-after",
     type=DURATION,
