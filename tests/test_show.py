@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -257,6 +258,7 @@ def test_pipe_to_head_is_quiet(tmp_path: Path):
     proc = subprocess.run(
         f"{' '.join(map(repr, cli))} | head -1; echo \"rc=${{PIPESTATUS[0]}}\"",
         shell=True, executable="/bin/bash", cwd=REPO, capture_output=True, text=True, timeout=60,
+        env={k: v for k, v in os.environ.items() if k != "COLUMNS"},  # the fixed pipe width
     )  # fmt: skip
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("r1  cold_launcher  trace 00000000000000000000000000000001")
