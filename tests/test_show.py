@@ -200,7 +200,7 @@ def test_cli_bad_files(tmp_path: Path):
     text.write_text("hello\nthis is not json\n")
     res = _run(str(text))
     assert res.exit_code == 2
-    assert "not a trace file" in res.stderr
+    assert "not an OTLP JSON lines file" in res.stderr
     res = _run(str(tmp_path))
     assert res.exit_code == 2 and "is a directory" in res.stderr
     empty = tmp_path / "empty.jsonl"

@@ -93,7 +93,7 @@ def reading_traces(path: str) -> Iterator[None]:
     except PermissionError:
         fail(f"{path}: permission denied")
     except OtlpJsonError:
-        fail(f"{path}: not a trace file (neither OTLP JSON nor Jaeger JSON)")
+        fail(f"{path}: not an OTLP JSON lines file (nor OTLP JSON, nor Jaeger JSON)")
     except OSError as exc:
         fail(f"{path}: cannot read: {exc.strerror or exc}")
 

@@ -44,7 +44,7 @@ def test_empty_file_says_so(tmp_path):
         (lambda p: p, "is a directory"),
         (
             lambda p: (p / "x.json").write_text('{"kind": "PodList"}\n') and p / "x.json",
-            "not a trace file",
+            "not an OTLP JSON lines file",
         ),
     ],
 )
