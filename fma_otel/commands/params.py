@@ -65,7 +65,8 @@ def check_out(ctx: click.Context | None, param: click.Parameter | None, value: s
     name = param.opts[0] if param is not None and param.opts else "--out"
     folder = os.path.dirname(os.path.abspath(value))
     if not os.path.isdir(folder):
-        raise click.BadParameter(f"{value}: folder {folder} does not exist", ctx, param, name)
+        why = "is not a folder" if os.path.exists(folder) else "does not exist"
+        raise click.BadParameter(f"{value}: folder {folder} {why}", ctx, param, name)
     if os.path.isdir(value):
         raise click.BadParameter(f"{value}: is a folder, not a file", ctx, param, name)
     return value
