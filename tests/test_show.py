@@ -342,3 +342,13 @@ def _to_jaeger(req: dict) -> dict:
                               "duration": int(sp["endTimeUnixNano"]) // 1000 - start,
                               "tags": tags, "processID": f"p{i}"})  # fmt: skip
     return {"traceID": spans[0]["traceID"], "spans": spans, "processes": processes}
+
+
+def test_no_width_from_30_to_220_is_ever_exceeded():
+    """Every width a terminal may have, not only the three the issue names."""
+    spans = deep_trace() + three_levels()
+    for width in range(30, 221):
+        text = render_waterfall(spans, width, color=False)
+        lines = text.splitlines()
+        assert max(len(line) for line in lines) <= width, width
+        assert len(lines) == 14 and text.count("\n\n") == 1, width  # nothing wrapped or lost
