@@ -112,7 +112,10 @@ def test_checkpoint_that_cannot_be_written_is_one_line_exit_2(
     }[where]
     why = "No such file or directory" if where == "proc" else "Not a directory"
     r = watch("--kubeconfig", kubeconfig, "--checkpoint", str(cp), "--out", str(tmp_path / "o.jsonl"))
-    assert one_line_exit_2(r) == f"fma-otel watch: error: --checkpoint {cp}: cannot write a checkpoint there ({why})"
+    assert (
+        one_line_exit_2(r)
+        == f"fma-otel watch: error: --checkpoint {cp}: cannot write a checkpoint there ({why})"
+    )
     assert not k8s.requests_to("/pods")
 
 
