@@ -73,6 +73,27 @@ def _pipe_guard() -> Iterator[None]:
 
 
 class LazyGroup(click.Group):
+    def main(self, *args, standalone_mode: bool = True, **kwargs):  # noqa: ANN002, ANN003, ANN201
+        """Click's own handling, but every usage error as the one error format of all
+        commands: ``fma-otel CMD: error: ...`` on one line of stderr, exit 2."""
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        from .commands._common import prog_name
+        from .errtext import one_line
+
+        try:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        except click.UsageError as exc:
+            name = prog_name(exc.ctx)
+            click.echo(f"{name}: error: {one_line(exc.format_message())}", err=True)
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            click.echo(f"{prog_name(None)}: error: {one_line(exc.format_message())}", err=True)
+            sys.exit(exc.exit_code)
+        except click.exceptions.Abort:
+            click.echo("fma-otel: aborted", err=True)
+            sys.exit(1)
+
     def make_context(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN201
         with _pipe_guard():
             return super().make_context(*args, **kwargs)
@@ -157,9 +178,6 @@ def run() -> None:
     # what failed.  Before grpc is imported; an explicit GRPC_VERBOSITY still wins.
     os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     _setup_std_streams()
-    from .commands import _common
-
-    _common.owns_process = True  # a command may end the process itself (_common.finish)
     try:
         try:
             main(standalone_mode=True)

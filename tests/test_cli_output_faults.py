@@ -97,3 +97,66 @@ def test_stdout_is_unchanged_when_it_works(traces: str) -> None:
     proc = subprocess.run([*CLI, "bridge", "-q", "--out", "-"], capture_output=True, timeout=60)
     assert proc.returncode == 0
     assert proc.stdout == Path(traces).read_bytes()
+
+
+def test_one_error_format_and_exit_2_for_unusable_arguments(traces: str, tmp_path: Path) -> None:
+    """Every command's unusable arguments, a missing --out folder included, are one line
+    ``fma-otel CMD: error: ...`` and exit 2, before any work (no file is written)."""
+    from click.testing import CliRunner
+
+    from fma_otel.cli import main
+
+    nope = tmp_path / "no-such-folder" / "x.out"
+    cases = [
+        (["bridge", "-q", "--out", str(nope)], "fma-otel bridge: error: Invalid value for --out: "),
+        (["report", traces, "--out", str(nope)], "fma-otel report: error: Invalid value for --out: "),
+        (["slo", traces, "--out", str(nope)], "fma-otel slo: error: Invalid value for --out: "),
+        (["show", traces, "--width", "5"], "fma-otel show: error: Invalid value for '--width': "),
+        (["slo", traces, "--no-such-flag"], "fma-otel slo: error: No such option '--no-such-flag'"),
+        (["show"], "fma-otel show: error: Missing argument 'FILE'."),
+        (["no-such-command"], "fma-otel: error: No such command 'no-such-command'."),
+    ]
+    for argv, start in cases:
+        r = CliRunner().invoke(main, argv)
+        lines = r.stderr.splitlines()
+        assert r.exit_code == 2 and len(lines) == 1 and lines[0].startswith(start), (argv, r.stderr)
+        if "--out" in argv:
+            assert lines[0].endswith(f"{nope}: folder {nope.parent} does not exist")
+    assert not nope.parent.exists()
+
+
+def test_otlp_protocol_is_the_environments_or_the_default_never_the_ports(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import click
+    from click.testing import CliRunner
+
+    from fma_otel.commands import params
+
+    @click.command("probe")
+    @click.option("--otlp-endpoint")
+    @params.otlp_protocol_option
+    def probe(otlp_endpoint: str | None, otlp_protocol: str) -> None:
+        click.echo(otlp_protocol)
+
+    for name in ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL",
+                 "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"):  # fmt: skip
+        monkeypatch.delenv(name, raising=False)
+
+    def run(*args: str) -> tuple[str, str]:
+        r = CliRunner().invoke(probe, list(args), prog_name="fma-otel probe")
+        assert r.exit_code == 0, r.output
+        return r.stdout.strip(), r.stderr
+
+    assert run() == ("http/protobuf", "")
+    assert run("--otlp-endpoint", "http://c:4318") == ("http/protobuf", "")
+    proto, err = run("--otlp-endpoint", "http://c:4317")  # not guessed: the default, and a warning
+    assert proto == "http/protobuf"
+    assert err.startswith("fma-otel probe: warning: OTLP endpoint http://c:4317 is on the OTLP/gRPC port")
+    assert len(err.splitlines()) == 1
+    assert run("--otlp-endpoint", "http://c:4317", "--otlp-protocol", "grpc") == ("grpc", "")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+    assert run("--otlp-endpoint", "http://c:4317") == ("grpc", "")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf")
+    assert run() == ("http/protobuf", "")  # the traces-specific variable wins
+    assert run("--otlp-protocol", "grpc") == ("grpc", "")  # the flag wins over both

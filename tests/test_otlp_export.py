@@ -281,7 +281,7 @@ def test_bad_otel_setting_in_the_cli_is_exit_2(tmp_path, clean_otlp_env):
     assert res.exit_code == 2, res.output
     assert res.exception is None or isinstance(res.exception, SystemExit)
     assert res.stderr.splitlines() == [
-        "fma-otel bridge: cannot set up OTLP export to http://127.0.0.1:1: "
+        "fma-otel bridge: error: cannot set up OTLP export to http://127.0.0.1:1: "
         'Invalid value "zstd" for compression envvar OTEL_EXPORTER_OTLP_COMPRESSION'
     ]
 

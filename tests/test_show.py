@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -43,18 +46,79 @@ def three_levels() -> list[SpanRecord]:
 
 
 def test_render_three_levels_exact():
-    out = render_waterfall(three_levels(), 60, color=False)
+    out = render_waterfall(three_levels(), 100, color=False)
     assert out.splitlines() == [
         "r1  cold_launcher  trace 0af7651916cd43dd8448eb211c80319c  complete  30.000s",
-        "fma.request              │███████████████████████│   30.000s  [29.000, 31.000]  k8s:created → k8s:Ready",
-        "  fma.requester.schedule │█                      │    1.000s",
-        "  fma.actuation          │       ████████████████│   20.000s  T_actuation",
-        "    fma.dpc.bind         │       ███             │    2.000s  !ERROR: boom",
-        "    fma.kubelet.probe    │                      ▏│    0.000s  !CLOCK raw=-0.500s",
+        "fma.request              │███████████████████████████████│   30.000s  [29.000, 31.000]",
+        "  fma.requester.schedule │██                             │    1.000s",
+        "  fma.actuation          │          █████████████████████│   20.000s  T_actuation",
+        "    fma.dpc.bind         │          ███                  │    2.000s  !ERROR: boom",
+        "    fma.kubelet.probe    │                             ▏ │    0.000s  !CLOCK raw=-0.500s",
     ]
-    # 23 bar cells for 30 s: 10 s starts in cell 7, 12 s ends in cell 10, 29 s is cell 22;
-    # the name, bar and duration columns fill exactly the width asked for
-    assert len(out.splitlines()[2]) == 60
+    # 31 bar cells for 30 s: 10 s starts in cell 10, 12 s ends in cell 13, 29 s is cell 29;
+    # the sources (k8s:created → k8s:Ready) do not fit beside the bar's half: left out
+    assert max(len(line) for line in out.splitlines()) <= 100
+    wide = render_waterfall(three_levels(), 160, color=False).splitlines()
+    assert wide[1].endswith("30.000s  [29.000, 31.000]  k8s:created → k8s:Ready")
+
+
+def test_render_narrow_shrinks_bar_and_cuts_details_never_wraps():
+    out = render_waterfall(three_levels(), 60, color=False)
+    assert out.splitlines() == [
+        "r1  cold_launcher  trace 0af76519…  complete  30.000s",
+        "fma.request              │██████████│   30.000s",
+        "  fma.requester.schedule │█         │    1.000s",
+        "  fma.actuation          │   ███████│   20.000s  T_actuation",
+        "    fma.dpc.bind         │   █      │    2.000s  !ERROR: bo…",
+        "    fma.kubelet.probe    │         ▏│    0.000s  !CLOCK raw…",
+    ]
+    for width in (30, 45, 80, 120, 200):
+        for color in (False, True):
+            text = render_waterfall(deep_trace(), width, color=color)
+            plain = re.sub(r"\x1b\[[0-9;]*m", "", text)
+            assert max(len(line) for line in plain.splitlines()) <= width, (width, color)
+
+
+def deep_trace() -> list[SpanRecord]:
+    """Six levels of long names and long sources, as the bridge's cold_launcher traces."""
+    src = {
+        "fma.start.source": "dpc:HTTP call done/create_instance",
+        "fma.end.source": "dpc:Successfully relayed the readiness",
+    }
+    spans = [
+        _span(
+            "a",
+            None,
+            "fma.request",
+            0,
+            55,
+            trace="3" * 32,
+            attrs={
+                "fma.requester.name": "my-request-29-14-30-07-c4bwr",
+                **src,
+                "fma.duration.min_s": 54.0,
+                "fma.duration.max_s": 56.0,
+            },
+        )
+    ]
+    parent = "a"
+    for i, name in enumerate(
+        [
+            "fma.actuation",
+            "fma.launcher.cold_start",
+            "fma.instance.ready",
+            "fma.dpc.create_instance",
+            "fma.launcher.create_instance",
+        ]
+    ):
+        sid = "bcdef"[i]
+        spans.append(
+            _span(
+                sid, parent, name, i, 55 - i, trace="3" * 32, attrs={**src, "fma.metric": "T_instance_create"}
+            )
+        )
+        parent = sid
+    return spans
 
 
 def test_render_orders_traces_by_root_start_and_flags_incomplete():
@@ -64,7 +128,7 @@ def test_render_orders_traces_by_root_start_and_flags_incomplete():
               status_message="missing R.ready", attrs={"fma.complete": False, "fma.requester.name": "r2"}),
         _span("f", "9", "fma.vllm.startup", 51, 52, trace="2" * 32),
     ]  # fmt: skip
-    out = render_waterfall(later + incomplete + three_levels(), 60, color=False)
+    out = render_waterfall(later + incomplete + three_levels(), 120, color=False)
     headers = [line for line in out.splitlines() if "trace " in line]
     assert [h.split("trace ")[1].split()[0] for h in headers] == [TRACE, "2" * 32, "1" * 32]
     assert "INCOMPLETE (missing R.ready)" in headers[1]
@@ -74,7 +138,7 @@ def test_render_orders_traces_by_root_start_and_flags_incomplete():
 
 def test_render_no_root_and_color():
     spans = [_span("b", "a", "fma.actuation", 0, 1)]
-    assert "INCOMPLETE (no fma.request span)" in render_waterfall(spans, 60, color=False)
+    assert "INCOMPLETE (no fma.request span)" in render_waterfall(spans, 100, color=False)
     colored = render_waterfall(three_levels(), 60, color=True)
     assert "\x1b[" in colored
     assert "fma.dpc.bind" in colored
@@ -194,8 +258,97 @@ def test_pipe_to_head_is_quiet(tmp_path: Path):
     proc = subprocess.run(
         f"{' '.join(map(repr, cli))} | head -1; echo \"rc=${{PIPESTATUS[0]}}\"",
         shell=True, executable="/bin/bash", cwd=REPO, capture_output=True, text=True, timeout=60,
+        env={k: v for k, v in os.environ.items() if k != "COLUMNS"},  # the fixed pipe width
     )  # fmt: skip
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("r1  cold_launcher  trace 00000000000000000000000000000001")
     assert lines[-1] == "rc=0"
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
+
+
+@pytest.fixture
+def deep_file(tmp_path: Path) -> Path:
+    p = tmp_path / "deep.jsonl"
+    with p.open("w") as fh:
+        write_trace_line(fh, deep_trace())
+        write_trace_line(fh, three_levels())
+    return p
+
+
+@pytest.mark.parametrize("width", [80, 120, 200])
+def test_cli_fits_width_and_columns(deep_file, width, monkeypatch):
+    """No line wider than --width, nor than COLUMNS (also when piped, as here)."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    by_flag = _run(str(deep_file), "--width", str(width))
+    monkeypatch.setenv("COLUMNS", str(width))
+    by_env = _run(str(deep_file))
+    for res in (by_flag, by_env):
+        assert res.exit_code == 0, res.output
+        lines = res.stdout.splitlines()
+        assert len(lines) == 14  # 2 headers, 6 + 5 spans, 1 blank: nothing wrapped or lost
+        assert max(len(line) for line in lines) <= width
+        assert sum("fma.launcher.create_" in line for line in lines) == 1
+    assert by_flag.stdout == by_env.stdout
+
+
+def test_cli_reads_stdin(trace_file):
+    res = CliRunner().invoke(
+        command, ["-", "--width", "60"], input=trace_file.read_text(), prog_name="fma-otel show"
+    )
+    assert res.exit_code == 0, res.output
+    assert res.stdout == _run(str(trace_file), "--width", "60").stdout
+
+
+def test_cli_reads_pretty_otlp_and_jaeger_json(trace_file, tmp_path: Path):
+    want = _run(str(trace_file), "--width", "100").stdout
+    reqs = [json.loads(line) for line in trace_file.read_text().splitlines()]
+    pretty = tmp_path / "pretty.json"
+    pretty.write_text("\n".join(json.dumps(r, indent=2) for r in reqs))
+    res = _run(str(pretty), "--width", "100")
+    assert res.exit_code == 0, res.output
+    assert res.stdout == want and not res.stderr
+    jaeger = tmp_path / "jaeger.json"
+    jaeger.write_text(json.dumps({"data": [_to_jaeger(r) for r in reqs]}, indent=1))
+    res = _run(str(jaeger), "--width", "100")
+    assert res.exit_code == 0, res.output
+    # Jaeger keeps µs: the waterfall of whole-second spans is the same
+    assert res.stdout == want and not res.stderr
+
+
+def _to_jaeger(req: dict) -> dict:
+    """An OTLP JSON request as Jaeger's UI "Download JSON" writes a trace (test helper)."""
+    spans, processes = [], {}
+    for i, rs in enumerate(req["resourceSpans"]):
+        attrs = {a["key"]: a["value"] for a in rs["resource"]["attributes"]}
+        processes[f"p{i}"] = {"serviceName": attrs["service.name"]["stringValue"], "tags": []}
+        for ss in rs["scopeSpans"]:
+            for sp in ss["spans"]:
+                tags = []
+                for a in sp.get("attributes", []):
+                    ((kind, value),) = a["value"].items()
+                    typ = {"boolValue": "bool", "intValue": "int64", "doubleValue": "float64"}.get(
+                        kind, "string"
+                    )
+                    tags.append({"key": a["key"], "type": typ, "value": value})
+                if sp.get("status", {}).get("code") == 2:
+                    tags += [{"key": "otel.status_code", "type": "string", "value": "ERROR"},
+                             {"key": "otel.status_description", "type": "string",
+                              "value": sp["status"].get("message", "")}]  # fmt: skip
+                start = int(sp["startTimeUnixNano"]) // 1000
+                refs = [{"refType": "CHILD_OF", "traceID": sp["traceId"], "spanID": sp["parentSpanId"]}] \
+                    if sp.get("parentSpanId") else []  # fmt: skip
+                spans.append({"traceID": sp["traceId"], "spanID": sp["spanId"], "operationName": sp["name"],
+                              "references": refs, "startTime": start,
+                              "duration": int(sp["endTimeUnixNano"]) // 1000 - start,
+                              "tags": tags, "processID": f"p{i}"})  # fmt: skip
+    return {"traceID": spans[0]["traceID"], "spans": spans, "processes": processes}
+
+
+def test_no_width_from_30_to_220_is_ever_exceeded():
+    """Every width a terminal may have, not only the three the issue names."""
+    spans = deep_trace() + three_levels()
+    for width in range(30, 221):
+        text = render_waterfall(spans, width, color=False)
+        lines = text.splitlines()
+        assert max(len(line) for line in lines) <= width, width
+        assert len(lines) == 14 and text.count("\n\n") == 1, width  # nothing wrapped or lost

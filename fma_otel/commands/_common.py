@@ -18,16 +18,23 @@ import click
 
 EXIT_USAGE = 2
 
-#: Set by the console entry point (``cli.run``) only: the process is ours to end.  Never
-#: set when a command runs inside a host (click's test runner, an embedding program).
-owns_process = False
+
+def prog_name(ctx: click.Context | None = None) -> str:
+    """``fma-otel CMD`` for the running command (however it was invoked: the console
+    script, ``python -m``, click's test runner), ``fma-otel`` outside one."""
+    ctx = ctx or click.get_current_context(silent=True)
+    if ctx is None or (ctx.parent is None and isinstance(ctx.command, click.Group)):
+        return "fma-otel"
+    if ctx.parent is not None:
+        return f"fma-otel {ctx.info_name}"
+    path = ctx.command_path
+    return path if path.startswith("fma-otel") else f"fma-otel {ctx.info_name}"
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
-    """Print ``fma-otel: <message>`` on stderr and exit (2 by default)."""
-    ctx = click.get_current_context(silent=True)
-    name = ctx.command_path if ctx else "fma-otel"
-    click.echo(f"{name}: {message}", err=True)
+    """Print ``fma-otel CMD: error: <message>`` (one line) on stderr and exit (2 by
+    default: unusable arguments or input; 1 for a failure while working)."""
+    click.echo(f"{prog_name()}: error: {message}", err=True)
     sys.exit(code)
 
 
@@ -55,11 +62,11 @@ def reading_traces(path: str) -> Iterator[None]:
     except FileNotFoundError:
         fail(f"{path}: no such file")
     except IsADirectoryError:
-        fail(f"{path}: is a directory, not an OTLP JSON lines file (run 'fma-otel bridge' on a capture)")
+        fail(f"{path}: is a directory, not a trace file (run 'fma-otel bridge' on a capture)")
     except PermissionError:
         fail(f"{path}: permission denied")
     except OtlpJsonError:
-        fail(f"{path}: not an OTLP JSON lines file (no line holds resourceSpans)")
+        fail(f"{path}: not an OTLP JSON lines file (nor OTLP JSON, nor Jaeger JSON)")
     except OSError as exc:
         fail(f"{path}: cannot read: {exc.strerror or exc}")
 

@@ -17,7 +17,9 @@ import click
 from .. import bridge as B
 from ..podfacts import parse_selector
 from ..sinks.otlp_json import write_trace_line
+from . import params
 from ._common import fail, open_out
+from .params import check_out
 
 SAMPLE_BASELINE_SELECTOR = "app=vllm"
 
@@ -45,11 +47,13 @@ SAMPLE_BASELINE_SELECTOR = "app=vllm"
 @click.option(
     "--baseline-container", metavar="NAME", help="Main container of baseline Pods (default: the first)."
 )
-@click.option("--out", "out", type=click.Path(), help="Write OTLP JSON lines here ('-' for stdout).")
+@click.option(
+    "--out", "out", type=click.Path(), callback=check_out, help="Write OTLP JSON lines here ('-' for stdout)."
+)
 @click.option(
     "--otlp-endpoint", metavar="URL", help="Export over OTLP (else OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT)."
 )
-@click.option("--otlp-protocol", type=click.Choice(["grpc", "http/protobuf"]), help="OTLP protocol.")
+@params.otlp_protocol_option
 @click.option("--strict", is_flag=True, help="Fail (exit 1) naming file and line if any line was skipped.")
 @click.option("--quiet", "-q", is_flag=True, help="No summary or progress on stderr.")
 def command(

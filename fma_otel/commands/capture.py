@@ -13,13 +13,22 @@ import time
 import click
 
 from ._common import byte_progress, fail
+from .params import default_namespace
 from .watch import Duration
 
 
 @click.command("capture")
-@click.option("--namespace", "-n", required=True, help="Namespace of the requesters and launchers.")
 @click.option(
-    "--out", "out", type=click.Path(file_okay=False), help="Capture directory (default: capture-<ns>-<time>)."
+    "--namespace",
+    "-n",
+    help="Namespace of the requesters and launchers (default: the kubeconfig context's, else in a "
+    "cluster the Pod's own, else default).",
+)
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(file_okay=False),
+    help="Capture directory (default: capture-<ns>-<time>); its parent folder must exist.",
 )
 @click.option(
     "--kubeconfig", type=click.Path(), help="Kubeconfig file (default: in-cluster, then ~/.kube/config)."
@@ -38,7 +47,7 @@ from .watch import Duration
 # as watch's: for tests and slow clusters
 @click.option("--log-read-timeout", type=Duration(0.1), default="60s", hidden=True)
 def command(
-    namespace: str,
+    namespace: str | None,
     out: str | None,
     kubeconfig: str | None,
     context: str | None,
@@ -58,6 +67,7 @@ def command(
         selector = parse_selector(dpc_selector) or {}
     except ValueError as exc:
         fail(f"--dpc-selector: {exc}")
+    namespace = namespace or default_namespace(kubeconfig, context)
     directory = out or f"capture-{namespace}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     try:
         kube = Kube(make_api_client(kubeconfig, context))

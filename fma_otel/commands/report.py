@@ -14,6 +14,7 @@ import os
 import click
 
 from ._common import byte_progress, fail, open_out, reading_traces
+from .params import check_out
 
 _EPILOG = """
 \b
@@ -26,7 +27,14 @@ Examples:
 
 @click.command("report", help="Write a self-contained HTML report with plots and waterfalls.", epilog=_EPILOG)
 @click.argument("traces", metavar="TRACES")
-@click.option("--out", "out", required=True, metavar="FILE", help="The HTML file to write ('-' for stdout).")
+@click.option(
+    "--out",
+    "out",
+    required=True,
+    metavar="FILE",
+    callback=check_out,
+    help="The HTML file to write ('-' for stdout).",
+)
 @click.option("--slo", "slo_file", metavar="FILE", help="YAML SLO spec (as for 'fma-otel slo').")
 @click.option(
     "--top",

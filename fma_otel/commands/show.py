@@ -1,4 +1,7 @@
-"""``fma-otel show FILE``: a waterfall of each trace in an OTLP JSON lines file.
+"""``fma-otel show FILE``: a waterfall of each trace in a trace file (``-``: stdin).
+
+The file may be OTLP JSON lines, pretty-printed OTLP JSON or Jaeger's JSON
+(:mod:`fma_otel.query.readers`); every line fits the width (:mod:`fma_otel.sinks.show`).
 
 Exit codes: 0 shown (also when the reader of a pipe goes away: ``show | head`` is normal
 use, not an error); 1 ``--trace``/``--requester`` matched nothing; 2 the file is missing,
@@ -14,7 +17,7 @@ import sys
 import click
 
 from ..model import A_REQ_NAME, SpanRecord
-from ..sinks.otlp_json import read_spans
+from ..query.readers import read_spans
 from ..sinks.show import group_traces, render_waterfall
 from ._common import fail, reading_traces
 
@@ -36,7 +39,7 @@ def _load(path: str) -> list[SpanRecord]:
     with reading_traces(path):
         spans = list(read_spans(path, stats))
     if stats.get("skipped"):
-        _warn(f"{path}: skipped {stats['skipped']} line(s) that are not OTLP JSON")
+        _warn(f"{path}: skipped {stats['skipped']} line(s) that are not OTLP JSON or Jaeger JSON")
     return spans
 
 
@@ -60,6 +63,20 @@ def _select(spans: list[SpanRecord], trace: str | None, requester: str | None) -
     return [s for t in traces for s in t]
 
 
+def _default_width(tty: bool) -> int:
+    """COLUMNS when set (also through a pipe: ``COLUMNS=80 fma-otel show f | less``), else
+    the terminal's width, else :data:`PIPE_WIDTH`; within ``[30, MAX_WIDTH]`` as for
+    ``--width``, since COLUMNS may say anything."""
+    env = os.environ.get("COLUMNS", "").strip()
+    if env.isdigit() and int(env) > 0:
+        width = int(env)
+    elif tty:
+        width = shutil.get_terminal_size((PIPE_WIDTH, 24)).columns
+    else:
+        width = PIPE_WIDTH
+    return min(max(width, 30), MAX_WIDTH)
+
+
 def _write(text: str) -> None:
     """Write, treating a closed pipe as the reader having seen enough (exit 0, no noise)."""
     try:
@@ -72,14 +89,18 @@ def _write(text: str) -> None:
         sys.exit(0)
 
 
-@click.command("show", help="Print a terminal waterfall of the traces in an OTLP JSON lines file.")
+@click.command(
+    "show",
+    help="Print a terminal waterfall of the traces in FILE ('-': stdin): OTLP JSON lines, "
+    "pretty-printed OTLP JSON, or Jaeger JSON.",
+)
 @click.argument("file", type=click.Path(dir_okay=True, path_type=str))
 @click.option("--trace", "trace_id", metavar="ID", help="Only this trace (hex id, or a unique prefix).")
 @click.option("--requester", metavar="NAME", help="Only traces of this requester Pod.")
 @click.option(
     "--width",
     type=click.IntRange(min=30, max=MAX_WIDTH),
-    help="Line width (default: the terminal's, or 120).",
+    help="Line width; no line is wider (default: COLUMNS, else the terminal's, else 120).",
 )
 @click.option("--no-color", is_flag=True, help="Plain text even on a terminal (also: NO_COLOR set).")
 def command(
@@ -92,8 +113,7 @@ def command(
     tty = sys.stdout.isatty()
     color = tty and not no_color and not os.environ.get("NO_COLOR")
     if width is None:
-        # COLUMNS may say anything: at most MAX_WIDTH, as for --width
-        width = min(shutil.get_terminal_size((PIPE_WIDTH, 24)).columns, MAX_WIDTH) if tty else PIPE_WIDTH
+        width = _default_width(tty)
     # One trace at a time: `show big.jsonl | head` stops early instead of rendering all.
     for i, trace in enumerate(group_traces(spans)):
         _write(("\n" if i else "") + render_waterfall(trace, width, color))

@@ -8,19 +8,26 @@ arguments, unreadable files or an unusable server answer, always with one line o
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+from collections.abc import Sequence
+from typing import IO
 
 import click
 
 from ..query import QueryError
 from ..query.formats import FORMATS
-from ._common import byte_progress
+from . import params
+from ._common import byte_progress, fail, open_out
 
 _HELP_EPILOG = """
 \b
 Examples:
-  fma-otel slo --traces out/traces.jsonl
-  fma-otel slo --traces out/traces.jsonl --slo slo.yaml --format json
+  fma-otel slo out/traces.jsonl
+  fma-otel slo out/traces.jsonl --metric T_actuation,T_wake --path hot
+  fma-otel slo out/traces.jsonl --slo slo.yaml -o json
+  fma-otel slo out/traces.jsonl -o llm-d-benchmark --out fma.json
+  fma-otel bridge --out - | fma-otel slo -
   fma-otel slo --jaeger http://localhost:16686 --since 24h
   fma-otel slo --tempo http://localhost:3200 --since 2026-08-20T00:00:00Z --until 6h
   fma-otel slo --print-queries
@@ -29,18 +36,34 @@ Examples:
 
 @click.command(
     "slo",
-    help="Percentiles, hit rates and SLO verdicts from actuation traces.",
+    help="Percentiles, hit rates and SLO verdicts from actuation traces: a trace FILE "
+    "('-': stdin; OTLP JSON lines, OTLP JSON or Jaeger JSON), Jaeger or Tempo.",
     epilog=_HELP_EPILOG,
 )
-@click.option("--traces", "traces", metavar="FILE", help="OTLP JSON lines (the bridge's output).")
+@params.traces_input
 @click.option("--jaeger", metavar="URL", help="Jaeger query service, e.g. http://localhost:16686.")
 @click.option("--tempo", metavar="URL", help="Tempo HTTP API, e.g. http://localhost:3200.")
 @click.option(
     "--since", metavar="TIME", help="RFC3339 time or a duration back from now (24h). Remote default: 24h."
 )
 @click.option("--until", metavar="TIME", help="RFC3339 time or a duration back from now. Default: now.")
+@click.option(
+    "--metric",
+    "metrics",
+    multiple=True,
+    metavar="NAME[,NAME]",
+    help="Only these metrics in the table/json/csv (repeatable).",
+)
+@click.option("--path", "paths", multiple=True, metavar="PATH[,PATH]", help="Only these paths (repeatable).")
 @click.option("--slo", "slo_file", metavar="FILE", help="YAML SLO spec; exit 1 on any violation.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@params.format_option(FORMATS, "table")
+@click.option(
+    "--out",
+    metavar="FILE",
+    default="-",
+    callback=params.check_out,
+    help="Write the output here (default '-': stdout).",
+)
 @click.option("--print-queries", is_flag=True, help="Print the equivalent TraceQL and PromQL, then exit.")
 @click.option(
     "--dpc-metrics", metavar="URL|FILE", help="The DPC's /metrics (fma_actuation_seconds) to compare."
@@ -53,25 +76,49 @@ Examples:
 )
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar on stderr.")
 def command(
-    traces: str | None,
+    traces_file: str | None,
+    traces_alias: str | None,
     jaeger: str | None,
     tempo: str | None,
     since: str | None,
     until: str | None,
+    metrics: tuple[str, ...],
+    paths: tuple[str, ...],
     slo_file: str | None,
     fmt: str,
+    out: str,
     print_queries: bool,
     dpc_metrics: str | None,
     limit: int | None,
     quiet: bool,
 ) -> None:
+    from ..model import ALL_PATHS, METRICS
+    from ..query.stats import PATH_ORDER
+
+    traces = params.one_trace_file(traces_file, traces_alias)
+    want_metrics = params.pick("metric", params.split_list(metrics), METRICS)
+    valid_paths = [p for p in PATH_ORDER if p in ALL_PATHS]
+    want_paths = params.pick("path", params.split_list(paths), valid_paths)
     try:
-        code = run(
-            traces, jaeger, tempo, since, until, slo_file, fmt, print_queries, dpc_metrics, limit, quiet
-        )
+        with open_out(out) as fh:
+            code = run(
+                traces,
+                jaeger,
+                tempo,
+                since,
+                until,
+                slo_file,
+                fmt,
+                print_queries,
+                dpc_metrics,
+                limit,
+                quiet,
+                out=fh,
+                metrics=want_metrics,
+                paths=want_paths,
+            )
     except QueryError as exc:
-        click.echo(f"fma-otel slo: error: {exc}", err=True)
-        sys.exit(2)
+        fail(str(exc))
     sys.exit(code)
 
 
@@ -87,20 +134,30 @@ def run(
     dpc_metrics: str | None,
     limit: int | None,
     quiet: bool = False,
+    out: IO[str] | None = None,
+    metrics: Sequence[str] = (),
+    paths: Sequence[str] = (),
 ) -> int:
     """The command without click, returning the exit status; raises :class:`QueryError`."""
     from ..query.window import make_window
 
+    out = out or sys.stdout
     window = make_window(since, until)
     if print_queries:
         from ..query.queries import render
 
-        click.echo(render(window=_prom_range(since)), nl=False)
+        out.write(render(window=_prom_range(since)))
         return 0
-    given = [(n, v) for n, v in (("--traces", traces), ("--jaeger", jaeger), ("--tempo", tempo)) if v]
+    given = [(n, v) for n, v in (("FILE", traces), ("--jaeger", jaeger), ("--tempo", tempo)) if v]
     if len(given) != 1:
         which = " and ".join(n for n, _ in given) if given else "none"
-        raise QueryError(f"give exactly one of --traces FILE, --jaeger URL, --tempo URL (got {which})")
+        raise QueryError(
+            f"give exactly one of FILE (or --traces FILE), --jaeger URL, --tempo URL (got {which})"
+        )
+    if fmt == "llm-d-benchmark":
+        if not traces:
+            raise QueryError("--format llm-d-benchmark reads a trace FILE (not --jaeger/--tempo)")
+        return _llmd_benchmark(traces, out)
 
     from ..query import dpc_metrics as dpc_mod
     from ..query import formats, slo_spec, sources
@@ -118,7 +175,7 @@ def run(
     else:
         src = sources.TempoSource(tempo or "", limit=limit or 500)
     harvest = Harvest()
-    total = os.path.getsize(traces) if traces and os.path.isfile(traces) else 0
+    total = os.path.getsize(traces) if traces and traces != "-" and os.path.isfile(traces) else 0
     with byte_progress("reading traces", total, quiet) as advance:
         if isinstance(src, sources.FileSource):
             src.advance = advance
@@ -127,9 +184,12 @@ def run(
     report = build_report(ds)
     verdicts = slo_spec.evaluate(checks, report)
     dpc = dpc_mod.compare(hist, ds) if hist is not None else None
+    if metrics or paths:
+        report.rows = [
+            r for r in report.rows if (not metrics or r.metric in metrics) and (not paths or r.path in paths)
+        ]
 
     win = {**window.as_json(), "source": src.description, "traces": len(ds.requests)}
-    out = sys.stdout
     if fmt == "json":
         out.write(formats.to_json(report, win, verdicts, dpc))
     elif fmt == "csv":
@@ -139,13 +199,45 @@ def run(
     else:
         sections = formats.table_sections(report, verdicts, dpc)
         if out.isatty():
-            formats.render_rich(sections, out)
+            width = _width(tty=True)
+            formats.render_rich(formats.fit_sections(sections, width, gap=3), out, width)
         else:
-            out.write(formats.render_plain(sections))
+            out.write(formats.render_plain(formats.fit_sections(sections, _width(tty=False))))
     if dpc is not None and fmt in ("csv", "perfdata"):
         click.echo("fma-otel slo: note: --dpc-metrics is shown in the table and json formats only", err=True)
     out.flush()
     return 1 if slo_spec.violated(verdicts) else 0
+
+
+def _llmd_benchmark(traces: str, out: IO[str]) -> int:
+    from ..query.llmdbench import to_llmd_benchmark
+    from ..query.readers import read_spans
+    from ..sinks.otlp_json import OtlpJsonError
+
+    stats: dict[str, int] = {}
+    try:
+        spans = list(read_spans(traces, stats))
+    except OtlpJsonError as exc:
+        raise QueryError(str(exc)) from None
+    except OSError as exc:
+        raise QueryError(f"{traces}: {exc.strerror or exc}") from None
+    if stats.get("skipped"):
+        click.echo(
+            f"fma-otel slo: warning: {traces}: skipped {stats['skipped']} of {stats['lines']} lines", err=True
+        )
+    out.write(to_llmd_benchmark(spans))
+    out.flush()
+    return 0
+
+
+def _width(tty: bool) -> int | None:
+    """The table's width: COLUMNS when set, else the terminal's; none through a pipe."""
+    env = os.environ.get("COLUMNS", "").strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    if tty:
+        return shutil.get_terminal_size((120, 24)).columns
+    return None
 
 
 def _prom_range(since: str | None) -> str:

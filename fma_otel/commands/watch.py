@@ -22,7 +22,9 @@ import signal
 import click
 
 from ..jsonsafe import brief
+from . import params
 from ._common import _describe_os_error, fail
+from .params import default_namespace
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
@@ -79,7 +81,12 @@ MIN_TICK_S = 0.05
 
 
 @click.command("watch", context_settings={"auto_envvar_prefix": "FMA_OTEL", "show_default": True})
-@click.option("--namespace", "-n", help="Namespace to watch (default: the Pod's own, in a cluster).")
+@click.option(
+    "--namespace",
+    "-n",
+    help="Namespace to watch (default: POD_NAMESPACE, else the kubeconfig context's, else in a cluster "
+    "the Pod's own, else default).",
+)
 @click.option(
     "--kubeconfig", type=click.Path(), help="Kubeconfig file (default: in-cluster, then ~/.kube/config)."
 )
@@ -96,7 +103,7 @@ MIN_TICK_S = 0.05
 @click.option(
     "--otlp-endpoint", metavar="URL", help="Export over OTLP (else OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT)."
 )
-@click.option("--otlp-protocol", type=click.Choice(["grpc", "http/protobuf"]), help="OTLP protocol.")
+@params.otlp_protocol_option
 @click.option(
     "--incomplete-after",
     type=DURATION,
@@ -139,9 +146,11 @@ def command(**kw: object) -> None:
         level=getattr(logging, str(kw["log_level"]).upper()),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    namespace = kw["namespace"] or _own_namespace()
-    if not namespace:
-        fail("--namespace is required outside a cluster")
+    namespace = (
+        kw["namespace"]
+        or os.environ.get("POD_NAMESPACE")
+        or default_namespace(kw["kubeconfig"], kw["context"])  # type: ignore[arg-type]
+    )
     for flag in ("baseline_selector", "dpc_selector"):
         try:
             parse_selector(kw[flag])  # type: ignore[arg-type]

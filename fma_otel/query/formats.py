@@ -18,7 +18,7 @@ from typing import Any
 from .slo_spec import FAIL, HIT_RATES, PASS, Verdict
 from .stats import MetricRow, Report
 
-FORMATS: tuple[str, ...] = ("table", "json", "csv", "perfdata")
+FORMATS: tuple[str, ...] = ("table", "json", "csv", "perfdata", "llm-d-benchmark")
 ROW_KEYS: tuple[str, ...] = (
     "metric",
     "path",
@@ -54,6 +54,8 @@ def to_json_obj(
             "warm": h.warm,
             "cold_launcher": h.cold_launcher,
             "requesters": h.requesters,
+            "actuations": h.actuations,
+            "per_actuation": {"hot": h.act_hot, "warm": h.act_warm, "cold_launcher": h.act_cold_launcher},
         },
         "slo": [v.as_json() for v in verdicts],
     }
@@ -151,13 +153,16 @@ def table_sections(
         ]
         for r in report.rows
     ]
-    sections.append(("FMA metrics (nearest-rank percentiles)", list(ROW_KEYS), rows))
+    sections.append(("FMA metrics (nearest-rank percentiles; unfin: unfinished)", list(ROW_KEYS), rows))
     h = report.hit_rates
     sections.append(
         (
-            f"Hit rates over {h.requesters} FMA requesters",
-            ["rate", "value"],
-            [[name, _rate(getattr(h, path))] for path, name in HIT_RATES.items()],
+            f"Hit rates per requester Pod ({h.requesters}, each once) and per actuation ({h.actuations})",
+            ["rate", "per requester", "per actuation"],
+            [
+                [name, _rate(getattr(h, path)), _rate(getattr(h, "act_" + path))]
+                for path, name in HIT_RATES.items()
+            ],
         )
     )
     if verdicts:
@@ -181,7 +186,53 @@ def table_sections(
     return sections
 
 
-def render_plain(sections: list[tuple[str, list[str], list[list[str]]]]) -> str:
+Section = tuple[str, list[str], list[list[str]]]
+
+#: short column labels for the terminal (the JSON and CSV keys stay as they are)
+SHORT_HEADERS: Mapping[str, str] = {
+    "incomplete": "unfin",
+    "per requester": "/requester",
+    "per actuation": "/actuation",
+    "dpc count": "dpc n",
+    "trace count": "trace n",
+    "bucket agreement": "buckets",
+    "logged agreement": "logged",
+}
+#: the columns left out, in this order, while a table is wider than the terminal; the
+#: metric and path columns are never cut, so no two rows ever read the same
+DROP_ORDER: tuple[str, ...] = ("mean", "min", "p90", "p95", "threshold")
+
+
+def _table_width(header: Sequence[str], rows: Sequence[Sequence[str]], gap: int) -> int:
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=True)]
+    return sum(widths) + gap * (len(widths) - 1)
+
+
+def fit_sections(sections: list[Section], width: int | None, gap: int = 2) -> list[Section]:
+    """The sections with short column labels and, for a ``width``, the least needed
+    columns (:data:`DROP_ORDER`) left out until each table fits; what was left out is
+    said in the title.  ``gap``: the characters between two columns (and their borders)."""
+    out: list[Section] = []
+    for title, header, rows in sections:
+        header = [SHORT_HEADERS.get(h, h) for h in header]
+        dropped: list[str] = []
+        for name in DROP_ORDER:
+            if width is None or _table_width(header, rows, gap) <= width:
+                break
+            if name in header:
+                i = header.index(name)
+                header = header[:i] + header[i + 1 :]
+                rows = [r[:i] + r[i + 1 :] for r in rows]
+                dropped.append(name)
+        if dropped:
+            title += f" [{', '.join(dropped)} left out to fit; -o json has all]"
+        if width is not None and len(title) > width:
+            title = title[: width - 1] + "…"
+        out.append((title, header, rows))
+    return out
+
+
+def render_plain(sections: list[Section]) -> str:
     out: list[str] = []
     for title, header, rows in sections:
         widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=True)]
@@ -196,15 +247,18 @@ def render_plain(sections: list[tuple[str, list[str], list[list[str]]]]) -> str:
     return "\n".join(out)
 
 
-def render_rich(sections: list[tuple[str, list[str], list[list[str]]]], file: Any) -> None:
+def render_rich(sections: list[Section], file: Any, width: int | None = None) -> None:
+    """Tables for a terminal; with the sections fitted (:func:`fit_sections`, ``gap=3``)
+    to ``width`` no cell is cut (the first two columns never are)."""
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(file=file)
+    console = Console(file=file, width=width)
     for title, header, rows in sections:
-        t = Table(title=title, title_justify="left")
+        t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
         for i, h in enumerate(header):
-            t.add_column(h, justify="left" if i < 2 else "right")
+            t.add_column(h, justify="left" if i < 2 else "right", no_wrap=i < 2)
         for r in rows:
             styled = [
                 f"[red]{c}[/red]" if c == "FAIL" else f"[green]{c}[/green]" if c == "PASS" else c for c in r

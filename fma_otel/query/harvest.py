@@ -24,6 +24,8 @@ from ..model import (
     A_HOT_HIT,
     A_METRIC,
     A_PATH,
+    A_POD_NAME,
+    A_POD_UID,
     A_WARM_HIT,
     ROOT,
     SPANS,
@@ -36,7 +38,7 @@ from .window import Window, to_ns
 METRIC_OF_SPAN: Mapping[str, str] = {d.name: d.metric for d in SPANS if d.metric}
 #: every span name the statistics look at
 WANTED_NAMES: frozenset[str] = frozenset(METRIC_OF_SPAN) | {ROOT}
-_KEYS = frozenset({A_METRIC, A_PATH, A_COMPLETE, A_HOT_HIT, A_WARM_HIT, A_DPC_SECS})
+_KEYS = frozenset({A_METRIC, A_PATH, A_COMPLETE, A_HOT_HIT, A_WARM_HIT, A_DPC_SECS, A_POD_UID, A_POD_NAME})
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,9 @@ class RequestObs:
     warm_hit: bool | None
     start_ns: int
     dpc_secs: float | None = None
+    #: the requester Pod (its UID, else its name; "" when the root says neither): a
+    #: requester actuated twice has two traces, and hit rates per requester count it once
+    requester: str = ""
 
 
 class Sample(NamedTuple):
@@ -234,6 +239,7 @@ def _request_obs(start_ns: int, attrs: Mapping[str, Any]) -> RequestObs:
         # range raise OverflowError: neither is a value the DPC logged, nor a reason to
         # drop the actuation
         dpc_secs=number_or_none(dpc),
+        requester=str(attrs.get(A_POD_UID) or attrs.get(A_POD_NAME) or ""),
     )
 
 

@@ -11,7 +11,6 @@ limit (neither Jaeger nor Tempo pages its search), and traces seen twice are ide
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -22,9 +21,8 @@ from typing import Any
 import httpx
 
 from .. import jsonsafe
-from ..lines import MAX_TRACE_LINE_BYTES, TooLong, bounded_lines
 from ..model import ROOT
-from ..sinks.otlp_json import MALFORMED
+from ..sinks.otlp_json import MALFORMED, OtlpJsonError
 from . import QueryError
 from .harvest import METRIC_OF_SPAN, Harvest
 from .window import Window, rfc3339, to_ns
@@ -46,7 +44,8 @@ def _stderr(msg: str) -> None:
 
 
 class FileSource:
-    """OTLP JSON lines, as the bridge and the collector's ``file`` exporter write them."""
+    """A trace file (``-``: stdin): OTLP JSON lines, as the bridge and the collector's
+    ``file`` exporter write them, or any other form :mod:`.readers` accepts."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -60,45 +59,30 @@ class FileSource:
         return f"file:{self.path}"
 
     def fill(self, harvest: Harvest, window: Window, warn: Warn = _stderr) -> None:
-        """Stream the file: one ``json.loads`` per line and the lean harvest, nothing more."""
+        """Stream the file through the one reader (:mod:`.readers`: OTLP JSON lines,
+        pretty-printed OTLP JSON, Jaeger JSON; ``-`` is stdin) into the lean harvest."""
+        from .readers import iter_requests
+
+        stats: dict[str, int] = {}
         good = 0
-        loads = json.loads  # not jsonsafe.loads: a call per line less; same errors caught
         add = harvest.add_otlp
-        advance = self.advance
         try:
-            fh = open(self.path, "rb")
-        except OSError as exc:
-            raise QueryError(f"--traces {self.path}: {exc.strerror or exc}") from None
-        with fh:
-            for raw in bounded_lines(fh, MAX_TRACE_LINE_BYTES):
-                if raw.__class__ is TooLong:  # never held, never decoded (lines.py)
-                    if advance is not None:
-                        advance(int(raw))
-                    self.lines += 1
-                    self.skipped += 1
-                    continue
-                if advance is not None:
-                    advance(len(raw))
-                if not raw.strip():
-                    continue
-                self.lines += 1
-                try:
-                    req = loads(raw)
-                except (ValueError, RecursionError):  # RecursionError: nesting too deep
-                    self.skipped += 1
-                    continue
-                if not isinstance(req, dict) or not ("resourceSpans" in req or "resource_spans" in req):
-                    self.skipped += 1
-                    continue
+            for req in iter_requests(self.path, stats, self.advance):
                 if add(req):
                     good += 1
-                else:  # valid JSON, malformed OTLP: the whole line is left out
-                    self.skipped += 1
+                else:  # valid JSON, malformed OTLP: the whole request is left out
+                    stats["skipped"] += 1
+        except OtlpJsonError:
+            good = 0
+        except OSError as exc:
+            raise QueryError(f"{self.path}: {exc.strerror or exc}") from None
+        self.lines = stats.get("lines", 0)
+        self.skipped = stats.get("skipped", 0)
         if self.lines and not good:
-            raise QueryError(f"--traces {self.path}: not OTLP JSON lines (no line holds resourceSpans)")
+            raise QueryError(f"{self.path}: not OTLP JSON lines, OTLP JSON or Jaeger JSON (no trace in it)")
         if self.skipped:
             warn(
-                f"{self.path}: skipped {self.skipped} of {self.lines} lines that are not (well-formed) OTLP JSON"
+                f"{self.path}: skipped {self.skipped} of {self.lines} lines that are not (well-formed) OTLP JSON or Jaeger JSON"
             )
 
 

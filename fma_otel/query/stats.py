@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ..model import COLD_LAUNCHER, COLD_NO_FMA, HOT, METRICS, UNKNOWN, WARM
-from .harvest import Dataset
+from .harvest import Dataset, RequestObs
 
 PERCENTILES: tuple[int, ...] = (50, 90, 95, 99)
 #: report order of paths: FMA paths first, then the baseline, then the unknown
@@ -67,16 +67,38 @@ def summarize(metric: str, path: str, values: Iterable[float], incomplete: int =
 class HitRates:
     """Shares of FMA requesters served hot, warm, and cold with a launcher.
 
-    ``requesters`` counts every requester in the window except the plain-vLLM baseline
-    (``cold_no_fma``): requesters whose path is ``unknown`` stay in the denominator, since
-    they did ask FMA for a server, so a rate is never flattered by missing data.
-    Unfinished actuations count too: the DPC chose their path all the same.
+    Per *requester* (the FMA definition: "fraction of server-requesting Pods that get
+    satisfied by ..."): each requester Pod counts once, by its first actuation in the
+    window.  ``requesters`` counts every requester in the window except the plain-vLLM
+    baseline (``cold_no_fma``): requesters whose path is ``unknown`` stay in the
+    denominator, since they did ask FMA for a server, so a rate is never flattered by
+    missing data.  Unfinished actuations count too: the DPC chose their path all the same.
+
+    Per *actuation* (``actuations``, ``act_*``): every trace counts, a requester bound a
+    second time (unbound, then bound again) twice.  The two agree unless some requester
+    was actuated more than once.
     """
 
     hot: float | None
     warm: float | None
     cold_launcher: float | None
     requesters: int
+    actuations: int = 0
+    act_hot: float | None = None
+    act_warm: float | None = None
+    act_cold_launcher: float | None = None
+
+
+def _shares(reqs: Iterable[RequestObs]) -> tuple[float | None, float | None, float | None, int]:
+    hot = warm = cold = total = 0
+    for req in reqs:
+        total += 1
+        hot += req.hot_hit if req.hot_hit is not None else req.path == HOT
+        warm += req.warm_hit if req.warm_hit is not None else req.path == WARM
+        cold += req.path == COLD_LAUNCHER
+    if not total:
+        return None, None, None, 0
+    return hot / total, warm / total, cold / total, total
 
 
 @dataclass
@@ -88,19 +110,17 @@ class Report:
 
 
 def hit_rates(ds: Dataset) -> HitRates:
-    hot = warm = cold = total = 0
-    for req in ds.requests.values():
-        if req.path == COLD_NO_FMA:
-            continue
-        total += 1
-        is_hot = req.hot_hit if req.hot_hit is not None else req.path == HOT
-        is_warm = req.warm_hit if req.warm_hit is not None else req.path == WARM
-        hot += is_hot
-        warm += is_warm
-        cold += req.path == COLD_LAUNCHER
-    if not total:
-        return HitRates(None, None, None, 0)
-    return HitRates(hot / total, warm / total, cold / total, total)
+    fma = [r for r in ds.requests.values() if r.path != COLD_NO_FMA]
+    first: dict[str, RequestObs] = {}
+    for tid, req in sorted(((t, r) for t, r in ds.requests.items() if r.path != COLD_NO_FMA), key=_by_start):
+        first.setdefault(req.requester or tid, req)
+    hot, warm, cold, n = _shares(first.values())
+    a_hot, a_warm, a_cold, m = _shares(fma)
+    return HitRates(hot, warm, cold, n, m, a_hot, a_warm, a_cold)
+
+
+def _by_start(item: tuple[str, RequestObs]) -> tuple[int, str]:
+    return (item[1].start_ns, item[0])
 
 
 def _metric_order(metric: str) -> tuple[int, str]:

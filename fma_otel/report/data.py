@@ -471,15 +471,6 @@ class ReportData:
     trends: list[Trend] = field(default_factory=list)
 
     @property
-    def fma_requesters(self) -> int:
-        """Distinct requester Pods among the FMA actuations (baseline left out).
-
-        Why beside the hit rates: those count actuations (a re-actuated requester counts
-        once per actuation), and a reader must be told which of the two a rate is over.
-        """
-        return len({t.requester_uid or t.requester for t in self.actuations if t.path != COLD_NO_FMA})
-
-    @property
     def empty(self) -> bool:
         return self.traces == 0
 

@@ -390,21 +390,20 @@ def trend_figure(
 # --------------------------------------------------------------------------- hit rates
 
 
-def hit_figure(
-    h: HitRates, verdicts: Sequence[Verdict], requesters: int | None = None
-) -> tuple[Figure, Hover]:
-    """Hot, warm and cold-with-launcher shares of FMA actuations, with SLO bounds.
+def hit_figure(h: HitRates, verdicts: Sequence[Verdict]) -> tuple[Figure, Hover]:
+    """Hot, warm and cold-with-launcher shares of FMA requesters, with SLO bounds.
 
-    The ``slo`` engine counts one per actuation (trace), so a requester actuated twice
-    counts twice; the title says so, and how many distinct ``requesters`` that was.
+    The bars are the ``slo`` engine's per-requester rates (each requester Pod counted once,
+    by its first actuation, as FMA defines the hit rates); the title also gives how many
+    actuations that was, since a requester bound a second time is one requester, two
+    actuations.
     """
     hover = Hover()
     fig = Figure(figsize=size_in(FIG_WIDTH_PX, HIT_HEIGHT_PX))
     ax = fig.subplots()
     fig.subplots_adjust(left=0.17, right=0.8, top=0.82, bottom=0.2)
-    who = f" of {requesters} distinct requester(s)" if requesters is not None else ""
     fig.suptitle(
-        f"Hit rates over {h.requesters} FMA actuations{who}, one count per actuation",
+        f"Hit rates over {h.requesters} FMA requesters (their first actuation; {h.actuations} actuations in all)",
         x=0.17,
         ha="left",
         fontsize=11,
@@ -415,7 +414,7 @@ def hit_figure(
         value = 0.0 if rate is None else rate * 100
         bars = ax.barh([i], [value], color=color_of_path(path), **_barh_kw())
         text = "no data" if rate is None else f"{value:.1f}%"
-        bars[0].set_url(hover.token(f"{name}: {text} of {h.requesters} FMA actuations", "bar"))
+        bars[0].set_url(hover.token(f"{name}: {text} of {h.requesters} FMA requesters", "bar"))
         ax.text(value + 1, i, text, va="center", fontsize=9)
     marks: dict[bool, Any] = {}
     for v in verdicts:

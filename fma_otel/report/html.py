@@ -328,7 +328,7 @@ def render_report(
             parts.append(_table(sec_title, header, rows, cls))
 
         parts.append('<h2 id="hit">Hit rates</h2>')
-        fig, hov = F.hit_figure(data.report.hit_rates, data.verdicts, data.fma_requesters)
+        fig, hov = F.hit_figure(data.report.hit_rates, data.verdicts)
         parts.append(f'<figure class="plot hit">{figs.render(fig, hov, "hit-rates")}</figure>')
 
         parts.append('<h2 id="trend">Over time</h2>')

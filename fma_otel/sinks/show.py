@@ -13,9 +13,10 @@ Line layout (plain text)::
     fma.request            │████████████████████│   30.000s  [29.000, 31.000]  k8s:created → k8s:Ready
       fma.actuation        │      ██████████████│   20.000s  ...  T_actuation
 
-``width`` governs the name, bar and duration columns (the bar takes what the names leave,
-at least :data:`MIN_BAR`); the detail columns follow and may run past it, since cutting
-sources short would hide exactly what this view is for.
+Every line fits in ``width`` columns, never wrapping: long names are cut with an
+ellipsis, the bar shrinks (to at least :data:`MIN_BAR` cells), and the detail columns are
+shortened or left out, least telling first (the sources, then the interval; the metric
+and the error and clock flags stay longest).
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ FULL = "█"
 TICK = "▏"  # a zero-length span: visible, but clearly not a duration
 EDGE = "│"
 DUR_WIDTH = 9
+#: the shortest the sources column is cut to: shorter says nothing, and is left out
+MIN_SOURCES = 24
 
 #: Bar colours by the service that observed the span's end (who to blame for its length).
 SERVICE_STYLE: Mapping[str, str] = {
@@ -197,18 +200,106 @@ def header(trace: Sequence[SpanRecord]) -> list[tuple[str, str]]:
 # --------------------------------------------------------------------------- render
 
 
+def _labels(lines: list[tuple[int, SpanRecord, bool]], cap: int) -> list[str]:
+    """Indented span names; the indent narrows to one space a level when two would not fit."""
+    for indent in (INDENT, " "):
+        labels = [indent * d + s.name + (" ↑?" if orphan else "") for d, s, orphan in lines]
+        if max(len(x) for x in labels) <= cap:
+            break
+    return labels
+
+
+def _clip(text: str, room: int) -> str:
+    """``text`` in at most ``room`` characters, an ellipsis marking a cut."""
+    if len(text) <= room:
+        return text
+    return text[: room - 1] + "…" if room > 0 else ""
+
+
+def fit_row(row: list[tuple[str, str]], width: int) -> list[tuple[str, str]]:
+    """The row cut at ``width`` characters (the last kept piece ends in an ellipsis).
+
+    The last resort that guarantees no line is ever wider than asked: the layout below
+    already shortens the bar and drops or shortens details so this rarely cuts anything.
+    """
+    out: list[tuple[str, str]] = []
+    used = 0
+    for text, style in row:
+        if used + len(text) <= width:
+            out.append((text, style))
+            used += len(text)
+            continue
+        room = width - used
+        if room > 0:
+            out.append((_clip(text, room), style))
+        break
+    while out and not out[-1][0].strip():  # no trailing separator
+        out.pop()
+    return out
+
+
+#: detail pieces by importance when the line has too little room for all of them: the
+#: metric and the error/clock flags first, then the interval, the sources last
+_DETAIL_RANK = {"bold cyan": 0, "bold red": 0, "bold yellow": 0, "dim": 1}
+
+
+def _fit_details(pieces: list[tuple[str, str]], room: int) -> list[tuple[str, str]]:
+    """The detail pieces that fit in ``room`` characters (each after two spaces), in their
+    display order; the sources (``a → b``), least important, are shortened before dropped."""
+    ranked = sorted(
+        range(len(pieces)), key=lambda i: (_DETAIL_RANK.get(pieces[i][1], 0), "→" in pieces[i][0], i)
+    )
+    keep: dict[int, str] = {}
+    left = room
+    for i in ranked:
+        text = pieces[i][0]
+        if len(text) + 2 <= left:
+            keep[i] = text
+            left -= len(text) + 2
+        elif "→" in text and left - 2 >= MIN_SOURCES:  # the sources: a shortened one still says something
+            keep[i] = _clip(text, left - 2)
+            left = 0
+        elif text.startswith("!") and left - 2 >= len("!ERROR"):  # a flag, with its reason cut
+            keep[i] = _clip(text, left - 2)
+            left = 0
+    out: list[tuple[str, str]] = []
+    for i in sorted(keep):
+        out += [("  ", ""), (keep[i], pieces[i][1])]
+    return out
+
+
+def _header_fit(pieces: list[tuple[str, str]], width: int) -> list[tuple[str, str]]:
+    """The header in ``width``: the trace id shortened to 8 digits (enough for ``--trace``)
+    before anything else is cut."""
+    if sum(len(t) for t, _ in pieces) + 2 * (len(pieces) - 1) > width:
+        pieces = [(t[:14] + "…", st) if t.startswith("trace ") else (t, st) for t, st in pieces]
+    return fit_row(_join(pieces, "  "), width)
+
+
 def _trace_rows(trace: Sequence[SpanRecord], width: int) -> list[list[tuple[str, str]]]:
-    """One trace as rows of styled pieces (the single source of both plain and colour)."""
+    """One trace as rows of styled pieces (the single source of both plain and colour).
+
+    Every row fits in ``width`` characters: the name column takes at most 5/12 of it
+    (names are cut with an ellipsis past that), the bar what the details leave but at least half
+    of what the name and duration leave (20 cells when that allows), and the detail
+    columns the rest, the least telling shortened or left out first.
+    """
     lines = tree_lines(trace)
-    labels = [INDENT * d + s.name + (" ↑?" if orphan else "") for d, s, orphan in lines]
-    name_w = min(max(len(x) for x in labels), MAX_NAME)
-    cells = max(width - name_w - len(" " + EDGE + EDGE + " ") - DUR_WIDTH, MIN_BAR)
+    fixed = len(" " + EDGE + EDGE + " ") + DUR_WIDTH
+    cap = min(MAX_NAME, max(24, width * 5 // 12), max(width - fixed - MIN_BAR, 4))
+    labels = _labels(lines, cap)
+    name_w = min(max(len(x) for x in labels), cap)
+    room = max(width - name_w - fixed, MIN_BAR)
+    all_details = [details(s) for _d, s, _o in lines]
+    widest = max((sum(len(t) + 2 for t, _ in d) for d in all_details), default=0)
+    cells = max(MIN_BAR, room - widest, min(room, max(room // 2, 20)))
+    # an error or clock flag is worth more than bar cells: make room for (most of) it
+    flags = max((len(t) + 2 for d in all_details for t, _ in d if t.startswith("!")), default=0)
+    cells = max(MIN_BAR, min(cells, room - min(flags, 20)))
     t0 = min(s.start_ns for s in trace)
     t1 = max(s.end_ns for s in trace)
-    rows: list[list[tuple[str, str]]] = [_join(header(trace), "  ")]
-    for (_depth, s, _orphan), label in zip(lines, labels, strict=True):
-        if len(label) > name_w:
-            label = label[: name_w - 1] + "…"
+    rows: list[list[tuple[str, str]]] = [_header_fit(header(trace), width)]
+    for (_depth, s, _orphan), label, dets in zip(lines, labels, all_details, strict=True):
         if s.status_code == STATUS_ERROR:
             style = "red"
         elif s.attributes.get(A_INCONSISTENT) is True:
@@ -216,15 +307,14 @@ def _trace_rows(trace: Sequence[SpanRecord], width: int) -> list[list[tuple[str,
         else:
             style = SERVICE_STYLE.get(s.service, "white")
         row = [
-            (label.ljust(name_w), ""),
+            (_clip(label, name_w).ljust(name_w), ""),
             (" " + EDGE, "dim"),
             (bar(s.start_ns, s.end_ns, t0, t1, cells), style),
             (EDGE + " ", "dim"),
             (fmt_s(s.duration_s).rjust(DUR_WIDTH), ""),
         ]
-        for text, st in details(s):
-            row += [("  ", ""), (text, st)]
-        rows.append(row)
+        row += _fit_details(dets, width - sum(len(t) for t, _ in row))
+        rows.append(fit_row(row, width))
     return rows
 
 

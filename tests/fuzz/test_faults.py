@@ -108,7 +108,11 @@ def test_out_on_full_disk(clean_otlp_env: pytest.MonkeyPatch) -> None:
 def test_out_under_a_file(clean_otlp_env: pytest.MonkeyPatch) -> None:
     """``/proc/version/x``: a path whose parent is a file (not writable, even for root)."""
     r = _bridge("--out", "/proc/version/x.jsonl")
-    _assert_clear_out_error(r, "/proc/version/x.jsonl", "cannot write")
+    # an unusable argument: exit 2 before any work (issue 24), one line naming the path
+    assert r.exit_code == 2 and "Traceback" not in r.stderr, (r.exit_code, r.stderr)
+    assert r.stderr.splitlines() == [
+        "fma-otel bridge: error: Invalid value for --out: /proc/version/x.jsonl: folder /proc/version is not a folder"
+    ]
 
 
 @pytest.mark.skipif(not os.path.isdir("/sys/kernel"), reason="needs sysfs")

@@ -154,7 +154,9 @@ def test_capture_out_that_cannot_be_written_is_one_line_exit_2(
     kubeconfig = k8s.write_kubeconfig(str(tmp_path / "kubeconfig"), NS)
     r = _capture("--kubeconfig", kubeconfig, "--out", out)
     assert r.exit_code == 2 and isinstance(r.exception, SystemExit)
-    assert r.stderr.splitlines() == [f"fma-otel capture: --out {out}: cannot write a capture there ({why})"]
+    assert r.stderr.splitlines() == [
+        f"fma-otel capture: error: --out {out}: cannot write a capture there ({why})"
+    ]
     assert not k8s.requests_to("/pods")
 
 
@@ -164,4 +166,42 @@ def test_capture_file_that_cannot_be_written_names_it_exit_1(k8s: FakeCluster, t
     kubeconfig = k8s.write_kubeconfig(str(tmp_path / "kubeconfig"), NS)
     r = _capture("--kubeconfig", kubeconfig, "--out", str(out))
     assert r.exit_code == 1 and isinstance(r.exception, SystemExit)
-    assert r.stderr.splitlines() == [f"fma-otel capture: cannot write {out / 'pods.json'}: Is a directory"]
+    assert r.stderr.splitlines() == [
+        f"fma-otel capture: error: cannot write {out / 'pods.json'}: Is a directory"
+    ]
+
+
+def test_capture_without_n_takes_the_kubeconfig_contexts_namespace(k8s: FakeCluster, tmp_path: Path) -> None:
+    """As kubectl: no -n means the current context's namespace (here "ctx-ns")."""
+    kubeconfig = k8s.write_kubeconfig(str(tmp_path / "kubeconfig"), "ctx-ns")
+    out = tmp_path / "cap"
+    r = CliRunner().invoke(main, ["capture", "-q", "--kubeconfig", kubeconfig, "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert k8s.requests_to("/namespaces/ctx-ns/pods")
+    assert not k8s.requests_to("/namespaces/default/pods")
+
+
+def test_default_namespace_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import yaml
+
+    from fma_otel.commands import params
+
+    def kubeconfig(ns: str | None, current: str = "a") -> str:
+        ctx = {"cluster": "c", "user": "u", **({"namespace": ns} if ns else {})}
+        doc = {"apiVersion": "v1", "kind": "Config", "current-context": current,
+               "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:1"}}],
+               "users": [{"name": "u", "user": {}}],
+               "contexts": [{"name": "a", "context": ctx}, {"name": "b", "context": {**ctx, "namespace": "bee"}}]}  # fmt: skip
+        p = tmp_path / f"kc-{ns}-{current}"
+        p.write_text(yaml.safe_dump(doc))
+        return str(p)
+
+    sa = tmp_path / "sa-namespace"
+    monkeypatch.setattr(params, "SA_NAMESPACE_FILE", str(sa))
+    assert params.default_namespace(kubeconfig("team")) == "team"
+    assert params.default_namespace(kubeconfig("team"), context="b") == "bee"
+    assert params.default_namespace(kubeconfig(None)) == "default"  # a context without one
+    missing = str(tmp_path / "none")
+    assert params.default_namespace(missing) == "default"  # no kubeconfig, not in a cluster
+    sa.write_text("in-pod\n")
+    assert params.default_namespace(missing) == "in-pod"  # in a cluster: the service account's

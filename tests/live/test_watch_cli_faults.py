@@ -61,7 +61,7 @@ def test_unusable_kubeconfig_is_one_line_exit_2(tmp_path: Path, content: str | N
     elif content is not None:
         p.write_text(content)
     line = one_line_exit_2(watch("--kubeconfig", str(p), "--out", str(tmp_path / "o.jsonl")))
-    assert line.startswith("fma-otel watch: " + message.format(p=p)), line
+    assert line.startswith("fma-otel watch: error: " + message.format(p=p)), line
     assert not (tmp_path / "o.jsonl").exists()  # refused before anything was opened
 
 
@@ -69,7 +69,7 @@ def test_no_kubeconfig_outside_a_cluster_is_one_line_exit_2(tmp_path: Path) -> N
     env = {"HOME": str(tmp_path), "KUBECONFIG": None, "KUBERNETES_SERVICE_HOST": None}
     line = one_line_exit_2(watch("--out", str(tmp_path / "o.jsonl"), env=env))
     assert line == (
-        "fma-otel watch: no Kubernetes configuration: not in a cluster (Service host/port is not set.) "
+        "fma-otel watch: error: no Kubernetes configuration: not in a cluster (Service host/port is not set.) "
         f"and no {tmp_path}/.kube/config; give --kubeconfig or set KUBECONFIG"
     )
 
@@ -83,7 +83,7 @@ def test_capture_shares_the_kubeconfig_message(tmp_path: Path) -> None:
         prog_name="fma-otel",
     )
     line = one_line_exit_2(r)
-    assert line.startswith(f"fma-otel capture: --kubeconfig {p}: not valid YAML ("), line
+    assert line.startswith(f"fma-otel capture: error: --kubeconfig {p}: not valid YAML ("), line
 
 
 # ---------------------------------------------------------------- --out, --checkpoint
@@ -96,7 +96,7 @@ def test_out_that_cannot_be_opened_is_one_line_exit_2(
     out = tmp_path / "no-such-dir" / "o.jsonl" if where == "missing-dir" else tmp_path
     why = "directory does not exist" if where == "missing-dir" else "is a directory"
     r = watch("--kubeconfig", kubeconfig, "--checkpoint", str(tmp_path / "cp.json"), "--out", str(out))
-    assert one_line_exit_2(r) == f"fma-otel watch: --out {out}: {why}"
+    assert one_line_exit_2(r) == f"fma-otel watch: error: --out {out}: {why}"
     assert not k8s.requests_to("/pods")  # before watching started
 
 
@@ -112,7 +112,10 @@ def test_checkpoint_that_cannot_be_written_is_one_line_exit_2(
     }[where]
     why = "No such file or directory" if where == "proc" else "Not a directory"
     r = watch("--kubeconfig", kubeconfig, "--checkpoint", str(cp), "--out", str(tmp_path / "o.jsonl"))
-    assert one_line_exit_2(r) == f"fma-otel watch: --checkpoint {cp}: cannot write a checkpoint there ({why})"
+    assert (
+        one_line_exit_2(r)
+        == f"fma-otel watch: error: --checkpoint {cp}: cannot write a checkpoint there ({why})"
+    )
     assert not k8s.requests_to("/pods")
 
 
@@ -204,7 +207,7 @@ def test_metrics_port_in_use_is_one_line_exit_2(kubeconfig: str, k8s: FakeCluste
     lines = p.stderr.splitlines()
     assert len(lines) == 1, lines
     assert lines[0].endswith(  # (the program name is "-c" here)
-        f" watch: --metrics-port {port}: cannot listen on 0.0.0.0:{port} (Address already in use); "
+        f" watch: error: --metrics-port {port}: cannot listen on 0.0.0.0:{port} (Address already in use); "
         "choose another port, or -1 for none"
     )
     assert not k8s.requests_to("/pods", watch="true")
@@ -221,7 +224,7 @@ def test_tick_below_50ms_is_a_usage_error(tmp_path: Path, tick: str) -> None:
 def test_tick_of_50ms_is_accepted(tmp_path: Path) -> None:
     # accepted: the run goes on to the next check (the kubeconfig here)
     line = one_line_exit_2(watch("--tick", "50ms", "--kubeconfig", str(tmp_path / "none")))
-    assert line == f"fma-otel watch: --kubeconfig {tmp_path / 'none'}: no such file"
+    assert line == f"fma-otel watch: error: --kubeconfig {tmp_path / 'none'}: no such file"
 
 
 # ---------------------------------------------------------------- Pod watch backoff

@@ -47,7 +47,7 @@ def test_unusable_otlp_setting_is_one_line_exit_2_before_watching(
     kubeconfig: str, k8s: FakeCluster, tmp_path: Path, clean_otlp_env, args, env, message
 ) -> None:
     r = watch("--kubeconfig", kubeconfig, "--out", str(tmp_path / "o.jsonl"), *args, env=env)
-    assert one_line_exit_2(r) == f"fma-otel watch: {message}"
+    assert one_line_exit_2(r) == f"fma-otel watch: error: {message}"
     assert not k8s.requests_to("/pods")
 
 
@@ -72,7 +72,9 @@ def test_out_that_is_not_a_regular_file_is_one_line_exit_2(
         if not os.path.exists(out):
             pytest.skip(f"no {out}")
     r = watch("--kubeconfig", kubeconfig, "--checkpoint", str(tmp_path / "cp.json"), "--out", out)
-    assert one_line_exit_2(r) == f"fma-otel watch: --out {out}: not a regular file ({NOT_REGULAR_HINT})"
+    assert (
+        one_line_exit_2(r) == f"fma-otel watch: error: --out {out}: not a regular file ({NOT_REGULAR_HINT})"
+    )
     assert not k8s.requests_to("/pods")
 
 
@@ -169,7 +171,9 @@ def test_out_disk_full_while_running_is_one_line_exit_1(
         signal.signal(signal.SIGINT, signal.default_int_handler)
     assert isinstance(r.exception, SystemExit), r.exception
     assert "Traceback" not in r.output
-    assert r.stderr.splitlines() == [f"fma-otel watch: cannot write --out {out}: no space left on device"]
+    assert r.stderr.splitlines() == [
+        f"fma-otel watch: error: cannot write --out {out}: no space left on device"
+    ]
     assert r.exit_code == 1
     assert out.read_bytes() == b""
 

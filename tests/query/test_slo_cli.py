@@ -139,7 +139,14 @@ def test_json_contract_keys(mixed_file):
             "mean",
             "incomplete",
         ]
-    assert set(doc["hit_rates"]) == {"hot", "warm", "cold_launcher", "requesters"}
+    assert set(doc["hit_rates"]) == {
+        "hot",
+        "warm",
+        "cold_launcher",
+        "requesters",
+        "actuations",
+        "per_actuation",
+    }
     hot = next(r for r in doc["metrics"] if r["metric"] == "T_actuation" and r["path"] == "hot")
     assert (hot["n"], hot["p95"], hot["incomplete"]) == (10, 10.0, 2)
 

@@ -40,7 +40,7 @@ def sample_report(sample_traces: str, tmp_path_factory: pytest.TempPathFactory) 
     """The sample's report with an SLO spec (one check fails), two waterfalls and PNGs."""
     d = tmp_path_factory.mktemp("report")
     spec = d / "slo.yaml"
-    spec.write_text("- {metric: T_actuation, path: hot, p95: 5s}\n- {hit_rate: hot, min: 0.3}\n")
+    spec.write_text("- {metric: T_actuation, path: hot, p95: 5s}\n- {hit_rate: hot, min: 0.2}\n")
     out, png = d / "report.html", d / "png"
     r = CliRunner().invoke(
         main,

@@ -168,9 +168,9 @@ def test_table_and_breakdown_say_what_a_person_needs(sample_report):
     assert "<th>p50</th><th>p90</th><th>p99</th>" in phases
     assert "cold_no_fma (n=1), baseline" in phases
     assert phases.count("T_actuation (whole)") == 4  # cold_launcher, warm, hot and the baseline
-    # the sample re-actuates one requester: 5 FMA actuations of 4 requesters, and the rates
-    # (the slo engine's) are over actuations, which the figure says
-    assert "Hit rates over 5 FMA actuations of 4 distinct requester(s)" in text
+    # the sample re-actuates one requester: 4 FMA requesters, 5 actuations; the rates (the
+    # slo engine's) are per requester, and the figure says both counts
+    assert "Hit rates over 4 FMA requesters (their first actuation; 5 actuations in all)" in text
 
 
 def test_without_matplotlib_says_which_extra(sample_traces, tmp_path):

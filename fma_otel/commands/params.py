@@ -1,0 +1,174 @@
+"""Options every command spells the same way, so one convention holds everywhere.
+
+Why a module: ``fma-otel`` grew one command at a time, and each said its inputs, outputs
+and namespace a little differently.  Here, once:
+
+- a trace file is a positional argument (``slo traces.jsonl``), ``--traces`` an alias;
+- ``-`` is standard input where a file is read and standard output where one is written;
+- ``-o/--output`` names the output *format*, beside ``--format``, as kubectl users expect;
+- ``--out PATH`` in a folder that does not exist is an unusable argument: exit 2 at once,
+  not after minutes of work;
+- the namespace, when ``-n`` is not given, is the kubeconfig's current context's (in a
+  cluster: the service account's), else ``default``, as kubectl takes it;
+- comma lists and repeats are the same thing (``--metric a,b`` = ``--metric a --metric b``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: where a Pod finds its own namespace (the service account's token volume)
+SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+def traces_input(func: F) -> F:
+    """``[FILE]`` and its alias ``--traces FILE``: the command gets ``traces_file`` and
+    ``traces_alias``, and calls :func:`one_trace_file` on them."""
+    func = click.option(
+        "--traces", "traces_alias", metavar="FILE", help="The trace file (the same as FILE; '-': stdin)."
+    )(func)
+    return click.argument("traces_file", required=False, metavar="[FILE]")(func)
+
+
+def one_trace_file(file: str | None, alias: str | None) -> str | None:
+    """The trace file given either way; both, and different, is a usage error (exit 2)."""
+    if file and alias and file != alias:
+        raise click.UsageError(f"give the trace file once (FILE {file} and --traces {alias})")
+    return file or alias
+
+
+def format_option(choices: Sequence[str], default: str) -> Callable[[F], F]:
+    """``--format``/``-o``/``--output`` (kubectl's spelling of an output format)."""
+    return click.option(
+        "--format",
+        "-o",
+        "--output",
+        "fmt",
+        type=click.Choice(list(choices)),
+        default=default,
+        show_default=True,
+        help="Output format.",
+    )
+
+
+def check_out(ctx: click.Context | None, param: click.Parameter | None, value: str | None) -> str | None:
+    """An ``--out`` callback: ``-`` and None pass; a path whose folder does not exist, or
+    that is a folder, is a usage error (exit 2) before any work is done."""
+    if value is None or value == "-":
+        return value
+    name = param.opts[0] if param is not None and param.opts else "--out"
+    folder = os.path.dirname(os.path.abspath(value))
+    if not os.path.isdir(folder):
+        why = "is not a folder" if os.path.exists(folder) else "does not exist"
+        raise click.BadParameter(f"{value}: folder {folder} {why}", ctx, param, name)
+    if os.path.isdir(value):
+        raise click.BadParameter(f"{value}: is a folder, not a file", ctx, param, name)
+    return value
+
+
+def split_list(values: Iterable[str] | None) -> list[str]:
+    """Repeated options with comma lists, flattened: ``("a,b", "c")`` -> ``["a", "b", "c"]``."""
+    return [p.strip() for v in values or () for p in v.split(",") if p.strip()]
+
+
+def pick(kind: str, given: Iterable[str], valid: Sequence[str]) -> list[str]:
+    """``given`` names matched (case-insensitively) against ``valid``; an unknown name is a
+    usage error that lists the valid ones."""
+    by_lower = {v.lower(): v for v in valid}
+    out: list[str] = []
+    for name in given:
+        hit = by_lower.get(name.lower())
+        if hit is None:
+            raise click.UsageError(f"--{kind} {name}: unknown; valid: {', '.join(valid)}")
+        if hit not in out:
+            out.append(hit)
+    return out
+
+
+def default_namespace(kubeconfig: str | None = None, context: str | None = None) -> str:
+    """The namespace kubectl would use without ``-n``: the kubeconfig's (current or named)
+    context's, else in a cluster the service account's, else ``default``.
+
+    A kubeconfig that cannot be read gives ``default`` here: connecting later says why.
+    """
+    try:
+        from kubernetes import config
+
+        contexts, current = config.list_kube_config_contexts(config_file=kubeconfig)
+        chosen = next((c for c in contexts if c.get("name") == context), None) if context else current
+        ns = ((chosen or {}).get("context") or {}).get("namespace")
+        if ns:
+            return str(ns)
+        if contexts:
+            return "default"
+    except Exception:  # noqa: BLE001 - no kubeconfig, a broken one: fall through
+        pass
+    try:
+        with open(SA_NAMESPACE_FILE, encoding="utf-8") as fh:
+            ns = fh.read().strip()
+        if ns:
+            return ns
+    except OSError:
+        pass
+    return "default"
+
+
+#: the OTLP protocol when neither ``--otlp-protocol`` nor the environment names one: the
+#: OpenTelemetry specification's default, as for the wrappers (docs/wrappers.md)
+DEFAULT_OTLP_PROTOCOL = "http/protobuf"
+OTLP_GRPC_PORT = 4317
+
+
+def _otlp_protocol(ctx: click.Context, param: click.Parameter, value: str | None) -> str:
+    """``--otlp-protocol``, else ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL``, else
+    ``OTEL_EXPORTER_OTLP_PROTOCOL``, else :data:`DEFAULT_OTLP_PROTOCOL`: never guessed from
+    the endpoint's port.  An endpoint on 4317 (the OTLP/gRPC port) that gets the default
+    is warned about once, naming the two fixes; an unknown value from the environment is
+    passed on for the exporter set-up to refuse in one line."""
+    if value:
+        return value
+    for name in ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
+        env = os.environ.get(name, "").strip()
+        if env:
+            return env
+    endpoint = (
+        ctx.params.get("otlp_endpoint")
+        or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
+        or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
+    )
+    if endpoint and _port(str(endpoint)) == OTLP_GRPC_PORT:
+        from ._common import prog_name
+
+        click.echo(
+            f"{prog_name(ctx)}: warning: OTLP endpoint {endpoint} is on the OTLP/gRPC port but the "
+            f"protocol is {DEFAULT_OTLP_PROTOCOL} (the default): give --otlp-protocol grpc "
+            "(or OTEL_EXPORTER_OTLP_PROTOCOL=grpc), or use port 4318",
+            err=True,
+        )
+    return DEFAULT_OTLP_PROTOCOL
+
+
+def _port(endpoint: str) -> int | None:
+    from urllib.parse import urlparse
+
+    try:
+        return urlparse(endpoint if "://" in endpoint else f"//{endpoint}").port
+    except ValueError:
+        return None
+
+
+def otlp_protocol_option(func: F) -> F:
+    """``--otlp-protocol``: the one rule of :func:`_otlp_protocol`, for bridge and watch."""
+    return click.option(
+        "--otlp-protocol",
+        type=click.Choice(["grpc", DEFAULT_OTLP_PROTOCOL]),
+        callback=_otlp_protocol,
+        help="OTLP protocol (default: OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL, else http/protobuf; "
+        "never guessed from the port).",
+    )(func)

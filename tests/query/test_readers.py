@@ -1,0 +1,101 @@
+"""The one trace-file reader: OTLP JSON lines, pretty OTLP JSON, Jaeger JSON (UI, v1, v3)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fma_otel.query.readers import read_spans
+from fma_otel.sinks.otlp_json import OtlpJsonError
+
+TID = "0af7651916cd43dd8448eb211c80319c"
+
+
+def _req(span_id: str, name: str, parent: str | None = None) -> dict:
+    sp = {"traceId": TID, "spanId": span_id * 16, "name": name, "kind": 1,
+          "startTimeUnixNano": "1700000000000000000", "endTimeUnixNano": "1700000002000000000",
+          "attributes": [{"key": "fma.path", "value": {"stringValue": "hot"}}]}  # fmt: skip
+    if parent:
+        sp["parentSpanId"] = parent * 16
+    res = {"attributes": [{"key": "service.name", "value": {"stringValue": "kubernetes"}}]}
+    return {"resourceSpans": [{"resource": res, "scopeSpans": [{"spans": [sp]}]}]}
+
+
+def _read(tmp_path: Path, text: str) -> tuple[list, dict]:
+    p = tmp_path / "in.json"
+    p.write_text(text)
+    stats: dict[str, int] = {}
+    return list(read_spans(str(p), stats)), stats
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        json.dumps(_req("a", "fma.request")) + "\n" + json.dumps(_req("b", "fma.actuation", "a")) + "\n",
+        json.dumps(_req("a", "fma.request"), indent=2)
+        + "\n"
+        + json.dumps(_req("b", "fma.actuation", "a"), indent=4),
+        json.dumps([_req("a", "fma.request"), _req("b", "fma.actuation", "a")], indent=2),
+        json.dumps(
+            {
+                "result": {
+                    "resourceSpans": _req("a", "fma.request")["resourceSpans"]
+                    + _req("b", "fma.actuation", "a")["resourceSpans"]
+                }
+            },
+            indent=2,
+        ),  # api/v3
+    ],
+    ids=["lines", "pretty-several", "array", "jaeger-api-v3"],
+)
+def test_otlp_forms(tmp_path, text):
+    spans, stats = _read(tmp_path, text)
+    assert [(s.name, s.parent_span_id, s.service, s.duration_s) for s in spans] == [
+        ("fma.request", None, "kubernetes", 2.0),
+        ("fma.actuation", "a" * 16, "kubernetes", 2.0),
+    ]
+    assert stats["skipped"] == 0
+
+
+def test_jaeger_ui_download(tmp_path):
+    trace = {
+        "traceID": TID[16:],  # Jaeger drops leading zeros / may give 64-bit ids
+        "spans": [
+            {"traceID": TID[16:], "spanID": "1", "operationName": "fma.request", "references": [],
+             "startTime": 1_700_000_000_000_000, "duration": 2_500_000, "processID": "p1",
+             "tags": [{"key": "fma.complete", "type": "bool", "value": True},
+                      {"key": "span.kind", "type": "string", "value": "client"},
+                      {"key": "otel.status_code", "type": "string", "value": "ERROR"},
+                      {"key": "otel.status_description", "type": "string", "value": "missing R.ready"},
+                      {"key": "n", "type": "int64", "value": 3}]},
+            {"traceID": TID[16:], "spanID": "2", "operationName": "fma.actuation",
+             "references": [{"refType": "CHILD_OF", "traceID": TID[16:], "spanID": "1"}],
+             "startTime": 1_700_000_000_500_000, "duration": 1_000, "processID": "p2", "tags": []},
+        ],
+        "processes": {"p1": {"serviceName": "kubernetes", "tags": [{"key": "host", "type": "string", "value": "h"}]},
+                      "p2": {"serviceName": "dual-pods-controller", "tags": []}},
+    }  # fmt: skip
+    spans, stats = _read(tmp_path, json.dumps({"data": [trace], "total": 0, "errors": None}, indent=2))
+    root, act = spans
+    assert root.trace_id == ("0" * 16 + TID[16:]) and root.span_id == "0" * 15 + "1"
+    assert root.kind == "CLIENT" and root.status_code == "ERROR" and root.status_message == "missing R.ready"
+    assert root.attributes == {"fma.complete": True, "n": 3}
+    assert root.resource == {"service.name": "kubernetes", "host": "h"}
+    assert root.duration_s == 2.5
+    assert act.parent_span_id == root.span_id and act.service == "dual-pods-controller"
+    assert act.end_ns - act.start_ns == 1_000_000
+    assert stats == {"lines": 1, "skipped": 0}
+
+
+def test_bad_units_counted_and_wrong_kind_of_file(tmp_path):
+    good = json.dumps(_req("a", "fma.request"))
+    spans, stats = _read(tmp_path, "{broken\n" + good + "\nnot json\n")
+    assert len(spans) == 1 and stats == {"lines": 3, "skipped": 2}
+    bad_jaeger = json.dumps({"data": [{"traceID": "x", "spans": [{"spanID": "zz", "traceID": "q"}]}]})
+    spans, stats = _read(tmp_path, bad_jaeger + "\n" + good + "\n")
+    assert len(spans) == 1 and stats["skipped"] == 1
+    with pytest.raises(OtlpJsonError):
+        _read(tmp_path, json.dumps({"kind": "PodList", "items": []}, indent=2))
+    assert _read(tmp_path, "\n\n") == ([], {"lines": 0, "skipped": 0})
