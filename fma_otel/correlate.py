@@ -31,7 +31,7 @@ from .facts import DpcFact, LauncherFact
 from .sources.klog import simple_line_pattern, split_timestamp_prefix
 from .sources.pods import PodStore
 from .sources.records import KlogRecord, LauncherRecord, PodEvent
-from .timeutil import civil_to_ns, parse_rfc3339_ns, year_of_ns
+from .timeutil import END_NS, MIN_NS, civil_to_ns, parse_rfc3339_ns, year_of_ns
 
 INF = 1 << 62
 #: how far a launcher's log may be from the DPC's clock and still be paired with its call
@@ -127,8 +127,10 @@ class YearResolver:
 
 #: Days every year's month has (February: 28): a date within them resolves in any year.
 _SURE_DAYS = (0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
-#: ``--timestamps`` prefixes from 1970 up to the year 10000 resolve for any such date.
-_PREFIX_MAX_NS = 253_402_300_800 * M.S
+#: ``--timestamps`` prefixes in timeutil's window resolve for any such date, from its
+#: February on (a December line with a January prefix is placed in the year before).
+_PREFIX_MIN_NS = MIN_NS + 31 * 86_400 * M.S
+_PREFIX_MAX_NS = END_NS
 
 
 #: A failed ``/is_sleeping`` poll as the DPC prints it: an "HTTP call done" line whose
@@ -177,7 +179,7 @@ def failed_poll(line: bytes) -> bool:
             prefix_ns = split_timestamp_prefix(line[:h].decode("ascii"))[0] if h else None
         except ValueError:  # UnicodeDecodeError included: the parser decides such a line
             return False
-        if prefix_ns is None or not 0 <= prefix_ns < _PREFIX_MAX_NS:
+        if prefix_ns is None or not _PREFIX_MIN_NS <= prefix_ns < _PREFIX_MAX_NS:
             return False
     head = _POLL_HEAD(line, h, at)
     if head is None:
@@ -219,7 +221,7 @@ def dpc_row(rec: KlogRecord) -> tuple[Any, ...] | None:
         if (
             1 <= rec.month <= 12
             and 1 <= rec.day <= _SURE_DAYS[rec.month]
-            and (p is None or 0 <= p < _PREFIX_MAX_NS)
+            and (p is None or _PREFIX_MIN_NS <= p < _PREFIX_MAX_NS)
         ):
             return None
         return (rec.line_no, rec.month, rec.day, rec.tod_us, p, None)

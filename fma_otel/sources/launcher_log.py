@@ -38,6 +38,7 @@ from fma_otel.sources.blocks import bulk_items, finder
 from fma_otel.sources.blocks import bulk_readable as _bulk_readable
 from fma_otel.sources.klog import _all_digits, _epoch_seconds_of_day, split_timestamp_prefix
 from fma_otel.sources.records import LauncherRecord, SourceStats
+from fma_otel.timeutil import check_ns
 
 __all__ = [
     "LauncherParseError",
@@ -86,7 +87,7 @@ def _asctime_ns(s: str) -> int:
     if h > 23 or m > 59 or sec > 60:
         raise ValueError("not an asctime")
     day = _epoch_seconds_of_day(s[:10])
-    return (day + h * 3600 + m * 60 + sec) * 1_000_000_000 + int(ms) * 1_000_000
+    return check_ns((day + h * 3600 + m * 60 + sec) * 1_000_000_000 + int(ms) * 1_000_000)
 
 
 def _starts_with_date(s: str) -> bool:
