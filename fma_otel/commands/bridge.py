@@ -141,6 +141,14 @@ def command(
                 except otlp_export.ExportError as exc:
                     click.echo(f"fma-otel bridge: export failed: {exc}", err=True)
                     failed = True
+                if sink.dropped:  # traces that cannot be encoded: never sent, always said
+                    d = sink.dropped[0]
+                    click.echo(
+                        f"fma-otel bridge: export: {len(sink.dropped)} trace(s) not sent, cannot be "
+                        f"encoded (first: {d.trace_id}: {d.reason})",
+                        err=True,
+                    )
+                    failed = True
         finally:
             if sink is not None:
                 sink.close()
