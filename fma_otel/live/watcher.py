@@ -18,7 +18,11 @@ Exactly once (details in ``docs/watch.md``):
    The OTLP export runs on a worker thread (one at a time) so that a collector that is
    down never stalls intake; the loop moves the keys to ``emitted`` only once it is done.
    Built traces whose export failed are kept (in memory, and in ``--out`` or the
-   checkpoint) and re-sent as they are, so a long outage loses nothing.
+   checkpoint) and re-sent as they are, so a long outage loses nothing.  One trace never
+   holds back the others: the sink leaves out (and reports) a trace that cannot be
+   encoded, which is then recorded as emitted and counted as dropped; after a failed job
+   of several traces each is retried alone, and one that fails alone is "isolated": it
+   is retried alone, taking turns with the batches of the others (see ``_next_job``).
 3. The correlator's state is only in memory; a restart rebuilds it by re-reading the Pods
    (list, then a watch from the checkpointed resourceVersion) and the logs from
    ``replay_from_ns`` (the start of the oldest actuation still open, minus a margin).  The
@@ -111,6 +115,8 @@ class _ExportJob:
     n_spans: int
     thread: threading.Thread | None = None
     error: BaseException | None = None
+    #: trace id -> why, for traces the sink refused to send (``OtlpSink.export``'s answer)
+    dropped: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -216,6 +222,11 @@ class LiveWatcher:
         self._last_cp = 0.0
         self._last_tick = 0.0
         self._export_job: _ExportJob | None = None
+        #: keys of a failed job of several traces: each is tried alone next
+        self._suspects: set[str] = set()
+        #: keys that failed alone, oldest turn first: each job of them is one trace
+        self._isolated: dict[str, None] = {}
+        self._isolated_turn = False
         self._next_forget = 0.0
         self._held_for_logs: dict[str, float] = {}  # key -> wall s it was first held back
         self._checkpoint_failed = False  # the last checkpoint write failed
@@ -423,6 +434,7 @@ class LiveWatcher:
                 self.correlator.add_dpc(rec)
                 self.metrics.dpc_records += 1
             except ValueError as exc:
+                self.metrics.dpc_skipped += 1
                 log.debug("DPC line %s skipped: %s", rec.line_no, exc)
             self._position(pos)
         elif kind == "launcher":
@@ -700,14 +712,15 @@ class LiveWatcher:
             self._export_done(job)
         if self.sink is None or not st.unacked or self.clock() < st.export_retry_at:
             return
-        keys = list(st.unacked)[:EXPORT_TRACES_PER_JOB]
+        keys = self._next_job()
         spans = [s for k in keys for s in st.unacked[k].spans]
         job = _ExportJob(keys, len(spans))
         sink = self.sink
 
         def work() -> None:
             try:
-                sink.export(spans)
+                dropped = sink.export(spans)
+                job.dropped = {d.trace_id: d.reason for d in dropped or ()}
             except BaseException as exc:  # noqa: BLE001 - reported by the loop
                 job.error = exc
 
@@ -720,6 +733,28 @@ class LiveWatcher:
                 self._export_job = None
                 self._export_done(job)
 
+    def _next_job(self) -> list[str]:
+        """The keys of the next export job (``unacked`` is not empty).
+
+        A suspect (from a failed job of several) goes alone, so the trace that made the
+        job fail is found; an isolated key (one that failed alone) goes alone too, taking
+        turns with a batch of the others, so it delays them by at most one retry interval
+        per turn and never stops them.  Otherwise up to :data:`EXPORT_TRACES_PER_JOB`.
+        """
+        st = self.state
+        for key in st.unacked:
+            if key in self._suspects:
+                return [key]
+        normal = [k for k in st.unacked if k not in self._isolated][:EXPORT_TRACES_PER_JOB]
+        isolated = next((k for k in self._isolated if k in st.unacked), None)
+        if isolated is not None and (self._isolated_turn or not normal):
+            self._isolated_turn = False
+            del self._isolated[isolated]  # to the back of the turns
+            self._isolated[isolated] = None
+            return [isolated]
+        self._isolated_turn = True
+        return normal
+
     def _join(self, job: _ExportJob, wait: bool) -> None:
         if wait and job.thread is not None:
             job.thread.join(float(getattr(self.sink, "timeout_s", 10.0)) + 5.0)
@@ -728,6 +763,15 @@ class LiveWatcher:
         st = self.state
         if job.error is not None:
             self.metrics.export_errors += 1
+            if len(job.keys) > 1:
+                self._suspects.update(job.keys)
+            else:
+                for key in job.keys:
+                    self._suspects.discard(key)
+                    if key not in self._isolated:
+                        self._isolated[key] = None
+                        log.warning("OTLP export of %s failed on its own: retried alone from now on", key)
+                self.metrics.export_isolated = len(self._isolated)
             st.export_retry_at = self.clock() + self.cfg.export_retry_s
             log.warning(
                 "OTLP export of %d trace(s) failed (%s); retrying in %gs",
@@ -745,11 +789,23 @@ class LiveWatcher:
         _fault("after-export")
         done = self.clock()
         for key in job.keys:
+            self._suspects.discard(key)
+            self._isolated.pop(key, None)
             u = st.unacked.pop(key, None)
             if u is None:
                 continue
             self.cp.pending_traces.pop(key, None)
+            why = job.dropped.get(u.spans[0].trace_id) if u.spans else None
+            if why is not None:
+                # never sendable: recorded as emitted (so never rebuilt or re-sent), counted
+                self.metrics.export_dropped += 1
+                log.error("trace of %s not exported, it cannot be encoded: %s", key, why)
+                self.cp.emitted[key] = round(done, 3)
+                self.correlator.evict(key)
+                self._emitted_by_uid.setdefault(key.split("/", 1)[0], []).append(key)
+                continue
             self._mark_emitted(key, u, done, st.ready_seen.get(key.split("/", 1)[0]))
+        self.metrics.export_isolated = len(self._isolated)
         self.cp.pending = list(st.unacked)
         self._save_checkpoint()
 
