@@ -72,6 +72,8 @@ class WatchConfig:
     baseline_container: str | None = None
     checkpoint: str | None = None
     out: str | None = None
+    out_max_bytes: int | None = None  # rotate --out by size (outfile.py); None: never
+    out_keep: int = 4
     otlp_endpoint: str | None = None
     otlp_protocol: str | None = None
     incomplete_after_s: float = 15 * 60
@@ -267,7 +269,7 @@ class LiveWatcher:
         for uid, (rnd, unbound_ns, begun) in self.cp.rounds.items():
             self.correlator.seed_round(uid, rnd, unbound_ns, begun)
         if cfg.out:
-            self.out = OutFile(cfg.out)
+            self.out = OutFile(cfg.out, cfg.out_max_bytes, cfg.out_keep)
         from ..sinks import otlp_export
 
         if otlp_export.otlp_configured(cfg.otlp_endpoint):
@@ -339,13 +341,14 @@ class LiveWatcher:
         if want and self.out is not None:
             from ..sinks.otlp_json import read_spans
 
-            try:
-                for span in read_spans(self.out.path):
-                    key = want.get(span.trace_id)
-                    if key is not None:
-                        found.setdefault(key, []).append(span)
-            except Exception:  # noqa: BLE001 - whatever we could read is still re-sent
-                log.exception("reading pending traces back from %s", self.out.path)
+            for path in self.out.paths():  # (rotated files too: a rotation may follow the write)
+                try:
+                    for span in read_spans(path):
+                        key = want.get(span.trace_id)
+                        if key is not None:
+                            found.setdefault(key, []).append(span)
+                except Exception:  # noqa: BLE001 - whatever we could read is still re-sent
+                    log.exception("reading pending traces back from %s", path)
         for key in pending:
             spans = found.get(key)
             if not spans:
