@@ -263,3 +263,52 @@ def test_pending_traces_are_read_back_from_rotated_files(k8s: FakeCluster, tmp_p
     assert checkpoint(cp)["pending"] == []
     assert_same({t: s for t, s in up.traces().items() if t in want}, want)
     assert_same(_all_traces(out, 1000), want)
+
+
+# --------------------------------------------------------------------------- the flags
+
+
+@pytest.mark.parametrize(
+    ("text", "n"),
+    [
+        ("100Mi", 100 * 2**20),
+        ("500M", 500 * 10**6),
+        ("1Gi", 2**30),
+        ("4096", 4096),
+        ("10KiB", 10240),
+        ("0", 0),
+    ],
+)
+def test_sizes(text: str, n: int) -> None:
+    from fma_otel.commands.watch import parse_size
+
+    assert parse_size(text) == n
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--out-max-bytes", "lots"], "not a size: 'lots'"),
+        (["--out-max-bytes", "-5"], "not a size"),
+        (["--out-max-bytes", "9" * 40], "too large a size"),
+        (["--out-keep", "0"], "0 is not in the range 1<=x<=1000"),
+    ],
+)
+def test_bad_rotation_flags_are_usage_errors(args: list[str], says: str) -> None:
+    from click.testing import CliRunner
+
+    from fma_otel.cli import main
+
+    r = CliRunner().invoke(main, ["watch", "-n", "x", *args])
+    assert r.exit_code == 2
+    assert says in r.stderr
+
+
+def test_rotation_flags_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from fma_otel.cli import main
+
+    monkeypatch.setenv("FMA_OTEL_OUT_MAX_BYTES", "ten")
+    r = CliRunner().invoke(main, ["watch", "-n", "x"])
+    assert r.exit_code == 2 and "not a size: 'ten'" in r.stderr
