@@ -26,6 +26,7 @@ class Metrics:
         self.export_dropped = 0  # traces refused by the sink's screen (cannot be encoded)
         self.export_isolated = 0  # traces whose export failed alone: retried alone
         self.dpc_skipped = 0  # DPC lines the correlator refused (ValueError)
+        self.launcher_skipped = 0  # launcher lines that start like a record but are not one
         self.checkpoints = 0
         self.pod_events = 0
         self.odd_pods = 0
@@ -116,6 +117,12 @@ class Metrics:
                 "counter",
                 "DPC log records the correlator refused (a bad or out-of-window time, a bad field).",
                 [("", self.dpc_skipped)],
+            )
+            metric(
+                "fma_otel_launcher_lines_skipped_total",
+                "counter",
+                "Launcher log lines that start like a record but are not one (a bad or out-of-window time).",
+                [("", self.launcher_skipped)],
             )
             metric(
                 "fma_otel_checkpoint_writes_total", "counter", "Checkpoint writes.", [("", self.checkpoints)]

@@ -33,6 +33,7 @@ Exactly once (details in ``docs/watch.md``):
 
 from __future__ import annotations
 
+import functools
 import logging
 import queue
 import threading
@@ -150,12 +151,16 @@ def dpc_parser(lines: Iterable[bytes]) -> Iterator[Any]:
     yield from iter_klog(lines, SourceStats("dpc"), messages=WANTED_MESSAGES, contains=WANTED_CONTAINS)
 
 
-def launcher_parser(lines: Iterable[bytes]) -> Iterator[LauncherRecord]:
+def launcher_parser(
+    lines: Iterable[bytes], on_skip: Callable[[], None] | None = None
+) -> Iterator[LauncherRecord]:
     """Launcher log lines -> records, one per header line.
 
     Not ``iter_launcher_log``: it holds each record until the next header line (to attach
     continuation lines), which live means holding the ``PUT`` access line until the
     launcher logs again.  The facts we need are single-line, so continuations are dropped.
+    ``on_skip`` is called for each line that starts like a record but is not one (a bad
+    or out-of-window time among them), so the watcher can count it.
     """
     from ..sources.klog import split_timestamp_prefix
     from ..sources.launcher_log import LauncherParseError, parse_launcher_line
@@ -166,6 +171,8 @@ def launcher_parser(lines: Iterable[bytes]) -> Iterator[LauncherRecord]:
             prefix, body = split_timestamp_prefix(s) if s[10:11] in ("T", "t") else (None, s)
             yield parse_launcher_line(body, n, prefix)
         except (LauncherParseError, ValueError):
+            if on_skip is not None and body[:1].isdigit():  # (continuation lines are not records)
+                on_skip()
             continue
 
 
@@ -558,9 +565,17 @@ class LiveWatcher:
             read_timeout_s=self.cfg.log_read_timeout_s,
             on_gap=self._on_gap,
         )
-        parser = dpc_parser if kind == "dpc" else launcher_parser
+        parser = (
+            dpc_parser
+            if kind == "dpc"
+            else functools.partial(launcher_parser, on_skip=self._on_launcher_skip)
+        )
         self.state.followers[key] = FollowerThread(follower, parser, kind, self.queue.put).start()
         log.info("following %s log %s (from ts=%s)", kind, key, position.ts_ns or "start")
+
+    def _on_launcher_skip(self) -> None:
+        with self.metrics.lock:
+            self.metrics.launcher_skipped += 1
 
     def _on_gap(self, why: str) -> None:
         with self.metrics.lock:

@@ -142,3 +142,18 @@ def test_a_trace_the_receiver_refuses_is_retried_alone_and_holds_no_other_back(
         assert _metric(w, "fma_otel_export_isolated_traces") == 0
     spans = rx.spans()
     assert len({(s.trace_id, s.span_id) for s in spans}) == len(spans)  # each trace once
+
+
+def test_launcher_lines_out_of_the_window_are_counted_not_used() -> None:
+    from fma_otel.live.watcher import launcher_parser
+
+    lines = [
+        b"2026-06-29 13:58:51,078 - __main__ - INFO - Accepted request to create vLLM instance with id=a\n",
+        b"1969-06-29 13:58:51,078 - __main__ - INFO - Accepted request to create vLLM instance with id=b\n",
+        b"2026-06-29T13:58:52.0Z 2600-06-29 13:58:52,001 - __main__ - INFO - Accepted request id=c\n",
+        b"Traceback (most recent call last):\n",  # a continuation line: not a record, not counted
+    ]
+    skipped: list[int] = []
+    recs = list(launcher_parser(lines, on_skip=lambda: skipped.append(1)))
+    assert [r.message[-4:] for r in recs] == ["id=a"]
+    assert len(skipped) == 2
