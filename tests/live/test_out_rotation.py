@@ -217,7 +217,7 @@ def test_sigkills_and_restarts_with_rotation_lose_and_double_nothing(
     play(k8s, steps[: n // 3], pause_every=20, pause_s=0.05)
     kill9(p)
     # killed just after a write (which may have rotated), before the checkpoint has it
-    p = start_watch(k8s, tmp_path, *rotate, env={"FMA_OTEL_FAULT": "after-write:2"})
+    p = start_watch(k8s, tmp_path, *rotate, env={"FMA_OTEL_FAULT": "after-write:1"})
     assert k8s.wait_for_streams("watch", 1, 60)
     play(k8s, steps[n // 3 :])
     assert p.wait(60) == -signal.SIGKILL
