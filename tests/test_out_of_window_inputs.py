@@ -22,6 +22,15 @@ from fma_otel.sinks.otlp_json import read_spans
 LAUNCHER_LOG = "launcher-launcher-example-4lgw5.log"
 
 
+def _raw_times(path: Path) -> list[int]:
+    """Every ``*TimeUnixNano`` value in an OTLP JSON lines file, read raw (``read_spans``
+    would not show a value it cannot take)."""
+    import re
+
+    text = path.read_text()
+    return [int(v) for v in re.findall(r'TimeUnixNano":"?(-?[0-9]+)', text)]
+
+
 def _edit_line(path: Path, pick: Callable[[str], bool], edit: Callable[[str], str]) -> int:
     """Apply ``edit`` to the first line ``pick`` accepts; its 1-based number."""
     lines = path.read_text().split("\n")
@@ -88,10 +97,9 @@ def test_out_of_window_line_is_a_counted_skip(
     assert f"{cap / name}:{line_no}: skipped:" in r.stderr
     assert f"{name}: read" in r.stderr and "skipped 1" in r.stderr
     assert "--strict: 1 line(s) skipped" in r.stderr
-    spans = list(read_spans(str(out)))
-    assert spans  # the rest is still written
-    for s in spans:
-        assert timeutil.in_window(s.start_ns) and timeutil.in_window(s.end_ns), s
+    assert list(read_spans(str(out)))  # the rest is still written
+    times = _raw_times(out)
+    assert times and all(timeutil.in_window(t) for t in times)
 
 
 def test_the_dpc_skip_says_why(tmp_path: Path, clean_otlp_env) -> None:
@@ -100,3 +108,34 @@ def test_the_dpc_skip_says_why(tmp_path: Path, clean_otlp_env) -> None:
     _http_start_1969(cap)
     r = CliRunner().invoke(main, ["bridge", str(cap), "--out", str(tmp_path / "t.jsonl"), "--strict"])
     assert "1969-06-29T14:30:43" in r.stderr and "outside the accepted window" in r.stderr
+
+
+@pytest.mark.parametrize("year", ["0001", "2600"])
+def test_a_pod_time_out_of_the_window_never_reaches_the_output(
+    tmp_path: Path, clean_otlp_env, year: str
+) -> None:
+    """Requesters' Ready times in 0001 or 2600: before the window, 2600 gave span times past
+    2**64 ns.  (Counting such a Pod field as skipped is podfacts'/the Pod source's part: today
+    it reads as absent, so these actuations come out incomplete.)"""
+    import json
+
+    cap = tmp_path / "cap"
+    shutil.copytree(sample_dir(), cap)
+    lines = (cap / "pods.json").read_text().splitlines()
+    edited = 0
+    for i, line in enumerate(lines):
+        doc = json.loads(line)
+        obj = doc.get("object", doc)
+        for c in (obj.get("status") or {}).get("conditions") or ():
+            if c.get("type") == "Ready" and c.get("status") == "True" and "my-request" in line:
+                c["lastTransitionTime"] = year + c["lastTransitionTime"][4:]
+                edited += 1
+        lines[i] = json.dumps(doc)
+    (cap / "pods.json").write_text("\n".join(lines) + "\n")
+    assert edited
+    out = tmp_path / "t.jsonl"
+    r = CliRunner().invoke(main, ["bridge", str(cap), "--out", str(out)], catch_exceptions=False)
+    assert r.exit_code == 0, r.stderr
+    assert list(read_spans(str(out)))
+    times = _raw_times(out)
+    assert times and all(timeutil.in_window(t) for t in times), max(times)
