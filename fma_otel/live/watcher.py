@@ -19,8 +19,9 @@ Exactly once (details in ``docs/watch.md``):
    down never stalls intake; the loop moves the keys to ``emitted`` only once it is done.
    Built traces whose export failed are kept (in memory, and in ``--out`` or the
    checkpoint) and re-sent as they are, so a long outage loses nothing.  One trace never
-   holds back the others: the sink leaves out (and reports) a trace that cannot be
-   encoded, which is then recorded as emitted and counted as dropped; after a failed job
+   holds back the others: a trace that cannot be encoded is neither written nor sent but
+   recorded as emitted and counted as dropped (the sink also leaves out, and reports, any
+   such trace it is handed, say one read back after a restart); after a failed job
    of several traces each is retried alone, and one that fails alone is "isolated": it
    is retried alone, taking turns with the batches of the others (see ``_next_job``).
 3. The correlator's state is only in memory; a restart rebuilds it by re-reading the Pods
@@ -657,8 +658,19 @@ class LiveWatcher:
             lagging.append(f.key)
         return lagging
 
+    def _drop(self, key: str, why: str) -> None:
+        """A trace that cannot be encoded as OTLP: recorded as emitted (so never rebuilt or
+        re-sent), logged and counted; see "One bad trace" in docs/watch.md."""
+        self.metrics.export_dropped += 1
+        log.error("trace of %s dropped, it cannot be encoded as OTLP: %s", key, why)
+        self.cp.emitted[key] = round(self.clock(), 3)
+        self.correlator.evict(key)
+        self._emitted_by_uid.setdefault(key.split("/", 1)[0], []).append(key)
+        self.state.dirty = True
+
     def _emit(self, acts: list[Any]) -> None:
         from ..build import build_trace
+        from ..sinks.otlp_export import span_problem
 
         st = self.state
         todo: list[tuple[Any, list[M.SpanRecord]]] = []
@@ -670,10 +682,16 @@ class LiveWatcher:
             if a.key in st.unacked:
                 continue  # built and written; its export is under way or will be retried
             try:
-                todo.append((a, build_trace(a)))
+                trace = build_trace(a)
             except Exception:  # noqa: BLE001 - one actuation the builder chokes on stays one
                 log.exception("building the trace of %s failed; skipped", a.key)
                 self.correlator.evict(a.key)
+                continue
+            why = next((p for sp in trace if (p := span_problem(sp))), None)
+            if why is not None:  # neither written nor sent: an invalid line, a failing request
+                self._drop(a.key, why)
+                continue
+            todo.append((a, trace))
         if not todo:
             return
         if self.sink is not None:
@@ -814,13 +832,8 @@ class LiveWatcher:
                 continue
             self.cp.pending_traces.pop(key, None)
             why = job.dropped.get(u.spans[0].trace_id) if u.spans else None
-            if why is not None:
-                # never sendable: recorded as emitted (so never rebuilt or re-sent), counted
-                self.metrics.export_dropped += 1
-                log.error("trace of %s not exported, it cannot be encoded: %s", key, why)
-                self.cp.emitted[key] = round(done, 3)
-                self.correlator.evict(key)
-                self._emitted_by_uid.setdefault(key.split("/", 1)[0], []).append(key)
+            if why is not None:  # (one read back from --out or the checkpoint after a restart)
+                self._drop(key, why)
                 continue
             self._mark_emitted(key, u, done, st.ready_seen.get(key.split("/", 1)[0]))
         self.metrics.export_isolated = len(self._isolated)
