@@ -10,6 +10,15 @@ shape (``YYYY-MM-DDTHH:MM:SS[.f...]Z``, ASCII) and from a few hours.  That shape
 path of slices with the minute's start cached; anything else takes the general regex path,
 which defines the result (the tests check that both agree).  ``civil_to_ns`` caches the
 start of each valid day.
+
+The window: every instant returned lies in ``[2000-01-01, 2200-01-01)`` UTC
+(:data:`MIN_NS` .. :data:`END_NS`), or ``ValueError`` is raised.  OTLP carries times as
+unsigned 64-bit nanoseconds (1970 to 2554); a value outside that range makes an invalid
+JSON line and fails a whole protobuf export batch ("Value out of range").  Inside it, a
+year like 1969, 0001 or 2600 is still a corrupted or hand-edited value, never something
+the FMA controllers or Kubernetes wrote, so the window is narrower: 2000 is before any
+Kubernetes, and 2200 leaves synthetic and far-future test captures room.  A caller that
+counts ``ValueError`` as a malformed line thus counts such a line too, by file:line.
 """
 
 from __future__ import annotations
@@ -32,11 +41,47 @@ _CIVIL_DAY_NS: dict[tuple[int, int, int], int] = {}
 #: number of fraction digits -> multiplier to nanoseconds
 _FRAC_SCALE = (0, 100_000_000, 10_000_000, 1_000_000, 100_000, 10_000, 1_000, 100, 10, 1)
 
+#: First instant accepted: 2000-01-01T00:00:00Z, in ns since the epoch.
+MIN_NS = 946_684_800 * 1_000_000_000
+#: First instant past the window: 2200-01-01T00:00:00Z (below 2**64 ns, OTLP's limit).
+END_NS = 7_258_118_400 * 1_000_000_000
+#: The window in words, for error messages and docs.
+WINDOW_TEXT = "2000-01-01T00:00:00Z .. 2200-01-01T00:00:00Z"
+
+
+class OutOfWindowError(ValueError):
+    """An instant outside :data:`MIN_NS` .. :data:`END_NS` (a ``ValueError``, so every
+    caller that counts unparseable times counts these too)."""
+
+
+def in_window(ns: int) -> bool:
+    """Whether ``ns`` is an instant this package accepts (see the module docstring)."""
+    return MIN_NS <= ns < END_NS
+
+
+def check_ns(ns: int, what: str = "time") -> int:
+    """``ns`` itself when it lies in the window; :class:`OutOfWindowError` otherwise.
+
+    For parsers of their own (klog prefixes, launcher asctime) to apply the same window.
+    """
+    if MIN_NS <= ns < END_NS:
+        return ns
+    raise OutOfWindowError(f"{what} {_describe(ns)} is outside the accepted window {WINDOW_TEXT}")
+
+
+def _describe(ns: int) -> str:
+    """``ns`` as a readable UTC time when ``time.gmtime`` can show it, else as a number."""
+    try:
+        return format_rfc3339_ns(ns)
+    except (OverflowError, OSError, ValueError):
+        return f"{ns} ns since the epoch"
+
 
 def parse_rfc3339_ns(text: str) -> int:
     """``2026-06-29T14:36:20.4987654Z`` -> ns since the epoch (UTC when no zone is given).
 
-    Raises ``ValueError`` for anything else, so callers can count a bad value.
+    Raises ``ValueError`` for anything else, and :class:`OutOfWindowError` (a
+    ``ValueError``) for a time outside the window, so callers can count a bad value.
     """
     # fast path, ASCII only: "YYYY-MM-DDTHH:MM:" (its minute cached) + "SSZ" or "SS.<digits>Z"
     minute = _MINUTE_SECONDS.get(text[:17])
@@ -48,11 +93,16 @@ def parse_rfc3339_ns(text: str) -> int:
             ss = tail[:2]
             if ss.isdigit():
                 if len(tail) == 3:
-                    return (minute + int(ss)) * 1_000_000_000
-                digits = tail[3:-1]
-                if tail[2] == "." and digits.isdigit():
-                    frac = digits[:9]  # digits past the ninth are dropped, as by the general path
-                    return (minute + int(ss)) * 1_000_000_000 + int(frac) * _FRAC_SCALE[len(frac)]
+                    ns = (minute + int(ss)) * 1_000_000_000
+                    if MIN_NS <= ns < END_NS:
+                        return ns
+                else:
+                    digits = tail[3:-1]
+                    if tail[2] == "." and digits.isdigit():
+                        frac = digits[:9]  # digits past the ninth are dropped, as by the general path
+                        ns = (minute + int(ss)) * 1_000_000_000 + int(frac) * _FRAC_SCALE[len(frac)]
+                        if MIN_NS <= ns < END_NS:
+                            return ns
     return _parse_rfc3339_general(text)
 
 
@@ -91,7 +141,7 @@ def _parse_rfc3339_general(text: str) -> int:
         z = zone[1:].replace(":", "")
         secs -= sign * (int(z[:2]) * 3600 + int(z[2:]) * 60)
     ns = int((frac or "").ljust(9, "0")) if frac else 0
-    return secs * 1_000_000_000 + ns
+    return check_ns(secs * 1_000_000_000 + ns)
 
 
 def format_rfc3339_ns(ns: int) -> str:
@@ -107,12 +157,16 @@ def civil_to_ns(year: int, month: int, day: int, tod_us: int) -> int:
     """A klog header (no year in the text) placed in ``year``, UTC.
 
     Raises ``ValueError`` for a date that year does not have (``0229`` in 2027): timegm
-    would silently roll it into March.
+    would silently roll it into March; and :class:`OutOfWindowError` for an instant
+    outside the window (a year inferred wrong, a ``--timestamps`` prefix in 9999).
     """
     day_ns = _CIVIL_DAY_NS.get((year, month, day))
     if day_ns is None:
         day_ns = _civil_day_ns(year, month, day)
-    return day_ns + tod_us * 1_000
+    ns = day_ns + tod_us * 1_000
+    if MIN_NS <= ns < END_NS:
+        return ns
+    return check_ns(ns)
 
 
 def _civil_day_ns(year: int, month: int, day: int) -> int:

@@ -323,7 +323,7 @@ def test_grpc_core_log_lines_stay_off_the_cli(tmp_path, clean_otlp_env):
         server.server_close()
     lines = p.stderr.splitlines()
     assert len(lines) == 1, lines
-    assert lines[0].startswith(f"fma-otel bridge: export failed: OTLP export (grpc) to {endpoint} failed: ")
+    assert lines[0].startswith(f"fma-otel bridge: error: export failed: OTLP export (grpc) to {endpoint} failed: ")
     assert p.returncode == 1
     assert (tmp_path / "o.jsonl").stat().st_size > 0  # the file is written whatever the export does
 
@@ -363,3 +363,105 @@ def test_retry_after_beyond_the_timeout_says_the_status(status, retry_after, cle
         f"OTLP export (http/protobuf) to {endpoint}/v1/traces failed: HTTP {status}, "
         f"asked to retry after {retry_after} s, later than the 10 s timeout allows"
     )
+
+
+# --------------------------------------------------------------------------- unencodable spans
+
+OTHER = "1f0b1b3c5d7e9f10a1b2c3d4e5f60718"
+BAD_EDITS = {
+    "start-negative": {"start_ns": -1},
+    "end-past-2**64": {"end_ns": 2**64},
+    "ends-before-start": {"end_ns": T0 + 5_000_000_000},
+    "start-not-int": {"start_ns": 1.5e18},
+    "span-id-zero": {"span_id": "0" * 16},
+    "span-id-short": {"span_id": "abc"},
+    "parent-not-hex": {"parent_span_id": "zzzzzzzzzzzzzzzz"},
+    "int-attribute-past-int64": {"attributes": {"fma.instances_deleted": 2**63}},
+    "lone-surrogate": {"attributes": {"k8s.pod.name": "pod-\ud800"}},
+    "surrogate-in-a-list": {"attributes": {"tags": ["a", "\udcff"]}},
+    "surrogate-name": {"name": "fma.\ud83d"},
+}
+
+
+def _with(rec: SpanRecord, **edit) -> SpanRecord:
+    import dataclasses
+
+    return dataclasses.replace(rec, **edit)
+
+
+def _other_trace() -> list[SpanRecord]:
+    import dataclasses
+
+    return [dataclasses.replace(s, trace_id=OTHER) for s in _spans()]
+
+
+@pytest.mark.parametrize("edit", BAD_EDITS.values(), ids=BAD_EDITS.keys())
+def test_span_problem_names_what_cannot_be_encoded(edit) -> None:
+    bad = _with(_spans()[1], **edit)
+    why = otlp_export.span_problem(bad)
+    assert why and "\n" not in why
+    assert all(otlp_export.span_problem(s) is None for s in _spans())
+    good, dropped = otlp_export.screen([*_other_trace(), *_spans()[:1], bad, *_spans()[2:]])
+    assert [s.trace_id for s in good] == [OTHER] * 3
+    assert dropped == [otlp_export.Dropped(TRACE, 3, why)]
+
+
+def test_trace_id_problems_are_said() -> None:
+    assert "trace id" in otlp_export.span_problem(_with(_spans()[0], trace_id="0" * 32))
+    assert "trace id" in otlp_export.span_problem(_with(_spans()[0], trace_id=TRACE[:-1]))
+    assert "start time -1" in otlp_export.span_problem(_with(_spans()[0], start_ns=-1))
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+@pytest.mark.parametrize("edit", ["start-negative", "end-past-2**64", "int-attribute-past-int64"])
+def test_an_unencodable_trace_is_dropped_and_the_others_arrive(
+    protocol, edit, otlp_grpc_receiver, otlp_http_receiver, clean_otlp_env
+):
+    """Before: the whole request failed ("Value out of range") and nothing arrived."""
+    rx = otlp_grpc_receiver if protocol == "grpc" else otlp_http_receiver
+    poisoned = [_spans()[0], _with(_spans()[1], **BAD_EDITS[edit]), _spans()[2]]
+    third = [_with(s, trace_id="2" * 32) for s in _spans()]
+    with OtlpSink(rx.endpoint, protocol, timeout_s=5) as sink:
+        dropped = sink.export([*_other_trace(), *poisoned, *third])
+        assert [(d.trace_id, d.n_spans) for d in dropped] == [(TRACE, 3)]
+        sink.export(_spans())  # the same trace, now whole and fine, still goes out
+        assert [d.trace_id for d in sink.dropped] == [TRACE]
+    got = rx.spans()
+    assert sorted({s.trace_id for s in got}) == sorted({OTHER, "2" * 32, TRACE})
+    assert len(got) == 9 and len(rx.requests) == 2
+    assert all(
+        s.start_ns == g.start_ns
+        for s in _spans()
+        for g in got
+        if g.span_id == s.span_id and g.trace_id == TRACE
+    )
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_bridge_export_drops_an_unencodable_trace_says_so_and_exits_1(
+    protocol, otlp_grpc_receiver, otlp_http_receiver, clean_otlp_env, monkeypatch, tmp_path
+):
+    """The sources no longer make such spans (timeutil's window); a builder bug still could."""
+    from click.testing import CliRunner
+
+    from fma_otel.bridge import sample_dir
+    from fma_otel.cli import main
+    from fma_otel.sinks.otlp_json import read_spans
+
+    rx = otlp_grpc_receiver if protocol == "grpc" else otlp_http_receiver
+    out = tmp_path / "t.jsonl"
+    r = CliRunner().invoke(main, ["bridge", str(sample_dir()), "--out", str(out), "-q"])
+    assert r.exit_code == 0, r.stderr
+    every = {s.trace_id for s in read_spans(str(out))}
+    victim = sorted(every)[0]
+    real = otlp_export.span_problem
+    monkeypatch.setattr(
+        otlp_export,
+        "span_problem",
+        lambda s: "start time -1 is not within 0 .. 2**64 ns" if s.trace_id == victim else real(s),
+    )
+    args = ["bridge", str(sample_dir()), "--otlp-endpoint", rx.endpoint, "--otlp-protocol", protocol, "-q"]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 1
+    assert f"1 trace(s) not sent, cannot be encoded (first: {victim}: start time -1" in r.stderr
+    assert {s.trace_id for s in rx.spans()} == every - {victim}

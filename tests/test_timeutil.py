@@ -66,3 +66,50 @@ def test_fast_path_agrees_with_the_general_parser(text: str) -> None:
     want = _outcome(timeutil._parse_rfc3339_general, text)
     assert _outcome(parse_rfc3339_ns, text) == want  # cold cache for this minute
     assert _outcome(parse_rfc3339_ns, text) == want  # and warm
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "1969-12-31T23:59:59.999999999Z",  # negative ns: not an OTLP time at all
+        "0001-01-01T00:00:00Z",
+        "1999-12-31T23:59:59.999999999Z",
+        "2200-01-01T00:00:00Z",
+        "2600-06-29T14:35:40Z",  # past 2**64 ns
+        "9999-12-31T23:59:59Z",
+        "2000-01-01T00:00:00+00:01",  # the offset takes it before the window
+        "2199-12-31T23:59:99Z",  # 99 seconds carry it past the window's end
+    ],
+)
+def test_instants_outside_the_window_are_value_errors(text: str) -> None:
+    with pytest.raises(ValueError, match="outside the accepted window 2000-01-01T00:00:00Z"):
+        parse_rfc3339_ns(text)
+    with pytest.raises(timeutil.OutOfWindowError):  # warm minute cache: the same answer
+        parse_rfc3339_ns(text)
+
+
+def test_window_edges_are_exact() -> None:
+    assert parse_rfc3339_ns("2000-01-01T00:00:00Z") == timeutil.MIN_NS
+    assert parse_rfc3339_ns("2199-12-31T23:59:59.999999999Z") == timeutil.END_NS - 1
+    assert timeutil.END_NS < 2**64  # every accepted instant is an OTLP fixed64
+    assert timeutil.check_ns(timeutil.MIN_NS) == timeutil.MIN_NS
+    with pytest.raises(ValueError, match=r"prefix -1 ns since the epoch|prefix 1969"):
+        timeutil.check_ns(-1, "prefix")
+    with pytest.raises(ValueError, match=r"time 10\*\*30|ns since the epoch"):
+        timeutil.check_ns(10**30)
+
+
+@pytest.mark.parametrize(
+    ("year", "tod_us"), [(1, 0), (1969, 0), (1999, 86_399_999_999), (2600, 0), (9999, 0)]
+)
+def test_civil_outside_the_window_is_a_value_error(year: int, tod_us: int) -> None:
+    with pytest.raises(ValueError, match="outside the accepted window"):
+        civil_to_ns(year, 12, 31, tod_us)
+    with pytest.raises(ValueError, match="outside the accepted window"):  # cached day
+        civil_to_ns(year, 12, 31, tod_us)
+
+
+def test_civil_time_of_day_past_the_window_end() -> None:
+    assert civil_to_ns(2199, 12, 31, 0) < timeutil.END_NS
+    with pytest.raises(ValueError, match="outside the accepted window"):
+        civil_to_ns(2199, 12, 31, 86_400 * 10**6)

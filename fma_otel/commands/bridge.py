@@ -135,8 +135,16 @@ def _write(result: B.BridgeResult, tally: B.Tally, fh: IO[str] | None, sink) -> 
             try:
                 sink.export(trace)
             except otlp_export.ExportError as exc:
-                click.echo(f"fma-otel bridge: export failed: {exc}", err=True)
+                click.echo(f"fma-otel bridge: error: export failed: {exc}", err=True)
                 failed = True
+    if sink is not None and sink.dropped:  # traces that cannot be encoded: never sent, always said
+        d = sink.dropped[0]
+        click.echo(
+            f"fma-otel bridge: error: export: {len(sink.dropped)} trace(s) not sent, cannot be "
+            f"encoded (first: {d.trace_id}: {d.reason})",
+            err=True,
+        )
+        failed = True
     return failed
 
 

@@ -76,6 +76,44 @@ class Duration(click.ParamType):
 
 
 DURATION = Duration()
+
+_SIZE = re.compile(r"^\s*(\d+)\s*(k|ki|m|mi|g|gi|kb|kib|mb|mib|gb|gib|b)?\s*$", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "ki": 1024, "mi": 1024**2, "gi": 1024**3}
+#: The largest ``--out-max-bytes``: a pebibyte, far past any volume (and a plain int).
+MAX_SIZE = 1 << 50
+
+
+def parse_size(text: str) -> int:
+    """``100Mi``, ``500M``, ``1Gi``, ``4096`` -> bytes (``k``/``M``/``G`` powers of 1000,
+    ``Ki``/``Mi``/``Gi`` of 1024, as in Kubernetes quantities; ``B`` suffixes allowed)."""
+    m = _SIZE.match(str(text))
+    if not m:
+        raise ValueError(f"not a size: {brief(text)} (use e.g. 100Mi, 500M, 1048576)")
+    unit = (m.group(2) or "").lower()
+    if len(unit) > 1:
+        unit = unit.removesuffix("b")  # "MiB" as "Mi"; a lone "b" is bytes
+    value = int(m.group(1)) * _SIZE_UNITS[unit]
+    if value > MAX_SIZE:
+        raise ValueError(f"too large a size: {brief(text)} (at most 1Pi)")
+    return value
+
+
+class Size(click.ParamType):
+    """A number of bytes, with an optional unit (see :func:`parse_size`)."""
+
+    name = "SIZE"
+
+    def convert(self, value, param, ctx):  # noqa: ANN001, ANN201 - click's signature
+        if isinstance(value, int) and not isinstance(value, bool):
+            if not 0 <= value <= MAX_SIZE:
+                self.fail(f"not a size in 0..{MAX_SIZE}: {value}", param, ctx)
+            return value
+        try:
+            return parse_size(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
 #: The main loop's tick: below this it only burns CPU (``--tick 0`` spun at 96%).
 MIN_TICK_S = 0.05
 
@@ -100,6 +138,18 @@ MIN_TICK_S = 0.05
     "--checkpoint", type=click.Path(), help="Checkpoint file (put it on a volume; see docs/watch.md)."
 )
 @click.option("--out", type=click.Path(), help="Append OTLP JSON lines here ('-' = stdout).")
+@click.option(
+    "--out-max-bytes",
+    type=Size(),
+    default="100Mi",
+    help="Rotate --out before it passes this size (0 = never); lines are never split.",
+)
+@click.option(
+    "--out-keep",
+    type=click.IntRange(1, 1000),
+    default=4,
+    help="Rotated --out files kept (OUT.1 newest .. OUT.N oldest); older ones are deleted.",
+)
 @click.option(
     "--otlp-endpoint", metavar="URL", help="Export over OTLP (else OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT)."
 )
@@ -196,6 +246,8 @@ def command(**kw: object) -> None:
         baseline_container=kw["baseline_container"],  # type: ignore[arg-type]
         checkpoint=kw["checkpoint"],  # type: ignore[arg-type]
         out=out,  # type: ignore[arg-type]
+        out_max_bytes=int(kw["out_max_bytes"]) or None,  # type: ignore[call-overload]
+        out_keep=int(kw["out_keep"]),  # type: ignore[call-overload]
         otlp_endpoint=kw["otlp_endpoint"],  # type: ignore[arg-type]
         otlp_protocol=kw["otlp_protocol"],  # type: ignore[arg-type]
         incomplete_after_s=float(kw["incomplete_after"]),  # type: ignore[arg-type]

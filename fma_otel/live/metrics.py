@@ -23,6 +23,10 @@ class Metrics:
         self.spans = 0
         self.skipped_already_emitted = 0
         self.export_errors = 0
+        self.export_dropped = 0  # traces refused by the sink's screen (cannot be encoded)
+        self.export_isolated = 0  # traces whose export failed alone: retried alone
+        self.dpc_skipped = 0  # DPC lines the correlator refused (ValueError)
+        self.launcher_skipped = 0  # launcher lines that start like a record but are not one
         self.checkpoints = 0
         self.pod_events = 0
         self.odd_pods = 0
@@ -95,6 +99,30 @@ class Metrics:
             )
             metric(
                 "fma_otel_export_errors_total", "counter", "Failed OTLP exports.", [("", self.export_errors)]
+            )
+            metric(
+                "fma_otel_export_dropped_traces_total",
+                "counter",
+                "Traces not exported because a span cannot be encoded as OTLP.",
+                [("", self.export_dropped)],
+            )
+            metric(
+                "fma_otel_export_isolated_traces",
+                "gauge",
+                "Traces whose export failed on its own, retried alone so others go on.",
+                [("", self.export_isolated)],
+            )
+            metric(
+                "fma_otel_dpc_lines_skipped_total",
+                "counter",
+                "DPC log records the correlator refused (a bad or out-of-window time, a bad field).",
+                [("", self.dpc_skipped)],
+            )
+            metric(
+                "fma_otel_launcher_lines_skipped_total",
+                "counter",
+                "Launcher log lines that start like a record but are not one (a bad or out-of-window time).",
+                [("", self.launcher_skipped)],
             )
             metric(
                 "fma_otel_checkpoint_writes_total", "counter", "Checkpoint writes.", [("", self.checkpoints)]

@@ -7,6 +7,16 @@ kill (no newline) is truncated away first and its trace emitted again, whole.
 
 Each trace is one line, written with a single ``write`` and ``fsync``-ed before the
 checkpoint is written, so "in the checkpoint" implies "in the file".
+
+Rotation by size (``max_bytes``, ``keep``): before a line that would take the file past
+``max_bytes`` the file is renamed ``<path>.1`` (``.1`` to ``.2`` ... up to ``.<keep>``,
+whose old content is dropped) and a fresh ``<path>`` begun.  A line is never split: it
+goes whole into one file, and a line longer than ``max_bytes`` goes alone into a fresh
+one.  Each rename is atomic and happens only after the lines before it are ``fsync``-ed,
+so a kill anywhere in a rotation loses nothing but the oldest file (as intended).  On
+start the trace ids of ``<path>`` and ``<path>.1 .. .<keep>`` all count as written, so a
+restart neither duplicates nor loses a trace across a rotation.  At most ``keep + 1``
+files of ``max_bytes`` (plus at most one line each) are on disk.
 """
 
 from __future__ import annotations
@@ -21,6 +31,16 @@ from ..model import SpanRecord
 from ..sinks.otlp_json import export_request
 
 _TRACE_ID = re.compile(rb'"traceId":"([0-9a-fA-F]{32})"')
+
+#: Default ``--out-max-bytes``: 100 MiB, about 7,700 traces of ~13.6 KB.
+DEFAULT_MAX_BYTES = 100 * 1024 * 1024
+#: Default ``--out-keep``: with the live file, at most 5 x 100 MiB on the volume.
+DEFAULT_KEEP = 4
+
+
+def rotated_paths(path: str, keep: int) -> list[str]:
+    """``<path>.<keep>`` .. ``<path>.1``: the rotated files, oldest first."""
+    return [f"{path}.{i}" for i in range(keep, 0, -1)]
 
 
 def scan_and_repair(path: str) -> set[str]:
@@ -66,15 +86,30 @@ class OutFile:
     After a failure every write raises :class:`OutFileError` again without writing.
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, max_bytes: int | None = None, keep: int = DEFAULT_KEEP) -> None:
+        if keep < 1:
+            raise ValueError(f"keep must be at least 1, got {keep}")
         self.path = path
-        self.present = scan_and_repair(path) if path != "-" else set()
-        self._fd: int | None = (
-            os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
-            if path != "-"
-            else None
-        )
+        #: rotate before a line that would take the file past this (None or 0: never)
+        self.max_bytes = max_bytes if max_bytes and max_bytes > 0 else None
+        self.keep = keep
+        self.rotations = 0
+        self.present: set[str] = set()
+        if path != "-":
+            for old in rotated_paths(path, keep):
+                self.present |= scan_and_repair(old)
+            self.present |= scan_and_repair(path)
+        self._fd: int | None = self._open() if path != "-" else None
         self.failed: OutFileError | None = None
+
+    def _open(self) -> int:
+        return os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
+
+    def paths(self) -> list[str]:
+        """The files that exist now, oldest first (rotated ones, then ``path``)."""
+        if self.path == "-":
+            return []
+        return [p for p in [*rotated_paths(self.path, self.keep), self.path] if os.path.exists(p)]
 
     def write(self, traces: Sequence[Sequence[SpanRecord]]) -> None:
         import json
@@ -82,20 +117,45 @@ class OutFile:
 
         if self.failed is not None:
             raise self.failed
-        data = "".join(json.dumps(export_request(t), separators=(",", ":")) + "\n" for t in traces)
+        lines = [json.dumps(export_request(t), separators=(",", ":")) + "\n" for t in traces]
         if self._fd is None:
             try:
-                sys.stdout.write(data)
+                sys.stdout.write("".join(lines))
                 sys.stdout.flush()
             except OSError as exc:
                 self.failed = OutFileError("standard output", exc)
                 raise self.failed from None
             return
+        try:
+            size = os.fstat(self._fd).st_size
+        except OSError as exc:
+            self.failed = OutFileError(self.path, exc)
+            raise self.failed from None
+        chunk: list[bytes] = []
+        ids: list[str] = []
+        for t, text in zip(traces, lines, strict=True):
+            line = text.encode("utf-8")
+            if self.max_bytes is not None and size > 0 and size + len(line) > self.max_bytes:
+                self._append(chunk, ids)  # whole lines only, then the file moves on
+                chunk, ids = [], []
+                self._rotate()
+                size = 0
+            chunk.append(line)
+            if t:
+                ids.append(t[0].trace_id)
+            size += len(line)
+        self._append(chunk, ids)
+
+    def _append(self, chunk: list[bytes], ids: list[str]) -> None:
+        """Write ``chunk`` (whole lines) and ``fsync``; on failure cut the file back."""
+        if not chunk:
+            return
         fd = self._fd
+        assert fd is not None
         size: int | None = None
         try:
             size = os.fstat(fd).st_size
-            view = memoryview(data.encode("utf-8"))
+            view = memoryview(b"".join(chunk))
             while view:
                 view = view[os.write(fd, view) :]
             os.fsync(fd)
@@ -107,9 +167,26 @@ class OutFile:
                     pass
             self.failed = OutFileError(self.path, exc)
             raise self.failed from None
-        for t in traces:
-            if t:
-                self.present.add(t[0].trace_id)
+        self.present.update(ids)
+
+    def _rotate(self) -> None:
+        """``path`` -> ``path.1`` -> ... -> ``path.<keep>`` (the old last one dropped)."""
+        fd, self._fd = self._fd, None
+        try:
+            if fd is not None:
+                os.close(fd)
+            chain = [*rotated_paths(self.path, self.keep), self.path]  # oldest first
+            for dst, src in zip(chain, chain[1:], strict=False):
+                try:
+                    os.replace(src, dst)
+                except FileNotFoundError:
+                    continue  # (fewer files so far, or a rotation cut short by a kill)
+            self._fd = self._open()
+            _fsync_dir(self.path)
+        except OSError as exc:
+            self.failed = OutFileError(self.path, exc)
+            raise self.failed from None
+        self.rotations += 1
 
     def close(self) -> None:
         if self._fd is not None:
@@ -118,6 +195,20 @@ class OutFile:
                 os.close(fd)
             except OSError:  # pragma: no cover - everything was fsync-ed already
                 pass
+
+
+def _fsync_dir(path: str) -> None:
+    """Make the renames durable (a power cut, not a kill, could otherwise undo them)."""
+    try:
+        fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 NOT_REGULAR_HINT = "--out is appended to and read back on start; use '-' for stdout"

@@ -18,7 +18,12 @@ Exactly once (details in ``docs/watch.md``):
    The OTLP export runs on a worker thread (one at a time) so that a collector that is
    down never stalls intake; the loop moves the keys to ``emitted`` only once it is done.
    Built traces whose export failed are kept (in memory, and in ``--out`` or the
-   checkpoint) and re-sent as they are, so a long outage loses nothing.
+   checkpoint) and re-sent as they are, so a long outage loses nothing.  One trace never
+   holds back the others: a trace that cannot be encoded is neither written nor sent but
+   recorded as emitted and counted as dropped (the sink also leaves out, and reports, any
+   such trace it is handed, say one read back after a restart); after a failed job
+   of several traces each is retried alone, and one that fails alone is "isolated": it
+   is retried alone, taking turns with the batches of the others (see ``_next_job``).
 3. The correlator's state is only in memory; a restart rebuilds it by re-reading the Pods
    (list, then a watch from the checkpointed resourceVersion) and the logs from
    ``replay_from_ns`` (the start of the oldest actuation still open, minus a margin).  The
@@ -29,6 +34,7 @@ Exactly once (details in ``docs/watch.md``):
 
 from __future__ import annotations
 
+import functools
 import logging
 import queue
 import threading
@@ -68,6 +74,8 @@ class WatchConfig:
     baseline_container: str | None = None
     checkpoint: str | None = None
     out: str | None = None
+    out_max_bytes: int | None = None  # rotate --out by size (outfile.py); None: never
+    out_keep: int = 4
     otlp_endpoint: str | None = None
     otlp_protocol: str | None = None
     incomplete_after_s: float = 15 * 60
@@ -111,6 +119,8 @@ class _ExportJob:
     n_spans: int
     thread: threading.Thread | None = None
     error: BaseException | None = None
+    #: trace id -> why, for traces the sink refused to send (``OtlpSink.export``'s answer)
+    dropped: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -142,12 +152,16 @@ def dpc_parser(lines: Iterable[bytes]) -> Iterator[Any]:
     yield from iter_klog(lines, SourceStats("dpc"), messages=WANTED_MESSAGES, contains=WANTED_CONTAINS)
 
 
-def launcher_parser(lines: Iterable[bytes]) -> Iterator[LauncherRecord]:
+def launcher_parser(
+    lines: Iterable[bytes], on_skip: Callable[[], None] | None = None
+) -> Iterator[LauncherRecord]:
     """Launcher log lines -> records, one per header line.
 
     Not ``iter_launcher_log``: it holds each record until the next header line (to attach
     continuation lines), which live means holding the ``PUT`` access line until the
     launcher logs again.  The facts we need are single-line, so continuations are dropped.
+    ``on_skip`` is called for each line that starts like a record but is not one (a bad
+    or out-of-window time among them), so the watcher can count it.
     """
     from ..sources.klog import split_timestamp_prefix
     from ..sources.launcher_log import LauncherParseError, parse_launcher_line
@@ -158,6 +172,8 @@ def launcher_parser(lines: Iterable[bytes]) -> Iterator[LauncherRecord]:
             prefix, body = split_timestamp_prefix(s) if s[10:11] in ("T", "t") else (None, s)
             yield parse_launcher_line(body, n, prefix)
         except (LauncherParseError, ValueError):
+            if on_skip is not None and body[:1].isdigit():  # (continuation lines are not records)
+                on_skip()
             continue
 
 
@@ -216,6 +232,11 @@ class LiveWatcher:
         self._last_cp = 0.0
         self._last_tick = 0.0
         self._export_job: _ExportJob | None = None
+        #: keys of a failed job of several traces: each is tried alone next
+        self._suspects: set[str] = set()
+        #: keys that failed alone, oldest turn first: each job of them is one trace
+        self._isolated: dict[str, None] = {}
+        self._isolated_turn = False
         self._next_forget = 0.0
         self._held_for_logs: dict[str, float] = {}  # key -> wall s it was first held back
         self._checkpoint_failed = False  # the last checkpoint write failed
@@ -256,7 +277,7 @@ class LiveWatcher:
         for uid, (rnd, unbound_ns, begun) in self.cp.rounds.items():
             self.correlator.seed_round(uid, rnd, unbound_ns, begun)
         if cfg.out:
-            self.out = OutFile(cfg.out)
+            self.out = OutFile(cfg.out, cfg.out_max_bytes, cfg.out_keep)
         from ..sinks import otlp_export
 
         if otlp_export.otlp_configured(cfg.otlp_endpoint):
@@ -328,13 +349,14 @@ class LiveWatcher:
         if want and self.out is not None:
             from ..sinks.otlp_json import read_spans
 
-            try:
-                for span in read_spans(self.out.path):
-                    key = want.get(span.trace_id)
-                    if key is not None:
-                        found.setdefault(key, []).append(span)
-            except Exception:  # noqa: BLE001 - whatever we could read is still re-sent
-                log.exception("reading pending traces back from %s", self.out.path)
+            for path in self.out.paths():  # (rotated files too: a rotation may follow the write)
+                try:
+                    for span in read_spans(path):
+                        key = want.get(span.trace_id)
+                        if key is not None:
+                            found.setdefault(key, []).append(span)
+                except Exception:  # noqa: BLE001 - whatever we could read is still re-sent
+                    log.exception("reading pending traces back from %s", path)
         for key in pending:
             spans = found.get(key)
             if not spans:
@@ -423,6 +445,7 @@ class LiveWatcher:
                 self.correlator.add_dpc(rec)
                 self.metrics.dpc_records += 1
             except ValueError as exc:
+                self.metrics.dpc_skipped += 1
                 log.debug("DPC line %s skipped: %s", rec.line_no, exc)
             self._position(pos)
         elif kind == "launcher":
@@ -543,9 +566,17 @@ class LiveWatcher:
             read_timeout_s=self.cfg.log_read_timeout_s,
             on_gap=self._on_gap,
         )
-        parser = dpc_parser if kind == "dpc" else launcher_parser
+        parser = (
+            dpc_parser
+            if kind == "dpc"
+            else functools.partial(launcher_parser, on_skip=self._on_launcher_skip)
+        )
         self.state.followers[key] = FollowerThread(follower, parser, kind, self.queue.put).start()
         log.info("following %s log %s (from ts=%s)", kind, key, position.ts_ns or "start")
+
+    def _on_launcher_skip(self) -> None:
+        with self.metrics.lock:
+            self.metrics.launcher_skipped += 1
 
     def _on_gap(self, why: str) -> None:
         with self.metrics.lock:
@@ -627,8 +658,19 @@ class LiveWatcher:
             lagging.append(f.key)
         return lagging
 
+    def _drop(self, key: str, why: str) -> None:
+        """A trace that cannot be encoded as OTLP: recorded as emitted (so never rebuilt or
+        re-sent), logged and counted; see "One bad trace" in docs/watch.md."""
+        self.metrics.export_dropped += 1
+        log.error("trace of %s dropped, it cannot be encoded as OTLP: %s", key, why)
+        self.cp.emitted[key] = round(self.clock(), 3)
+        self.correlator.evict(key)
+        self._emitted_by_uid.setdefault(key.split("/", 1)[0], []).append(key)
+        self.state.dirty = True
+
     def _emit(self, acts: list[Any]) -> None:
         from ..build import build_trace
+        from ..sinks.otlp_export import span_problem
 
         st = self.state
         todo: list[tuple[Any, list[M.SpanRecord]]] = []
@@ -640,10 +682,16 @@ class LiveWatcher:
             if a.key in st.unacked:
                 continue  # built and written; its export is under way or will be retried
             try:
-                todo.append((a, build_trace(a)))
+                trace = build_trace(a)
             except Exception:  # noqa: BLE001 - one actuation the builder chokes on stays one
                 log.exception("building the trace of %s failed; skipped", a.key)
                 self.correlator.evict(a.key)
+                continue
+            why = next((p for sp in trace if (p := span_problem(sp))), None)
+            if why is not None:  # neither written nor sent: an invalid line, a failing request
+                self._drop(a.key, why)
+                continue
+            todo.append((a, trace))
         if not todo:
             return
         if self.sink is not None:
@@ -700,14 +748,15 @@ class LiveWatcher:
             self._export_done(job)
         if self.sink is None or not st.unacked or self.clock() < st.export_retry_at:
             return
-        keys = list(st.unacked)[:EXPORT_TRACES_PER_JOB]
+        keys = self._next_job()
         spans = [s for k in keys for s in st.unacked[k].spans]
         job = _ExportJob(keys, len(spans))
         sink = self.sink
 
         def work() -> None:
             try:
-                sink.export(spans)
+                dropped = sink.export(spans)
+                job.dropped = {d.trace_id: d.reason for d in dropped or ()}
             except BaseException as exc:  # noqa: BLE001 - reported by the loop
                 job.error = exc
 
@@ -720,6 +769,28 @@ class LiveWatcher:
                 self._export_job = None
                 self._export_done(job)
 
+    def _next_job(self) -> list[str]:
+        """The keys of the next export job (``unacked`` is not empty).
+
+        A suspect (from a failed job of several) goes alone, so the trace that made the
+        job fail is found; an isolated key (one that failed alone) goes alone too, taking
+        turns with a batch of the others, so it delays them by at most one retry interval
+        per turn and never stops them.  Otherwise up to :data:`EXPORT_TRACES_PER_JOB`.
+        """
+        st = self.state
+        for key in st.unacked:
+            if key in self._suspects:
+                return [key]
+        normal = [k for k in st.unacked if k not in self._isolated][:EXPORT_TRACES_PER_JOB]
+        isolated = next((k for k in self._isolated if k in st.unacked), None)
+        if isolated is not None and (self._isolated_turn or not normal):
+            self._isolated_turn = False
+            del self._isolated[isolated]  # to the back of the turns
+            self._isolated[isolated] = None
+            return [isolated]
+        self._isolated_turn = True
+        return normal
+
     def _join(self, job: _ExportJob, wait: bool) -> None:
         if wait and job.thread is not None:
             job.thread.join(float(getattr(self.sink, "timeout_s", 10.0)) + 5.0)
@@ -728,6 +799,15 @@ class LiveWatcher:
         st = self.state
         if job.error is not None:
             self.metrics.export_errors += 1
+            if len(job.keys) > 1:
+                self._suspects.update(job.keys)
+            else:
+                for key in job.keys:
+                    self._suspects.discard(key)
+                    if key not in self._isolated:
+                        self._isolated[key] = None
+                        log.warning("OTLP export of %s failed on its own: retried alone from now on", key)
+                self.metrics.export_isolated = len(self._isolated)
             st.export_retry_at = self.clock() + self.cfg.export_retry_s
             log.warning(
                 "OTLP export of %d trace(s) failed (%s); retrying in %gs",
@@ -745,11 +825,18 @@ class LiveWatcher:
         _fault("after-export")
         done = self.clock()
         for key in job.keys:
+            self._suspects.discard(key)
+            self._isolated.pop(key, None)
             u = st.unacked.pop(key, None)
             if u is None:
                 continue
             self.cp.pending_traces.pop(key, None)
+            why = job.dropped.get(u.spans[0].trace_id) if u.spans else None
+            if why is not None:  # (one read back from --out or the checkpoint after a restart)
+                self._drop(key, why)
+                continue
             self._mark_emitted(key, u, done, st.ready_seen.get(key.split("/", 1)[0]))
+        self.metrics.export_isolated = len(self._isolated)
         self.cp.pending = list(st.unacked)
         self._save_checkpoint()
 

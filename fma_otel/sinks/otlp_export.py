@@ -26,6 +26,15 @@ Configuration, most specific first:
   (the SDK's rule).  Certificates come from ``OTEL_EXPORTER_OTLP_[TRACES_]CERTIFICATE`` and
   friends, read by the SDK itself.
 
+Nothing that cannot be encoded is sent: every trace's spans are checked first (ids of
+the right width and not zero, times within OTLP's unsigned 64 bits and ending no earlier
+than they start, integers within int64, text that is UTF-8).  One such value makes the
+protobuf encoder fail the whole request ("Value out of range"), so a single bad trace
+would hold back every trace batched with it, and in ``watch`` every later one too.  A
+trace with a bad span is dropped whole (a partial trace would be a wrong one), logged,
+counted in :attr:`OtlpSink.dropped` and returned by :meth:`OtlpSink.export`; the others
+go out.
+
 Failure is loud and bounded: the SDK exporters retry transient errors with exponential
 backoff, up to their ``timeout``; we give them ``timeout_s`` per batch and also run each
 batch in a worker thread that we stop waiting for shortly after, so a receiver that is
@@ -41,6 +50,7 @@ import re
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, NoReturn
 from urllib.parse import urlparse
 
@@ -66,8 +76,20 @@ ENV_HEADERS = "OTEL_EXPORTER_OTLP_HEADERS"
 ENV_TRACES_HEADERS = "OTEL_EXPORTER_OTLP_TRACES_HEADERS"
 
 
+log = logging.getLogger(__name__)
+
+
 class ExportError(RuntimeError):
     """Spans could not be delivered (or the export is misconfigured); message is one line."""
+
+
+@dataclass(frozen=True)
+class Dropped:
+    """A trace not sent because one of its spans cannot be encoded (see the module docstring)."""
+
+    trace_id: str
+    n_spans: int
+    reason: str
 
 
 def otlp_configured(endpoint_flag: str | None) -> bool:
@@ -163,6 +185,101 @@ def resolve_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
     }
     out.update({str(k).lower(): str(v) for k, v in (headers or {}).items()})
     return out
+
+
+# --------------------------------------------------------------------------- screening
+
+_HEX32 = re.compile(r"[0-9a-fA-F]{32}").fullmatch
+_HEX16 = re.compile(r"[0-9a-fA-F]{16}").fullmatch
+_U64 = 1 << 64
+_I64 = 1 << 63
+
+
+def _id_problem(what: str, value: object, match: Any) -> str | None:
+    if isinstance(value, str) and match(value) and value.strip("0"):
+        return None
+    width = 32 if match is _HEX32 else 16
+    return f"{what} {str(value)[:40]!r} is not {width} hex digits, not all zero"
+
+
+def _text_problem(what: str, text: str) -> str | None:
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return f"{what} is not UTF-8 text (a lone surrogate)"
+    return None
+
+
+def _value_problem(what: str, v: Any) -> str | None:
+    """Why the encoder would refuse ``v`` as converted by :func:`_attr_value`, or None."""
+    if isinstance(v, bool) or v is None:
+        return None
+    if isinstance(v, int):
+        return None if -_I64 <= v < _I64 else f"{what} {v} is outside int64"
+    if isinstance(v, str):
+        return _text_problem(what, v)
+    if isinstance(v, Mapping):
+        for k, x in v.items():
+            if problem := _text_problem(f"{what} key", str(k)) or _value_problem(f"{what}.{k}", x):
+                return problem
+        return None
+    if isinstance(v, (list, tuple)):
+        for x in v:
+            if problem := _value_problem(what, x):
+                return problem
+        return None
+    if isinstance(v, (float, bytes)):
+        return None
+    return _text_problem(what, str(v))
+
+
+def span_problem(rec: SpanRecord) -> str | None:
+    """Why ``rec`` cannot be put on the wire as OTLP, or ``None`` when it can."""
+    problem = (
+        _id_problem("trace id", rec.trace_id, _HEX32)
+        or _id_problem("span id", rec.span_id, _HEX16)
+        or (_id_problem("parent span id", rec.parent_span_id, _HEX16) if rec.parent_span_id else None)
+    )
+    if problem:
+        return problem
+    name = rec.name if isinstance(rec.name, str) else repr(rec.name)
+    for what, ns in (("start", rec.start_ns), ("end", rec.end_ns)):
+        if isinstance(ns, bool) or not isinstance(ns, int) or not 0 <= ns < _U64:
+            return f"span {name[:80]!r}: {what} time {ns!r} is not within 0 .. 2**64 ns"
+    if rec.end_ns < rec.start_ns:
+        return f"span {name[:80]!r} ends {rec.start_ns - rec.end_ns} ns before it starts"
+    problem = _text_problem("span name", name) or _text_problem(
+        "status message", str(rec.status_message or "")
+    )
+    if problem:
+        return f"span {name[:80]!r}: {problem}"
+    for group, attrs in (("attribute", rec.attributes), ("resource attribute", rec.resource)):
+        for k, v in (attrs or {}).items():
+            if problem := _text_problem(f"{group} key", str(k)) or _value_problem(f"{group} {k}", v):
+                return f"span {name[:80]!r}: {problem}"
+    return None
+
+
+def screen(spans: Sequence[SpanRecord]) -> tuple[list[SpanRecord], list[Dropped]]:
+    """``spans`` without the traces that have a span :func:`span_problem` refuses.
+
+    Order is kept; a trace is dropped whole, with the first problem found as its reason.
+    """
+    bad: dict[str, str] = {}
+    for s in spans:
+        tid = str(s.trace_id)
+        if tid not in bad and (problem := span_problem(s)):
+            bad[tid] = problem
+    if not bad:
+        return list(spans), []
+    good = [s for s in spans if str(s.trace_id) not in bad]
+    counts: dict[str, int] = {}
+    for s in spans:
+        if str(s.trace_id) in bad:
+            counts[str(s.trace_id)] = counts.get(str(s.trace_id), 0) + 1
+    return good, [Dropped(tid, counts[tid], why) for tid, why in bad.items()]
 
 
 # --------------------------------------------------------------------------- conversion
@@ -360,6 +477,8 @@ class OtlpSink:
         self._last_answer: tuple[int, str | None] | None = None  # HTTP: status, Retry-After
         self._exporter = self._build_exporter()
         self._closed = False
+        #: every trace this sink refused to send (see the module docstring), oldest first
+        self.dropped: list[Dropped] = []
 
     def _build_exporter(self) -> Any:
         """The SDK exporter, or :class:`ExportError` naming the setting it could not use.
@@ -431,23 +550,32 @@ class OtlpSink:
     def __repr__(self) -> str:
         return f"OtlpSink({self.endpoint!r}, {self.protocol!r})"
 
-    def export(self, spans: Sequence[SpanRecord]) -> None:
+    def export(self, spans: Sequence[SpanRecord]) -> list[Dropped]:
         """Deliver ``spans`` (in batches of :data:`BATCH_SIZE`) or raise :class:`ExportError`.
 
-        Each batch may take up to about ``timeout_s`` including the SDK's retries; the
-        first failed batch stops the export, since a receiver that refused one batch will
-        most likely refuse the next and the caller wants to know now.
+        Traces with a span that cannot be encoded are left out first and returned (and
+        added to :attr:`dropped`); the rest is sent.  Each batch may take up to about
+        ``timeout_s`` including the SDK's retries; the first failed batch stops the
+        export, since a receiver that refused one batch will most likely refuse the next
+        and the caller wants to know now.
         """
         if self._closed:
             raise ExportError(f"OTLP export to {self.endpoint}: sink already closed")
         if not spans:
-            return
+            return []
+        good, dropped = screen(spans)
+        for d in dropped:
+            log.warning("trace %s (%d spans) not exported: %s", d.trace_id, d.n_spans, d.reason)
+        self.dropped.extend(dropped)
+        if not good:
+            return dropped
         try:
-            readable = to_readable_spans(spans)
-        except (ValueError, TypeError) as exc:  # bad hex id: a bug upstream, say which
+            readable = to_readable_spans(good)
+        except (ValueError, TypeError) as exc:  # screen() should have caught it: say which
             raise ExportError(f"cannot convert spans for OTLP export to {self.endpoint}: {exc}") from exc
         for i in range(0, len(readable), BATCH_SIZE):
             self._export_batch(readable[i : i + BATCH_SIZE])
+        return dropped
 
     def _export_batch(self, batch: list[Any]) -> None:
         from opentelemetry.sdk.trace.export import SpanExportResult

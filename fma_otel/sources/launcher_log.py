@@ -34,6 +34,7 @@ from urllib.parse import unquote
 from fma_otel.lines import MAX_LINE_BYTES, MAX_VALUE_BYTES, TooLong, bounded_lines, too_long_reason
 from fma_otel.sources.klog import _all_digits, _epoch_seconds_of_day, split_timestamp_prefix
 from fma_otel.sources.records import LauncherRecord, SourceStats
+from fma_otel.timeutil import check_ns
 
 __all__ = [
     "LauncherParseError",
@@ -82,7 +83,7 @@ def _asctime_ns(s: str) -> int:
     if h > 23 or m > 59 or sec > 60:
         raise ValueError("not an asctime")
     day = _epoch_seconds_of_day(s[:10])
-    return (day + h * 3600 + m * 60 + sec) * 1_000_000_000 + int(ms) * 1_000_000
+    return check_ns((day + h * 3600 + m * 60 + sec) * 1_000_000_000 + int(ms) * 1_000_000)
 
 
 def _starts_with_date(s: str) -> bool:

@@ -62,3 +62,19 @@ def test_unusable_checkpoint_is_refused(tmp_path: Path) -> None:
     r = CliRunner().invoke(main, ["watch", "-n", "x", "--checkpoint", str(bad)])
     assert r.exit_code == 2
     assert "--checkpoint" in r.stderr
+
+
+def _arg(args: list[str], flag: str) -> str:
+    return next(a.split("=", 1)[1] for a in args if a.startswith(flag + "="))
+
+
+def test_rotated_out_files_fit_the_volume() -> None:
+    """Issue 23: --out grew until the 1Gi volume was full; the manifests must bound it."""
+    from fma_otel.commands.watch import parse_size
+
+    c = _load("deployment.yaml")["spec"]["template"]["spec"]["containers"][0]
+    claim = parse_size(_load("pvc.yaml")["spec"]["resources"]["requests"]["storage"])
+    max_bytes = parse_size(_arg(c["args"], "--out-max-bytes"))
+    keep = int(_arg(c["args"], "--out-keep"))
+    assert 0 < max_bytes and keep >= 1
+    assert (keep + 1) * (max_bytes + 64 * 1024) <= 0.8 * claim  # files (+ a line each), with room

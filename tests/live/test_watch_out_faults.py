@@ -135,8 +135,8 @@ def test_out_disk_full_while_running_is_one_line_exit_1(
 
     real_init = outfile.OutFile.__init__
 
-    def on_a_full_disk(self: outfile.OutFile, path: str) -> None:
-        real_init(self, path)
+    def on_a_full_disk(self: outfile.OutFile, path: str, *args: object) -> None:
+        real_init(self, path, *args)
         assert self._fd is not None
         os.dup2(os.open("/dev/full", os.O_WRONLY), self._fd)  # every write: ENOSPC
 
