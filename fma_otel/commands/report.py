@@ -1,4 +1,7 @@
-"""``fma-otel report TRACES --out report.html``: one self-contained HTML file to look at.
+"""``fma-otel report FILE --out report.html``: one self-contained HTML file to look at.
+
+FILE may be ``-`` (standard input), which is spooled to a temporary file first: the report
+reads its input twice (a summary pass, then the waterfalls' spans).
 
 Exit codes: 0 written (an empty trace file gives a report that says so); 1 the output
 cannot be written; 2 bad input (missing or unreadable file, not OTLP JSON lines, a bad SLO
@@ -8,11 +11,17 @@ SLO is not an error here: the report shows it, and ``slo`` is the CI gate.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
 
 import click
 
+from . import params
 from ._common import byte_progress, fail, open_out, reading_traces
 from .params import check_out
 
@@ -26,7 +35,7 @@ Examples:
 
 
 @click.command("report", help="Write a self-contained HTML report with plots and waterfalls.", epilog=_EPILOG)
-@click.argument("traces", metavar="TRACES")
+@params.traces_input
 @click.option(
     "--out",
     "out",
@@ -53,7 +62,8 @@ Examples:
 )
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary on stderr.")
 def command(
-    traces: str,
+    traces_file: str | None,
+    traces_alias: str | None,
     out: str,
     slo_file: str | None,
     top: int,
@@ -63,6 +73,9 @@ def command(
 ) -> None:
     from ..query import QueryError
 
+    traces = params.one_trace_file(traces_file, traces_alias)
+    if traces is None:
+        raise click.UsageError("give the trace file (FILE, '-' for stdin)")
     if trace_url is not None and "{trace_id}" not in trace_url:
         fail(
             f"--trace-url {trace_url!r} must contain {{trace_id}} (e.g. 'http://jaeger:16686/trace/{{trace_id}}')"
@@ -83,8 +96,8 @@ def command(
         checks = load_spec(slo_file) if slo_file else []
     except QueryError as exc:
         fail(str(exc))
-    with reading_traces(traces):
-        data = load(traces, checks, top, progress=functools.partial(_progress, quiet=quiet))
+    with reading_traces(traces), _readable_twice(traces) as path:
+        data = load(path, checks, top, progress=functools.partial(_progress, quiet=quiet))
     if png_dir:
         try:
             os.makedirs(png_dir, exist_ok=True)
@@ -101,6 +114,18 @@ def command(
         pngs = f", {len(result.pngs)} PNG in {png_dir}" if png_dir else ""
         what = "no actuations" if data.empty else f"{data.traces} actuation(s), {result.figures} figure(s)"
         click.echo(f"fma-otel report: wrote {out} ({size / 1024:.0f} KiB; {what}{pngs})", err=True)
+
+
+@contextlib.contextmanager
+def _readable_twice(path: str) -> Iterator[str]:
+    """``path`` itself, or for ``-`` standard input copied to a temporary file (removed after)."""
+    if path != "-":
+        yield path
+        return
+    with tempfile.NamedTemporaryFile(prefix="fma-otel-report-", suffix=".jsonl") as tmp:
+        shutil.copyfileobj(sys.stdin.buffer, tmp)
+        tmp.flush()
+        yield tmp.name
 
 
 def _progress(label: str, total: int, quiet: bool):  # type: ignore[no-untyped-def]

@@ -5,9 +5,8 @@ keeps the full spans of only the few actuations drawn as waterfalls.  Why two pa
 not one: a file of 100k actuations holds millions of spans, and a trace's spans may be
 spread over several lines (a collector's file exporter batches by time, not by trace).
 
-The line loop mirrors :func:`fma_otel.sinks.otlp_json.read_spans` (same decoding through
-:func:`~fma_otel.sinks.otlp_json.spans_from_request`, same "wrong kind of file" rule) but
-reports bytes read, which a progress bar needs.
+Files are read by the one reader of trace files, :func:`fma_otel.query.readers.read_spans`
+(OTLP JSON lines, pretty-printed OTLP JSON, Jaeger's JSON), as ``show`` and ``slo`` read them.
 """
 
 from __future__ import annotations
@@ -18,8 +17,8 @@ from contextlib import AbstractContextManager, nullcontext
 
 from ..model import SpanRecord
 from ..query.harvest import Harvest
+from ..query.readers import read_spans
 from ..query.slo_spec import Check
-from ..sinks.otlp_json import read_spans
 from .data import ReportData, Summaries, prepare
 
 Advance = Callable[[int], None]
@@ -27,10 +26,10 @@ Progress = Callable[[str, int], AbstractContextManager[Advance | None]]
 
 
 def iter_spans(path: str, stats: dict[str, int], advance: Advance | None = None) -> Iterator[SpanRecord]:
-    """Spans of an OTLP JSON lines file; ``stats`` counts ``lines`` and ``skipped``.
+    """Spans of a trace file; ``stats`` counts ``lines`` and ``skipped``.
 
-    The one reader of these files (:func:`fma_otel.sinks.otlp_json.read_spans`): a malformed
-    line is skipped whole, a span time outside OTLP's ``fixed64`` range included.  Raises
+    The one reader of these files (:func:`fma_otel.query.readers.read_spans`): a malformed
+    request is skipped whole, a span time outside OTLP's ``fixed64`` range included.  Raises
     :class:`OSError` for an unreadable file and :class:`OtlpJsonError` when no line is OTLP
     JSON (an empty file is fine: it simply has no actuation).
     """
@@ -47,6 +46,7 @@ def load(
 
     ``progress(label, total_bytes)`` may return a context manager yielding an ``advance``
     callback (such as :func:`fma_otel.commands._common.byte_progress` with ``quiet`` bound).
+    ``path`` must be a file that can be read twice (the command spools standard input).
     """
     size = os.path.getsize(path)
     harvest = Harvest()

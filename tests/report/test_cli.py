@@ -225,3 +225,39 @@ def test_only_unfinished_actuations_still_list_them(tmp_path):
     assert "No finished actuation to show over time." in text
     assert '<h2 id="all">All 2 actuation(s)</h2>' in text
     assert text.count('<td class="why">no: ') == 2
+
+
+def _table_rows(html: str) -> int:
+    table = html[html.index('id="actuations"') :]
+    return table[: table.index("</table>")].count("<tr") - 1  # less the header row
+
+
+def test_stdin_alias_and_pretty_json_give_the_same_report(sample_traces, tmp_path):
+    """``-`` (spooled: the report reads twice), ``--traces`` and a pretty-printed OTLP JSON
+    file all go through the one reader and give the same actuations."""
+    import json
+
+    lines = Path(sample_traces).read_text().splitlines()
+    pretty = tmp_path / "pretty.json"
+    pretty.write_text("\n".join(json.dumps(json.loads(x), indent=2) for x in lines))
+    rows = {}
+    for how, args, stdin in [
+        ("file", [sample_traces], None),
+        ("stdin", ["-"], Path(sample_traces).read_text()),
+        ("alias", ["--traces", sample_traces], None),
+        ("pretty", [str(pretty)], None),
+    ]:
+        out = tmp_path / f"{how}.html"
+        r = CliRunner().invoke(
+            main, ["report", *args, "--out", str(out), "-q"], input=stdin, prog_name="fma-otel"
+        )
+        assert r.exit_code == 0, (how, r.output)
+        rows[how] = _table_rows(out.read_text())
+    assert rows["file"] == len(lines) == 6
+    assert set(rows.values()) == {6}
+
+
+def test_no_trace_file_is_a_usage_error(tmp_path):
+    r = run("--out", str(tmp_path / "r.html"))
+    assert r.exit_code == 2
+    assert "give the trace file" in r.stderr
