@@ -30,6 +30,7 @@ class Metrics:
         self.checkpoints = 0
         self.pod_events = 0
         self.odd_pods = 0
+        self.uid_conflicts = 0  # Pod states refused: their uid is another Pod's
         self.dpc_records = 0
         self.launcher_records = 0
         self.log_gaps = 0
@@ -133,6 +134,12 @@ class Metrics:
                 "counter",
                 "Pods the correlator could not use.",
                 [("", self.odd_pods)],
+            )
+            metric(
+                "fma_otel_pod_uid_conflicts_total",
+                "counter",
+                "Pod states refused because another Pod (name, namespace) has their uid.",
+                [("", self.uid_conflicts)],
             )
             metric(
                 "fma_otel_log_records_total",

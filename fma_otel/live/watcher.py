@@ -489,12 +489,22 @@ class LiveWatcher:
         pod = ev.pod
         try:
             uid = P.uid(pod) or ""
+            if not self.correlator.add_pod(ev):
+                # another Pod (name, namespace) already has this uid: one of them is corrupt,
+                # and merging them would make one trace of two requesters
+                self.metrics.uid_conflicts += 1
+                log.warning(
+                    "pod %s/%s refused: its uid %s is already another Pod's",
+                    P.namespace(pod),
+                    P.name(pod),
+                    uid,
+                )
+                return
             first_time = uid not in st.names
             st.names[uid] = P.name(pod) or ""
             rv = rv_number(P.resource_version(pod))
             if rv is not None:
                 st.first_rv[uid] = min(rv, st.first_rv.get(uid, rv))
-            self.correlator.add_pod(ev)
             if first_time and uid in self._emitted_by_uid:
                 for key in self._emitted_by_uid[uid]:
                     self.correlator.evict(key)

@@ -210,3 +210,37 @@ def test_incomplete_after_restart_once_per_key(k8s: FakeCluster, tmp_path: Path)
         assert wait_for(lambda: len(traces_in(out)) >= len(offline), 60)
         assert wait_for(lambda: w.watcher.metrics.emitted["false"] >= 1, 60)
     assert_same(traces_in(out), offline)
+
+
+def test_pod_with_another_pods_uid_is_refused_and_counted(k8s: FakeCluster, tmp_path: Path) -> None:
+    """A Pod whose uid another Pod already has (a corrupt object) is refused, counted in
+    ``fma_otel_pod_uid_conflicts_total`` and never merged into that requester's trace: the
+    live traces stay those of the offline bridge."""
+    k8s.add_pod(dpc_pod())
+    taken: list[str] = []
+
+    def impostor(w: InProcessWatcher, steps) -> None:
+        half = steps[: len(steps) // 2]
+        uid = next(
+            s.payload[1]["metadata"]["uid"]
+            for s in half
+            if s.kind == "pod"
+            and "dual-pods.llm-d.ai/inference-server-config"
+            in (s.payload[1]["metadata"].get("annotations") or {})
+        )
+        taken.append(uid)
+        k8s.add_pod(
+            {
+                "metadata": {"name": "impostor", "namespace": NS, "uid": uid, "labels": {"app": "x"}},
+                "spec": {"containers": [{"name": "c"}]},
+                "status": {
+                    "conditions": [
+                        {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+                    ]
+                },
+            }
+        )
+
+    run = _run_split(k8s, tmp_path, recent_capture(seed=3), impostor)
+    assert taken
+    assert "fma_otel_pod_uid_conflicts_total 1" in run["watcher"].metrics
