@@ -1,9 +1,9 @@
 """Configure an OpenTelemetry SDK from the standard ``OTEL_*`` variables when nobody has.
 
-Why: ``opentelemetry-instrument`` only configures the SDK through a *distro*
-(``opentelemetry-distro``), which the launcher image does not have; ``import
-fma_otel.auto`` has no configurator at all.  Without this the wrappers would produce
-non-recording spans.  An SDK that someone else configured is always left as it is.
+Why: ``opentelemetry-instrument`` configures the SDK only through a configurator entry
+point (``opentelemetry-distro`` ships one; the launcher image does not have it).  fma-otel
+registers its own (``fma_otel.instrument.configurator``), which calls ``ensure_sdk``; so
+does ``import fma_otel.auto``.  An SDK that someone else configured is left as it is.
 
 Do-no-harm choices: a ``BatchSpanProcessor`` (export never blocks a request; its queue
 is bounded by ``OTEL_BSP_MAX_QUEUE_SIZE``), and nothing at all when
@@ -30,6 +30,7 @@ from opentelemetry import trace
 
 from fma_otel import model
 from fma_otel.instrument._common import logger, sdk_disabled
+from fma_otel.instrument.ids import DerivedIdGenerator
 
 _lock = threading.Lock()
 
@@ -151,7 +152,10 @@ def _exporter(name: str):  # type: ignore[no-untyped-def]
 
 
 def ensure_sdk(default_service: str = model.SERVICE_LAUNCHER) -> bool:
-    """Install a global ``TracerProvider`` from ``OTEL_*`` if none is set; True if we did."""
+    """Install a global ``TracerProvider`` from ``OTEL_*`` if none is set; True if we did.
+
+    The provider is built with ``DerivedIdGenerator``: the one place the wrappers' derived
+    span ids come from.  Called by ``FmaConfigurator`` (and so by ``import fma_otel.auto``)."""
     if sdk_disabled():
         return False
     with _lock:
@@ -172,7 +176,7 @@ def ensure_sdk(default_service: str = model.SERVICE_LAUNCHER) -> bool:
                 "OTEL_RESOURCE_ATTRIBUTES", ""
             ):
                 attrs["service.name"] = default_service
-            provider = TracerProvider(resource=Resource.create(attrs))
+            provider = TracerProvider(resource=Resource.create(attrs), id_generator=DerivedIdGenerator())
             for name in names:
                 if name == "none":
                     continue
