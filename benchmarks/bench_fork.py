@@ -338,6 +338,10 @@ def launcher(
                 time.sleep(0.05)
         yield proc, port
     finally:
+        # Its forked vLLM children first: each is in a process group of its own
+        # (``setpgrp``) and inherited uvicorn's SIGTERM handler, so neither the group
+        # kill nor a SIGTERM would end them; orphaned, they would outlive the benchmark.
+        kill_descendants(proc.pid)
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -345,22 +349,38 @@ def launcher(
         proc.wait()
 
 
-def kill_children(pid: int) -> None:
-    """Kill the fake vLLM processes ``pid`` forked (the launcher reaps them)."""
+def children_of(pid: int) -> list[int]:
+    """The pids ``pid`` forked (from ``/proc``: every thread's children)."""
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
     except FileNotFoundError:
-        return
+        return []
+    out: list[int] = []
     for task in tasks:
         try:
-            children = Path(f"/proc/{pid}/task/{task}/children").read_text().split()
+            out += [int(c) for c in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
         except OSError:
             continue
-        for child in children:
-            try:
-                os.kill(int(child), signal.SIGKILL)
-            except OSError:
-                pass
+    return out
+
+
+def kill_children(pid: int) -> None:
+    """Kill the fake vLLM processes ``pid`` forked (the launcher reaps them)."""
+    for child in children_of(pid):
+        try:
+            os.kill(child, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def kill_descendants(pid: int) -> None:
+    """SIGKILL every process below ``pid`` (children first found, then theirs)."""
+    for child in children_of(pid):
+        kill_descendants(child)
+        try:
+            os.kill(child, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 @contextmanager

@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.instrument.conftest import wait_until
 from tests.support.otlp_receiver import HttpOtlpReceiver
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -263,10 +264,24 @@ def test_timed_create_leaves_the_launcher_no_instance_and_no_child() -> None:
     assert all(0 < t < 5 for t in took)
     assert listed["count"] == 0
     assert children == []
+    forked: list[int] = []
     with pytest.raises(RuntimeError, match="unwrapped: create answered"):
         with bf.launcher(None) as (proc, port), httpx.Client(timeout=10) as client:
             client.put(
                 f"http://127.0.0.1:{port}/v2/vllm/instances/dup",
                 json={"options": f"--model m --port {bf.free_port()}", "env_vars": {}},
             )
+            forked = bf.children_of(proc.pid)
             bf.timed_create(client, proc, port, "dup", "unwrapped")  # 409: it exists
+    # The launcher's fake vLLM child (its own process group, SIGTERM ignored) was ended
+    # with it, not left running under init.
+    assert forked
+    assert wait_until(lambda: not any(_running(pid) for pid in forked), 5), forked
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie waiting for its reaper is not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False

@@ -47,13 +47,38 @@ def _launch(argv: list[str], env: dict[str, str], port: int) -> subprocess.Popen
     raise AssertionError(f"launcher did not start:\n{out}")
 
 
+def _descendants(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for task in tasks:
+        try:
+            kids = [int(k) for k in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
+        except OSError:
+            continue
+        for kid in kids:
+            out += [kid, *_descendants(kid)]
+    return out
+
+
 def _stop(proc: subprocess.Popen[bytes]) -> str:
+    """Stop the launcher, and every fake vLLM it forked: those run in process groups of
+    their own with the launcher's SIGTERM handler, so nothing else would end them."""
+    forked = _descendants(proc.pid)
     proc.send_signal(signal.SIGTERM)
     try:
-        return proc.communicate(timeout=10)[0].decode(errors="replace")
+        out = proc.communicate(timeout=10)[0].decode(errors="replace")
     except subprocess.TimeoutExpired:
         proc.kill()
-        return proc.communicate()[0].decode(errors="replace")
+        out = proc.communicate()[0].decode(errors="replace")
+    for pid in forked:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    return out
 
 
 @pytest.fixture
