@@ -650,6 +650,9 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             app.middleware_stack = None  # rebuilt without us on the next call
         for watch in list(getattr(self, "_watches", {}).values()):
             watch.stop("instrumentation removed")
+        podinfo = getattr(self, "podinfo", None)
+        if podinfo is not None:
+            podinfo.stop()
 
     # ------------------------------------------------------------------ helpers
 

@@ -155,6 +155,7 @@ class PodInfo:
         self._thread: threading.Thread | None = None
         #: Set at exit: ``wait_for`` stops waiting (the process is going away).
         self.closing = False
+        self._stopped = False
         #: True while a watch streams: its answer is current however old it is.
         self._watching = False
         self.pod_name = e.get("POD_NAME") or None
@@ -290,8 +291,16 @@ class PodInfo:
             return
         if self._thread is not None and self._thread.is_alive():
             return
+        self._stopped = self.closing = False
+        self._kick.clear()
         self._thread = threading.Thread(target=self._run, name="fma-otel-podinfo", daemon=True)
         self._thread.start()
+
+    def stop(self) -> None:
+        """End the background thread after its current read or watch (``uninstrument``)."""
+        self._stopped = self.closing = True
+        self._kick.set()
+        self._notify()
 
     #: Kept for callers of the earlier name.
     prefetch = start_background
@@ -300,10 +309,12 @@ class PodInfo:
         """GET the Pod; then watch it (or re-read every ``refresh`` s, or when kicked);
         after a failure, back off (doubling, at most 30 s) unless a create kicks."""
         backoff = 0.5
-        while True:
+        while not self._stopped:
             try:
                 self._kick.clear()
                 res = self.lookup(force=True)
+                if self._stopped:
+                    return
                 if res.failed:
                     self._kick.wait(backoff)
                     backoff = min(30.0, backoff * 2)
