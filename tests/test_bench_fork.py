@@ -141,6 +141,11 @@ def test_select_keeps_the_base_and_the_floors() -> None:
         n for n in configs if n.startswith("wrapped, HTTP")
     ]
     assert len(kept) == 7
+    with_lookup = bf.create_configs({**rx, **{f"api-{k}": f"/kc/{k}" for k in bf.LOOKUP_ROWS}})
+    lookup_rows = [n for n in bf.select(with_lookup, ["HTTP"]) if "Pod lookup" in n]
+    assert lookup_rows == list(bf.LOOKUP_ROWS.values())
+    env = with_lookup[bf.LOOKUP_ROWS["hung"]][0]
+    assert env["KUBECONFIG"] == "/kc/hung" and env["POD_NAME"] == bf.LOOKUP_POD[0]
     assert list(bf.select(configs, [])) == list(configs)
     # each wrapped row is sent to the collector its name says
     assert configs["wrapped, HTTP (default), collector answers 503"][0] == {
