@@ -306,39 +306,33 @@ class PodInfo:
     prefetch = start_background
 
     def _run(self) -> None:
-        """GET the Pod; then watch it (or re-read every ``refresh`` s, or when kicked);
-        after a failure, back off (doubling, at most 30 s) unless a create kicks."""
+        """GET the Pod; then watch it (or re-read every ``refresh`` s, or when kicked).
+        After a failed read, back off (doubling, at most 30 s) unless a create kicks; a
+        failed watch (no ``watch`` permission, a dropped stream) keeps the answer read and
+        re-reads after ``refresh`` s."""
         backoff = 0.5
         while not self._stopped:
-            try:
-                self._kick.clear()
-                res = self.lookup(force=True)
-                if self._stopped:
-                    return
-                if res.failed:
-                    self._kick.wait(backoff)
-                    backoff = min(30.0, backoff * 2)
-                    continue
-                backoff = 0.5
-                if self._watch is not None:
-                    assert self.pod_name and self.namespace
-                    self._watching = True
-                    try:
-                        self._watch(self.namespace, self.pod_name, self.timeout, self._on_pod)
-                    finally:
-                        self._watching = False
-                else:
-                    self._kick.wait(self.refresh)
-            except Exception as exc:  # noqa: BLE001 - the thread must outlive any failure
-                self._last = PodLookup(
-                    pod_name=self.pod_name,
-                    namespace=self.namespace,
-                    reason=f"pod watch failed: {type(exc).__name__}",
-                    failed=True,
-                )
-                self._notify()
+            self._kick.clear()
+            res = self.lookup(force=True)  # never raises: a failure is a ``failed`` answer
+            if self._stopped:
+                return
+            if res.failed:
                 self._kick.wait(backoff)
                 backoff = min(30.0, backoff * 2)
+                continue
+            backoff = 0.5
+            if self._watch is None:
+                self._kick.wait(self.refresh)
+                continue
+            assert self.pod_name and self.namespace
+            self._watching = True
+            try:
+                self._watch(self.namespace, self.pod_name, self.timeout, self._on_pod)
+            except Exception:  # noqa: BLE001 - the thread must outlive any failure
+                self._watching = False
+                self._kick.wait(self.refresh)
+            finally:
+                self._watching = False
 
 
 def _float(value: str | None, default: float) -> float:
