@@ -130,9 +130,9 @@ def wrap_when_imported(instrumentor: Any, module: str, targets: dict[str, Any]) 
     """Wrap ``module``'s ``targets`` (``"Class.method": wrapper``) now if it is imported,
     else when the host imports it (a ``wrapt`` post-import hook).
 
-    Why: importing the ``kubernetes`` client (~20 MB) and ``httpx`` (~16 MB) only to wrap
-    them grew a launcher that uses neither by that much, and ``fork()`` of each vLLM
-    instance costs more the bigger the process is (page tables): +3 to +6 ms a create.
+    Why: importing the ``kubernetes`` client and ``httpx`` only to wrap them grows a
+    launcher that uses neither by tens of MB, and ``fork()`` of each vLLM instance costs
+    more the bigger the process is (page tables).
     The hook wraps nothing once the instrumentor is off (``uninstrument``), and never twice.
     """
     import wrapt

@@ -12,10 +12,8 @@ is bounded by ``OTEL_BSP_MAX_QUEUE_SIZE``), and nothing at all when
 The OTLP protocol defaults to ``http/protobuf`` (the OpenTelemetry specification's
 default), not to ``grpc`` as the Python SDK's own exporter choice does.  Why: the launcher
 forks every vLLM instance, and once a gRPC channel exists ``grpcio``'s fork handlers stop
-and restart its threads around each ``fork()``: in ``benchmarks/bench_fork.py`` a create
-on the fake launcher took +2.2-3.2 ms wrapped with gRPC, +0.8-1.3 ms with HTTP (see
-``docs/wrappers.md``).  ``grpc`` stays one variable
-away; an endpoint on port 4317 (OTLP/gRPC's) with no protocol set gets a warning instead
+and restart its threads around each ``fork()``, which makes every create slower
+(``benchmarks/bench_fork.py`` measures it).  ``grpc`` stays one variable away; an endpoint on port 4317 (OTLP/gRPC's) with no protocol set gets a warning instead
 of silently failing exports.
 """
 
@@ -99,10 +97,10 @@ def proxy_applies(url: str) -> bool:
 def light_transport(env: Mapping[str, str]):  # type: ignore[no-untyped-def]
     """The exporter package's own ``urllib3`` transport, with the exporter's TLS settings.
 
-    Why: the default transport builds a ``requests`` session, whose imports add ~4.6 MB of
-    anonymous memory to the launcher, and every ``fork()`` of a vLLM instance copies the
-    page tables of that memory (``benchmarks/bench_fork.py``).  ``urllib3`` (~0.7 MB) is
-    what ``requests`` sends with anyway.  The CA file and client certificate are read from
+    Why: the default transport builds a ``requests`` session, whose imports add several
+    MB of anonymous memory to the launcher, and every ``fork()`` of a vLLM instance copies
+    the page tables of that memory (``benchmarks/bench_fork.py``).  ``urllib3`` (far
+    smaller) is what ``requests`` sends with anyway.  The CA file and client certificate are read from
     the same variables, in the same order, as the exporter reads them for ``requests``.
     """
     from opentelemetry.exporter.http.transport._urllib3 import Urllib3HTTPTransport

@@ -757,9 +757,8 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         that the response has been sent, and clear the child's pending environment.
 
         Why it waits: between the fork and the response every memory page the launcher
-        writes is first copied (the child shares it), ~5 us a page on these VMs, so the
-        create path does nothing there that can be done later (this took its faults after
-        the fork from ~290 to ~264 a create on the fake launcher; docs/wrappers.md).  The
+        writes is first copied (the child shares it), so the create path does nothing
+        there that can be done later.  The
         watch's start time is the fork instant whenever it is registered, and the poller
         (or ``stop``) opens the span as before.
         """

@@ -46,7 +46,7 @@ _PORT_RE = re.compile(r"^--port(?:=(\d+))?$")
 def instance_port(options: str | None, annotations: dict[str, str] | None) -> int | None:
     """The vLLM port: ``--port`` in the options, else the ``inference-port`` annotation."""
     if options:
-        toks = options.split()  # the DPC joins options with spaces; shlex is 10x slower
+        toks = options.split()  # the DPC joins options with spaces (shlex is far slower)
         for i, tok in enumerate(toks):
             m = _PORT_RE.match(tok)
             if not m:
@@ -112,7 +112,7 @@ class _Poller:
     the last one - the poller drains new watches within one poll interval by itself, so
     it does not compete for the GIL with the create request that is still building its
     response.  The span's start time is the fork instant either way.  (A thread per
-    create cost ~300 us on the create path; waking the poller per create ~100 us.)
+    create, or waking the poller per create, cost measurably more on the create path.)
     """
 
     _LINGER = 5.0
