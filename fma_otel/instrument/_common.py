@@ -220,18 +220,6 @@ def remote_context(trace_id: str, span_id: str) -> otel_context.Context:
     return trace.set_span_in_context(NonRecordingSpan(sc), otel_context.Context())
 
 
-def hex_ids(span: trace.Span) -> tuple[str, str]:
-    sc = span.get_span_context()
-    return format(sc.trace_id, "032x"), format(sc.span_id, "016x")
-
-
-def traceparent_of(span: trace.Span) -> str | None:
-    sc = span.get_span_context()
-    if not sc.is_valid:
-        return None
-    return f"00-{sc.trace_id:032x}-{sc.span_id:016x}-{int(sc.trace_flags):02x}"
-
-
 class OrdinalCounter:
     """Counts spans of one name per trace (the ``n`` of the span-id rule), bounded in memory."""
 
