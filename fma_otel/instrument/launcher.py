@@ -187,6 +187,9 @@ class FmaLauncherMiddleware:
         self._generic = generic
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await self.app(scope, receive, self._lifespan_send(send))
+            return
         if scope["type"] != "http" or not self._owner._on or not c.active():
             await self.app(scope, receive, send)
             return
@@ -226,6 +229,24 @@ class FmaLauncherMiddleware:
             except Exception:  # noqa: BLE001 - another context: nothing of ours to undo there
                 pass
             c.detach_safe(token)
+
+    def _lifespan_send(self, send: Any) -> Any:
+        """``send`` that, when the app has shut down, first settles our spans: uvicorn
+        re-raises SIGTERM after its shutdown, so no ``atexit`` hook (ours or the SDK's
+        flush) would run."""
+        owner = self._owner
+
+        async def lifespan_send(message: dict[str, Any]) -> None:
+            if message.get("type") == "lifespan.startup.complete":
+                owner.podinfo.closing = False  # served again (an app restarted in-process)
+            elif message.get("type") in ("lifespan.shutdown.complete", "lifespan.shutdown.failed"):
+                try:
+                    await asyncio.to_thread(owner.at_shutdown)
+                except Exception:  # noqa: BLE001 - do no harm
+                    c.logger.debug("fma-otel: settling spans at shutdown failed", exc_info=True)
+            await send(message)
+
+        return lifespan_send
 
     def _begin(self, scope: dict[str, Any]) -> Any:
         """``(state, ctx)`` or ``None`` (no span).  Never any I/O: the Pod answer is the
@@ -455,16 +476,18 @@ class _Resolver:
         self._queue: queue.SimpleQueue[_PendingSpan | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
-        self._podinfos: set[PodInfo] = set()
+        self._podinfos: weakref.WeakSet[PodInfo] = weakref.WeakSet()
+        self._atexit = False
 
     def put(self, pending: _PendingSpan) -> None:
         self._queue.put(pending)
+        self._podinfos.add(pending.owner.podinfo)
         if self._thread is None or not self._thread.is_alive():
             with self._lock:
                 if self._thread is None or not self._thread.is_alive():
-                    if not self._podinfos:  # first use: after the SDK's own exit hook, so runs before it
+                    if not self._atexit:  # first use: after the SDK's own exit hook, so runs before it
+                        self._atexit = True
                         atexit.register(self.close)
-                    self._podinfos.add(pending.owner.podinfo)
                     self._thread = threading.Thread(target=self._run, name="fma-otel-join", daemon=True)
                     self._thread.start()
 
@@ -661,6 +684,15 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     def tracer(self) -> trace.Tracer:
         return self._tracers.get()
+
+    def at_shutdown(self, timeout_s: float = 2.0) -> None:
+        """The app is shutting down: open and end every deferred create span now (those
+        still unresolved say why), then flush the provider, each bounded by ``timeout_s``."""
+        _RESOLVER.close(timeout_s)
+        provider = self._tracers.provider or trace.get_tracer_provider()
+        flush = getattr(provider, "force_flush", None)
+        if callable(flush):
+            flush(int(timeout_s * 1000))
 
     def excluded(self, path: str) -> bool:
         return bool(self._excluded and self._excluded.url_disabled(path))

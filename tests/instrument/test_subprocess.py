@@ -115,7 +115,9 @@ def _env(endpoint: str, kubeconfig: str, protocol: str | None = None) -> dict[st
     return env
 
 
-def _exercise(port: int) -> float:
+def _exercise(port: int, rx: Any = None) -> float:
+    """A create, its fake vLLM healthy, a list, a delete; with ``rx``, the delete waits
+    until the startup span has arrived (ended at the healthy instant, not by the delete)."""
     vport = free_port()
     cfg = {"options": f"--model m --port {vport} --fake-health-delay 0.2", "env_vars": {"K": "secret"}}
     t0 = time.perf_counter()
@@ -131,6 +133,10 @@ def _exercise(port: int) -> float:
             pass
         time.sleep(0.05)
     time.sleep(0.3)  # the watcher polls every 0.1 s
+    if rx is not None:
+        assert wait_until(lambda: any(s.name == "fma.vllm.startup" for s in rx.spans()), 20), [
+            (s.name, s.attributes.get("fma.join.reason")) for s in rx.spans()
+        ]
     assert httpx.get(f"http://127.0.0.1:{port}/v2/vllm/instances", timeout=5).status_code == 200
     assert httpx.delete(f"http://127.0.0.1:{port}/v2/vllm/instances/inst-1", timeout=10).status_code == 200
     return took
@@ -154,7 +160,7 @@ def _check_joined(rx: GrpcOtlpReceiver | HttpOtlpReceiver) -> None:
     assert create.service == model.SERVICE_LAUNCHER
     startup = by_name["fma.vllm.startup"]
     assert startup.parent_span_id == model.span_id_for(trace_hex, "fma.vllm.ready", 0)
-    assert startup.status_code == "OK", startup
+    assert startup.status_code == "OK", (startup.status_message, startup.attributes)
     assert "GET /v2/vllm/instances" in by_name
     assert "secret" not in repr([s.attributes for s in spans])
 
@@ -193,7 +199,7 @@ def test_main_script_under_opentelemetry_instrument(cluster: Any, tmp_path: Path
         env["PYTHONPATH"] = entry_points_dir(tmp_path) + os.pathsep + env["PYTHONPATH"]
         proc = _launch(argv, env, port)
         try:
-            _exercise(port)
+            _exercise(port, rx)
             _wait_joined(rx)
         finally:
             out = _stop(proc)
@@ -235,7 +241,7 @@ def test_import_fma_otel_auto_exports_http_protobuf_by_default(cluster: Any) -> 
             [sys.executable, "-c", _AUTO, "--port", str(port)], _env(rx.endpoint, kubeconfig), port
         )
         try:
-            _exercise(port)
+            _exercise(port, rx)
             _wait_joined(rx)
         finally:
             out = _stop(proc)
@@ -287,4 +293,32 @@ def test_a_slow_or_failing_collector_never_holds_up_a_create(cluster: Any, fault
     # whole delay (3 s) or the exporter's whole retry budget (the 5 s timeout).
     bound = 3.0 if fault == "delay_s" else 5.0
     assert second < bound, (first, second, out)
+    assert "Traceback" not in out, out
+
+
+def test_a_create_still_waiting_for_its_pod_is_exported_at_exit(tmp_path: Path) -> None:
+    """API server hung and a long join wait: the launcher is stopped while the create's
+    span still waits for the Pod answer; it is exported anyway, saying why it did not join."""
+    from tests.instrument.test_pod_lookup import HungServer, _kubeconfig
+
+    hung = HungServer()
+    try:
+        port = free_port()
+        with HttpOtlpReceiver() as rx:
+            env = _env(rx.endpoint, _kubeconfig(tmp_path / "kubeconfig", hung.url))
+            env.update(FMA_OTEL_POD_LOOKUP_TIMEOUT="60", FMA_OTEL_POD_JOIN_WAIT="60")
+            proc = _launch([sys.executable, "-c", _AUTO, "--port", str(port)], env, port)
+            try:
+                cfg = {"options": f"--model m --port {free_port()} --fake-health-delay 0", "env_vars": {}}
+                r = httpx.put(f"http://127.0.0.1:{port}/v2/vllm/instances/inst-x", json=cfg, timeout=10)
+                assert r.status_code == 201, r.text
+            finally:
+                out = _stop(proc)
+            spans = rx.spans()
+    finally:
+        hung.close()
+    creates = [s for s in spans if s.name == model.SPANS_BY_NAME["fma.launcher.create_instance"].name]
+    assert len(creates) == 1, (out, proc.returncode, [s.name for s in spans])
+    assert creates[0].attributes["fma.join"] == "none"
+    assert "not known within" in creates[0].attributes["fma.join.reason"]
     assert "Traceback" not in out, out
