@@ -57,6 +57,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -338,6 +339,10 @@ def launcher(
                 time.sleep(0.05)
         yield proc, port
     finally:
+        # Its forked vLLM children first: each is in a process group of its own
+        # (``setpgrp``) and inherited uvicorn's SIGTERM handler, so neither the group
+        # kill nor a SIGTERM would end them; orphaned, they would outlive the benchmark.
+        kill_descendants(proc.pid)
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -345,22 +350,38 @@ def launcher(
         proc.wait()
 
 
-def kill_children(pid: int) -> None:
-    """Kill the fake vLLM processes ``pid`` forked (the launcher reaps them)."""
+def children_of(pid: int) -> list[int]:
+    """The pids ``pid`` forked (from ``/proc``: every thread's children)."""
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
     except FileNotFoundError:
-        return
+        return []
+    out: list[int] = []
     for task in tasks:
         try:
-            children = Path(f"/proc/{pid}/task/{task}/children").read_text().split()
+            out += [int(c) for c in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
         except OSError:
             continue
-        for child in children:
-            try:
-                os.kill(int(child), signal.SIGKILL)
-            except OSError:
-                pass
+    return out
+
+
+def kill_children(pid: int) -> None:
+    """Kill the fake vLLM processes ``pid`` forked (the launcher reaps them)."""
+    for child in children_of(pid):
+        try:
+            os.kill(child, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def kill_descendants(pid: int) -> None:
+    """SIGKILL every process below ``pid`` (children first found, then theirs)."""
+    for child in children_of(pid):
+        kill_descendants(child)
+        try:
+            os.kill(child, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 @contextmanager
@@ -394,6 +415,42 @@ def receiver(cls: str, **faults: object) -> Iterator[str]:
         proc.wait()
 
 
+@contextmanager
+def api_server(code: str) -> Iterator[str]:
+    """A Kubernetes API server (``code``: one of ``API_SERVERS``) in a process of its own;
+    yields its URL.  Not in this process, for the same reason as ``receiver``."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        env=clean_env({}),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        yield proc.stdout.readline().strip()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def kubeconfig(path: Path, url: str) -> str:
+    """A kubeconfig (JSON is YAML) for ``url``; its path."""
+    import json
+
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": url}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "c",
+    }
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
 BARE_ROW = "one bare SDK span per request, OTLP/HTTP, collector up (no wrappers)"
 SHAPED_ROW = (
     "one create-shaped bare SDK span per create (13 attributes), OTLP/HTTP, collector up (no wrappers)"
@@ -413,6 +470,43 @@ COLLECTORS: dict[str, tuple[str, dict[str, object]]] = {
     "slow": ("HttpOtlpReceiver", {"delay_s": 3.0}),
     "503": ("HttpOtlpReceiver", {"fail_with": 503}),
 }
+#: The launcher Pod the lookup configurations read (and watch): bound to a requester,
+#: its ``instance-id`` annotation naming no create of the benchmark, so every create is
+#: served before its span can be placed (the deferred path, the longest on the request).
+LOOKUP_POD = ("launcher-bench", "fma-bench")
+_HEALTHY_API = f"""
+import sys
+from tests.support.k8s_server import FakeCluster, make_pod
+k8s = FakeCluster().start()
+ann = {{"dual-pods.llm-d.ai/requester": "5e1f0c2a-0000-4000-8000-0000000000bb bench-req",
+        "dual-pods.llm-d.ai/instance-id": "not-a-bench-create"}}
+k8s.add_pod(make_pod({LOOKUP_POD[0]!r}, {LOOKUP_POD[1]!r}, annotations=ann))
+print(k8s.url, flush=True)
+sys.stdin.read()
+"""
+#: An API server that accepts connections and never answers.
+_HUNG_API = """
+import socket, sys, threading
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(128)
+held = []
+def accept():
+    while True:
+        held.append(s.accept()[0])
+threading.Thread(target=accept, daemon=True).start()
+print(f"http://127.0.0.1:{s.getsockname()[1]}", flush=True)
+sys.stdin.read()
+"""
+#: The API servers of the Pod-lookup configurations, each in a process of its own;
+#: "down" is a port nobody listens on.
+API_SERVERS = {"healthy": _HEALTHY_API, "hung": _HUNG_API}
+LOOKUP_ROWS = {
+    "healthy": "wrapped, HTTP (default), collector up, Pod lookup: API server healthy",
+    "hung": "wrapped, HTTP (default), collector up, Pod lookup: API server hung",
+    "down": "wrapped, HTTP (default), collector up, Pod lookup: API server down",
+}
+
 #: (configuration, its launcher's number) -> client-side seconds of each create
 PerCopy = dict[tuple[str, int], list[float]]
 
@@ -424,6 +518,12 @@ def create_configs(rx: dict[str, str]) -> Configs:
         return {**extra, "OTEL_EXPORTER_OTLP_ENDPOINT": rx[key]}
 
     grpc = {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_INSECURE": "true"}
+    pod = {"POD_NAME": LOOKUP_POD[0], "NAMESPACE": LOOKUP_POD[1]}
+    lookups = {
+        row: (to("http", **pod, KUBECONFIG=rx[f"api-{kind}"]), WRAP)
+        for kind, row in LOOKUP_ROWS.items()
+        if f"api-{kind}" in rx
+    }
     return {
         BASE: (None, ""),
         BARE_ROW: (to("http"), BARE_SPAN),
@@ -434,6 +534,7 @@ def create_configs(rx: dict[str, str]) -> Configs:
         "wrapped, HTTP (default), collector answers 503": (to("503"), WRAP),
         "wrapped, gRPC, collector up": (to("grpc", **grpc), WRAP),
         "wrapped, gRPC, collector down": (to("down", **grpc), WRAP),
+        **lookups,
     }
 
 
@@ -497,6 +598,11 @@ def create_latencies(
     with ExitStack() as stack:
         rx = {key: stack.enter_context(receiver(cls, **faults)) for key, (cls, faults) in COLLECTORS.items()}
         rx["down"] = f"http://127.0.0.1:{free_port()}"
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        apis = {kind: stack.enter_context(api_server(code)) for kind, code in API_SERVERS.items()}
+        apis["down"] = f"http://127.0.0.1:{free_port()}"
+        for kind, url in apis.items():
+            rx[f"api-{kind}"] = kubeconfig(tmp / f"{kind}.json", url)
         table_of = select(configs(rx), only)
         running = {
             (name, k): stack.enter_context(launcher(extra, prelude))

@@ -65,6 +65,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 from opentelemetry.trace import SpanKind  # noqa: E402
 
 from fma_otel.instrument.httpx_dpc import HttpxDpcInstrumentor  # noqa: E402
+from fma_otel.instrument.ids import DerivedIdGenerator  # noqa: E402
 from fma_otel.instrument.launcher import LauncherInstrumentor  # noqa: E402
 from fma_otel.instrument.podinfo import PodInfo  # noqa: E402
 
@@ -242,7 +243,7 @@ class Bench:
 
     def __init__(self) -> None:
         launcher.multiprocessing.get_context = lambda *a, **k: _Ctx  # type: ignore[attr-defined]
-        self.provider = provider = TracerProvider()
+        self.provider = provider = TracerProvider(id_generator=DerivedIdGenerator())
         provider.add_span_processor(BatchSpanProcessor(DropExporter(), max_queue_size=4096))
         tracer = provider.get_tracer("bench")
         client = httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(201)))
@@ -329,7 +330,6 @@ class Bench:
             self._launcher.instrument(
                 tracer_provider=self.provider,
                 pod_info=PodInfo(env={}),
-                configure_sdk=False,
                 skip_dep_check=True,
             )
         elif wrapper == "httpx":

@@ -1,8 +1,8 @@
 """fma-otel: OpenTelemetry traces of llm-d Fast Model Actuation.
 
-Public entry points for the in-process wrappers are re-exported lazily here
-(``fma_otel.instrument``, ``fma_otel.uninstrument``, ``fma_otel.actuation``) so that
-``import fma_otel`` stays cheap for the command-line tool.
+The in-process wrappers live in the package ``fma_otel.instrument``
+(``fma_otel.instrument.instrument_all()``); ``fma_otel.actuation`` is re-exported lazily
+here so that ``import fma_otel`` stays cheap for the command-line tool.
 """
 
 from __future__ import annotations
@@ -12,8 +12,6 @@ from typing import Any
 __version__ = "0.1.0"
 
 _LAZY = {
-    "instrument": ("fma_otel.instrument", "instrument"),
-    "uninstrument": ("fma_otel.instrument", "uninstrument"),
     "actuation": ("fma_otel.instrument.actuation", "actuation"),
 }
 

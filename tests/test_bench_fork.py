@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.instrument.conftest import wait_until
 from tests.support.otlp_receiver import HttpOtlpReceiver
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -140,6 +141,11 @@ def test_select_keeps_the_base_and_the_floors() -> None:
         n for n in configs if n.startswith("wrapped, HTTP")
     ]
     assert len(kept) == 7
+    with_lookup = bf.create_configs({**rx, **{f"api-{k}": f"/kc/{k}" for k in bf.LOOKUP_ROWS}})
+    lookup_rows = [n for n in bf.select(with_lookup, ["HTTP"]) if "Pod lookup" in n]
+    assert lookup_rows == list(bf.LOOKUP_ROWS.values())
+    env = with_lookup[bf.LOOKUP_ROWS["hung"]][0]
+    assert env["KUBECONFIG"] == "/kc/hung" and env["POD_NAME"] == bf.LOOKUP_POD[0]
     assert list(bf.select(configs, [])) == list(configs)
     # each wrapped row is sent to the collector its name says
     assert configs["wrapped, HTTP (default), collector answers 503"][0] == {
@@ -263,10 +269,24 @@ def test_timed_create_leaves_the_launcher_no_instance_and_no_child() -> None:
     assert all(0 < t < 5 for t in took)
     assert listed["count"] == 0
     assert children == []
+    forked: list[int] = []
     with pytest.raises(RuntimeError, match="unwrapped: create answered"):
         with bf.launcher(None) as (proc, port), httpx.Client(timeout=10) as client:
             client.put(
                 f"http://127.0.0.1:{port}/v2/vllm/instances/dup",
                 json={"options": f"--model m --port {bf.free_port()}", "env_vars": {}},
             )
+            forked = bf.children_of(proc.pid)
             bf.timed_create(client, proc, port, "dup", "unwrapped")  # 409: it exists
+    # The launcher's fake vLLM child (its own process group, SIGTERM ignored) was ended
+    # with it, not left running under init.
+    assert forked
+    assert wait_until(lambda: not any(_running(pid) for pid in forked), 5), forked
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie waiting for its reaper is not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False

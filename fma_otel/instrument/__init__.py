@@ -1,19 +1,18 @@
 """In-process wrappers: live spans from the launcher and from DPC-side Python code.
 
-``instrument()`` turns on all three instrumentations (launcher, httpx by DPC purpose,
-``kubernetes`` client); ``uninstrument()`` restores every original.  Each one is also a
-``BaseInstrumentor`` usable on its own.  See ``docs/wrappers.md``.
+``instrument_all()`` turns on all three instrumentations (launcher, httpx by DPC purpose,
+``kubernetes`` client); ``uninstrument_all()`` restores every original.  Each one is also a
+``BaseInstrumentor`` usable on its own.  The SDK is configured by the configurator
+(``fma_otel.instrument.configurator``), not here.  See ``docs/wrappers.md``.
 """
 
 from __future__ import annotations
 
-import sys
-import types
 from typing import Any
 
 from fma_otel.instrument.actuation import actuation
 
-__all__ = ["actuation", "instrument", "uninstrument", "instrumentors"]
+__all__ = ["actuation", "instrument_all", "uninstrument_all", "instrumentors"]
 
 
 def instrumentors() -> list[Any]:
@@ -32,7 +31,7 @@ def instrumentors() -> list[Any]:
     return out
 
 
-def instrument(**kwargs: Any) -> None:
+def instrument_all(**kwargs: Any) -> None:
     """Instrument everything that is importable; same kwargs as the instrumentors.
 
     Never raises: a part that cannot be instrumented is skipped (do no harm).
@@ -47,8 +46,8 @@ def instrument(**kwargs: Any) -> None:
             logger.warning("fma-otel: %s failed to instrument", type(inst).__name__, exc_info=True)
 
 
-def uninstrument() -> None:
-    """Remove every wrapper that ``instrument()`` installed."""
+def uninstrument_all() -> None:
+    """Remove every wrapper that ``instrument_all()`` installed."""
     from fma_otel.instrument._common import logger
 
     for inst in instrumentors():
@@ -57,19 +56,3 @@ def uninstrument() -> None:
                 inst.uninstrument()
         except Exception:  # noqa: BLE001
             logger.warning("fma-otel: %s failed to uninstrument", type(inst).__name__, exc_info=True)
-
-
-class _CallableModule(types.ModuleType):
-    """This package, callable as :func:`instrument`.
-
-    Why: ``fma_otel.instrument(...)`` is the documented call, resolved lazily by
-    ``fma_otel.__getattr__``; but importing this package binds ``fma_otel.instrument`` to
-    the package itself, so a second ``fma_otel.instrument()`` (after ``uninstrument()``,
-    or once anything imported a wrapper module) called a module.
-    """
-
-    def __call__(self, **kwargs: Any) -> None:
-        instrument(**kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

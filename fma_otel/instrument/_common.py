@@ -9,7 +9,6 @@ wrappers short and makes the guarantees testable in one place.
 
 from __future__ import annotations
 
-import contextvars
 import functools
 import logging
 import os
@@ -18,36 +17,23 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from opentelemetry import baggage, propagate, trace
 from opentelemetry import context as otel_context
-from opentelemetry.instrumentation import utils as _inst_utils
+from opentelemetry import propagate, trace
+from opentelemetry.instrumentation.utils import is_http_instrumentation_enabled, is_instrumentation_enabled
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 from fma_otel import __version__
+from fma_otel.instrument.ids import FORCED_SPAN_ID, DerivedIdGenerator
 
 logger = logging.getLogger("fma_otel.instrument")
 
 SCOPE = "fma_otel.instrument"
-#: The contextvar through which a wrapper tells the id generator which span id to use.
-_FORCED_SPAN_ID: contextvars.ContextVar[int | None] = contextvars.ContextVar(
-    "fma_forced_span_id", default=None
-)
 
 #: pid of the process that instrumented; a forked child has another pid and goes silent.
 _OWNER_PID = os.getpid()
 #: Set in a child right after ``fork`` (an at-fork hook), cleared by ``set_owner_pid``: the
 #: per-call fork test without a ``getpid`` system call.
 _FORKED = False
-
-#: The two context keys ``suppress_instrumentation`` sets (read on every hot path).
-_SUPPRESS_KEYS = tuple(
-    k
-    for k in (
-        getattr(_inst_utils, "_SUPPRESS_INSTRUMENTATION_KEY", None),
-        getattr(_inst_utils, "_SUPPRESS_INSTRUMENTATION_KEY_PLAIN", None),
-    )
-    if k is not None
-)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -77,182 +63,28 @@ def in_forked_child() -> bool:
     return _FORKED or os.getpid() != _OWNER_PID
 
 
-#: ... and the key ``suppress_http_instrumentation`` adds.
-_SUPPRESS_HTTP_KEY = getattr(_inst_utils, "_SUPPRESS_HTTP_INSTRUMENTATION_KEY", None)
-_SUPPRESS_HTTP_KEYS = _SUPPRESS_KEYS + ((_SUPPRESS_HTTP_KEY,) if _SUPPRESS_HTTP_KEY is not None else ())
-
-
-def active_http() -> bool:
-    """``active()`` for an HTTP client wrapper: also off under ``suppress_http_instrumentation``."""
-    if _FORKED:
-        return False
-    if len(_SUPPRESS_HTTP_KEYS) == 3:
-        return _none_set(_SUPPRESS_HTTP_KEYS)
-    return _inst_utils.is_http_instrumentation_enabled()
-
-
 def active_http_context() -> otel_context.Context | None:
-    """The current context when ``active_http()``, else ``None``: the one context read an
-    HTTP client wrapper needs (test it with ``is None``: an empty context is falsy)."""
-    if _FORKED:
+    """The current context when an HTTP client wrapper should record, else ``None`` (test
+    it with ``is None``: an empty context is falsy).  Off in a forked child and under
+    ``suppress_instrumentation`` or ``suppress_http_instrumentation``."""
+    if _FORKED or not is_instrumentation_enabled() or not is_http_instrumentation_enabled():
         return None
-    ctx = otel_context.get_current()
-    if len(_SUPPRESS_HTTP_KEYS) == 3:
-        for key in _SUPPRESS_HTTP_KEYS:
-            if ctx.get(key):
-                return None
-        return ctx
-    return ctx if _inst_utils.is_http_instrumentation_enabled() else None
+    return otel_context.get_current()
 
 
-def _none_set(keys: tuple[Any, ...]) -> bool:
-    """Whether none of the suppression ``keys`` is set in the current context (one read)."""
-    ctx = otel_context.get_current()
-    for key in keys:
-        if ctx.get(key):
-            return False
-    return True
-
-
-#: ``set_value(_SUPPRESS_HTTP_KEY, True, <an empty context>)``, made once (contexts are
-#: immutable: ``set_value`` copies).
-_SUPPRESSED_HTTP_ALONE = (
-    otel_context.set_value(_SUPPRESS_HTTP_KEY, True, otel_context.Context()) if _SUPPRESS_HTTP_KEY else None
-)
-
-
-def suppress_http(ctx: otel_context.Context | None = None) -> object | None:
-    """Attach a context with HTTP instrumentation suppressed; ``detach_safe`` the token.
-
-    What ``suppress_http_instrumentation()`` does, without a generator-based context
-    manager (two of them, nested) on every call.  ``ctx``: the current context when the
-    caller has just read it (saves a read)."""
-    if _SUPPRESS_HTTP_KEY is None:  # pragma: no cover - an API without the key: nothing to set
-        return None
-    try:
-        if ctx is not None and not ctx:  # the empty context plus the key: always the same one
-            return otel_context.attach(_SUPPRESSED_HTTP_ALONE)
-        return otel_context.attach(otel_context.set_value(_SUPPRESS_HTTP_KEY, True, ctx))
-    except Exception:  # noqa: BLE001
-        return None
-
-
-_TC_CACHE: tuple[Any, Any] | None = None
-
-
-def default_tracecontext(textmap: Any) -> Any:
-    """The SDK's default propagator (``OTEL_PROPAGATORS=tracecontext,baggage``) -> its
-    trace-context part; anything else -> ``None`` (then the whole propagator must run)."""
-    try:
-        from opentelemetry.baggage.propagation import W3CBaggagePropagator
-        from opentelemetry.propagators.composite import CompositePropagator
-        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-
-        if type(textmap) is not CompositePropagator:
-            return None
-        parts = list(getattr(textmap, "_propagators", ()))
-        if [type(p) for p in parts] != [TraceContextTextMapPropagator, W3CBaggagePropagator]:
-            return None
-        return parts[0]
-    except Exception:  # noqa: BLE001
-        return None
-
-
-def global_tracecontext() -> Any:
-    """``default_tracecontext`` of the global propagator, re-decided only when it is replaced."""
-    global _TC_CACHE
-    textmap = propagate.get_global_textmap()
-    cached = _TC_CACHE
-    if cached is None or cached[0] is not textmap:
-        cached = _TC_CACHE = (textmap, default_tracecontext(textmap))
-    return cached[1]
-
-
-#: ``f"{i:02x}"`` for every value of the trace-flags byte.
-_HEX2 = tuple(f"{i:02x}" for i in range(256))
-
-
-def _traceparent(sc: SpanContext) -> str | None:
-    """The ``traceparent`` that the W3C trace-context propagator writes for ``sc``; ``None``
-    when a field is out of its range (then only the propagator knows what it writes).
-
-    ``int.to_bytes(...).hex()`` is several times faster than a ``032x`` format."""
-    flags = sc.trace_flags
-    if not 0 <= flags < 256:
-        return None
-    try:
-        trace_hex = sc.trace_id.to_bytes(16, "big").hex()
-        span_hex = sc.span_id.to_bytes(8, "big").hex()
-    except OverflowError:  # negative, or wider than the field
-        return None
-    return f"00-{trace_hex}-{span_hex}-{_HEX2[flags]}"
-
-
-def trace_headers(span: trace.Span, ctx: otel_context.Context | None = None) -> tuple[str, str | None] | None:
-    """What ``propagate.inject(carrier, context=<current context with span>)`` writes, when
-    that is known without the propagator: the default propagator and a context without
-    baggage.  ``(traceparent, tracestate or None)``; ``("", None)`` when it writes nothing
-    (an invalid span); ``None`` when only the propagator knows (``inject_span`` then runs it).
-
-    ``ctx``: the current context when the caller has just read it (saves a read; an empty
-    one has no baggage without asking)."""
-    if global_tracecontext() is None or ((ctx is None or ctx) and baggage.get_all(ctx)):
-        return None
-    sc = span.get_span_context()
-    if sc == trace.INVALID_SPAN_CONTEXT:
-        return _NOTHING
-    traceparent = _traceparent(sc)
-    if traceparent is None:
-        return None
-    state = sc.trace_state
-    return traceparent, state.to_header() if state else None
-
-
-_NOTHING: tuple[str, str | None] = ("", None)
-
-
-def inject_span(
-    headers: Any,
-    span: trace.Span,
-    ctx: otel_context.Context | None = None,
-    set_traceparent: Callable[[Any, str], None] | None = None,
-) -> None:
-    """``propagate.inject(headers, context=<current context with span>)``, done directly for
-    the default propagator when the context carries no baggage (``trace_headers``): the
-    same headers (``traceparent``, and ``tracestate`` when the span has one), without the
-    composite's loop, the span lookup in a new context and the baggage part's no-op.
-    ``set_traceparent(headers, value)``: a cheaper ``headers["traceparent"] = value`` for
-    the caller's kind of headers."""
-    found = trace_headers(span, ctx)
-    if found is None:
-        inject_general(headers, span)
-        return
-    traceparent, state = found
-    if traceparent:
-        if set_traceparent is None:
-            headers["traceparent"] = traceparent
-        else:
-            set_traceparent(headers, traceparent)
-        if state is not None:
-            headers["tracestate"] = state
-
-
-def inject_general(headers: Any, span: trace.Span) -> None:
-    """The propagator's own injection, for what ``trace_headers`` does not know."""
-    propagate.inject(headers, context=trace.set_span_in_context(span))
+def inject_span(headers: Any, span: trace.Span, ctx: otel_context.Context | None = None) -> None:
+    """``propagate.inject`` of ``span`` into ``headers``, keeping the baggage of ``ctx``
+    (the current context when ``None``): the global propagator decides what is written."""
+    propagate.inject(headers, context=trace.set_span_in_context(span, ctx))
 
 
 def active() -> bool:
     """Whether a wrapper should record anything now (cheap; called on every hot path).
 
-    The same test as ``is_instrumentation_enabled()`` (neither suppression key set in the
-    current context) with one context read instead of two, and the fork test by flag.
+    ``is_instrumentation_enabled()`` (no ``suppress_instrumentation`` in the current
+    context), and never in a forked child (the fork test is a flag set by an at-fork hook).
     """
-    if _FORKED:
-        return False
-    if _SUPPRESS_KEYS:
-        return _none_set(_SUPPRESS_KEYS)
-    return _inst_utils.is_instrumentation_enabled()
+    return not _FORKED and is_instrumentation_enabled()
 
 
 def swallow(default: Any = None) -> Callable[[F], F]:
@@ -279,36 +111,8 @@ def swallow(default: Any = None) -> Callable[[F], F]:
 # --------------------------------------------------------------------------- ids
 
 
-class ForcingIdGenerator:
-    """Id generator that returns a forced span id when a wrapper asked for one.
-
-    The SDK keeps ``SpanContext`` immutable and has no "span id" argument (upstream's
-    suggested workaround is an id generator consulting a contextvar); everything else is
-    delegated, so spans of other instrumentations keep their random ids.
-    """
-
-    def __init__(self, delegate: Any) -> None:
-        from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
-
-        self.delegate = delegate
-        # Called for every root span: the delegate's own methods, without a frame of ours.
-        self.generate_trace_id = delegate.generate_trace_id
-        if type(delegate) is RandomIdGenerator:  # its is_trace_id_random() is always True
-            self.is_trace_id_random = delegate.is_trace_id_random
-
-    def generate_span_id(self) -> int:
-        forced = _FORCED_SPAN_ID.get()
-        if forced is not None:
-            _FORCED_SPAN_ID.set(None)
-            return forced
-        return self.delegate.generate_span_id()
-
-    def generate_trace_id(self) -> int:
-        return self.delegate.generate_trace_id()
-
-    def is_trace_id_random(self) -> bool:
-        fn = getattr(self.delegate, "is_trace_id_random", None)
-        return bool(fn()) if fn else False
+#: Re-exported: the generator that must be installed in the ``TracerProvider``.
+ForcingIdGenerator = DerivedIdGenerator
 
 
 def begin(instrumentor: Any, kwargs: dict[str, Any]) -> bool:
@@ -326,9 +130,9 @@ def wrap_when_imported(instrumentor: Any, module: str, targets: dict[str, Any]) 
     """Wrap ``module``'s ``targets`` (``"Class.method": wrapper``) now if it is imported,
     else when the host imports it (a ``wrapt`` post-import hook).
 
-    Why: importing the ``kubernetes`` client (~20 MB) and ``httpx`` (~16 MB) only to wrap
-    them grew a launcher that uses neither by that much, and ``fork()`` of each vLLM
-    instance costs more the bigger the process is (page tables): +3 to +6 ms a create.
+    Why: importing the ``kubernetes`` client and ``httpx`` only to wrap them grows a
+    launcher that uses neither by tens of MB, and ``fork()`` of each vLLM instance costs
+    more the bigger the process is (page tables).
     The hook wraps nothing once the instrumentor is off (``uninstrument``), and never twice.
     """
     import wrapt
@@ -362,12 +166,26 @@ class TracerSource:
         if cached is not None and cached[0] is prov:
             return cached[1]
         tracer = prov.get_tracer(SCOPE, __version__)
-        gen = getattr(tracer, "id_generator", None)
-        if gen is not None and not isinstance(gen, ForcingIdGenerator):
-            tracer.id_generator = ForcingIdGenerator(gen)
         if not isinstance(prov, trace.ProxyTracerProvider):
             self._cache = (prov, tracer)
+            _check_id_generator(prov)
         return tracer
+
+
+_WARNED: set[int] = set()
+
+
+def _check_id_generator(provider: Any) -> None:
+    """Warn once per provider built without ``DerivedIdGenerator``: its spans keep random
+    ids, so the live spans do not coincide with the bridge's (nothing else breaks)."""
+    gen = getattr(provider, "id_generator", None)
+    if gen is None or isinstance(gen, DerivedIdGenerator) or id(provider) in _WARNED:
+        return
+    _WARNED.add(id(provider))
+    logger.warning(
+        "fma-otel: the TracerProvider was built without fma_otel's DerivedIdGenerator "
+        "(OTEL_PYTHON_ID_GENERATOR=fma_derived): live spans get random, not derived, span ids"
+    )
 
 
 def start_span(
@@ -381,14 +199,14 @@ def start_span(
     span_id: str | None = None,
 ) -> trace.Span:
     """Start a span, with the given hex ``span_id`` when the tracer can honour it."""
-    token = _FORCED_SPAN_ID.set(int(span_id, 16)) if span_id else None
+    token = FORCED_SPAN_ID.set(int(span_id, 16)) if span_id else None
     try:
         return tracer.start_span(
             name, context=context, kind=kind, attributes=attributes, start_time=start_time
         )
     finally:
         if token is not None:
-            _FORCED_SPAN_ID.reset(token)
+            FORCED_SPAN_ID.reset(token)
 
 
 def remote_context(trace_id: str, span_id: str) -> otel_context.Context:
@@ -400,18 +218,6 @@ def remote_context(trace_id: str, span_id: str) -> otel_context.Context:
         trace_flags=TraceFlags(TraceFlags.SAMPLED),
     )
     return trace.set_span_in_context(NonRecordingSpan(sc), otel_context.Context())
-
-
-def hex_ids(span: trace.Span) -> tuple[str, str]:
-    sc = span.get_span_context()
-    return format(sc.trace_id, "032x"), format(sc.span_id, "016x")
-
-
-def traceparent_of(span: trace.Span) -> str | None:
-    sc = span.get_span_context()
-    if not sc.is_valid:
-        return None
-    return f"00-{sc.trace_id:032x}-{sc.span_id:016x}-{int(sc.trace_flags):02x}"
 
 
 class OrdinalCounter:

@@ -1,9 +1,9 @@
 """Configure an OpenTelemetry SDK from the standard ``OTEL_*`` variables when nobody has.
 
-Why: ``opentelemetry-instrument`` only configures the SDK through a *distro*
-(``opentelemetry-distro``), which the launcher image does not have; ``import
-fma_otel.auto`` has no configurator at all.  Without this the wrappers would produce
-non-recording spans.  An SDK that someone else configured is always left as it is.
+Why: ``opentelemetry-instrument`` configures the SDK only through a configurator entry
+point (``opentelemetry-distro`` ships one; the launcher image does not have it).  fma-otel
+registers its own (``fma_otel.instrument.configurator``), which calls ``ensure_sdk``; so
+does ``import fma_otel.auto``.  An SDK that someone else configured is left as it is.
 
 Do-no-harm choices: a ``BatchSpanProcessor`` (export never blocks a request; its queue
 is bounded by ``OTEL_BSP_MAX_QUEUE_SIZE``), and nothing at all when
@@ -12,10 +12,8 @@ is bounded by ``OTEL_BSP_MAX_QUEUE_SIZE``), and nothing at all when
 The OTLP protocol defaults to ``http/protobuf`` (the OpenTelemetry specification's
 default), not to ``grpc`` as the Python SDK's own exporter choice does.  Why: the launcher
 forks every vLLM instance, and once a gRPC channel exists ``grpcio``'s fork handlers stop
-and restart its threads around each ``fork()``: in ``benchmarks/bench_fork.py`` a create
-on the fake launcher took +2.2-3.2 ms wrapped with gRPC, +0.8-1.3 ms with HTTP (see
-``docs/wrappers.md``).  ``grpc`` stays one variable
-away; an endpoint on port 4317 (OTLP/gRPC's) with no protocol set gets a warning instead
+and restart its threads around each ``fork()``, which makes every create slower
+(``benchmarks/bench_fork.py`` measures it).  ``grpc`` stays one variable away; an endpoint on port 4317 (OTLP/gRPC's) with no protocol set gets a warning instead
 of silently failing exports.
 """
 
@@ -30,6 +28,7 @@ from opentelemetry import trace
 
 from fma_otel import model
 from fma_otel.instrument._common import logger, sdk_disabled
+from fma_otel.instrument.ids import DerivedIdGenerator
 
 _lock = threading.Lock()
 
@@ -98,10 +97,10 @@ def proxy_applies(url: str) -> bool:
 def light_transport(env: Mapping[str, str]):  # type: ignore[no-untyped-def]
     """The exporter package's own ``urllib3`` transport, with the exporter's TLS settings.
 
-    Why: the default transport builds a ``requests`` session, whose imports add ~4.6 MB of
-    anonymous memory to the launcher, and every ``fork()`` of a vLLM instance copies the
-    page tables of that memory (``benchmarks/bench_fork.py``).  ``urllib3`` (~0.7 MB) is
-    what ``requests`` sends with anyway.  The CA file and client certificate are read from
+    Why: the default transport builds a ``requests`` session, whose imports add several
+    MB of anonymous memory to the launcher, and every ``fork()`` of a vLLM instance copies
+    the page tables of that memory (``benchmarks/bench_fork.py``).  ``urllib3`` (far
+    smaller) is what ``requests`` sends with anyway.  The CA file and client certificate are read from
     the same variables, in the same order, as the exporter reads them for ``requests``.
     """
     from opentelemetry.exporter.http.transport._urllib3 import Urllib3HTTPTransport
@@ -151,7 +150,10 @@ def _exporter(name: str):  # type: ignore[no-untyped-def]
 
 
 def ensure_sdk(default_service: str = model.SERVICE_LAUNCHER) -> bool:
-    """Install a global ``TracerProvider`` from ``OTEL_*`` if none is set; True if we did."""
+    """Install a global ``TracerProvider`` from ``OTEL_*`` if none is set; True if we did.
+
+    The provider is built with ``DerivedIdGenerator``: the one place the wrappers' derived
+    span ids come from.  Called by ``FmaConfigurator`` (and so by ``import fma_otel.auto``)."""
     if sdk_disabled():
         return False
     with _lock:
@@ -172,7 +174,7 @@ def ensure_sdk(default_service: str = model.SERVICE_LAUNCHER) -> bool:
                 "OTEL_RESOURCE_ATTRIBUTES", ""
             ):
                 attrs["service.name"] = default_service
-            provider = TracerProvider(resource=Resource.create(attrs))
+            provider = TracerProvider(resource=Resource.create(attrs), id_generator=DerivedIdGenerator())
             for name in names:
                 if name == "none":
                     continue

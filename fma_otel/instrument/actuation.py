@@ -26,6 +26,7 @@ from opentelemetry import trace
 
 from fma_otel import model
 from fma_otel.instrument import _common as c
+from fma_otel.instrument import redact
 
 ACTUATION_SPAN = model.SPANS_BY_NAME["fma.actuation"].name
 _CURRENT: contextvars.ContextVar[Actuation | None] = contextvars.ContextVar("fma_actuation", default=None)
@@ -215,6 +216,6 @@ class NoActuation(Actuation):
 @c.swallow()
 def _end(span: trace.Span, exc: BaseException | None) -> None:
     if exc is not None:
-        span.record_exception(exc)
+        redact.record_exception(span, exc)
         span.set_status(trace.Status(trace.StatusCode.ERROR, type(exc).__name__))
     span.end()

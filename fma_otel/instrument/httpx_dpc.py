@@ -23,14 +23,14 @@ from collections.abc import Collection
 from typing import Any
 
 import wrapt
-from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
-from opentelemetry.instrumentation.utils import unwrap
+from opentelemetry.instrumentation.utils import suppress_http_instrumentation, unwrap
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from fma_otel import model
 from fma_otel.instrument import _common as c
+from fma_otel.instrument import redact
 from fma_otel.instrument.actuation import _CURRENT as _CURRENT_ACTUATION
 
 A_PURPOSE = model.A_HTTP_PURPOSE
@@ -59,45 +59,6 @@ _RULES: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
 
 #: Cheap precheck before any regex: every DPC path starts with one of these.
 _PREFIXES = ("/v2/vllm/instances", "/health", "/is_sleeping", "/wake_up", "/sleep", "/v1/")
-_METHODS = frozenset(m for m, _, _ in _RULES)
-
-#: The same table, precomputed for the paths a DPC actually sends: (method, path) ->
-#: purpose for the fixed paths, and method -> purpose for ``/v2/vllm/instances/<id>``.
-#: A path with a newline (which ``$`` treats specially) or anything unusual goes through
-#: the rules above, so both give one answer (``test_dpc_purpose_tables_agree_with_the_rules``).
-_INSTANCES = "/v2/vllm/instances"
-_INSTANCE_PREFIX = _INSTANCES + "/"
-_INSTANCE_PREFIX_LEN = len(_INSTANCE_PREFIX)
-_EXACT: dict[tuple[str, str], str] = {}
-_BY_ID: dict[str, str] = {}
-
-
-def _rule_purpose(method: str, path: str) -> tuple[str, str | None] | None:
-    for m, rx, purpose in _RULES:
-        if m != method:
-            continue
-        mt = rx.match(path)
-        if mt is None:
-            continue
-        return purpose, mt.groupdict().get("id")
-    return None
-
-
-def _build_tables() -> None:
-    fixed = ("/health", "/is_sleeping", "/wake_up", "/sleep", "/v1/become-ready", "/v1/become-unready")
-    fixed += ("/v1/dual-pods/accelerators", "/v1/dual-pods/accelerator-memory-usage")
-    fixed += (_INSTANCES, _INSTANCE_PREFIX)
-    for method in _METHODS:
-        for path in fixed:
-            found = _rule_purpose(method, path)
-            if found is not None:
-                _EXACT[(method, path)] = found[0]
-        found = _rule_purpose(method, _INSTANCE_PREFIX + "x")
-        if found is not None:
-            _BY_ID[method] = found[0]
-
-
-_build_tables()
 
 
 def dpc_purpose(method: str, path: str, query: str = "") -> tuple[str, str | None] | None:
@@ -111,20 +72,15 @@ def dpc_purpose(method: str, path: str, query: str = "") -> tuple[str, str | Non
 def _path_purpose(method: str, path: str) -> tuple[str, str | None] | None:
     """``dpc_purpose`` before the query is looked at: only ``list_instances`` depends on it."""
     method = method.upper()
-    if method not in _METHODS or not path.startswith(_PREFIXES):
+    if not path.startswith(_PREFIXES):
         return None  # most calls a DPC-side tool makes: decided without a regex
-    purpose = _EXACT.get((method, path))
-    if purpose is not None:
-        return purpose, None
-    if path.startswith(_INSTANCE_PREFIX) and "\n" not in path:
-        iid = path[_INSTANCE_PREFIX_LEN:]
-        purpose = _BY_ID.get(method)
-        if not iid or "/" in iid or purpose is None:
-            return None
-        if purpose == "get_instance_state" and iid == "watch":
-            return None
-        return purpose, iid
-    return _rule_purpose(method, path)
+    for m, rx, purpose in _RULES:
+        if m != method:
+            continue
+        mt = rx.match(path)
+        if mt is not None:
+            return purpose, mt.groupdict().get("id")
+    return None
 
 
 def span_name_for(purpose: str) -> str:
@@ -155,44 +111,34 @@ class HttpxDpcInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         begun = self._begin(args, kwargs)
         if begun is None:
             return wrapped(*args, **kwargs)
-        span, ctx = begun
-        token = c.suppress_http(ctx)  # one call, one span: contrib's transport layer stays quiet
+        span, secrets = begun
         try:
-            response = wrapped(*args, **kwargs)
+            with suppress_http_instrumentation():  # one call, one span: contrib's layer stays quiet
+                response = wrapped(*args, **kwargs)
         except BaseException as exc:
-            c.detach_safe(token)
-            _end(span, None, exc)
+            _end(span, None, exc, secrets)
             raise
-        c.detach_safe(token)
-        _end(span, response, None)
+        _end(span, response, None, secrets)
         return response
 
     async def _async_send(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         begun = self._begin(args, kwargs)
         if begun is None:
             return await wrapped(*args, **kwargs)
-        span, ctx = begun
-        token = c.suppress_http(ctx)
+        span, secrets = begun
         try:
-            response = await wrapped(*args, **kwargs)
+            with suppress_http_instrumentation():
+                response = await wrapped(*args, **kwargs)
         except BaseException as exc:
-            c.detach_safe(token)
-            _end(span, None, exc)
+            _end(span, None, exc, secrets)
             raise
-        c.detach_safe(token)
-        _end(span, response, None)
+        _end(span, response, None, secrets)
         return response
 
-    def _begin(self, args: Any, kwargs: Any) -> tuple[trace.Span, otel_context.Context] | None:
-        """The call's span and the current context, or ``None`` when the call is not ours to
-        name (or anything fails).
-
-        Per-call cost matters here (issue 7): the current context is read once (the
-        suppression test, the baggage test of the ``traceparent`` injection and the
-        suppressed context the call runs in: nothing in between attaches one), the URL's
-        query only for ``list_instances`` (the one purpose that depends on it) and its
-        userinfo only when the URL has an ``@``; a span without a derived id is started on
-        the tracer directly."""
+    def _begin(self, args: Any, kwargs: Any) -> tuple[trace.Span, list[str]] | None:
+        """The call's span and the URL's secret parts (userinfo, query values: what an
+        exception text must not carry out), or ``None`` when the call is not ours to name
+        (or anything fails)."""
         try:
             if not self._on:
                 return None
@@ -211,11 +157,9 @@ class HttpxDpcInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                 if query and b"detail=false" in query:  # = "detail=false" in query.decode("ascii", "replace")
                     purpose = "list_instance_ids"
             name = _SPAN_NAMES.get(purpose) or span_name_for(purpose)
-            full = str(url)
-            # userinfo is in str(url) as "userinfo@": no "@", no credentials to drop;
-            # copy_with re-parses the URL: only pay for it when there are some.
-            if "@" in full and url.userinfo:
-                full = str(url.copy_with(username=None, password=None))
+            raw = str(url)
+            full = redact.redact_url(raw)
+            secrets = redact.url_secrets(raw) if full != raw else []
             attrs: dict[str, Any] = {
                 A_PURPOSE: purpose,
                 "http.request.method": method,
@@ -247,8 +191,8 @@ class HttpxDpcInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                     attributes=attrs,
                     span_id=span_id,
                 )
-            c.inject_span(request.headers, span, ctx, set_traceparent)
-            return span, ctx
+            c.inject_span(request.headers, span, ctx)
+            return span, secrets
         except Exception:  # noqa: BLE001 - do no harm
             c.logger.debug("fma-otel: httpx span start failed", exc_info=True)
             return None
@@ -260,72 +204,7 @@ _SPAN_NAMES: dict[str, str] = {p: span_name_for(p) for _, _, p in _RULES} | {
 }
 
 
-_TRACEPARENT = b"traceparent"
-
-
-class _NoFastPath:
-    """Matches no headers object: ``set_traceparent`` always uses ``__setitem__``."""
-
-
-#: ``httpx.Headers`` once ``set_traceparent``'s direct append is known to give what its
-#: ``__setitem__`` gives on this httpx; ``_NoFastPath`` if not; ``None`` until first use.
-_FAST_HEADERS: type | None = None
-
-
-def _fast_headers() -> type:
-    """Try the direct append once on sample headers (default and explicit encoding, a
-    duplicate key, mixed case) against ``__setitem__``; anything unexpected, and every
-    call uses ``__setitem__``."""
-    global _FAST_HEADERS
-    if _FAST_HEADERS is None:
-        found: type = _NoFastPath
-        try:
-            import httpx
-
-            for encoding in (None, "iso-8859-1"):
-                items = [("Accept", "*/*"), ("X-Dup", "1"), ("x-dup", "2")]
-                fast, slow = httpx.Headers(items, encoding=encoding), httpx.Headers(items, encoding=encoding)
-                if not _append_traceparent(fast, "00-a-b-01"):
-                    break
-                slow["traceparent"] = "00-a-b-01"
-                if fast._list != slow._list or fast.raw != slow.raw or dict(fast) != dict(slow):
-                    break
-                if _append_traceparent(fast, "00-c-d-01"):  # one is there now: must refuse
-                    break
-            else:
-                found = httpx.Headers
-        except Exception:  # noqa: BLE001 - do no harm
-            found = _NoFastPath
-        _FAST_HEADERS = found
-    return _FAST_HEADERS
-
-
-def _append_traceparent(headers: Any, value: str) -> bool:
-    """Append ``traceparent`` to ``headers._list`` if it has none and say so; ``False``
-    (nothing done) when it has one: ``__setitem__`` then decides what replaces what."""
-    items = headers._list
-    for item in items:
-        if item[1] == _TRACEPARENT:
-            return False
-    items.append((_TRACEPARENT, _TRACEPARENT, value.encode(headers._encoding or "utf-8")))
-    return True
-
-
-def set_traceparent(headers: Any, value: str) -> None:
-    """``headers["traceparent"] = value``.  On an ``httpx.Headers`` without a
-    ``traceparent`` (every request a DPC sends) the item is appended as ``__setitem__``
-    would append it, without its encoding of the key, its list of matching indexes and
-    its deletions: about a third of its cost."""
-    if type(headers) is (_FAST_HEADERS or _fast_headers()):
-        try:
-            if _append_traceparent(headers, value):
-                return
-        except Exception:  # noqa: BLE001 - items not as checked: the general path
-            pass
-    headers["traceparent"] = value
-
-
-def _end(span: trace.Span, response: Any, exc: BaseException | None) -> None:
+def _end(span: trace.Span, response: Any, exc: BaseException | None, secrets: list[str]) -> None:
     try:
         if response is not None:
             status = int(response.status_code)
@@ -335,7 +214,7 @@ def _end(span: trace.Span, response: Any, exc: BaseException | None) -> None:
                 span.set_attributes({"http.response.status_code": status, "error.type": str(status)})
                 span.set_status(Status(StatusCode.ERROR, f"HTTP {status}"))
         if exc is not None:
-            span.record_exception(exc)
+            redact.record_exception(span, exc, secrets)
             span.set_attribute("error.type", type(exc).__qualname__)
             span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
         span.end()

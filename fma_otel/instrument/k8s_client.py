@@ -25,6 +25,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from fma_otel import model
 from fma_otel.instrument import _common as c
+from fma_otel.instrument import redact
 
 _PATH = re.compile(
     r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))"
@@ -124,7 +125,7 @@ class KubernetesClientInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                 span.set_attribute("error.type", str(status))
                 span.set_status(Status(StatusCode.ERROR, f"HTTP {status}"))
         if exc is not None:
-            span.record_exception(exc)
+            redact.record_exception(span, exc)
             span.set_attribute("error.type", type(exc).__qualname__)
             span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
         span.end()

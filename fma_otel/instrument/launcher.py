@@ -27,11 +27,13 @@ What it does, and why each choice:
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextvars
 import json
 import os
-import re
+import queue
 import sys
+import threading
 import time
 import weakref
 from collections.abc import Collection
@@ -42,12 +44,13 @@ import wrapt
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
-from opentelemetry.instrumentation.utils import unwrap
+from opentelemetry.instrumentation.utils import suppress_instrumentation, unwrap
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from fma_otel import model
 from fma_otel.instrument import _common as c
+from fma_otel.instrument import redact
 from fma_otel.instrument.podinfo import PodInfo, PodLookup
 from fma_otel.instrument.vllm_watch import A_LAG_HINT, A_PORT, LAG_RULE, StartupWatch, instance_port
 
@@ -64,6 +67,9 @@ A_CONFIG = model.A_VLLM_CONFIG
 JOIN_TRACEPARENT = "traceparent"
 JOIN_ANNOTATION = "annotation"
 JOIN_NONE = "none"
+#: A create served before its Pod answer was known (``_PendingSpan``); never exported.
+JOIN_PENDING = "pending"
+JOIN_FAILED = "failed"
 
 _CREATE_PREFIX = "/v2/vllm/instances/"
 _CREATE_PREFIX_LEN = len(_CREATE_PREFIX)
@@ -90,91 +96,26 @@ class _HeaderGetter:
 
 _GETTER = _HeaderGetter()
 _ROOT = otel_context.Context()
-_USER_AGENT = b"user-agent"
-#: (textmap, the header names it reads as bytes, its W3C trace-context part or ``None``):
-#: recomputed only when the global propagator is replaced (``CompositePropagator.fields``
-#: builds a new set on every read).
-_FIELDS_CACHE: tuple[Any, frozenset[bytes], Any] | None = None
-
-
-def _propagation() -> tuple[Any, frozenset[bytes], Any]:
-    global _FIELDS_CACHE
-    textmap = propagate.get_global_textmap()
-    cached = _FIELDS_CACHE
-    if cached is not None and cached[0] is textmap:
-        return cached
-    try:
-        fields = frozenset(f.lower().encode("latin-1") for f in textmap.fields)
-    except Exception:  # noqa: BLE001 - an odd propagator: always extract
-        fields = frozenset((b"traceparent", b"tracestate", b"baggage"))
-    _FIELDS_CACHE = cached = (textmap, fields, c.default_tracecontext(textmap))
-    return cached
 
 
 def _headers(scope: dict[str, Any]) -> dict[str, str]:
-    """Only the headers a span needs: the propagator's fields and ``user-agent``.
-
-    Decoding every header of every request into a dict was a measurable share of the
-    per-request cost; ASGI already gives lower-case byte names, so a set lookup decides.
-    """
-    wanted = _propagation()[1]
+    """The request headers as ``str`` (ASGI gives lower-case byte names): what the
+    propagator reads and ``user-agent``."""
     out: dict[str, str] = {}
     for k, v in scope.get("headers") or ():
-        if k in wanted or k == _USER_AGENT:
-            try:
-                out[k.decode("latin-1")] = v.decode("latin-1")
-            except Exception:  # noqa: BLE001
-                continue
+        try:
+            out[k.decode("latin-1")] = v.decode("latin-1")
+        except Exception:  # noqa: BLE001
+            continue
     return out
 
 
-#: The canonical W3C ``traceparent`` (version 00, lower-case hex): read without the
-#: propagator's general parser.  Anything else goes through the propagator.
-_TRACEPARENT_00 = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
-_ZERO_TRACE = "0" * 32
-_ZERO_SPAN = "0" * 16
-
-
 def _extract(headers: dict[str, str]) -> Any:
-    """The incoming context, or ``None`` when no propagation header came (nothing to run).
-
-    With the SDK's default propagator (``tracecontext,baggage``) and only a canonical
-    ``traceparent`` (no ``tracestate``, no ``baggage``), the context is built here, the
-    same one the propagator would build: the baggage part would return it unchanged, and
-    the general parser, the composite's loop and the getter calls were most of the cost
-    of a joined create.  Every other case runs the global propagator.
-    """
-    if len(headers) <= ("user-agent" in headers):
-        return None
-    textmap, _, tracecontext = _propagation()
-    if tracecontext is not None and "baggage" not in headers and "tracestate" not in headers:
-        tp = headers.get("traceparent")
-        if tp is not None:
-            m = _TRACEPARENT_00.fullmatch(tp) if len(tp) == 55 else None
-            if m is not None:
-                trace_hex, span_hex, flags = m.groups()
-                if trace_hex != _ZERO_TRACE and span_hex != _ZERO_SPAN:
-                    sc = SpanContext(
-                        trace_id=int(trace_hex, 16),
-                        span_id=int(span_hex, 16),
-                        is_remote=True,
-                        trace_flags=TraceFlags(int(flags, 16)),
-                    )
-                    return _Joined(trace.set_span_in_context(NonRecordingSpan(sc), _ROOT), sc, trace_hex)
-            return tracecontext.extract(headers, getter=_GETTER)
-    return textmap.extract(headers, getter=_GETTER)
-
-
-class _Joined:
-    """A context read from a canonical ``traceparent``, with what ``_begin`` needs of it
-    (the parent's span context and its trace id as hex) so nothing is looked up twice."""
-
-    __slots__ = ("ctx", "psc", "trace_hex")
-
-    def __init__(self, ctx: Any, psc: SpanContext, trace_hex: str) -> None:
-        self.ctx = ctx
-        self.psc = psc
-        self.trace_hex = trace_hex
+    """``propagate.extract`` of the request headers onto an empty context: the incoming
+    context and its parent span context (``None`` when no valid parent came)."""
+    ctx = propagate.extract(headers, context=_ROOT, getter=_GETTER)
+    psc = trace.get_current_span(ctx).get_span_context()
+    return ctx, (psc if psc.is_valid else None)
 
 
 class _RequestState:
@@ -184,7 +125,18 @@ class _RequestState:
     ``instance_id`` is the id in the create path.
     """
 
-    __slots__ = ("span", "status", "is_create", "join", "instance_id", "trace_hex", "startups", "after")
+    __slots__ = (
+        "span",
+        "status",
+        "is_create",
+        "join",
+        "instance_id",
+        "trace_hex",
+        "startups",
+        "after",
+        "config",
+        "resolved",
+    )
 
     def __init__(
         self,
@@ -205,6 +157,11 @@ class _RequestState:
         #: create, registered once the response is sent (``_after_response``, which
         #: then sets it to ``None``: a ``start`` after that registers at once).
         self.after: list[tuple[Any, StartupWatch, Any]] | None = []
+        #: The launcher's config object of this create (its secrets are scrubbed from
+        #: exception texts); read only when an exception is recorded.
+        self.config: Any = None
+        #: Set once a deferred create span (``_PendingSpan``) is opened for real.
+        self.resolved: Any = None
 
 
 #: The request the middleware is tracing, for the class wrappers running inside it: they
@@ -230,14 +187,15 @@ class FmaLauncherMiddleware:
         self._generic = generic
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await self.app(scope, receive, self._lifespan_send(send))
+            return
         if scope["type"] != "http" or not self._owner._on or not c.active():
             await self.app(scope, receive, send)
             return
         began: Any = None
         try:
             began = self._begin(scope)
-            if began.__class__ is _Lookup:
-                began = await self._begin_create_slow(scope, began)
         except Exception:  # noqa: BLE001 - do no harm
             c.logger.debug("fma-otel: span start failed", exc_info=True)
             began = None
@@ -272,11 +230,27 @@ class FmaLauncherMiddleware:
                 pass
             c.detach_safe(token)
 
-    def _begin(self, scope: dict[str, Any]) -> Any:
-        """Synchronous fast path: ``(state, ctx)``, ``None`` (no span) or a ``_Lookup``.
+    def _lifespan_send(self, send: Any) -> Any:
+        """``send`` that, when the app has shut down, first settles our spans: uvicorn
+        re-raises SIGTERM after its shutdown, so no ``atexit`` hook (ours or the SDK's
+        flush) would run."""
+        owner = self._owner
 
-        Kept synchronous (no coroutine per request) because the common cases - a
-        ``traceparent``, a cached Pod answer, no Pod environment - need no I/O at all.
+        async def lifespan_send(message: dict[str, Any]) -> None:
+            if message.get("type") == "lifespan.startup.complete":
+                owner.podinfo.closing = False  # served again (an app restarted in-process)
+            elif message.get("type") in ("lifespan.shutdown.complete", "lifespan.shutdown.failed"):
+                try:
+                    await asyncio.to_thread(owner.at_shutdown)
+                except Exception:  # noqa: BLE001 - do no harm
+                    c.logger.debug("fma-otel: settling spans at shutdown failed", exc_info=True)
+            await send(message)
+
+        return lifespan_send
+
+    def _begin(self, scope: dict[str, Any]) -> Any:
+        """``(state, ctx)`` or ``None`` (no span).  Never any I/O: the Pod answer is the
+        cached one; a create it does not describe is opened after the response.
         The create path is recognised with a prefix test, not a regex.
         """
         path = scope.get("path", "")
@@ -289,27 +263,15 @@ class FmaLauncherMiddleware:
             instance_id = path[_CREATE_PREFIX_LEN:]
             if instance_id and "/" not in instance_id:
                 headers = _headers(scope)
-                parent = _extract(headers)
-                if parent is not None:
-                    if parent.__class__ is _Joined:
-                        return self._start_create(
-                            scope,
-                            instance_id,
-                            headers,
-                            receipt,
-                            parent.ctx,
-                            parent.psc,
-                            None,
-                            parent.trace_hex,
-                        )
-                    psc = trace.get_current_span(parent).get_span_context()
-                    if psc.is_valid:
-                        return self._start_create(scope, instance_id, headers, receipt, parent, psc, None)
+                parent, psc = _extract(headers)
+                if psc is not None:
+                    return self._start_create(scope, instance_id, headers, receipt, parent, psc, None)
                 pi = owner.podinfo
                 if pi.pod_name and pi.namespace:
                     look = pi.cached(instance_id)
                     if look is None:
-                        return _Lookup(instance_id, headers, receipt, parent)
+                        pi.kick()
+                        return self._defer_create(scope, instance_id, headers, receipt)
                 else:
                     look = pi.lookup(instance_id)  # no I/O: the (constant) reason there is none
                 return self._start_create(scope, instance_id, headers, receipt, parent, None, look)
@@ -317,21 +279,27 @@ class FmaLauncherMiddleware:
             return None
         return self._begin_generic(scope, method, path, receipt)
 
-    async def _begin_create_slow(self, scope: dict[str, Any], pending: _Lookup) -> Any:
-        """The rare create that needs the Pod API (cache cold or expired): off the loop."""
-        look = await self._owner.lookup_requester(pending.instance_id)
-        return self._start_create(
-            scope, pending.instance_id, pending.headers, pending.receipt, pending.parent, None, look
-        )
+    def _defer_create(
+        self, scope: dict[str, Any], instance_id: str, headers: dict[str, str], t0: int
+    ) -> tuple[_RequestState, Any]:
+        """A create whose Pod answer is not known yet: served now, its span opened after the
+        response (``_resolve_deferred``, on the resolver thread) with the receipt instant."""
+        attrs = _http_attrs(scope, "PUT", scope.get("path", ""), headers, _CREATE_ROUTE)
+        attrs[model.A_INSTANCE] = instance_id
+        attrs[model.A_START_SRC] = "wrapper"
+        attrs[model.A_END_SRC] = "wrapper"
+        pending = _PendingSpan(self._owner, attrs, t0)
+        st = _RequestState(pending, True, JOIN_PENDING, instance_id)  # type: ignore[arg-type]
+        st.resolved = threading.Event()
+        pending.state = st
+        return st, None
 
     def _begin_generic(
         self, scope: dict[str, Any], method: str, path: str, t0: int
     ) -> tuple[_RequestState, Any]:
         headers = _headers(scope)
         route = _route_of(self._fastapi_app, scope) or None
-        parent = _extract(headers) or _ROOT
-        if parent.__class__ is _Joined:
-            parent = parent.ctx
+        parent, _ = _extract(headers)
         attrs = _http_attrs(scope, method, path, headers, route)
         span = self._owner.tracer().start_span(
             f"{method} {route}" if route else method,
@@ -354,47 +322,60 @@ class FmaLauncherMiddleware:
         trace_hex: str = "",
     ) -> tuple[_RequestState, Any]:
         """Open ``fma.launcher.create_instance``: all attributes in one dict, one SDK call."""
-        owner = self._owner
         attrs = _http_attrs(scope, "PUT", scope.get("path", ""), headers, _CREATE_ROUTE)
         attrs[model.A_INSTANCE] = instance_id
         attrs[model.A_START_SRC] = "wrapper"
         attrs[model.A_END_SRC] = "wrapper"
-        if psc is not None:
-            join = JOIN_TRACEPARENT
-            trace_hex = trace_hex or format(psc.trace_id, "032x")
-        elif look is not None and look.ok:
-            join = JOIN_ANNOTATION
-            assert look.requester_uid
-            key, trace_hex, parent = _annotation_parent(look.requester_uid)
-            attrs[model.A_ACTUATION_KEY] = key
-            attrs[model.A_REQ_UID] = look.requester_uid
-            if look.requester_name:
-                attrs[model.A_REQ_NAME] = look.requester_name
-            _pod_attrs(attrs, look)
-        else:
-            join = JOIN_NONE
-            if parent is None:
-                parent = _ROOT  # a root span even if something upstream attached a context
-            attrs[A_JOIN_REASON] = f"no traceparent header; {look.reason if look else 'no pod lookup'}"
-            if look is not None:
-                _pod_attrs(attrs, look)
-        span_id = None
-        if trace_hex:
-            span_id = model.span_id_for(trace_hex, CREATE_SPAN, owner.ordinals.next(trace_hex, CREATE_SPAN))
-        attrs[A_JOIN] = join
-        span = c.start_span(
-            owner.tracer(),
-            CREATE_SPAN,
-            context=parent,
-            kind=SpanKind.SERVER,
-            attributes=attrs,
-            start_time=t0,
-            span_id=span_id,
-        )
+        span, join, trace_hex, parent = _open_create(self._owner, attrs, t0, parent, psc, look, trace_hex)
         return (
             _RequestState(span, True, join, instance_id, trace_hex),
             trace.set_span_in_context(span, parent),
         )
+
+
+def _open_create(
+    owner: LauncherInstrumentor,
+    attrs: dict[str, Any],
+    t0: int,
+    parent: Any,
+    psc: SpanContext | None,
+    look: PodLookup | None,
+    trace_hex: str = "",
+) -> tuple[trace.Span, str, str, Any]:
+    """Start the create span under what is known: ``(span, join, trace hex, parent)``."""
+    if psc is not None:
+        join = JOIN_TRACEPARENT
+        trace_hex = trace_hex or format(psc.trace_id, "032x")
+    elif look is not None and look.ok:
+        join = JOIN_ANNOTATION
+        assert look.requester_uid
+        key, trace_hex, parent = _annotation_parent(look.requester_uid)
+        attrs[model.A_ACTUATION_KEY] = key
+        attrs[model.A_REQ_UID] = look.requester_uid
+        if look.requester_name:
+            attrs[model.A_REQ_NAME] = look.requester_name
+        _pod_attrs(attrs, look)
+    else:
+        join = JOIN_NONE
+        if parent is None:
+            parent = _ROOT  # a root span even if something upstream attached a context
+        attrs[A_JOIN_REASON] = f"no traceparent header; {look.reason if look else 'no pod lookup'}"
+        if look is not None:
+            _pod_attrs(attrs, look)
+    span_id = None
+    if trace_hex:
+        span_id = model.span_id_for(trace_hex, CREATE_SPAN, owner.ordinals.next(trace_hex, CREATE_SPAN))
+    attrs[A_JOIN] = join
+    span = c.start_span(
+        owner.tracer(),
+        CREATE_SPAN,
+        context=parent,
+        kind=SpanKind.SERVER,
+        attributes=attrs,
+        start_time=t0,
+        span_id=span_id,
+    )
+    return span, join, trace_hex, parent
 
 
 def _finish(state: _RequestState, exc: BaseException | None) -> None:
@@ -414,9 +395,10 @@ def _finish(state: _RequestState, exc: BaseException | None) -> None:
         if status is not None:
             attrs["http.response.status_code"] = status
         if exc is not None and not isinstance(exc, asyncio.CancelledError):
-            span.record_exception(exc)
+            secrets = _config_secrets(state.config)
+            redact.record_exception(span, exc, secrets)
             attrs["error.type"] = type(exc).__qualname__
-            span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:300]))
+            span.set_status(Status(StatusCode.ERROR, redact.status_message(exc, secrets)))
         elif status is not None and (status >= 500 or (state.is_create and status >= 400)):
             # A refused create (409) did not create anything: an error for the actuation.
             attrs["error.type"] = str(status)
@@ -445,16 +427,128 @@ def _annotation_parent(uid: str) -> tuple[str, str, Any]:
     return hit
 
 
-class _Lookup:
-    """What ``_begin`` hands to the slow path: per request, so concurrent creates never mix."""
+class _PendingSpan:
+    """Stands in for a deferred create span (``_defer_create``) during the request: keeps
+    what the request records, and on ``end`` queues itself for the resolver thread, which
+    opens the real span - receipt instant, derived ids once the Pod answer is known - and
+    replays it all.  The request never waits on the API server."""
 
-    __slots__ = ("instance_id", "headers", "receipt", "parent")
+    __slots__ = ("owner", "attrs", "t0", "events", "status", "end_time", "state")
 
-    def __init__(self, instance_id: str, headers: dict[str, str], receipt: int, parent: Any) -> None:
-        self.instance_id = instance_id
-        self.headers = headers
-        self.receipt = receipt
-        self.parent = parent
+    def __init__(self, owner: LauncherInstrumentor, attrs: dict[str, Any], t0: int) -> None:
+        self.owner = owner
+        self.attrs = attrs
+        self.t0 = t0
+        self.events: list[tuple[str, dict[str, Any], int]] = []
+        self.status: Status | None = None
+        self.end_time: int | None = None
+        self.state: _RequestState | None = None
+
+    def is_recording(self) -> bool:
+        return True
+
+    def get_span_context(self) -> SpanContext:
+        return trace.INVALID_SPAN_CONTEXT
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        self.attrs[key] = value
+
+    def set_attributes(self, attributes: dict[str, Any]) -> None:
+        self.attrs.update(attributes)
+
+    def set_status(self, status: Status, description: str | None = None) -> None:
+        self.status = status
+
+    def add_event(
+        self, name: str, attributes: dict[str, Any] | None = None, timestamp: int | None = None
+    ) -> None:
+        self.events.append((name, dict(attributes or {}), timestamp or time.time_ns()))
+
+    def end(self, end_time: int | None = None) -> None:
+        self.end_time = end_time or time.time_ns()
+        _RESOLVER.put(self)
+
+
+class _Resolver:
+    """One daemon thread that opens deferred create spans, in order (see ``_PendingSpan``)."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[_PendingSpan | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._podinfos: weakref.WeakSet[PodInfo] = weakref.WeakSet()
+        self._atexit = False
+
+    def put(self, pending: _PendingSpan) -> None:
+        self._queue.put(pending)
+        self._podinfos.add(pending.owner.podinfo)
+        if self._thread is None or not self._thread.is_alive():
+            with self._lock:
+                if self._thread is None or not self._thread.is_alive():
+                    if not self._atexit:  # first use: after the SDK's own exit hook, so runs before it
+                        self._atexit = True
+                        atexit.register(self.close)
+                    self._thread = threading.Thread(target=self._run, name="fma-otel-join", daemon=True)
+                    self._thread.start()
+
+    def close(self, timeout: float = 2.0) -> None:
+        """At exit: stop waiting for Pod answers, and open and end every queued span now
+        (those still unresolved say why in ``fma.join.reason``) before the SDK flushes."""
+        for pi in list(self._podinfos):
+            pi.closing = True
+            pi._notify()
+        thread = self._thread
+        if thread is not None and thread.is_alive():
+            self._queue.put(None)
+            thread.join(timeout)
+
+    def _run(self) -> None:
+        with suppress_instrumentation():
+            while True:
+                pending = self._queue.get()
+                if pending is None:
+                    return
+                try:
+                    _resolve(pending)
+                except Exception:  # noqa: BLE001 - do no harm
+                    c.logger.debug("fma-otel: resolving a deferred create span failed", exc_info=True)
+                    st = pending.state
+                    if st is not None and st.resolved is not None:
+                        st.join = JOIN_FAILED  # its startup span is then not opened
+                        st.resolved.set()
+
+
+_RESOLVER = _Resolver()
+
+
+def _resolve(pending: _PendingSpan) -> None:
+    """Open and end the real create span of a deferred create (on the resolver thread)."""
+    st = pending.state
+    assert st is not None
+    owner = pending.owner
+    look = owner.podinfo.wait_for(st.instance_id)
+    span, join, trace_hex, _ = _open_create(owner, pending.attrs, pending.t0, None, None, look)
+    for name, attrs, ts in pending.events:
+        span.add_event(name, attrs, ts)
+    if pending.status is not None:
+        span.set_status(pending.status)
+    st.span, st.join, st.trace_hex = span, join, trace_hex
+    span.end(end_time=pending.end_time)
+    if st.resolved is not None:
+        st.resolved.set()
+
+
+def _config_secrets(cfg: Any) -> list[str]:
+    """The secret values of a launcher config (what ``redact_config`` redacts), for
+    scrubbing exception texts; computed only when an exception is recorded."""
+    if cfg is None:
+        return []
+    try:
+        dump = getattr(cfg, "model_dump", None)
+        data = dump(exclude_none=True) if callable(dump) else (cfg if isinstance(cfg, dict) else vars(cfg))
+        return redact.known_secrets(redact.redact_config(data)[1])
+    except Exception:  # noqa: BLE001 - do no harm
+        return []
 
 
 def _native_span(scope: dict[str, Any]) -> bool:
@@ -487,7 +581,7 @@ def _http_attrs(
     if route:
         attrs["http.route"] = route
     if scope.get("query_string"):
-        attrs["url.query"] = scope["query_string"].decode("latin-1")[:256]
+        attrs["url.query"] = redact.redact_query(scope["query_string"].decode("latin-1"))[:256]
     server = scope.get("server")
     if server:
         attrs["server.address"], attrs["server.port"] = server[0], server[1]
@@ -532,11 +626,10 @@ def launcher_modules() -> list[ModuleType]:
 class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     """Instrument the FMA launcher (see the module docstring for what and why).
 
-    ``instrument(tracer_provider=None, pod_info=None, modules=None, configure_sdk=True)``:
-    ``pod_info`` replaces the Kubernetes lookup (tests); ``modules`` names launcher modules
-    to patch now instead of waiting for the app's first ASGI call; ``configure_sdk``
-    configures an SDK from the ``OTEL_*`` variables when nobody has (``opentelemetry-
-    instrument`` without a distro configures none).
+    ``instrument(tracer_provider=None, pod_info=None, modules=None)``: ``pod_info``
+    replaces the Kubernetes lookup (tests); ``modules`` names launcher modules to patch now
+    instead of waiting for the app's first ASGI call.  The SDK itself is configured once,
+    by ``fma_otel``'s configurator (``fma_otel.instrument.configurator``), not here.
     """
 
     def instrumentation_dependencies(self) -> Collection[str]:
@@ -548,10 +641,6 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         self._on = False
         if c.sdk_disabled():
             return
-        if kwargs.get("configure_sdk", True) and kwargs.get("tracer_provider") is None:
-            from fma_otel.instrument._sdk import ensure_sdk
-
-            ensure_sdk(default_service=model.SERVICE_LAUNCHER)
         c.set_owner_pid()
         self._tracers = c.TracerSource(kwargs.get("tracer_provider"))
         self.podinfo: PodInfo = kwargs.get("pod_info") or PodInfo()
@@ -584,6 +673,9 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             app.middleware_stack = None  # rebuilt without us on the next call
         for watch in list(getattr(self, "_watches", {}).values()):
             watch.stop("instrumentation removed")
+        podinfo = getattr(self, "podinfo", None)
+        if podinfo is not None:
+            podinfo.stop()
 
     # ------------------------------------------------------------------ helpers
 
@@ -593,23 +685,17 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     def tracer(self) -> trace.Tracer:
         return self._tracers.get()
 
+    def at_shutdown(self, timeout_s: float = 2.0) -> None:
+        """The app is shutting down: open and end every deferred create span now (those
+        still unresolved say why), then flush the provider, each bounded by ``timeout_s``."""
+        _RESOLVER.close(timeout_s)
+        provider = self._tracers.provider or trace.get_tracer_provider()
+        flush = getattr(provider, "force_flush", None)
+        if callable(flush):
+            flush(int(timeout_s * 1000))
+
     def excluded(self, path: str) -> bool:
         return bool(self._excluded and self._excluded.url_disabled(path))
-
-    async def lookup_requester(self, instance_id: str) -> PodLookup:
-        """Cached answer at once; else the bounded lookup in a worker thread (loop stays free)."""
-        pi = self.podinfo
-        hit = pi.cached(instance_id)
-        if hit is not None:
-            return hit
-        if not pi.pod_name or not pi.namespace:
-            return pi.lookup(instance_id)
-        try:
-            return await asyncio.wait_for(asyncio.to_thread(pi.lookup, instance_id), pi.timeout + 0.25)
-        except Exception as exc:  # noqa: BLE001
-            return PodLookup(
-                pod_name=pi.pod_name, namespace=pi.namespace, reason=f"pod lookup: {type(exc).__name__}"
-            )
 
     # ------------------------------------------------------------------ the app
 
@@ -660,7 +746,7 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             # finished importing (a concurrent first import of ``kubernetes`` from our
             # thread and from the launcher's main thread can see a half-made module).
             self._prefetched = True
-            self.podinfo.prefetch()
+            self.podinfo.start_background()
         return FmaLauncherMiddleware(stack, self, app, generic=generic)
 
     # ------------------------------------------------------------------ the classes
@@ -682,8 +768,10 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         self._patched_modules.append(mod)
 
     def _create_wrapper(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        result = wrapped(*args, **kwargs)
         st = _REQUEST.get()
+        if st is not None:
+            st.config = args[0] if args else kwargs.get("vllm_config")
+        result = wrapped(*args, **kwargs)
         if st is not None and st.is_create:
             # The id the manager chose is the path's (PUT): nothing to record, no span lookup.
             try:
@@ -701,9 +789,8 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         that the response has been sent, and clear the child's pending environment.
 
         Why it waits: between the fork and the response every memory page the launcher
-        writes is first copied (the child shares it), ~5 us a page on these VMs, so the
-        create path does nothing there that can be done later (this took its faults after
-        the fork from ~290 to ~264 a create on the fake launcher; docs/wrappers.md).  The
+        writes is first copied (the child shares it), so the create path does nothing
+        there that can be done later.  The
         watch's start time is the fork instant whenever it is registered, and the poller
         (or ``stop``) opens the span as before.
         """
@@ -743,12 +830,12 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             try:
                 return wrapped(*args, **kwargs)
             except BaseException as exc:
-                _end_error(plan.watch, exc)
+                _end_error(plan.watch, exc, getattr(instance, "config", None))
                 raise
         try:
             result = wrapped(*args, **kwargs)
         except BaseException as exc:
-            _end_error(plan.watch, exc)
+            _end_error(plan.watch, exc, getattr(instance, "config", None))
             raise
         finally:
             _PENDING_CHILD_ENV = None
@@ -774,6 +861,8 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         """
         try:
             tracer = self.tracer()
+            if st.join == JOIN_PENDING and _parent_based(tracer):
+                return _StartupOrder(self, tracer, instance, st, -1, time.time_ns())
             if not _parent_based(tracer) or not (st.trace_hex or st.span.get_span_context().is_valid):
                 return self._plan_startup(instance)
             t0 = time.time_ns()
@@ -825,7 +914,7 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         def opener() -> tuple[trace.Span | None, int | None]:
             return self._open_startup(tracer, cfg, iid, ctx, span_id, t0)
 
-        env = _child_env_for(f"00-{trace_hex}-{span_id}-{flags:02x}")
+        env = _child_env_for(trace_hex, span_id, flags)
         return _StartupPlan(StartupWatch(None, None, None, opener=opener), env)
 
     @c.swallow(default=(None, None))
@@ -848,19 +937,18 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         dump = getattr(cfg, "model_dump", None)
         if callable(dump):
             raw = dump(exclude_none=True)
-            redacted = model.redact_structure(raw)
+            redacted, _ = redact.redact_config(raw)
             config = json.dumps(redacted, separators=(",", ":"))
             if isinstance(raw, dict) and isinstance(options, str) and raw.get("options") == options:
-                # redact_structure redacted these very options: no second pass over them
-                redacted_options = redacted.get("options")
+                redacted_options = redacted.get("options")  # these very options, redacted
         if isinstance(options, str):
             if not isinstance(redacted_options, str):
-                redacted_options = model.redact_options(options)
+                redacted_options = redact.redact_options(options)[0]
             attrs[A_OPTIONS] = redacted_options
         if config is not None:
             attrs[A_CONFIG] = config
         if annotations and annotations.get("isc-name"):
-            attrs[model.A_ISC] = annotations["isc-name"]
+            attrs[model.A_ISC] = redact.redact_url(str(annotations["isc-name"]))
         span = c.start_span(
             tracer, STARTUP_SPAN, context=ctx, attributes=attrs, span_id=span_id, start_time=t0
         )
@@ -919,27 +1007,49 @@ class _StartupOrder:
         self.n = n
         self.t0 = t0
         self._ids: tuple[str, str] | None = None
-        self.watch = StartupWatch(None, None, None, opener=self.open)
+        self.watch = StartupWatch(None, None, None, opener=self.open, ready=self.ready, port_of=self.port)
 
     @property
     def child_env(self) -> _StartupOrder:
         return self
 
     def ids(self) -> tuple[str, str]:
-        """(trace id, span id) of the startup span, as hex."""
+        """(trace id, span id) of the startup span, as hex.  For a deferred create, only
+        once its span is resolved (the poller waits for that, bounded)."""
         ids = self._ids
+        if ids is None and self.n < 0:
+            st = self.state
+            if st.resolved is not None:
+                st.resolved.wait(self.owner.podinfo.join_wait + self.owner.podinfo.timeout + 1.0)
+            if st.join in (JOIN_PENDING, JOIN_FAILED):
+                raise RuntimeError("create span not resolved")
+            if st.trace_hex:
+                self.n = self.owner.ordinals.next(st.trace_hex, STARTUP_SPAN)
+            else:
+                self.n = st.startups
+                st.startups += 1
         if ids is None:
             trace_hex = self.state.trace_hex or format(self.state.span.get_span_context().trace_id, "032x")
             ids = self._ids = (trace_hex, model.span_id_for(trace_hex, STARTUP_SPAN, self.n))
         return ids
 
-    def child_env_now(self) -> dict[str, str]:
-        trace_hex, span_id = self.ids()
+    def port(self) -> int | None:
+        """The instance's port (asked by the poller before the span can be opened)."""
+        return instance_port(*_port_sources(self.cfg))
+
+    def ready(self) -> bool:
+        """Can ``open`` run without waiting (the create span is no longer pending)?"""
+        return self.state.join != JOIN_PENDING
+
+    def child_env_now(self) -> dict[str, str] | None:
         st = self.state
+        if st.join == JOIN_PENDING:
+            return None  # the trace is decided after the response, in the parent
+        trace_hex, span_id = self.ids()
         flags = (
             int(TraceFlags.SAMPLED) if st.join != JOIN_NONE else int(st.span.get_span_context().trace_flags)
         )
-        return _child_env_for(f"00-{trace_hex}-{span_id}-{flags:02x}")
+        return _child_env_for(trace_hex, span_id, flags)
 
     def open(self) -> tuple[trace.Span | None, int | None]:
         """Open the span (on the poller thread, or on ``stop`` if that comes first)."""
@@ -963,19 +1073,28 @@ def _parent_based(tracer: Any) -> bool:
 
 
 @c.swallow()
-def _end_error(watch: StartupWatch, exc: BaseException) -> None:
-    watch.fail(exc, f"fork failed: {type(exc).__name__}")
+def _end_error(watch: StartupWatch, exc: BaseException, cfg: Any = None) -> None:
+    watch.fail(exc, f"fork failed: {type(exc).__name__}", _config_secrets(cfg))
 
 
 @c.swallow(default=None)
 def _child_env(span: trace.Span) -> dict[str, str] | None:
     """What the vLLM child adds to its environment: the trace context, and a service name."""
-    tp = c.traceparent_of(span)
-    return _child_env_for(tp) if tp else None
+    sc = span.get_span_context()
+    if not sc.is_valid:
+        return None
+    return _child_env_for(format(sc.trace_id, "032x"), format(sc.span_id, "016x"), int(sc.trace_flags))
 
 
-def _child_env_for(traceparent: str) -> dict[str, str]:
-    env = {"TRACEPARENT": traceparent}
+def _child_env_for(trace_hex: str, span_id: str, flags: int) -> dict[str, str]:
+    """The trace context as environment variables: what the global propagator injects,
+    keys upper-cased (the OpenTelemetry environment-carrier convention, ``TRACEPARENT``)."""
+    sc = SpanContext(
+        trace_id=int(trace_hex, 16), span_id=int(span_id, 16), is_remote=False, trace_flags=TraceFlags(flags)
+    )
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier, context=trace.set_span_in_context(NonRecordingSpan(sc), _ROOT))
+    env = {k.upper(): v for k, v in carrier.items()}
     if _rename_child():
         env["OTEL_SERVICE_NAME"] = "vllm"
     return env

@@ -4,20 +4,18 @@ Why: the Go DPC sends no ``traceparent``, yet the launcher's create span must jo
 actuation's trace.  The DPC records the binding on the launcher Pod itself
 (``dual-pods.llm-d.ai/requester: "<uid> <name>"``, plus ``dual-pods.llm-d.ai/instance-id``),
 so the launcher can derive the trace id from its own Pod.  ``POD_NAME``/``NAMESPACE`` come
-from the downward API (the notifier sidecar already uses them); credentials are the Pod's
-service account, or a kubeconfig outside a cluster.
+from the downward API; credentials are the Pod's service account, or a kubeconfig.
 
-Costs are kept off the hot path: the lookup has a short timeout, *failures* (API errors,
-timeouts) are cached negatively (a cluster without access must not pay a timeout on every
-create), and a successful answer is reused for a create whose instance id matches the
-Pod's ``instance-id`` annotation (the binding that answer describes), so the cold path -
-where the launcher Pod is created already bound - usually costs nothing at create time
-once the start-up prefetch has run.
+A create never waits on the API server: a background thread (``start_background``) reads
+the Pod at start-up and then *watches* it (a field-selected watch of this one Pod), so the
+binding - which the DPC writes before it sends the create - is usually known when the
+create arrives (``cached``, no I/O).  When it is not (the watch is late, the API server
+is hung or down), the launcher answers the create at once and resolves the span after the
+response (``wait_for``, on its own thread), parenting by the derived ids.
 
-An *unbound* answer (the Pod was read, but has no requester annotation) is not a failure
-and is never reused for a create: a launcher created unbound (by the populator) and bound
-moments later must join at its first create.  Such an answer - like a bound one whose
-``instance-id`` is another create's - is a miss, and the create pays one bounded ``GET``.
+An *unbound* answer (the Pod was read, but has no requester annotation) is never reused
+for a create, nor one whose ``instance-id`` is another create's: the create then waits
+(off the request path) for the answer that describes it.
 """
 
 from __future__ import annotations
@@ -34,6 +32,8 @@ INSTANCE_ID_ANNOTATION = "dual-pods.llm-d.ai/instance-id"
 
 ENV_TIMEOUT = "FMA_OTEL_POD_LOOKUP_TIMEOUT"
 ENV_TTL = "FMA_OTEL_POD_CACHE_TTL"
+ENV_WAIT = "FMA_OTEL_POD_JOIN_WAIT"
+ENV_REFRESH = "FMA_OTEL_POD_REFRESH"
 
 
 @dataclass(frozen=True)
@@ -102,8 +102,37 @@ def _default_fetch(namespace: str, name: str, timeout: float) -> dict[str, Any]:
     }
 
 
+def _default_watch(
+    namespace: str, name: str, timeout: float, on_pod: Callable[[dict[str, Any]], None]
+) -> None:
+    """Stream this Pod's changes (a field-selected watch) into ``on_pod`` until the server
+    ends the watch; raises on errors.  Our own client instrumentation is suppressed."""
+    from kubernetes import watch
+    from opentelemetry.instrumentation.utils import suppress_instrumentation
+
+    api = _api()
+    w = watch.Watch()
+    with suppress_instrumentation():
+        for event in w.stream(
+            api.list_namespaced_pod,
+            namespace,
+            field_selector=f"metadata.name={name}",
+            timeout_seconds=300,
+            _request_timeout=(timeout, 330),
+        ):
+            pod = event.get("object")
+            if event.get("type") == "DELETED" or pod is None or getattr(pod, "metadata", None) is None:
+                continue
+            on_pod(
+                {
+                    "annotations": dict(pod.metadata.annotations or {}),
+                    "node_name": getattr(pod.spec, "node_name", None) if pod.spec else None,
+                }
+            )
+
+
 class PodInfo:
-    """Cached, time-bounded lookup of the launcher Pod's binding annotations."""
+    """The launcher Pod's binding annotations: kept current off the request path."""
 
     def __init__(
         self,
@@ -113,9 +142,22 @@ class PodInfo:
         ttl: float | None = None,
         negative_ttl: float = 15.0,
         env: dict[str, str] | None = None,
+        watch: Callable[[str, str, float, Callable[[dict[str, Any]], None]], None] | None = None,
     ) -> None:
         e = os.environ if env is None else env
         self._fetch = fetch or _default_fetch
+        #: The watch of the Pod; with an injected ``fetch`` and no ``watch``, re-reads instead.
+        self._watch = watch if watch is not None else (_default_watch if fetch is None else None)
+        self.join_wait = _float(e.get(ENV_WAIT), 10.0)
+        self.refresh = _float(e.get(ENV_REFRESH), 5.0)
+        self._changed = threading.Condition()
+        self._kick = threading.Event()
+        self._thread: threading.Thread | None = None
+        #: Set at exit: ``wait_for`` stops waiting (the process is going away).
+        self.closing = False
+        self._stopped = False
+        #: True while a watch streams: its answer is current however old it is.
+        self._watching = False
         self.pod_name = e.get("POD_NAME") or None
         self.namespace = e.get("NAMESPACE") or e.get("POD_NAMESPACE") or None
         self.timeout = timeout if timeout is not None else _float(e.get(ENV_TIMEOUT), 0.5)
@@ -137,7 +179,7 @@ class PodInfo:
             return last if age < self.negative_ttl else None
         if not last.ok:
             return None  # unbound when read: it may be bound now (populator, then the DPC)
-        if age >= self.ttl:
+        if age >= self.ttl and not self._watching:
             return None
         if instance_id is not None and last.instance_id != instance_id:
             return None  # the answer describes another binding (or cannot say which)
@@ -172,7 +214,17 @@ class PodInfo:
             self._started += 1
             res = self._do_fetch()
             self._last, self._last_gen = res, self._started
-            return res
+        self._notify()
+        return res
+
+    def _notify(self) -> None:
+        with self._changed:
+            self._changed.notify_all()
+
+    def _on_pod(self, data: dict[str, Any]) -> None:
+        """A watch event: the Pod as it is now."""
+        self._last = self._answer(data)
+        self._notify()
 
     def _do_fetch(self) -> PodLookup:
         assert self.pod_name and self.namespace
@@ -185,6 +237,9 @@ class PodInfo:
                 reason=f"pod lookup failed: {type(exc).__name__}: {str(exc)[:200]}",
                 failed=True,
             )
+        return self._answer(data)
+
+    def _answer(self, data: dict[str, Any]) -> PodLookup:
         ann = data.get("annotations") or {}
         uid, name = parse_requester(ann.get(REQUESTER_ANNOTATION))
         return PodLookup(
@@ -197,18 +252,87 @@ class PodInfo:
             reason="" if uid else f"launcher Pod has no {REQUESTER_ANNOTATION} annotation (unbound)",
         )
 
-    def prefetch(self) -> None:
-        """Warm the cache (and the ``kubernetes`` import) in a daemon thread; never raises."""
+    def kick(self) -> None:
+        """Ask the background thread for a fresh read now (a create missed): no I/O here."""
+        self._kick.set()
+
+    def wait_for(self, instance_id: str | None, timeout: float | None = None) -> PodLookup:
+        """The answer for this create, waiting up to ``timeout`` (default ``join_wait``)
+        for the background thread to learn it.  Call only off the request path."""
+        if not self.pod_name or not self.namespace:
+            return self.lookup(instance_id)
+        deadline = time.monotonic() + (self.join_wait if timeout is None else timeout)
+        thread = self._thread
+        if thread is None or not thread.is_alive():
+            hit = self.cached(instance_id)
+            return hit if hit is not None else self.lookup(instance_id)
+        self.kick()
+        with self._changed:
+            while True:
+                hit = self.cached(instance_id)
+                left = deadline - time.monotonic()
+                if hit is not None or left <= 0 or self.closing:
+                    break
+                self._changed.wait(left)
+        if hit is not None:
+            return hit
+        last = self._last
+        why = last.reason if last is not None and last.reason else "no answer from the API server yet"
+        return PodLookup(
+            pod_name=self.pod_name,
+            namespace=self.namespace,
+            node_name=last.node_name if last is not None else None,
+            reason=f"pod annotation for this instance not known within {self.join_wait:g} s ({why})",
+        )
+
+    def start_background(self) -> None:
+        """Read, then watch, the Pod in a daemon thread (once); never raises."""
         if not self.pod_name or not self.namespace:
             return
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self._stopped = self.closing = False
+        self._kick.clear()
+        self._thread = threading.Thread(target=self._run, name="fma-otel-podinfo", daemon=True)
+        self._thread.start()
 
-        def run() -> None:
+    def stop(self) -> None:
+        """End the background thread after its current read or watch (``uninstrument``)."""
+        self._stopped = self.closing = True
+        self._kick.set()
+        self._notify()
+
+    #: Kept for callers of the earlier name.
+    prefetch = start_background
+
+    def _run(self) -> None:
+        """GET the Pod; then watch it (or re-read every ``refresh`` s, or when kicked).
+        After a failed read, back off (doubling, at most 30 s) unless a create kicks; a
+        failed watch (no ``watch`` permission, a dropped stream) keeps the answer read and
+        re-reads after ``refresh`` s."""
+        backoff = 0.5
+        while not self._stopped:
+            self._kick.clear()
+            res = self.lookup(force=True)  # never raises: a failure is a ``failed`` answer
+            if self._stopped:
+                return
+            if res.failed:
+                self._kick.wait(backoff)
+                backoff = min(30.0, backoff * 2)
+                continue
+            backoff = 0.5
+            if self._watch is None:
+                self._kick.wait(self.refresh)
+                continue
+            assert self.pod_name and self.namespace
+            self._watching = True
             try:
-                self.lookup(force=True)
-            except Exception:  # noqa: BLE001
-                pass
-
-        threading.Thread(target=run, name="fma-otel-podinfo", daemon=True).start()
+                self._watch(self.namespace, self.pod_name, self.timeout, self._on_pod)
+            except Exception:  # noqa: BLE001 - the thread must outlive any failure
+                self._watching = False
+                self._kick.wait(self.refresh)
+            finally:
+                self._watching = False
 
 
 def _float(value: str | None, default: float) -> float:

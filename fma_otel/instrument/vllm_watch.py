@@ -26,6 +26,7 @@ from opentelemetry.instrumentation.utils import suppress_instrumentation
 from opentelemetry.trace import Span, Status, StatusCode
 
 from fma_otel import model
+from fma_otel.instrument import redact
 from fma_otel.instrument._common import env_float, logger
 
 ENV_INTERVAL = "FMA_OTEL_VLLM_POLL_INTERVAL"
@@ -45,7 +46,7 @@ _PORT_RE = re.compile(r"^--port(?:=(\d+))?$")
 def instance_port(options: str | None, annotations: dict[str, str] | None) -> int | None:
     """The vLLM port: ``--port`` in the options, else the ``inference-port`` annotation."""
     if options:
-        toks = options.split()  # the DPC joins options with spaces; shlex is 10x slower
+        toks = options.split()  # the DPC joins options with spaces (shlex is far slower)
         for i, tok in enumerate(toks):
             m = _PORT_RE.match(tok)
             if not m:
@@ -111,7 +112,7 @@ class _Poller:
     the last one - the poller drains new watches within one poll interval by itself, so
     it does not compete for the GIL with the create request that is still building its
     response.  The span's start time is the fork instant either way.  (A thread per
-    create cost ~300 us on the create path; waking the poller per create ~100 us.)
+    create, or waking the poller per create, cost measurably more on the create path.)
     """
 
     _LINGER = 5.0
@@ -199,6 +200,8 @@ class StartupWatch:
         interval: float | None = None,
         timeout: float | None = None,
         opener: Callable[[], tuple[Span | None, int | None]] | None = None,
+        ready: Callable[[], bool] | None = None,
+        port_of: Callable[[], int | None] | None = None,
     ) -> None:
         self.span = span
         self.process = process
@@ -213,6 +216,13 @@ class StartupWatch:
         self.due = 0.0
         self.polls = 0
         self._opener = opener
+        #: Whether the opener can run without waiting (a deferred create's span resolved).
+        self._ready = ready
+        self._port_of = port_of
+        #: The first healthy answer seen while the span could not be opened yet.
+        self._healthy_at: int | None = None
+        #: ``stop``'s reason, when it came before the span could be opened.
+        self._stopped: str | None = None
         self._done = threading.Lock()
         self._ended = False
 
@@ -221,16 +231,25 @@ class StartupWatch:
         return self
 
     def stop(self, reason: str = "instance stopped before it answered GET /health") -> None:
-        """Called when the launcher stops the instance: end now, with an error."""
+        """Called when the launcher stops the instance: end now, with an error (or OK at
+        the healthy instant, if one was seen before the span could be opened)."""
+        if self._opener is not None and self._ready is not None and not self._ready():
+            self._stopped = reason  # never wait here (the launcher's stop path): the poller ends it
+            return
+        at = self._healthy_at
+        if at is not None:
+            self._finish(StatusCode.OK, end_ns=at, **{A_POLLS: self.polls, A_HEALTHY_AT: at})
+            return
         self._finish(StatusCode.ERROR, reason)
 
-    def fail(self, exc: BaseException, message: str) -> None:
-        """The fork itself failed: record the exception and end with an error."""
+    def fail(self, exc: BaseException, message: str, secrets: list[str] | None = None) -> None:
+        """The fork itself failed: record the exception (scrubbed of the instance's
+        ``secrets``) and end with an error."""
         span = self._claim()
         if span is not None:
             try:
-                span.record_exception(exc)
-                span.set_status(Status(StatusCode.ERROR, message))
+                redact.record_exception(span, exc, secrets or ())
+                span.set_status(Status(StatusCode.ERROR, redact.scrub_text(message, secrets or ())))
                 span.end()
             except Exception:  # noqa: BLE001 - do no harm
                 logger.debug("fma-otel: ending fma.vllm.startup failed", exc_info=True)
@@ -286,15 +305,44 @@ class StartupWatch:
             if not self.deadline:
                 self.deadline = self._born + self.timeout
             if self._opener is not None:
+                if self._ready is not None and not self._ready():
+                    # Its create span is resolved after the response: watch the instance
+                    # meanwhile, and end the span at the healthy instant once it opens.
+                    if self._stopped is None:
+                        self._early_probe()
+                    return
                 with self._done:
                     if not self._ended:
                         self._open()
+            if self._stopped is not None:
+                self.stop(self._stopped)
+                return
             self._step()
         except Exception as exc:  # noqa: BLE001
             self._finish(StatusCode.ERROR, f"watcher failed: {type(exc).__name__}")
 
+    def _early_probe(self) -> None:
+        if self._healthy_at is not None:
+            return
+        if self.port is None and self._port_of is not None:
+            self.port = self._port_of()
+        if self.port is None or _exited(self.process):
+            return
+        assert self.interval is not None
+        self.polls += 1
+        if _probe(self.host, self.port, max(0.05, min(0.5, self.interval * 5))) == 200:
+            self._healthy_at = time.time_ns()
+
     def _step(self) -> None:
         if self._ended:
+            return
+        if self._healthy_at is not None and self.span is not None:
+            at = self._healthy_at
+            self._finish(
+                StatusCode.OK,
+                end_ns=at,
+                **{A_POLLS: self.polls, A_HEALTHY_AT: at, A_PRECISION: self.interval},
+            )
             return
         if self.span is None:  # the opener failed: nothing to watch for
             self._finish(StatusCode.UNSET)

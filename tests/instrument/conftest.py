@@ -15,6 +15,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from fma_otel.instrument.ids import DerivedIdGenerator
 from fma_otel.instrument.launcher import LauncherInstrumentor
 from fma_otel.instrument.podinfo import PodInfo
 
@@ -24,7 +25,7 @@ FAKE_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "fake_launcher"
 class Tracing:
     def __init__(self) -> None:
         self.exporter = InMemorySpanExporter()
-        self.provider = TracerProvider()
+        self.provider = TracerProvider(id_generator=DerivedIdGenerator())
         self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
 
     def spans(self, name: str | None = None) -> list[Any]:

@@ -1,4 +1,4 @@
-"""``instrument()`` wraps ``httpx`` and the ``kubernetes`` client when the host imports
+"""``instrument_all()`` wraps ``httpx`` and the ``kubernetes`` client when the host imports
 them, and does not import them itself.
 
 Why: a launcher that uses neither grew by ~36 MB from importing them for the wrappers, and
@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 PRELUDE = """
 import sys, wrapt
-import fma_otel
-fma_otel.instrument()
+import fma_otel.instrument
+fma_otel.instrument.instrument_all()
 def wrapped():
     import httpx, kubernetes.client.rest as rest
     return (isinstance(vars(httpx.Client)["send"], wrapt.FunctionWrapper),
@@ -54,16 +54,22 @@ def test_they_are_wrapped_when_the_host_imports_them():
 
 @pytest.mark.parametrize("again", [False, True], ids=["off", "off-then-on"])
 def test_uninstrument_before_the_import_leaves_them_unwrapped_or_wrapped_once(again: bool):
-    code = "fma_otel.uninstrument()\n" + ("fma_otel.instrument()\n" if again else "") + "print(wrapped())"
+    code = "fma_otel.instrument.uninstrument_all()\n"
+    code += ("fma_otel.instrument.instrument_all()\n" if again else "") + "print(wrapped())"
     assert _run(code) == ("(True, True, True)" if again else "(False, False, False)")
 
 
 def test_uninstrument_after_the_import_unwraps():
-    assert _run("wrapped(); fma_otel.uninstrument(); print(wrapped())") == "(False, False, False)"
+    assert (
+        _run("wrapped(); fma_otel.instrument.uninstrument_all(); print(wrapped())") == "(False, False, False)"
+    )
 
 
-def test_fma_otel_instrument_stays_callable_once_the_package_is_imported():
-    """``import fma_otel.instrument.launcher`` (or a first call) binds ``fma_otel.instrument``
-    to the package; the documented ``fma_otel.instrument()`` must still work after it."""
-    code = "import fma_otel.instrument.launcher\nfma_otel.uninstrument()\nfma_otel.instrument()\nprint(wrapped())"
-    assert _run(code) == "(True, True, True)"
+def test_fma_otel_instrument_is_a_plain_package() -> None:
+    """No callable-module trick: ``fma_otel.instrument`` is an ordinary package whose
+    ``instrument_all()`` works again after ``uninstrument_all()``."""
+    code = (
+        "import types\nprint(type(fma_otel.instrument) is types.ModuleType, callable(fma_otel.instrument))\n"
+    )
+    code += "fma_otel.instrument.uninstrument_all()\nfma_otel.instrument.instrument_all()\nprint(wrapped())"
+    assert _run(code) == "True False\n(True, True, True)"

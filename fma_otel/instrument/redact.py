@@ -1,0 +1,237 @@
+"""Redaction by rule for everything the wrappers copy into spans.
+
+Why rules and not a list of secret-looking names: a secret can sit under any name (an
+annotation, ``--hf-overrides {"token": ...}``, userinfo in ``--model https://u:p@...``, a
+``?api_key=`` query), and a list only catches the names someone thought of.  So:
+
+* **vLLM options**: every option value is ``<redacted>`` except known-harmless ones:
+  valueless flags; numbers, sizes and ``true``/``false``/``auto``; and the values of a
+  few flags that name things (``--model``, ``--served-model-name``, ``--tokenizer``,
+  ``--host``, ``--dtype``), kept with any URL userinfo removed and query values redacted.
+  A flag whose *name* says key/token/secret/password/credential/auth is always redacted.
+* **Config structures** (``model_dump()`` of the launcher's config): every ``env_vars``
+  value, every annotation value except ``isc-name`` and numbers, every other string
+  except numbers/sizes and ``gpu_uuids``.
+* **URLs anywhere**: userinfo removed, every query value redacted.
+* **Exception texts** (status message, ``exception.message``/``exception.stacktrace``):
+  every known secret value of the instance (the values redacted above) is replaced, and
+  the URL rule is applied to the text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import traceback
+from collections.abc import Iterable, Mapping
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from opentelemetry.trace import Span
+
+REDACTED = "<redacted>"
+
+#: Flags whose value names something and is kept (URL-cleaned): the small allowlist.
+NAMING_FLAGS = frozenset({"--model", "--served-model-name", "--tokenizer", "--host", "--dtype"})
+#: Config keys / annotation names kept as they are (URL-cleaned).
+KEPT_KEYS = frozenset({"gpu_uuids", "isc-name", "inference-port", "instance_id", "status"})
+
+_SECRET_NAME = re.compile(r"key|token|secret|passw|credential|auth", re.I)
+_HARMLESS = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?:[KMGTPkmgtp]i?[Bb]?)?|true|false|auto|none", re.I)
+_NUMBER_TOKEN = re.compile(r"-\d")
+#: ``scheme://userinfo@`` in free text.
+_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/\s@?#'\"]*@")
+#: ``?k=v`` / ``&k=v`` / ``?v`` in free text: the value up to the next separator.
+_QUERY_ITEM = re.compile(r"([?&])([^=&\s#'\"]*)(=?)([^&\s#'\"]*)")
+_MIN_SECRET = 4  # shorter known values would garble the text they are replaced in
+
+
+def harmless(value: str) -> bool:
+    """A number, a size, or ``true``/``false``/``auto``/``none``: never a secret."""
+    return _HARMLESS.fullmatch(value.strip()) is not None
+
+
+def redact_query(query: str) -> str:
+    """Every query value redacted, keys kept: ``a=1&b`` -> ``a=<redacted>&<redacted>``."""
+    if not query:
+        return query
+    out = []
+    for item in query.split("&"):
+        key, eq, _ = item.partition("=")
+        out.append(f"{key}={REDACTED}" if eq else (REDACTED if item else item))
+    return "&".join(out)
+
+
+def redact_url(url: str) -> str:
+    """``url`` without userinfo and with every query value redacted (fragment dropped)."""
+    if "://" not in url and "?" not in url:
+        return url
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc.rpartition("@")[2]
+        return urlunsplit((parts.scheme, netloc, parts.path, redact_query(parts.query), ""))
+    except ValueError:
+        return scrub_urls(url)
+
+
+def scrub_urls(text: str) -> str:
+    """The URL rule on free text: userinfo removed, query values redacted."""
+    if "@" in text:
+        text = _USERINFO.sub(r"\1", text)
+    if "?" in text:
+        text = _QUERY_ITEM.sub(_query_sub, text)
+    return text
+
+
+def _query_sub(m: re.Match[str]) -> str:
+    sep, key, eq, value = m.groups()
+    if eq:
+        return f"{sep}{key}={REDACTED}"
+    return f"{sep}{REDACTED}" if key else m.group(0)
+
+
+def _userinfo(value: str) -> list[str]:
+    """The userinfo and query values of a URL-ish ``value`` (what ``redact_url`` removes)."""
+    found = []
+    if "@" in value:
+        found += [m.group(0)[len(m.group(1)) : -1] for m in _USERINFO.finditer(value)]
+        found += [p for u in list(found) for p in u.split(":") if p]
+    if "?" in value:
+        found += [m.group(4) or m.group(2) for m in _QUERY_ITEM.finditer(value)]
+    return found
+
+
+def url_secrets(url: str) -> list[str]:
+    """What ``redact_url`` removes from ``url`` (to scrub it from exception texts too)."""
+    return known_secrets(_userinfo(url))
+
+
+def _is_flag(token: str) -> bool:
+    return token.startswith("-") and len(token) > 1 and _NUMBER_TOKEN.match(token) is None
+
+
+def redact_options(options: str) -> tuple[str, list[str]]:
+    """(the options with every non-harmless value redacted, the values redacted).
+
+    Tokens are split on whitespace (the DPC joins options with spaces); the value of a
+    flag is every token up to the next flag, so a JSON value with spaces is one value.
+    """
+    toks = options.split()
+    out: list[str] = []
+    secrets: list[str] = []
+    i = 0
+    while i < len(toks):
+        tok = toks[i]
+        if not _is_flag(tok):  # a value before any flag (``serve <model>``): a name
+            out.append(redact_url(tok))
+            secrets += _userinfo(tok)
+            i += 1
+            continue
+        name, eq, inline = tok.partition("=")
+        j = i + 1
+        while j < len(toks) and not _is_flag(toks[j]):
+            j += 1
+        values = ([inline] if eq else []) + toks[i + 1 : j]
+        i = j
+        if not values:
+            out.append(tok)
+            continue
+        value = " ".join(values)
+        if _SECRET_NAME.search(name) is None and name in NAMING_FLAGS:
+            kept = " ".join(redact_url(v) for v in values)
+            secrets += [s for v in values for s in _userinfo(v)]
+        elif _SECRET_NAME.search(name) is None and harmless(value):
+            kept = value
+        else:
+            kept = REDACTED
+            secrets.append(value)
+        out.append(f"{name}={kept}" if eq else f"{name} {kept}")
+    return " ".join(out), secrets
+
+
+def redact_config(value: Any, key: str = "") -> tuple[Any, list[str]]:
+    """A redacted copy of a config-like structure, and the secret values it removed."""
+    secrets: list[str] = []
+
+    def walk(v: Any, k: str, env: bool) -> Any:
+        if isinstance(v, Mapping):
+            return {
+                ck: walk(cv, str(ck), env or ck in ("env_vars", "env", "environment")) for ck, cv in v.items()
+            }
+        if isinstance(v, (list, tuple)):
+            return [walk(x, k, env) for x in v]
+        if not isinstance(v, str):
+            return v
+        if env:
+            secrets.append(v)
+            return REDACTED
+        if k == "options":
+            red, found = redact_options(v)
+            secrets.extend(found)
+            return red
+        if (k in KEPT_KEYS and _SECRET_NAME.search(k) is None) or harmless(v):
+            secrets.extend(_userinfo(v))
+            return redact_url(v)
+        secrets.append(v)
+        return REDACTED
+
+    return walk(value, key, False), secrets
+
+
+def known_secrets(values: Iterable[str]) -> list[str]:
+    """The values worth looking for in a text: long enough, JSON leaves too, longest first."""
+    found: set[str] = set()
+    for v in values:
+        if not isinstance(v, str):
+            continue
+        v = v.strip()
+        found.add(v)
+        bare = v.strip("'\"")
+        if bare[:1] in "{[":
+            try:
+                found.update(_json_leaves(json.loads(bare)))
+            except ValueError:
+                pass
+    return sorted((s for s in found if len(s) >= _MIN_SECRET), key=len, reverse=True)
+
+
+def _json_leaves(v: Any) -> list[str]:
+    if isinstance(v, dict):
+        return [s for x in v.values() for s in _json_leaves(x)]
+    if isinstance(v, list):
+        return [s for x in v for s in _json_leaves(x)]
+    return [str(v)] if isinstance(v, (str, int, float)) and not isinstance(v, bool) else []
+
+
+def scrub_text(text: str, secrets: Iterable[str] = ()) -> str:
+    """``text`` with every known secret replaced and the URL rule applied."""
+    for s in secrets:
+        if s in text:
+            text = text.replace(s, REDACTED)
+    return scrub_urls(text)
+
+
+def record_exception(span: Span, exc: BaseException, secrets: Iterable[str] = ()) -> None:
+    """``span.record_exception(exc)`` with the message and stack trace scrubbed.
+
+    The SDK's ``record_exception`` copies ``str(exc)`` and the formatted traceback as they
+    are; an exception that embeds the instance's config would carry its secrets out.
+    """
+    found = list(secrets)
+    exc_type = type(exc)
+    module = exc_type.__module__
+    qualname = exc_type.__qualname__
+    span.add_event(
+        "exception",
+        {
+            "exception.type": qualname if module in ("builtins", "__main__") else f"{module}.{qualname}",
+            "exception.message": scrub_text(str(exc), found),
+            "exception.stacktrace": scrub_text("".join(traceback.format_exception(exc)), found),
+            "exception.escaped": "False",
+        },
+    )
+
+
+def status_message(exc: BaseException, secrets: Iterable[str] = (), limit: int = 300) -> str:
+    """``"<Type>: <message>"`` scrubbed, then cut to ``limit`` characters."""
+    return scrub_text(f"{type(exc).__name__}: {exc}", list(secrets))[:limit]
