@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fma_otel.synth import stream_big_capture, synth_capture, write_capture  # noqa: E402
+from tests.support.synth import stream_big_capture, synth_capture, write_capture  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

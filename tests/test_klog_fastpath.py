@@ -24,7 +24,7 @@ from fma_otel.sources import klog
 from fma_otel.sources.blocks import Plain, bulk_items, bulk_readable
 from fma_otel.sources.klog import iter_klog
 from fma_otel.sources.records import SourceStats
-from fma_otel.synth import synth_capture, write_capture
+from tests.support.synth import synth_capture, write_capture
 
 from .fuzz._mutate import mutated_file, sample_lines
 

@@ -23,7 +23,7 @@ from fma_otel.bridge import inputs_from_capture, run_bridge, sample_dir
 from fma_otel.build import build_trace
 from fma_otel.cli import main
 from fma_otel.sinks.otlp_json import export_request_text
-from fma_otel.synth import synth_capture, write_capture
+from tests.support.synth import synth_capture, write_capture
 
 from .support.hosts import host, still_running
 
