@@ -69,10 +69,26 @@ def test_podlist_from_api_without_item_kind():
     assert st.skipped == 0
 
 
-def test_single_pod_object():
+def test_single_pod_object_keeps_only_the_fields_read():
     evs, st = read(json.dumps(pod(), indent=4) + "\n")
     assert [e.event_type for e in evs] == ["LISTED"]
-    assert evs[0].pod == pod()
+    want = pod()
+    del want["apiVersion"], want["status"]["phase"], want["status"]["podIP"]
+    assert evs[0].pod == want
+
+
+def test_kept_fields_of_unexpected_types_are_read_as_they_are():
+    """A label that is a number, a condition list that is a string: the Pod is still read
+    (the accessors in podfacts ignore what they cannot use), only its kept fields."""
+    p = pod()
+    p["metadata"]["labels"] = {"n": 5}
+    p["status"]["conditions"] = "odd"
+    p["status"]["containerStatuses"] = [{"name": "c", "state": {"running": {"startedAt": 7}}}]
+    evs, st = read(json.dumps(p) + "\n")
+    assert st.skipped == 0 and len(evs) == 1
+    got = evs[0].pod
+    assert got["metadata"]["labels"] == {"n": 5} and got["status"]["conditions"] == "odd"
+    assert "phase" not in got["status"] and "apiVersion" not in got
 
 
 @pytest.mark.parametrize("chunk", CHUNKS)

@@ -9,326 +9,438 @@ Forms accepted, in any mix and in one file:
   (``{"type": "ADDED", "object": {...}}``);
 * JSON lines of any of these (``jq -c``), or a top-level JSON array of them.
 
-Why streaming: a ``List`` of a busy namespace or a day-long watch can be hundreds of MB.
-The reader keeps a window of text, decodes one value at a time with
-:meth:`json.JSONDecoder.raw_decode`, and reads the members of a top-level object key by
-key so that the items of a ``List`` come out one by one instead of after the whole List.
+How: ``kubectl`` starts every top-level value at the start of a line, and a pretty-printed
+one ends with a ``}`` (or ``]``) at the start of a line.  So the reader cuts the file into
+top-level values by lines (a value is the first line, or runs to a closing line; a cut is
+right exactly when ``msgspec`` decodes it whole) and decodes each with ``msgspec`` into
+typed Structs that hold only the fields the bridge reads (:class:`_Doc`): everything else
+of a Pod is skipped by the decoder and never built, which is what keeps a big List cheap.
+The items of a List are kept raw and decoded one by one, so one bad item costs only itself.
+Each Pod comes out as a plain ``dict`` of just those fields (what :mod:`fma_otel.podfacts`
+and the correlator read).
 
 Bad input is counted, never fatal: an object that is not a Pod, a watch ``ERROR`` event,
-or garbage between objects is counted in ``SourceStats.skipped``.  A malformed element of
-a ``List`` or array is stepped over to the ``,`` or ``]`` that ends it, so the items after
-it are still read; anywhere else the reader resynchronises at the next ``{`` at the start
-of a line (where kubectl starts every top-level object, pretty-printed or not).  ``stats.read`` counts Pod-level objects (list
-items, single objects, watch events) and garbage stretches; each is either understood or
-skipped.  Watch ``BOOKMARK`` events are understood but not yielded (they carry no Pod).
+garbage between objects, or a value that is no JSON is counted in ``SourceStats.skipped``
+with the line where it starts.  A value that does not decode is re-read with a small
+bracket-counting scanner, so that the good items of a ``List`` (or array) around a bad one
+are still read.  ``stats.read`` counts Pod-level objects (list items, single objects, watch
+events) and garbage stretches; each is either understood or skipped.  Watch ``BOOKMARK``
+events are understood but not yielded (they carry no Pod).  A number Python will not build
+(more digits than ``sys.get_int_max_str_digits()``) or nesting too deep for the decoder
+makes its object a counted skip, wherever in the object it is.
 """
 
 from __future__ import annotations
 
-import codecs
-import json
 import re
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, Any
+
+import msgspec
 
 from fma_otel.sources.records import PodEvent, SourceStats
 
 __all__ = ["PodStore", "detect_kind", "iter_pod_events", "resource_version"]
 
 _CHUNK = 1 << 16  # what detect_kind sniffs
-#: read size of the reader: a value that straddles the end of the window is decoded again
-#: after the next read, so reads of several hundred (pretty-printed) Pods make that rare
 _READ_CHUNK = 1 << 20
-_WS = re.compile(r"[ \t\r\n\ufeff]*")
-_DECODER = json.JSONDecoder()
 _WATCH_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED"})
-#: what :meth:`_Reader.skip_element` looks at: a whole string on one line, a bracket, a
-#: comma, or a quote whose string does not close on its line
-_TOKEN = re.compile(r'"(?:[^"\\\n]|\\.)*"|[{}\[\],"]')
+_WS = b" \t\r\n"
+_BOM = b"\xef\xbb\xbf"
+#: an integer literal Python refuses to build has more digits in a row than this; msgspec
+#: skips such a number unseen in a field it does not keep, so it is looked for (digits
+#: mapped to "0", then one literal search: a regex over every byte is far slower)
+_MAX_DIGITS = getattr(sys, "get_int_max_str_digits", lambda: 4300)() or 4300
+_DIGITS_AS_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
+_DIGIT_RUN = b"0" * (_MAX_DIGITS + 1)
+_SCAN = 1 << 20
 
 
-class _Bad(ValueError):
-    """Malformed structure at the current position (as opposed to a JSON syntax error)."""
+def _may_hold_huge(data: bytes | memoryview) -> bool:
+    """Whether ``data`` has more digits in a row than Python builds into an ``int`` (in a
+    string or a number: the untyped decoder then tells which)."""
+    view = memoryview(data)
+    for i in range(0, len(view), _SCAN):
+        if _DIGIT_RUN in bytes(view[i : i + _SCAN + len(_DIGIT_RUN)]).translate(_DIGITS_AS_ZERO):
+            return True
+    return False
 
 
-class _Reader:
-    """A sliding window over a text or binary stream, for value-at-a-time JSON decoding."""
-
-    def __init__(self, fh: IO[bytes] | IO[str], chunk: int = _READ_CHUNK) -> None:
-        self._fh = fh
-        self._chunk = max(chunk, 1)
-        self._ahead = self._chunk // 4
-        self._dec = codecs.getincrementaldecoder("utf-8")("replace")
-        self.buf = ""
-        self.pos = 0
-        self.eof = False
-        self._base_line = 1  # line number of buf[0]
-        self._base_off = 0  # absolute offset of buf[0]
-        self._keep = 0  # absolute offset that must stay in the window (see mark())
-        # the last line number asked for, so that the next one counts on from there
-        # instead of from the start of the window: (absolute offset, its line number)
-        self._at_off = 0
-        self._at_line = 1
-
-    def fill(self, want: int = 0) -> bool:
-        """Read ``max(want, chunk)`` more; ``want`` grows with the value being decoded, so
-        that retrying a long value costs amortised linear time, not quadratic."""
-        if self.eof:
-            return False
-        data = self._fh.read(max(want, self._chunk))
-        if isinstance(data, bytes):
-            text = self._dec.decode(data, final=not data)
-        else:
-            text = data
-        if not data:
-            self.eof = True
-        cut = min(self.pos, self._keep - self._base_off)
-        if cut > self._chunk and cut * 2 > len(self.buf):
-            # Drop what was consumed, so memory follows the current value, not the file.
-            self._base_line = self._line_of(cut)
-            self._base_off += cut
-            self.buf = self.buf[cut:]
-            self.pos -= cut
-        self.buf += text
-        return bool(text) or not self.eof
-
-    def mark(self) -> int:
-        """Absolute offset of the current position, kept in the window until the next mark
-        (so that an error there can report its line and resynchronise from it)."""
-        self._keep = self._base_off + self.pos
-        return self._keep
-
-    @property
-    def last_mark(self) -> int:
-        return self._keep
-
-    def line_at(self, mark: int) -> int:
-        return self._line_of(min(max(mark - self._base_off, 0), len(self.buf)))
-
-    def _line_of(self, off: int) -> int:
-        """Line number of ``buf[off]``, counted on from the last answer when that lies
-        before it in the window (marks only move forward), else from the window's start:
-        counting from the start for every object was half the reader's time."""
-        start = self._at_off - self._base_off
-        if 0 <= start <= off:
-            line = self._at_line + self.buf.count("\n", start, off)
-        else:
-            line = self._base_line + self.buf.count("\n", 0, off)
-        self._at_off = self._base_off + off
-        self._at_line = line
-        return line
-
-    def peek(self) -> str:
-        """Skip whitespace; the next character, or ``""`` at the end of the input."""
-        while True:
-            m = _WS.match(self.buf, self.pos)
-            self.pos = m.end() if m else self.pos
-            if self.pos < len(self.buf):
-                return self.buf[self.pos]
-            if not self.fill():
-                return ""
-
-    def expect(self, chars: str) -> str:
-        c = self.peek()
-        if not c or c not in chars:
-            raise _Bad(
-                f"expected {chars!r}, found {c!r}" if c else f"input ends where {chars!r} was expected"
-            )
-        self.pos += 1
-        return c
-
-    def value(self) -> Any:
-        """Decode one JSON value at the current position, reading more input as needed."""
-        if len(self.buf) - self.pos < self._ahead and not self.eof:
-            # read ahead: a value that runs past the window is decoded again after a
-            # read, and its error (JSONDecodeError) counts the lines of the whole window
-            self.fill()
-        while True:
-            try:
-                val, end = _DECODER.raw_decode(self.buf, self.pos)
-            except json.JSONDecodeError as e:
-                near_end = e.pos >= len(self.buf) - 8 or e.msg.startswith("Unterminated string")
-                if near_end and self.fill(len(self.buf) - self.pos):
-                    continue
-                raise
-            except ValueError as e:  # valid JSON Python will not build: an int too long
-                raise _Bad(f"a number too long ({e})"[:120]) from None
-            except RecursionError:
-                raise _Bad("JSON nested too deeply") from None
-            if end >= len(self.buf) and not isinstance(val, (dict, list, str)) and self.fill():
-                continue  # a number or literal may go on in the next chunk
-            self.pos = end
-            return val
-
-    def skip_element(self) -> bool:
-        """Move past a malformed element of an array, to the ``,`` or ``]`` that ends it.
-
-        Why: the items of a pretty-printed ``List`` (or of a ``jq`` array) are indented, so
-        :meth:`resync`, which waits for a ``{`` at the start of a line, would skip every
-        item after a bad one - all unread and uncounted.  Brackets are counted outside
-        strings; a string is taken to end at its line's end if its closing quote is
-        missing.  ``False`` at the end of the input or at a ``}`` that closes nothing (the
-        array was never closed): the caller then falls back to :meth:`resync`.  The window
-        is allowed to move on while scanning, so a long bad stretch costs no memory.
-        """
-        depth = 0
-        pos = self.pos
-        while True:
-            m = _TOKEN.search(self.buf, pos)
-            tok = m.group() if m else ""
-            if tok == '"':  # a quote whose string does not close on its line
-                nl = self.buf.find("\n", m.end())  # type: ignore[union-attr]
-                if nl >= 0 or self.eof:
-                    pos = nl if nl >= 0 else len(self.buf)
-                    continue
-            if not tok or tok == '"':  # read on, letting the window drop what was scanned
-                at = m.start() if m else len(self.buf)
-                self.pos = at
-                self._keep = self._base_off + at
-                if not self.fill() and not tok:
-                    self.pos = len(self.buf)
-                    return False
-                pos = self.pos
-                continue
-            if tok in "{[":
-                depth += 1
-            elif tok in "}]":
-                if depth == 0:
-                    self.pos = m.start()  # type: ignore[union-attr]
-                    return tok == "]"
-                depth -= 1
-            elif tok == "," and depth == 0:
-                self.pos = m.start()  # type: ignore[union-attr]
-                return True
-            pos = m.end()  # type: ignore[union-attr]
-
-    def resync(self, mark: int) -> None:
-        """Move to the next ``{`` at the start of a line after ``mark`` (or the end)."""
-        self.pos = max(mark - self._base_off, 0) + 1
-        while True:
-            i = self.buf.find("\n{", self.pos)
-            if i >= 0:
-                self.pos = i + 1
-                return
-            self.pos = max(self.pos, len(self.buf) - 1)
-            self._keep = self._base_off + self.pos  # the skip is counted: let the window move
-            if not self.fill():
-                self.pos = len(self.buf)
-                return
+#: what the recovery scanner looks at: a whole string on one line, a bracket, a comma, or a
+#: quote whose string does not close on its line
+_TOKEN = re.compile(rb'"(?:[^"\\\n]|\\.)*"|[{}\[\],"]')
+_ITEMS_VALUE = re.compile(rb"\s*:\s*\[")
 
 
-def _members(r: _Reader) -> Iterator[tuple[int, Any]]:
-    """Read a top-level object member by member; stream the elements of an ``items`` array.
-
-    Yields ``(position, element)`` for each ``items`` element; returns the object (with the
-    ``items`` array replaced by ``None`` when it was streamed) via ``StopIteration.value``.
-    """
-    r.expect("{")
-    obj: dict[str, Any] = {}
-    if r.peek() == "}":
-        r.pos += 1
-        return obj
-    while True:
-        if r.peek() != '"':
-            raise _Bad("expected a member name")
-        key = r.value()
-        r.expect(":")
-        if key == "items" and r.peek() == "[":
-            r.pos += 1
-            obj[key] = None
-            if r.peek() == "]":
-                r.pos += 1
-            else:
-                while True:
-                    r.peek()
-                    at = r.mark()
-                    try:
-                        item = r.value()
-                    except (json.JSONDecodeError, _Bad) as e:
-                        yield at, _BadItem(e)  # counted where ``at`` is still in the window
-                        if not r.skip_element():
-                            return obj  # never closed: the caller resynchronises
-                    else:
-                        yield at, item
-                    if r.expect(",]") == "]":
-                        break
-        else:
-            r.peek()
-            obj[key] = r.value()
-        if r.expect(",}") == "}":
-            return obj
+# --------------------------------------------------------------------------- the kept fields
 
 
-class _BadItem:
-    """A malformed element of an array, stepped over (:meth:`_Reader.skip_element`)."""
-
-    __slots__ = ("reason",)
-
-    def __init__(self, err: json.JSONDecodeError | _Bad) -> None:
-        self.reason = _malformed(err)
+class _Struct(msgspec.Struct, omit_defaults=True, gc=False):
+    """Fields absent from the JSON stay out of the dict a Pod becomes (``to_builtins``);
+    ``gc=False``: these hold no cycles, and tracking thousands of them made the collector
+    run often for nothing."""
 
 
-def _malformed(err: json.JSONDecodeError | _Bad) -> str:
-    return f"malformed JSON object: {err.msg if isinstance(err, json.JSONDecodeError) else err}"
+class _Meta(_Struct):
+    name: str | None = None
+    namespace: str | None = None
+    uid: str | None = None
+    resourceVersion: str | None = None  # noqa: N815 (the JSON name)
+    creationTimestamp: str | None = None  # noqa: N815
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
 
 
-def _is_pod(obj: Any) -> str | None:
-    """``None`` if ``obj`` is a Pod we can key, else the reason it is not."""
-    if not isinstance(obj, dict):
-        return "not a JSON object"
-    kind = obj.get("kind")
+class _Named(_Struct):
+    name: str | None = None
+
+
+class _Spec(_Struct):
+    nodeName: str | None = None  # noqa: N815
+    containers: list[_Named] | None = None
+
+
+class _Condition(_Struct):
+    type: str | None = None
+    status: str | None = None
+    lastTransitionTime: str | None = None  # noqa: N815
+
+
+class _Started(_Struct):
+    startedAt: str | None = None  # noqa: N815
+
+
+class _State(_Struct):
+    running: _Started | None = None
+    terminated: _Started | None = None
+
+
+class _ContainerStatus(_Struct):
+    name: str | None = None
+    state: _State | None = None
+
+
+class _Status(_Struct):
+    conditions: list[_Condition] | None = None
+    containerStatuses: list[_ContainerStatus] | None = None  # noqa: N815
+
+
+class _Doc(_Struct):
+    """Any top-level value or List item: a Pod, a watch event, or a List (raw items)."""
+
+    kind: Any = None
+    type: Any = None
+    object: msgspec.Raw = msgspec.Raw()  # empty when absent (msgspec takes no ``Raw | None``)
+    items: list[msgspec.Raw] | None = None
+    metadata: _Meta | None = None
+    spec: _Spec | None = None
+    status: _Status | None = None
+
+
+class _ListDoc(_Doc):
+    """The same, with the items of a List decoded in the same pass (the common case)."""
+
+    items: list[_Doc] | None = None  # type: ignore[assignment]
+
+
+_DECODE_DOC = msgspec.json.Decoder(_Doc).decode
+_DECODE_LIST_DOC = msgspec.json.Decoder(_ListDoc).decode
+#: a top-level array (``jq`` output): its elements decoded one by one, as a List's items
+_DECODE_ARRAY = msgspec.json.Decoder(list[msgspec.Raw]).decode
+_OPEN_ARRAY = ord("[")
+#: a whole value whose kept fields have unexpected types: read untyped
+_UNTYPED = object()
+_DECODE_ANY = msgspec.json.Decoder().decode
+_to_dict = msgspec.to_builtins
+#: the kept fields, for a Pod whose kept fields have unexpected types (decoded untyped)
+_KEEP: dict[str, tuple[str, ...]] = {
+    "metadata": tuple(_Meta.__struct_fields__),
+    "spec": tuple(_Spec.__struct_fields__),
+    "status": tuple(_Status.__struct_fields__),
+}
+
+
+class _Malformed(ValueError):
+    """A value that is no JSON (or none Python will build): its object is a counted skip."""
+
+
+def _why(err: Exception) -> str:
+    if isinstance(err, RecursionError):
+        return "JSON nested too deeply"
+    text = str(err)
+    if "out of range" in text:
+        return f"a number too long ({text})"[:120]
+    return text[:120]
+
+
+def _decode(data: bytes | memoryview, typed: bool = True) -> Any:
+    """One value, typed (:class:`_Doc`) or untyped; :class:`_Malformed` if it is no JSON."""
+    decode = _DECODE_DOC if typed else _DECODE_ANY
+    try:
+        return decode(data)
+    except msgspec.ValidationError as e:
+        if typed:
+            raise  # whole, but a kept field of another type: the caller reads it untyped
+        raise _Malformed(_why(e)) from None  # untyped: only a number Python will not build
+    except msgspec.DecodeError as e:
+        if "UTF-8" not in str(e):
+            raise _Malformed(_why(e)) from None
+    except RecursionError as e:
+        raise _Malformed(_why(e)) from None
+    # bytes that are no UTF-8 in a kept field: read as U+FFFD, as a text reader would
+    return _decode(bytes(data).decode("utf-8", "replace").encode(), typed)
+
+
+def _slim(obj: dict[str, Any]) -> dict[str, Any]:
+    """An untyped Pod dict cut down to the kept fields (their values as they are)."""
+    out: dict[str, Any] = {k: obj[k] for k in ("kind",) if k in obj}
+    for part, keys in _KEEP.items():
+        v = obj.get(part)
+        out[part] = {k: v[k] for k in keys if k in v} if isinstance(v, dict) else v
+        if part not in obj:
+            del out[part]
+    return out
+
+
+def _pod_reason(kind: Any, meta: Any, has_spec_or_status: bool) -> str | None:
+    """``None`` if this is a Pod we can key, else the reason it is not."""
     if kind not in (None, "Pod"):
         return f"not a Pod (kind={kind})"
-    meta = obj.get("metadata")
-    if not isinstance(meta, dict) or not isinstance(meta.get("uid"), str) or not meta.get("uid"):
+    uid = meta.get("uid") if isinstance(meta, dict) else getattr(meta, "uid", None)
+    if not isinstance(uid, str) or not uid:
         return "Pod without metadata.uid"
-    if kind is None and "spec" not in obj and "status" not in obj:
+    if kind is None and not has_spec_or_status:
         return "not a Pod (no kind, spec or status)"
     return None
 
 
-def _classify(obj: Any, default_type: str = "LISTED") -> tuple[str, dict[str, Any]] | str | None:
-    """One Pod-level object: ``(event_type, pod)``, a skip reason, or ``None`` (ignore)."""
-    if isinstance(obj, dict) and "type" in obj and "object" in obj and isinstance(obj["type"], str):
-        etype = obj["type"]
-        if etype == "BOOKMARK":
-            return None
-        if etype == "ERROR":
-            inner = obj["object"]
-            msg = inner.get("message", "") if isinstance(inner, dict) else ""
-            return f"watch ERROR event: {msg}"[:200]
-        if etype not in _WATCH_TYPES:
-            return f"unknown watch event type {etype!r}"
-        why = _is_pod(obj["object"])
-        return why if why else (etype, obj["object"])
-    why = _is_pod(obj)
-    return why if why else (default_type, obj)
+# --------------------------------------------------------------------------- objects
 
 
-class _Counter:
+class _Sink:
+    """Counts Pod-level objects and turns each into :class:`PodEvent` s."""
+
     def __init__(self, stats: SourceStats) -> None:
         self.stats = stats
         self.index = 0
 
-    def leaf(self, obj: Any, line: int) -> Iterator[PodEvent]:
-        """Count and convert one Pod-level object (or a nested List of them)."""
-        if isinstance(obj, dict) and isinstance(obj.get("items"), list) and "type" not in obj:
-            for item in obj["items"]:
-                yield from self.leaf(item, line)
+    def skip(self, line: int, why: str) -> None:
+        self.stats.read += 1
+        self.stats.skip(line, why)
+
+    def _event(self, etype: str, pod: dict[str, Any]) -> PodEvent:
+        self.stats.understood += 1
+        ev = PodEvent(etype, pod, self.index)
+        self.index += 1
+        return ev
+
+    def value(
+        self, data: bytes | memoryview | None, line: int, doc: Any = None, huge: bool = True
+    ) -> Iterator[PodEvent]:
+        """One top-level value or List item, known to be one JSON value (or raising
+        :class:`_Malformed`); a List's items are counted one by one.  ``doc``: the value
+        already decoded (:data:`_UNTYPED` when its kept fields have unexpected types), and
+        then ``data`` may be ``None``; ``huge``: whether it may hold a number Python will
+        not build."""
+        huge = huge and data is not None and _may_hold_huge(data)
+        if huge and doc.__class__ is _ListDoc:
+            doc = None  # each item is checked on its own: decode them one by one
+        if doc is None:
+            try:
+                doc = _decode(data)
+            except msgspec.ValidationError:
+                doc = _UNTYPED
+        if doc.__class__ is list:  # a top-level array
+            yield from self.items(data, doc, line, huge)
+            return
+        if doc is not _UNTYPED and doc.items is not None and doc.type is None:
+            if doc.__class__ is _ListDoc:
+                stats, to_dict, reason = self.stats, _to_dict, _pod_reason
+                for item in doc.items:
+                    if item.items is not None or (item.object and isinstance(item.type, str)):
+                        yield from self.value(None, line, item, False)  # a List, an event
+                        continue
+                    stats.read += 1
+                    why = reason(item.kind, item.metadata, item.spec is not None or item.status is not None)
+                    if why:
+                        stats.skip(line, why)
+                    else:
+                        yield self._event("LISTED", to_dict(item))
+            else:
+                yield from self.items(data, doc.items, line, huge)
+            return
+        if huge:
+            # the untyped decoder says whether it is a number or only text that looks like one
+            _decode(data, typed=False)
+        if doc is _UNTYPED:
+            yield from self._untyped(_decode(data, typed=False), line)
             return
         self.stats.read += 1
-        if isinstance(obj, _BadItem):
-            self.stats.skip(line, obj.reason)
+        if isinstance(doc.type, str) and doc.object:
+            yield from self._watch_event(doc.type, doc.object, line)
             return
-        got = _classify(obj)
-        if isinstance(got, str):
-            self.stats.skip(line, got)
+        why = _pod_reason(doc.kind, doc.metadata, doc.spec is not None or doc.status is not None)
+        if why:
+            self.stats.skip(line, why)
+        else:
+            yield self._event("LISTED", _to_dict(doc))
+
+    def items(
+        self, data: bytes | memoryview | None, items: list[msgspec.Raw], line: int, huge: bool
+    ) -> Iterator[PodEvent]:
+        at = 0
+        for item in items:
+            try:
+                yield from self.value(item, line, huge=huge)
+            except _Malformed as e:
+                # where the item starts (looked up only for a bad one)
+                raw, text = bytes(data or b""), bytes(item)
+                at = max(raw.find(text, at), at)
+                self.skip(line + raw.count(b"\n", 0, at), f"malformed JSON object: {e}")
+                del raw
+
+    def _watch_event(self, etype: str, obj: msgspec.Raw, line: int) -> Iterator[PodEvent]:
+        if etype == "BOOKMARK":
+            self.stats.understood += 1
             return
-        self.stats.understood += 1
-        if got is not None:
-            yield PodEvent(got[0], got[1], self.index)
-            self.index += 1
+        if etype == "ERROR":
+            inner = _decode(obj, typed=False)
+            msg = inner.get("message", "") if isinstance(inner, dict) else ""
+            self.stats.skip(line, f"watch ERROR event: {msg}"[:200])
+            return
+        if etype not in _WATCH_TYPES:
+            self.stats.skip(line, f"unknown watch event type {etype!r}")
+            return
+        try:
+            pod = _decode(obj)
+        except msgspec.ValidationError:
+            pod = _decode(obj, typed=False)
+            if not isinstance(pod, dict):
+                self.stats.skip(line, "not a JSON object")
+                return
+            why = _pod_reason(pod.get("kind"), pod.get("metadata"), "spec" in pod or "status" in pod)
+            if why:
+                self.stats.skip(line, why)
+            else:
+                yield self._event(etype, _slim(pod))
+            return
+        why = _pod_reason(pod.kind, pod.metadata, pod.spec is not None or pod.status is not None)
+        if why:
+            self.stats.skip(line, why)
+        else:
+            yield self._event(etype, _to_dict(pod))
+
+    def _untyped(self, obj: Any, line: int) -> Iterator[PodEvent]:
+        """A value whose kept fields have unexpected types: read as plain JSON."""
+        if isinstance(obj, dict) and isinstance(obj.get("items"), list) and "type" not in obj:
+            for item in obj["items"]:
+                yield from self._untyped(item, line)
+            return
+        self.stats.read += 1
+        if not isinstance(obj, dict):
+            self.stats.skip(line, "not a JSON object")
+            return
+        if "type" in obj and "object" in obj and isinstance(obj["type"], str):
+            etype, obj = obj["type"], obj["object"]
+            if etype in ("BOOKMARK", "ERROR") or etype not in _WATCH_TYPES:
+                yield from self._watch_event(etype, msgspec.Raw(msgspec.json.encode(obj)), line)
+                return
+            if not isinstance(obj, dict):
+                self.stats.skip(line, "not a JSON object")
+                return
+        else:
+            etype = "LISTED"
+        why = _pod_reason(obj.get("kind"), obj.get("metadata"), "spec" in obj or "status" in obj)
+        if why:
+            self.stats.skip(line, why)
+        else:
+            yield self._event(etype, _slim(obj))
+
+
+# --------------------------------------------------------------------------- framing
+
+
+class _Window:
+    """A window of bytes over the file, with line numbers; what was consumed is dropped.
+
+    A ``bytearray``, so that growing it does not copy it; values are decoded from views
+    of it, which must be gone before it changes size (:meth:`_unshared` makes sure).
+    """
+
+    def __init__(self, fh: IO[bytes] | IO[str], chunk: int) -> None:
+        self._fh = fh
+        self._chunk = max(chunk, 1)
+        self.buf = bytearray()
+        self.eof = False
+        self._line_pos = 0  # a position in buf and its line number, counted on from there
+        self._line = 1
+
+    def _unshared(self) -> None:
+        try:
+            self.buf += b""
+        except BufferError:  # a view is still alive somewhere: go on with a copy
+            self.buf = bytearray(self.buf)
+
+    def more(self, want: int = 0) -> bool:
+        """Read at least ``max(want, chunk)`` more bytes; ``False`` at the end of the input."""
+        if self.eof:
+            return False
+        data = self._fh.read(max(want, self._chunk))
+        if not data:
+            self.eof = True
+            return False
+        if isinstance(data, str):
+            data = data.encode("utf-8", "surrogateescape")
+        self._unshared()
+        self.buf += data
+        return True
+
+    def drop(self, pos: int) -> int:
+        """Forget ``buf[:pos]``; returns the new position of ``pos`` (0)."""
+        if pos:
+            self.line(pos)
+            self._unshared()
+            del self.buf[:pos]
+            self._line_pos = 0
+        return 0
+
+    def line(self, pos: int) -> int:
+        """Line number of ``buf[pos]``."""
+        if pos >= self._line_pos:
+            self._line += self.buf.count(b"\n", self._line_pos, pos)
+        else:
+            self._line -= self.buf.count(b"\n", pos, self._line_pos)
+        self._line_pos = pos
+        return self._line
+
+    def find(self, sub: bytes, start: int) -> int:
+        """``buf.find(sub, start)``, reading on until found (-1 at the end of the input);
+        reads grow with the window, so a long search costs linear time."""
+        while True:
+            i = self.buf.find(sub, start)
+            searched = len(self.buf)
+            if i >= 0 or not self.more(searched):
+                return i
+            start = max(start, searched - len(sub) + 1)
+
+    def skip_garbage(self, pos: int) -> int:
+        """Where the next line beginning with ``{`` or ``[`` after ``pos`` begins, or the
+        end; what is passed over is dropped, so long garbage costs no memory."""
+        while True:
+            ends = [k + 1 for k in (self.buf.find(b"\n{", pos), self.buf.find(b"\n[", pos)) if k >= 0]
+            if ends:
+                return min(ends)
+            pos = self.drop(max(pos, len(self.buf) - 1))
+            if not self.more():
+                return len(self.buf)
+
+    def next_start(self, start: int) -> int:
+        """Where the next line beginning with ``{`` or ``[`` after ``start`` begins, or the end."""
+        i, j = self.find(b"\n{", start), self.buf.find(b"\n[", start)
+        ends = [k + 1 for k in (i, j) if k >= 0]
+        return min(ends) if ends else len(self.buf)
 
 
 def iter_pod_events(
@@ -341,54 +453,182 @@ def iter_pod_events(
     objects go to ``stats.skip`` with the line where the object starts.  ``chunk_size`` is
     the read size (the tests make it tiny to cross every boundary).
     """
-    r = _Reader(fh, chunk_size)
-    cnt = _Counter(stats)
+    w = _Window(fh, chunk_size)
+    sink = _Sink(stats)
+    pos = 0
     while True:
-        c = r.peek()
-        if not c:
-            return
-        start = r.mark()
-        line = r.line_at(start)
+        # skip whitespace (and a byte order mark), reading on as needed
+        while True:
+            if w.buf.startswith(_BOM, pos):
+                pos += len(_BOM)
+            n = len(w.buf)
+            while pos < n and w.buf[pos] in _WS:
+                pos += 1
+            if pos < n and not (n - pos < len(_BOM) and not w.eof):
+                break
+            if pos >= n:
+                pos = w.drop(pos)
+            if not w.more():
+                if pos >= len(w.buf):
+                    return
+                break
+        pos = w.drop(pos) if pos > chunk_size else pos
+        line = w.line(pos)
+        if w.buf[pos] not in b"{[":
+            sink.skip(line, "garbage between JSON objects")
+            pos = w.skip_garbage(pos)
+            continue
+        end, doc = _frame(w, pos)
+        frame = memoryview(w.buf)[pos:end]
         try:
-            if c == "{":
-                gen = _members(r)
-                while True:
-                    try:
-                        at, item = next(gen)
-                    except StopIteration as stop:
-                        obj = stop.value
-                        break
-                    yield from cnt.leaf(item, r.line_at(at))
-                if obj.get("items", 0) is not None:  # not a streamed List: one object
-                    yield from cnt.leaf(obj, line)
-            elif c == "[":
-                r.pos += 1
-                if r.peek() == "]":
-                    r.pos += 1
-                    continue
-                while True:
-                    r.peek()
-                    at = r.mark()
-                    try:
-                        item = r.value()
-                    except (json.JSONDecodeError, _Bad) as e:
-                        yield from cnt.leaf(_BadItem(e), r.line_at(at))
-                        if not r.skip_element():
-                            break  # never closed: resynchronise out here
-                    else:
-                        yield from cnt.leaf(item, r.line_at(at))
-                    if r.expect(",]") == "]":
-                        break
+            if doc is None:
+                yield from _recover(sink, bytes(frame), line)
             else:
-                stats.read += 1
-                stats.skip(line, "garbage between JSON objects")
-                r.resync(start)
-        except (json.JSONDecodeError, _Bad) as e:
-            # Report and resynchronise from the innermost object that was being read (a
-            # List item, else the top-level object): the last mark.
-            stats.read += 1
-            stats.skip(r.line_at(r.last_mark), _malformed(e))
-            r.resync(r.last_mark)
+                yield from sink.value(frame, line, doc)
+        except _Malformed as e:
+            sink.skip(line, f"malformed JSON object: {e}")
+        del frame, doc
+        pos = end
+
+
+def _frame(w: _Window, pos: int) -> tuple[int, Any]:
+    """The end of the top-level value at ``pos`` and the value decoded (``None`` if it
+    does not decode there, or :data:`_UNTYPED`).
+
+    Tried in order: the end of its first line (JSON lines), then each line that begins with
+    the closing bracket (pretty-printed), up to the next line that begins a value.  A
+    value that decodes whole is cut right: where a JSON value ends is fixed by its start.
+    """
+    close = b"\n}" if w.buf[pos] == ord("{") else b"\n]"
+    eol = w.find(b"\n", pos)
+    eol = len(w.buf) if eol < 0 else eol
+    doc = _attempt(w.buf, pos, eol)
+    if doc is not None:
+        return eol, doc
+    at = eol
+    limit = -1  # where the next value begins: looked for only once a cut has failed
+    while True:
+        c = w.find(close, at) if limit < 0 else w.buf.find(close, at, limit)
+        if c < 0:
+            return (limit if limit >= 0 else len(w.buf)), None
+        at = c + 2
+        doc = _attempt(w.buf, pos, at)
+        if doc is not None:
+            return at, doc
+        if limit < 0:
+            limit = w.next_start(eol)
+            if at > limit:
+                return limit, None
+
+
+def _attempt(buf: bytearray | bytes, start: int, end: int) -> Any:
+    """``buf[start:end]`` decoded, if it is one whole JSON value, else ``None``."""
+    view = memoryview(buf)[start:end]
+    try:
+        return (_DECODE_ARRAY if buf[start] == _OPEN_ARRAY else _DECODE_LIST_DOC)(view)
+    except msgspec.ValidationError:
+        # whole; an item or a kept field of another type: try with raw items, else untyped
+        if buf[start] == _OPEN_ARRAY:
+            return _UNTYPED
+        try:
+            return _DECODE_DOC(view)
+        except msgspec.ValidationError:
+            return _UNTYPED
+    except RecursionError:
+        return _UNTYPED  # whole or not, the untyped read says "nested too deeply"
+    except msgspec.DecodeError as e:
+        if "UTF-8" not in str(e):
+            return None
+    # bytes that are no UTF-8 in a kept field: whole if it is whole read as U+FFFD
+    fixed = bytes(view).decode("utf-8", "replace").encode()
+    return _UNTYPED if _attempt(fixed, 0, len(fixed)) is not None else None
+
+
+# --------------------------------------------------------------------------- recovery
+
+
+def _recover(sink: _Sink, text: bytes, line: int) -> Iterator[PodEvent]:
+    """A top-level value that does not decode: read the elements of its ``items`` (or of
+    the array it is) one by one, so that one bad element costs only itself."""
+    start = _elements_start(text)
+    if start is None:
+        raise _Malformed(_error_of(text))
+    for s, e in _elements(text, start):
+        item = text[s:e].strip(_WS)
+        s += text[s:e].index(item[:1]) if item else 0  # where the element itself starts
+        at = line + text.count(b"\n", 0, s)
+        try:
+            doc = _attempt(item, 0, len(item))
+            yield from sink.value(item, at, doc) if doc is not None else _bad(item)
+        except _Malformed as err:
+            sink.skip(at, f"malformed JSON object: {err}")
+
+
+def _bad(item: bytes) -> Iterator[PodEvent]:
+    raise _Malformed(_error_of(item))
+    yield  # pragma: no cover (a generator)
+
+
+def _error_of(text: bytes) -> str:
+    try:
+        _DECODE_ANY(text)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as e:
+        return _why(e)
+    return "not one JSON value"
+
+
+def _elements_start(text: bytes) -> int | None:
+    """Just after the ``[`` of the array to recover from: the value's own, or that of its
+    ``items`` member (at depth 1 only: a Pod's volumes have ``items`` too)."""
+    if text[:1] == b"[":
+        return 1
+    depth = 0
+    for m in _TOKEN.finditer(text):
+        tok = m.group()
+        if tok in (b"{", b"["):
+            depth += 1
+        elif tok in (b"}", b"]"):
+            depth -= 1
+        elif depth == 1 and tok == b'"items"':
+            v = _ITEMS_VALUE.match(text, m.end())
+            if v:
+                return v.end()
+    return None
+
+
+def _elements(text: bytes, pos: int) -> Iterator[tuple[int, int]]:
+    """The spans of the elements of the array whose ``[`` ends before ``pos``.
+
+    Brackets are counted outside strings; a string is taken to end at its line's end if
+    its closing quote is missing.  Ends at the ``]`` that closes the array, at a ``}`` that
+    closes nothing (the array was never closed), or at the end of the text.
+    """
+    depth = 0
+    start = pos
+    n = len(text)
+    while True:
+        m = _TOKEN.search(text, pos)
+        if m is None:
+            if text[start:].strip():
+                yield start, n
+            return
+        tok = m.group()
+        if tok == b'"':  # a quote whose string does not close on its line
+            nl = text.find(b"\n", m.end())
+            pos = nl if nl >= 0 else n
+            continue
+        if tok in (b"{", b"["):
+            depth += 1
+        elif tok in (b"}", b"]"):
+            if depth == 0:
+                if text[start : m.start()].strip():
+                    yield start, m.start()
+                return
+            depth -= 1
+        elif tok == b"," and depth == 0:
+            yield start, m.start()
+            start = m.end()
+        pos = m.end()
 
 
 # --------------------------------------------------------------------------- store
