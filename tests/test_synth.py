@@ -481,3 +481,22 @@ def test_stream_big_capture_without_padding(tmp_path: Path) -> None:
     assert len(truth) == 8
     first = (tmp_path / "dpc.log").read_text().splitlines()[0]
     assert PREFIX_TS.match(first)
+
+
+def test_dense_capture_shape(tmp_path: Path) -> None:
+    """About half the DPC lines are ones the bridge wants (their message is one it reads),
+    at about the documented bytes and lines per actuation; Pods for every actuation."""
+    from fma_otel.facts import MESSAGES
+
+    n = 60
+    truth = synth.dense_capture(tmp_path, n, seed=2)
+    assert len(truth) == n
+    data = (tmp_path / "dpc.log").read_bytes()
+    lines = data.splitlines()
+    msgs = [re.search(rb'\] "((?:[^"\\]|\\.)*)"', ln) for ln in lines]
+    wanted = sum(1 for m in msgs if m and m.group(1).decode() in MESSAGES)
+    assert 0.35 < wanted / len(lines) < 0.6
+    assert 0.7 < len(data) / (n * synth.DENSE_BYTES_PER_ACTUATION) < 1.3
+    assert 0.7 < len(lines) / (n * synth.DENSE_LINES_PER_ACTUATION) < 1.3
+    pods = json.loads((tmp_path / "pods.json").read_text())["items"]
+    assert len(pods) > n
