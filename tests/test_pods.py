@@ -268,3 +268,20 @@ def test_detect_kind(tmp_path, content, kind):
     path = tmp_path / "f"
     path.write_text(content)
     assert detect_kind(str(path)) == kind
+
+
+def test_a_pretty_list_is_read_item_by_item_not_held_whole():
+    """``kubectl get pods -o json`` output: memory follows one item, not the List."""
+    import tracemalloc
+
+    pods = [pod(f"uid-{i:05d}", rv=str(i)) for i in range(3000)]
+    data = as_list(*pods).encode()
+    tracemalloc.start()
+    try:
+        stats = SourceStats("pods")
+        n = sum(1 for _ in iter_pod_events(io.BytesIO(data), stats, 1 << 16))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert n == 3000 and stats.skipped == 0
+    assert peak < len(data) // 4, (peak, len(data))

@@ -15,7 +15,9 @@ top-level values by lines (a value is the first line, or runs to a closing line;
 right exactly when ``msgspec`` decodes it whole) and decodes each with ``msgspec`` into
 typed Structs that hold only the fields the bridge reads (:class:`_Doc`): everything else
 of a Pod is skipped by the decoder and never built, which is what keeps a big List cheap.
-The items of a List are kept raw and decoded one by one, so one bad item costs only itself.
+A pretty-printed List (what ``kubectl get pods -o json`` writes) is read item by item, by
+the same rule at the items' indentation, so memory holds one item, not the List; the items
+of any other List are decoded with it, and one by one only when one of them is bad.
 Each Pod comes out as a plain ``dict`` of just those fields (what :mod:`fma_otel.podfacts`
 and the correlator read).
 
@@ -371,7 +373,7 @@ class _Window:
 
     def __init__(self, fh: IO[bytes] | IO[str], chunk: int) -> None:
         self._fh = fh
-        self._chunk = max(chunk, 1)
+        self.chunk = self._chunk = max(chunk, 1)
         self.buf = bytearray()
         self.eof = False
         self._line_pos = 0  # a position in buf and its line number, counted on from there
@@ -478,6 +480,10 @@ def iter_pod_events(
             sink.skip(line, "garbage between JSON objects")
             pos = w.skip_garbage(pos)
             continue
+        end = yield from _pretty_list(w, sink, pos, line)
+        if end is not None:
+            pos = end
+            continue
         end, doc = _frame(w, pos)
         frame = memoryview(w.buf)[pos:end]
         try:
@@ -489,6 +495,54 @@ def iter_pod_events(
             sink.skip(line, f"malformed JSON object: {e}")
         del frame, doc
         pos = end
+
+
+#: the head of a pretty-printed List (``kubectl get pods -o json``): one-line members, then
+#: ``"items": [`` with the first item on the next line
+_LIST_HEAD = re.compile(rb'\{\n(?: +"(?!items")[^\n]*\n)*?( +)"items": \[\n( +)\{\n')
+
+
+def _pretty_list(w: _Window, sink: _Sink, pos: int, line: int) -> Iterator[PodEvent]:
+    """Read a pretty-printed List item by item, so that memory holds one item, not the
+    List; the new position, or ``None`` (nothing read) when the value is no such List.
+
+    Each item starts with a ``{`` line at the items' indentation and ends with the ``}``
+    line at the same indentation; an item that does not decode there is one counted skip
+    and the next item is read.  Anything else out of shape ends the List with a skip, and
+    reading goes on at the next line that begins a value.
+    """
+    while len(w.buf) - pos < 4096 and w.more():
+        pass
+    m = _LIST_HEAD.match(w.buf, pos)
+    if m is None:
+        return None
+    items_close, ind = b"\n" + m.group(1) + b"]", m.group(2)
+    close = b"\n" + ind + b"}"
+    p = m.start(2) + len(ind)  # at the first item's "{"
+    while True:
+        p = w.drop(p) if p > w.chunk else p
+        at = w.line(p)
+        e = w.find(close, p)
+        if e < 0:
+            sink.skip(at, "malformed JSON object: the List ends inside an item")
+            return len(w.buf)
+        e += len(close)
+        item = memoryview(w.buf)[p:e]
+        try:
+            yield from sink.value(item, at)
+        except _Malformed as err:
+            sink.skip(at, f"malformed JSON object: {err}")
+        del item
+        while len(w.buf) - e < len(items_close) + len(ind) + 3 and w.more():
+            pass
+        if w.buf.startswith(b",\n" + ind + b"{", e):
+            p = e + 2 + len(ind)
+        elif w.buf.startswith(items_close, e):
+            end = w.find(b"\n}", e)
+            return len(w.buf) if end < 0 else end + 2
+        else:
+            sink.skip(w.line(e), "malformed JSON object: a List item is followed by neither , nor ]")
+            return w.skip_garbage(e)
 
 
 def _frame(w: _Window, pos: int) -> tuple[int, Any]:
