@@ -54,8 +54,11 @@ def any_value(v: Any) -> dict[str, Any]:
 
 
 def key_values(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Attributes as OTLP ``KeyValue`` s."""
-    return [{"key": k, "value": any_value(v)} for k, v in attrs.items()]
+    """Attributes as OTLP ``KeyValue`` s (a string, the most common value, inline)."""
+    return [
+        {"key": k, "value": {"stringValue": v} if v.__class__ is str else any_value(v)}
+        for k, v in attrs.items()
+    ]
 
 
 def span_to_json(s: SpanRecord) -> dict[str, Any]:
