@@ -285,3 +285,28 @@ def test_a_pretty_list_is_read_item_by_item_not_held_whole():
         tracemalloc.stop()
     assert n == 3000 and stats.skipped == 0
     assert peak < len(data) // 4, (peak, len(data))
+
+
+def test_the_kept_fields_are_every_field_podfacts_reads():
+    """Each accessor of ``podfacts`` answers the same on the reader's slim Pod as on the
+    whole Pod it came from (the sample's watch stream: every role, every state)."""
+    from fma_otel import podfacts as P
+    from fma_otel.bridge import sample_dir
+
+    path = sample_dir() / "pods.json"
+    whole = [json.loads(line)["object"] for line in path.read_text().splitlines() if line.strip()]
+    with open(path, "rb") as fh:
+        slim = [e.pod for e in iter_pod_events(fh, SourceStats("pods"))]
+    assert len(slim) == len(whole) > 20
+
+    def answers(p):
+        return (
+            P.uid(p), P.name(p), P.namespace(p), P.node_name(p), dict(P.labels(p)),
+            dict(P.annotations(p)), P.created_ns(p), P.requester_link(p), P.resource_version(p),
+            P.is_direct_requester(p), P.role(p, {"app": "vllm"}), P.container_started_ns(p, None),
+            P.container_started_ns(p, P.REQUESTER_CONTAINER),
+            [P.condition_true_ns(p, c) for c in ("PodScheduled", "Initialized", "Ready", "ContainersReady")],
+        )  # fmt: skip
+
+    assert [answers(p) for p in slim] == [answers(p) for p in whole]
+    assert any(P.container_started_ns(p, None) for p in slim)  # the check reaches the statuses
