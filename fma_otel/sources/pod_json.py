@@ -52,7 +52,7 @@ _BOM = b"\xef\xbb\xbf"
 #: an integer literal Python refuses to build has more digits in a row than this; msgspec
 #: skips such a number unseen in a field it does not keep, so it is looked for (digits
 #: mapped to "0", then one literal search: a regex over every byte is far slower)
-_MAX_DIGITS = getattr(sys, "get_int_max_str_digits", lambda: 4300)() or 4300
+_MAX_DIGITS = getattr(sys, "get_int_max_str_digits", lambda: 4300)()  # 0: no limit
 _DIGITS_AS_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
 _DIGIT_RUN = b"0" * (_MAX_DIGITS + 1)
 _SCAN = 1 << 20
@@ -61,6 +61,8 @@ _SCAN = 1 << 20
 def _may_hold_huge(data: bytes | memoryview) -> bool:
     """Whether ``data`` has more digits in a row than Python builds into an ``int`` (in a
     string or a number: the untyped decoder then tells which)."""
+    if not _MAX_DIGITS:
+        return False
     view = memoryview(data)
     for i in range(0, len(view), _SCAN):
         if _DIGIT_RUN in bytes(view[i : i + _SCAN + len(_DIGIT_RUN)]).translate(_DIGITS_AS_ZERO):
