@@ -155,6 +155,8 @@ _OPEN_ARRAY = ord("[")
 #: a whole value whose kept fields have unexpected types: read untyped
 _UNTYPED = object()
 _DECODE_ANY = msgspec.json.Decoder().decode
+#: checks that a value is one whole JSON value, building nothing
+_DECODE_WHOLE = msgspec.json.Decoder(msgspec.Raw).decode
 _to_dict = msgspec.to_builtins
 #: the kept fields, for a Pod whose kept fields have unexpected types (decoded untyped)
 _KEEP: dict[str, tuple[str, ...]] = {
@@ -528,21 +530,32 @@ def _pretty_list(w: _Window, sink: _Sink, pos: int, line: int) -> Iterator[PodEv
             return len(w.buf)
         e += len(close)
         item = memoryview(w.buf)[p:e]
+        bad = False
         try:
             yield from sink.value(item, at)
         except _Malformed as err:
             sink.skip(at, f"malformed JSON object: {err}")
+            bad = True
         del item
         while len(w.buf) - e < len(items_close) + len(ind) + 3 and w.more():
             pass
         if w.buf.startswith(b",\n" + ind + b"{", e):
             p = e + 2 + len(ind)
-        elif w.buf.startswith(items_close, e):
-            end = w.find(b"\n}", e)
-            return len(w.buf) if end < 0 else end + 2
-        else:
-            sink.skip(w.line(e), "malformed JSON object: a List item is followed by neither , nor ]")
-            return w.skip_garbage(e)
+            continue
+        if not w.buf.startswith(items_close, e):
+            # stray text after an item (most likely the rest of a bad one): on to the next
+            # item, or to the end of the items, whichever comes first
+            nxt, last = w.find(b"\n" + ind + b"{", e), w.find(items_close, e)
+            if not bad:
+                sink.skip(w.line(e), "malformed JSON object: a List item is followed by neither , nor ]")
+            if 0 <= nxt and (last < 0 or nxt < last):
+                p = nxt + 1 + len(ind)
+                continue
+            if last < 0:
+                return w.skip_garbage(e)
+            e = last
+        end = w.find(b"\n}", e)
+        return len(w.buf) if end < 0 else end + 2
 
 
 def _frame(w: _Window, pos: int) -> tuple[int, Any]:
@@ -564,7 +577,8 @@ def _frame(w: _Window, pos: int) -> tuple[int, Any]:
     while True:
         c = w.find(close, at) if limit < 0 else w.buf.find(close, at, limit)
         if c < 0:
-            return (limit if limit >= 0 else len(w.buf)), None
+            limit = limit if limit >= 0 else w.next_start(eol)
+            break
         at = c + 2
         doc = _attempt(w.buf, pos, at)
         if doc is not None:
@@ -572,30 +586,67 @@ def _frame(w: _Window, pos: int) -> tuple[int, Any]:
         if limit < 0:
             limit = w.next_start(eol)
             if at > limit:
-                return limit, None
+                break
+    # no cut decodes: the whole stretch up to the next value (a compact value broken over
+    # lines), or a whole value followed by text (one closed early by a stray bracket: the
+    # text is garbage), is kept, as a streaming reader would
+    whole = _whole_prefix(memoryview(w.buf)[pos:limit])
+    for end in (pos + whole - 1, pos + whole) if whole else (limit,):
+        doc = _attempt(w.buf, pos, end)
+        if doc is not None:
+            return end, doc
+    return limit, None
+
+
+_TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
+
+
+def _whole_prefix(view: memoryview) -> int:
+    """How far the JSON value at the start of ``view`` reaches when text follows it, as
+    msgspec's error gives it (its end, or one byte past), else 0."""
+    try:
+        _DECODE_WHOLE(view)
+    except (msgspec.DecodeError, RecursionError) as e:
+        m = _TRAILING.search(str(e))
+        return int(m.group(1)) if m else 0
+    return 0
 
 
 def _attempt(buf: bytearray | bytes, start: int, end: int) -> Any:
-    """``buf[start:end]`` decoded, if it is one whole JSON value, else ``None``."""
+    """``buf[start:end]`` decoded, if it is one whole JSON value, else ``None``.
+
+    A kept field of an unexpected type stops the typed decoder before the end, so then
+    the items are tried raw, and else the value is only checked to be whole
+    (:data:`_UNTYPED`: it is read untyped).
+    """
+    if start >= end:
+        return None
     view = memoryview(buf)[start:end]
+    array = buf[start] == _OPEN_ARRAY
     try:
-        return (_DECODE_ARRAY if buf[start] == _OPEN_ARRAY else _DECODE_LIST_DOC)(view)
+        return (_DECODE_ARRAY if array else _DECODE_LIST_DOC)(view)
     except msgspec.ValidationError:
-        # whole; an item or a kept field of another type: try with raw items, else untyped
-        if buf[start] == _OPEN_ARRAY:
-            return _UNTYPED
-        try:
-            return _DECODE_DOC(view)
-        except msgspec.ValidationError:
-            return _UNTYPED
+        pass
     except RecursionError:
         return _UNTYPED  # whole or not, the untyped read says "nested too deeply"
     except msgspec.DecodeError as e:
         if "UTF-8" not in str(e):
             return None
-    # bytes that are no UTF-8 in a kept field: whole if it is whole read as U+FFFD
-    fixed = bytes(view).decode("utf-8", "replace").encode()
-    return _UNTYPED if _attempt(fixed, 0, len(fixed)) is not None else None
+        # bytes that are no UTF-8 in a kept field: whole if it is whole read as U+FFFD
+        fixed = bytes(view).decode("utf-8", "replace").encode()
+        return _UNTYPED if _attempt(fixed, 0, len(fixed)) is not None else None
+    if not array:
+        try:
+            return _DECODE_DOC(view)
+        except msgspec.DecodeError:  # a ValidationError too
+            pass
+    try:
+        _DECODE_WHOLE(view)
+    except RecursionError:
+        return _UNTYPED
+    except msgspec.DecodeError:
+        return None
+    return _UNTYPED
 
 
 # --------------------------------------------------------------------------- recovery
