@@ -378,6 +378,9 @@ class _Window:
         self.chunk = self._chunk = max(chunk, 1)
         self.buf = bytearray()
         self.eof = False
+        #: whether a run of digits too long for Python has been read (then every value is
+        #: checked for one on its own; checking each chunk once as it is read is cheaper)
+        self.huge = False
         self._line_pos = 0  # a position in buf and its line number, counted on from there
         self._line = 1
 
@@ -399,6 +402,8 @@ class _Window:
             data = data.encode("utf-8", "surrogateescape")
         self._unshared()
         self.buf += data
+        if not self.huge:
+            self.huge = _may_hold_huge(memoryview(self.buf)[-(len(data) + len(_DIGIT_RUN)) :])
         return True
 
     def drop(self, pos: int) -> int:
@@ -492,7 +497,7 @@ def iter_pod_events(
             if doc is None:
                 yield from _recover(sink, bytes(frame), line)
             else:
-                yield from sink.value(frame, line, doc)
+                yield from sink.value(frame, line, doc, w.huge)
         except _Malformed as e:
             sink.skip(line, f"malformed JSON object: {e}")
         del frame, doc
@@ -532,7 +537,7 @@ def _pretty_list(w: _Window, sink: _Sink, pos: int, line: int) -> Iterator[PodEv
         item = memoryview(w.buf)[p:e]
         bad = False
         try:
-            yield from sink.value(item, at)
+            yield from sink.value(item, at, huge=w.huge)
         except _Malformed as err:
             sink.skip(at, f"malformed JSON object: {err}")
             bad = True
