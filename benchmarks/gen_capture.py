@@ -5,7 +5,8 @@ disk, made the same way every time (seeded), without holding a 1 GB dpc.log in m
 
     python benchmarks/gen_capture.py --out /tmp/cap --actuations 200 --size-mb 100 --seed 1
 
-Without ``--size-mb`` the capture is simulated in memory (``synth_capture``; ``--noise`` adds
+``--dense`` writes the dense workload (``dense_capture``: actuations back to back, about half
+the DPC lines wanted).  Without ``--size-mb`` the capture is simulated in memory (``synth_capture``; ``--noise`` adds
 background DPC chatter).  With it, ``stream_big_capture`` writes dpc.log incrementally and pads
 it with realistic chatter to about that size.
 """
@@ -19,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fma_otel.synth import stream_big_capture, synth_capture, write_capture  # noqa: E402
+from tests.support.synth import dense_capture, stream_big_capture, synth_capture, write_capture  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,9 +31,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--noise", action="store_true", help="background DPC chatter (in-memory mode)")
     ap.add_argument("--timestamps", action="store_true", help="prefix log lines as kubectl logs --timestamps")
+    ap.add_argument("--dense", action="store_true", help="the dense workload (synth.dense_capture)")
     args = ap.parse_args(argv)
     t0 = time.monotonic()
-    if args.size_mb is not None:
+    if args.dense:
+        truth = dense_capture(args.out, args.actuations, seed=args.seed)
+    elif args.size_mb is not None:
         truth = stream_big_capture(
             args.out,
             actuations=args.actuations,

@@ -1,20 +1,23 @@
 """One command, one table: the bridge, ``slo`` and the wrappers measured against their floors.
 
-    python benchmarks/run.py                      # 200 MB dpc.log, 2000 actuations
-    python benchmarks/run.py --size-mb 1024 --reuse --repeat 3
+    python benchmarks/run.py                                  # both workloads, full size
+    python benchmarks/run.py --synthetic-mb 2 --synthetic-actuations 20 \
+        --dense-actuations 40 --skip slo --skip wrappers      # a quick look
+
+Two workloads for the bridge, side by side: the *synthetic* one (a dpc.log padded with DPC
+chatter the bridge skips, ``--synthetic-mb`` / ``--synthetic-actuations``) and the *dense*
+one (``tests.support.synth.dense_capture``: actuations back to back, about half the lines
+wanted, ``--dense-actuations``).  On each, the bridge (``fma-otel bridge --out``, one
+process) is timed against a bare ``for line in open(p, 'rb')`` loop and ``grep -c`` over
+the same dpc.log, and its peak RSS is reported.
 
 Why ratios and not seconds: these machines are noisy and differ, so every figure is taken
-side by side with a floor measured in the same run on the same file (``grep -c``, a bare
-Python loop over the lines, one plain ``json.loads`` per line, a bare SDK span), and only
-the ratio is compared with the target.  Every command runs as its own subprocess, reaped
-with ``os.wait4`` so that its *own* peak RSS (``ru_maxrss``) is known, not the maximum over
-all children.  Each floor and each measured command runs ``--repeat`` times and the
-fastest run counts (the least disturbed by the neighbours).  All inputs are generated under
-``--work`` (default ``/tmp/fma-bench``), never in the repository; ``--reuse`` keeps them.
-
-Memory flatness: the bridge also runs on a capture with the *same actuations and Pods*
-(same seed, same count) whose ``dpc.log`` is a quarter of the size; the RSS ratio of the
-two runs shows whether memory follows the log (it must not) or the per-actuation state.
+side by side with a floor measured in the same run on the same file, and only the ratio is
+compared with the target.  Every command runs as its own subprocess, reaped with
+``os.wait4`` so that its *own* peak RSS (``ru_maxrss``) is known.  Each floor and each
+measured command runs ``--repeat`` times and the fastest run counts (the least disturbed by
+the neighbours).  All inputs are generated under ``--work`` (default ``/tmp/fma-bench``),
+never in the repository; ``--reuse`` keeps them.
 
 ``--code DIR`` measures the ``fma_otel`` package found in ``DIR`` instead of this checkout
 (for example another checkout with a change applied), on the same inputs.
@@ -45,11 +48,11 @@ FMA_OTEL = [sys.executable, "-c", "import sys; from fma_otel.cli import run; sys
 PY_LOOP = "import sys\nfor line in open(sys.argv[1], 'rb'):\n    pass\n"
 PY_JSON = "import json, sys\nloads = json.loads\nfor line in open(sys.argv[1], 'rb'):\n    loads(line)\n"
 
-TARGET_BRIDGE_VS_LOOP = 10.0
-TARGET_BRIDGE_VS_GREP = 20.0
+TARGET_SYNTHETIC_VS_LOOP = 12.0
+TARGET_DENSE_VS_LOOP = 20.0
+TARGET_DENSE_RSS_MB = 200.0
 TARGET_SLO_VS_JSON = 2.0
 TARGET_WRAPPER_VS_SPAN = 1.5
-TARGET_RSS_FLAT = 1.25  # RSS(4x log) / RSS(1x log), same Pods
 TARGET_CREATE_EXTRA_NS = 1_000_000  # issue 7: create latency within 1 ms of unwrapped
 
 
@@ -102,7 +105,7 @@ def best(cmd: Sequence[str], repeat: int, env: dict[str, str] | None = None, **k
 
 
 #: Imports every module a measured command runs, so that their bytecode is written once.
-WARM_IMPORTS = "import fma_otel.cli, fma_otel.commands.bridge, fma_otel.commands.slo, fma_otel.trace_lines"
+WARM_IMPORTS = "import fma_otel.cli, fma_otel.commands.bridge, fma_otel.commands.slo"
 
 
 def code_env(code_dir: Path) -> dict[str, str]:
@@ -136,6 +139,20 @@ def capture(work: Path, size_mb: float, actuations: int, seed: int, reuse: bool)
     cmd = [sys.executable, str(HERE / "gen_capture.py"), "--out", str(d), "--actuations", str(actuations)]
     cmd += ["--size-mb", str(size_mb), "--seed", str(seed)]
     subprocess.run(cmd, check=True)
+    (d / ".complete").write_text("ok\n")
+    return d
+
+
+def dense(work: Path, actuations: int, seed: int, reuse: bool) -> Path:
+    """The dense workload's capture directory (``--dense`` of gen_capture.py), as :func:`capture`."""
+    d = work / f"dense-{actuations}a-s{seed}"
+    if reuse and (d / ".complete").exists():
+        return d
+    if d.exists():
+        shutil.rmtree(d)
+    print(f"generating {d} ...", file=sys.stderr, flush=True)
+    cmd = [sys.executable, str(HERE / "gen_capture.py"), "--out", str(d), "--dense"]
+    subprocess.run([*cmd, "--actuations", str(actuations), "--seed", str(seed)], check=True)
     (d / ".complete").write_text("ok\n")
     return d
 
@@ -258,17 +275,23 @@ def wrapper_comparisons(wr: dict[str, float], notes: list[str]) -> list[tuple[st
 
 @dataclass
 class Row:
+    """One line of the table: ``ratio`` is compared with ``target`` (both in ``unit``)."""
+
     what: str
     value: str
     floor: str
     ratio: float | None
     target: float | None
+    unit: str = "x"
 
     @property
     def verdict(self) -> str:
         if self.ratio is None or self.target is None:
             return ""
         return "ok" if self.ratio <= self.target else "MISS"
+
+    def _num(self, v: float) -> str:
+        return f"{v:.2f}x" if self.unit == "x" else f"{v:.0f} {self.unit}"
 
 
 def render(rows: list[Row]) -> str:
@@ -278,8 +301,8 @@ def render(rows: list[Row]) -> str:
             r.what,
             r.value,
             r.floor,
-            f"{r.ratio:.2f}x" if r.ratio is not None else "-",
-            f"<= {r.target:g}x" if r.target is not None else "-",
+            r._num(r.ratio) if r.ratio is not None else "-",
+            f"<= {r._num(r.target)}" if r.target is not None else "-",
             r.verdict,
         )
         for r in rows
@@ -291,10 +314,71 @@ def render(rows: list[Row]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
+def bridge_rows(
+    workload: str,
+    dpc_bytes: int,
+    actuations: int,
+    loop: Run,
+    grep: Run,
+    bridge: Run,
+    target_vs_loop: float,
+    target_rss_mb: float | None,
+) -> list[Row]:
+    """The bridge's rows for one workload: wall vs the line loop and vs ``grep -c``, CPU,
+    and peak RSS (with its target when the workload has one)."""
+    mb = dpc_bytes / 1e6
+    return [
+        Row(
+            f"{workload}: bridge wall, {mb:.0f} MB dpc.log, {actuations} act.",
+            f"{bridge.wall_s:.2f} s",
+            f"py loop {loop.wall_s:.3f} s",
+            bridge.wall_s / loop.wall_s,
+            target_vs_loop,
+        ),
+        Row(
+            f"{workload}: bridge wall vs grep -c",
+            f"{bridge.wall_s:.2f} s",
+            f"grep {grep.wall_s:.3f} s",
+            bridge.wall_s / grep.wall_s,
+            None,
+        ),
+        Row(
+            f"{workload}: bridge CPU",
+            f"{bridge.cpu_s:.2f} s",
+            f"py loop {loop.cpu_s:.3f} s",
+            bridge.cpu_s / loop.cpu_s,
+            None,
+        ),
+        Row(
+            f"{workload}: bridge peak RSS",
+            f"{bridge.rss_mb:.0f} MiB",
+            f"py loop {loop.rss_mb:.0f} MiB",
+            bridge.rss_mb,
+            target_rss_mb,
+            "MiB",
+        ),
+    ]
+
+
+def measure_bridge(
+    cap: Path, out: Path, repeat: int, floor_repeat: int, env: dict[str, str]
+) -> tuple[Run, Run, Run]:
+    """``(py loop, grep -c, bridge)`` on one capture's dpc.log, page cache warmed first."""
+    dpc = cap / "dpc.log"
+    best([sys.executable, "-c", PY_LOOP, str(dpc)], 1)  # warm the page cache for everyone
+    loop = best([sys.executable, "-c", PY_LOOP, str(dpc)], floor_repeat)
+    grep = best(["grep", "-c", '"HTTP call done"', str(dpc)], floor_repeat)
+    bridge = best([*FMA_OTEL, "bridge", str(cap), "--out", str(out), "-q"], repeat, env)
+    return loop, grep, bridge
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--size-mb", type=float, default=200, help="dpc.log size in MB (up to 1024)")
-    ap.add_argument("--actuations", type=int, default=2000, help="actuations in the capture")
+    ap.add_argument("--synthetic-mb", type=float, default=200, help="synthetic dpc.log size in MB (1-1024)")
+    ap.add_argument(
+        "--synthetic-actuations", type=int, default=2000, help="actuations in the synthetic capture"
+    )
+    ap.add_argument("--dense-actuations", type=int, default=8000, help="actuations in the dense capture")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--work", default="/tmp/fma-bench", help="where inputs and outputs go (never git)")
     ap.add_argument("--reuse", action="store_true", help="reuse inputs generated by an earlier run")
@@ -302,12 +386,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--floor-repeat", type=int, default=3, help="runs per floor command")
     ap.add_argument("--slo-actuations", type=int, default=100_000, help="traces in the slo input")
     ap.add_argument("--wrapper-n", type=int, default=3000, help="calls per case in bench_wrappers.py")
-    ap.add_argument("--skip", action="append", default=[], choices=["bridge", "flat", "slo", "wrappers"])
+    ap.add_argument("--skip", action="append", default=[], choices=["synthetic", "dense", "slo", "wrappers"])
     ap.add_argument("--code", default=str(ROOT), help="directory holding the fma_otel package to measure")
     ap.add_argument("--json", help="also write the figures here as JSON")
     args = ap.parse_args(argv)
-    if not 1 <= args.size_mb <= 1024:
-        ap.error("--size-mb must be between 1 and 1024")
+    if not 1 <= args.synthetic_mb <= 1024:
+        ap.error("--synthetic-mb must be between 1 and 1024")
     work = Path(args.work).resolve()
     work.mkdir(parents=True, exist_ok=True)
     env = code_env(Path(args.code).resolve())
@@ -317,107 +401,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows: list[Row] = []
     figures: dict[str, float] = {}
     notes: list[str] = []
+    best([sys.executable, "-c", WARM_IMPORTS], 1, env)  # write the bytecode once (code_env)
 
-    big = capture(work, args.size_mb, args.actuations, args.seed, args.reuse)
-    dpc = big / "dpc.log"
-    size = dpc.stat().st_size
-    traces_out = work / "traces-big.jsonl"
-
-    if "bridge" not in args.skip or "slo" not in args.skip:
-        best([sys.executable, "-c", PY_LOOP, str(dpc)], 1)  # warm the page cache for everyone
-        best([sys.executable, "-c", WARM_IMPORTS], 1, env)  # and write the bytecode (code_env)
-        loop = best([sys.executable, "-c", PY_LOOP, str(dpc)], args.floor_repeat)
-        grep = best(["grep", "-c", '"HTTP call done"', str(dpc)], args.floor_repeat)
-        bridge = best([*FMA_OTEL, "bridge", str(big), "--out", str(traces_out), "-q"], args.repeat, env)
-        serial = best(
-            [*FMA_OTEL, "bridge", str(big), "--out", str(work / "traces-serial.jsonl"), "-q", "--jobs", "1"],
-            args.repeat,
-            env,
+    traces_out = work / "traces-synthetic.jsonl"
+    workloads = []
+    if "synthetic" not in args.skip or "slo" not in args.skip:
+        cap = capture(work, args.synthetic_mb, args.synthetic_actuations, args.seed, args.reuse)
+        workloads.append(("synthetic", cap, args.synthetic_actuations, TARGET_SYNTHETIC_VS_LOOP, None))
+    if "dense" not in args.skip:
+        cap = dense(work, args.dense_actuations, args.seed, args.reuse)
+        workloads.append(("dense", cap, args.dense_actuations, TARGET_DENSE_VS_LOOP, TARGET_DENSE_RSS_MB))
+    for name, cap, n, target, rss_target in workloads:
+        if name == "synthetic" and "synthetic" in args.skip:
+            continue
+        loop, grep, bridge = measure_bridge(
+            cap, work / f"traces-{name}.jsonl", args.repeat, args.floor_repeat, env
         )
+        size = (cap / "dpc.log").stat().st_size
         figures.update(
-            bridge_s=bridge.wall_s,
-            bridge_rss_mb=bridge.rss_mb,
-            loop_s=loop.wall_s,
-            grep_s=grep.wall_s,
-            loop_rss_mb=loop.rss_mb,
-            bridge_cpu_s=bridge.cpu_s,
-            loop_cpu_s=loop.cpu_s,
-            bridge_serial_s=serial.wall_s,
+            {
+                f"{name}_bridge_s": bridge.wall_s,
+                f"{name}_bridge_cpu_s": bridge.cpu_s,
+                f"{name}_bridge_rss_mb": bridge.rss_mb,
+                f"{name}_loop_s": loop.wall_s,
+                f"{name}_grep_s": grep.wall_s,
+                f"{name}_dpc_bytes": size,
+            }
         )
-        mb = size / 1e6
-        rows.append(
-            Row(
-                f"bridge wall, {mb:.0f} MB dpc.log, {args.actuations} act.",
-                f"{bridge.wall_s:.2f} s",
-                f"py loop {loop.wall_s:.3f} s",
-                bridge.wall_s / loop.wall_s,
-                TARGET_BRIDGE_VS_LOOP,
-            )
-        )
-        rows.append(
-            Row(
-                "bridge wall vs grep -c",
-                f"{bridge.wall_s:.2f} s",
-                f"grep {grep.wall_s:.3f} s",
-                bridge.wall_s / grep.wall_s,
-                TARGET_BRIDGE_VS_GREP,
-            )
-        )
-        rows.append(
-            Row(
-                "bridge CPU, all its processes",
-                f"{bridge.cpu_s:.2f} s",
-                f"py loop {loop.cpu_s:.3f} s",
-                bridge.cpu_s / loop.cpu_s,
-                None,
-            )
-        )
-        rows.append(
-            Row(
-                "bridge wall, serial (--jobs 1)",
-                f"{serial.wall_s:.2f} s",
-                f"py loop {loop.wall_s:.3f} s",
-                serial.wall_s / loop.wall_s,
-                None,
-            )
-        )
-        rows.append(
-            Row(
-                "bridge throughput",
-                f"{mb / bridge.wall_s:.1f} MB/s",
-                f"py loop {mb / loop.wall_s:.0f} MB/s",
-                None,
-                None,
-            )
-        )
-        rows.append(
-            Row("bridge peak RSS", f"{bridge.rss_mb:.0f} MiB", f"py loop {loop.rss_mb:.0f} MiB", None, None)
-        )
-
-    if "flat" not in args.skip and "bridge" not in args.skip:
-        small = capture(work, args.size_mb / 4, args.actuations, args.seed, args.reuse)
-        sb = best(
-            [*FMA_OTEL, "bridge", str(small), "--out", str(work / "traces-small.jsonl"), "-q"],
-            args.repeat,
-            env,
-        )
-        figures.update(bridge_small_s=sb.wall_s, bridge_small_rss_mb=sb.rss_mb)
-        ssize = (small / "dpc.log").stat().st_size
-        rows.append(
-            Row(
-                f"memory flatness: RSS {size / 1e6:.0f} MB / {ssize / 1e6:.0f} MB log",
-                f"{bridge.rss_mb:.0f} MiB",
-                f"{sb.rss_mb:.0f} MiB",
-                bridge.rss_mb / sb.rss_mb,
-                TARGET_RSS_FLAT,
-            )
-        )
-        grow = (bridge.wall_s - sb.wall_s) / ((size - ssize) / 1e6)
-        rows.append(Row("bridge marginal cost per MB of log", f"{grow * 1000:.0f} ms/MB", "", None, None))
+        rows += bridge_rows(name, size, n, loop, grep, bridge, target, rss_target)
 
     if "slo" not in args.skip:
         if not traces_out.exists():
-            measure([*FMA_OTEL, "bridge", str(big), "--out", str(traces_out), "-q"], env)
+            measure([*FMA_OTEL, "bridge", str(workloads[0][1]), "--out", str(traces_out), "-q"], env)
         slo_in = work / f"slo-{args.slo_actuations}.jsonl"
         n = replicate_traces(traces_out, slo_in, args.slo_actuations, args.reuse)
         best([sys.executable, "-c", PY_LOOP, str(slo_in)], 1)  # page cache

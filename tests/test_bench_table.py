@@ -79,3 +79,32 @@ def test_a_missing_case_is_a_note_not_a_figure():
         "launcher create, wrapped (traceparent)",
     ]
     assert notes == ["bench_wrappers.py: no row for 'httpx PUT, named by purpose'"]
+
+
+def _run(wall: float, rss: float, cpu: float | None = None) -> object:
+    return run.Run(wall, rss, 0, "", wall if cpu is None else cpu)
+
+
+def test_bridge_rows_compare_with_the_loop_and_grep_and_check_rss():
+    rows = run.bridge_rows(
+        "dense", 133_000_000, 8000, _run(1.0, 10), _run(0.25, 5), _run(15.0, 180, cpu=14.0), 20.0, 200.0
+    )
+    assert [r.what for r in rows] == [
+        "dense: bridge wall, 133 MB dpc.log, 8000 act.",
+        "dense: bridge wall vs grep -c",
+        "dense: bridge CPU",
+        "dense: bridge peak RSS",
+    ]
+    assert [r.ratio for r in rows] == [15.0, 60.0, 14.0, 180]
+    assert [r.verdict for r in rows] == ["ok", "", "", "ok"]
+    table = run.render(rows)
+    assert "15.00x" in table and "<= 20.00x" in table and "180 MiB" in table and "<= 200 MiB" in table
+
+
+def test_a_missed_target_reads_miss():
+    rows = run.bridge_rows(
+        "synthetic", 2_000_000, 20, _run(1.0, 10), _run(0.5, 5), _run(13.0, 250), 12.0, None
+    )
+    assert rows[0].verdict == "MISS"
+    assert rows[3].target is None and rows[3].verdict == ""  # no RSS target on this workload
+    assert "MISS" in run.render(rows)

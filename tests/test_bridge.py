@@ -1,6 +1,6 @@
 """The offline bridge against ground truth: instants, whole span trees, replays, honesty.
 
-The synthesizer (``fma_otel.synth``) records for each actuation the instants that a correct
+The synthesizer (``tests.support.synth``) records for each actuation the instants that a correct
 parser must read from exactly that data, so these tests compare the bridge with truth
 rather than with its own previous output; a golden text dump (kspan style) catches any
 change of the whole tree at a glance.
@@ -17,7 +17,7 @@ import pytest
 from fma_otel import model as M
 from fma_otel.bridge import BridgeInputs, InputError, inputs_from_capture, run_bridge, sample_dir
 from fma_otel.sinks.dump import dump_traces
-from fma_otel.synth import load_truth, synth_capture, write_capture
+from tests.support.synth import load_truth, synth_capture, write_capture
 
 GOLDEN = Path(__file__).parent / "golden" / "sample_dump.txt"
 

@@ -323,7 +323,9 @@ def test_grpc_core_log_lines_stay_off_the_cli(tmp_path, clean_otlp_env):
         server.server_close()
     lines = p.stderr.splitlines()
     assert len(lines) == 1, lines
-    assert lines[0].startswith(f"fma-otel bridge: error: export failed: OTLP export (grpc) to {endpoint} failed: ")
+    assert lines[0].startswith(
+        f"fma-otel bridge: error: export failed: OTLP export (grpc) to {endpoint} failed: "
+    )
     assert p.returncode == 1
     assert (tmp_path / "o.jsonl").stat().st_size > 0  # the file is written whatever the export does
 

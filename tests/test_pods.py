@@ -69,10 +69,26 @@ def test_podlist_from_api_without_item_kind():
     assert st.skipped == 0
 
 
-def test_single_pod_object():
+def test_single_pod_object_keeps_only_the_fields_read():
     evs, st = read(json.dumps(pod(), indent=4) + "\n")
     assert [e.event_type for e in evs] == ["LISTED"]
-    assert evs[0].pod == pod()
+    want = pod()
+    del want["apiVersion"], want["status"]["phase"], want["status"]["podIP"]
+    assert evs[0].pod == want
+
+
+def test_kept_fields_of_unexpected_types_are_read_as_they_are():
+    """A label that is a number, a condition list that is a string: the Pod is still read
+    (the accessors in podfacts ignore what they cannot use), only its kept fields."""
+    p = pod()
+    p["metadata"]["labels"] = {"n": 5}
+    p["status"]["conditions"] = "odd"
+    p["status"]["containerStatuses"] = [{"name": "c", "state": {"running": {"startedAt": 7}}}]
+    evs, st = read(json.dumps(p) + "\n")
+    assert st.skipped == 0 and len(evs) == 1
+    got = evs[0].pod
+    assert got["metadata"]["labels"] == {"n": 5} and got["status"]["conditions"] == "odd"
+    assert "phase" not in got["status"] and "apiVersion" not in got
 
 
 @pytest.mark.parametrize("chunk", CHUNKS)
@@ -252,3 +268,45 @@ def test_detect_kind(tmp_path, content, kind):
     path = tmp_path / "f"
     path.write_text(content)
     assert detect_kind(str(path)) == kind
+
+
+def test_a_pretty_list_is_read_item_by_item_not_held_whole():
+    """``kubectl get pods -o json`` output: memory follows one item, not the List."""
+    import tracemalloc
+
+    pods = [pod(f"uid-{i:05d}", rv=str(i)) for i in range(3000)]
+    data = as_list(*pods).encode()
+    tracemalloc.start()
+    try:
+        stats = SourceStats("pods")
+        n = sum(1 for _ in iter_pod_events(io.BytesIO(data), stats, 1 << 16))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert n == 3000 and stats.skipped == 0
+    assert peak < len(data) // 4, (peak, len(data))
+
+
+def test_the_kept_fields_are_every_field_podfacts_reads():
+    """Each accessor of ``podfacts`` answers the same on the reader's slim Pod as on the
+    whole Pod it came from (the sample's watch stream: every role, every state)."""
+    from fma_otel import podfacts as P
+    from fma_otel.bridge import sample_dir
+
+    path = sample_dir() / "pods.json"
+    whole = [json.loads(line)["object"] for line in path.read_text().splitlines() if line.strip()]
+    with open(path, "rb") as fh:
+        slim = [e.pod for e in iter_pod_events(fh, SourceStats("pods"))]
+    assert len(slim) == len(whole) > 20
+
+    def answers(p):
+        return (
+            P.uid(p), P.name(p), P.namespace(p), P.node_name(p), dict(P.labels(p)),
+            dict(P.annotations(p)), P.created_ns(p), P.requester_link(p), P.resource_version(p),
+            P.is_direct_requester(p), P.role(p, {"app": "vllm"}), P.container_started_ns(p, None),
+            P.container_started_ns(p, P.REQUESTER_CONTAINER),
+            [P.condition_true_ns(p, c) for c in ("PodScheduled", "Initialized", "Ready", "ContainersReady")],
+        )  # fmt: skip
+
+    assert [answers(p) for p in slim] == [answers(p) for p in whole]
+    assert any(P.container_started_ns(p, None) for p in slim)  # the check reaches the statuses

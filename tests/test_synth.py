@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import time
 from datetime import datetime, timezone
 from decimal import Decimal
@@ -16,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from fma_otel import synth
-from fma_otel.synth import (
+from tests.support import synth
+from tests.support.synth import (
     BASELINE,
     COLD,
     HOT,
@@ -35,6 +37,7 @@ from fma_otel.synth import (
 KLOG = re.compile(r"^([IWEF])(\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})\.(\d{6}) +(\d+) ([^:\]]+):(\d+)\] (.*)$")
 PREFIX_TS = re.compile(r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?Z) (.*)$")
 S = 1_000_000_000
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _rfc_ns(s: str) -> int:
@@ -87,8 +90,15 @@ def cap() -> synth.Capture:
 
 @pytest.fixture(scope="module")
 def sample_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sample as ``scripts/make_sample.py`` writes it, run as a user would run it."""
     d = tmp_path_factory.mktemp("sample")
-    synth.write_sample(d)
+    done = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "make_sample.py"), "--out", str(d)],
+        capture_output=True,
+        text=True,
+        cwd="/",
+    )
+    assert done.returncode == 0, done.stderr
     return d
 
 
@@ -115,8 +125,19 @@ def test_committed_sample_is_regenerated_identically(sample_dir: Path) -> None:
     assert committed == fresh
     for n in fresh:
         assert (SAMPLE_DIR / n).read_bytes() == (sample_dir / n).read_bytes(), (
-            f"{n}: run python -m fma_otel.synth --sample"
+            f"{n}: run python scripts/make_sample.py"
         )
+
+
+def test_shipped_package_does_not_import_the_synthesizer() -> None:
+    """The synthesizer is test code: no module of ``fma_otel`` may import or name it."""
+    offenders = [
+        str(p.relative_to(REPO))
+        for p in sorted((REPO / "fma_otel").rglob("*.py"))
+        if re.search(r"\bsynth\b", p.read_text(encoding="utf-8"))
+    ]
+    assert offenders == []
+    assert not (REPO / "fma_otel" / "synth.py").exists()
 
 
 # --------------------------------------------------------------------------- format
@@ -418,7 +439,7 @@ def test_watch_form(tmp_path: Path, cap: synth.Capture) -> None:
 
 def test_truth_json_roundtrip(sample_dir: Path) -> None:
     truth = load_truth(sample_dir / "truth.json")
-    from fma_otel.synth import _merge_watch
+    from tests.support.synth import _merge_watch
 
     assert truth == [_merge_watch(t) for t in synth_capture(6, seed=0).truth]
 
@@ -460,3 +481,22 @@ def test_stream_big_capture_without_padding(tmp_path: Path) -> None:
     assert len(truth) == 8
     first = (tmp_path / "dpc.log").read_text().splitlines()[0]
     assert PREFIX_TS.match(first)
+
+
+def test_dense_capture_shape(tmp_path: Path) -> None:
+    """About half the DPC lines are ones the bridge wants (their message is one it reads),
+    at about the documented bytes and lines per actuation; Pods for every actuation."""
+    from fma_otel.facts import MESSAGES
+
+    n = 60
+    truth = synth.dense_capture(tmp_path, n, seed=2)
+    assert len(truth) == n
+    data = (tmp_path / "dpc.log").read_bytes()
+    lines = data.splitlines()
+    msgs = [re.search(rb'\] "((?:[^"\\]|\\.)*)"', ln) for ln in lines]
+    wanted = sum(1 for m in msgs if m and m.group(1).decode() in MESSAGES)
+    assert 0.35 < wanted / len(lines) < 0.6
+    assert 0.7 < len(data) / (n * synth.DENSE_BYTES_PER_ACTUATION) < 1.3
+    assert 0.7 < len(lines) / (n * synth.DENSE_LINES_PER_ACTUATION) < 1.3
+    pods = json.loads((tmp_path / "pods.json").read_text())["items"]
+    assert len(pods) > n

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-import functools
 import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import IO, Any
+
+import orjson
 
 from .. import __version__
 from ..jsonsafe import ns
@@ -36,6 +37,8 @@ OTLP_TO_STATUS.update({f"STATUS_CODE_{k}": k for k in STATUS_TO_OTLP})
 
 def any_value(v: Any) -> dict[str, Any]:
     """A Python value as an OTLP ``AnyValue`` in JSON form."""
+    if v.__class__ is str:  # most attributes: first, and exactly ``str`` (a subclass prints its own way)
+        return {"stringValue": v}
     if isinstance(v, bool):
         return {"boolValue": v}
     if isinstance(v, int):
@@ -50,23 +53,12 @@ def any_value(v: Any) -> dict[str, Any]:
     return {"stringValue": str(v)}
 
 
-@functools.lru_cache(maxsize=65536)
-def _key_value(k: str, _type: type, v: Any) -> dict[str, Any]:
-    # ``_type`` keeps 1, 1.0 and True apart (equal as cache keys); the result is shared
-    # between spans and must never be mutated (json.dumps only reads it)
-    return {"key": k, "value": any_value(v)}
-
-
 def key_values(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Attributes as OTLP ``KeyValue`` s; the same pair recurs on every span of a trace, so
-    scalar pairs are encoded once (profiled: a fifth of the bridge was this encoding)."""
-    out = []
-    for k, v in attrs.items():
-        if isinstance(v, (list, tuple, dict)):
-            out.append({"key": k, "value": any_value(v)})
-        else:
-            out.append(_key_value(k, type(v), v))
-    return out
+    """Attributes as OTLP ``KeyValue`` s (a string, the most common value, inline)."""
+    return [
+        {"key": k, "value": {"stringValue": v} if v.__class__ is str else any_value(v)}
+        for k, v in attrs.items()
+    ]
 
 
 def span_to_json(s: SpanRecord) -> dict[str, Any]:
@@ -90,9 +82,18 @@ def span_to_json(s: SpanRecord) -> dict[str, Any]:
 def export_request(spans: Iterable[SpanRecord]) -> dict[str, Any]:
     """Group spans by resource into one ``ExportTraceServiceRequest`` (JSON form)."""
     groups: dict[tuple[tuple[str, Any], ...], list[SpanRecord]] = {}
+    # the spans of a trace share a few resource mappings: sort each one once (the spans keep
+    # them alive, so no ``id`` is reused while this runs)
+    keys: dict[int, tuple[tuple[str, Any], ...]] = {}
     for s in spans:
-        res = s.resource or resource_attributes(s.service)
-        groups.setdefault(tuple(sorted(res.items())), []).append(s)
+        res = s.resource
+        if res:
+            key = keys.get(id(res))
+            if key is None:
+                key = keys[id(res)] = tuple(sorted(res.items()))
+        else:  # a fresh mapping each time: its id may be reused, so never cached
+            key = tuple(sorted(resource_attributes(s.service).items()))
+        groups.setdefault(key, []).append(s)
     return {
         "resourceSpans": [
             {
@@ -109,218 +110,30 @@ def export_request(spans: Iterable[SpanRecord]) -> dict[str, Any]:
     }
 
 
-# The text encoder below writes, for the fixed shape of a span, exactly the bytes that
-# ``json.dumps(export_request(spans), separators=(",", ":"), allow_nan=False)`` writes
-# (profiled: building the dicts and encoding them was a third of the bridge).  Strings go
-# through json's own C escaper; anything unusual goes through ``json.dumps`` itself.
-#
-# Where the time goes, and so the shape of the code: a bridge span has ~14 attributes, and
-# most pairs recur, on every span of a trace (requester, launcher, node) or in every trace
-# (path, namespace, instant sources).  So the text of a whole ``{"key":..,"value":..}``
-# pair is cached by the pair for the exact classes ``str``, ``int`` and ``bool``; the
-# type check comes first because equal values of other classes (``1``, ``1.0``, ``True``,
-# an ``IntEnum``, a ``str`` subclass with its own ``__str__``) encode differently.  Every
-# other value takes the general path, which is the dict encoder's own code.
+def export_request_bytes(spans: Iterable[SpanRecord]) -> bytes:
+    """``export_request(spans)`` as compact, strict JSON (UTF-8, no bare ``NaN``).
 
-_esc = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
-_isfinite = math.isfinite
-
-
-def _dumps(obj: Any) -> str:
-    return json.dumps(obj, separators=(",", ":"), allow_nan=False)
-
-
-def _js(x: Any) -> str:
-    """``x`` as json.dumps writes it (a ``str`` escaped in C)."""
-    return _esc(x) if x.__class__ is str else _dumps(x)
-
-
-#: Bounds of the caches below: a long capture must not grow them without limit (each
-#: holds short strings; a full cache is emptied, and refills with what recurs).
-_CACHE_MAX = 1 << 16
-
-_KEY_TEXT: dict[str, str] = {}  # key -> '{"key":<key>,"value":'
-_FLOAT_HEAD: dict[str, str] = {}  # key -> '{"key":<key>,"value":{"doubleValue":'
-_STR_PAIR: dict[tuple[str, str], str] = {}  # (key, str value) -> the pair's text
-_INT_PAIR: dict[tuple[str, int], str] = {}  # (key, int value) -> the pair's text
-_BOOL_PAIR: dict[tuple[str, bool], str] = {}  # (key, bool value) -> the pair's text
-_NAME_TEXT: dict[str, str] = {}  # span name -> its JSON string
-
-
-def _cached(cache: dict[Any, str], key: Any, text: str) -> str:
-    if len(cache) >= _CACHE_MAX:
-        cache.clear()
-    cache[key] = text
-    return text
-
-
-def _key_text(k: str) -> str:
-    """``{"key":<k>,"value":`` for a ``str`` key (cached: keys recur on every span)."""
-    return _KEY_TEXT.get(k) or _cached(_KEY_TEXT, k, '{"key":' + _esc(k) + ',"value":')
-
-
-def _float_head(k: str) -> str:
-    return _cached(_FLOAT_HEAD, k, _key_text(k) + '{"doubleValue":')
-
-
-def _pair_text(k: Any, v: Any) -> str:
-    """One attribute pair as text, and into its cache if it has one: what
-    ``_attributes_text`` does when its caches have no answer."""
-    t = v.__class__
-    if k.__class__ is str:
-        if t is str:
-            return _cached(_STR_PAIR, (k, v), _key_text(k) + '{"stringValue":' + _esc(v) + "}}")
-        if t is int:
-            return _cached(_INT_PAIR, (k, v), _key_text(k) + '{"intValue":"' + int.__repr__(v) + '"}}')
-        if t is bool:
-            return _cached(
-                _BOOL_PAIR, (k, v), _key_text(k) + ('{"boolValue":true}}' if v else '{"boolValue":false}}')
-            )
-        if t is float:
-            if v and _isfinite(v):
-                return _float_head(k) + float.__repr__(v) + "}}"
-            # zero and non-finite: through the dict encoder's cache (which hands a -0.0
-            # the text of an equal 0.0 encoded before it, and back; the same here)
-            d = _key_value(k, t, v)["value"]["doubleValue"]
-            return _float_head(k) + (float.__repr__(d) if d.__class__ is float else _esc(d)) + "}}"
-    if isinstance(v, (list, tuple, dict)):
-        return _dumps({"key": k, "value": any_value(v)})
-    return _dumps(_key_value(k, t, v))
-
-
-def _attributes_text(attrs: Mapping[str, Any]) -> str:
-    """``<pair>,<pair>,...`` (no brackets): the writer's hot loop, shaped by the comment above."""
-    out = []
-    append = out.append
-    str_pair, float_head, isfinite, float_repr = _STR_PAIR, _FLOAT_HEAD, _isfinite, float.__repr__
-    for k, v in attrs.items():
-        t = v.__class__
-        if k.__class__ is not str:
-            append(_pair_text(k, v))
-        elif t is str:
-            append(str_pair.get((k, v)) or _pair_text(k, v))
-        elif t is float and v and isfinite(v):
-            append((float_head.get(k) or _float_head(k)) + float_repr(v) + "}}")
-        elif t is bool:
-            append(_BOOL_PAIR.get((k, v)) or _pair_text(k, v))
-        elif t is int:
-            append(_INT_PAIR.get((k, v)) or _pair_text(k, v))
-        else:
-            append(_pair_text(k, v))
-    return ",".join(out)
-
-
-@functools.lru_cache(maxsize=1024)
-def _resource_head(res: tuple[tuple[str, str], ...]) -> str:
-    return (
-        '{"resource":{"attributes":'
-        + _dumps(key_values(dict(res)))
-        + '},"scopeSpans":[{"scope":'
-        + _dumps({"name": SCOPE_NAME, "version": __version__})
-        + ',"spans":['
-    )
-
-
-_KIND_TEXT = {k: str(v) for k, v in KIND_TO_OTLP.items()}
-_STATUS_TEXT = {k: str(v) for k, v in STATUS_TO_OTLP.items()}
-_MESSAGE = ',"message":'
-_PARENT = ',"parentSpanId":'
-
-
-def _name_text(name: str) -> str:
-    """A span name's JSON string, into the cache (a bridge has a dozen names)."""
-    return _cached(_NAME_TEXT, name, _esc(name))
-
-
-def _str_body(x: Any) -> str:
-    """``str(x)`` as a JSON string, without its quotes (the dict encoder writes times as
-    ``str(ns)``; an ``int``'s needs no escaping and does not come here)."""
-    return _esc(str(x))[1:-1]
-
-
-def _append_spans(parts: list[str], group: list[SpanRecord]) -> None:
-    """Append the spans of one resource to ``parts``, as text, comma-separated.
-
-    One f-string per span.  The ids go through ``json``'s C escaper (a hex id needs no
-    escaping, but checking that costs as much as escaping); the trace id once for the
-    spans that share it; ``str(ns)`` of an ``int`` needs no escaping at all.
+    ``orjson`` encodes the dicts; it refuses what strict UTF-8 JSON cannot hold (a lone
+    surrogate that a JSON-valued log field decoded to) and integers beyond 64 bits in a
+    place :func:`any_value` does not turn into a string (a non-``str`` attribute key): such
+    a request goes through ``json.dumps``, which escapes the first and writes the second,
+    so odd input never stops the writer.
     """
-    append = parts.append
-    trace_id: Any = parts  # not any span's trace id
-    head = ""
-    separator = ""
-    esc, attributes_text = _esc, _attributes_text
-    name_text, kind_text, status_text = _NAME_TEXT, _KIND_TEXT, _STATUS_TEXT
-    for s in group:
-        if s.trace_id is not trace_id:
-            trace_id = s.trace_id
-            head = '{"traceId":' + _js(trace_id) + ',"spanId":'
-        span_id, name, start, end = s.span_id, s.name, s.start_ns, s.end_ns
-        message, parent = s.status_message, s.parent_span_id
-        append(
-            f"{separator}{head}{esc(span_id) if span_id.__class__ is str else _dumps(span_id)}"
-            f',"name":{(name_text.get(name) or _name_text(name)) if name.__class__ is str else _dumps(name)}'
-            f',"kind":{kind_text.get(s.kind, "1")}'
-            f',"startTimeUnixNano":"{start if start.__class__ is int else _str_body(start)}"'
-            f',"endTimeUnixNano":"{end if end.__class__ is int else _str_body(end)}"'
-            f',"attributes":[{attributes_text(s.attributes)}]'
-            f',"status":{{"code":{status_text[s.status_code]}'
-            f"{_MESSAGE + _js(message) if message else ''}}}"
-            f"{_PARENT + _js(parent) if parent else ''}}}"
-        )
-        separator = ","
-
-
-def _request_parts(spans: Iterable[SpanRecord]) -> list[str]:
-    """The text of ``export_request(spans)`` in pieces, for one join (see below)."""
-    groups: dict[tuple[tuple[str, Any], ...], list[SpanRecord]] = {}
-    # the sorted items of each resource mapping, by its id: the spans of a trace share a
-    # few (the builder's, the decoder's); the spans keep them alive, so no id is reused
-    sorted_items: dict[int, tuple[tuple[str, Any], ...]] = {}
-    for s in spans:
-        res = s.resource
-        if res:
-            key = sorted_items.get(id(res))
-            if key is None:
-                key = sorted_items[id(res)] = tuple(sorted(res.items()))
-        else:
-            key = tuple(sorted(resource_attributes(s.service).items()))
-        group = groups.get(key)
-        if group is None:
-            groups[key] = [s]
-        else:
-            group.append(s)
-    parts = ['{"resourceSpans":[']
-    separator = ""
-    for res, group in groups.items():
-        if all(k.__class__ is str and v.__class__ is str for k, v in res):
-            head = _resource_head(res)
-        else:
-            head = (
-                '{"resource":{"attributes":'
-                + _dumps(key_values(dict(res)))
-                + '},"scopeSpans":[{"scope":'
-                + _dumps({"name": SCOPE_NAME, "version": __version__})
-                + ',"spans":['
-            )
-        parts.append(separator + head)
-        _append_spans(parts, group)
-        parts.append("]}]}")
-        separator = ","
-    parts.append("]}")
-    return parts
+    req = export_request(spans)
+    try:
+        return orjson.dumps(req)
+    except orjson.JSONEncodeError:
+        return json.dumps(req, separators=(",", ":"), allow_nan=False).encode()
 
 
 def export_request_text(spans: Iterable[SpanRecord]) -> str:
-    """``json.dumps(export_request(spans), separators=(",", ":"), allow_nan=False)``, faster."""
-    return "".join(_request_parts(spans))
+    """:func:`export_request_bytes` as ``str``."""
+    return export_request_bytes(spans).decode()
 
 
 def write_trace_line(out: IO[str], spans: Iterable[SpanRecord]) -> None:
     """Write one trace (or any batch of spans) as one line of strict JSON (no bare NaN)."""
-    parts = _request_parts(spans)
-    parts.append("\n")
-    out.write("".join(parts))
+    out.write(export_request_text(spans) + "\n")
 
 
 # --------------------------------------------------------------------------- decode

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from fma_otel import synth
 from fma_otel.bridge import inputs_from_capture, run_bridge
 from fma_otel.cli import main
 from tests.live.replay import BASELINE, NS, dpc_pod, play, recent_capture, timeline, tree
+from tests.support import synth
 from tests.support.k8s_server import FakeCluster
 
 

@@ -21,7 +21,6 @@ from typing import Any
 import pytest
 
 from fma_otel import model as M
-from fma_otel import synth
 from fma_otel.build import build_trace
 from fma_otel.correlate import Correlator
 from fma_otel.live import checkpoint as CP
@@ -29,6 +28,7 @@ from fma_otel.sources.klog import parse_klog_line
 from fma_otel.sources.records import PodEvent
 from tests.live.replay import DPC_POD, NS, InProcessWatcher, dpc_pod, traces_in, tree, wait_for
 from tests.live.test_watch_crash import kill9, lists, start_watch, started
+from tests.support import synth
 from tests.support.k8s_server import FakeCluster
 
 S = M.S

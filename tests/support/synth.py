@@ -12,7 +12,8 @@ against the bridge's own opinion.
 
 Everything derives from ``random.Random(seed)``: the same arguments give byte-identical
 output, which is what lets the embedded sample (``fma_otel/data/sample``) be regenerated and
-checked in CI.
+checked in CI (``scripts/make_sample.py``).  It lives under ``tests/support/`` because only tests
+and benchmarks use it; nothing in the shipped ``fma_otel`` package imports it.
 
 Formats follow ``fma-reference.md`` (klog header and value encoding §2.1, context keys §2.2,
 lines §2.3-2.5, launcher lines §3.4/§9.3, Pod shapes §9.4); nothing here is copied from FMA.
@@ -2034,6 +2035,23 @@ def stream_big_capture(
     return truth
 
 
+#: What the dense workload's dpc.log holds per actuation, about (``dense_capture``).
+DENSE_BYTES_PER_ACTUATION = 14_500
+DENSE_LINES_PER_ACTUATION = 33
+
+
+def dense_capture(out_dir: str | Path, actuations: int, *, seed: int = 0) -> list[TruthActuation]:
+    """A capture shaped like a busy real DPC log: actuations back to back, no padding.
+
+    Why: the padded captures are mostly lines the bridge skips, which says little about
+    the work per wanted line.  Here about half the lines are wanted (every line of an
+    actuation's flow, with the DPC's own retries and enqueues around it), at roughly
+    :data:`DENSE_BYTES_PER_ACTUATION` bytes and :data:`DENSE_LINES_PER_ACTUATION` lines per
+    actuation: 8,000 actuations are ~115 MB and ~265k lines, with ~15k Pods in pods.json.
+    """
+    return stream_big_capture(out_dir, actuations=actuations, target_dpc_bytes=None, seed=seed)
+
+
 def _noise_stream(
     sim: _Sim, t0: int, t1: int, budget: int, seed: int
 ) -> Iterator[tuple[int, int, int, list[str]]]:
@@ -2070,7 +2088,8 @@ def _noise_stream(
 
 # --------------------------------------------------------------------------- sample / CLI
 
-SAMPLE_DIR = Path(__file__).parent / "data" / "sample"
+#: The embedded sample inside the shipped package (this file lives in tests/support/).
+SAMPLE_DIR = Path(__file__).resolve().parents[2] / "fma_otel" / "data" / "sample"
 
 
 def write_sample(out_dir: str | Path = SAMPLE_DIR) -> None:
@@ -2084,7 +2103,7 @@ def write_sample(out_dir: str | Path = SAMPLE_DIR) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m fma_otel.synth", description="Write a synthetic FMA capture with ground truth."
+        prog="python -m tests.support.synth", description="Write a synthetic FMA capture with ground truth."
     )
     ap.add_argument("--sample", action="store_true", help="regenerate fma_otel/data/sample")
     ap.add_argument("--out", help="output directory")

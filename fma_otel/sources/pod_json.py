@@ -1,0 +1,741 @@
+"""Reader of Kubernetes Pod JSON in every form ``kubectl`` writes.
+
+Forms accepted, in any mix and in one file:
+
+* a v1 ``List``/``PodList`` (``kubectl get pods -o json``): ``{"items": [...], ...}``;
+* a single Pod object (``kubectl get pod X -o json``);
+* a watch stream (``kubectl get pods -w -o json``): pretty-printed objects one after the
+  other, *not* one per line, with or without ``--output-watch-events``
+  (``{"type": "ADDED", "object": {...}}``);
+* JSON lines of any of these (``jq -c``), or a top-level JSON array of them.
+
+How: ``kubectl`` starts every top-level value at the start of a line, and a pretty-printed
+one ends with a ``}`` (or ``]``) at the start of a line.  So the reader cuts the file into
+top-level values by lines (a value is the first line, or runs to a closing line; a cut is
+right exactly when ``msgspec`` decodes it whole) and decodes each with ``msgspec`` into
+typed Structs that hold only the fields the bridge reads (:class:`_Doc`): everything else
+of a Pod is skipped by the decoder and never built, which is what keeps a big List cheap.
+A pretty-printed List (what ``kubectl get pods -o json`` writes) is read item by item, by
+the same rule at the items' indentation, so memory holds one item, not the List; the items
+of any other List are decoded with it, and one by one only when one of them is bad.
+Each Pod comes out as a plain ``dict`` of just those fields (what :mod:`fma_otel.podfacts`
+and the correlator read).
+
+Bad input is counted, never fatal: an object that is not a Pod, a watch ``ERROR`` event,
+garbage between objects, or a value that is no JSON is counted in ``SourceStats.skipped``
+with the line where it starts.  A value that does not decode is re-read with a small
+bracket-counting scanner, so that the good items of a ``List`` (or array) around a bad one
+are still read.  ``stats.read`` counts Pod-level objects (list items, single objects, watch
+events) and garbage stretches; each is either understood or skipped.  Watch ``BOOKMARK``
+events are understood but not yielded (they carry no Pod).  A number Python will not build
+(more digits than ``sys.get_int_max_str_digits()``) or nesting too deep for the decoder
+makes its object a counted skip, wherever in the object it is.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterator
+from typing import IO, Any
+
+import msgspec
+
+from fma_otel.sources.records import PodEvent, SourceStats
+
+__all__ = ["iter_pod_events"]
+
+_READ_CHUNK = 1 << 20
+_WATCH_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED"})
+_WS = b" \t\r\n"
+_BOM = b"\xef\xbb\xbf"
+#: an integer literal Python refuses to build has more digits in a row than this; msgspec
+#: skips such a number unseen in a field it does not keep, so it is looked for (digits
+#: mapped to "0", then one literal search: a regex over every byte is far slower)
+_MAX_DIGITS = getattr(sys, "get_int_max_str_digits", lambda: 4300)()  # 0: no limit
+_DIGITS_AS_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
+_DIGIT_RUN = b"0" * (_MAX_DIGITS + 1)
+_SCAN = 1 << 20
+
+
+def _may_hold_huge(data: bytes | memoryview) -> bool:
+    """Whether ``data`` has more digits in a row than Python builds into an ``int`` (in a
+    string or a number: the untyped decoder then tells which)."""
+    if not _MAX_DIGITS:
+        return False
+    view = memoryview(data)
+    for i in range(0, len(view), _SCAN):
+        if _DIGIT_RUN in bytes(view[i : i + _SCAN + len(_DIGIT_RUN)]).translate(_DIGITS_AS_ZERO):
+            return True
+    return False
+
+
+#: what the recovery scanner looks at: a whole string on one line, a bracket, a comma, or a
+#: quote whose string does not close on its line
+_TOKEN = re.compile(rb'"(?:[^"\\\n]|\\.)*"|[{}\[\],"]')
+_ITEMS_VALUE = re.compile(rb"\s*:\s*\[")
+
+
+# --------------------------------------------------------------------------- the kept fields
+
+
+class _Struct(msgspec.Struct, omit_defaults=True, gc=False):
+    """Fields absent from the JSON stay out of the dict a Pod becomes (``to_builtins``);
+    ``gc=False``: these hold no cycles, and tracking thousands of them made the collector
+    run often for nothing."""
+
+
+class _Meta(_Struct):
+    name: str | None = None
+    namespace: str | None = None
+    uid: str | None = None
+    resourceVersion: str | None = None  # noqa: N815 (the JSON name)
+    creationTimestamp: str | None = None  # noqa: N815
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+
+
+class _Named(_Struct):
+    name: str | None = None
+
+
+class _Spec(_Struct):
+    nodeName: str | None = None  # noqa: N815
+    containers: list[_Named] | None = None
+
+
+class _Condition(_Struct):
+    type: str | None = None
+    status: str | None = None
+    lastTransitionTime: str | None = None  # noqa: N815
+
+
+class _Started(_Struct):
+    startedAt: str | None = None  # noqa: N815
+
+
+class _State(_Struct):
+    running: _Started | None = None
+    terminated: _Started | None = None
+
+
+class _ContainerStatus(_Struct):
+    name: str | None = None
+    state: _State | None = None
+
+
+class _Status(_Struct):
+    conditions: list[_Condition] | None = None
+    containerStatuses: list[_ContainerStatus] | None = None  # noqa: N815
+
+
+class _Doc(_Struct):
+    """Any top-level value or List item: a Pod, a watch event, or a List (raw items)."""
+
+    kind: Any = None
+    type: Any = None
+    object: msgspec.Raw = msgspec.Raw()  # empty when absent (msgspec takes no ``Raw | None``)
+    items: list[msgspec.Raw] | None = None
+    metadata: _Meta | None = None
+    spec: _Spec | None = None
+    status: _Status | None = None
+
+
+class _ListDoc(_Doc):
+    """The same, with the items of a List decoded in the same pass (the common case)."""
+
+    items: list[_Doc] | None = None  # type: ignore[assignment]
+
+
+_DECODE_DOC = msgspec.json.Decoder(_Doc).decode
+_DECODE_LIST_DOC = msgspec.json.Decoder(_ListDoc).decode
+#: a top-level array (``jq`` output): its elements decoded one by one, as a List's items
+_DECODE_ARRAY = msgspec.json.Decoder(list[msgspec.Raw]).decode
+_OPEN_ARRAY = ord("[")
+#: a whole value whose kept fields have unexpected types: read untyped
+_UNTYPED = object()
+_DECODE_ANY = msgspec.json.Decoder().decode
+#: checks that a value is one whole JSON value, building nothing
+_DECODE_WHOLE = msgspec.json.Decoder(msgspec.Raw).decode
+_to_dict = msgspec.to_builtins
+#: the kept fields, for a Pod whose kept fields have unexpected types (decoded untyped)
+_KEEP: dict[str, tuple[str, ...]] = {
+    "metadata": tuple(_Meta.__struct_fields__),
+    "spec": tuple(_Spec.__struct_fields__),
+    "status": tuple(_Status.__struct_fields__),
+}
+
+
+class _Malformed(ValueError):
+    """A value that is no JSON (or none Python will build): its object is a counted skip."""
+
+
+def _why(err: Exception) -> str:
+    if isinstance(err, RecursionError):
+        return "JSON nested too deeply"
+    text = str(err)
+    if "out of range" in text:
+        return f"a number too long ({text})"[:120]
+    return text[:120]
+
+
+def _decode(data: bytes | memoryview, typed: bool = True) -> Any:
+    """One value, typed (:class:`_Doc`) or untyped; :class:`_Malformed` if it is no JSON."""
+    decode = _DECODE_DOC if typed else _DECODE_ANY
+    try:
+        return decode(data)
+    except msgspec.ValidationError as e:
+        if typed:
+            raise  # whole, but a kept field of another type: the caller reads it untyped
+        raise _Malformed(_why(e)) from None  # untyped: only a number Python will not build
+    except msgspec.DecodeError as e:
+        if "UTF-8" not in str(e):
+            raise _Malformed(_why(e)) from None
+    except RecursionError as e:
+        raise _Malformed(_why(e)) from None
+    # bytes that are no UTF-8 in a kept field: read as U+FFFD, as a text reader would
+    return _decode(bytes(data).decode("utf-8", "replace").encode(), typed)
+
+
+def _slim(obj: dict[str, Any]) -> dict[str, Any]:
+    """An untyped Pod dict cut down to the kept fields (their values as they are)."""
+    out: dict[str, Any] = {k: obj[k] for k in ("kind",) if k in obj}
+    for part, keys in _KEEP.items():
+        v = obj.get(part)
+        out[part] = {k: v[k] for k in keys if k in v} if isinstance(v, dict) else v
+        if part not in obj:
+            del out[part]
+    return out
+
+
+def _pod_reason(kind: Any, meta: Any, has_spec_or_status: bool) -> str | None:
+    """``None`` if this is a Pod we can key, else the reason it is not."""
+    if kind not in (None, "Pod"):
+        return f"not a Pod (kind={kind})"
+    uid = meta.get("uid") if isinstance(meta, dict) else getattr(meta, "uid", None)
+    if not isinstance(uid, str) or not uid:
+        return "Pod without metadata.uid"
+    if kind is None and not has_spec_or_status:
+        return "not a Pod (no kind, spec or status)"
+    return None
+
+
+# --------------------------------------------------------------------------- objects
+
+
+class _Sink:
+    """Counts Pod-level objects and turns each into :class:`PodEvent` s."""
+
+    def __init__(self, stats: SourceStats) -> None:
+        self.stats = stats
+        self.index = 0
+
+    def skip(self, line: int, why: str) -> None:
+        self.stats.read += 1
+        self.stats.skip(line, why)
+
+    def _event(self, etype: str, pod: dict[str, Any]) -> PodEvent:
+        self.stats.understood += 1
+        ev = PodEvent(etype, pod, self.index)
+        self.index += 1
+        return ev
+
+    def value(
+        self, data: bytes | memoryview | None, line: int, doc: Any = None, huge: bool = True
+    ) -> Iterator[PodEvent]:
+        """One top-level value or List item, known to be one JSON value (or raising
+        :class:`_Malformed`); a List's items are counted one by one.  ``doc``: the value
+        already decoded (:data:`_UNTYPED` when its kept fields have unexpected types), and
+        then ``data`` may be ``None``; ``huge``: whether it may hold a number Python will
+        not build."""
+        huge = huge and data is not None and _may_hold_huge(data)
+        if huge and doc.__class__ is _ListDoc:
+            doc = None  # each item is checked on its own: decode them one by one
+        if doc is None:
+            try:
+                doc = _decode(data)
+            except msgspec.ValidationError:
+                doc = _UNTYPED
+        if doc.__class__ is list:  # a top-level array
+            yield from self.items(data, doc, line, huge)
+            return
+        if doc is not _UNTYPED and doc.items is not None and doc.type is None:
+            if doc.__class__ is _ListDoc:
+                stats, to_dict, reason = self.stats, _to_dict, _pod_reason
+                for item in doc.items:
+                    if item.items is not None or (item.object and isinstance(item.type, str)):
+                        yield from self.value(None, line, item, False)  # a List, an event
+                        continue
+                    stats.read += 1
+                    why = reason(item.kind, item.metadata, item.spec is not None or item.status is not None)
+                    if why:
+                        stats.skip(line, why)
+                    else:
+                        yield self._event("LISTED", to_dict(item))
+            else:
+                yield from self.items(data, doc.items, line, huge)
+            return
+        if huge:
+            # the untyped decoder says whether it is a number or only text that looks like one
+            _decode(data, typed=False)
+        if doc is _UNTYPED:
+            yield from self._untyped(_decode(data, typed=False), line)
+            return
+        self.stats.read += 1
+        if isinstance(doc.type, str) and doc.object:
+            yield from self._watch_event(doc.type, doc.object, line)
+            return
+        why = _pod_reason(doc.kind, doc.metadata, doc.spec is not None or doc.status is not None)
+        if why:
+            self.stats.skip(line, why)
+        else:
+            yield self._event("LISTED", _to_dict(doc))
+
+    def items(
+        self, data: bytes | memoryview | None, items: list[msgspec.Raw], line: int, huge: bool
+    ) -> Iterator[PodEvent]:
+        at = 0
+        for item in items:
+            try:
+                yield from self.value(item, line, huge=huge)
+            except _Malformed as e:
+                # where the item starts (looked up only for a bad one)
+                raw, text = bytes(data or b""), bytes(item)
+                at = max(raw.find(text, at), at)
+                self.skip(line + raw.count(b"\n", 0, at), f"malformed JSON object: {e}")
+                del raw
+
+    def _watch_event(self, etype: str, obj: msgspec.Raw, line: int) -> Iterator[PodEvent]:
+        if etype == "BOOKMARK":
+            self.stats.understood += 1
+            return
+        if etype == "ERROR":
+            inner = _decode(obj, typed=False)
+            msg = inner.get("message", "") if isinstance(inner, dict) else ""
+            self.stats.skip(line, f"watch ERROR event: {msg}"[:200])
+            return
+        if etype not in _WATCH_TYPES:
+            self.stats.skip(line, f"unknown watch event type {etype!r}")
+            return
+        try:
+            pod = _decode(obj)
+        except msgspec.ValidationError:
+            pod = _decode(obj, typed=False)
+            if not isinstance(pod, dict):
+                self.stats.skip(line, "not a JSON object")
+                return
+            why = _pod_reason(pod.get("kind"), pod.get("metadata"), "spec" in pod or "status" in pod)
+            if why:
+                self.stats.skip(line, why)
+            else:
+                yield self._event(etype, _slim(pod))
+            return
+        why = _pod_reason(pod.kind, pod.metadata, pod.spec is not None or pod.status is not None)
+        if why:
+            self.stats.skip(line, why)
+        else:
+            yield self._event(etype, _to_dict(pod))
+
+    def _untyped(self, obj: Any, line: int) -> Iterator[PodEvent]:
+        """A value whose kept fields have unexpected types: read as plain JSON."""
+        if isinstance(obj, dict) and isinstance(obj.get("items"), list) and "type" not in obj:
+            for item in obj["items"]:
+                yield from self._untyped(item, line)
+            return
+        self.stats.read += 1
+        if not isinstance(obj, dict):
+            self.stats.skip(line, "not a JSON object")
+            return
+        if "type" in obj and "object" in obj and isinstance(obj["type"], str):
+            etype, obj = obj["type"], obj["object"]
+            if etype in ("BOOKMARK", "ERROR") or etype not in _WATCH_TYPES:
+                yield from self._watch_event(etype, msgspec.Raw(msgspec.json.encode(obj)), line)
+                return
+            if not isinstance(obj, dict):
+                self.stats.skip(line, "not a JSON object")
+                return
+        else:
+            etype = "LISTED"
+        why = _pod_reason(obj.get("kind"), obj.get("metadata"), "spec" in obj or "status" in obj)
+        if why:
+            self.stats.skip(line, why)
+        else:
+            yield self._event(etype, _slim(obj))
+
+
+# --------------------------------------------------------------------------- framing
+
+
+class _Window:
+    """A window of bytes over the file, with line numbers; what was consumed is dropped.
+
+    A ``bytearray``, so that growing it does not copy it; values are decoded from views
+    of it, which must be gone before it changes size (:meth:`_unshared` makes sure).
+    """
+
+    def __init__(self, fh: IO[bytes] | IO[str], chunk: int) -> None:
+        self._fh = fh
+        self.chunk = self._chunk = max(chunk, 1)
+        self.buf = bytearray()
+        self.eof = False
+        #: whether a run of digits too long for Python has been read (then every value is
+        #: checked for one on its own; checking each chunk once as it is read is cheaper)
+        self.huge = False
+        self._line_pos = 0  # a position in buf and its line number, counted on from there
+        self._line = 1
+
+    def _unshared(self) -> None:
+        try:
+            self.buf += b""
+        except BufferError:  # a view is still alive somewhere: go on with a copy
+            self.buf = bytearray(self.buf)
+
+    def more(self, want: int = 0) -> bool:
+        """Read at least ``max(want, chunk)`` more bytes; ``False`` at the end of the input."""
+        if self.eof:
+            return False
+        data = self._fh.read(max(want, self._chunk))
+        if not data:
+            self.eof = True
+            return False
+        if isinstance(data, str):
+            data = data.encode("utf-8", "surrogateescape")
+        self._unshared()
+        self.buf += data
+        if not self.huge:
+            self.huge = _may_hold_huge(memoryview(self.buf)[-(len(data) + len(_DIGIT_RUN)) :])
+        return True
+
+    def drop(self, pos: int) -> int:
+        """Forget ``buf[:pos]``; returns the new position of ``pos`` (0)."""
+        if pos:
+            self.line(pos)
+            self._unshared()
+            del self.buf[:pos]
+            self._line_pos = 0
+        return 0
+
+    def line(self, pos: int) -> int:
+        """Line number of ``buf[pos]``."""
+        if pos >= self._line_pos:
+            self._line += self.buf.count(b"\n", self._line_pos, pos)
+        else:
+            self._line -= self.buf.count(b"\n", pos, self._line_pos)
+        self._line_pos = pos
+        return self._line
+
+    def find(self, sub: bytes, start: int) -> int:
+        """``buf.find(sub, start)``, reading on until found (-1 at the end of the input);
+        reads grow with the window, so a long search costs linear time."""
+        while True:
+            i = self.buf.find(sub, start)
+            searched = len(self.buf)
+            if i >= 0 or not self.more(searched):
+                return i
+            start = max(start, searched - len(sub) + 1)
+
+    def skip_garbage(self, pos: int) -> int:
+        """Where the next line beginning with ``{`` or ``[`` after ``pos`` begins, or the
+        end; what is passed over is dropped, so long garbage costs no memory."""
+        while True:
+            ends = [k + 1 for k in (self.buf.find(b"\n{", pos), self.buf.find(b"\n[", pos)) if k >= 0]
+            if ends:
+                return min(ends)
+            pos = self.drop(max(pos, len(self.buf) - 1))
+            if not self.more():
+                return len(self.buf)
+
+    def next_start(self, start: int) -> int:
+        """Where the next line beginning with ``{`` or ``[`` after ``start`` begins, or the end."""
+        i, j = self.find(b"\n{", start), self.buf.find(b"\n[", start)
+        ends = [k + 1 for k in (i, j) if k >= 0]
+        return min(ends) if ends else len(self.buf)
+
+
+def iter_pod_events(
+    fh: IO[bytes] | IO[str], stats: SourceStats, chunk_size: int = _READ_CHUNK
+) -> Iterator[PodEvent]:
+    """Stream :class:`PodEvent` s from an open file (binary or text) of Pod JSON.
+
+    List items and single objects come out as ``LISTED``; watch events keep their type.
+    ``PodEvent.index`` is the position among the yielded events.  Reasons for skipped
+    objects go to ``stats.skip`` with the line where the object starts.  ``chunk_size`` is
+    the read size (the tests make it tiny to cross every boundary).
+    """
+    w = _Window(fh, chunk_size)
+    sink = _Sink(stats)
+    pos = 0
+    while True:
+        # skip whitespace (and a byte order mark), reading on as needed
+        while True:
+            if w.buf.startswith(_BOM, pos):
+                pos += len(_BOM)
+            n = len(w.buf)
+            while pos < n and w.buf[pos] in _WS:
+                pos += 1
+            if pos < n and not (n - pos < len(_BOM) and not w.eof):
+                break
+            if pos >= n:
+                pos = w.drop(pos)
+            if not w.more():
+                if pos >= len(w.buf):
+                    return
+                break
+        pos = w.drop(pos) if pos > chunk_size else pos
+        line = w.line(pos)
+        if w.buf[pos] not in b"{[":
+            sink.skip(line, "garbage between JSON objects")
+            pos = w.skip_garbage(pos)
+            continue
+        end = yield from _pretty_list(w, sink, pos, line)
+        if end is not None:
+            pos = end
+            continue
+        end, doc = _frame(w, pos)
+        frame = memoryview(w.buf)[pos:end]
+        try:
+            if doc is None:
+                yield from _recover(sink, bytes(frame), line)
+            else:
+                yield from sink.value(frame, line, doc, w.huge)
+        except _Malformed as e:
+            sink.skip(line, f"malformed JSON object: {e}")
+        del frame, doc
+        pos = end
+
+
+#: the head of a pretty-printed List (``kubectl get pods -o json``): one-line members, then
+#: ``"items": [`` with the first item on the next line
+_LIST_HEAD = re.compile(rb'\{\n(?: +"(?!items")[^\n]*\n)*?( +)"items": \[\n( +)\{\n')
+
+
+def _pretty_list(w: _Window, sink: _Sink, pos: int, line: int) -> Iterator[PodEvent]:
+    """Read a pretty-printed List item by item, so that memory holds one item, not the
+    List; the new position, or ``None`` (nothing read) when the value is no such List.
+
+    Each item starts with a ``{`` line at the items' indentation and ends with the ``}``
+    line at the same indentation; an item that does not decode there is one counted skip
+    and the next item is read.  Anything else out of shape ends the List with a skip, and
+    reading goes on at the next line that begins a value.
+    """
+    while len(w.buf) - pos < 4096 and w.more():
+        pass
+    m = _LIST_HEAD.match(w.buf, pos)
+    if m is None:
+        return None
+    items_close, ind = b"\n" + m.group(1) + b"]", m.group(2)
+    close = b"\n" + ind + b"}"
+    p = m.start(2) + len(ind)  # at the first item's "{"
+    while True:
+        p = w.drop(p) if p > w.chunk else p
+        at = w.line(p)
+        e = w.find(close, p)
+        if e < 0:
+            sink.skip(at, "malformed JSON object: the List ends inside an item")
+            return len(w.buf)
+        e += len(close)
+        item = memoryview(w.buf)[p:e]
+        bad = False
+        try:
+            yield from sink.value(item, at, huge=w.huge)
+        except _Malformed as err:
+            sink.skip(at, f"malformed JSON object: {err}")
+            bad = True
+        del item
+        while len(w.buf) - e < len(items_close) + len(ind) + 3 and w.more():
+            pass
+        if w.buf.startswith(b",\n" + ind + b"{", e):
+            p = e + 2 + len(ind)
+            continue
+        if not w.buf.startswith(items_close, e):
+            # stray text after an item (most likely the rest of a bad one): on to the next
+            # item, or to the end of the items, whichever comes first
+            nxt, last = w.find(b"\n" + ind + b"{", e), w.find(items_close, e)
+            if not bad:
+                sink.skip(w.line(e), "malformed JSON object: a List item is followed by neither , nor ]")
+            if 0 <= nxt and (last < 0 or nxt < last):
+                p = nxt + 1 + len(ind)
+                continue
+            if last < 0:
+                return w.skip_garbage(e)
+            e = last
+        end = w.find(b"\n}", e)
+        return len(w.buf) if end < 0 else end + 2
+
+
+def _frame(w: _Window, pos: int) -> tuple[int, Any]:
+    """The end of the top-level value at ``pos`` and the value decoded (``None`` if it
+    does not decode there, or :data:`_UNTYPED`).
+
+    Tried in order: the end of its first line (JSON lines), then each line that begins with
+    the closing bracket (pretty-printed), up to the next line that begins a value.  A
+    value that decodes whole is cut right: where a JSON value ends is fixed by its start.
+    """
+    close = b"\n}" if w.buf[pos] == ord("{") else b"\n]"
+    eol = w.find(b"\n", pos)
+    eol = len(w.buf) if eol < 0 else eol
+    doc = _attempt(w.buf, pos, eol)
+    if doc is not None:
+        return eol, doc
+    at = eol
+    limit = -1  # where the next value begins: looked for only once a cut has failed
+    while True:
+        c = w.find(close, at) if limit < 0 else w.buf.find(close, at, limit)
+        if c < 0:
+            limit = limit if limit >= 0 else w.next_start(eol)
+            break
+        at = c + 2
+        doc = _attempt(w.buf, pos, at)
+        if doc is not None:
+            return at, doc
+        if limit < 0:
+            limit = w.next_start(eol)
+            if at > limit:
+                break
+    # no cut decodes: the whole stretch up to the next value (a compact value broken over
+    # lines), or a whole value followed by text (one closed early by a stray bracket: the
+    # text is garbage), is kept, as a streaming reader would
+    whole = _whole_prefix(memoryview(w.buf)[pos:limit])
+    for end in (pos + whole - 1, pos + whole) if whole else (limit,):
+        doc = _attempt(w.buf, pos, end)
+        if doc is not None:
+            return end, doc
+    return limit, None
+
+
+_TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
+
+
+def _whole_prefix(view: memoryview) -> int:
+    """How far the JSON value at the start of ``view`` reaches when text follows it, as
+    msgspec's error gives it (its end, or one byte past), else 0."""
+    try:
+        _DECODE_WHOLE(view)
+    except (msgspec.DecodeError, RecursionError) as e:
+        m = _TRAILING.search(str(e))
+        return int(m.group(1)) if m else 0
+    return 0
+
+
+def _attempt(buf: bytearray | bytes, start: int, end: int) -> Any:
+    """``buf[start:end]`` decoded, if it is one whole JSON value, else ``None``.
+
+    A kept field of an unexpected type stops the typed decoder before the end, so then
+    the items are tried raw, and else the value is only checked to be whole
+    (:data:`_UNTYPED`: it is read untyped).
+    """
+    if start >= end:
+        return None
+    view = memoryview(buf)[start:end]
+    array = buf[start] == _OPEN_ARRAY
+    try:
+        return (_DECODE_ARRAY if array else _DECODE_LIST_DOC)(view)
+    except msgspec.ValidationError:
+        pass
+    except RecursionError:
+        return _UNTYPED  # whole or not, the untyped read says "nested too deeply"
+    except msgspec.DecodeError as e:
+        if "UTF-8" not in str(e):
+            return None
+        # bytes that are no UTF-8 in a kept field: whole if it is whole read as U+FFFD
+        fixed = bytes(view).decode("utf-8", "replace").encode()
+        return _UNTYPED if _attempt(fixed, 0, len(fixed)) is not None else None
+    if not array:
+        try:
+            return _DECODE_DOC(view)
+        except msgspec.DecodeError:  # a ValidationError too
+            pass
+    try:
+        _DECODE_WHOLE(view)
+    except RecursionError:
+        return _UNTYPED
+    except msgspec.DecodeError:
+        return None
+    return _UNTYPED
+
+
+# --------------------------------------------------------------------------- recovery
+
+
+def _recover(sink: _Sink, text: bytes, line: int) -> Iterator[PodEvent]:
+    """A top-level value that does not decode: read the elements of its ``items`` (or of
+    the array it is) one by one, so that one bad element costs only itself."""
+    start = _elements_start(text)
+    if start is None:
+        raise _Malformed(_error_of(text))
+    for s, e in _elements(text, start):
+        item = text[s:e].strip(_WS)
+        s += text[s:e].index(item[:1]) if item else 0  # where the element itself starts
+        at = line + text.count(b"\n", 0, s)
+        try:
+            doc = _attempt(item, 0, len(item))
+            yield from sink.value(item, at, doc) if doc is not None else _bad(item)
+        except _Malformed as err:
+            sink.skip(at, f"malformed JSON object: {err}")
+
+
+def _bad(item: bytes) -> Iterator[PodEvent]:
+    raise _Malformed(_error_of(item))
+    yield  # pragma: no cover (a generator)
+
+
+def _error_of(text: bytes) -> str:
+    try:
+        _DECODE_ANY(text)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as e:
+        return _why(e)
+    return "not one JSON value"
+
+
+def _elements_start(text: bytes) -> int | None:
+    """Just after the ``[`` of the array to recover from: the value's own, or that of its
+    ``items`` member (at depth 1 only: a Pod's volumes have ``items`` too)."""
+    if text[:1] == b"[":
+        return 1
+    depth = 0
+    for m in _TOKEN.finditer(text):
+        tok = m.group()
+        if tok in (b"{", b"["):
+            depth += 1
+        elif tok in (b"}", b"]"):
+            depth -= 1
+        elif depth == 1 and tok == b'"items"':
+            v = _ITEMS_VALUE.match(text, m.end())
+            if v:
+                return v.end()
+    return None
+
+
+def _elements(text: bytes, pos: int) -> Iterator[tuple[int, int]]:
+    """The spans of the elements of the array whose ``[`` ends before ``pos``.
+
+    Brackets are counted outside strings; a string is taken to end at its line's end if
+    its closing quote is missing.  Ends at the ``]`` that closes the array, at a ``}`` that
+    closes nothing (the array was never closed), or at the end of the text.
+    """
+    depth = 0
+    start = pos
+    n = len(text)
+    while True:
+        m = _TOKEN.search(text, pos)
+        if m is None:
+            if text[start:].strip():
+                yield start, n
+            return
+        tok = m.group()
+        if tok == b'"':  # a quote whose string does not close on its line
+            nl = text.find(b"\n", m.end())
+            pos = nl if nl >= 0 else n
+            continue
+        if tok in (b"{", b"["):
+            depth += 1
+        elif tok in (b"}", b"]"):
+            if depth == 0:
+                if text[start : m.start()].strip():
+                    yield start, m.start()
+                return
+            depth -= 1
+        elif tok == b"," and depth == 0:
+            yield start, m.start()
+            start = m.end()
+        pos = m.end()
