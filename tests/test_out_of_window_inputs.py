@@ -111,31 +111,32 @@ def test_the_dpc_skip_says_why(tmp_path: Path, clean_otlp_env) -> None:
 
 
 @pytest.mark.parametrize("year", ["0001", "2600"])
-def test_a_pod_time_out_of_the_window_never_reaches_the_output(
-    tmp_path: Path, clean_otlp_env, year: str
-) -> None:
+def test_a_pod_time_out_of_the_window_is_a_counted_skip(tmp_path: Path, clean_otlp_env, year: str) -> None:
     """Requesters' Ready times in 0001 or 2600: before the window, 2600 gave span times past
-    2**64 ns.  (Counting such a Pod field as skipped is podfacts'/the Pod source's part: today
-    it reads as absent, so these actuations come out incomplete.)"""
+    2**64 ns; then they read as absent, quietly (the actuations came out incomplete with
+    "skipped 0").  Now each such Pod state is a counted skip naming pods.json:line, and
+    ``--strict`` fails."""
     import json
 
     cap = tmp_path / "cap"
     shutil.copytree(sample_dir(), cap)
     lines = (cap / "pods.json").read_text().splitlines()
-    edited = 0
+    edited: list[int] = []
     for i, line in enumerate(lines):
         doc = json.loads(line)
         obj = doc.get("object", doc)
         for c in (obj.get("status") or {}).get("conditions") or ():
             if c.get("type") == "Ready" and c.get("status") == "True" and "my-request" in line:
                 c["lastTransitionTime"] = year + c["lastTransitionTime"][4:]
-                edited += 1
+                edited.append(i + 1)
         lines[i] = json.dumps(doc)
     (cap / "pods.json").write_text("\n".join(lines) + "\n")
     assert edited
     out = tmp_path / "t.jsonl"
-    r = CliRunner().invoke(main, ["bridge", str(cap), "--out", str(out)], catch_exceptions=False)
-    assert r.exit_code == 0, r.stderr
-    assert list(read_spans(str(out)))
+    r = CliRunner().invoke(main, ["bridge", str(cap), "--out", str(out), "--strict"], catch_exceptions=False)
+    assert r.exit_code == 1, r.stderr
+    assert f"{cap / 'pods.json'}:{edited[0]}: skipped: condition Ready lastTransitionTime:" in r.stderr
+    assert f"skipped {len(edited)}" in r.stderr
+    assert list(read_spans(str(out)))  # the other Pod states still make traces
     times = _raw_times(out)
     assert times and all(timeutil.in_window(t) for t in times), max(times)

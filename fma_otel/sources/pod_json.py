@@ -42,6 +42,7 @@ from typing import IO, Any
 import msgspec
 
 from fma_otel.sources.records import PodEvent, SourceStats
+from fma_otel.timeutil import parse_rfc3339_ns
 
 __all__ = ["iter_pod_events"]
 
@@ -208,6 +209,41 @@ def _slim(obj: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _times(pod: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+    """The instants a Pod gives the bridge (the fields podfacts reads), with their paths."""
+    meta = pod.get("metadata")
+    if isinstance(meta, dict):
+        yield "metadata.creationTimestamp", meta.get("creationTimestamp")
+    status = pod.get("status")
+    if not isinstance(status, dict):
+        return
+    for c in status.get("conditions") or ():
+        if isinstance(c, dict):
+            yield f"condition {c.get('type')} lastTransitionTime", c.get("lastTransitionTime")
+    for cs in status.get("containerStatuses") or ():
+        state = cs.get("state") if isinstance(cs, dict) else None
+        for phase in ("running", "terminated"):
+            st = state.get(phase) if isinstance(state, dict) else None
+            if isinstance(st, dict):
+                yield f"container {cs.get('name')} {phase}.startedAt", st.get("startedAt")
+
+
+def _time_reason(pod: dict[str, Any]) -> str | None:
+    """``None`` if every instant the Pod gives can be read, else why not.
+
+    Why the whole Pod is skipped (counted, with its line) rather than the one field read as
+    missing: an instant that cannot be read, or lies outside what OTLP can carry (a time in
+    year 1 or 2600), is bad input, and a Pod quietly missing its Ready time would make its
+    actuation look unfinished with nothing said."""
+    for where, value in _times(pod):
+        if isinstance(value, str) and value:
+            try:
+                parse_rfc3339_ns(value)
+            except ValueError as exc:
+                return f"{where}: {exc}"[:200]
+    return None
+
+
 def _pod_reason(kind: Any, meta: Any, has_spec_or_status: bool) -> str | None:
     """``None`` if this is a Pod we can key, else the reason it is not."""
     if kind not in (None, "Pod"):
@@ -234,11 +270,15 @@ class _Sink:
         self.stats.read += 1
         self.stats.skip(line, why)
 
-    def _event(self, etype: str, pod: dict[str, Any]) -> PodEvent:
+    def _event(self, etype: str, pod: dict[str, Any], line: int) -> Iterator[PodEvent]:
+        """The Pod as an event, or a counted skip when one of its instants is unusable."""
+        why = _time_reason(pod)
+        if why:
+            self.stats.skip(line, why)
+            return
         self.stats.understood += 1
-        ev = PodEvent(etype, pod, self.index)
+        yield PodEvent(etype, pod, self.index)
         self.index += 1
-        return ev
 
     def value(
         self, data: bytes | memoryview | None, line: int, doc: Any = None, huge: bool = True
@@ -271,7 +311,7 @@ class _Sink:
                     if why:
                         stats.skip(line, why)
                     else:
-                        yield self._event("LISTED", to_dict(item))
+                        yield from self._event("LISTED", to_dict(item), line)
             else:
                 yield from self.items(data, doc.items, line, huge)
             return
@@ -289,7 +329,7 @@ class _Sink:
         if why:
             self.stats.skip(line, why)
         else:
-            yield self._event("LISTED", _to_dict(doc))
+            yield from self._event("LISTED", _to_dict(doc), line)
 
     def items(
         self, data: bytes | memoryview | None, items: list[msgspec.Raw], line: int, huge: bool
@@ -328,13 +368,13 @@ class _Sink:
             if why:
                 self.stats.skip(line, why)
             else:
-                yield self._event(etype, _slim(pod))
+                yield from self._event(etype, _slim(pod), line)
             return
         why = _pod_reason(pod.kind, pod.metadata, pod.spec is not None or pod.status is not None)
         if why:
             self.stats.skip(line, why)
         else:
-            yield self._event(etype, _to_dict(pod))
+            yield from self._event(etype, _to_dict(pod), line)
 
     def _untyped(self, obj: Any, line: int) -> Iterator[PodEvent]:
         """A value whose kept fields have unexpected types: read as plain JSON."""
@@ -360,7 +400,7 @@ class _Sink:
         if why:
             self.stats.skip(line, why)
         else:
-            yield self._event(etype, _slim(obj))
+            yield from self._event(etype, _slim(obj), line)
 
 
 # --------------------------------------------------------------------------- framing
