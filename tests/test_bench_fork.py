@@ -154,6 +154,7 @@ def test_select_keeps_the_base_and_the_floors() -> None:
     assert configs["wrapped, gRPC, collector down"][0]["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://down"
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize(
     ("prelude", "put_name", "put_attrs"),
@@ -226,6 +227,7 @@ def test_paired_bootstrap_draws_the_same_launchers_for_every_mode() -> None:
         bf.bootstrap({**data, ("more", 0): [0.01]}, base="off", floors=[], n_boot=10, paired=True)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_paired_launcher_is_each_mode_by_the_header() -> None:
     """``off``, ``bare`` and ``shaped`` keep the wrappers out of the request (no create
@@ -260,6 +262,7 @@ def test_paired_launcher_is_each_mode_by_the_header() -> None:
     assert [s.attributes.get("url.path") for s in spans if s.name == "PUT"] == [None]  # bare: no attributes
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_timed_create_leaves_the_launcher_no_instance_and_no_child() -> None:
     with bf.launcher(None) as (proc, port), httpx.Client(timeout=10) as client:

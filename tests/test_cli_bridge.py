@@ -156,6 +156,7 @@ def test_out_on_full_disk_is_a_clear_error(clean_otlp_env) -> None:
     assert "no space left on device" in r.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
 def test_export_over_otlp(
     tmp_path: Path, protocol: str, otlp_grpc_receiver, otlp_http_receiver, clean_otlp_env
@@ -173,6 +174,7 @@ def test_export_over_otlp(
     assert services == {M.SERVICE_K8S, M.SERVICE_DPC, M.SERVICE_LAUNCHER}
 
 
+@pytest.mark.slow
 def test_export_by_environment_only(otlp_http_receiver, clean_otlp_env) -> None:
     env = {
         "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": otlp_http_receiver.traces_url,
@@ -184,6 +186,7 @@ def test_export_by_environment_only(otlp_http_receiver, clean_otlp_env) -> None:
     assert len({s.trace_id for s in otlp_http_receiver.spans()}) == 6  # the sample implies app=vllm
 
 
+@pytest.mark.slow
 def test_export_without_out_prints_the_summary(otlp_http_receiver, clean_otlp_env) -> None:
     """Exporting only (no ``--out``), with the summary on: it counts what was exported
     (this crashed with an unbound ``written`` before the summary was given its counts)."""
@@ -195,6 +198,7 @@ def test_export_without_out_prints_the_summary(otlp_http_receiver, clean_otlp_en
     assert f"spans: {len(spans)} in 6 traces" in r.stderr
 
 
+@pytest.mark.slow
 def test_export_failure_keeps_the_file_and_exits_1(tmp_path: Path, clean_otlp_env) -> None:
     from tests.support.otlp_receiver import free_port
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from fma_otel.bridge import sample_dir
@@ -17,6 +18,7 @@ from fma_otel.cli import main
 CLI = [sys.executable, "-c", "from fma_otel.cli import run; run()"]
 
 
+@pytest.mark.slow
 def test_bridge_to_stdout_is_complete_and_equal_to_the_file(tmp_path: Path) -> None:
     out = tmp_path / "t.jsonl"
     ref = subprocess.run([*CLI, "bridge", "-q", "--out", str(out)], capture_output=True, timeout=60)

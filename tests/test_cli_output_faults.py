@@ -37,6 +37,7 @@ def _run_all(argvs: list[list[str]], **kw: object) -> list[tuple[list[str], int,
     return [(a, p.wait(timeout=60), p.stderr.read().decode()) for a, p in procs]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 def test_stdout_on_a_full_disk_is_one_line_and_exit_1(traces: str, tmp_path: Path) -> None:
     with open("/dev/full", "wb") as full:
@@ -47,6 +48,7 @@ def test_stdout_on_a_full_disk_is_one_line_and_exit_1(traces: str, tmp_path: Pat
         assert rc == 1, args
 
 
+@pytest.mark.slow
 def test_closed_stdout_is_like_dev_null(traces: str, tmp_path: Path) -> None:
     # close fd 1 in the child (shell `>&-`)
     closed = ["sh", "-c", 'exec "$@" >&-', "sh", *CLI]

@@ -300,6 +300,7 @@ def scenario(draw: st.DrawFn) -> tuple[int, dict[str, int], list[I.Bound]]:
     return true_ns, offsets, bounds
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(scenario())
 def test_truth_and_point_lie_in_the_fused_interval(case: tuple[int, dict[str, int], list[I.Bound]]) -> None:
@@ -327,6 +328,7 @@ def two_instants(draw: st.DrawFn) -> tuple[int, list[I.Bound], list[I.Bound]]:
     return gap, starts, ends
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(two_instants())
 def test_true_duration_lies_in_min_max_and_the_point_too(
@@ -341,6 +343,7 @@ def test_true_duration_lies_in_min_max_and_the_point_too(
         assert d.min_ns <= d.point_ns and (d.max_ns is None or d.point_ns <= d.max_ns)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(
     st.integers(0, 100 * S),

@@ -12,6 +12,8 @@ import io
 import tracemalloc
 from pathlib import Path
 
+import pytest
+
 from fma_otel.bridge import inputs_from_capture, run_bridge, sample_dir
 from fma_otel.lines import MAX_LINE_BYTES, MAX_TRACE_LINE_BYTES, MAX_VALUE_BYTES, TooLong, bounded_lines
 from fma_otel.query.harvest import Harvest
@@ -82,6 +84,7 @@ def test_klog_long_line_inside_an_open_block_ends_that_record_without_the_value(
     assert [(r.line_no, r.get("a"), r.get("v")) for r in recs] == [(1, 1, None)]
 
 
+@pytest.mark.slow
 def test_klog_value_past_the_limit_is_dropped_and_the_rest_of_the_block_counted():
     body = b"\t" + b"v" * 1023 + b"\n"
     n = 3 * (MAX_VALUE_BYTES // (len(body) - 1))  # a line's bytes count without its line end
@@ -123,6 +126,7 @@ def test_launcher_long_line_and_continuations_past_the_limit():
         assert len(recs) == len(log)
 
 
+@pytest.mark.slow
 def test_trace_readers_skip_a_line_past_the_limit(tmp_path: Path):
     """``show``/``report`` (``read_spans``) and ``slo`` (``FileSource``) count it skipped."""
     trace = run_bridge(inputs_from_capture(sample_dir())).traces[0]

@@ -176,6 +176,7 @@ def _as_decoded(s: M.SpanRecord) -> M.SpanRecord:
     )  # fmt: skip
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_spans())
 def test_generated_spans_round_trip(spans: list[M.SpanRecord]) -> None:

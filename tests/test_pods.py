@@ -270,6 +270,7 @@ def test_detect_kind(tmp_path, content, kind):
     assert detect_kind(str(path)) == kind
 
 
+@pytest.mark.slow
 def test_a_pretty_list_is_read_item_by_item_not_held_whole():
     """``kubectl get pods -o json`` output: memory follows one item, not the List."""
     import tracemalloc

@@ -108,6 +108,7 @@ def test_array_never_closed_falls_back_to_the_next_top_level_object(chunk):
     assert st.read == st.understood + st.skipped and st.skipped >= 1
 
 
+@pytest.mark.slow
 def test_a_long_bad_item_is_read_past_in_memory_linear_in_it():
     """An item whose string never closes, then 24 MB with no comma or bracket: one counted
     skip.  The reader holds one top-level value while it finds where that value ends, so a

@@ -447,6 +447,7 @@ def test_truth_json_roundtrip(sample_dir: Path) -> None:
 # --------------------------------------------------------------------------- big captures
 
 
+@pytest.mark.slow
 def test_stream_big_capture_hits_target(tmp_path: Path) -> None:
     target = 5_000_000
     t0 = time.monotonic()

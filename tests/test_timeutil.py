@@ -59,6 +59,7 @@ def _outcome(fn, text: str) -> object:
         return ValueError
 
 
+@pytest.mark.slow
 @settings(max_examples=600, deadline=None)
 @given(st.one_of(_STAMP, _STAMP.map(lambda s: s.replace("0", "\u0660")), st.text(max_size=30)))
 def test_fast_path_agrees_with_the_general_parser(text: str) -> None:

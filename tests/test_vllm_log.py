@@ -383,6 +383,7 @@ def test_incremental_feed_equals_offline_parse():
     assert live == offline
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.text(max_size=200), max_size=20))
 def test_arbitrary_text_never_raises(lines):

@@ -68,6 +68,7 @@ def test_receiver_down(tmp_path: Path, fast_sink: None, protocol: str) -> None:
     _assert_export_failure(r, out, want, "127.0.0.1")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
 def test_receiver_slow(tmp_path: Path, fast_sink: None, protocol: str) -> None:
     want = _expected_lines(tmp_path)
@@ -80,6 +81,7 @@ def test_receiver_slow(tmp_path: Path, fast_sink: None, protocol: str) -> None:
     _assert_export_failure(r, out, want, rx.endpoint.split("://", 1)[-1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("protocol", "answer"),
     [("grpc", "UNAVAILABLE"), ("grpc", "INVALID_ARGUMENT"), ("http/protobuf", 503), ("http/protobuf", 400)],

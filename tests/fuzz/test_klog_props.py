@@ -8,6 +8,7 @@ relies on (a carriage return alone ends a line too, and is noted).
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -39,6 +40,7 @@ def test_arbitrary_bytes_are_counted(lines: list[bytes]) -> None:
         _counted(lines, **kw)
 
 
+@pytest.mark.slow
 @FAST
 @given(st.lists(st.text(max_size=120), max_size=15))
 def test_arbitrary_text_is_counted(lines: list[str]) -> None:
@@ -46,6 +48,7 @@ def test_arbitrary_text_is_counted(lines: list[str]) -> None:
         _counted(lines, **kw)
 
 
+@pytest.mark.slow
 @FAST
 @given(mutated_file(DPC))
 def test_mutated_real_lines_are_counted(lines: list[bytes]) -> None:
@@ -53,6 +56,7 @@ def test_mutated_real_lines_are_counted(lines: list[bytes]) -> None:
         _counted(lines, **kw)
 
 
+@pytest.mark.slow
 @FAST
 @given(mutated_line(DPC))
 def test_parse_line_raises_only_its_own_error(line: bytes) -> None:
@@ -79,6 +83,7 @@ def _key(r: object) -> tuple:
     return (r.line_no, r.msg, r.kv, r.tod_us)  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 @FAST
 @given(mutated_file(DPC))
 def test_prefilter_loses_no_wanted_record(lines: list[bytes]) -> None:
@@ -90,6 +95,7 @@ def test_prefilter_loses_no_wanted_record(lines: list[bytes]) -> None:
     assert [_key(r) for r in pre] == want
 
 
+@pytest.mark.slow
 @FAST
 @given(
     st.lists(st.sampled_from([*DPC[:20], b"", b"x" * 90]), max_size=30),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -39,12 +40,14 @@ def test_arbitrary_bytes_are_counted(lines: list[bytes]) -> None:
     _counted(lines)
 
 
+@pytest.mark.slow
 @FAST
 @given(st.lists(st.text(max_size=120), max_size=15))
 def test_arbitrary_text_is_counted(lines: list[str]) -> None:
     _counted(lines)
 
 
+@pytest.mark.slow
 @FAST
 @given(mutated_file(LINES))
 def test_mutated_real_lines_are_counted(lines: list[bytes]) -> None:

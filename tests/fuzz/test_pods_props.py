@@ -48,6 +48,7 @@ def test_arbitrary_bytes_are_counted(data: bytes, chunk: int) -> None:
     _read(data, chunk)
 
 
+@pytest.mark.slow
 @SLOW
 @given(
     st.integers(0, len(POD_TEXT)),

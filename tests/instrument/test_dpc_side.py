@@ -173,6 +173,7 @@ def k8s_traced(tracing: Tracing, monkeypatch: pytest.MonkeyPatch) -> Iterator[tu
     assert rest.RESTClientObject.request is spy  # uninstrument restored what was there
 
 
+@pytest.mark.slow
 def test_kubernetes_client_spans(k8s_traced: tuple[Tracing, list[dict]]) -> None:
     from kubernetes import client as kclient
     from kubernetes.client.rest import ApiException
@@ -239,6 +240,7 @@ def test_pod_lookup_cache_and_failures() -> None:
     assert "POD_NAME" in PodInfo(env={}).lookup().reason
 
 
+@pytest.mark.slow
 def test_pod_lookup_default_fetch_with_kubeconfig(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     from fma_otel.instrument import podinfo
 

@@ -33,6 +33,7 @@ def _all_attr_text(tracing: Tracing) -> str:
     return repr([dict(s.attributes or {}) for s in tracing.spans()])
 
 
+@pytest.mark.slow
 def test_create_without_any_context_makes_own_trace_and_startup(instrumented: Any) -> None:
     tracing, launcher = instrumented
     port = free_port()
@@ -93,6 +94,7 @@ def test_join_by_traceparent_uses_derived_ids(instrumented: Any) -> None:
     assert f"{startup.context.span_id:016x}" == model.span_id_for(TP_TRACE, STARTUP_SPAN, 0)
 
 
+@pytest.mark.slow
 def test_join_by_pod_annotation_through_kubernetes_api(tracing: Tracing, fake_launcher: Any) -> None:
     uid = "7d3c5a2e-0000-4000-8000-00000000abcd"
     with FakeCluster() as k8s:

@@ -118,6 +118,7 @@ def _assert_joined(tracing: Tracing) -> None:
     assert f"{startup.parent.span_id:016x}" == model.span_id_for(trace_hex, "fma.vllm.ready", 0)
 
 
+@pytest.mark.slow
 def test_healthy_api_server_the_create_joins_by_annotation(
     tracing: Tracing, fake_launcher: Any, api_at: Any
 ) -> None:
@@ -130,6 +131,7 @@ def test_healthy_api_server_the_create_joins_by_annotation(
     _assert_joined(tracing)
 
 
+@pytest.mark.slow
 def test_the_binding_learned_from_the_watch_after_the_create_still_joins(
     tracing: Tracing, fake_launcher: Any, api_at: Any
 ) -> None:
@@ -148,6 +150,7 @@ def test_the_binding_learned_from_the_watch_after_the_create_still_joins(
     _assert_joined(tracing)
 
 
+@pytest.mark.slow
 def test_hung_api_server_the_create_does_not_wait(tracing: Tracing, fake_launcher: Any, api_at: Any) -> None:
     """The API server accepts the lookup's connection and never answers.  With a lookup
     timeout far longer than any create, the create is answered while that read is still

@@ -158,6 +158,7 @@ def test_http_exporter_uses_urllib3_not_requests(monkeypatch: pytest.MonkeyPatch
     assert _built_transport() == "Urllib3HTTPTransport"
 
 
+@pytest.mark.slow
 def test_wrapped_process_never_imports_requests(tmp_path: Path) -> None:
     """The point of the urllib3 transport: ``requests`` stays out of the launcher."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_") and "PROXY" not in k.upper()}
@@ -203,6 +204,7 @@ def test_tls_settings_reach_the_transport(monkeypatch: pytest.MonkeyPatch, tmp_p
     assert kw["cert_reqs"] == "CERT_REQUIRED" and "ca_certs" not in kw and "cert_file" not in kw
 
 
+@pytest.mark.slow
 def test_light_exporter_against_a_real_receiver(monkeypatch: pytest.MonkeyPatch) -> None:
     """Spans, headers, a failing collector (no exception, FAILURE) and a dead one."""
     from opentelemetry.sdk.trace import TracerProvider

@@ -124,6 +124,7 @@ def _shape(found: dict[str, dict[str, Any]], joined: bool) -> list[Any]:
     return shape
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("joined", [True, False], ids=["traceparent", "own-trace"])
 def test_startup_ordered_on_the_request_equals_the_general_path(
     joined: bool, fake_launcher: Any, monkeypatch: pytest.MonkeyPatch

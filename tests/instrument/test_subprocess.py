@@ -25,6 +25,8 @@ from tests.instrument.conftest import FAKE_DIR, wait_until
 from tests.support.k8s_server import FakeCluster, make_pod
 from tests.support.otlp_receiver import GrpcOtlpReceiver, HttpOtlpReceiver, free_port
 
+pytestmark = pytest.mark.slow
+
 UID = "a1b2c3d4-0000-4000-8000-000000000001"
 REPO = Path(__file__).resolve().parents[2]
 

@@ -17,6 +17,7 @@ from tests.support import synth
 from tests.support.k8s_server import FakeCluster
 
 
+@pytest.mark.slow
 def test_capture_writes_a_directory_the_bridge_replays(k8s: FakeCluster, tmp_path: Path) -> None:
     k8s.add_pod(dpc_pod())
     cap = recent_capture(seed=21)
@@ -48,6 +49,7 @@ def test_capture_writes_a_directory_the_bridge_replays(k8s: FakeCluster, tmp_pat
     assert sorted(tree(t) for t in got.traces) == sorted(tree(t) for t in want.traces)
 
 
+@pytest.mark.slow
 def test_capture_without_dpc_warns(k8s: FakeCluster, tmp_path: Path) -> None:
     kubeconfig = k8s.write_kubeconfig(str(tmp_path / "kubeconfig"), NS)
     r = CliRunner().invoke(
@@ -58,6 +60,7 @@ def test_capture_without_dpc_warns(k8s: FakeCluster, tmp_path: Path) -> None:
     assert not (tmp_path / "c" / "dpc.log").exists()
 
 
+@pytest.mark.slow
 def test_capture_unreachable_server_exits_1(tmp_path: Path) -> None:
     with FakeCluster() as k8s:
         kubeconfig = k8s.write_kubeconfig(str(tmp_path / "kubeconfig"), NS)
@@ -68,6 +71,7 @@ def test_capture_unreachable_server_exits_1(tmp_path: Path) -> None:
     assert "cannot reach the API server" in r.stderr or "refused" in r.stderr
 
 
+@pytest.mark.slow
 def test_capture_reports_every_log_byte_to_progress(k8s: FakeCluster, tmp_path: Path) -> None:
     """The progress bar of a long capture counts exactly the log bytes written."""
     from fma_otel.capture import capture_namespace
@@ -93,6 +97,7 @@ def _capture(*args: str):  # noqa: ANN202
     return CliRunner().invoke(main, ["capture", "-n", NS, *args], prog_name="fma-otel")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stall", ["mid-line", "before-headers"])
 def test_capture_log_that_stalls_is_a_warning_and_the_capture_goes_on(
     k8s: FakeCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stall: str
@@ -144,6 +149,7 @@ def test_capture_log_that_stalls_is_a_warning_and_the_capture_goes_on(
     assert all(p.stat().st_size > 0 for p in out.glob("launcher-*.log"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["under-a-file", "proc"])
 def test_capture_out_that_cannot_be_written_is_one_line_exit_2(
     k8s: FakeCluster, tmp_path: Path, where: str
@@ -160,6 +166,7 @@ def test_capture_out_that_cannot_be_written_is_one_line_exit_2(
     assert not k8s.requests_to("/pods")
 
 
+@pytest.mark.slow
 def test_capture_file_that_cannot_be_written_names_it_exit_1(k8s: FakeCluster, tmp_path: Path) -> None:
     out = tmp_path / "cap"
     (out / "pods.json").mkdir(parents=True)  # pods.json cannot be replaced
@@ -171,6 +178,7 @@ def test_capture_file_that_cannot_be_written_names_it_exit_1(k8s: FakeCluster, t
     ]
 
 
+@pytest.mark.slow
 def test_capture_without_n_takes_the_kubeconfig_contexts_namespace(k8s: FakeCluster, tmp_path: Path) -> None:
     """As kubectl: no -n means the current context's namespace (here "ctx-ns")."""
     kubeconfig = k8s.write_kubeconfig(str(tmp_path / "kubeconfig"), "ctx-ns")

@@ -22,6 +22,7 @@ from tests.support.k8s_server import (
 )
 
 
+@pytest.mark.slow
 def test_list_has_resource_version_and_selects_labels(k8s: FakeCluster, core_api) -> None:
     k8s.add_pod(make_pod("a", labels={"app": "x", "tier": "1"}))
     k8s.add_pod(make_pod("b", labels={"app": "y"}))
@@ -34,6 +35,7 @@ def test_list_has_resource_version_and_selects_labels(k8s: FakeCluster, core_api
     assert len(core_api.list_pod_for_all_namespaces(label_selector="app=x").items) == 2
 
 
+@pytest.mark.slow
 def test_list_pages_with_limit_and_continue(k8s: FakeCluster, core_api) -> None:
     for i in range(5):
         k8s.add_pod(make_pod(f"p{i}"))
@@ -56,6 +58,7 @@ def test_label_selector_parser() -> None:
         parse_label_selector("a=(")
 
 
+@pytest.mark.slow
 def test_watch_streams_events_after_resource_version(k8s: FakeCluster, core_api) -> None:
     k8s.add_pod(make_pod("a", labels={"app": "x"}))
     rv = core_api.list_namespaced_pod("default").metadata.resource_version
@@ -80,12 +83,14 @@ def test_watch_streams_events_after_resource_version(k8s: FakeCluster, core_api)
     assert evs == [("MODIFIED", "a"), ("ADDED", "b"), ("DELETED", "b"), ("DELETED", "a")]
 
 
+@pytest.mark.slow
 def test_watch_without_rv_starts_with_added(k8s: FakeCluster, core_api) -> None:
     k8s.add_pod(make_pod("a"))
     resp = core_api.list_namespaced_pod("default", watch=True, timeout_seconds=1, _preload_content=False)
     assert [e["type"] for e in iter_events(resp)] == ["ADDED"]
 
 
+@pytest.mark.slow
 def test_410_as_error_event_and_as_http(core_api, k8s: FakeCluster) -> None:
     k8s.add_pod(make_pod("a"))
     k8s.modify_pod("a", patch={"metadata": {"labels": {"x": "1"}}})
@@ -106,6 +111,7 @@ def test_410_as_error_event_and_as_http(core_api, k8s: FakeCluster) -> None:
     assert exc.value.status == 410
 
 
+@pytest.mark.slow
 def test_expire_and_drop_open_watch(k8s: FakeCluster, core_api) -> None:
     rv = core_api.list_namespaced_pod("default").metadata.resource_version
     resp = core_api.list_namespaced_pod("default", watch=True, resource_version=rv, _preload_content=False)
@@ -123,6 +129,7 @@ def test_expire_and_drop_open_watch(k8s: FakeCluster, core_api) -> None:
         list(iter_events(resp))
 
 
+@pytest.mark.slow
 def test_bookmarks(k8s: FakeCluster, core_api) -> None:
     resp = core_api.list_namespaced_pod(
         "default",
@@ -140,6 +147,7 @@ def test_bookmarks(k8s: FakeCluster, core_api) -> None:
     assert evs[-1]["object"]["metadata"]["resourceVersion"] == str(k8s.rv)
 
 
+@pytest.mark.slow
 def test_get_patch_delete_and_kubeconfig(k8s: FakeCluster, tmp_path) -> None:
     k8s.add_pod(make_pod("a"))
     path = k8s.write_kubeconfig(str(tmp_path / "kubeconfig"))
@@ -155,6 +163,7 @@ def test_get_patch_delete_and_kubeconfig(k8s: FakeCluster, tmp_path) -> None:
     assert api.list_namespaced_pod("default").items == []
 
 
+@pytest.mark.slow
 def test_log_timestamps_since_previous_and_follow(k8s: FakeCluster, core_api) -> None:
     k8s.add_pod(make_pod("dpc", containers=["controller", "side"]))
     t0 = 1_782_000_000_000_000_000
@@ -204,6 +213,7 @@ def test_log_timestamps_since_previous_and_follow(k8s: FakeCluster, core_api) ->
     assert r and r[0].query.get("container") == "controller"
 
 
+@pytest.mark.slow
 def test_injected_error(k8s: FakeCluster, core_api) -> None:
     k8s.inject_error("GET", r"/pods$", 500)
     with pytest.raises(client.ApiException) as exc:
@@ -213,6 +223,7 @@ def test_injected_error(k8s: FakeCluster, core_api) -> None:
     assert json.loads(json.dumps(k8s.requests[0].query)) == {}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("end", ["delete", "restart"])
 def test_follow_stream_carries_lines_written_before_the_end(k8s: FakeCluster, core_api, end: str) -> None:
     """A follow stream ends after every line its container wrote, however late it looks.

@@ -201,6 +201,7 @@ def _all_traces(path: Path, keep: int) -> dict[str, list[SpanRecord]]:
     return out
 
 
+@pytest.mark.slow
 def test_sigkills_and_restarts_with_rotation_lose_and_double_nothing(
     k8s: FakeCluster, tmp_path: Path
 ) -> None:
@@ -235,6 +236,7 @@ def test_sigkills_and_restarts_with_rotation_lose_and_double_nothing(
     assert checkpoint(cp)["pending"] == []
 
 
+@pytest.mark.slow
 def test_pending_traces_are_read_back_from_rotated_files(k8s: FakeCluster, tmp_path: Path) -> None:
     """Stopped while OTLP is down, their requesters then deleted: the restart re-sends them
     from --out, though rotations moved them to ``out.jsonl.N``."""

@@ -89,6 +89,7 @@ def test_capture_shares_the_kubeconfig_message(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- --out, --checkpoint
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["missing-dir", "directory"])
 def test_out_that_cannot_be_opened_is_one_line_exit_2(
     kubeconfig: str, k8s: FakeCluster, tmp_path: Path, where: str
@@ -100,6 +101,7 @@ def test_out_that_cannot_be_opened_is_one_line_exit_2(
     assert not k8s.requests_to("/pods")  # before watching started
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["parent-is-a-file", "deeper-under-a-file", "proc"])
 def test_checkpoint_that_cannot_be_written_is_one_line_exit_2(
     kubeconfig: str, k8s: FakeCluster, tmp_path: Path, where: str
@@ -133,6 +135,7 @@ def test_checkpoint_save_failing_is_logged_not_raised(
     assert CP.save(str(tmp_path / "cp" / "cp.json"), CP.Checkpoint(namespace=NS)) is True
 
 
+@pytest.mark.slow
 def test_checkpoint_write_failing_while_running_is_retried_not_a_crash(
     k8s: FakeCluster, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -190,6 +193,7 @@ def test_checkpoint_write_failing_while_running_is_retried_not_a_crash(
 # ---------------------------------------------------------------- --metrics-port, --tick
 
 
+@pytest.mark.slow
 def test_metrics_port_in_use_is_one_line_exit_2(kubeconfig: str, k8s: FakeCluster, tmp_path: Path) -> None:
     with socket.socket() as s:
         s.bind(("0.0.0.0", 0))
@@ -265,6 +269,7 @@ def _watches(k8s: FakeCluster) -> int:
     return len(k8s.requests_to("/pods", watch="true"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("gone_mode", ["event", "http"])
 def test_410_again_and_again_backs_off(gone_mode: str) -> None:
     """An API server whose watch window lags its list: every watch answers 410."""
@@ -282,6 +287,7 @@ def test_410_again_and_again_backs_off(gone_mode: str) -> None:
         assert _watches(k8s) == _lists(k8s)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("gone_mode", ["event", "http"])
 def test_first_410_after_progress_relists_at_once(gone_mode: str) -> None:
     """The protocol: a 410 after a watch that brought events relists immediately, every time."""
@@ -304,6 +310,7 @@ def test_first_410_after_progress_relists_at_once(gone_mode: str) -> None:
             t.join(5)
 
 
+@pytest.mark.slow
 def test_watches_that_end_at_once_without_events_back_off() -> None:
     """A proxy that ends every watch at once, cleanly, with no event."""
     with FakeCluster(max_watch_seconds=0) as k8s:

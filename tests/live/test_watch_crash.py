@@ -21,6 +21,8 @@ from tests.live.replay import NS, dpc_pod, offline_traces, play, recent_capture,
 from tests.live.test_watch_stream import _complete, assert_same
 from tests.support.k8s_server import FakeCluster
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 _STARTED: list[subprocess.Popen] = []
 

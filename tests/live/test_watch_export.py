@@ -29,6 +29,8 @@ from tests.live.replay import (
 from tests.live.test_watch_stream import _complete, assert_same
 from tests.support.k8s_server import FakeCluster
 
+pytestmark = pytest.mark.slow
+
 
 class FakeSink:
     """``OtlpSink.export``'s contract: returns when delivered, raises ExportError if not."""

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.live.replay import (
     DPC_POD,
     NS,
@@ -23,6 +25,8 @@ from tests.live.replay import (
 )
 from tests.live.test_watch_stream import _complete, assert_same
 from tests.support.k8s_server import FakeCluster, make_pod
+
+pytestmark = pytest.mark.slow
 
 
 def test_log_404_is_retried_while_the_pod_exists(k8s: FakeCluster, tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from tests.support.k8s_server import FakeCluster
 # ---------------------------------------------------------------- OTLP settings
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "env", "message"),
     [
@@ -54,6 +55,7 @@ def test_unusable_otlp_setting_is_one_line_exit_2_before_watching(
 # ---------------------------------------------------------------- --out that is no file
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["dev-zero", "dev-full", "fifo"])
 def test_out_that_is_not_a_regular_file_is_one_line_exit_2(
     kubeconfig: str, k8s: FakeCluster, tmp_path: Path, kind: str
@@ -120,6 +122,7 @@ _WATCH_FAST = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
 def test_out_disk_full_while_running_is_one_line_exit_1(
     kubeconfig: str, k8s: FakeCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clean_otlp_env
@@ -255,6 +258,7 @@ def _break_checkpoint_dir(cp_dir: Path) -> None:
     cp_dir.write_text("not a directory")
 
 
+@pytest.mark.slow
 def test_failed_checkpoint_is_written_again_without_new_events(
     k8s: FakeCluster, tmp_path: Path, caplog
 ) -> None:
@@ -286,6 +290,7 @@ def test_failed_checkpoint_is_written_again_without_new_events(
     assert codes == [0]
 
 
+@pytest.mark.slow
 def test_final_checkpoint_failing_on_stop_is_exit_1(k8s: FakeCluster, tmp_path: Path, caplog) -> None:
     """0 means flushed and checkpointed; a final checkpoint that cannot be written is 1."""
     import logging
@@ -305,6 +310,7 @@ def test_final_checkpoint_failing_on_stop_is_exit_1(k8s: FakeCluster, tmp_path: 
     assert all(r.levelno >= logging.ERROR for r in caplog.records if "checkpoint" in r.getMessage())
 
 
+@pytest.mark.slow
 def test_failing_checkpoint_is_retried_once_an_interval_not_every_tick(
     k8s: FakeCluster, tmp_path: Path, caplog
 ) -> None:

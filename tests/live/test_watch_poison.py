@@ -53,6 +53,7 @@ def _metric(w: InProcessWatcher, name: str) -> float:
     raise AssertionError(f"no metric {name}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
 def test_an_unencodable_trace_is_dropped_and_later_traces_still_arrive(
     protocol: str,
@@ -119,6 +120,7 @@ class _Refusing:
         self.sink.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
 def test_a_trace_the_receiver_refuses_is_retried_alone_and_holds_no_other_back(
     protocol: str, k8s: FakeCluster, tmp_path: Path, otlp_grpc_receiver, otlp_http_receiver, clean_otlp_env
@@ -186,6 +188,7 @@ class _Screening:
         self.sink.close()
 
 
+@pytest.mark.slow
 def test_a_trace_the_sink_leaves_out_is_recorded_and_counted(
     k8s: FakeCluster, tmp_path: Path, otlp_http_receiver, clean_otlp_env
 ) -> None:

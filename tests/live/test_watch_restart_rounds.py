@@ -206,6 +206,7 @@ def first_two_rounds_then_a_third_bound(sc: Scenario, w: InProcessWatcher, out: 
     return {"u1": u1, "u2": u2, "b3": b3}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("replay_from", ["as-written", "past-both-unbinds"])
 def test_third_round_open_across_a_restart_is_emitted_once_with_its_key(
     k8s: FakeCluster, tmp_path: Path, replay_from: str
@@ -239,6 +240,7 @@ def test_third_round_open_across_a_restart_is_emitted_once_with_its_key(
     assert cp["rounds"] == {UID: {"round": 3, "unbound_ns": t["u2"], "begun": True}}
 
 
+@pytest.mark.slow
 def test_a_round_begun_while_the_watcher_was_down_keeps_counting(k8s: FakeCluster, tmp_path: Path) -> None:
     """Stopped with every round out; round 4 happens entirely while it is down."""
     k8s.add_pod(dpc_pod())
@@ -259,6 +261,7 @@ def test_a_round_begun_while_the_watcher_was_down_keeps_counting(k8s: FakeCluste
     assert checkpoint(tmp_path)["rounds"][UID]["round"] == 4
 
 
+@pytest.mark.slow
 def test_requester_deleted_while_down_its_third_round_keeps_its_key(k8s: FakeCluster, tmp_path: Path) -> None:
     """Round 3 finishes, the DPC unbinds the requester and it is deleted, all while down."""
     k8s.add_pod(dpc_pod())
@@ -278,6 +281,7 @@ def test_requester_deleted_while_down_its_third_round_keeps_its_key(k8s: FakeClu
     assert cp["rounds"] == {UID: {"round": 4, "unbound_ns": u3, "begun": False}}
 
 
+@pytest.mark.slow
 def test_sigkill_while_the_third_round_is_open(k8s: FakeCluster, tmp_path: Path) -> None:
     """The real ``fma-otel watch`` process, SIGKILLed while round 3 is open, restarted."""
     k8s.add_pod(dpc_pod())
@@ -461,6 +465,7 @@ def test_a_malformed_rounds_entry_is_refused(tmp_path: Path, entry: Any) -> None
         CP.load(str(p))
 
 
+@pytest.mark.slow
 def test_pruned_with_the_pods_keys(k8s: FakeCluster, tmp_path: Path) -> None:
     """An entry stays while its Pod is live or any of its keys is remembered."""
     cp = dict(OLD, namespace=NS, emitted={"gone-kept/2": time.time()}, replay_from_ns=None)

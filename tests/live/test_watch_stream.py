@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.live.replay import (
     NS,
     InProcessWatcher,
@@ -22,6 +24,8 @@ from tests.live.replay import (
     wait_for,
 )
 from tests.support.k8s_server import FakeCluster
+
+pytestmark = pytest.mark.slow
 
 
 def _complete(offline: dict) -> dict:

@@ -87,6 +87,7 @@ def message(kind: str, url: str) -> str:
     return f"--{kind} {url}{path}: no complete answer within the 1 s deadline"
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("kind", ["jaeger", "tempo"])
 def test_trickling_server_meets_the_deadline(kind):
@@ -102,6 +103,7 @@ def test_trickling_server_meets_the_deadline(kind):
     assert str(exc.value) == message(kind, srv.url)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("kind", ["jaeger", "tempo"])
 def test_cli_exits_2_with_one_line(kind, monkeypatch):
@@ -123,6 +125,7 @@ def test_default_deadline_is_a_minute():
     assert TempoSource("http://localhost:1", deadline_s=2.5).http.deadline_s == 2.5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("declared", [True, False])
 def test_answer_over_the_body_cap_is_a_query_error(declared):
     big = json.dumps({"services": ["s" * 100] * 100}).encode()
@@ -138,6 +141,7 @@ def test_answer_over_the_body_cap_is_a_query_error(declared):
     assert str(exc.value) == f"--jaeger {srv.url}/api/v3/services: the answer is larger than 1000 bytes"
 
 
+@pytest.mark.slow
 def test_fast_servers_still_answer_under_a_short_deadline():
     acts = mixed_acts()
     with fake_servers.jaeger(acts) as j, fake_servers.tempo(acts) as t:

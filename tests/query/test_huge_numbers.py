@@ -179,6 +179,7 @@ def test_a_time_beyond_any_date_is_a_usage_error(tmp_path, args: tuple[str, str]
     assert len(r.stderr.strip().splitlines()) == 1 and args[0] in r.stderr
 
 
+@pytest.mark.slow
 def test_an_open_window_ending_before_any_lookback_is_a_usage_error() -> None:
     """``--until`` in year 1 leaves no room for the remote default of 24 h before it."""
     with fake_servers.FakeServer(lambda p, q: (200, {})) as srv:
@@ -203,6 +204,7 @@ SPECS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("text", list(SPECS.values()), ids=list(SPECS))
 @pytest.mark.parametrize("command", ["slo", "report"])
 def test_a_spec_number_python_will_not_use_is_a_usage_error(tmp_path, text: str, command: str) -> None:
@@ -304,6 +306,7 @@ ANSWERS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source, route", list(ANSWERS.values()), ids=list(ANSWERS))
 def test_an_answer_that_is_no_json_object_is_a_query_error(source: Any, route: Any) -> None:
     with fake_servers.FakeServer(route) as srv:
@@ -339,6 +342,7 @@ ODD_ELEMENTS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source, route", list(ODD_ELEMENTS.values()), ids=list(ODD_ELEMENTS))
 def test_odd_elements_of_an_answer_are_left_out(source: Any, route: Any) -> None:
     with fake_servers.FakeServer(route) as srv:
@@ -346,6 +350,7 @@ def test_odd_elements_of_an_answer_are_left_out(source: Any, route: Any) -> None
     assert not h.dataset(WINDOW).samples
 
 
+@pytest.mark.slow
 def test_odd_elements_beside_a_good_trace_leave_the_good_one() -> None:
     """Left out means left out, not everything dropped: the good trace among odd results
     still counts, once."""
@@ -376,6 +381,7 @@ def _v1(spans: list[dict[str, Any]]) -> Callable[[str, dict[str, str]], tuple[in
 V1_SPAN = {"traceID": "ab", "spanID": "cd", "operationName": "fma.actuation", "startTime": 1, "duration": 1}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "change",
     [
@@ -404,6 +410,7 @@ def test_a_jaeger_v1_trace_with_such_a_number(change: dict[str, Any]) -> None:
         assert h.malformed >= 1 and not h.dataset().samples
 
 
+@pytest.mark.slow
 def test_good_answers_are_unchanged(tmp_path) -> None:
     """The guards change nothing for what real servers send."""
     acts: list[Act] = mixed_acts()

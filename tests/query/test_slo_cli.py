@@ -194,6 +194,7 @@ def test_print_queries():
     assert "[6h]" in r.stdout and '{ name = "fma.request" }' in r.stdout
 
 
+@pytest.mark.slow
 def test_cli_against_tempo_and_jaeger():
     acts = mixed_acts()
     win = ("--since", "2026-05-28T00:00:00Z", "--until", "2026-05-29T00:00:00Z", "--format", "json")

@@ -15,6 +15,8 @@ from . import fake_servers
 from .conftest import mixed_acts
 from .gen import BASE_NS, S, hot, write
 
+pytestmark = pytest.mark.slow
+
 WINDOW = Window(from_ns(BASE_NS - 3600 * S), from_ns(BASE_NS + 3600 * S))
 
 

@@ -83,6 +83,7 @@ def _screenshot(driver: Any, name: str) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_report_renders_in_chromium(browser, sample_report: SampleReport):
     from selenium.webdriver.common.by import By
 

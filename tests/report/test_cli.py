@@ -96,6 +96,7 @@ def test_report_is_self_contained_and_small(sample_report):
     assert len(html.encode()) < 350_000
 
 
+@pytest.mark.slow
 def test_output_is_deterministic_but_for_the_timestamp(tmp_path):
     from fma_otel.sinks.otlp_json import write_trace_line
 
@@ -123,6 +124,7 @@ def test_trace_url_must_hold_the_trace_id(sample_traces, tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_trace_url_links_every_actuation(sample_traces, tmp_path):
     import re
 
@@ -142,6 +144,7 @@ def test_trace_url_links_every_actuation(sample_traces, tmp_path):
     assert 'class="trace"' not in plain.read_text()
 
 
+@pytest.mark.slow
 def test_trace_url_with_braces_of_its_own(sample_traces, tmp_path):
     """Grafana's explore URL holds JSON: only {trace_id} is replaced, quotes are escaped."""
     out = tmp_path / "r.html"
@@ -232,29 +235,25 @@ def _table_rows(html: str) -> int:
     return table[: table.index("</table>")].count("<tr") - 1  # less the header row
 
 
+@pytest.mark.slow
 def test_stdin_alias_and_pretty_json_give_the_same_report(sample_traces, tmp_path):
-    """``-`` (spooled: the report reads twice), ``--traces`` and a pretty-printed OTLP JSON
-    file all go through the one reader and give the same actuations."""
+    """``-`` (spooled: the report reads twice) and ``--traces`` with a pretty-printed OTLP
+    JSON file both go through the one reader and give every actuation of the sample."""
     import json
 
     lines = Path(sample_traces).read_text().splitlines()
     pretty = tmp_path / "pretty.json"
     pretty.write_text("\n".join(json.dumps(json.loads(x), indent=2) for x in lines))
-    rows = {}
     for how, args, stdin in [
-        ("file", [sample_traces], None),
         ("stdin", ["-"], Path(sample_traces).read_text()),
-        ("alias", ["--traces", sample_traces], None),
-        ("pretty", [str(pretty)], None),
+        ("alias-pretty", ["--traces", str(pretty)], None),
     ]:
         out = tmp_path / f"{how}.html"
         r = CliRunner().invoke(
-            main, ["report", *args, "--out", str(out), "-q"], input=stdin, prog_name="fma-otel"
+            main, ["report", *args, "--out", str(out), "-q", "--top", "0"], input=stdin, prog_name="fma-otel"
         )
         assert r.exit_code == 0, (how, r.output)
-        rows[how] = _table_rows(out.read_text())
-    assert rows["file"] == len(lines) == 6
-    assert set(rows.values()) == {6}
+        assert _table_rows(out.read_text()) == len(lines) == 6, how
 
 
 def test_no_trace_file_is_a_usage_error(tmp_path):

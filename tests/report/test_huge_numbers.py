@@ -20,6 +20,8 @@ from fma_otel.sinks.otlp_json import export_request
 from ..query.conftest import mixed_acts
 from ..query.gen import hot, spans_of, write
 
+pytestmark = pytest.mark.slow
+
 LONG = "9" * 400
 MARK = "@@MARK@@"
 
