@@ -261,7 +261,7 @@ _event_like = st.fixed_dictionaries(
 
 
 @pytest.mark.slow
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.lists(_event_like | _json, max_size=5), st.sampled_from(["list", "ndjson", "pretty", "watch"]))
 def test_arbitrary_json_never_raises(items, shape):
     if shape == "list":
