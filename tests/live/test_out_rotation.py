@@ -15,10 +15,9 @@ from pathlib import Path
 import pytest
 
 from fma_otel.live.outfile import OutFile, rotated_paths
-from fma_otel.model import A_REQ_NAME, SpanRecord, trace_id_for
+from fma_otel.model import SpanRecord, trace_id_for
 from fma_otel.sinks.otlp_json import export_request
 from tests.live.replay import (
-    NS,
     InProcessWatcher,
     dpc_pod,
     offline_traces,
@@ -28,7 +27,12 @@ from tests.live.replay import (
     wait_for,
 )
 from tests.live.test_watch_crash import _no_stray_watchers, kill9, lists, start_watch, started  # noqa: F401
-from tests.live.test_watch_export import FakeSink, checkpoint, emitted_ids, pending_ids
+from tests.live.test_watch_export import (
+    FakeSink,
+    checkpoint,
+    pending_ids,
+    resend_after_forgetting,
+)
 from tests.live.test_watch_stream import _complete, assert_same
 from tests.support.k8s_server import FakeCluster
 
@@ -253,16 +257,7 @@ def test_pending_traces_are_read_back_from_rotated_files(k8s: FakeCluster, tmp_p
         play(k8s, timeline(cap))
         assert wait_for(lambda: pending_ids(cp) >= set(want), 60)
     assert len(_files(out, 1000)) >= len(want)
-    for name in {t[0].attributes[A_REQ_NAME] for t in want.values()}:
-        k8s.delete_pod(name, NS)
-    k8s.compact()
-
-    up = FakeSink()
-    w = InProcessWatcher(k8s, tmp_path, export_retry_s=0.2, **rotate)
-    w.watcher.sink = up
-    with w:
-        assert wait_for(lambda: set(up.traces()) >= set(want), 60), (len(up.traces()), len(want))
-        assert wait_for(lambda: emitted_ids(cp) >= set(want), 60)
+    up = resend_after_forgetting(k8s, tmp_path, cp, want, **rotate)
     assert checkpoint(cp)["pending"] == []
     assert_same({t: s for t, s in up.traces().items() if t in want}, want)
     assert_same(_all_traces(out, 1000), want)

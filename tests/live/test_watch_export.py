@@ -10,6 +10,7 @@ import json
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -76,6 +77,22 @@ def checkpoint(path: Path) -> dict:
 
 def pending_ids(path: Path) -> set[str]:
     return {trace_id_for(k) for k in checkpoint(path).get("pending") or ()}
+
+
+def resend_after_forgetting(k8s: FakeCluster, tmp_path: Path, cp: Path, want: dict, **extra: Any) -> FakeSink:
+    """Delete the requesters and compact the API server's history (the cluster has
+    forgotten them), then restart the watcher with a working sink: what the checkpoint
+    holds pending must still arrive, and be recorded as emitted."""
+    for name in {t[0].attributes[A_REQ_NAME] for t in want.values()}:
+        k8s.delete_pod(name, NS)
+    k8s.compact()
+    up = FakeSink()
+    w = InProcessWatcher(k8s, tmp_path, export_retry_s=0.2, **extra)
+    w.watcher.sink = up
+    with w:
+        assert wait_for(lambda: set(up.traces()) >= set(want), 60), (len(up.traces()), len(want))
+        assert wait_for(lambda: emitted_ids(cp) >= set(want), 60)
+    return up
 
 
 def emitted_ids(path: Path) -> set[str]:
@@ -171,16 +188,7 @@ def test_pending_traces_reexported_when_requesters_are_gone(
     if not with_out:
         assert not out.exists()
         assert len(checkpoint(cp)["pending_traces"]) == len(checkpoint(cp)["pending"])
-    for name in {t[0].attributes[A_REQ_NAME] for t in want.values()}:
-        k8s.delete_pod(name, NS)
-    k8s.compact()
-
-    up = FakeSink()
-    w = InProcessWatcher(k8s, tmp_path, export_retry_s=0.2, **extra)
-    w.watcher.sink = up
-    with w:
-        assert wait_for(lambda: set(up.traces()) >= set(want), 60), (len(up.traces()), len(want))
-        assert wait_for(lambda: emitted_ids(cp) >= set(want), 60)
+    up = resend_after_forgetting(k8s, tmp_path, cp, want, **extra)
     doc = checkpoint(cp)
     assert doc["pending"] == [] and doc["pending_traces"] == {}
     assert_same({t: s for t, s in up.traces().items() if t in want}, want)

@@ -11,7 +11,6 @@ in-process gRPC and HTTP receivers.
 from __future__ import annotations
 
 import dataclasses
-import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,6 @@ from typing import Any
 import pytest
 
 from fma_otel import build
-from fma_otel.model import trace_id_for
 from fma_otel.sinks.otlp_export import ExportError, OtlpSink
 from tests.live.replay import (
     InProcessWatcher,
@@ -31,19 +29,9 @@ from tests.live.replay import (
     traces_in,
     wait_for,
 )
+from tests.live.test_watch_export import checkpoint, emitted_ids, pending_ids
 from tests.live.test_watch_stream import _complete
 from tests.support.k8s_server import FakeCluster
-
-
-def _checkpoint(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-
-
-def _emitted_ids(path: Path) -> set[str]:
-    return {trace_id_for(k) for k in _checkpoint(path).get("emitted") or ()}
 
 
 def _metric(w: InProcessWatcher, name: str) -> float:
@@ -85,13 +73,13 @@ def test_an_unencodable_trace_is_dropped_and_later_traces_still_arrive(
     with w:
         play(k8s, timeline(cap))
         assert wait_for(lambda: victim and set(want) - set(victim) <= {s.trace_id for s in rx.spans()}, 60)
-        assert wait_for(lambda: set(want) <= _emitted_ids(cp), 30)  # the victim too: never re-sent
+        assert wait_for(lambda: set(want) <= emitted_ids(cp), 30)  # the victim too: never re-sent
         assert _metric(w, "fma_otel_export_dropped_traces_total") == 1
         assert w.watcher.metrics.export_errors == 0
     assert victim[0] not in {s.trace_id for s in rx.spans()}
     assert victim[0] not in traces_in(tmp_path / "out.jsonl")  # no invalid line in --out either
     assert set(want) - set(victim) <= set(traces_in(tmp_path / "out.jsonl"))
-    assert _checkpoint(cp)["pending"] == []
+    assert checkpoint(cp)["pending"] == []
 
 
 class _Refusing:
@@ -140,10 +128,10 @@ def test_a_trace_the_receiver_refuses_is_retried_alone_and_holds_no_other_back(
         assert wait_for(lambda: others <= {s.trace_id for s in rx.spans()}, 60)
         assert wait_for(lambda: sink.refused_alone >= 2, 30)  # retried, alone
         assert _metric(w, "fma_otel_export_isolated_traces") == 1
-        assert sink.victim in {trace_id_for(k) for k in _checkpoint(cp).get("pending") or ()}  # not lost
+        assert sink.victim in pending_ids(cp)  # not lost
         sink.refusing = False  # the collector takes it now
         assert wait_for(lambda: sink.victim in {s.trace_id for s in rx.spans()}, 30)
-        assert wait_for(lambda: set(want) <= _emitted_ids(cp), 30)
+        assert wait_for(lambda: set(want) <= emitted_ids(cp), 30)
         assert _metric(w, "fma_otel_export_isolated_traces") == 0
     spans = rx.spans()
     assert len({(s.trace_id, s.span_id) for s in spans}) == len(spans)  # each trace once
@@ -202,8 +190,8 @@ def test_a_trace_the_sink_leaves_out_is_recorded_and_counted(
     w.watcher.sink = sink
     with w:
         play(k8s, timeline(cap))
-        assert wait_for(lambda: sink.victim is not None and set(want) <= _emitted_ids(cp), 60)
+        assert wait_for(lambda: sink.victim is not None and set(want) <= emitted_ids(cp), 60)
         assert _metric(w, "fma_otel_export_dropped_traces_total") == 1
     assert set(want) - {sink.victim} <= {s.trace_id for s in rx.spans()}
     assert sink.victim not in {s.trace_id for s in rx.spans()}
-    assert _checkpoint(cp)["pending"] == []
+    assert checkpoint(cp)["pending"] == []
