@@ -207,17 +207,25 @@ class PodClient:
             pass
         return (Gone if status == 410 else ApiError)(status, message)
 
-    def get_pod(self, namespace: str, name: str, timeout: float) -> dict[str, Any]:
-        """The Pod object, decoded; raises :class:`ApiError` or a ``urllib3`` error."""
+    def read_pod(self, namespace: str, name: str, timeout: float) -> tuple[dict[str, Any], str | None]:
+        """The Pod, and the resourceVersion to watch it from: a field-selected *list*, not a
+        GET, because the list's version is the store's current one, while the Pod's own is
+        that of its last change - which may already be compacted away (a watch from it
+        would get 410 again and again).  Raises :class:`ApiError` (404 when there is no such
+        Pod) or a ``urllib3`` error."""
         resp = self._pool.request(
             "GET",
-            self._url(namespace, name),
+            self._url(namespace, fieldSelector=f"metadata.name={name}"),
             headers=self.creds.headers(),
             timeout=urllib3.Timeout(connect=timeout, read=timeout),
         )
         if resp.status != 200:
             raise self._error(resp.status, resp.data)
-        return json.loads(resp.data)
+        doc = json.loads(resp.data)
+        items = [i for i in doc.get("items") or () if (i.get("metadata") or {}).get("name") == name]
+        if not items:
+            raise ApiError(404, f'pods "{name}" not found')
+        return items[0], (doc.get("metadata") or {}).get("resourceVersion")
 
     def watch_pod(
         self, namespace: str, name: str, resource_version: str | None, timeout: float

@@ -83,17 +83,18 @@ def _api() -> Any:
     return _API
 
 
-def _pod_data(pod: dict[str, Any]) -> dict[str, Any]:
+def _pod_data(pod: dict[str, Any], resource_version: str | None = None) -> dict[str, Any]:
     meta = pod.get("metadata") or {}
     return {
         "annotations": dict(meta.get("annotations") or {}),
         "node_name": (pod.get("spec") or {}).get("nodeName"),
-        "resource_version": meta.get("resourceVersion"),
+        "resource_version": resource_version or meta.get("resourceVersion"),
     }
 
 
 def _default_fetch(namespace: str, name: str, timeout: float) -> dict[str, Any]:
-    """GET the Pod (``_kubeapi``: ``urllib3`` and ``json``, never the ``kubernetes`` client).
+    """Read the Pod (``_kubeapi``: ``urllib3`` and ``json``, never the ``kubernetes`` client),
+    with the list's resourceVersion for the watch that follows.
 
     Instrumentation is suppressed here: this lookup is plumbing, not part of anyone's
     actuation.
@@ -102,7 +103,7 @@ def _default_fetch(namespace: str, name: str, timeout: float) -> dict[str, Any]:
 
     api = _api()
     with suppress_instrumentation():
-        return _pod_data(api.get_pod(namespace, name, timeout))
+        return _pod_data(*api.read_pod(namespace, name, timeout))
 
 
 def _default_watch(
