@@ -269,3 +269,84 @@ def test_a_launcher_with_the_lookup_configured_never_imports_the_kubernetes_clie
     # the Pod was read (through a kubeconfig, so PyYAML is loaded), the client never imported
     assert out.stdout.split()[-3:] == ["True", "False", "True"], out.stdout + out.stderr
     assert _gets(k8s)
+
+
+def _tls_files(d: Path) -> tuple[Path, Path, Path]:
+    """A CA, and a server certificate for 127.0.0.1 signed by it: (ca.crt, server.crt, server.key)."""
+    pytest.importorskip("cryptography")
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test-ca")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(1)
+        .not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kubernetes")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(2)
+        .not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    paths = d / "ca.crt", d / "server.crt", d / "server.key"
+    paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    paths[1].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    paths[2].write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return paths
+
+
+def test_in_cluster_over_tls_verifies_the_server_with_the_service_account_ca(
+    tmp_path: Path, auth_headers: list[tuple[str, str]]
+) -> None:
+    import ssl
+
+    sa, other = tmp_path / "sa", tmp_path / "other"
+    sa.mkdir(), other.mkdir()
+    ca, cert, key = _tls_files(sa)
+    (sa / "token").write_text("sa-token\n")
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(str(cert), str(key))
+    with FakeCluster() as k8s:
+        k8s.add_pod(make_pod(NAME, NS, annotations=_bound("inst-1")))
+        srv = k8s._server
+        assert srv is not None
+        srv.socket = server_ctx.wrap_socket(srv.socket, server_side=True)
+        env = {"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": str(srv.server_address[1])}
+        creds = _kubeapi.in_cluster(env, sa_dir=str(sa))
+        assert creds is not None and creds.server.startswith("https://127.0.0.1:")
+        pod, _rv = _kubeapi.PodClient(creds).read_pod(NS, NAME, 5.0)
+        assert pod["metadata"]["annotations"][INSTANCE_ID_ANNOTATION] == "inst-1"
+        assert auth_headers[-1][1] == "Bearer sa-token"
+        # a CA that did not sign the server's certificate: refused, never sent the token
+        _tls_files(other)
+        (other / "token").write_text("other-token\n")
+        untrusted = _kubeapi.in_cluster(env, sa_dir=str(other))
+        assert untrusted is not None
+        with pytest.raises(Exception, match="CERTIFICATE_VERIFY_FAILED"):
+            _kubeapi.PodClient(untrusted).read_pod(NS, NAME, 5.0)
+        assert all(auth != "Bearer other-token" for _, auth in auth_headers)
