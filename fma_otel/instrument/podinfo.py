@@ -4,7 +4,10 @@ Why: the Go DPC sends no ``traceparent``, yet the launcher's create span must jo
 actuation's trace.  The DPC records the binding on the launcher Pod itself
 (``dual-pods.llm-d.ai/requester: "<uid> <name>"``, plus ``dual-pods.llm-d.ai/instance-id``),
 so the launcher can derive the trace id from its own Pod.  ``POD_NAME``/``NAMESPACE`` come
-from the downward API; credentials are the Pod's service account, or a kubeconfig.
+from the downward API; credentials are the Pod's service account, or a kubeconfig with a
+token or client-certificate user (``_kubeapi``).  The lookup speaks to the API server with
+``urllib3`` and ``json``, never the ``kubernetes`` client: that client would make the
+launcher tens of MB bigger, and every fork of a vLLM instance slower.
 
 A create never waits on the API server: a background thread (``start_background``) reads
 the Pod at start-up and then *watches* it (a field-selected watch of this one Pod), so the
@@ -70,65 +73,63 @@ _API: Any = None
 
 
 def _api() -> Any:
-    """One ``CoreV1Api`` per process (building a client is slow: config, pools)."""
+    """One :class:`~fma_otel.instrument._kubeapi.PodClient` per process (credentials are
+    resolved once; a token file is still re-read on every connect)."""
     global _API
     if _API is None:
-        from kubernetes import client, config
+        from fma_otel.instrument import _kubeapi
 
-        cfg = client.Configuration()
-        try:
-            config.load_incluster_config(client_configuration=cfg)
-        except Exception:  # noqa: BLE001 - not in a cluster: fall back to kubeconfig
-            config.load_kube_config(config_file=os.environ.get("KUBECONFIG"), client_configuration=cfg)
-        _API = client.CoreV1Api(client.ApiClient(cfg))
+        _API = _kubeapi.PodClient(_kubeapi.load())
     return _API
 
 
-def _default_fetch(namespace: str, name: str, timeout: float) -> dict[str, Any]:
-    """GET the Pod with the ``kubernetes`` client (in-cluster credentials, else kubeconfig).
+def _pod_data(pod: dict[str, Any], resource_version: str | None = None) -> dict[str, Any]:
+    meta = pod.get("metadata") or {}
+    return {
+        "annotations": dict(meta.get("annotations") or {}),
+        "node_name": (pod.get("spec") or {}).get("nodeName"),
+        "resource_version": resource_version or meta.get("resourceVersion"),
+    }
 
-    Our own kubernetes-client instrumentation is suppressed here: this lookup is plumbing,
-    not part of anyone's actuation.
+
+def _default_fetch(namespace: str, name: str, timeout: float) -> dict[str, Any]:
+    """Read the Pod (``_kubeapi``: ``urllib3`` and ``json``, never the ``kubernetes`` client),
+    with the list's resourceVersion for the watch that follows.
+
+    Instrumentation is suppressed here: this lookup is plumbing, not part of anyone's
+    actuation.
     """
     from opentelemetry.instrumentation.utils import suppress_instrumentation
 
     api = _api()
     with suppress_instrumentation():
-        pod = api.read_namespaced_pod(name, namespace, _request_timeout=timeout)
-    meta = pod.metadata
-    return {
-        "annotations": dict(meta.annotations or {}),
-        "node_name": getattr(pod.spec, "node_name", None) if pod.spec else None,
-    }
+        return _pod_data(*api.read_pod(namespace, name, timeout))
 
 
 def _default_watch(
-    namespace: str, name: str, timeout: float, on_pod: Callable[[dict[str, Any]], None]
+    namespace: str,
+    name: str,
+    timeout: float,
+    on_pod: Callable[[dict[str, Any]], None],
+    resource_version: str | None = None,
 ) -> None:
-    """Stream this Pod's changes (a field-selected watch) into ``on_pod`` until the server
-    ends the watch; raises on errors.  Our own client instrumentation is suppressed."""
-    from kubernetes import watch
+    """Stream this Pod's changes from ``resource_version`` (one field-selected watch) into
+    ``on_pod`` until the server ends the watch; raises on errors (``Gone`` on 410).
+
+    A BOOKMARK or DELETED event only moves the resourceVersion on (``{"bookmark": True}``):
+    a deleted Pod's last annotations still describe the creates it served."""
     from opentelemetry.instrumentation.utils import suppress_instrumentation
 
     api = _api()
-    w = watch.Watch()
     with suppress_instrumentation():
-        for event in w.stream(
-            api.list_namespaced_pod,
-            namespace,
-            field_selector=f"metadata.name={name}",
-            timeout_seconds=300,
-            _request_timeout=(timeout, 330),
-        ):
-            pod = event.get("object")
-            if event.get("type") == "DELETED" or pod is None or getattr(pod, "metadata", None) is None:
+        for event in api.watch_pod(namespace, name, resource_version, timeout):
+            obj = event.get("object")
+            if not isinstance(obj, dict):
                 continue
-            on_pod(
-                {
-                    "annotations": dict(pod.metadata.annotations or {}),
-                    "node_name": getattr(pod.spec, "node_name", None) if pod.spec else None,
-                }
-            )
+            data = _pod_data(obj)
+            if event.get("type") in ("BOOKMARK", "DELETED"):
+                data = {"bookmark": True, "resource_version": data["resource_version"]}
+            on_pod(data)
 
 
 class PodInfo:
@@ -142,11 +143,12 @@ class PodInfo:
         ttl: float | None = None,
         negative_ttl: float = 15.0,
         env: dict[str, str] | None = None,
-        watch: Callable[[str, str, float, Callable[[dict[str, Any]], None]], None] | None = None,
+        watch: Callable[..., None] | None = None,
     ) -> None:
         e = os.environ if env is None else env
         self._fetch = fetch or _default_fetch
-        #: The watch of the Pod; with an injected ``fetch`` and no ``watch``, re-reads instead.
+        #: The watch of the Pod (``_default_watch``'s signature); with an injected
+        #: ``fetch`` and no ``watch``, re-reads instead.
         self._watch = watch if watch is not None else (_default_watch if fetch is None else None)
         self.join_wait = _float(e.get(ENV_WAIT), 10.0)
         self.refresh = _float(e.get(ENV_REFRESH), 5.0)
@@ -168,6 +170,9 @@ class PodInfo:
         self._started = 0  # fetches begun (under the lock)
         self._last_gen = 0  # which of them produced ``_last``
         self._no_env: PodLookup | None = None
+        #: The resourceVersion last seen (a read, a watch event, a bookmark): a watch
+        #: resumes from it after a drop, without a re-read.
+        self._rv: str | None = None
 
     def cached(self, instance_id: str | None) -> PodLookup | None:
         """A still-valid answer for this create, without any I/O (``None`` when a fetch is due)."""
@@ -222,7 +227,11 @@ class PodInfo:
             self._changed.notify_all()
 
     def _on_pod(self, data: dict[str, Any]) -> None:
-        """A watch event: the Pod as it is now."""
+        """A watch event: the Pod as it is now (or, for a bookmark, just a newer version)."""
+        if data.get("resource_version"):
+            self._rv = data["resource_version"]
+        if data.get("bookmark"):
+            return
         self._last = self._answer(data)
         self._notify()
 
@@ -237,6 +246,7 @@ class PodInfo:
                 reason=f"pod lookup failed: {type(exc).__name__}: {str(exc)[:200]}",
                 failed=True,
             )
+        self._rv = data.get("resource_version") or None
         return self._answer(data)
 
     def _answer(self, data: dict[str, Any]) -> PodLookup:
@@ -306,31 +316,47 @@ class PodInfo:
     prefetch = start_background
 
     def _run(self) -> None:
-        """GET the Pod; then watch it (or re-read every ``refresh`` s, or when kicked).
-        After a failed read, back off (doubling, at most 30 s) unless a create kicks; a
-        failed watch (no ``watch`` permission, a dropped stream) keeps the answer read and
-        re-reads after ``refresh`` s."""
+        """GET the Pod; then watch it from the version read, reconnecting from the last
+        version seen when the server ends the watch (at once) or the stream drops (after a
+        backoff, doubling to at most 30 s); re-read on 410 Gone.  After a failed read, back
+        off likewise unless a create kicks.  A watch the server refuses (no ``watch``
+        permission) falls back to re-reading every ``refresh`` s.  Without a watch (an
+        injected ``fetch``), re-read every ``refresh`` s or when kicked."""
+        from fma_otel.instrument._kubeapi import ApiError, Gone
+
         backoff = 0.5
+        relist = True
         while not self._stopped:
-            self._kick.clear()
-            res = self.lookup(force=True)  # never raises: a failure is a ``failed`` answer
-            if self._stopped:
-                return
-            if res.failed:
-                self._kick.wait(backoff)
-                backoff = min(30.0, backoff * 2)
-                continue
-            backoff = 0.5
+            if relist:
+                self._kick.clear()
+                res = self.lookup(force=True)  # never raises: a failure is a ``failed`` answer
+                if self._stopped:
+                    return
+                if res.failed:
+                    self._kick.wait(backoff)
+                    backoff = min(30.0, backoff * 2)
+                    continue
+                backoff = 0.5
+                relist = False
             if self._watch is None:
                 self._kick.wait(self.refresh)
+                relist = True
                 continue
             assert self.pod_name and self.namespace
             self._watching = True
             try:
-                self._watch(self.namespace, self.pod_name, self.timeout, self._on_pod)
-            except Exception:  # noqa: BLE001 - the thread must outlive any failure
+                self._watch(self.namespace, self.pod_name, self.timeout, self._on_pod, self._rv)
+                backoff = 0.5  # the server's timeout ended it: resume at once
+            except Gone:
+                relist = True  # our version is too old: read the Pod afresh
+            except ApiError:
                 self._watching = False
+                relist = True  # refused (RBAC, an injected error): poll by re-reading
                 self._kick.wait(self.refresh)
+            except Exception:  # noqa: BLE001 - a dropped stream; the thread must outlive it
+                self._watching = False
+                self._kick.wait(backoff)
+                backoff = min(30.0, backoff * 2)
             finally:
                 self._watching = False
 

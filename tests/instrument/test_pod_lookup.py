@@ -4,8 +4,8 @@ With the local API server healthy, hung (accepts and never answers) or down, a c
 answered without waiting on it: the launcher reads and watches its own Pod in the
 background, and a create it cannot place yet is served at once and its span resolved
 after the response - joined by the derived ids once the annotation is known, else
-``fma.join=none`` with the reason.  The real ``kubernetes`` client talks to
-``tests/support/k8s_server.py``.
+``fma.join=none`` with the reason.  The lookup's own client (``_kubeapi``, ``urllib3``) talks
+to ``tests/support/k8s_server.py``.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def _kubeconfig(path: Path, url: str) -> str:
 
 @pytest.fixture
 def api_at(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
-    """Point the lookup's own ``kubernetes`` client at ``url`` (a fresh client per test)."""
+    """Point the lookup's own client at ``url`` (a fresh client per test)."""
 
     def point(url: str) -> None:
         monkeypatch.setenv("KUBECONFIG", _kubeconfig(tmp_path / "kubeconfig", url))
