@@ -123,6 +123,10 @@ def test_join_by_pod_annotation_through_kubernetes_api(tracing: Tracing, fake_la
         )
         try:
             with TestClient(fake_launcher.app) as client:
+                # as in a launcher: its own Pod is read in the background from start-up on,
+                # before the DPC's create arrives (a cold first import of the client can take
+                # a second; the create itself never waits for it)
+                assert wait_until(lambda: k8s.requests_to("/pods/launcher-1"), 20)
                 assert client.put("/v2/vllm/instances/inst-c", json=_config(free_port())).status_code == 201
                 client.delete("/v2/vllm/instances/inst-c")
         finally:
