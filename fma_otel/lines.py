@@ -40,6 +40,19 @@ def too_long_reason(n: int) -> str:
     return f"line longer than {MAX_LINE_BYTES >> 20} MiB ({n} bytes): not read"
 
 
+def too_long(head: bytes, readline: Any) -> TooLong:
+    """A line whose first ``head`` bytes were read and found over the limit: read the rest
+    in 1 MiB pieces only to measure it (never held whole), up to its line end or EOF."""
+    n = len(head)
+    line = head
+    while not line.endswith(b"\n"):
+        line = readline(1 << 20)
+        if not line:
+            break
+        n += len(line)
+    return TooLong(n)
+
+
 def bounded_lines(fh: Any, limit: int) -> Iterator[bytes | TooLong]:
     """The lines of a binary file, each as ``for line in fh`` gives it, except that a line
     longer than ``limit`` bytes comes as :class:`TooLong` (its length) and is never held
@@ -52,10 +65,4 @@ def bounded_lines(fh: Any, limit: int) -> Iterator[bytes | TooLong]:
                 return
             yield line
             continue
-        n = len(line)
-        while not line.endswith(b"\n"):
-            line = readline(1 << 20)
-            if not line:
-                break
-            n += len(line)
-        yield TooLong(n)
+        yield too_long(line, readline)

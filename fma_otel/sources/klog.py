@@ -49,7 +49,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
-from fma_otel.lines import MAX_LINE_BYTES, MAX_VALUE_BYTES, TooLong, too_long_reason
+from fma_otel.lines import MAX_LINE_BYTES, MAX_VALUE_BYTES, TooLong, too_long, too_long_reason
 from fma_otel.sources.records import KlogRecord, SourceStats
 
 __all__ = [
@@ -649,13 +649,7 @@ def _lines(
             if b"\r" in line:
                 yield from _cr_lines(line, readline, limit, stats)
                 continue
-            n = len(line)
-            while not line.endswith(b"\n"):
-                line = readline(1 << 20)
-                if not line:
-                    break
-                n += len(line)
-            yield TooLong(n)
+            yield too_long(line, readline)
     if pushback:
         yield from pushback
         pushback.clear()
