@@ -65,6 +65,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # the tests' support modules (run as a script from anywhere)
+from tests.support.k8s_server import write_kubeconfig  # noqa: E402
+
 FAKE_LAUNCHER = REPO / "tests" / "fixtures" / "fake_launcher"
 LAUNCHER_IMPORTS = "import fastapi, uvicorn, pydantic, multiprocessing"
 
@@ -385,20 +388,9 @@ def kill_descendants(pid: int) -> None:
 
 
 @contextmanager
-def receiver(cls: str, **faults: object) -> Iterator[str]:
-    """One of the tests' OTLP receivers in a process of its own; yields its endpoint.
-    ``faults`` set its switches (``delay_s``: answer that late; ``fail_with``: that status).
-
-    Not in this process: its threads would share the GIL with the client that times the
-    creates, so answering an export would show up as create latency.
-    """
-    code = (
-        f"from tests.support.otlp_receiver import {cls}\n"
-        f"rx = {cls}().start()\n"
-        + "".join(f"rx.{k} = {v!r}\n" for k, v in faults.items())
-        + "print(rx.endpoint, flush=True)\n"
-        "import sys; sys.stdin.read()\n"
-    )
+def _child(code: str) -> Iterator[str]:
+    """``python -c code`` in the repository, ended when done; yields the first line it prints
+    (a server's URL or endpoint)."""
     proc = subprocess.Popen(
         [sys.executable, "-c", code],
         cwd=REPO,
@@ -416,39 +408,30 @@ def receiver(cls: str, **faults: object) -> Iterator[str]:
 
 
 @contextmanager
+def receiver(cls: str, **faults: object) -> Iterator[str]:
+    """One of the tests' OTLP receivers in a process of its own; yields its endpoint.
+    ``faults`` set its switches (``delay_s``: answer that late; ``fail_with``: that status).
+
+    Not in this process: its threads would share the GIL with the client that times the
+    creates, so answering an export would show up as create latency.
+    """
+    code = (
+        f"from tests.support.otlp_receiver import {cls}\n"
+        f"rx = {cls}().start()\n"
+        + "".join(f"rx.{k} = {v!r}\n" for k, v in faults.items())
+        + "print(rx.endpoint, flush=True)\n"
+        "import sys; sys.stdin.read()\n"
+    )
+    with _child(code) as first_line:
+        yield first_line
+
+
+@contextmanager
 def api_server(code: str) -> Iterator[str]:
     """A Kubernetes API server (``code``: one of ``API_SERVERS``) in a process of its own;
     yields its URL.  Not in this process, for the same reason as ``receiver``."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", code],
-        cwd=REPO,
-        env=clean_env({}),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        yield proc.stdout.readline().strip()
-    finally:
-        proc.kill()
-        proc.wait()
-
-
-def kubeconfig(path: Path, url: str) -> str:
-    """A kubeconfig (JSON is YAML) for ``url``; its path."""
-    import json
-
-    doc = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "c", "cluster": {"server": url}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-        "current-context": "c",
-    }
-    path.write_text(json.dumps(doc))
-    return str(path)
+    with _child(code) as first_line:
+        yield first_line
 
 
 BARE_ROW = "one bare SDK span per request, OTLP/HTTP, collector up (no wrappers)"
@@ -602,7 +585,7 @@ def create_latencies(
         apis = {kind: stack.enter_context(api_server(code)) for kind, code in API_SERVERS.items()}
         apis["down"] = f"http://127.0.0.1:{free_port()}"
         for kind, url in apis.items():
-            rx[f"api-{kind}"] = kubeconfig(tmp / f"{kind}.json", url)
+            rx[f"api-{kind}"] = write_kubeconfig(tmp / f"{kind}.yaml", url)
         table_of = select(configs(rx), only)
         running = {
             (name, k): stack.enter_context(launcher(extra, prelude))

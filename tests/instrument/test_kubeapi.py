@@ -17,14 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from fma_otel.instrument import _kubeapi
 from fma_otel.instrument import podinfo as podinfo_mod
 from fma_otel.instrument.podinfo import INSTANCE_ID_ANNOTATION, REQUESTER_ANNOTATION, PodInfo
 from tests.instrument.conftest import FAKE_DIR, wait_until
 from tests.support import k8s_server
-from tests.support.k8s_server import FakeCluster, make_pod
+from tests.support.k8s_server import FakeCluster, make_pod, write_kubeconfig
 from tests.support.otlp_receiver import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,19 +33,6 @@ ENV = {"POD_NAME": NAME, "NAMESPACE": NS, podinfo_mod.ENV_REFRESH: "0.2"}
 
 def _bound(instance_id: str) -> dict[str, str]:
     return {REQUESTER_ANNOTATION: f"uid-{instance_id} req", INSTANCE_ID_ANNOTATION: instance_id}
-
-
-def _kubeconfig(path: Path, server: str, user: dict[str, Any]) -> str:
-    doc = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "c", "cluster": {"server": server}}],
-        "users": [{"name": "u", "user": user}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-        "current-context": "c",
-    }
-    path.write_text(yaml.safe_dump(doc))
-    return str(path)
 
 
 @pytest.fixture
@@ -73,7 +59,9 @@ def k8s(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeCluster
     (tmp_path / "token").write_text("token-1\n")
     with FakeCluster() as cluster:
         cluster.add_pod(make_pod(NAME, NS, annotations=_bound("inst-1")))
-        monkeypatch.setenv("KUBECONFIG", _kubeconfig(tmp_path / "kc", cluster.url, {"tokenFile": "token"}))
+        monkeypatch.setenv(
+            "KUBECONFIG", write_kubeconfig(tmp_path / "kc", cluster.url, {"tokenFile": "token"})
+        )
         yield cluster
 
 
@@ -129,7 +117,7 @@ def test_410_gone_re_reads_the_pod_and_watches_from_the_new_version(
     monkeypatch.setattr(podinfo_mod, "_API", None)
     with FakeCluster(gone_mode=gone_mode) as k8s:
         k8s.add_pod(make_pod(NAME, NS, annotations=_bound("inst-1")))
-        monkeypatch.setenv("KUBECONFIG", _kubeconfig(tmp_path / "kc", k8s.url, {"token": "t"}))
+        monkeypatch.setenv("KUBECONFIG", write_kubeconfig(tmp_path / "kc", k8s.url, {"token": "t"}))
         pod_info.start_background()
         assert wait_until(lambda: _knows(pod_info, "inst-1"), 10) and k8s.wait_for_streams("watch")
         if gone_mode == "event":
@@ -197,7 +185,7 @@ def test_an_unsupported_kubeconfig_user_is_refused_with_the_reason(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    kc = _kubeconfig(tmp_path / "kc", "https://127.0.0.1:1", {"exec": {"command": "aws"}})
+    kc = write_kubeconfig(tmp_path / "kc", "https://127.0.0.1:1", {"exec": {"command": "aws"}})
     monkeypatch.setenv("KUBECONFIG", kc)
     monkeypatch.setattr(podinfo_mod, "_API", None)
     res = PodInfo(env={"POD_NAME": NAME, "NAMESPACE": NS}).lookup()

@@ -24,7 +24,7 @@ from fma_otel.instrument import podinfo as podinfo_mod
 from fma_otel.instrument.launcher import CREATE_SPAN, STARTUP_SPAN, LauncherInstrumentor
 from fma_otel.instrument.podinfo import INSTANCE_ID_ANNOTATION, REQUESTER_ANNOTATION, PodInfo
 from tests.instrument.conftest import Tracing, wait_until
-from tests.support.k8s_server import FakeCluster, make_pod
+from tests.support.k8s_server import FakeCluster, make_pod, write_kubeconfig
 from tests.support.otlp_receiver import free_port
 
 UID = "5e1f0c2a-0000-4000-8000-0000000000aa"
@@ -57,27 +57,12 @@ class HungServer:
             conn.close()
 
 
-def _kubeconfig(path: Path, url: str) -> str:
-    import yaml
-
-    doc = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "c", "cluster": {"server": url}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-        "current-context": "c",
-    }
-    path.write_text(yaml.safe_dump(doc))
-    return str(path)
-
-
 @pytest.fixture
 def api_at(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
     """Point the lookup's own client at ``url`` (a fresh client per test)."""
 
     def point(url: str) -> None:
-        monkeypatch.setenv("KUBECONFIG", _kubeconfig(tmp_path / "kubeconfig", url))
+        monkeypatch.setenv("KUBECONFIG", write_kubeconfig(tmp_path / "kubeconfig", url))
         monkeypatch.setattr(podinfo_mod, "_API", None)
 
     yield point

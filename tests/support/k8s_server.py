@@ -44,6 +44,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import os
 import re
 import socket
 import threading
@@ -355,21 +356,7 @@ class FakeCluster:
 
     def write_kubeconfig(self, path: str, namespace: str = "default") -> str:
         """Write a kubeconfig file for this server (what ``--kubeconfig`` is given)."""
-        import yaml
-
-        doc = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
-            "users": [{"name": "fake", "user": {"token": "test-token"}}],
-            "contexts": [
-                {"name": "fake", "context": {"cluster": "fake", "user": "fake", "namespace": namespace}}
-            ],
-            "current-context": "fake",
-        }
-        with open(path, "w", encoding="utf-8") as fh:
-            yaml.safe_dump(doc, fh)
-        return path
+        return write_kubeconfig(path, self.url, namespace=namespace)
 
     # ------------------------------------------------------------------ pods
 
@@ -988,3 +975,28 @@ def iter_events(resp: Any) -> Iterator[dict[str, Any]]:
             line, buf = buf.split(b"\n", 1)
             if line.strip():
                 yield json.loads(line)
+
+
+def write_kubeconfig(
+    path: str | os.PathLike[str],
+    server: str,
+    user: dict[str, Any] | None = None,
+    namespace: str = "default",
+) -> str:
+    """Write a one-context kubeconfig for ``server`` (``user`` defaults to a bearer token);
+    its path.  For a server that is not a :class:`FakeCluster` too (hung, down)."""
+    import yaml
+
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "fake", "cluster": {"server": server}}],
+        "users": [{"name": "fake", "user": user if user is not None else {"token": "test-token"}}],
+        "contexts": [
+            {"name": "fake", "context": {"cluster": "fake", "user": "fake", "namespace": namespace}}
+        ],
+        "current-context": "fake",
+    }
+    with open(path, "w", encoding="utf-8") as fh:
+        yaml.safe_dump(doc, fh)
+    return str(path)
