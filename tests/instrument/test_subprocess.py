@@ -301,13 +301,14 @@ def test_a_slow_or_failing_collector_never_holds_up_a_create(cluster: Any, fault
 def test_a_create_still_waiting_for_its_pod_is_exported_at_exit(tmp_path: Path) -> None:
     """API server hung and a long join wait: the launcher is stopped while the create's
     span still waits for the Pod answer; it is exported anyway, saying why it did not join."""
-    from tests.instrument.test_pod_lookup import HungServer, _kubeconfig
+    from tests.instrument.test_pod_lookup import HungServer
+    from tests.support.k8s_server import write_kubeconfig
 
     hung = HungServer()
     try:
         port = free_port()
         with HttpOtlpReceiver() as rx:
-            env = _env(rx.endpoint, _kubeconfig(tmp_path / "kubeconfig", hung.url))
+            env = _env(rx.endpoint, write_kubeconfig(tmp_path / "kubeconfig", hung.url))
             env.update(FMA_OTEL_POD_LOOKUP_TIMEOUT="60", FMA_OTEL_POD_JOIN_WAIT="60")
             proc = _launch([sys.executable, "-c", _AUTO, "--port", str(port)], env, port)
             try:
