@@ -39,6 +39,8 @@ __all__ = [
 
 NS = 1_000_000_000
 
+#: ``service.name`` of the spans whose end vLLM's own log states
+SERVICE_VLLM = "vllm"
 #: ``fma.start.source`` / ``fma.end.source`` of a boundary read from the vLLM log.
 SRC_VLLM = "vllm:log"
 #: the rank rule of :mod:`fma_otel.sources.vllm_log`, carried as ``vllm.rank_rule``
@@ -405,7 +407,7 @@ def number_spans(
     *,
     counts: Mapping[str, int] | None = None,
     attributes: Mapping[str, Any] | None = None,
-    service: str = "vllm",
+    service: str = SERVICE_VLLM,
     ready_hi_ns: int | None = None,
 ) -> list[M.SpanRecord]:
     """Finished span records for ``spans``, ids by the contract's rule: ``n`` is the index
@@ -416,7 +418,7 @@ def number_spans(
     healthy answer, ``D.serving``); it bounds an open ``max_s``."""
     seen = dict(counts or {})
     ids = dict(parent_ids)
-    resource = M.resource_attributes(service)
+    resources: dict[str, Mapping[str, Any]] = {}
     out: list[M.SpanRecord] = []
     for sp in spans:
         parent = ids.get(sp.parent_name)
@@ -440,12 +442,19 @@ def number_spans(
             attrs[M.A_MAX] = max_s
         start, end = sp.start_ns, sp.end_ns
         if end < start:
-            attrs[M.A_INCONSISTENT] = True
-            attrs[M.A_RAW] = _s(end - start)
-            end = start
+            if sp.max_s is not None and sp.max_s > 0:
+                end = start  # the end's interval reaches past the start: at least 0 long
+            else:
+                attrs[M.A_INCONSISTENT] = True
+                attrs[M.A_RAW] = _s(end - start)
+                end = start
+        svc = _SERVICE_OF.get(sp.name, service)
+        resource = resources.get(svc)
+        if resource is None:
+            resource = resources[svc] = M.resource_attributes(svc)
         out.append(
             M.SpanRecord(
-                trace_id, sid, parent, sp.name, M.INTERNAL, start, end, service, attrs, resource=resource
+                trace_id, sid, parent, sp.name, M.INTERNAL, start, end, svc, attrs, resource=resource
             )
         )
     return out
@@ -537,6 +546,8 @@ MAIN_CONTAINER = "inference-server"
 #: FMA's own Event reasons that become span events on ``fma.actuation``
 FMA_EVENT_REASONS: tuple[str, ...] = ("LauncherStuck", "OutdatedRoutingMetadata")
 SRC_LAUNCHER_BOOT = "launcher:log/Application startup complete"
+#: who observed the end of the spans not observed by the caller's default service
+_SERVICE_OF: Mapping[str, str] = {LAUNCHER_BOOT: M.SERVICE_LAUNCHER, READINESS_PROBE: M.SERVICE_K8S}
 
 
 def _src(ev: KubeEvent) -> str:
@@ -723,6 +734,21 @@ def _startup_records(phases: Sequence[VllmPhase], create_end_ns: int | None) -> 
     return list(phases[i0 : later[0] if later else len(phases)])
 
 
+def _within_call(p: PhaseSpan, call_start_ns: int) -> PhaseSpan:
+    """vLLM's wake lies inside the DPC's wake call: its end is in the stamp's second *and*
+    at least the logged duration after the call started, so the span takes the lower end
+    of that intersection (never past the stamp's second; sources say both)."""
+    shift = call_start_ns - p.start_ns
+    if shift <= 0 or shift >= NS:
+        return p
+    return p._replace(
+        start_ns=p.start_ns + shift,
+        end_ns=p.end_ns + shift,
+        start_source=f"{p.start_source}+dpc:D.wake.start",
+        end_source=f"{p.end_source}+dpc:D.wake.start",
+    )
+
+
 def extra_spans(
     act: Any,
     trace: Sequence[M.SpanRecord],
@@ -795,17 +821,17 @@ def extra_spans(
             ws, we = inst.get("D.wake.start"), inst.get("D.wake.end")
             if ws is not None and we is not None:
                 plan = [
-                    p
+                    _within_call(p, ws.t_ns)
                     for p in plan_vllm(phases, path=M.HOT)
                     if p.end_ns <= we.t_ns + we.precision_ns and p.end_ns + NS > ws.t_ns
                 ]
-                emit(plan, "vllm", extra=clock)
+                emit(plan, SERVICE_VLLM, extra=clock)
         elif act.path in (M.COLD_LAUNCHER, M.WARM):
             ce = inst.get("D.create.end")
             recs = _startup_records(phases, ce.t_ns if ce is not None else None)
             serving = inst.get("D.serving")
             hi = serving.t_ns + serving.precision_ns if serving is not None else None
-            emit(plan_vllm(recs, path=act.path), "vllm", hi, clock)
+            emit(plan_vllm(recs, path=act.path), SERVICE_VLLM, hi, clock)
         elif act.path == M.COLD_NO_FMA:
             started = inst.get("R.started")
             boot = (started.t_ns, started.t_ns + started.precision_ns, started.source) if started else None
@@ -828,5 +854,5 @@ def extra_spans(
                         ready.source,
                     )
                 )
-            emit(plan, "vllm", hi, clock)
+            emit(plan, SERVICE_VLLM, hi, clock)
     return out
