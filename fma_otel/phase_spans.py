@@ -557,26 +557,41 @@ def _src(ev: KubeEvent) -> str:
 def _pod_events(
     events: Sequence[KubeEvent], *, uid: str | None, name: str | None, namespace: str | None
 ) -> list[KubeEvent]:
-    """The Events of one Pod: by uid where both know it, else by namespace and name."""
-    out = []
+    """The Events of one Pod: by uid where both know it, else by namespace and name.  One
+    record per Event object (a watch stream repeats an Event as its count grows): the
+    latest state of each, so the input's order and repeats do not matter."""
+    out: dict[Any, KubeEvent] = {}
     for e in events:
         if e.object_kind not in (None, "Pod"):
             continue
         if uid and e.object_uid:
-            if e.object_uid == uid:
-                out.append(e)
-        elif name and e.object_name == name and (not namespace or e.object_namespace in (None, namespace)):
-            out.append(e)
-    return out
+            if e.object_uid != uid:
+                continue
+        elif not (
+            name and e.object_name == name and (not namespace or e.object_namespace in (None, namespace))
+        ):
+            continue
+        key = e.event_uid or (e.raw_reason, e.container, e.first_ns, e.message)
+        old = out.get(key)
+        if old is None or _latest(e) > _latest(old):
+            out[key] = e
+    return sorted(out.values(), key=_order)
+
+
+def _latest(e: KubeEvent) -> tuple[int, int, str]:
+    return (e.count, e.last_ns, e.message)
+
+
+def _order(e: KubeEvent) -> tuple[int, str, str, str]:
+    """A content order (never the input's): the first occurrence, then what tells Events apart."""
+    return (e.first_ns, e.raw_reason, e.container or "", e.event_uid or e.message)
 
 
 def _first(evs: Iterable[KubeEvent], reason: str, container: str | None = None) -> KubeEvent | None:
-    best = None
-    for e in evs:
+    for e in evs:  # in _order: the first occurrence first
         if e.raw_reason == reason and (container is None or e.container == container):
-            if best is None or (e.first_ns, e.index) < (best.first_ns, best.index):
-                best = e
-    return best
+            return e
+    return None
 
 
 def _main_container(evs: Sequence[KubeEvent]) -> str | None:
@@ -703,7 +718,7 @@ def _k8s_plan(
             for e in evs
             if e.raw_reason == "Unhealthy"
             and e.container in (None, container)
-            and boot_ns - NS <= e.last_ns <= ready.t_ns + ready.precision_ns
+            and started.first_ns <= e.last_ns <= ready.t_ns + ready.precision_ns  # since the start
         )
         attrs = dict(cattr)
         attrs["k8s.probe.failures"] = failures
