@@ -282,3 +282,71 @@ def test_the_sample_vllm_logs_parse_cleanly_and_their_lines_are_counted(sample_r
         assert vs.skipped == 0 and (recs or p.stat().st_size < 200)
     ev = stats["events.json"]
     assert ev.read == len(_events_items()) and ev.skipped == 0
+
+
+# --------------------------------------------------------------------------- the CLI
+
+
+def _cli(*args: str):
+    from click.testing import CliRunner
+
+    from fma_otel.cli import main
+
+    return CliRunner().invoke(main, ["bridge", *args], catch_exceptions=False)
+
+
+def test_strict_names_the_vllm_line_and_the_event_item_skipped(tmp_path, clean_otlp_env) -> None:
+    d = tmp_path / "cap"
+    shutil.copytree(SAMPLE, d)
+    log = next(p for p in (d / "vllm").glob("I*.log") if p.stat().st_size > 1000)
+    lines = log.read_text().splitlines(True)
+    lines.insert(3, "INFO 06-29 14:31:02 [default_loader.py:314] Loading weights took a while\n")
+    log.write_text("".join(lines))
+    items = _events_items()
+    items.insert(2, {"kind": "Event", "reason": "Pulled"})  # no involved object
+    (d / "events.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    out = tmp_path / "o.jsonl"
+    r = _cli(str(d), "--strict", "--out", str(out))
+    assert r.exit_code == 1
+    assert f"{log}:4: skipped: malformed 'weights_load' message" in r.stderr
+    assert f"{d / 'events.json'}:2: skipped: Event item 2: Event without involvedObject" in r.stderr
+    assert "--strict: 2 line(s) skipped" in r.stderr
+    # without --strict: counted in the summary, exit 0, the traces all written
+    r = _cli(str(d), "--baseline-selector", "app=vllm", "--out", str(out))
+    assert r.exit_code == 0
+    assert f"source {log}: read {len(lines)}, understood {len(lines) - 1}" in r.stderr
+    assert len(out.read_text().splitlines()) == 6
+
+
+def test_flags_add_vllm_logs_and_events_to_explicit_inputs(tmp_path, clean_otlp_env) -> None:
+    base = [
+        "--pods",
+        str(SAMPLE / "pods.json"),
+        "--dpc-log",
+        str(SAMPLE / "dpc.log"),
+        *[f"--launcher-log={p.name[9:-4]}={p}" for p in sorted(SAMPLE.glob("launcher-*.log"))],
+        "-q",
+    ]
+    bare, full = tmp_path / "bare.jsonl", tmp_path / "full.jsonl"
+    assert _cli(*base, "--out", str(bare)).exit_code == 0
+    base_log = next((SAMPLE / "vllm").glob("pod-*.log"))
+    r = _cli(
+        *base,
+        "--events",
+        str(SAMPLE / "events.json"),
+        "--vllm-log",
+        f"{base_log.stem[4:]}={base_log}",
+        "--out",
+        str(full),
+    )
+    assert r.exit_code == 0, r.stderr
+    from fma_otel.sinks.otlp_json import read_spans
+
+    got = {s.name for s in read_spans(str(full))} - {s.name for s in read_spans(str(bare))}
+    assert {"vllm.process.boot", "k8s.pod.setup", "fma.launcher.boot", "k8s.readiness.probe"} <= got
+    assert "vllm.wake" not in got  # only the baseline's log was given
+    for bad in ("nokey", "=x", "k="):
+        r = _cli(*base, "--vllm-log", bad)
+        assert r.exit_code == 2 and "--vllm-log" in r.stderr and "expected" in r.stderr
+    r = _cli(*base, "--events", str(tmp_path / "missing.json"))
+    assert r.exit_code == 2 and "missing.json: no such file" in r.stderr
