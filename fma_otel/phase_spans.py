@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 from . import model as M
@@ -27,7 +28,9 @@ from .sources.vllm_log import VllmPhase
 
 __all__ = [
     "PhaseSpan",
+    "assign_fma_events",
     "extra_spans",
+    "with_fma_events",
     "vllm_clock",
     "vllm_key",
     "vllm_reference",
@@ -871,3 +874,82 @@ def extra_spans(
                 )
             emit(plan, SERVICE_VLLM, hi, clock)
     return out
+
+
+# --------------------------------------------------------------------------- FMA's own Events
+
+
+def _actuation_range(act: Any) -> tuple[int, int] | None:
+    """``fma.actuation``'s start and end (its last instant while incomplete)."""
+    inst = act.instants
+    start = inst.get("R.started") or inst.get("D.unbound")
+    if start is None:
+        return None
+    end = inst.get("R.ready")
+    return start.t_ns, end.t_ns if end is not None else act.last_ns
+
+
+def _concerns(act: Any, e: KubeEvent) -> bool:
+    """``LauncherStuck`` concerns the actuations of its launcher Pod, ``OutdatedRoutingMetadata``
+    those of its requester Pod (by uid, else by namespace and name)."""
+    base = act.attributes
+    ns = base.get(M.A_NAMESPACE)
+    if e.object_namespace and ns and e.object_namespace != ns:
+        return False
+    if e.raw_reason == "LauncherStuck":
+        return bool(e.object_name) and e.object_name == base.get(M.A_LAUNCHER)
+    if e.object_uid and base.get(M.A_REQ_UID):
+        return e.object_uid == base.get(M.A_REQ_UID)
+    return bool(e.object_name) and e.object_name == base.get(M.A_REQ_NAME)
+
+
+def assign_fma_events(actuations: Iterable[Any], events: Sequence[KubeEvent]) -> dict[str, list[KubeEvent]]:
+    """Actuation key -> FMA's own Events on it: the actuation of that Pod whose
+    ``fma.actuation`` holds the Event's first time, else the latest one that started before
+    it.  An Event no actuation of its Pod had started by is on none."""
+    fma = [e for e in events if e.raw_reason in FMA_EVENT_REASONS]
+    out: dict[str, list[KubeEvent]] = {}
+    if not fma:
+        return out
+    best: dict[Any, tuple[tuple[int, int], str]] = {}
+    seen: dict[Any, KubeEvent] = {}
+    for act in actuations:
+        rng = _actuation_range(act)
+        if rng is None:
+            continue
+        for e in fma:
+            if not _concerns(act, e) or rng[0] > e.first_ns:
+                continue
+            key = e.event_uid or (e.raw_reason, e.object_uid, e.object_name, e.first_ns, e.message)
+            old = seen.get(key)
+            if old is None or _latest(e) > _latest(old):
+                seen[key] = e
+            rank = (1 if e.first_ns <= rng[1] else 0, rng[0])  # holds it, then the latest start
+            if key not in best or rank > best[key][0]:
+                best[key] = (rank, act.key)
+    for key, (_, act_key) in best.items():
+        out.setdefault(act_key, []).append(seen[key])
+    for evs in out.values():
+        evs.sort(key=_order)
+    return out
+
+
+def with_fma_events(trace: Sequence[M.SpanRecord], events: Sequence[KubeEvent]) -> list[M.SpanRecord]:
+    """``trace`` with ``events`` as span events ``k8s.event.<Reason>`` on ``fma.actuation``."""
+    if not events:
+        return list(trace)
+    evs = tuple(
+        M.SpanEvent(
+            f"k8s.event.{e.raw_reason}",
+            e.first_ns,
+            {
+                "k8s.event.message": e.message,
+                "k8s.event.count": e.count,
+                "k8s.event.component": e.component or "",
+                "k8s.event.type": e.type or "",
+                "k8s.pod.name": e.object_name or "",
+            },
+        )
+        for e in events
+    )
+    return [replace(s, events=s.events + evs) if s.name == "fma.actuation" else s for s in trace]

@@ -350,3 +350,39 @@ def test_flags_add_vllm_logs_and_events_to_explicit_inputs(tmp_path, clean_otlp_
         assert r.exit_code == 2 and "--vllm-log" in r.stderr and "expected" in r.stderr
     r = _cli(*base, "--events", str(tmp_path / "missing.json"))
     assert r.exit_code == 2 and "missing.json: no such file" in r.stderr
+
+
+def test_an_fma_event_in_the_capture_is_a_span_event_on_its_actuation(tmp_path, sample_result) -> None:
+    act = next(a for a in sample_result.actuations if a.path == M.WARM)
+    t = act.instants["R.started"].t_ns + 3 * NS
+    from datetime import datetime, timezone
+
+    when = datetime.fromtimestamp(t // NS, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    item = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": "x.1", "namespace": act.attributes[M.A_NAMESPACE], "uid": "ev-1"},
+        "involvedObject": {
+            "kind": "Pod",
+            "name": act.attributes[M.A_REQ_NAME],
+            "namespace": act.attributes[M.A_NAMESPACE],
+            "uid": act.attributes[M.A_REQ_UID],
+        },
+        "reason": "OutdatedRoutingMetadata",
+        "message": "routing metadata of the server-providing Pod is outdated",
+        "type": "Warning",
+        "firstTimestamp": when,
+        "lastTimestamp": when,
+        "count": 2,
+        "source": {"component": "dual-pods-controller"},
+    }
+    d = tmp_path / "cap"
+    shutil.copytree(SAMPLE, d)
+    (d / "events.json").write_text(json.dumps({"kind": "List", "items": [*_events_items(), item]}))
+    got = run_bridge(inputs_from_capture(d), baseline_selector=SELECTOR)
+    with_events = [(a.key, s) for a, t in _traces(got) for s in t if s.events]
+    assert [(k, s.name) for k, s in with_events] == [(act.key, "fma.actuation")]
+    e = with_events[0][1].events[0]
+    assert (e.name, e.time_ns, e.attributes["k8s.event.count"]) == ("k8s.event.OutdatedRoutingMetadata", t, 2)
+    # nothing else changes
+    assert _dump(got) == _dump(sample_result)

@@ -388,3 +388,65 @@ def test_vllm_clock_offsets():
     assert vllm_clock(_act(M.COLD_NO_FMA, {"R.started": recs34[0].end_lo_ns}), recs34) == (0, False)
     # nothing to compare with: assumed UTC
     assert vllm_clock(_act(M.COLD_NO_FMA, {}), records("v0.10.1-tp2.log", 2025, 0)) == (0, True)
+
+
+# --------------------------------------------------------------------------- FMA's own Events
+
+
+def test_fma_events_become_span_events_on_the_actuation_they_concern(tmp_path):
+    import io
+
+    from fma_otel.phase_spans import assign_fma_events, with_fma_events
+    from fma_otel.sinks.otlp_export import to_readable_spans
+    from fma_otel.sinks.otlp_json import read_spans, write_trace_line
+
+    new = _fixture_events("events-v1-list.json")
+    ev = next(e for e in new if e.raw_reason == "OutdatedRoutingMetadata")
+    t = ev.first_ns // NS * NS
+
+    def act(key, start, ready=None):
+        inst = {"R.started": start * NS}
+        if ready is not None:
+            inst["R.ready"] = ready * NS
+        a = _act(M.HOT, {}, **{M.A_REQ_UID: ev.object_uid, M.A_REQ_NAME: ev.object_name})
+        a.instants.update({k: M.Instant(v, NS, "k", M.SERVICE_K8S) for k, v in inst.items()})  # type: ignore[attr-defined]
+        return type(a)(key, 1, a.path, ready is not None, a.instants, a.attributes)
+
+    first, second = act("u", t // NS - 100, t // NS - 50), act("u/2", t // NS - 10, t // NS + 5)
+    other = _act(M.HOT, {"R.started": t - 5 * NS})  # another requester (uid "req-uid")
+    got = assign_fma_events([first, second, other], new)
+    assert list(got) == ["u/2"] and [e.raw_reason for e in got["u/2"]] == ["OutdatedRoutingMetadata"]
+    # after every actuation of its Pod: the latest one that started before it
+    late = act("u/2", t // NS - 40, t // NS - 30)
+    assert list(assign_fma_events([first, late], new)) == ["u/2"]
+    # before any: on none; other reasons: never
+    assert assign_fma_events([act("u", t // NS + 1, t // NS + 9)], new) == {}
+    assert assign_fma_events([second], [e for e in new if e.raw_reason != "OutdatedRoutingMetadata"]) == {}
+    # on fma.actuation only, with the Event's words; through OTLP JSON and the SDK span
+    trace = _trace_with(second, "fma.request", "fma.actuation")
+    out = with_fma_events(trace, got["u/2"])
+    assert out[0] == trace[0] and out[1].events and not trace[1].events
+    e = out[1].events[0]
+    assert e.name == "k8s.event.OutdatedRoutingMetadata" and e.time_ns == ev.first_ns
+    assert e.attributes["k8s.event.message"] == ev.message and e.attributes["k8s.event.count"] == 1
+    assert e.attributes["k8s.event.component"] == "dual-pods-controller"
+    buf = io.StringIO()
+    write_trace_line(buf, out)
+    path = tmp_path / "t.jsonl"
+    path.write_text(buf.getvalue())
+    back = {s.name: s for s in read_spans(str(path))}
+    assert back["fma.actuation"].events == out[1].events
+    sdk = {s.name: s for s in to_readable_spans(out)}
+    assert [(x.name, x.timestamp) for x in sdk["fma.actuation"].events] == [(e.name, e.time_ns)]
+
+
+def test_launcher_stuck_goes_to_the_actuation_of_its_launcher():
+    from fma_otel.phase_spans import assign_fma_events
+
+    old = _fixture_events()
+    ev = next(e for e in old if e.raw_reason == "LauncherStuck")
+    a = _act(M.COLD_LAUNCHER, {"R.started": ev.first_ns - 60 * NS}, **{M.A_LAUNCHER: ev.object_name})
+    a.attributes[M.A_NAMESPACE] = ev.object_namespace  # type: ignore[index]
+    b = _act(M.COLD_LAUNCHER, {"R.started": ev.first_ns - 60 * NS}, **{M.A_LAUNCHER: "launcher-other"})
+    got = assign_fma_events([b, a], old)
+    assert [e.raw_reason for e in got[a.key]] == ["LauncherStuck"] and len(got) == 1
