@@ -386,3 +386,35 @@ def test_an_fma_event_in_the_capture_is_a_span_event_on_its_actuation(tmp_path, 
     assert (e.name, e.time_ns, e.attributes["k8s.event.count"]) == ("k8s.event.OutdatedRoutingMetadata", t, 2)
     # nothing else changes
     assert _dump(got) == _dump(sample_result)
+
+
+def test_the_sample_events_agree_with_the_pods() -> None:
+    """synth_events writes what the scheduler and kubelet would have: each Pod's Scheduled
+    within its PodScheduled second, Started in its container's startedAt second."""
+    pods = {}
+    for line in (SAMPLE / "pods.json").read_text().splitlines():
+        obj = json.loads(line)["object"]
+        pods[obj["metadata"]["uid"]] = obj  # the latest state of each Pod
+    from fma_otel.sources.k8s_events import parse_events
+
+    events, stats = parse_events((SAMPLE / "events.json").read_bytes())
+    assert stats.skipped == 0 and stats.unparsed_messages == 0
+    checked = 0
+    for e in events:
+        pod = pods[e.object_uid]
+        if e.raw_reason == "Scheduled":
+            cond = next(c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled")
+            assert e.first_ns // NS == _k8s_s(cond["lastTransitionTime"]) and e.first_prec_ns == 1000
+            checked += 1
+        if e.raw_reason == "Started" and pod["status"].get("containerStatuses"):
+            st = next(c for c in pod["status"]["containerStatuses"] if c["name"] == e.container)
+            state = st["state"].get("running") or st["state"].get("terminated")
+            assert e.first_ns // NS == _k8s_s(state["startedAt"])
+            checked += 1
+    assert checked >= 10
+
+
+def _k8s_s(text: str) -> int:
+    from datetime import datetime, timezone
+
+    return int(datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp())
