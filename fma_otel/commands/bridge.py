@@ -1,7 +1,8 @@
 """``fma-otel bridge``: capture files in, one OTLP trace per actuation out.
 
 The flags ``--pods --dpc-log --launcher-log NAME=FILE --baseline-selector --out`` are a
-contract.  Exit codes: 0 done; 1 ``--strict`` found skipped lines, or the OTLP export
+contract; ``--vllm-log KEY=FILE`` and ``--events FILE`` add the phase spans
+(``docs/span-model.md``).  Exit codes: 0 done; 1 ``--strict`` found skipped lines, or the OTLP export
 failed (the ``--out`` file is complete either way); 2 unusable arguments or files.
 """
 
