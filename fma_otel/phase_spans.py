@@ -157,6 +157,9 @@ _COMPILATION = re.compile(r"compilation: (\d+(?:\.\d+)?) s")
 
 
 class _Planner:
+    """Walks the span table of ``docs/span-model.md`` over one log's records: the first record
+    of each phase (``first``), all of them for phases that repeat (``all``)."""
+
     def __init__(self, phases: Sequence[VllmPhase], top: str) -> None:
         self.top = top
         self.first: dict[str, VllmPhase] = {}
