@@ -364,9 +364,9 @@ class _Act:
     label: bool = True  # log "Observed actuation latency"
     worker: int = -1
     instants: dict[str, tuple[int, int]] = field(default_factory=dict)  # name -> (value, emitted at)
+    vllm_up: int = 0  # true time of vLLM's "Application startup complete." (phase logs)
     ready_true: int = 0  # true time of the Ready transition this actuation caused
     relayed_true: int = 0
-    vllm_up: int = 0  # true time of vLLM's "Application startup complete." (phase logs)
 
 
 def instance_id_for(isc: dict[str, Any], gpus: Sequence[str]) -> str:
@@ -1234,8 +1234,8 @@ class _Sim:
         self.enqueue(sig_t + self.m(3, 15), a, "bound_provider", "OpenAPI-Generator")
         # an incomplete actuation's vLLM never answers within the capture
         up = cs + lat + (startup if not a.incomplete else 10**6 * S)
-        a.vllm_up = up
         polls = [chdr + self.m(0.2, 1.5)]
+        a.vllm_up = up
         extra = sig_t + self.m(16, 30)
         base = f"http://{lch.ip}:{a.isc['port']}"
         url = base + "/is_sleeping"
