@@ -50,7 +50,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status,
 
 from fma_otel import model
 from fma_otel.instrument import _common as c
-from fma_otel.instrument import redact
+from fma_otel.instrument import redact, vllm_phases
 from fma_otel.instrument.podinfo import PodInfo, PodLookup
 from fma_otel.instrument.vllm_watch import A_LAG_HINT, A_PORT, LAG_RULE, StartupWatch, instance_port
 
@@ -804,6 +804,7 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                 if not watch.ended:
                     watch.process = proc = getattr(instance, "process", None)
                     watch.pid = getattr(proc, "pid", None)
+                    vllm_phases.follow(watch, instance, self.tracer)
                     watch.start()
             except Exception:  # noqa: BLE001 - do no harm
                 c.logger.debug("fma-otel: registering a vLLM start-up watch failed", exc_info=True)
@@ -843,6 +844,7 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             watch = plan.watch
             watch.process = proc = getattr(instance, "process", None)
             watch.pid = getattr(proc, "pid", None)
+            vllm_phases.follow(watch, instance, self.tracer)
             self._watches[instance] = watch.start()
         except Exception:  # noqa: BLE001 - do no harm
             c.logger.debug("fma-otel: watching the vLLM start-up failed", exc_info=True)
