@@ -22,10 +22,15 @@ from typing import Any, NamedTuple
 
 from . import model as M
 from .sources import vllm_log as V
+from .sources.k8s_events import KubeEvent
 from .sources.vllm_log import VllmPhase
 
 __all__ = [
     "PhaseSpan",
+    "extra_spans",
+    "vllm_clock",
+    "vllm_key",
+    "vllm_reference",
     "SRC_VLLM",
     "number_spans",
     "plan_vllm",
@@ -400,14 +405,15 @@ def number_spans(
     *,
     counts: Mapping[str, int] | None = None,
     attributes: Mapping[str, Any] | None = None,
-    service: str = M.SERVICE_LAUNCHER,
-    max_s_bound: float | None = None,
+    service: str = "vllm",
+    ready_hi_ns: int | None = None,
 ) -> list[M.SpanRecord]:
     """Finished span records for ``spans``, ids by the contract's rule: ``n`` is the index
     among spans of that name in the trace (``counts``: how many of each name the trace has
     already), in list order.  A span whose parent is neither in ``parent_ids`` (the
     trace's spans by name, first of each) nor planned before it is left out, with its
-    children.  ``max_s_bound`` bounds an open ``max_s`` (the caller's ready instant)."""
+    children.  ``ready_hi_ns``: an instant by which every open end had happened (the first
+    healthy answer, ``D.serving``); it bounds an open ``max_s``."""
     seen = dict(counts or {})
     ids = dict(parent_ids)
     resource = M.resource_attributes(service)
@@ -428,8 +434,8 @@ def number_spans(
         attrs[M.A_END_SRC] = sp.end_source
         attrs[M.A_MIN] = sp.min_s
         max_s = sp.max_s
-        if max_s is None and max_s_bound is not None:
-            max_s = max(max_s_bound, sp.min_s)
+        if max_s is None and ready_hi_ns is not None:
+            max_s = max(_s(ready_hi_ns - sp.start_ns), sp.min_s)
         if max_s is not None:
             attrs[M.A_MAX] = max_s
         start, end = sp.start_ns, sp.end_ns
@@ -442,4 +448,385 @@ def number_spans(
                 trace_id, sid, parent, sp.name, M.INTERNAL, start, end, service, attrs, resource=resource
             )
         )
+    return out
+
+
+# --------------------------------------------------------------------------- the vLLM log's clock
+
+_QUARTER_HOUR_S = 900
+
+
+def _round_offset(diff_ns: int) -> int | None:
+    """A local-minus-UTC difference rounded to 15 min (time zones are whole quarters); ``None``
+    when it is not a time zone's (beyond ±24 h)."""
+    q = round(diff_ns / (_QUARTER_HOUR_S * NS))
+    off = q * _QUARTER_HOUR_S
+    return off if -86400 < off < 86400 else None
+
+
+def vllm_clock(act: Any, probe: Sequence[VllmPhase]) -> tuple[int, bool] | None:
+    """The UTC offset (seconds, local = UTC + offset) of the vLLM log behind ``act``, and
+    whether it was assumed (``fma.clock.assumed_utc``); ``None`` when the actuation has no
+    instant to date the log by.
+
+    ``probe``: the log's records parsed with offset 0 and the year of :func:`vllm_reference`.
+    The offset is the difference, rounded to 15 min, between what the log says and an
+    instant known in UTC that it states too: a ``--timestamps`` prefix (a baseline Pod's
+    ``kubectl logs``), else the launcher's first line against ``D.create.start`` (the process
+    starts within a second of the create call), else the wake record against ``D.wake.end``.
+    With none of them, 0 (assumed).
+    """
+    inst = act.instants
+    for r in probe:
+        if r.prefix_ns is not None and r.phase != V.API_SERVER_UP:
+            off = _round_offset(r.end_lo_ns - r.prefix_ns)
+            if off is not None:
+                return off, False
+    start = inst.get("D.create.start")
+    ps = next((r for r in probe if r.phase == V.PROCESS_START), None)
+    if start is not None and ps is not None:
+        off = _round_offset(ps.end_lo_ns - start.t_ns)
+        if off is not None:
+            return off, False
+    wake_end = inst.get("D.wake.end")
+    wakes = [r for r in probe if r.phase == V.WAKE]
+    if wake_end is not None and wakes:
+        w = min(wakes, key=lambda r: abs(r.end_lo_ns - wake_end.t_ns))
+        off = _round_offset(w.end_lo_ns - wake_end.t_ns)
+        if off is not None:
+            return off, False
+    return 0, True
+
+
+def vllm_reference(act: Any) -> int | None:
+    """The instant (UTC ns) whose year the vLLM log of ``act`` starts in: the create call
+    (FMA), the wake call (hot), the container start (baseline)."""
+    inst = act.instants
+    for name in ("D.create.start", "R.started", "D.wake.start", "R.created"):
+        i = inst.get(name)
+        if i is not None:
+            return int(i.t_ns)
+    return None
+
+
+def vllm_key(act: Any) -> str | None:
+    """The ``--vllm-log`` key of an actuation: its FMA instance id, or a baseline Pod's name."""
+    if act.path == M.COLD_NO_FMA:
+        return act.attributes.get(M.A_REQ_NAME) or None
+    if act.path in (M.COLD_LAUNCHER, M.WARM, M.HOT):
+        return act.attributes.get(M.A_INSTANCE) or None
+    return None
+
+
+# --------------------------------------------------------------------------- one actuation
+
+#: span names of the Kubernetes and launcher-boot spans
+POD_SETUP = "k8s.pod.setup"
+IMAGE_PULL = "k8s.image.pull"
+CONTAINER_START = "k8s.container.start"
+LAUNCHER_BOOT = "fma.launcher.boot"
+READINESS_PROBE = "k8s.readiness.probe"
+K8S_METRICS: Mapping[str, str] = {
+    IMAGE_PULL: "T_image_pull",
+    CONTAINER_START: "T_container_start",
+    LAUNCHER_BOOT: "T_launcher_boot",
+    READINESS_PROBE: "T_readiness_probe",
+}
+#: the container whose Events make the container spans (FMA's launcher and requester both)
+MAIN_CONTAINER = "inference-server"
+#: FMA's own Event reasons that become span events on ``fma.actuation``
+FMA_EVENT_REASONS: tuple[str, ...] = ("LauncherStuck", "OutdatedRoutingMetadata")
+SRC_LAUNCHER_BOOT = "launcher:log/Application startup complete"
+
+
+def _src(ev: KubeEvent) -> str:
+    return f"k8s:event/{ev.raw_reason}"
+
+
+def _pod_events(
+    events: Sequence[KubeEvent], *, uid: str | None, name: str | None, namespace: str | None
+) -> list[KubeEvent]:
+    """The Events of one Pod: by uid where both know it, else by namespace and name."""
+    out = []
+    for e in events:
+        if e.object_kind not in (None, "Pod"):
+            continue
+        if uid and e.object_uid:
+            if e.object_uid == uid:
+                out.append(e)
+        elif name and e.object_name == name and (not namespace or e.object_namespace in (None, namespace)):
+            out.append(e)
+    return out
+
+
+def _first(evs: Iterable[KubeEvent], reason: str, container: str | None = None) -> KubeEvent | None:
+    best = None
+    for e in evs:
+        if e.raw_reason == reason and (container is None or e.container == container):
+            if best is None or (e.first_ns, e.index) < (best.first_ns, best.index):
+                best = e
+    return best
+
+
+def _main_container(evs: Sequence[KubeEvent]) -> str | None:
+    """``inference-server`` where the Pod has it (FMA); else the container of the first
+    ``Started`` (a baseline Pod's single container)."""
+    names = [e.container for e in evs if e.container]
+    if MAIN_CONTAINER in names:
+        return MAIN_CONTAINER
+    started = _first(evs, "Started")
+    return started.container if started is not None else None
+
+
+def _k8s_plan(
+    evs: Sequence[KubeEvent],
+    parent: str,
+    *,
+    boot_ns: int | None = None,
+    boot_prec_ns: int = 1_000_000,
+    ready: M.Instant | None = None,
+) -> list[PhaseSpan]:
+    """The Pod startup spans its Events state (``docs/span-model.md``); with ``boot_ns`` (the
+    launcher's "Application startup complete.") and ``ready`` also the boot and the
+    readiness probe."""
+    out: list[PhaseSpan] = []
+
+    def add(
+        name: str, a: int, a_prec: int, b: int, b_prec: int, src_a: str, src_b: str, attrs: dict[str, Any]
+    ) -> None:
+        out.append(
+            PhaseSpan(
+                name,
+                parent,
+                a,
+                b,
+                _s(max(0, b - (a + a_prec))),
+                _s(max(0, b + b_prec - a)),
+                K8S_METRICS.get(name),
+                attrs,
+                src_a,
+                src_b,
+            )
+        )
+
+    container = _main_container(evs)
+    sched = _first(evs, "Scheduled")
+    pulling = _first(evs, "Pulling", container)
+    pulled = _first(evs, "Pulled", container)
+    started = _first(evs, "Started", container)
+    cattr: dict[str, Any] = {"k8s.container.name": container} if container else {}
+    # scheduled -> the kubelet starts on the image
+    setup_end = (
+        pulling if pulling is not None else (pulled if pulled is not None and pulled.image_present else None)
+    )
+    if sched is not None and setup_end is not None:
+        attrs = {"k8s.scheduled.event_time_unix_nano": sched.first_ns}
+        add(
+            POD_SETUP,
+            sched.first_ns,
+            sched.first_prec_ns,
+            setup_end.first_ns,
+            setup_end.first_prec_ns,
+            _src(sched),
+            _src(setup_end),
+            attrs,
+        )
+    # the pull: its logged duration, ending at Pulled
+    pull_end: tuple[int, int, str] | None = None
+    if pulled is not None and pulled.pull_s is not None:
+        d = round(pulled.pull_s * NS)
+        attrs = dict(cattr)
+        attrs["k8s.image.pull_s"] = pulled.pull_s
+        if pulled.image:
+            attrs["k8s.image.name"] = pulled.image
+        if pulled.image_size is not None:
+            attrs["k8s.image.size"] = pulled.image_size
+        if pulled.pull_waiting_s is not None:
+            attrs["k8s.image.pull_waiting_s"] = pulled.pull_waiting_s
+        out.append(
+            PhaseSpan(
+                IMAGE_PULL,
+                parent,
+                pulled.first_ns - d,
+                pulled.first_ns,
+                max(0.0, round(pulled.pull_s - 0.001, 9)),
+                round(pulled.pull_s + 0.001, 9),
+                K8S_METRICS[IMAGE_PULL],
+                attrs,
+                _src(pulled),
+                _src(pulled),
+            )
+        )
+        pull_end = (pulled.first_ns, pulled.first_prec_ns, _src(pulled))
+    elif pulled is not None and pulled.image_present:
+        pull_end = (pulled.first_ns, pulled.first_prec_ns, _src(pulled))
+    if pull_end is not None and started is not None:
+        attrs = dict(cattr)
+        if pulled is not None and pulled.image_present:
+            attrs["k8s.image.present"] = True
+        add(
+            CONTAINER_START,
+            pull_end[0],
+            pull_end[1],
+            started.first_ns,
+            started.first_prec_ns,
+            pull_end[2],
+            _src(started),
+            attrs,
+        )
+    if started is None or boot_ns is None or boot_ns < started.first_ns:
+        return out
+    add(
+        LAUNCHER_BOOT,
+        started.first_ns,
+        started.first_prec_ns,
+        boot_ns,
+        boot_prec_ns,
+        _src(started),
+        SRC_LAUNCHER_BOOT,
+        dict(cattr),
+    )
+    if ready is not None:
+        failures = sum(
+            e.count
+            for e in evs
+            if e.raw_reason == "Unhealthy"
+            and e.container in (None, container)
+            and boot_ns - NS <= e.last_ns <= ready.t_ns + ready.precision_ns
+        )
+        attrs = dict(cattr)
+        attrs["k8s.probe.failures"] = failures
+        add(
+            READINESS_PROBE,
+            boot_ns,
+            boot_prec_ns,
+            ready.t_ns,
+            ready.precision_ns,
+            SRC_LAUNCHER_BOOT,
+            ready.source,
+            attrs,
+        )
+    return out
+
+
+def _startup_records(phases: Sequence[VllmPhase], create_end_ns: int | None) -> list[VllmPhase]:
+    """The records of the run that the create call started: from the last launcher first
+    line at or before the call's end (+ 5 s of slack for clocks) to the next one."""
+    if create_end_ns is None:
+        return list(phases)
+    starts = [i for i, r in enumerate(phases) if r.phase == V.PROCESS_START]
+    if not starts:
+        return list(phases)
+    before = [i for i in starts if phases[i].end_lo_ns <= create_end_ns + 5 * NS]
+    i0 = before[-1] if before else starts[0]
+    later = [i for i in starts if i > i0]
+    return list(phases[i0 : later[0] if later else len(phases)])
+
+
+def extra_spans(
+    act: Any,
+    trace: Sequence[M.SpanRecord],
+    *,
+    vllm: Mapping[str, Sequence[VllmPhase]] | None = None,
+    events: Sequence[KubeEvent] = (),
+    launcher_boot_ns: Mapping[str, int] | None = None,
+    vllm_clock_assumed: Iterable[str] = (),
+) -> list[M.SpanRecord]:
+    """The spans that vLLM's log and the Kubernetes Events add to ``trace`` (the finished
+    tree of ``act``): vLLM phases, Pod startup phases, the launcher's boot and readiness
+    probe.  ``vllm`` is keyed by FMA instance id, or by Pod name for a baseline Pod (records
+    already read with the log's clock, see :func:`vllm_clock`); ``launcher_boot_ns`` by
+    launcher Pod name (its log's first ``Application startup complete.``).  Ids follow the
+    contract: ``n`` continues the trace's count of each name.  A span whose parent is not in
+    the trace (a re-actuation has no ``fma.requester.startup``) is left out."""
+    ids: dict[str, str] = {}
+    counts: dict[str, int] = {}
+    for s in trace:
+        ids.setdefault(s.name, s.span_id)
+        counts[s.name] = counts.get(s.name, 0) + 1
+    if not ids:
+        return []
+    base = act.attributes
+    inst = act.instants
+    tid = act.trace_id
+    out: list[M.SpanRecord] = []
+
+    def emit(
+        plan: Sequence[PhaseSpan],
+        service: str,
+        ready_hi: int | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        attrs = dict(base)
+        if extra:
+            attrs.update(extra)
+        recs = number_spans(
+            tid, plan, ids, counts=counts, attributes=attrs, service=service, ready_hi_ns=ready_hi
+        )
+        for r in recs:
+            ids.setdefault(r.name, r.span_id)
+            counts[r.name] = counts.get(r.name, 0) + 1
+        out.extend(recs)
+
+    # ---- Kubernetes: the launcher's and the requester's Pod startup
+    ns = base.get(M.A_NAMESPACE) or None
+    if events:
+        launcher = base.get(M.A_LAUNCHER)
+        if launcher and "fma.launcher.startup" in ids:
+            lo = inst["L.created"].t_ns - NS if "L.created" in inst else None
+            evs = [
+                e
+                for e in _pod_events(events, uid=None, name=launcher, namespace=ns)
+                if lo is None or e.last_ns >= lo
+            ]
+            boot = (launcher_boot_ns or {}).get(launcher)
+            emit(
+                _k8s_plan(evs, "fma.launcher.startup", boot_ns=boot, ready=inst.get("L.ready")), M.SERVICE_K8S
+            )
+        if "fma.requester.startup" in ids:
+            evs = _pod_events(events, uid=base.get(M.A_REQ_UID), name=base.get(M.A_REQ_NAME), namespace=ns)
+            emit(_k8s_plan(evs, "fma.requester.startup"), M.SERVICE_K8S)
+    # ---- vLLM
+    key = vllm_key(act)
+    phases = (vllm or {}).get(key) if key else None
+    if phases:
+        clock = {A_CLOCK_ASSUMED: True} if key in set(vllm_clock_assumed) else None
+        if act.path == M.HOT:
+            ws, we = inst.get("D.wake.start"), inst.get("D.wake.end")
+            if ws is not None and we is not None:
+                plan = [
+                    p
+                    for p in plan_vllm(phases, path=M.HOT)
+                    if p.end_ns <= we.t_ns + we.precision_ns and p.end_ns + NS > ws.t_ns
+                ]
+                emit(plan, "vllm", extra=clock)
+        elif act.path in (M.COLD_LAUNCHER, M.WARM):
+            ce = inst.get("D.create.end")
+            recs = _startup_records(phases, ce.t_ns if ce is not None else None)
+            serving = inst.get("D.serving")
+            hi = serving.t_ns + serving.precision_ns if serving is not None else None
+            emit(plan_vllm(recs, path=act.path), "vllm", hi, clock)
+        elif act.path == M.COLD_NO_FMA:
+            started = inst.get("R.started")
+            boot = (started.t_ns, started.t_ns + started.precision_ns, started.source) if started else None
+            ready = inst.get("R.ready")
+            hi = ready.t_ns + ready.precision_ns if ready is not None else None
+            plan = plan_vllm(phases, path=M.COLD_NO_FMA, boot_start=boot)
+            up = next((r for r in phases if r.phase == V.API_SERVER_UP), None)
+            if ready is not None and up is not None and any(p.name == API_SERVER_START for p in plan):
+                plan.append(
+                    PhaseSpan(
+                        READINESS_PROBE,
+                        "fma.actuation",
+                        up.end_lo_ns,
+                        ready.t_ns,
+                        0.0,
+                        _s(max(0, ready.t_ns + ready.precision_ns - up.end_lo_ns)),
+                        K8S_METRICS[READINESS_PROBE],
+                        {A_LINE: up.line_no},
+                        SRC_VLLM,
+                        ready.source,
+                    )
+                )
+            emit(plan, "vllm", hi, clock)
     return out

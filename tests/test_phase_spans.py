@@ -240,13 +240,19 @@ def test_number_spans_derives_ids_by_name_and_n_and_parents_by_name():
     # no parent in the trace: nothing (its children neither)
     assert number_spans(trace_id, spans, {}) == []
     # n continues from the trace's own counts; an open max is bounded by the caller
+    api_start = next(s for s in spans if s.name == "vllm.api_server.start").start_ns
     again = number_spans(
-        trace_id, spans, {"fma.vllm.ready": ready}, counts={"vllm.dynamo": 1}, max_s_bound=3.0
+        trace_id,
+        spans,
+        {"fma.vllm.ready": ready},
+        counts={"vllm.dynamo": 1},
+        ready_hi_ns=api_start + 3 * NS,
     )
     dyn = next(r for r in again if r.name == "vllm.dynamo")
     assert dyn.span_id == M.span_id_for(trace_id, "vllm.dynamo", 1)
     api = next(r for r in again if r.name == "vllm.api_server.start")
     assert api.attributes[M.A_MAX] == 3.0
+    assert M.A_MAX not in next(r for r in out if r.name == "vllm.api_server.start").attributes
 
 
 def test_repeated_compile_ranges_are_numbered_in_line_order():
