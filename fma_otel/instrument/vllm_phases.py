@@ -62,7 +62,7 @@ NATIVE_SINCE = (0, 16)
 
 READY_SPAN = model.WRAPPER_SPANS["fma.vllm.startup"]  # "fma.vllm.ready"
 
-_STEP_BYTES = 256 << 10  # per instance per step
+_STEP_BYTES = 64 << 10  # per instance per step: short steps, little GIL taken from a create
 _MAX_LINE = 1 << 20  # a longer line is counted as a line but not parsed
 _MAX_TOTAL = 64 << 20  # per instance: a DEBUG log that grows past this is not followed further
 _UP_GRACE_NS = 5_000_000_000  # after "Application startup complete.": wait this long for the healthy instant
@@ -358,11 +358,6 @@ class PhaseTail:
         ]
         if not planned:
             return
-        bound = None
-        if self._healthy_ns is not None:
-            open_max = next((p for p in planned if p.max_s is None), None)
-            if open_max is not None:
-                bound = max(0.0, (self._healthy_ns - open_max.start_ns) / 1e9)
         counts = _COUNTS.take(trace_hex, [p.name for p in planned])
         records = number_spans(
             trace_hex,
@@ -370,7 +365,7 @@ class PhaseTail:
             {READY_SPAN: top},
             counts=counts,
             attributes={model.A_INSTANCE: self.instance_id} if self.instance_id else None,
-            max_s_bound=bound,
+            ready_hi_ns=self._healthy_ns,  # the healthy instant bounds the open end
         )
         tracer = self._tracer() if callable(self._tracer) else self._tracer
         for r in records:

@@ -3,15 +3,14 @@ the launcher puts it, grows while vLLM starts; the phase spans that follow are t
 
 The fake child does not write its log, so the test writes the v0.26 fixture into it (its
 stamps moved to now, local time UTC-7 as in the fixture) in chunks, as vLLM would.
+``test_vllm_phases.py`` has the same judgement against ``fma-otel bridge`` itself.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import threading
 import time
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -22,34 +21,12 @@ from fma_otel import model
 from fma_otel.instrument import vllm_phases as VP
 from fma_otel.instrument.launcher import STARTUP_SPAN
 from tests.instrument.conftest import wait_until
-from tests.instrument.test_vllm_phases import V026, bridge_spans, live_spans
+from tests.instrument.test_vllm_phases import V026, bridge_spans, live_spans, shift_to
 from tests.support.otlp_receiver import free_port
 
 pytestmark = pytest.mark.slow
 
 OFFSET = -7 * 3600
-_FIRST = re.compile(rb"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(,\d{3})")
-_STAMP = re.compile(rb"((?:INFO|WARNING|DEBUG|ERROR) )(\d\d-\d\d \d\d:\d\d:\d\d)")
-
-
-def shifted_fixture(now: datetime) -> tuple[bytes, int]:
-    """The v0.26 fixture with its stamps moved so that its process starts ``now`` (UTC,
-    written in the fixture's UTC-7 local time); and the local year."""
-    data = V026.read_bytes()
-    first = datetime.strptime(_FIRST.match(data)[1].decode(), "%Y-%m-%d %H:%M:%S")  # type: ignore[index]
-    local_now = (now + timedelta(seconds=OFFSET)).replace(tzinfo=None, microsecond=0)
-    delta = local_now - first
-
-    def full(m: re.Match[bytes]) -> bytes:
-        t = datetime.strptime(m[1].decode(), "%Y-%m-%d %H:%M:%S") + delta
-        return t.strftime("%Y-%m-%d %H:%M:%S").encode() + m[2]
-
-    def short(m: re.Match[bytes]) -> bytes:
-        t = datetime.strptime(f"{first.year}-{m[2].decode()}", "%Y-%m-%d %H:%M:%S") + delta
-        return m[1] + t.strftime("%m-%d %H:%M:%S").encode()
-
-    head, _, rest = data.partition(b"\n")
-    return _FIRST.sub(full, head) + b"\n" + _STAMP.sub(short, rest), local_now.year
 
 
 def _config(port: int, extra: str = "") -> dict[str, Any]:
@@ -71,7 +48,9 @@ def _run(instrumented: Any, tmp_path: Path, iid: str, extra: str = "") -> tuple[
             headers={"traceparent": f"00-{trace_hex}-00f067aa0ba902b7-01"},
         )
         assert r.status_code == 201
-        data, year = shifted_fixture(datetime.now(timezone.utc))
+        now = time.time_ns()
+        data = shift_to(V026.read_bytes(), now, OFFSET)
+        year = time.gmtime(now // 1_000_000_000 + OFFSET).tm_year
         with open(log, "ab") as out:  # vLLM starting: the file grows, lines cut anywhere
             for i in range(0, len(data), 997):
                 out.write(data[i : i + 997])
