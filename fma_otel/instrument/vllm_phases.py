@@ -278,6 +278,7 @@ class PhaseTail:
     def note_end(self, ok_end_ns: int | None) -> None:
         """``fma.vllm.startup`` ended (at the healthy instant when ``ok_end_ns`` is given)."""
         self._healthy_ns = ok_end_ns
+        _FOLLOWER.wake()  # emit now, not at the next interval
 
     def _ended(self) -> bool:
         if getattr(self.watch, "ended", False):
@@ -397,7 +398,7 @@ class _Follower:
             if self._pid != os.getpid():  # forked: the old thread is gone
                 self._pid, self._thread, self._tails = os.getpid(), None, []
             self._tails.append(tail)
-            if self._thread is None:
+            if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="fma-otel-vllm-phases", daemon=True)
                 self._thread.start()
 
@@ -426,11 +427,10 @@ class _Follower:
                             finished.append(t)
                     except Exception:  # noqa: BLE001 - the thread must outlive any one tail
                         finished.append(t)
-                if finished:
+                        t.close()
+                if finished:  # each closed its file when it finished (under its own lock)
                     with self._lock:
                         self._tails = [t for t in self._tails if t not in finished]
-                    for t in finished:
-                        t.close()
                 self._wake.wait(c.env_float(ENV_INTERVAL, 0.2))
                 self._wake.clear()
 
