@@ -35,6 +35,7 @@ What it costs and when it stops, and why:
 
 from __future__ import annotations
 
+import collections
 import os
 import re
 import threading
@@ -152,7 +153,8 @@ class PhaseTail:
     ) -> None:
         self.watch = watch
         self.path = path
-        self.native_opt = native_option(options)
+        self.options = options  # read for the native rule on the follower thread, not here
+        self._native_opt: bool | None = None
         self._tracer = tracer
         self.instance_id = instance_id
         self.process = process
@@ -251,6 +253,12 @@ class PhaseTail:
                 pass
 
     # ------------------------------------------------------------------ decisions
+
+    @property
+    def native_opt(self) -> bool:
+        if self._native_opt is None:
+            self._native_opt = native_option(self.options)
+        return self._native_opt
 
     def native(self) -> bool:
         return self.native_opt and self.version is not None and self.version >= NATIVE_SINCE
@@ -387,20 +395,28 @@ class _Follower:
     (and is started again by the next ``add``)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._tails: list[PhaseTail] = []
+        self._lock = threading.Lock()  # only to start or end the thread
+        self._incoming: collections.deque[PhaseTail] = collections.deque()
         self._thread: threading.Thread | None = None
         self._wake = threading.Event()
         self._pid = os.getpid()
 
     def add(self, tail: PhaseTail) -> None:
-        with self._lock:
-            if self._pid != os.getpid():  # forked: the old thread is gone
-                self._pid, self._thread, self._tails = os.getpid(), None, []
-            self._tails.append(tail)
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="fma-otel-vllm-phases", daemon=True)
-                self._thread.start()
+        """O(1), no lock unless the thread must be started: an append (atomic under the
+        GIL), then a look at the thread.  ``_run`` clears ``_thread`` before its last look
+        at ``_incoming`` (under the lock), so an add is either seen by the running thread
+        or sees no thread and starts one."""
+        if self._pid != os.getpid():  # forked: the old thread is gone
+            self._pid, self._thread, self._incoming = os.getpid(), None, collections.deque()
+        self._incoming.append(tail)
+        thread = self._thread
+        if thread is None or not thread.is_alive():
+            with self._lock:
+                if self._thread is thread:
+                    self._thread = threading.Thread(
+                        target=self._run, name="fma-otel-vllm-phases", daemon=True
+                    )
+                    self._thread.start()
 
     def wake(self) -> None:
         self._wake.set()
@@ -412,25 +428,30 @@ class _Follower:
     def _run(self) -> None:
         from opentelemetry.instrumentation.utils import suppress_instrumentation
 
+        tails: list[PhaseTail] = []
+        incoming = self._incoming
         with suppress_instrumentation():
             while True:
-                with self._lock:
-                    tails = list(self._tails)
-                    if not tails:
+                while incoming:
+                    tails.append(incoming.popleft())
+                if not tails:
+                    with self._lock:
+                        # Cleared *before* the last look: an add that appended after
+                        # this look reads no thread and starts one.
                         self._thread = None
-                        return
+                        if not incoming:
+                            return
+                        self._thread = threading.current_thread()
+                    continue
                 now = time.time_ns()
-                finished = []
+                left = []
                 for t in tails:
                     try:
-                        if t.step(now):
-                            finished.append(t)
+                        if not t.step(now):
+                            left.append(t)
                     except Exception:  # noqa: BLE001 - the thread must outlive any one tail
-                        finished.append(t)
                         t.close()
-                if finished:  # each closed its file when it finished (under its own lock)
-                    with self._lock:
-                        self._tails = [t for t in self._tails if t not in finished]
+                tails = left  # each finished one closed its file (under its own lock)
                 self._wake.wait(c.env_float(ENV_INTERVAL, 0.2))
                 self._wake.clear()
 
