@@ -446,3 +446,50 @@ def test_live_phases_have_the_span_ids_the_bridge_gives_the_same_log(
     watch.ended = True
     assert tail.step(create_start)
     assert live_spans(tracing) == sorted(bridge)
+
+
+def test_a_last_line_without_its_newline_counts_when_the_instance_ends(
+    tracing: Tracing, tmp_path: Path
+) -> None:
+    trace_hex = new_trace()
+    watch = FakeWatch(open_startup(tracing, trace_hex))
+    data = V026.read_bytes()
+    end = data.index(b"(compilation: 5.87 s)") + len(b"(compilation: 5.87 s)")  # no "\n"
+    log = tmp_path / "inst.log"
+    log.write_bytes(data[:end])
+    tail = VP.PhaseTail(watch, str(log), "", tracing.provider.get_tracer("t"), fork_ns=FORK_026)
+    assert not tail.step(FORK_026)
+    watch.ended = True
+    assert tail.step(FORK_026)
+    live = live_spans(tracing)
+    assert "vllm.engine.init" in [s[0] for s in live]
+    assert live == bridge_spans(log, trace_hex, 2026, OFFSET_026)
+
+
+def test_an_over_long_line_is_counted_not_held(tracing: Tracing, tmp_path: Path) -> None:
+    """A line past the tailer's limit (a DEBUG dump) is one line, never parsed or held: the
+    line numbers and spans stay the bridge's."""
+    trace_hex = new_trace()
+    watch = FakeWatch(open_startup(tracing, trace_hex))
+    lines = V026.read_bytes().split(b"\n")
+    junk = b"DEBUG 06-29 07:36:31 [x.py:1] " + b"x" * (VP._MAX_LINE + 5000)
+    data = b"\n".join([*lines[:12], junk, *lines[12:]])
+    src = tmp_path / "src.log"
+    src.write_bytes(data)
+    log = tmp_path / "inst.log"
+    log.write_bytes(b"")
+    tail = VP.PhaseTail(watch, str(log), "", tracing.provider.get_tracer("t"), fork_ns=FORK_026)
+    with open(log, "ab") as f:
+        for i in range(0, len(data), 100_000):
+            f.write(data[i : i + 100_000])
+            f.flush()
+            tail.step(FORK_026)
+            assert len(tail._buf) <= VP._MAX_LINE + 100_000
+    watch.ended = True
+    while not tail.step(FORK_026):
+        pass
+    live = live_spans(tracing)
+    assert len(live) >= 10
+    assert live == bridge_spans(src, trace_hex, 2026, OFFSET_026)
+    (load,) = tracing.spans("vllm.model.load")
+    assert load.attributes["vllm.log.line"] == 18  # line 17 of the fixture, one line later
