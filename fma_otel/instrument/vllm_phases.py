@@ -12,7 +12,7 @@ span ids: they are the same spans.
 What it costs and when it stops, and why:
 
 * One shared daemon thread follows every starting instance (``_Follower``); the create path
-  only appends to a list after its response has been sent (``follow``), with no I/O.  The
+  only appends to a queue after its response has been sent (``follow``), with no I/O.  The
   thread exits when nothing is left to follow.
 * Reads are bounded (``_STEP_BYTES`` per instance per step, lines past ``_MAX_LINE`` are not
   kept, at most ``_MAX_TOTAL`` bytes per instance), the file is kept open once found so the
@@ -28,7 +28,8 @@ What it costs and when it stops, and why:
 * The native rule (``docs/vllm-phases.md`` 2.1): vLLM >= 0.16 started with
   ``--otlp-traces-endpoint`` emits its own start-up spans under the ``TRACEPARENT`` the
   wrapper passes; then these are left to vLLM (none emitted) and ``fma.vllm.startup`` says
-  ``fma.vllm.phases="native"`` (``"log"`` otherwise).  The bridge applies the same rule.
+  ``fma.vllm.phases="native"`` (``"log"`` otherwise).  The rule is the bridge's too
+  (the options from the DPC's logged ``vllm-config``, the same version line).
 * ``vllm.wake`` is not emitted here: a wake belongs to a later actuation's trace, which the
   launcher never sees (the DPC calls vLLM's port directly); the bridge places it.
 """
@@ -116,17 +117,19 @@ class _Counts:
         self._max = max_traces
         self._lock = threading.Lock()
 
-    def take(self, trace_hex: str, names: list[str]) -> dict[str, int]:
-        """The counts before ``names``, which are then counted as emitted."""
+    def get(self, trace_hex: str) -> dict[str, int]:
+        with self._lock:
+            return dict(self._by_trace.get(trace_hex, {}))
+
+    def add(self, trace_hex: str, names: list[str]) -> None:
+        """Count ``names`` as emitted in the trace."""
         with self._lock:
             seen = self._by_trace.pop(trace_hex, {})
-            before = dict(seen)
             for name in names:
                 seen[name] = seen.get(name, 0) + 1
             self._by_trace[trace_hex] = seen
             while len(self._by_trace) > self._max:
                 self._by_trace.popitem(last=False)
-            return before
 
 
 _COUNTS = _Counts()
@@ -168,7 +171,6 @@ class PhaseTail:
         self._skipping = False  # inside a line longer than _MAX_LINE
         self._total = 0
         self._parser: Any = None
-        self._first: bytes | None = None  # lines read before the parser could be made
         self.records: list[Any] = []
         self.version: tuple[int, int] | None = None
         self._up_at: int | None = None  # when "Application startup complete." was read
@@ -367,15 +369,15 @@ class PhaseTail:
         ]
         if not planned:
             return
-        counts = _COUNTS.take(trace_hex, [p.name for p in planned])
-        records = number_spans(
+        records = number_spans(  # only the follower thread emits: get, then add, is safe
             trace_hex,
             planned,
             {READY_SPAN: top},
-            counts=counts,
+            counts=_COUNTS.get(trace_hex),
             attributes={model.A_INSTANCE: self.instance_id} if self.instance_id else None,
             ready_hi_ns=self._healthy_ns,  # the healthy instant bounds the open end
         )
+        _COUNTS.add(trace_hex, [r.name for r in records])
         tracer = self._tracer() if callable(self._tracer) else self._tracer
         for r in records:
             span = c.start_span(
