@@ -93,3 +93,40 @@ def test_switched_off_through_the_launcher(instrumented: Any, tmp_path: Path, mo
     assert live_spans(tracing) == []
     (startup,) = tracing.spans(STARTUP_SPAN)
     assert VP.A_PHASES not in startup.attributes
+
+
+def test_an_instance_deleted_before_it_is_up_gets_its_phases_so_far_and_no_thread_stays(
+    instrumented: Any, tmp_path: Path
+) -> None:
+    tracing, launcher = instrumented
+    launcher.vllm_manager.log_dir = str(tmp_path)
+    trace_hex = os.urandom(16).hex()
+    iid = "inst-gone"
+    log = tmp_path / f"fake-launcher-{os.getpid()}-{iid}.log"
+    with TestClient(launcher.app) as client:
+        cfg = _config(free_port())
+        cfg["options"] = cfg["options"].replace("--fake-health-delay 3", "--fake-health-delay 60")
+        r = client.put(
+            f"/v2/vllm/instances/{iid}",
+            json=cfg,
+            headers={"traceparent": f"00-{trace_hex}-00f067aa0ba902b7-01"},
+        )
+        assert r.status_code == 201
+        now = time.time_ns()
+        data = shift_to(V026.read_bytes(), now, OFFSET)
+        part = data[: data.index(b"init engine")]
+        log.write_bytes(part)
+        time.sleep(0.5)  # the follower has read it; vLLM is not up
+        assert live_spans(tracing) == []
+        assert client.delete(f"/v2/vllm/instances/{iid}").status_code == 200
+        assert wait_until(
+            lambda: not any(t.name == "fma-otel-vllm-phases" for t in threading.enumerate()), 10
+        )
+    captured = tmp_path / "captured.log"
+    captured.write_bytes(part)
+    year = time.gmtime(now // 1_000_000_000 + OFFSET).tm_year
+    live = live_spans(tracing)
+    assert live and live == bridge_spans(captured, trace_hex, year, OFFSET)
+    assert "vllm.engine.init" not in [s[0] for s in live]
+    (startup,) = tracing.spans(STARTUP_SPAN)
+    assert startup.attributes[VP.A_PHASES] == "log"
