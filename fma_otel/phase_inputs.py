@@ -10,12 +10,20 @@ one clock).  Events are read once, whole.  Everything here is counted in
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
 from . import model as M
-from .phase_spans import extra_spans, vllm_clock, vllm_key, vllm_reference
+from .phase_spans import (
+    FMA_EVENT_REASONS,
+    assign_fma_events,
+    extra_spans,
+    vllm_clock,
+    vllm_key,
+    vllm_reference,
+    with_fma_events,
+)
 from .sources.k8s_events import KubeEvent, parse_events
 from .sources.launcher_log import LauncherParseError, parse_launcher_line
 from .sources.records import SourceStats
@@ -70,6 +78,8 @@ class PhaseSources:
         self._lines: dict[str, list[bytes]] = {}
         self._parsed: dict[tuple[str, int, int], list[VllmPhase]] = {}
         self._boot: dict[str, int | None] = {}
+        self._fma_events: dict[str, list[KubeEvent]] | None = None
+        self.has_fma_events = any(e.raw_reason in FMA_EVENT_REASONS for e in self._events)
         self.stats: list[SourceStats] = []
         for path in self._paths.values():
             _, vs = parse_vllm_log(self._text(path), year=year)
@@ -130,6 +140,17 @@ class PhaseSources:
                         self._boot[launcher] = rec.t_ns
                         break
         return self._boot[launcher]
+
+    def annotate(
+        self, act: Any, trace: Sequence[M.SpanRecord], actuations: Callable[[], Iterable[Any]]
+    ) -> list[M.SpanRecord]:
+        """``trace`` with FMA's own Events as span events on ``fma.actuation``; which actuation
+        an Event concerns is decided once over all of them (``actuations()``)."""
+        if not self.has_fma_events:
+            return list(trace)
+        if self._fma_events is None:
+            self._fma_events = assign_fma_events(actuations(), self._events)
+        return with_fma_events(trace, self._fma_events.get(act.key, ()))
 
     def spans(self, act: Any, trace: Sequence[M.SpanRecord]) -> list[M.SpanRecord]:
         """The spans the phase sources add to ``trace``."""
