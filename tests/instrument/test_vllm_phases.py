@@ -9,6 +9,7 @@ grows, in chunks that cut lines anywhere.
 
 from __future__ import annotations
 
+import io
 import threading
 import uuid
 from datetime import datetime, timezone
@@ -493,3 +494,47 @@ def test_an_over_long_line_is_counted_not_held(tracing: Tracing, tmp_path: Path)
     assert live == bridge_spans(src, trace_hex, 2026, OFFSET_026)
     (load,) = tracing.spans("vllm.model.load")
     assert load.attributes["vllm.log.line"] == 18  # line 17 of the fixture, one line later
+
+
+_FIXTURES = [
+    "v0.7.3-tp2-newyear.log",
+    "v0.10.1-tp2.log",
+    "v0.26.0-fma-instance.log",
+    "v0.34.0-pod-tp2-timestamps.log",
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", _FIXTURES)
+def test_the_grown_file_gives_the_whole_files_records_wherever_it_is_cut(name: str, tmp_path: Path) -> None:
+    """Every record (line numbers included) of a log read as it grows, cut at random
+    places, is the record of the whole file read at once (``\\r`` segments, ANSI colours,
+    ``--timestamps`` prefixes, multi-byte characters split between reads)."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    data = (FIX / name).read_bytes()
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(st.lists(st.integers(min_value=1, max_value=len(data) - 1), max_size=12))
+    def check(cuts: list[int]) -> None:
+        log = tmp_path / f"grow-{uuid.uuid4().hex}.log"
+        log.write_bytes(b"")
+        watch = FakeWatch(None)
+        tail = VP.PhaseTail(watch, str(log), "", None, fork_ns=FORK_026)
+        bounds = [0, *sorted(set(cuts)), len(data)]
+        with open(log, "ab") as f:
+            for a, b in zip(bounds, bounds[1:], strict=False):
+                f.write(data[a:b])
+                f.flush()
+                tail.step(FORK_026)
+        watch.ended = True
+        while not tail.step(FORK_026):
+            pass
+        p = tail._parser
+        whole, _ = parse_vllm_log(
+            io.BytesIO(data), year=p.year, utc_offset_s=p.utc_offset_s
+        )  # as a file reads
+        assert tail.records == whole and whole
+
+    check()
