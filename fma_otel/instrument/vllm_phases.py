@@ -153,11 +153,14 @@ class PhaseTail:
         instance_id: str = "",
         process: Any = None,
         fork_ns: int | None = None,
+        child_traced: bool = True,
     ) -> None:
         self.watch = watch
         self.path = path
         self.options = options  # read for the native rule on the follower thread, not here
         self._native_opt: bool | None = None
+        #: The child got a ``TRACEPARENT``: vLLM's own spans can join the actuation.
+        self.child_traced = child_traced
         self._tracer = tracer
         self.instance_id = instance_id
         self.process = process
@@ -263,7 +266,12 @@ class PhaseTail:
         return self._native_opt
 
     def native(self) -> bool:
-        return self.native_opt and self.version is not None and self.version >= NATIVE_SINCE
+        return (
+            self.child_traced
+            and self.native_opt
+            and self.version is not None
+            and self.version >= NATIVE_SINCE
+        )
 
     def mode(self) -> str:
         """``fma.vllm.phases`` for ``fma.vllm.startup``: ``native`` when vLLM's own spans
@@ -271,7 +279,7 @@ class PhaseTail:
         ``--otlp-traces-endpoint`` needs its version: then the log is read up to now
         (bounded) if the follower has not met the engine's version line yet."""
         try:
-            if not self.native_opt:
+            if not (self.child_traced and self.native_opt):
                 return LOG
             with self._lock:
                 budget = 4 * _STEP_BYTES
@@ -462,10 +470,11 @@ _FOLLOWER = _Follower()
 
 
 @c.swallow()
-def follow(watch: Any, instance: Any, tracer: Any) -> PhaseTail | None:
+def follow(watch: Any, instance: Any, tracer: Any, child_traced: bool = True) -> PhaseTail | None:
     """Follow ``instance``'s log for its ``watch`` (``fma.vllm.startup``); ``None`` when
-    switched off or the launcher names no log file.  Called after the create's response:
-    no I/O here, the follower thread does it all."""
+    switched off or the launcher names no log file.  ``child_traced``: the vLLM child got a
+    ``TRACEPARENT`` (else vLLM's own spans cannot join, and the native rule does not apply).
+    Called after the create's response: no I/O here, the follower thread does it all."""
     if watch is None or not enabled():
         return None
     path = getattr(instance, "_log_file_path", None)
@@ -479,6 +488,7 @@ def follow(watch: Any, instance: Any, tracer: Any) -> PhaseTail | None:
         tracer,
         instance_id=str(getattr(instance, "instance_id", "") or ""),
         process=getattr(instance, "process", None),
+        child_traced=child_traced,
     )
     watch.tail = tail
     _FOLLOWER.add(tail)

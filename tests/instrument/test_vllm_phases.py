@@ -538,3 +538,39 @@ def test_the_grown_file_gives_the_whole_files_records_wherever_it_is_cut(name: s
         assert tail.records == whole and whole
 
     check()
+
+
+def test_native_rule_needs_a_child_that_got_the_traceparent(tracing: Tracing, tmp_path: Path) -> None:
+    """A create served before its trace was known forks its vLLM without a TRACEPARENT:
+    vLLM's own spans cannot join the actuation, so the wrapper emits the phases."""
+    trace_hex = new_trace()
+    watch = StartupWatch(open_startup(tracing, trace_hex), None, 8005)
+    log = tmp_path / "inst.log"
+    log.write_bytes(V026.read_bytes())
+    options = "--model m --otlp-traces-endpoint http://c:4317"
+    tail = VP.PhaseTail(
+        watch, str(log), options, tracing.provider.get_tracer("t"), fork_ns=FORK_026, child_traced=False
+    )
+    watch.tail = tail
+    watch.stop()
+    while not tail.step(FORK_026):
+        pass
+    (startup,) = tracing.spans("fma.vllm.startup")
+    assert startup.attributes[VP.A_PHASES] == "log"
+    assert live_spans(tracing) == bridge_spans(V026, trace_hex, 2026, OFFSET_026)
+
+
+def test_which_children_got_the_traceparent() -> None:
+    from types import SimpleNamespace
+
+    from fma_otel.instrument import launcher as L
+
+    order = L._StartupOrder.__new__(L._StartupOrder)
+    order.state = SimpleNamespace(join=L.JOIN_PENDING)
+    assert L._child_traced(order) is False
+    for join in (L.JOIN_TRACEPARENT, L.JOIN_ANNOTATION, L.JOIN_NONE):
+        order.state = SimpleNamespace(join=join)
+        assert L._child_traced(order) is True
+    assert L._child_traced({"TRACEPARENT": "00-" + "1" * 32 + "-" + "2" * 16 + "-01"}) is True
+    assert L._child_traced({"OTEL_SERVICE_NAME": "vllm"}) is False
+    assert L._child_traced(None) is False
