@@ -50,7 +50,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status,
 
 from fma_otel import model
 from fma_otel.instrument import _common as c
-from fma_otel.instrument import redact
+from fma_otel.instrument import redact, vllm_phases
 from fma_otel.instrument.podinfo import PodInfo, PodLookup
 from fma_otel.instrument.vllm_watch import A_LAG_HINT, A_PORT, LAG_RULE, StartupWatch, instance_port
 
@@ -804,6 +804,7 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                 if not watch.ended:
                     watch.process = proc = getattr(instance, "process", None)
                     watch.pid = getattr(proc, "pid", None)
+                    vllm_phases.follow(watch, instance, self.tracer, _child_traced(child_env))
                     watch.start()
             except Exception:  # noqa: BLE001 - do no harm
                 c.logger.debug("fma-otel: registering a vLLM start-up watch failed", exc_info=True)
@@ -843,6 +844,7 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             watch = plan.watch
             watch.process = proc = getattr(instance, "process", None)
             watch.pid = getattr(proc, "pid", None)
+            vllm_phases.follow(watch, instance, self.tracer, _child_traced(plan.child_env))
             self._watches[instance] = watch.start()
         except Exception:  # noqa: BLE001 - do no harm
             c.logger.debug("fma-otel: watching the vLLM start-up failed", exc_info=True)
@@ -1060,6 +1062,14 @@ class _StartupOrder:
         else:  # a trace of its own: under the create span itself
             ctx = trace.set_span_in_context(st.span, _ROOT)
         return self.owner._open_startup(self.tracer, self.cfg, str(self.iid), ctx, span_id, self.t0)
+
+
+def _child_traced(child_env: Any) -> bool:
+    """Did the forked child get a ``TRACEPARENT``?  (A create served before its trace was
+    known forks its child without one: vLLM's own spans could not join then.)"""
+    if isinstance(child_env, _StartupOrder):
+        return child_env.state.join != JOIN_PENDING  # as the child saw it at the fork
+    return isinstance(child_env, dict) and "TRACEPARENT" in child_env
 
 
 def _port_sources(cfg: Any) -> tuple[Any, Any]:

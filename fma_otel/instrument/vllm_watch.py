@@ -38,6 +38,7 @@ A_POLLS = model.A_VLLM_POLLS
 A_HEALTHY_AT = model.A_VLLM_HEALTHY_AT
 A_LAG_HINT = model.A_LAG_RULE
 A_PRECISION = model.A_END_PRECISION
+A_PHASES = "fma.vllm.phases"  # who emits this instance's vLLM phases (``vllm_phases``)
 LAG_RULE = "fma.vllm.ready end - fma.vllm.startup end"
 
 _PORT_RE = re.compile(r"^--port(?:=(\d+))?$")
@@ -225,6 +226,9 @@ class StartupWatch:
         self._stopped: str | None = None
         self._done = threading.Lock()
         self._ended = False
+        #: The instance's log follower (``vllm_phases.PhaseTail``), if one was started: it
+        #: says on this span who emits the vLLM phases (``fma.vllm.phases``).
+        self.tail: Any = None
 
     def start(self) -> StartupWatch:
         _POLLER.add(self)
@@ -284,6 +288,10 @@ class StartupWatch:
         try:
             if self.pid is not None:
                 attrs[A_PID] = self.pid
+            tail = self.tail
+            if tail is not None:
+                attrs[A_PHASES] = tail.mode()
+                tail.note_end(end_ns if code is StatusCode.OK else None)
             if attrs:
                 span.set_attributes(attrs)
             span.set_status(Status(code, message or None) if code is StatusCode.ERROR else Status(code))
