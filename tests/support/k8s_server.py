@@ -283,7 +283,7 @@ class _ContainerLog:
 class _Stream:
     """An open streaming response, so tests can drop it or inject an error into it."""
 
-    kind: str  # "watch" | "log"
+    kind: str  # "watch" (Pods) | "events-watch" | "log"
     conn: socket.socket
     killed: bool = False
     expire: bool = False
@@ -606,12 +606,13 @@ class FakeCluster:
             self.events = [e for e in self.events if e.rv > self.compacted_rv]
             return self.compacted_rv
 
-    def expire_watches(self) -> None:
-        """Compact, and send ``ERROR`` 410 to every open watch (then end it)."""
+    def expire_watches(self, kind: str = "watch") -> None:
+        """Compact, and send ``ERROR`` 410 to every open watch of ``kind`` (then end it):
+        ``"watch"`` the Pod watches, ``"events-watch"`` the Events watches."""
         with self.cond:
             self.compact()
             for s in self.streams:
-                if s.kind == "watch":
+                if s.kind == kind:
                     s.expire = True
             self.cond.notify_all()
 
@@ -619,7 +620,7 @@ class FakeCluster:
         """Send a BOOKMARK with the current resourceVersion to watches that allow them."""
         with self.cond:
             for s in self.streams:
-                if s.kind == "watch":
+                if s.kind in ("watch", "events-watch"):
                     s.bookmark = True
             self.cond.notify_all()
 
@@ -1018,7 +1019,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._chunk(json.dumps({"type": "ERROR", "object": err}).encode() + b"\n")
             self._end_chunked()
             return 200
-        stream = self._register("watch")
+        # an Events watch is its own kind of stream, so that tests of the Pod watch (which
+        # count, expire and cut "watch" streams) see only theirs
+        stream = self._register("watch" if resource == "pods" else "events-watch")
         try:
             with c.cond:
                 if from_rv is None:  # initial events: the current state as ADDED
