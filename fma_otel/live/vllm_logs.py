@@ -181,7 +181,9 @@ class VllmLogs:
                         max_bytes=self.max_bytes,
                         read_timeout_s=self.read_timeout_s,
                     )
-                phases, _stats = parse_vllm_log(bytes(data).splitlines(), year=year, utc_offset_s=self.utc_offset_s)
+                phases, _stats = parse_vllm_log(
+                    bytes(data).splitlines(), year=year, utc_offset_s=self.utc_offset_s
+                )
             except Exception as exc:  # noqa: BLE001 - a surprise costs this log, never the watcher
                 log.exception("vLLM log of %s: fetch failed", t.key)
                 res, phases = FetchResult(t.key, len(data), error=str(exc)), []

@@ -1,4 +1,5 @@
-"""A small Kubernetes API server for tests: Pods and Pod logs, over the real wire protocol.
+"""A small Kubernetes API server for tests: Pods, Pod logs, Events and the pod proxy, over the
+real wire protocol.
 
 Why a hand-written server and not mocks of the ``kubernetes`` client: the live watcher's
 hard parts (resourceVersion bookkeeping, ``410 Gone`` mid-stream, chunked watch streams
@@ -24,6 +25,15 @@ few endpoints fma-otel uses:
   fixed 9-digit RFC3339Nano prefix), ``previous``, ``sinceTime``, ``sinceSeconds``,
   ``tailLines``, ``limitBytes``; a follow stream ends when its container restarts or the
   Pod is deleted, like the kubelet's, after the lines that instance wrote before that.
+* ``GET /api/v1/namespaces/{ns}/events`` (and ``/api/v1/events``): core/v1 ``EventList``,
+  and its watch, with the Pods' protocol (one revision counter, 410 after
+  :meth:`FakeCluster.compact`); :func:`make_event`, :meth:`FakeCluster.add_event`,
+  :meth:`FakeCluster.modify_event`.  Events watches are streams of kind ``"events-watch"``.
+* ``GET .../pods/{name}:{port}/proxy/{path}``: forwarded, ``Range`` header included, to a
+  :class:`FakeLauncher` (the launcher's ``/v2/vllm/instances/{id}/log`` with its byte-range
+  rules) registered by :meth:`FakeCluster.add_launcher`; 503 as kube-apiserver answers a
+  refused dial when none is registered or it ``refuse`` s, 404 for no such Pod.  Every
+  proxied request is in :meth:`FakeCluster.proxied` (its ``Range`` and answer).
 
 Tests drive it through :class:`FakeCluster`: add/modify/delete Pods (each change bumps the
 resourceVersion and records a watch event), append container log lines, restart a
