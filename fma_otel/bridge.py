@@ -32,6 +32,7 @@ from .build import build_trace
 from .correlate import Actuation, Correlator
 from .facts import WANTED_CONTAINS, WANTED_MESSAGES
 from .lines import MAX_LINE_BYTES, bounded_lines
+from .phase_inputs import PhaseSources, read_events
 from .sources.klog import KlogParseError, iter_klog, parse_klog_line, split_timestamp_prefix
 from .sources.launcher_log import iter_launcher_log, parse_launcher_line
 from .sources.pods import iter_pod_events
@@ -41,6 +42,9 @@ CAPTURE_PODS = "pods.json"
 CAPTURE_DPC = "dpc.log"
 CAPTURE_LAUNCHER_PREFIX = "launcher-"
 CAPTURE_LAUNCHER_SUFFIX = ".log"
+CAPTURE_VLLM_DIR = "vllm"  # vllm/<instance-id>.log, vllm/pod-<pod-name>.log
+CAPTURE_VLLM_POD_PREFIX = "pod-"
+CAPTURE_EVENTS = "events.json"
 
 
 class InputError(Exception):
@@ -52,6 +56,9 @@ class BridgeInputs:
     pods: list[str]
     dpc_log: str | None
     launcher_logs: dict[str, str] = field(default_factory=dict)
+    #: instance id (or baseline Pod name) -> vLLM log; Kubernetes Events files
+    vllm_logs: dict[str, str] = field(default_factory=dict)
+    events: list[str] = field(default_factory=list)
 
 
 class Loss(NamedTuple):
@@ -83,6 +90,14 @@ class BridgeResult:
     lost: list[Loss] = field(default_factory=list)
     #: how many of each kind (``Loss.why`` up to its first ``:``)
     lost_counts: Counter[str] = field(default_factory=Counter)
+    #: vLLM logs and Events: the spans they add to each trace
+    phases: PhaseSources | None = None
+
+    def _build(self, act: Actuation) -> list[M.SpanRecord]:
+        trace = build_trace(act)
+        if self.phases is None or self.phases.empty:
+            return trace
+        return trace + self.phases.spans(act, trace)
 
     def iter_actuations(self) -> Iterator[Actuation]:
         """Every actuation, ordered by requester creation, one requester at a time."""
@@ -93,7 +108,7 @@ class BridgeResult:
     def iter_traces(self) -> Iterator[tuple[Actuation, list[M.SpanRecord]]]:
         """Each actuation with its finished trace, built when it is reached."""
         for act in self.iter_actuations():
-            yield act, build_trace(act)
+            yield act, self._build(act)
 
     @cached_property
     def actuations(self) -> list[Actuation]:
@@ -101,7 +116,7 @@ class BridgeResult:
 
     @cached_property
     def traces(self) -> list[list[M.SpanRecord]]:
-        return [build_trace(a) for a in self.actuations]
+        return [self._build(a) for a in self.actuations]
 
     @property
     def span_count(self) -> int:
@@ -158,7 +173,28 @@ def inputs_from_capture(directory: str | os.PathLike[str]) -> BridgeInputs:
         path = str(d / e.name) if e.is_file() else _capture_file(d / e.name)
         if path is not None:
             launchers[e.name[len(pre) : -len(suf)]] = path
-    return BridgeInputs([pods], _capture_file(d / CAPTURE_DPC), launchers)
+    inputs = BridgeInputs([pods], _capture_file(d / CAPTURE_DPC), launchers)
+    _phase_files_of_capture(d, inputs)
+    return inputs
+
+
+def _phase_files_of_capture(d: Path, inputs: BridgeInputs) -> None:
+    """A capture's ``vllm/`` logs (``<instance-id>.log``, ``pod-<pod>.log``) and ``events.json``."""
+    vdir = d / CAPTURE_VLLM_DIR
+    if vdir.is_dir():
+        try:
+            names = sorted(e.name for e in os.scandir(vdir) if e.name.endswith(CAPTURE_LAUNCHER_SUFFIX))
+        except OSError as exc:
+            raise _os_error(str(vdir), exc) from None
+        for name in names:
+            path = _capture_file(vdir / name)
+            key = name[: -len(CAPTURE_LAUNCHER_SUFFIX)]
+            key = key.removeprefix(CAPTURE_VLLM_POD_PREFIX)
+            if path is not None and key:
+                inputs.vllm_logs[key] = path
+    events = _capture_file(d / CAPTURE_EVENTS)
+    if events is not None:
+        inputs.events.append(events)
 
 
 def _capture_file(path: Path) -> str | None:
@@ -224,6 +260,7 @@ def run_bridge(
     Raises :class:`InputError` for an unusable input, before any work when it can."""
     check_readable(
         [*inputs.pods, *([inputs.dpc_log] if inputs.dpc_log else []), *inputs.launcher_logs.values()]
+        + [*inputs.vllm_logs.values(), *inputs.events]
     )
     c = Correlator(baseline_selector=baseline_selector, baseline_container=baseline_container)
     stats: list[SourceStats] = []
@@ -276,7 +313,31 @@ def run_bridge(
         for line_no, key in c.unknown_requester_lines():
             who = f"name {key[5:]}" if key.startswith("name:") else f"uid {key}"
             lose(inputs.dpc_log, line_no, LOST_REQUESTER, f"{who}, which no Pod in the capture has")
-    return BridgeResult(c, stats, c.orphan_requesters(), lost, counts)
+    phases = _phase_sources(inputs, stats)
+    return BridgeResult(c, stats, c.orphan_requesters(), lost, counts, phases)
+
+
+def _read_bytes(path: str) -> bytes:
+    with _reading(path) as fh:
+        return fh.read()
+
+
+def _phase_sources(inputs: BridgeInputs, stats: list[SourceStats]) -> PhaseSources | None:
+    """vLLM logs and Events, read and counted (the vLLM logs again per actuation's clock)."""
+    if not inputs.vllm_logs and not inputs.events:
+        return None
+    events, est = read_events(inputs.events, _read_bytes)
+    stats.extend(est)
+    # year 2000: a leap year, so a log's 02-29 is never counted as impossible here
+    ps = PhaseSources(
+        vllm_logs=inputs.vllm_logs,
+        events=events,
+        launcher_logs=inputs.launcher_logs,
+        read=_read_bytes,
+        year=2000,
+    )
+    stats.extend(ps.stats)
+    return ps
 
 
 #: Losses itemised for ``--strict`` (all are counted)

@@ -42,6 +42,20 @@ SAMPLE_BASELINE_SELECTOR = "app=vllm"
     help="A launcher Pod's inference-server log (repeatable).",
 )
 @click.option(
+    "--vllm-log",
+    "vllm_logs",
+    multiple=True,
+    metavar="KEY=FILE",
+    help="A vLLM log: KEY is the FMA instance id, or the baseline Pod's name (repeatable).",
+)
+@click.option(
+    "--events",
+    "events",
+    multiple=True,
+    type=click.Path(),
+    help="Kubernetes Events: kubectl get events -o json, an events.k8s.io/v1 List or a watch stream (repeatable).",
+)
+@click.option(
     "--baseline-selector", metavar="SEL", help="Label selector of baseline (no-FMA) vLLM Pods, e.g. app=vllm."
 )
 @click.option(
@@ -61,6 +75,8 @@ def command(
     pods: tuple[str, ...],
     dpc_log: str | None,
     launcher_logs: tuple[str, ...],
+    vllm_logs: tuple[str, ...],
+    events: tuple[str, ...],
     baseline_selector: str | None,
     baseline_container: str | None,
     out: str | None,
@@ -75,6 +91,7 @@ def command(
         fail(f"--baseline-selector: {exc}")
     try:
         inputs = _inputs(capture, pods, dpc_log, launcher_logs, quiet)
+        _phase_inputs(inputs, vllm_logs, events)
     except B.InputError as exc:
         fail(str(exc))
     if selector is None and inputs.pods and Path(inputs.pods[0]).parent == B.sample_dir():
@@ -188,6 +205,16 @@ def _inputs(
             )
         inputs.launcher_logs[name] = path
     return inputs
+
+
+def _phase_inputs(inputs: B.BridgeInputs, vllm_logs: tuple[str, ...], events: tuple[str, ...]) -> None:
+    """``--vllm-log KEY=FILE`` and ``--events FILE``, beside (and over) a capture's own."""
+    for spec in vllm_logs:
+        key, sep, path = spec.partition("=")
+        if not sep or not key or not path:
+            raise B.InputError(f"--vllm-log {spec!r}: expected INSTANCE_ID_OR_POD=PATH")
+        inputs.vllm_logs[key] = path
+    inputs.events.extend(e for e in events if e not in inputs.events)
 
 
 def _run(inputs: B.BridgeInputs, selector, container, quiet: bool) -> B.BridgeResult:  # noqa: ANN001

@@ -1,0 +1,158 @@
+"""The bridge's phase sources: vLLM logs, Kubernetes Events and the launchers' boot lines.
+
+Why a separate reader: a vLLM log has no year and no zone, so its records depend on the
+actuation that dates it (:func:`fma_otel.phase_spans.vllm_clock`); the log is therefore read
+once up front for its counts (what ``--strict`` reports) and again, per clock, when an
+actuation that names it is built (cached: an instance's cold start and later wakes share
+one clock).  Events are read once, whole.  Everything here is counted in
+:class:`~fma_otel.sources.records.SourceStats` like the other sources; nothing is invented.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from . import model as M
+from .phase_spans import extra_spans, vllm_clock, vllm_key, vllm_reference
+from .sources.k8s_events import KubeEvent, parse_events
+from .sources.launcher_log import LauncherParseError, parse_launcher_line
+from .sources.records import SourceStats
+from .sources.vllm_log import VllmLogStats, VllmPhase, parse_vllm_log
+
+__all__ = ["PhaseSources", "read_events"]
+
+NS = 1_000_000_000
+BOOT_LINE = "Application startup complete."
+#: how far into a launcher log its boot line is looked for
+_BOOT_SCAN_LINES = 2000
+
+
+def _year(t_ns: int, offset_s: int = 0) -> int:
+    return datetime.fromtimestamp(t_ns // NS + offset_s, timezone.utc).year
+
+
+def read_events(paths: Sequence[str], read: Any) -> tuple[list[KubeEvent], list[SourceStats]]:
+    """Every Event of ``paths`` (``read(path) -> bytes``), with one SourceStats per file; a
+    skipped item is reported as ``file:N`` where N is its index in the file (from 0)."""
+    events: list[KubeEvent] = []
+    stats: list[SourceStats] = []
+    for path in paths:
+        recs, es = parse_events(read(path))
+        st = SourceStats(path, read=es.read, understood=es.read - es.skipped, skipped=0, ignored=es.ignored)
+        for index, why in es.skipped_items:
+            st.skip(index, f"Event item {index}: {why}")
+        st.skipped = es.skipped  # all counted, the first 100 itemised
+        if es.unparsed_messages:
+            st.note("Events whose message gave no duration", es.unparsed_messages)
+        events.extend(recs)
+        stats.append(st)
+    return events, stats
+
+
+class PhaseSources:
+    """The phase inputs of one bridge run; :meth:`spans` gives an actuation's added spans."""
+
+    def __init__(
+        self,
+        *,
+        vllm_logs: Mapping[str, str],
+        events: Sequence[KubeEvent],
+        launcher_logs: Mapping[str, str],
+        read: Any,
+        year: int,
+    ) -> None:
+        self._paths = dict(vllm_logs)
+        self._events = list(events)
+        self._launchers = dict(launcher_logs)
+        self._read = read
+        self._lines: dict[str, list[bytes]] = {}
+        self._parsed: dict[tuple[str, int, int], list[VllmPhase]] = {}
+        self._boot: dict[str, int | None] = {}
+        self.stats: list[SourceStats] = []
+        for path in self._paths.values():
+            _, vs = parse_vllm_log(self._text(path), year=year)
+            self.stats.append(_vllm_stats(path, vs))
+
+    @property
+    def empty(self) -> bool:
+        return not self._paths and not self._events
+
+    def _text(self, path: str) -> list[bytes]:
+        lines = self._lines.get(path)
+        if lines is None:
+            lines = self._lines[path] = self._read(path).split(b"\n")
+            if lines and lines[-1] == b"":
+                lines.pop()
+        return lines
+
+    def _records(self, path: str, year: int, offset: int) -> list[VllmPhase]:
+        got = self._parsed.get((path, year, offset))
+        if got is None:
+            got, _ = parse_vllm_log(self._text(path), year=year, utc_offset_s=offset)
+            self._parsed[path, year, offset] = got
+        return got
+
+    def vllm_for(self, act: Any) -> tuple[str, list[VllmPhase], bool] | None:
+        """``(key, records, clock assumed)`` of the actuation's vLLM log, read with its clock."""
+        key = vllm_key(act)
+        path = self._paths.get(key) if key else None
+        ref = vllm_reference(act)
+        if path is None or ref is None:
+            return None
+        probe = self._records(path, _year(ref), 0)
+        clock = vllm_clock(act, probe)
+        if clock is None:
+            return None
+        offset, assumed = clock
+        return key, self._records(path, _year(ref, offset), offset), assumed  # type: ignore[return-value]
+
+    def boot_ns(self, launcher: str) -> int | None:
+        """The launcher log's first ``Application startup complete.`` (its asctime, 1 ms)."""
+        if launcher not in self._boot:
+            self._boot[launcher] = None
+            path = self._launchers.get(launcher)
+            if path is not None:
+                for n, raw in enumerate(self._text(path)):
+                    if n >= _BOOT_SCAN_LINES:
+                        break
+                    if BOOT_LINE.encode() not in raw:
+                        continue
+                    text = raw.decode("utf-8", "replace").rstrip("\r")
+                    if text[10:11] in ("T", "t"):  # a --timestamps prefix
+                        text = text.partition(" ")[2]
+                    try:
+                        rec = parse_launcher_line(text, n + 1)
+                    except LauncherParseError:
+                        continue
+                    if rec.message == BOOT_LINE:
+                        self._boot[launcher] = rec.t_ns
+                        break
+        return self._boot[launcher]
+
+    def spans(self, act: Any, trace: Sequence[M.SpanRecord]) -> list[M.SpanRecord]:
+        """The spans the phase sources add to ``trace``."""
+        vllm: dict[str, list[VllmPhase]] = {}
+        assumed: list[str] = []
+        got = self.vllm_for(act)
+        if got is not None:
+            key, recs, was_assumed = got
+            vllm[key] = recs
+            if was_assumed:
+                assumed.append(key)
+        launcher = act.attributes.get(M.A_LAUNCHER)
+        boots = {launcher: b} if launcher and (b := self.boot_ns(launcher)) is not None else {}
+        return extra_spans(
+            act, trace, vllm=vllm, events=self._events, launcher_boot_ns=boots, vllm_clock_assumed=assumed
+        )
+
+
+def _vllm_stats(path: str, vs: VllmLogStats) -> SourceStats:
+    st = SourceStats(path, read=vs.read, understood=vs.read - vs.skipped, ignored=vs.unknown)
+    for line_no, why in vs.skipped_lines:
+        st.skip(line_no, why)
+    st.skipped = vs.skipped
+    if vs.duplicates:
+        st.note("vLLM lines of other ranks (rank 0 kept)", vs.duplicates)
+    return st

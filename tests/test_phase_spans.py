@@ -1,0 +1,288 @@
+"""vLLM phase plan (fma_otel.phase_spans.plan_vllm) on the parser's fixtures of four vLLM families."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from fma_otel import model as M
+from fma_otel.phase_spans import (
+    A_LINE,
+    A_LOGGED,
+    METRICS,
+    PhaseSpan,
+    number_spans,
+    plan_vllm,
+    vllm_parent,
+)
+from fma_otel.sources.vllm_log import parse_vllm_log
+
+FIX = Path(__file__).parent / "fixtures" / "vllm"
+NS = 1_000_000_000
+STAMP = re.compile(r" (\d\d-\d\d \d\d:\d\d:\d\d) ")
+
+LOGS = [
+    ("v0.7.3-tp2-newyear.log", 2025, 0),
+    ("v0.10.1-tp2.log", 2025, 0),
+    ("v0.26.0-fma-instance.log", 2026, -7 * 3600),
+    ("v0.34.0-pod-tp2-timestamps.log", 2027, 0),
+]
+COMPILATION_0_26 = 5.87  # "(compilation: 5.87 s)" on line 30
+STARTUP_PATHS = (M.COLD_LAUNCHER, M.WARM, M.COLD_NO_FMA)
+
+
+def records(name: str, year: int, offset: int):
+    with open(FIX / name, "rb") as f:
+        recs, _ = parse_vllm_log(f, year=year, utc_offset_s=offset)
+    return recs
+
+
+def stamp_ns(text: str, year: int, offset: int) -> int:
+    local = datetime.strptime(f"{year}-{text}", "%Y-%m-%d %H:%M:%S").replace(tzinfo=timezone.utc)
+    return (int(local.timestamp()) - offset) * NS
+
+
+def names(spans: list[PhaseSpan]) -> list[str]:
+    return [s.name for s in spans]
+
+
+@pytest.mark.parametrize(("name", "year", "offset"), LOGS)
+def test_each_logged_span_lasts_the_logged_duration_and_ends_in_the_stamps_second(name, year, offset):
+    recs = records(name, year, offset)
+    lines = (FIX / name).read_bytes().decode().split("\n")  # physical lines, as numbered
+    by_line = {r.line_no: r for r in recs}
+    spans = plan_vllm(recs, path=M.COLD_NO_FMA)
+    logged = [s for s in spans if A_LOGGED in s.attributes]
+    assert len(logged) >= 4, names(spans)
+    for s in logged:
+        rec = by_line[s.attributes[A_LINE]]
+        assert s.attributes[A_LOGGED] == rec.duration_s
+        assert s.end_ns - s.start_ns == round(rec.duration_s * NS), s
+        # the end lies in [stamp, stamp + 1 s) of the line that logged it
+        y = datetime.fromtimestamp(s.end_ns / NS, timezone.utc).year
+        stamps = STAMP.findall(lines[s.attributes[A_LINE] - 1])  # a line may hold \r segments
+        stamp = min(
+            (stamp_ns(text, yy, offset) for text in stamps for yy in (y - 1, y, y + 1)),
+            key=lambda t: abs(t - s.end_ns),
+        )
+        assert stamp <= s.end_ns < stamp + NS, s
+        assert s.min_s <= rec.duration_s <= s.max_s
+
+
+def test_the_v0_26_instance_log_gives_every_startup_phase_under_vllm_ready():
+    spans = plan_vllm(records("v0.26.0-fma-instance.log", 2026, -7 * 3600), path=M.COLD_LAUNCHER)
+    got = [(s.name, s.parent_name, s.metric) for s in spans]
+    assert got == [
+        ("vllm.process.boot", "fma.vllm.ready", "T_vllm_boot"),
+        ("vllm.engine.config", "fma.vllm.ready", None),
+        ("vllm.engine.spawn", "fma.vllm.ready", None),
+        ("vllm.model.load", "fma.vllm.ready", "T_vllm_model_load"),
+        ("vllm.weights.load", "vllm.model.load", "T_vllm_weights_load"),
+        ("vllm.engine.init", "fma.vllm.ready", "T_vllm_engine_init"),
+        ("vllm.torch_compile", "vllm.engine.init", "T_vllm_compile"),
+        ("vllm.dynamo", "vllm.torch_compile", None),
+        ("vllm.compile.cache_load", "vllm.torch_compile", None),
+        ("vllm.profiling_run", "vllm.engine.init", None),
+        ("vllm.memory.profile", "vllm.engine.init", "T_vllm_memory_profile"),
+        ("vllm.cuda_graphs.capture", "vllm.engine.init", "T_vllm_cuda_graphs"),
+        ("vllm.api_server.start", "fma.vllm.ready", "T_vllm_api_server_start"),
+    ]
+    by = {s.name: s for s in spans}
+    # the chain of top-level phases is contiguous: each starts where the previous ended
+    assert by["vllm.process.boot"].end_ns == by["vllm.engine.config"].start_ns
+    assert by["vllm.engine.config"].end_ns == by["vllm.engine.spawn"].start_ns
+    assert by["vllm.engine.spawn"].end_ns == by["vllm.model.load"].start_ns
+    assert by["vllm.engine.init"].end_ns == by["vllm.api_server.start"].start_ns
+    # the launcher's first line: 07:36:20,511 local, UTC-7
+    assert by["vllm.process.boot"].start_ns == (
+        int(datetime(2026, 6, 29, 14, 36, 20, tzinfo=timezone.utc).timestamp()) * NS + 511_000_000
+    )
+    assert by["vllm.engine.init"].attributes["vllm.compilation_s"] == COMPILATION_0_26
+    assert by["vllm.api_server.start"].max_s is None  # uvicorn's line has no stamp
+    assert all(s.start_source == s.end_source == "vllm:log" for s in spans)
+    assert all(s.attributes["vllm.rank_rule"] == "rank0" for s in spans)
+
+
+def test_baseline_hangs_under_the_actuation_and_takes_its_boot_start_from_the_caller():
+    recs = records("v0.34.0-pod-tp2-timestamps.log", 2027, 0)
+    plain = plan_vllm(recs, path=M.COLD_NO_FMA)
+    assert "vllm.process.boot" not in names(plain)  # no launcher first line, no pod start: none
+    setup = next(r for r in recs if r.phase == "api_server_setup")
+    started = setup.end_lo_ns - 9 * NS
+    spans = plan_vllm(recs, path=M.COLD_NO_FMA, boot_start=(started, started + NS, "k8s:R.started"))
+    boot = spans[0]
+    assert boot.name == "vllm.process.boot" and boot.parent_name == "fma.actuation"
+    assert (boot.start_ns, boot.end_ns) == (started, setup.end_lo_ns)
+    assert boot.start_source == "k8s:R.started"
+    assert (boot.min_s, boot.max_s) == (8.0, 10.0)
+    assert all(s.parent_name == "fma.actuation" or s.parent_name.startswith("vllm.") for s in spans)
+
+
+def test_v0_7_model_load_without_a_duration_runs_from_its_start_line():
+    recs = records("v0.7.3-tp2-newyear.log", 2025, 0)
+    spans = plan_vllm(recs, path=M.WARM)
+    by = {s.name: s for s in spans}
+    start = next(r for r in recs if r.phase == "model_load_start")
+    end = next(r for r in recs if r.phase == "model_load")
+    assert end.duration_s is None
+    load = by["vllm.model.load"]
+    assert (load.start_ns, load.end_ns) == (start.end_lo_ns, end.end_lo_ns)
+    assert A_LOGGED not in load.attributes
+    assert by["vllm.engine.spawn"].end_ns == load.start_ns
+    assert by["vllm.memory.profile"].end_ns - by["vllm.memory.profile"].start_ns == round(1.52 * NS)
+
+
+def test_hot_path_gives_only_the_wake_spans():
+    for name, year, offset in LOGS:
+        spans = plan_vllm(records(name, year, offset), path=M.HOT)
+        assert names(spans) == ["vllm.wake"], name
+        w = spans[0]
+        assert w.parent_name == "fma.vllm.wake" and w.metric == "T_vllm_wake"
+    spans = plan_vllm(records("v0.10.1-tp2.log", 2025, 0), path=M.HOT)
+    assert "weights" in spans[0].attributes["vllm.wake.tags"]
+    assert spans[0].attributes["vllm.wake.request_time_unix_nano"] <= spans[0].end_ns
+
+
+def test_unknown_versions_give_no_span():
+    with open(FIX / "unknown-format.log", "rb") as f:
+        recs, _ = parse_vllm_log(f, year=2026)
+    for path in (*STARTUP_PATHS, M.HOT, M.UNKNOWN):
+        assert plan_vllm(recs, path=path) == []
+    assert plan_vllm([], path=M.COLD_LAUNCHER) == []
+
+
+def test_a_missing_record_drops_only_the_spans_that_need_it():
+    recs = records("v0.26.0-fma-instance.log", 2026, -7 * 3600)
+    full = names(plan_vllm(recs, path=M.COLD_LAUNCHER))
+    no_init = [r for r in recs if r.phase != "init_engine"]
+    got = names(plan_vllm(no_init, path=M.COLD_LAUNCHER))
+    # engine.init and its children, and api_server.start (which starts at its end), go
+    assert got == [
+        n
+        for n in full
+        if n
+        not in {
+            "vllm.engine.init",
+            "vllm.torch_compile",
+            "vllm.dynamo",
+            "vllm.compile.cache_load",
+            "vllm.profiling_run",
+            "vllm.memory.profile",
+            "vllm.cuda_graphs.capture",
+            "vllm.api_server.start",
+        }
+    ]
+    no_setup = [r for r in recs if r.phase != "api_server_setup"]
+    got = names(plan_vllm(no_setup, path=M.COLD_LAUNCHER))
+    assert "vllm.process.boot" not in got and "vllm.engine.config" not in got
+    assert "vllm.engine.spawn" in got
+
+
+@pytest.mark.parametrize(("name", "year", "offset"), LOGS)
+def test_a_growing_log_plans_the_same_spans_as_the_whole_log(name, year, offset):
+    """The launcher wrapper plans from the file as it grows: every span it has at any point
+    is the one the bridge derives from the whole file (same name, n, boundaries)."""
+    recs = records(name, year, offset)
+    for path in (M.COLD_LAUNCHER, M.HOT):
+        final = plan_vllm(recs, path=path)
+        final_by_n = _by_name_n(final)
+        for k in range(len(recs) + 1):
+            for key, span in _by_name_n(plan_vllm(recs[:k], path=path)).items():
+                assert final_by_n[key] == span, (k, key)
+
+
+def _by_name_n(spans):
+    out, seen = {}, {}
+    for s in spans:
+        n = seen.get(s.name, 0)
+        seen[s.name] = n + 1
+        out[s.name, n] = s
+    return out
+
+
+def test_number_spans_derives_ids_by_name_and_n_and_parents_by_name():
+    recs = records("v0.10.1-tp2.log", 2025, 0)
+    spans = plan_vllm(recs, path=M.WARM)
+    trace_id = M.trace_id_for("some-uid")
+    ready = M.span_id_for(trace_id, "fma.vllm.ready", 0)
+    out = number_spans(trace_id, spans, {"fma.vllm.ready": ready}, attributes={M.A_PATH: M.WARM})
+    assert [r.name for r in out] == names(spans)
+    ids = {r.name: r.span_id for r in out}
+    for r in out:
+        assert r.span_id == M.span_id_for(trace_id, r.name, 0)
+        want = (
+            ready
+            if r.name.count(".") <= 2
+            and r.name
+            not in {
+                "vllm.weights.download",
+                "vllm.weights.load",
+                "vllm.torch_compile",
+                "vllm.dynamo",
+                "vllm.inductor.compile",
+                "vllm.memory.profile",
+                "vllm.cuda_graphs.capture",
+            }
+            else None
+        )
+        if want:
+            assert r.parent_span_id == want, r.name
+        assert r.attributes[M.A_PATH] == M.WARM
+        assert r.attributes[M.A_START_SRC] == "vllm:log"
+        assert M.A_MIN in r.attributes
+        if r.name in METRICS:
+            assert r.attributes[M.A_METRIC] == METRICS[r.name]
+    assert next(r for r in out if r.name == "vllm.weights.load").parent_span_id == ids["vllm.model.load"]
+    assert next(r for r in out if r.name == "vllm.dynamo").parent_span_id == ids["vllm.torch_compile"]
+    # no parent in the trace: nothing (its children neither)
+    assert number_spans(trace_id, spans, {}) == []
+    # n continues from the trace's own counts; an open max is bounded by the caller
+    api_start = next(s for s in spans if s.name == "vllm.api_server.start").start_ns
+    again = number_spans(
+        trace_id,
+        spans,
+        {"fma.vllm.ready": ready},
+        counts={"vllm.dynamo": 1},
+        ready_hi_ns=api_start + 3 * NS,
+    )
+    dyn = next(r for r in again if r.name == "vllm.dynamo")
+    assert dyn.span_id == M.span_id_for(trace_id, "vllm.dynamo", 1)
+    api = next(r for r in again if r.name == "vllm.api_server.start")
+    assert api.attributes[M.A_MAX] == 3.0
+    assert M.A_MAX not in next(r for r in out if r.name == "vllm.api_server.start").attributes
+
+
+def test_repeated_compile_ranges_are_numbered_in_line_order():
+    from fma_otel.sources.vllm_log import VllmPhase
+
+    base = 1_800_000_000 * NS
+
+    def rec(phase, line, t, d=None, detail=None):
+        return VllmPhase(phase, line, base + t * NS, base + (t + 1) * NS, d, 0.005, "0.13+", None, detail)
+
+    recs = [
+        rec("init_engine", 9, 40, 30.0),
+        rec("inductor_compile", 3, 20, 5.0, "compile range (1, 8)"),
+        rec("inductor_compile", 4, 25, 4.0, "compile range (9, 8192)"),
+        rec("torch_compile", 5, 26, 12.0),
+    ]
+    recs.sort(key=lambda r: r.line_no)
+    spans = plan_vllm(recs, path=M.WARM)
+    ind = [s for s in spans if s.name == "vllm.inductor.compile"]
+    assert [s.attributes["vllm.compile.range"] for s in ind] == [
+        "compile range (1, 8)",
+        "compile range (9, 8192)",
+    ]
+    trace_id = M.trace_id_for("k")
+    out = number_spans(trace_id, spans, {"fma.vllm.ready": "00000000000000aa"})
+    got = [r.span_id for r in out if r.name == "vllm.inductor.compile"]
+    assert got == [M.span_id_for(trace_id, "vllm.inductor.compile", n) for n in (0, 1)]
+
+
+def test_vllm_parent():
+    assert vllm_parent(M.COLD_LAUNCHER) == vllm_parent(M.WARM) == "fma.vllm.ready"
+    assert vllm_parent(M.COLD_NO_FMA) == "fma.actuation"
+    assert vllm_parent(M.HOT) is None and vllm_parent(M.UNKNOWN) is None
