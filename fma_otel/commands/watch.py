@@ -147,13 +147,6 @@ MIN_TICK_S = 0.05
     default="20s",
     help="Ask for a vLLM log's ranges for at most this long; its trace waits no longer (plus a read timeout).",
 )
-@click.option(
-    "--vllm-utc-offset",
-    type=click.IntRange(-86399, 86399),
-    default=0,
-    metavar="SECONDS",
-    help="vLLM stamps its lines in local time without a zone: local = UTC + this (e.g. -25200 for UTC-7).",
-)
 @click.option("--no-events", is_flag=True, help="Do not watch the namespace's Events (startup spans).")
 @click.option("--baseline-selector", metavar="SEL", help="Label selector of baseline (no-FMA) vLLM Pods.")
 @click.option(
@@ -292,7 +285,6 @@ def command(**kw: object) -> None:
         vllm_logs=bool(kw["vllm_logs"]),
         vllm_log_max_bytes=max(1, int(kw["vllm_log_max_bytes"])),  # type: ignore[call-overload]
         vllm_log_timeout_s=float(kw["vllm_log_timeout"]),  # type: ignore[arg-type]
-        vllm_utc_offset_s=int(kw["vllm_utc_offset"]),  # type: ignore[call-overload]
         launcher_port=int(kw["launcher_port"]),  # type: ignore[call-overload]
     )
     watcher = LiveWatcher(cfg, api_client=api_client)

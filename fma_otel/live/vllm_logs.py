@@ -16,9 +16,12 @@ counted and logged, and the trace is built without the ``vllm.*`` spans: never l
 a stop.  At most :data:`MAX_CONCURRENT` fetches run at once; the others wait their turn in
 their threads (the hold's clock runs meanwhile, which is the bound that matters).
 
-The log is parsed in the worker (:func:`~fma_otel.sources.vllm_log.parse_vllm_log`): the
-year is the actuation's (UTC) and ``utc_offset_s`` the configured offset of vLLM's local
-stamps, as ``fma-otel bridge`` is told for a capture.
+The log is parsed in the worker, off the main loop, exactly as ``fma-otel bridge`` reads a
+captured one (:class:`fma_otel.phase_inputs.PhaseSources`), so live and offline give the same
+spans and ids: lines split on ``\\n`` only, a first read with offset 0 in the year of
+:func:`~fma_otel.phase_spans.vllm_reference`, the log's clock from
+:func:`~fma_otel.phase_spans.vllm_clock` (vLLM stamps local time without a zone), then the
+records read with that clock.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from types import SimpleNamespace
 from typing import Any
 
 from .. import model as M
@@ -61,6 +65,7 @@ class _Job:
     started: float
     done: bool = False
     phases: list[VllmPhase] = field(default_factory=list)
+    clock_assumed: bool = False  # no instant dated the log: UTC assumed (fma.clock.assumed_utc)
     result: FetchResult | None = None
 
 
@@ -87,7 +92,6 @@ class VllmLogs:
         max_bytes: int = 16 << 20,
         timeout_s: float = 20.0,
         read_timeout_s: float = 60.0,
-        utc_offset_s: int = 0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.kube = kube
@@ -97,7 +101,6 @@ class VllmLogs:
         self.max_bytes = max_bytes
         self.timeout_s = timeout_s
         self.read_timeout_s = min(read_timeout_s, timeout_s)
-        self.utc_offset_s = utc_offset_s
         self.clock = clock
         self.stats = VllmLogStats()
         self._jobs: dict[str, _Job] = {}  # actuation key -> its fetch
@@ -107,16 +110,18 @@ class VllmLogs:
 
     @staticmethod
     def target(a: Any, baseline_containers: dict[str, str]) -> Target | None:
-        """The log an actuation needs, or ``None`` (no instance known, no such Pod)."""
-        attrs = a.attributes
-        if a.path == M.COLD_NO_FMA:
-            pod = str(attrs.get(M.A_REQ_NAME) or "")
-            container = baseline_containers.get(pod)
-            return Target(pod, None, pod, container) if pod and container else None
-        instance, launcher = attrs.get(M.A_INSTANCE), attrs.get(M.A_LAUNCHER)
-        if not instance or not launcher:
+        """The log an actuation needs, or ``None`` (no instance or launcher known, a path
+        without a vLLM log, a baseline Pod without its container)."""
+        from ..phase_spans import vllm_key
+
+        key = vllm_key(a)
+        if not key:
             return None
-        return Target(str(instance), str(launcher))
+        if a.path == M.COLD_NO_FMA:
+            container = baseline_containers.get(key)
+            return Target(key, None, key, container) if container else None
+        launcher = a.attributes.get(M.A_LAUNCHER)
+        return Target(key, str(launcher)) if launcher else None
 
     def ready(self, a: Any, target: Target) -> bool:
         """Whether ``a`` may be built now: its fetch ended, or ran past its bound (then it is
@@ -125,11 +130,11 @@ class VllmLogs:
         if job is None:
             job = _Job(target, self.clock())
             self._jobs[a.key] = job
-            year = datetime.fromtimestamp(
-                min((i.t_ns for i in a.instants.values()), default=0) // M.S, timezone.utc
-            ).year
+            # what the clock of the log is read from, frozen: the worker must not read an
+            # actuation the main loop may still change
+            snap = SimpleNamespace(path=a.path, attributes=dict(a.attributes), instants=dict(a.instants))
             threading.Thread(
-                target=self._work, args=(a.key, job, year), name=f"vllm-log-{target.key[:20]}", daemon=True
+                target=self._work, args=(a.key, job, snap), name=f"vllm-log-{target.key[:20]}", daemon=True
             ).start()
             return False
         if job.done:
@@ -141,12 +146,13 @@ class VllmLogs:
             return True
         return False
 
-    def phases(self, key: str) -> dict[str, list[VllmPhase]]:
-        """``extra_spans``'s ``vllm`` argument for actuation ``key`` (empty without a log)."""
+    def phases(self, key: str) -> tuple[dict[str, list[VllmPhase]], list[str]]:
+        """``extra_spans``'s ``vllm`` and ``vllm_clock_assumed`` arguments for actuation
+        ``key`` (empty without a log)."""
         job = self._jobs.get(key)
-        if job is None or not job.phases:
-            return {}
-        return {job.target.key: job.phases}
+        if job is None or not job.done or not job.phases:
+            return {}, []
+        return {job.target.key: job.phases}, [job.target.key] if job.clock_assumed else []
 
     def forget(self, key: str) -> None:
         """The actuation was built (or dropped): its job and phases go."""
@@ -154,7 +160,7 @@ class VllmLogs:
 
     # ------------------------------------------------------------------ worker
 
-    def _work(self, key: str, job: _Job, year: int) -> None:
+    def _work(self, key: str, job: _Job, act: Any) -> None:
         t = job.target
         data = bytearray()
         with self._slots:
@@ -181,12 +187,10 @@ class VllmLogs:
                         max_bytes=self.max_bytes,
                         read_timeout_s=self.read_timeout_s,
                     )
-                phases, _stats = parse_vllm_log(
-                    bytes(data).splitlines(), year=year, utc_offset_s=self.utc_offset_s
-                )
+                phases, assumed = read_with_clock(act, bytes(data))
             except Exception as exc:  # noqa: BLE001 - a surprise costs this log, never the watcher
                 log.exception("vLLM log of %s: fetch failed", t.key)
-                res, phases = FetchResult(t.key, len(data), error=str(exc)), []
+                res, phases, assumed = FetchResult(t.key, len(data), error=str(exc)), [], False
         self.stats.fetches += 1
         self.stats.bytes += len(data)
         if res.error and not data:
@@ -196,7 +200,34 @@ class VllmLogs:
             self.stats.partial += 1
             log.warning("vLLM log of %s: partial (%d bytes): %s", t.key, len(data), res.error)
         if not job.done:
-            job.phases, job.result = phases, res
+            job.phases, job.clock_assumed, job.result = phases, assumed, res
             self.stats.phases += len(phases)
             job.done = True
         self.emit(("vllm", key))
+
+
+def _year(t_ns: int, offset_s: int = 0) -> int:
+    return datetime.fromtimestamp(t_ns // M.S + offset_s, timezone.utc).year
+
+
+def read_with_clock(act: Any, data: bytes) -> tuple[list[VllmPhase], bool]:
+    """The log's records read with its clock, and whether that clock was assumed (UTC);
+    no records when the actuation has no instant to date the log by.  The bridge's reading
+    (``PhaseSources.vllm_for``), step for step."""
+    from ..phase_spans import vllm_clock, vllm_reference
+
+    ref = vllm_reference(act)
+    if ref is None:
+        return [], False
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    probe, _ = parse_vllm_log(lines, year=_year(ref), utc_offset_s=0)
+    clock = vllm_clock(act, probe)
+    if clock is None:
+        return [], False
+    offset, assumed = clock
+    if offset == 0:
+        return probe, assumed
+    recs, _ = parse_vllm_log(lines, year=_year(ref, offset), utc_offset_s=offset)
+    return recs, assumed

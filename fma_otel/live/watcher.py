@@ -55,6 +55,9 @@ from .outfile import OutFile, OutFileError
 from .pods import PodWatcher, rv_number
 from .vllm_logs import VllmLogs
 
+#: the launcher's uvicorn line that ends its boot (as ``fma_otel.phase_inputs`` reads it)
+BOOT_LINE = "Application startup complete."
+
 log = logging.getLogger(__name__)
 
 DEFAULT_DPC_SELECTOR = (
@@ -100,7 +103,6 @@ class WatchConfig:
     vllm_logs: bool = False  # fetch each finished actuation's vLLM log (live/vllm_logs.py)
     vllm_log_max_bytes: int = 16 << 20
     vllm_log_timeout_s: float = 20.0
-    vllm_utc_offset_s: int = 0
     launcher_port: int = 8001
 
 
@@ -272,6 +274,8 @@ class LiveWatcher:
         self._events_wait_said = False
         self.vllm: VllmLogs | None = None
         self._baseline_containers: dict[str, str] = {}  # baseline Pod name -> its vLLM container
+        #: launcher Pod -> its log's first "Application startup complete." (fma.launcher.boot)
+        self._launcher_boot: dict[str, int] = {}
         self._extra_failed = 0
 
     # ------------------------------------------------------------------ lifecycle
@@ -357,7 +361,6 @@ class LiveWatcher:
                 max_bytes=cfg.vllm_log_max_bytes,
                 timeout_s=cfg.vllm_log_timeout_s,
                 read_timeout_s=cfg.log_read_timeout_s,
-                utc_offset_s=cfg.vllm_utc_offset_s,
             )
 
     def _make_sink(self) -> Any:
@@ -507,6 +510,8 @@ class LiveWatcher:
             try:
                 self.correlator.add_launcher(pod, rec)
                 self.metrics.launcher_records += 1
+                if rec.message == BOOT_LINE and pod not in self._launcher_boot:
+                    self._launcher_boot[pod] = rec.t_ns
             except Exception:  # noqa: BLE001 - one bad record never stops the watcher
                 log.exception("launcher record skipped")
             self._position(pos)
@@ -737,8 +742,12 @@ class LiveWatcher:
             if a.key in self.cp.emitted or a.key in self.state.unacked:
                 out.append(a)
                 continue
-            target = self.vllm.target(a, self._baseline_containers)
-            if target is None or self.vllm.ready(a, target):
+            try:
+                target = self.vllm.target(a, self._baseline_containers)
+                if target is None or self.vllm.ready(a, target):
+                    out.append(a)
+            except Exception:  # noqa: BLE001 - it goes without its vLLM log, the loop goes on
+                log.exception("%s: its vLLM log cannot be fetched; built without it", a.key)
                 out.append(a)
         return out
 
@@ -748,15 +757,22 @@ class LiveWatcher:
         A failure there costs the extra spans of this one trace (logged, counted), never
         the trace: it is built from the same facts as before.
         """
-        try:
-            from ..phase_spans import extra_spans
-        except ImportError:  # pragma: no cover - before phase_spans has extra_spans
-            return []
-        names = [str(a.attributes.get(M.A_REQ_NAME) or ""), str(a.attributes.get(M.A_LAUNCHER) or "")]
-        vllm = self.vllm.phases(a.key) if self.vllm is not None else {}
+        from ..phase_spans import extra_spans
+
+        launcher = str(a.attributes.get(M.A_LAUNCHER) or "")
+        names = [str(a.attributes.get(M.A_REQ_NAME) or ""), launcher]
+        vllm, assumed = self.vllm.phases(a.key) if self.vllm is not None else ({}, [])
+        boot = self._launcher_boot.get(launcher)
         try:
             return list(
-                extra_spans(a, trace, vllm=vllm, events=self.events.about(names), launcher_boot_ns=None)
+                extra_spans(
+                    a,
+                    trace,
+                    vllm=vllm,
+                    events=self.events.about(names),
+                    launcher_boot_ns={launcher: boot} if boot is not None else {},
+                    vllm_clock_assumed=assumed,
+                )
             )
         except Exception:  # noqa: BLE001 - one actuation the phase builder chokes on stays one
             self._extra_failed += 1
@@ -1002,6 +1018,7 @@ class LiveWatcher:
             if name:
                 self.events.forget(name)
                 self._baseline_containers.pop(name, None)
+                self._launcher_boot.pop(name, None)
             self._emitted_by_uid.pop(uid, None)
             del st.gone_at[uid]
             st.ready_seen.pop(uid, None)

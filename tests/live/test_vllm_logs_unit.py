@@ -47,7 +47,7 @@ def test_a_hung_fetch_holds_its_actuation_only_up_to_the_bound() -> None:
         assert not v.ready(a, t)
         now[0] += 0.2
         assert v.ready(a, t)  # let go without its log
-        assert v.stats.timeouts == 1 and v.phases(a.key) == {}
+        assert v.stats.timeouts == 1 and v.phases(a.key) == ({}, [])
     finally:
         kube.release_all.set()
     assert kube.calls == 1  # one fetch, however often it was asked

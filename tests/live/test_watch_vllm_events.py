@@ -9,8 +9,6 @@ at most 1 MiB) and the Events about its Pods, before its trace is written.
 from __future__ import annotations
 
 import re
-import sys
-import types
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +41,7 @@ class Recorder:
     def __init__(self) -> None:
         self.calls: dict[str, dict[str, Any]] = {}
 
-    def __call__(self, act: Any, trace: list[M.SpanRecord], *, vllm, events, launcher_boot_ns) -> list:  # noqa: ANN001
+    def __call__(self, act: Any, trace: list[M.SpanRecord], *, vllm, events, **_: Any) -> list:  # noqa: ANN001
         self.calls[act.key] = {"vllm": dict(vllm), "events": list(events), "path": act.path}
         root = next(s for s in trace if not s.parent_span_id)
         return [
@@ -63,10 +61,10 @@ class Recorder:
 
 @pytest.fixture
 def recorder(monkeypatch: pytest.MonkeyPatch) -> Recorder:
+    from fma_otel import phase_spans
+
     rec = Recorder()
-    module = types.ModuleType("fma_otel.phase_spans")
-    module.extra_spans = rec  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "fma_otel.phase_spans", module)
+    monkeypatch.setattr(phase_spans, "extra_spans", rec)
     return rec
 
 
