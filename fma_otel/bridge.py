@@ -97,6 +97,7 @@ class BridgeResult:
         trace = build_trace(act)
         if self.phases is None or self.phases.empty:
             return trace
+        trace = self.phases.annotate(act, trace, self.iter_actuations)
         return trace + self.phases.spans(act, trace)
 
     def iter_actuations(self) -> Iterator[Actuation]:

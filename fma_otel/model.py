@@ -351,6 +351,15 @@ STATUS_ERROR = "ERROR"
 
 
 @dataclass(frozen=True)
+class SpanEvent:
+    """A span event: an instant with attributes on a span (FMA's own Kubernetes Events)."""
+
+    name: str
+    time_ns: int
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class SpanRecord:
     """A finished span, immutable: what the builder makes and every sink consumes."""
 
@@ -366,6 +375,7 @@ class SpanRecord:
     status_code: str = STATUS_UNSET
     status_message: str = ""
     resource: Mapping[str, Any] = field(default_factory=dict)
+    events: tuple[SpanEvent, ...] = ()
 
     @property
     def duration_s(self) -> float:

@@ -10,12 +10,20 @@ one clock).  Events are read once, whole.  Everything here is counted in
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
 from . import model as M
-from .phase_spans import extra_spans, vllm_clock, vllm_key, vllm_reference
+from .phase_spans import (
+    FMA_EVENT_REASONS,
+    assign_fma_events,
+    extra_spans,
+    vllm_clock,
+    vllm_key,
+    vllm_reference,
+    with_fma_events,
+)
 from .sources.k8s_events import KubeEvent, parse_events
 from .sources.launcher_log import LauncherParseError, parse_launcher_line
 from .sources.records import SourceStats
@@ -70,6 +78,17 @@ class PhaseSources:
         self._lines: dict[str, list[bytes]] = {}
         self._parsed: dict[tuple[str, int, int], list[VllmPhase]] = {}
         self._boot: dict[str, int | None] = {}
+        self._fma_events: dict[str, list[KubeEvent]] | None = None
+        # the Events of each Pod, by uid and by (namespace, name): an actuation looks at its
+        # own Pods' only (a long capture holds many Events)
+        self._by_uid: dict[str, list[KubeEvent]] = {}
+        self._by_name: dict[tuple[str | None, str], list[KubeEvent]] = {}
+        for e in self._events:
+            if e.object_uid:
+                self._by_uid.setdefault(e.object_uid, []).append(e)
+            if e.object_name:
+                self._by_name.setdefault((e.object_namespace, e.object_name), []).append(e)
+        self.has_fma_events = any(e.raw_reason in FMA_EVENT_REASONS for e in self._events)
         self.stats: list[SourceStats] = []
         for path in self._paths.values():
             _, vs = parse_vllm_log(self._text(path), year=year)
@@ -131,6 +150,17 @@ class PhaseSources:
                         break
         return self._boot[launcher]
 
+    def annotate(
+        self, act: Any, trace: Sequence[M.SpanRecord], actuations: Callable[[], Iterable[Any]]
+    ) -> list[M.SpanRecord]:
+        """``trace`` with FMA's own Events as span events on ``fma.actuation``; which actuation
+        an Event concerns is decided once over all of them (``actuations()``)."""
+        if not self.has_fma_events:
+            return list(trace)
+        if self._fma_events is None:
+            self._fma_events = assign_fma_events(actuations(), self._events)
+        return with_fma_events(trace, self._fma_events.get(act.key, ()))
+
     def spans(self, act: Any, trace: Sequence[M.SpanRecord]) -> list[M.SpanRecord]:
         """The spans the phase sources add to ``trace``."""
         vllm: dict[str, list[VllmPhase]] = {}
@@ -144,8 +174,28 @@ class PhaseSources:
         launcher = act.attributes.get(M.A_LAUNCHER)
         boots = {launcher: b} if launcher and (b := self.boot_ns(launcher)) is not None else {}
         return extra_spans(
-            act, trace, vllm=vllm, events=self._events, launcher_boot_ns=boots, vllm_clock_assumed=assumed
+            act,
+            trace,
+            vllm=vllm,
+            events=self._events_of(act),
+            launcher_boot_ns=boots,
+            vllm_clock_assumed=assumed,
         )
+
+    def _events_of(self, act: Any) -> list[KubeEvent]:
+        """The Events that may concern the actuation's requester and launcher Pods (extra_spans
+        picks among them)."""
+        a = act.attributes
+        ns = a.get(M.A_NAMESPACE) or None
+        found: dict[int, KubeEvent] = {}
+        groups = [self._by_uid.get(a.get(M.A_REQ_UID) or "", [])]
+        for name in (a.get(M.A_REQ_NAME), a.get(M.A_LAUNCHER)):
+            if name:
+                groups += [self._by_name.get((ns, name), []), self._by_name.get((None, name), [])]
+        for group in groups:
+            for e in group:
+                found[id(e)] = e
+        return list(found.values())  # extra_spans orders them by content
 
 
 def _vllm_stats(path: str, vs: VllmLogStats) -> SourceStats:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 from . import model as M
@@ -27,7 +28,9 @@ from .sources.vllm_log import VllmPhase
 
 __all__ = [
     "PhaseSpan",
+    "assign_fma_events",
     "extra_spans",
+    "with_fma_events",
     "vllm_clock",
     "vllm_key",
     "vllm_reference",
@@ -39,6 +42,8 @@ __all__ = [
 
 NS = 1_000_000_000
 
+#: ``service.name`` of the spans whose end vLLM's own log states
+SERVICE_VLLM = "vllm"
 #: ``fma.start.source`` / ``fma.end.source`` of a boundary read from the vLLM log.
 SRC_VLLM = "vllm:log"
 #: the rank rule of :mod:`fma_otel.sources.vllm_log`, carried as ``vllm.rank_rule``
@@ -152,6 +157,9 @@ _COMPILATION = re.compile(r"compilation: (\d+(?:\.\d+)?) s")
 
 
 class _Planner:
+    """Walks the span table of ``docs/span-model.md`` over one log's records: the first record
+    of each phase (``first``), all of them for phases that repeat (``all``)."""
+
     def __init__(self, phases: Sequence[VllmPhase], top: str) -> None:
         self.top = top
         self.first: dict[str, VllmPhase] = {}
@@ -405,7 +413,7 @@ def number_spans(
     *,
     counts: Mapping[str, int] | None = None,
     attributes: Mapping[str, Any] | None = None,
-    service: str = "vllm",
+    service: str = SERVICE_VLLM,
     ready_hi_ns: int | None = None,
 ) -> list[M.SpanRecord]:
     """Finished span records for ``spans``, ids by the contract's rule: ``n`` is the index
@@ -416,7 +424,7 @@ def number_spans(
     healthy answer, ``D.serving``); it bounds an open ``max_s``."""
     seen = dict(counts or {})
     ids = dict(parent_ids)
-    resource = M.resource_attributes(service)
+    resources: dict[str, Mapping[str, Any]] = {}
     out: list[M.SpanRecord] = []
     for sp in spans:
         parent = ids.get(sp.parent_name)
@@ -440,12 +448,19 @@ def number_spans(
             attrs[M.A_MAX] = max_s
         start, end = sp.start_ns, sp.end_ns
         if end < start:
-            attrs[M.A_INCONSISTENT] = True
-            attrs[M.A_RAW] = _s(end - start)
-            end = start
+            if sp.max_s is not None and sp.max_s > 0:
+                end = start  # the end's interval reaches past the start: at least 0 long
+            else:
+                attrs[M.A_INCONSISTENT] = True
+                attrs[M.A_RAW] = _s(end - start)
+                end = start
+        svc = _SERVICE_OF.get(sp.name, service)
+        resource = resources.get(svc)
+        if resource is None:
+            resource = resources[svc] = M.resource_attributes(svc)
         out.append(
             M.SpanRecord(
-                trace_id, sid, parent, sp.name, M.INTERNAL, start, end, service, attrs, resource=resource
+                trace_id, sid, parent, sp.name, M.INTERNAL, start, end, svc, attrs, resource=resource
             )
         )
     return out
@@ -537,6 +552,8 @@ MAIN_CONTAINER = "inference-server"
 #: FMA's own Event reasons that become span events on ``fma.actuation``
 FMA_EVENT_REASONS: tuple[str, ...] = ("LauncherStuck", "OutdatedRoutingMetadata")
 SRC_LAUNCHER_BOOT = "launcher:log/Application startup complete"
+#: who observed the end of the spans not observed by the caller's default service
+_SERVICE_OF: Mapping[str, str] = {LAUNCHER_BOOT: M.SERVICE_LAUNCHER, READINESS_PROBE: M.SERVICE_K8S}
 
 
 def _src(ev: KubeEvent) -> str:
@@ -546,26 +563,41 @@ def _src(ev: KubeEvent) -> str:
 def _pod_events(
     events: Sequence[KubeEvent], *, uid: str | None, name: str | None, namespace: str | None
 ) -> list[KubeEvent]:
-    """The Events of one Pod: by uid where both know it, else by namespace and name."""
-    out = []
+    """The Events of one Pod: by uid where both know it, else by namespace and name.  One
+    record per Event object (a watch stream repeats an Event as its count grows): the
+    latest state of each, so the input's order and repeats do not matter."""
+    out: dict[Any, KubeEvent] = {}
     for e in events:
         if e.object_kind not in (None, "Pod"):
             continue
         if uid and e.object_uid:
-            if e.object_uid == uid:
-                out.append(e)
-        elif name and e.object_name == name and (not namespace or e.object_namespace in (None, namespace)):
-            out.append(e)
-    return out
+            if e.object_uid != uid:
+                continue
+        elif not (
+            name and e.object_name == name and (not namespace or e.object_namespace in (None, namespace))
+        ):
+            continue
+        key = e.event_uid or (e.raw_reason, e.container, e.first_ns, e.message)
+        old = out.get(key)
+        if old is None or _latest(e) > _latest(old):
+            out[key] = e
+    return sorted(out.values(), key=_order)
+
+
+def _latest(e: KubeEvent) -> tuple[int, int, str]:
+    return (e.count, e.last_ns, e.message)
+
+
+def _order(e: KubeEvent) -> tuple[int, str, str, str]:
+    """A content order (never the input's): the first occurrence, then what tells Events apart."""
+    return (e.first_ns, e.raw_reason, e.container or "", e.event_uid or e.message)
 
 
 def _first(evs: Iterable[KubeEvent], reason: str, container: str | None = None) -> KubeEvent | None:
-    best = None
-    for e in evs:
+    for e in evs:  # in _order: the first occurrence first
         if e.raw_reason == reason and (container is None or e.container == container):
-            if best is None or (e.first_ns, e.index) < (best.first_ns, best.index):
-                best = e
-    return best
+            return e
+    return None
 
 
 def _main_container(evs: Sequence[KubeEvent]) -> str | None:
@@ -692,7 +724,7 @@ def _k8s_plan(
             for e in evs
             if e.raw_reason == "Unhealthy"
             and e.container in (None, container)
-            and boot_ns - NS <= e.last_ns <= ready.t_ns + ready.precision_ns
+            and started.first_ns <= e.last_ns <= ready.t_ns + ready.precision_ns  # since the start
         )
         attrs = dict(cattr)
         attrs["k8s.probe.failures"] = failures
@@ -721,6 +753,21 @@ def _startup_records(phases: Sequence[VllmPhase], create_end_ns: int | None) -> 
     i0 = before[-1] if before else starts[0]
     later = [i for i in starts if i > i0]
     return list(phases[i0 : later[0] if later else len(phases)])
+
+
+def _within_call(p: PhaseSpan, call_start_ns: int) -> PhaseSpan:
+    """vLLM's wake lies inside the DPC's wake call: its end is in the stamp's second *and*
+    at least the logged duration after the call started, so the span takes the lower end
+    of that intersection (never past the stamp's second; sources say both)."""
+    shift = call_start_ns - p.start_ns
+    if shift <= 0 or shift >= NS:
+        return p
+    return p._replace(
+        start_ns=p.start_ns + shift,
+        end_ns=p.end_ns + shift,
+        start_source=f"{p.start_source}+dpc:D.wake.start",
+        end_source=f"{p.end_source}+dpc:D.wake.start",
+    )
 
 
 def extra_spans(
@@ -795,17 +842,17 @@ def extra_spans(
             ws, we = inst.get("D.wake.start"), inst.get("D.wake.end")
             if ws is not None and we is not None:
                 plan = [
-                    p
+                    _within_call(p, ws.t_ns)
                     for p in plan_vllm(phases, path=M.HOT)
                     if p.end_ns <= we.t_ns + we.precision_ns and p.end_ns + NS > ws.t_ns
                 ]
-                emit(plan, "vllm", extra=clock)
+                emit(plan, SERVICE_VLLM, extra=clock)
         elif act.path in (M.COLD_LAUNCHER, M.WARM):
             ce = inst.get("D.create.end")
             recs = _startup_records(phases, ce.t_ns if ce is not None else None)
             serving = inst.get("D.serving")
             hi = serving.t_ns + serving.precision_ns if serving is not None else None
-            emit(plan_vllm(recs, path=act.path), "vllm", hi, clock)
+            emit(plan_vllm(recs, path=act.path), SERVICE_VLLM, hi, clock)
         elif act.path == M.COLD_NO_FMA:
             started = inst.get("R.started")
             boot = (started.t_ns, started.t_ns + started.precision_ns, started.source) if started else None
@@ -828,5 +875,84 @@ def extra_spans(
                         ready.source,
                     )
                 )
-            emit(plan, "vllm", hi, clock)
+            emit(plan, SERVICE_VLLM, hi, clock)
     return out
+
+
+# --------------------------------------------------------------------------- FMA's own Events
+
+
+def _actuation_range(act: Any) -> tuple[int, int] | None:
+    """``fma.actuation``'s start and end (its last instant while incomplete)."""
+    inst = act.instants
+    start = inst.get("R.started") or inst.get("D.unbound")
+    if start is None:
+        return None
+    end = inst.get("R.ready")
+    return start.t_ns, end.t_ns if end is not None else act.last_ns
+
+
+def _concerns(act: Any, e: KubeEvent) -> bool:
+    """``LauncherStuck`` concerns the actuations of its launcher Pod, ``OutdatedRoutingMetadata``
+    those of its requester Pod (by uid, else by namespace and name)."""
+    base = act.attributes
+    ns = base.get(M.A_NAMESPACE)
+    if e.object_namespace and ns and e.object_namespace != ns:
+        return False
+    if e.raw_reason == "LauncherStuck":
+        return bool(e.object_name) and e.object_name == base.get(M.A_LAUNCHER)
+    if e.object_uid and base.get(M.A_REQ_UID):
+        return e.object_uid == base.get(M.A_REQ_UID)
+    return bool(e.object_name) and e.object_name == base.get(M.A_REQ_NAME)
+
+
+def assign_fma_events(actuations: Iterable[Any], events: Sequence[KubeEvent]) -> dict[str, list[KubeEvent]]:
+    """Actuation key -> FMA's own Events on it: the actuation of that Pod whose
+    ``fma.actuation`` holds the Event's first time, else the latest one that started before
+    it.  An Event no actuation of its Pod had started by is on none."""
+    fma = [e for e in events if e.raw_reason in FMA_EVENT_REASONS]
+    out: dict[str, list[KubeEvent]] = {}
+    if not fma:
+        return out
+    best: dict[Any, tuple[tuple[int, int], str]] = {}
+    seen: dict[Any, KubeEvent] = {}
+    for act in actuations:
+        rng = _actuation_range(act)
+        if rng is None:
+            continue
+        for e in fma:
+            if not _concerns(act, e) or rng[0] > e.first_ns:
+                continue
+            key = e.event_uid or (e.raw_reason, e.object_uid, e.object_name, e.first_ns, e.message)
+            old = seen.get(key)
+            if old is None or _latest(e) > _latest(old):
+                seen[key] = e
+            rank = (1 if e.first_ns <= rng[1] else 0, rng[0])  # holds it, then the latest start
+            if key not in best or rank > best[key][0]:
+                best[key] = (rank, act.key)
+    for key, (_, act_key) in best.items():
+        out.setdefault(act_key, []).append(seen[key])
+    for evs in out.values():
+        evs.sort(key=_order)
+    return out
+
+
+def with_fma_events(trace: Sequence[M.SpanRecord], events: Sequence[KubeEvent]) -> list[M.SpanRecord]:
+    """``trace`` with ``events`` as span events ``k8s.event.<Reason>`` on ``fma.actuation``."""
+    if not events:
+        return list(trace)
+    evs = tuple(
+        M.SpanEvent(
+            f"k8s.event.{e.raw_reason}",
+            e.first_ns,
+            {
+                "k8s.event.message": e.message,
+                "k8s.event.count": e.count,
+                "k8s.event.component": e.component or "",
+                "k8s.event.type": e.type or "",
+                "k8s.pod.name": e.object_name or "",
+            },
+        )
+        for e in events
+    )
+    return [replace(s, events=s.events + evs) if s.name == "fma.actuation" else s for s in trace]

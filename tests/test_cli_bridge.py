@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -38,12 +39,17 @@ def test_embedded_default_writes_every_trace(tmp_path: Path, clean_otlp_env) -> 
 def test_explicit_flags_equal_capture_directory(tmp_path: Path, clean_otlp_env) -> None:
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     launchers = [f"--launcher-log={p.name[9:-4]}={p}" for p in sorted(SAMPLE.glob("launcher-*.log"))]
+    vllm = [f"--vllm-log={p.stem.removeprefix('pod-')}={p}" for p in sorted(SAMPLE.glob("vllm/*.log"))]
+    assert len(vllm) >= 5
     r1 = run(
         "--pods",
         str(SAMPLE / "pods.json"),
         "--dpc-log",
         str(SAMPLE / "dpc.log"),
         *launchers,
+        "--events",
+        str(SAMPLE / "events.json"),
+        *vllm,
         "--out",
         str(a),
         "-q",
@@ -115,9 +121,7 @@ def test_unusable_input_is_one_line_and_exit_2(
 
 def _capture_with_bad_lines(tmp_path: Path) -> Path:
     d = tmp_path / "cap"
-    d.mkdir()
-    for f in SAMPLE.iterdir():
-        (d / f.name).write_bytes(f.read_bytes())
+    shutil.copytree(SAMPLE, d)  # with its vllm/ directory
     lines = (d / "dpc.log").read_bytes().splitlines(keepends=True)
     # lines the bridge does not want are passed over unread, garbage or not; wanted ones
     # that are malformed are skipped and named
@@ -171,7 +175,7 @@ def test_export_over_otlp(
     got = sorted((s.trace_id, s.span_id, s.parent_span_id, s.name, s.start_ns, s.end_ns) for s in rx.spans())
     assert got == sent
     services = {s.resource.get("service.name") for s in rx.spans()}
-    assert services == {M.SERVICE_K8S, M.SERVICE_DPC, M.SERVICE_LAUNCHER}
+    assert services == {M.SERVICE_K8S, M.SERVICE_DPC, M.SERVICE_LAUNCHER, "vllm"}  # vllm: its log's phases
 
 
 @pytest.mark.slow
@@ -220,9 +224,7 @@ def test_export_failure_keeps_the_file_and_exits_1(tmp_path: Path, clean_otlp_en
 
 def test_summary_counts_requesters_without_pods(tmp_path: Path, clean_otlp_env) -> None:
     d = tmp_path / "cap"
-    d.mkdir()
-    for f in SAMPLE.iterdir():
-        (d / f.name).write_bytes(f.read_bytes())
+    shutil.copytree(SAMPLE, d)  # with its vllm/ directory
     # keep only the baseline Pod's events: every FMA requester is gone from the capture
     kept = [ln for ln in (d / "pods.json").read_text().splitlines() if "vllm-baseline" in ln]
     (d / "pods.json").write_text("\n".join(kept) + "\n")
@@ -240,9 +242,7 @@ def test_jobs_is_gone_and_says_so(tmp_path: Path, clean_otlp_env) -> None:
 
 def _sample_copy(tmp_path: Path) -> Path:
     d = tmp_path / "cap"
-    d.mkdir()
-    for f in SAMPLE.iterdir():
-        (d / f.name).write_bytes(f.read_bytes())
+    shutil.copytree(SAMPLE, d)  # with its vllm/ directory
     return d
 
 
@@ -290,9 +290,7 @@ def test_capture_without_dpc_log_warns_and_traces_pod_status_only(tmp_path: Path
 
 def _sample_copy(tmp_path: Path) -> Path:
     d = tmp_path / "cap"
-    d.mkdir()
-    for f in SAMPLE.iterdir():
-        (d / f.name).write_bytes(f.read_bytes())
+    shutil.copytree(SAMPLE, d)  # with its vllm/ directory
     return d
 
 

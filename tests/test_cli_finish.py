@@ -5,6 +5,7 @@ summary and ``--strict`` exit code, the same as inside click's runner.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -31,9 +32,7 @@ def test_bridge_to_stdout_is_complete_and_equal_to_the_file(tmp_path: Path) -> N
 
 def test_bridge_summary_and_strict_exit_code_from_the_console_entry_point(tmp_path: Path) -> None:
     cap = tmp_path / "cap"
-    cap.mkdir()
-    for f in sample_dir().iterdir():
-        (cap / f.name).write_bytes(f.read_bytes())
+    shutil.copytree(sample_dir(), cap)
     with (cap / "dpc.log").open("ab") as fh:
         fh.write(b'I0629 14:40:00.000000       1 x.go:1] "Bound server-providing Pod" serverUID="u\n')
     proc = subprocess.run(

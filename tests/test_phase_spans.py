@@ -286,3 +286,167 @@ def test_vllm_parent():
     assert vllm_parent(M.COLD_LAUNCHER) == vllm_parent(M.WARM) == "fma.vllm.ready"
     assert vllm_parent(M.COLD_NO_FMA) == "fma.actuation"
     assert vllm_parent(M.HOT) is None and vllm_parent(M.UNKNOWN) is None
+
+
+# --------------------------------------------------------------------------- extra_spans
+
+
+def _act(path, instants, **attrs):
+    from fma_otel.correlate import Actuation
+
+    inst = {k: M.Instant(v, M.S, f"k8s:{k}", M.SERVICE_K8S) for k, v in instants.items()}
+    base = {M.A_PATH: path, M.A_NAMESPACE: "fma", M.A_REQ_NAME: "req", M.A_REQ_UID: "req-uid", **attrs}
+    return Actuation("req-uid", 1, path, True, inst, base)
+
+
+def _trace_with(act, *names):
+    tid = act.trace_id
+    return [
+        M.SpanRecord(tid, M.span_id_for(tid, n, 0), None, n, M.INTERNAL, 0, 1, M.SERVICE_K8S, {})
+        for n in names
+    ]
+
+
+def _fixture_events(name="core-v1-list.json"):
+    from fma_otel.sources.k8s_events import parse_events
+
+    return parse_events((Path(__file__).parent / "fixtures" / "events" / name).read_bytes())[0]
+
+
+def test_launcher_startup_from_the_fixture_events():
+    from fma_otel.phase_spans import extra_spans
+
+    sec = 1_782_743_741  # 14:35:41 UTC, the fixture's Scheduled
+    act = _act(
+        M.COLD_LAUNCHER,
+        {"L.created": (sec - 1) * NS, "L.scheduled": sec * NS, "L.ready": (sec + 50) * NS},
+        **{M.A_LAUNCHER: "launcher-qwen-7x2kd"},
+    )
+    trace = _trace_with(act, "fma.request", "fma.actuation", "fma.launcher.startup")
+    boot = (sec + 46) * NS + 250 * 1_000_000
+    out = extra_spans(act, trace, events=_fixture_events(), launcher_boot_ns={"launcher-qwen-7x2kd": boot})
+    by = {s.name: s for s in out}
+    assert list(by) == [
+        "k8s.pod.setup",
+        "k8s.image.pull",
+        "k8s.container.start",
+        "fma.launcher.boot",
+        "k8s.readiness.probe",
+    ]
+    startup = M.span_id_for(act.trace_id, "fma.launcher.startup", 0)
+    assert all(s.parent_span_id == startup for s in out)
+    setup, pull, start = by["k8s.pod.setup"], by["k8s.image.pull"], by["k8s.container.start"]
+    assert (
+        setup.start_ns == 1782743741118264000 and setup.end_ns == (sec + 1) * NS
+    )  # Scheduled (µs) -> Pulling
+    assert setup.attributes[M.A_START_SRC] == "k8s:event/Scheduled"
+    assert pull.end_ns == 1782743774 * NS and pull.end_ns - pull.start_ns == 31_874_000_000  # "in 31.874s"
+    assert pull.attributes["k8s.image.pull_s"] == 31.874 and pull.attributes[M.A_METRIC] == "T_image_pull"
+    assert (start.start_ns, start.end_ns) == (pull.end_ns, 1782743775 * NS)
+    assert by["fma.launcher.boot"].end_ns == boot == by["k8s.readiness.probe"].start_ns
+    assert by["fma.launcher.boot"].service == M.SERVICE_LAUNCHER
+    probe = by["k8s.readiness.probe"]
+    assert probe.end_ns == (sec + 50) * NS and probe.attributes["k8s.probe.failures"] == 3
+    # the sidecar's "already present" Pulled and FMA's LauncherStuck (another Pod) make no span
+    assert not any("notifier" in str(s.attributes.get("k8s.container.name")) for s in out)
+    # a trace without the parent gets none of them; no boot line: no boot and no probe
+    assert extra_spans(act, _trace_with(act, "fma.request"), events=_fixture_events()) == []
+    names = [s.name for s in extra_spans(act, trace, events=_fixture_events())]
+    assert names == ["k8s.pod.setup", "k8s.image.pull", "k8s.container.start"]
+
+
+def test_requester_events_through_the_new_api_and_in_any_order():
+    from fma_otel.phase_spans import extra_spans
+
+    new = _fixture_events("events-v1-list.json")
+    uid = next(e.object_uid for e in new if e.object_name == "requester-qwen-5d8f-abcde")
+    act = _act(M.WARM, {})
+    act.attributes[M.A_REQ_UID] = uid  # type: ignore[index]
+    trace = _trace_with(act, "fma.request", "fma.requester.startup", "fma.actuation")
+    out = extra_spans(act, trace, events=new)
+    # Scheduled, then a Pulled with its duration, and no Pulling or Started: the pull only
+    assert [(s.name, s.end_ns - s.start_ns, s.end_ns) for s in out] == [
+        ("k8s.image.pull", 512_000_000, 1_782_743_742 * NS)
+    ]
+    assert out[0].parent_span_id == M.span_id_for(act.trace_id, "fma.requester.startup", 0)
+    assert extra_spans(act, trace, events=list(reversed(new))) == out
+    # the launcher's Events (core/v1 fixture) are another Pod's: nothing for this requester
+    assert extra_spans(act, trace, events=_fixture_events()) == []
+
+
+def test_vllm_clock_offsets():
+    from fma_otel.phase_spans import vllm_clock
+
+    recs = records("v0.26.0-fma-instance.log", 2026, 0)  # read as if UTC: 7 h early
+    ps = next(r for r in recs if r.phase == "process_start")
+    create = ps.end_lo_ns + 7 * 3600 * NS - 300 * 1_000_000  # the true create call, UTC
+    act = _act(M.COLD_LAUNCHER, {})
+    act.instants["D.create.start"] = M.Instant(create, 1, "dpc", M.SERVICE_DPC)  # type: ignore[index]
+    assert vllm_clock(act, recs) == (-7 * 3600, False)
+    # a --timestamps prefix wins (the runtime's UTC read time per line)
+    recs34 = records("v0.34.0-pod-tp2-timestamps.log", 2027, 0)
+    assert vllm_clock(_act(M.COLD_NO_FMA, {"R.started": recs34[0].end_lo_ns}), recs34) == (0, False)
+    # nothing to compare with: assumed UTC
+    assert vllm_clock(_act(M.COLD_NO_FMA, {}), records("v0.10.1-tp2.log", 2025, 0)) == (0, True)
+
+
+# --------------------------------------------------------------------------- FMA's own Events
+
+
+def test_fma_events_become_span_events_on_the_actuation_they_concern(tmp_path):
+    import io
+
+    from fma_otel.phase_spans import assign_fma_events, with_fma_events
+    from fma_otel.sinks.otlp_export import to_readable_spans
+    from fma_otel.sinks.otlp_json import read_spans, write_trace_line
+
+    new = _fixture_events("events-v1-list.json")
+    ev = next(e for e in new if e.raw_reason == "OutdatedRoutingMetadata")
+    t = ev.first_ns // NS * NS
+
+    def act(key, start, ready=None):
+        inst = {"R.started": start * NS}
+        if ready is not None:
+            inst["R.ready"] = ready * NS
+        a = _act(M.HOT, {}, **{M.A_REQ_UID: ev.object_uid, M.A_REQ_NAME: ev.object_name})
+        a.instants.update({k: M.Instant(v, NS, "k", M.SERVICE_K8S) for k, v in inst.items()})  # type: ignore[attr-defined]
+        return type(a)(key, 1, a.path, ready is not None, a.instants, a.attributes)
+
+    first, second = act("u", t // NS - 100, t // NS - 50), act("u/2", t // NS - 10, t // NS + 5)
+    other = _act(M.HOT, {"R.started": t - 5 * NS})  # another requester (uid "req-uid")
+    got = assign_fma_events([first, second, other], new)
+    assert list(got) == ["u/2"] and [e.raw_reason for e in got["u/2"]] == ["OutdatedRoutingMetadata"]
+    # after every actuation of its Pod: the latest one that started before it
+    late = act("u/2", t // NS - 40, t // NS - 30)
+    assert list(assign_fma_events([first, late], new)) == ["u/2"]
+    # before any: on none; other reasons: never
+    assert assign_fma_events([act("u", t // NS + 1, t // NS + 9)], new) == {}
+    assert assign_fma_events([second], [e for e in new if e.raw_reason != "OutdatedRoutingMetadata"]) == {}
+    # on fma.actuation only, with the Event's words; through OTLP JSON and the SDK span
+    trace = _trace_with(second, "fma.request", "fma.actuation")
+    out = with_fma_events(trace, got["u/2"])
+    assert out[0] == trace[0] and out[1].events and not trace[1].events
+    e = out[1].events[0]
+    assert e.name == "k8s.event.OutdatedRoutingMetadata" and e.time_ns == ev.first_ns
+    assert e.attributes["k8s.event.message"] == ev.message and e.attributes["k8s.event.count"] == 1
+    assert e.attributes["k8s.event.component"] == "dual-pods-controller"
+    buf = io.StringIO()
+    write_trace_line(buf, out)
+    path = tmp_path / "t.jsonl"
+    path.write_text(buf.getvalue())
+    back = {s.name: s for s in read_spans(str(path))}
+    assert back["fma.actuation"].events == out[1].events
+    sdk = {s.name: s for s in to_readable_spans(out)}
+    assert [(x.name, x.timestamp) for x in sdk["fma.actuation"].events] == [(e.name, e.time_ns)]
+
+
+def test_launcher_stuck_goes_to_the_actuation_of_its_launcher():
+    from fma_otel.phase_spans import assign_fma_events
+
+    old = _fixture_events()
+    ev = next(e for e in old if e.raw_reason == "LauncherStuck")
+    a = _act(M.COLD_LAUNCHER, {"R.started": ev.first_ns - 60 * NS}, **{M.A_LAUNCHER: ev.object_name})
+    a.attributes[M.A_NAMESPACE] = ev.object_namespace  # type: ignore[index]
+    b = _act(M.COLD_LAUNCHER, {"R.started": ev.first_ns - 60 * NS}, **{M.A_LAUNCHER: "launcher-other"})
+    got = assign_fma_events([b, a], old)
+    assert [e.raw_reason for e in got[a.key]] == ["LauncherStuck"] and len(got) == 1

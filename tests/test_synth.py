@@ -120,8 +120,12 @@ def test_other_seed_differs() -> None:
 
 
 def test_committed_sample_is_regenerated_identically(sample_dir: Path) -> None:
-    committed = sorted(p.name for p in SAMPLE_DIR.iterdir() if not p.name.startswith("."))
-    fresh = sorted(p.name for p in sample_dir.iterdir())
+    committed = sorted(
+        str(p.relative_to(SAMPLE_DIR))
+        for p in SAMPLE_DIR.rglob("*")
+        if p.is_file() and not p.name.startswith(".") and "__pycache__" not in p.parts
+    )
+    fresh = sorted(str(p.relative_to(sample_dir)) for p in sample_dir.rglob("*") if p.is_file())
     assert committed == fresh
     for n in fresh:
         assert (SAMPLE_DIR / n).read_bytes() == (sample_dir / n).read_bytes(), (

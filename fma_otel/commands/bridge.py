@@ -1,7 +1,8 @@
 """``fma-otel bridge``: capture files in, one OTLP trace per actuation out.
 
 The flags ``--pods --dpc-log --launcher-log NAME=FILE --baseline-selector --out`` are a
-contract.  Exit codes: 0 done; 1 ``--strict`` found skipped lines, or the OTLP export
+contract; ``--vllm-log KEY=FILE`` and ``--events FILE`` add the phase spans
+(``docs/span-model.md``).  Exit codes: 0 done; 1 ``--strict`` found skipped lines, or the OTLP export
 failed (the ``--out`` file is complete either way); 2 unusable arguments or files.
 """
 
@@ -207,16 +208,6 @@ def _inputs(
     return inputs
 
 
-def _phase_inputs(inputs: B.BridgeInputs, vllm_logs: tuple[str, ...], events: tuple[str, ...]) -> None:
-    """``--vllm-log KEY=FILE`` and ``--events FILE``, beside (and over) a capture's own."""
-    for spec in vllm_logs:
-        key, sep, path = spec.partition("=")
-        if not sep or not key or not path:
-            raise B.InputError(f"--vllm-log {spec!r}: expected INSTANCE_ID_OR_POD=PATH")
-        inputs.vllm_logs[key] = path
-    inputs.events.extend(e for e in events if e not in inputs.events)
-
-
 def _run(inputs: B.BridgeInputs, selector, container, quiet: bool) -> B.BridgeResult:  # noqa: ANN001
     from ._common import byte_progress
 
@@ -230,3 +221,13 @@ def _run(inputs: B.BridgeInputs, selector, container, quiet: bool) -> B.BridgeRe
         return B.run_bridge(
             inputs, baseline_selector=selector, baseline_container=container, progress=advance
         )
+
+
+def _phase_inputs(inputs: B.BridgeInputs, vllm_logs: tuple[str, ...], events: tuple[str, ...]) -> None:
+    """``--vllm-log KEY=FILE`` and ``--events FILE``, beside (and over) a capture's own."""
+    for spec in vllm_logs:
+        key, sep, path = spec.partition("=")
+        if not sep or not key or not path:
+            raise B.InputError(f"--vllm-log {spec!r}: expected INSTANCE_ID_OR_POD=PATH")
+        inputs.vllm_logs[key] = path
+    inputs.events.extend(e for e in events if e not in inputs.events)

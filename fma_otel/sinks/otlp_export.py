@@ -321,7 +321,7 @@ class _Converter:
 
     def __call__(self, rec: SpanRecord) -> Any:
         from opentelemetry import trace as api
-        from opentelemetry.sdk.trace import ReadableSpan
+        from opentelemetry.sdk.trace import Event, ReadableSpan
         from opentelemetry.trace.status import Status, StatusCode
 
         flags = api.TraceFlags(api.TraceFlags.SAMPLED)
@@ -349,6 +349,10 @@ class _Converter:
             start_time=rec.start_ns,
             end_time=rec.end_ns,
             instrumentation_scope=self._scope,
+            events=[
+                Event(e.name, {k: _attr_value(v) for k, v in e.attributes.items()}, e.time_ns)
+                for e in rec.events
+            ],
         )
 
 

@@ -20,7 +20,7 @@ import orjson
 from .. import __version__
 from ..jsonsafe import ns
 from ..lines import MAX_TRACE_LINE_BYTES, TooLong, bounded_lines
-from ..model import STATUS_ERROR, STATUS_OK, STATUS_UNSET, SpanRecord, resource_attributes
+from ..model import STATUS_ERROR, STATUS_OK, STATUS_UNSET, SpanEvent, SpanRecord, resource_attributes
 
 SCOPE_NAME = "fma-otel"
 
@@ -76,6 +76,11 @@ def span_to_json(s: SpanRecord) -> dict[str, Any]:
         out["parentSpanId"] = s.parent_span_id
     if s.status_message:
         out["status"]["message"] = s.status_message
+    if s.events:
+        out["events"] = [
+            {"timeUnixNano": str(e.time_ns), "name": e.name, "attributes": key_values(e.attributes)}
+            for e in s.events
+        ]
     return out
 
 
@@ -232,6 +237,12 @@ def spans_from_request(req: Mapping[str, Any]) -> Iterator[SpanRecord]:
                     status_code=OTLP_TO_STATUS.get(code, STATUS_UNSET),
                     status_message=_text(status.get("message")),
                     resource=res,
+                    events=tuple(
+                        SpanEvent(
+                            _text(e.get("name")), ns(e.get("timeUnixNano")), attrs_of(e.get("attributes"))
+                        )
+                        for e in sp.get("events") or ()
+                    ),
                 )
 
 

@@ -85,7 +85,8 @@ EVENTS = _events()
 
 @lru_cache(maxsize=1)
 def _baseline() -> str:
-    res = run_bridge(inputs_from_capture(SAMPLE))
+    cap = inputs_from_capture(SAMPLE)  # Pods, DPC and launcher logs: the Pods' order is the point
+    res = run_bridge(BridgeInputs(cap.pods, cap.dpc_log, dict(cap.launcher_logs)))
     return dump_traces(s for t in res.traces for s in t)
 
 

@@ -80,8 +80,9 @@ def test_png_files_are_valid_and_of_the_stated_size(sample_report):
     # one SLO mark on T_actuation: one legend line under the panels
     assert png_size(sample_report.png_dir / "dist-T_actuation.png") == (1500, 480 + 40)
     assert png_size(sample_report.png_dir / "dist-T_wake.png") == (1500, 480)
-    # 8 metrics in 4 rows of two panels, and the legend line of that SLO mark
-    assert png_size(sample_report.png_dir / "trends.png") == (1500, 150 + 4 * 230 + 40)
+    # 22 metrics (8 of the model's table, 14 of the vLLM and Pod phases) in 11 rows of two
+    # panels, and the legend line of that SLO mark
+    assert png_size(sample_report.png_dir / "trends.png") == (1500, 150 + 11 * 230 + 40)
     assert FIG_WIDTH_PX / PNG_DPI == 10  # inches: the stated size
     html = sample_report.html.read_text()
     assert html.count('<svg class="fig"') == len(files)

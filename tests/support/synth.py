@@ -364,6 +364,7 @@ class _Act:
     label: bool = True  # log "Observed actuation latency"
     worker: int = -1
     instants: dict[str, tuple[int, int]] = field(default_factory=dict)  # name -> (value, emitted at)
+    vllm_up: int = 0  # true time of vLLM's "Application startup complete." (phase logs)
     ready_true: int = 0  # true time of the Ready transition this actuation caused
     relayed_true: int = 0
 
@@ -1234,6 +1235,7 @@ class _Sim:
         # an incomplete actuation's vLLM never answers within the capture
         up = cs + lat + (startup if not a.incomplete else 10**6 * S)
         polls = [chdr + self.m(0.2, 1.5)]
+        a.vllm_up = up
         extra = sig_t + self.m(16, 30)
         base = f"http://{lch.ip}:{a.isc['port']}"
         url = base + "/is_sleeping"
@@ -1939,6 +1941,488 @@ def _merge_watch(t: TruthActuation) -> TruthActuation:
     return TruthActuation(**{**asdict(t), "instants": inst, "watch_instants": {}})
 
 
+# --------------------------------------------------------------------------- phase inputs
+# Kubernetes Events and vLLM instance logs for a simulated capture (issue 22), made after the
+# simulation from its true instants, with their own random streams: the Pods, the DPC log
+# and the launcher logs are the same bytes with or without them.
+
+VLLM_VERSION = "0.26.0"  # the FMA benchmark image's vLLM (vllm/vllm-openai:v0.26.0)
+_MODEL_OF_ISC = {isc["name"]: isc["options"].split()[1] for isc in ISCS}
+
+
+def _vstamp(ns: int) -> str:
+    """vLLM's ``%m-%d %H:%M:%S``: local time (UTC here), truncated to the second."""
+    return datetime.fromtimestamp(ns // S, timezone.utc).strftime("%m-%d %H:%M:%S")
+
+
+class _VllmLog:
+    """One vLLM 0.26 server log as it is written: (true time, text) lines."""
+
+    def __init__(
+        self, rng: random.Random, *, api: str | None, engine: str, worker: str | None = None
+    ) -> None:
+        self.rng = rng
+        self.api = api  # the API server's prefix on its own lines (None: unprefixed, FMA caveat)
+        self.engine = engine
+        self.lines: list[tuple[int, str]] = []
+
+    def add(
+        self, t: int, msg: str, *, who: str | None = None, src: str = "core.py:101", level: str = "INFO"
+    ) -> None:
+        pre = f"({who}) " if who else ""
+        self.lines.append((t, f"{pre}{level} {_vstamp(t)} [{src}] {msg}"))
+
+    def raw(self, t: int, text: str) -> None:
+        self.lines.append((t, text))
+
+    def startup(self, p: int, up: int, model: str, port: int, *, download: bool) -> None:
+        """Process start ``p`` to uvicorn's "Application startup complete." at ``up``."""
+        r = self.rng
+        total = up - p
+        api, eng = self.api, self.engine
+        setup = p + int(total * r.uniform(0.2, 0.26))
+        self.add(
+            p + int((setup - p) * 0.7),
+            "Automatically detected platform cuda.",
+            who=api,
+            src="__init__.py:216",
+        )
+        self.add(setup, "", who=api, src="api_utils.py:254")
+        for row in (
+            "       █     █     █▄   ▄█",
+            f" ▄▄ ▄█ █     █     █ ▀▄▀ █  version {VLLM_VERSION}",
+            f"  █▄█▀ █     █     █     █  model   {model}",
+            "   ▀▀  ▀▀▀▀▀ ▀▀▀▀▀ ▀     ▀",
+            "",
+        ):
+            self.add(setup, row, who=api, src="api_utils.py:254")
+        self.add(
+            setup + 2 * MS,
+            f"non-default args: {{'model': '{model}', 'port': {port}, 'enable_sleep_mode': True}}",
+            who=api,
+            src="api_utils.py:261",
+        )
+        self.add(
+            setup + 3 * MS,
+            "SECURITY WARNING: Development endpoints are enabled! This should NOT be used in production!",
+            who=api,
+            src="api_server.py:1102",
+            level="WARNING",
+        )
+        cfg = setup + int(total * r.uniform(0.1, 0.14))
+        self.add(cfg - 6 * MS, "Waiting for init message from front-end.", who=eng, src="core.py:93")
+        self.add(
+            cfg,
+            f"Initializing a V1 LLM engine (v{VLLM_VERSION}) with config: model='{model}', "
+            f"speculative_config=None, tokenizer='{model}', load_format=auto, tensor_parallel_size=1, "
+            "enforce_eager=False, compilation_config={'mode': 3}",
+            who=eng,
+            src="core.py:101",
+        )
+        load_start = cfg + int(total * r.uniform(0.04, 0.06))
+        self.add(load_start, f"Starting to load model {model}...", who=eng, src="gpu_model_runner.py:3354")
+        load = int(total * r.uniform(0.14, 0.18))
+        t = load_start + int(load * r.uniform(0.03, 0.08))  # the model's modules are built first
+        if download:
+            dl = int(load * r.uniform(0.35, 0.5))
+            t += dl
+            self.add(
+                t,
+                f"Time spent downloading weights for {model}: {dl / S:.6f} seconds",
+                who=eng,
+                src="weight_utils.py:312",
+            )
+        wl = load_start + load - t - int(load * r.uniform(0.02, 0.05))  # then post-processing
+        t += wl
+        self.add(t, f"Loading weights took {wl / S:.2f} seconds", who=eng, src="default_loader.py:314")
+        load_end = load_start + load
+        self.add(
+            load_end,
+            f"Model loading took {r.uniform(1, 5):.2f} GiB memory and {(load_end - load_start) / S:.6f} seconds",
+            who=eng,
+            src="gpu_model_runner.py:3431",
+        )
+        init_start = load_end + r.randrange(20, 120) * MS
+        api_part = r.randrange(700, 1600) * MS
+        init_end = up - api_part
+        span = init_end - init_start
+        c0 = init_start + r.randrange(50, 300) * MS  # the profiling forward compiles first
+        dyn = int(span * r.uniform(0.2, 0.28))
+        self.add(
+            c0 + dyn - 3 * MS,
+            "Using cache directory: /root/.cache/vllm/torch_compile_cache/5c2a/rank_0_0/backbone "
+            "for vLLM's torch.compile",
+            who=eng,
+            src="backends.py:631",
+        )
+        self.add(c0 + dyn, f"Dynamo bytecode transform time: {dyn / S:.2f} s", who=eng, src="backends.py:647")
+        cl = int(span * r.uniform(0.08, 0.12))
+        c1 = c0 + dyn + cl
+        self.add(
+            c1,
+            f"Directly load the compiled graph(s) for compile range (1, 8192) from the cache, took {cl / S:.3f} s",
+            who=eng,
+            src="backends.py:251",
+        )
+        c2 = c1 + r.randrange(5, 30) * MS
+        self.add(c2, f"torch.compile took {(c2 - c0) / S:.2f} s in total", who=eng, src="monitor.py:47")
+        pr = int(span * r.uniform(0.06, 0.1))
+        self.add(c2 + pr, f"Initial profiling/warmup run took {pr / S:.2f} s", who=eng, src="monitor.py:74")
+        kv = c2 + pr + int(span * r.uniform(0.03, 0.06))
+        self.add(
+            kv, f"Available KV cache memory: {r.uniform(20, 60):.1f} GiB", who=eng, src="gpu_worker.py:359"
+        )
+        self.add(
+            kv + 4 * MS,
+            f"GPU KV cache size: {r.randrange(200, 900) * 1000 + r.randrange(1000):,} tokens",
+            who=eng,
+            src="kv_cache_utils.py:1229",
+        )
+        cg_end = init_end - r.randrange(40, 200) * MS
+        cg = cg_end - (kv + r.randrange(30, 90) * MS)
+        self.add(
+            cg_end,
+            f"Graph capturing finished in {cg / S:.0f} secs, took {r.uniform(0.3, 0.9):.2f} GiB",
+            who=eng,
+            src="gpu_model_runner.py:4244",
+        )
+        self.add(
+            init_end,
+            f"init engine (profile, create kv cache, warmup model) took {span / S:.2f} s "
+            f"(compilation: {(c2 - c0) / S:.2f} s)",
+            who=eng,
+            src="core.py:250",
+        )
+        t = init_end + api_part // 3
+        self.add(t, "Supported tasks: ['generate']", who=api, src="api_server.py:1544")
+        self.add(
+            t + 2 * MS, f"Starting vLLM server on http://0.0.0.0:{port}", who=api, src="api_server.py:1873"
+        )
+        self.add(t + 3 * MS, "Available routes are:", who=api, src="launcher.py:36")
+        self.add(t + 4 * MS, "Route: /health, Methods: GET", who=api, src="launcher.py:44")
+        upre = f"({self.api_uvicorn}) "
+        self.raw(up - 3 * MS, f"{upre}INFO:     Started server process [{self.pid}]")
+        self.raw(up - 2 * MS, f"{upre}INFO:     Waiting for application startup.")
+        self.raw(up, f"{upre}INFO:     Application startup complete.")
+
+    api_uvicorn = "APIServer pid=1"
+    pid = 1
+
+    def sleep(self, end: int, dur: int) -> None:
+        self.add(
+            end - 2 * MS,
+            f"Sleep mode freed {self.rng.uniform(20, 60):.2f} GiB memory, 0.98 GiB memory is still in use.",
+            who=self.engine,
+            src="gpu_worker.py:117",
+        )
+        self.add(
+            end, f"It took {dur / S:.6f} seconds to fall asleep.", who=self.engine, src="abstract.py:301"
+        )
+        self.raw(
+            end + MS,
+            f'({self.api_uvicorn}) INFO:     127.0.0.1:{self.rng.randrange(32768, 61000)} - "POST /sleep?level=1 HTTP/1.1" 200 OK',
+        )
+
+    def wake(self, start: int, end: int) -> None:
+        """A ``/wake_up`` call from ``start`` to ``end`` (the DPC's view)."""
+        r = self.rng
+        got = start + r.randrange(1, 4) * MS
+        self.add(got, "wake up the engine with tags: None", who=self.api, src="api_router.py:52")
+        done = end - r.randrange(2, 10) * MS
+        began = got + r.randrange(1, 5) * MS
+        self.add(
+            done,
+            f"It took {(done - began) / S:.6f} seconds to wake up tags {{'kv_cache', 'weights'}}.",
+            who=self.engine,
+            src="abstract.py:318",
+        )
+        self.raw(
+            done + MS,
+            f'({self.api_uvicorn}) INFO:     127.0.0.1:{r.randrange(32768, 61000)} - "POST /wake_up HTTP/1.1" 200 OK',
+        )
+
+    def text(self, until: int) -> list[tuple[int, str]]:
+        return [(t, s) for t, s in sorted(self.lines, key=lambda x: x[0]) if t <= until]
+
+
+def _true_lifecycle(ps: _PodSim) -> dict[str, int]:
+    """The true schedule, sandbox-ready and container-start times of a simulated Pod."""
+    names = {"on_sched": "sched", "on_init": "init", "on_start": "started"}
+    return {names[f.__name__]: t for t, _, f in ps.facts if f.__name__ in names}
+
+
+def _event(
+    ns: str,
+    pod: dict[str, Any],
+    reason: str,
+    message: str,
+    first: int,
+    *,
+    last: int | None = None,
+    count: int = 1,
+    container: str | None = None,
+    component: str = "kubelet",
+    etype: str = "Normal",
+    event_time: int | None = None,
+    seq: int = 0,
+) -> dict[str, Any]:
+    md = pod["metadata"]
+    ref: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "name": md["name"],
+        "namespace": ns,
+        "uid": md["uid"],
+    }
+    if container:
+        ref["fieldPath"] = f"spec.containers{{{container}}}"
+    ev: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {
+            "name": f"{md['name']}.{_hex16(md['uid'], seq)}",
+            "namespace": ns,
+            "uid": str(
+                uuid.UUID(bytes=hashlib.sha256(f"event/{md['uid']}/{seq}".encode()).digest()[:16], version=4)
+            ),
+            "creationTimestamp": k8s_time(first),
+        },
+        "involvedObject": ref,
+        "reason": reason,
+        "message": message,
+        "type": etype,
+    }
+    if event_time is not None:
+        ev.update(
+            {
+                "eventTime": _micro_time(event_time),
+                "firstTimestamp": None,
+                "lastTimestamp": None,
+                "source": {},
+                "reportingComponent": component,
+                "reportingInstance": f"{component}-control-plane-1",
+                "action": "Binding",
+            }
+        )
+    else:
+        ev.update(
+            {
+                "firstTimestamp": k8s_time(first),
+                "lastTimestamp": k8s_time(last if last is not None else first),
+                "count": count,
+                "source": {"component": component, "host": pod["spec"].get("nodeName", "")},
+                "eventTime": None,
+                "reportingComponent": component,
+                "reportingInstance": pod["spec"].get("nodeName", ""),
+            }
+        )
+    return ev
+
+
+def _hex16(uid: str, seq: int) -> str:
+    return hashlib.sha256(f"{uid}/{seq}".encode()).hexdigest()[:16]
+
+
+def _micro_time(ns: int) -> str:
+    """Kubernetes ``MicroTime``: always six fraction digits."""
+    sec, rem = divmod(ns, S)
+    return f"{_sec_parts(sec)[1]}.{rem // US:06d}Z"
+
+
+def _go_secs(ns: int) -> str:
+    """A Go ``time.Duration`` as the kubelet prints a pull time, to the millisecond."""
+    ms = ns // MS
+    return f"{ms // 1000}.{ms % 1000:03d}s" if ms >= 1000 else f"{ms}ms"
+
+
+def synth_events(sim: _Sim, seed: int = 0) -> list[dict[str, Any]]:
+    """``kubectl get events -o json`` items for every Pod that started in the simulation."""
+    out: list[tuple[int, int, dict[str, Any]]] = []
+    for i, ps in enumerate(sim.pods):
+        out.extend(_pod_events_of(sim, i, ps, seed))
+    out.sort(key=lambda x: (x[0], x[1]))
+    return [e for _, _, e in out]
+
+
+def _pod_events_of(sim: _Sim, i: int, ps: _PodSim, seed: int) -> list[tuple[int, int, dict[str, Any]]]:
+    """The scheduler's and kubelet's Events of one Pod, from its true lifecycle."""
+    out: list[tuple[int, int, dict[str, Any]]] = []
+    pod = ps.render(sim.end, sim.rv)
+    life = _true_lifecycle(ps)
+    if pod is None or "sched" not in life:
+        return out
+    rng = random.Random(f"events/{seed}/{pod['metadata']['uid']}")
+
+    def add(t: int, reason: str, message: str, **kw: Any) -> None:
+        if t <= sim.end:
+            n = len(out) + 1
+            out.append((t, i * 100 + n, _event(sim.ns, pod, reason, message, t, seq=n, **kw)))
+
+    sched = life["sched"]
+    node = pod["spec"].get("nodeName", "")
+    add(
+        sched,
+        "Scheduled",
+        f"Successfully assigned {sim.ns}/{pod['metadata']['name']} to {node}",
+        component="default-scheduler",
+        event_time=sched,
+    )
+    if "started" not in life:
+        return out
+    started = life["started"]
+    init = min(life.get("init", sched), started - 300 * MS)
+    containers = pod["spec"]["containers"]
+    main = containers[0]
+    image = main["image"]
+    pull_start = init + rng.randrange(10, 60) * MS
+    pull_end = started - rng.randrange(80, 200) * MS
+    if pull_end - pull_start > 200 * MS and rng.random() < 0.7:
+        add(pull_start, "Pulling", f'Pulling image "{image}"', container=main["name"])
+        d = pull_end - pull_start
+        w = d + rng.randrange(0, 30) * MS
+        size = rng.randrange(200, 9000) * 1_000_000 + rng.randrange(1_000_000)
+        add(
+            pull_end,
+            "Pulled",
+            f'Successfully pulled image "{image}" in {_go_secs(d)} ({_go_secs(w)} including waiting). '
+            f"Image size: {size} bytes.",
+            container=main["name"],
+        )
+    else:
+        add(
+            pull_start,
+            "Pulled",
+            f'Container image "{image}" already present on machine',
+            container=main["name"],
+        )
+    for c in containers:
+        if c is not main:
+            msg = f'Container image "{c["image"]}" already present on machine'
+            add(started - 20 * MS, "Pulled", msg, container=c["name"])
+        add(
+            started - rng.randrange(10, 40) * MS,
+            "Created",
+            f"Created container: {c['name']}",
+            container=c["name"],
+        )
+        add(started, "Started", f"Started container {c['name']}", container=c["name"])
+    lch = next((x for x in sim.launchers if x.pod is ps), None)
+    if lch is not None and lch.ready > lch.probe_phase:
+        seen = [t for t in range(lch.probe_phase, lch.ready - S, 5 * S) if t <= sim.end]
+        if seen:
+            ip = lch.ip
+            msg = (
+                f'Readiness probe failed: Get "http://{ip}:{LAUNCHER_PORT}/v2/vllm/instances": '
+                f"dial tcp {ip}:{LAUNCHER_PORT}: connect: connection refused"
+            )
+            add(
+                seen[0],
+                "Unhealthy",
+                msg,
+                last=seen[-1],
+                count=len(seen),
+                container=main["name"],
+                etype="Warning",
+            )
+    return out
+
+
+def events_json(items: Sequence[dict[str, Any]]) -> str:
+    """``kubectl get events -o json``: a core/v1 List."""
+    return (
+        json.dumps(
+            {"apiVersion": "v1", "items": list(items), "kind": "List", "metadata": {"resourceVersion": ""}},
+            indent=4,
+        )
+        + "\n"
+    )
+
+
+def synth_vllm_logs(sim: _Sim, seed: int = 0) -> dict[str, list[tuple[int, str]]]:
+    """Each live FMA instance's log (``<instance-id>.log``, the launcher's
+    ``GET /v2/vllm/instances/{id}/log``) and the baseline Pod's (``pod-<name>.log``), as
+    (true time, line) up to the capture's end."""
+    logs: dict[str, list[tuple[int, str]]] = {}
+    by_instance: dict[str, list[_Act]] = {}
+    for a in sim.acts:
+        if a.instance_id:
+            by_instance.setdefault(a.instance_id, []).append(a)
+    accepted = "Accepted request to create vLLM instance with id="
+    for lch in sim.launchers:
+        recvs = {
+            text.split(accepted, 1)[1]: t for t, _, text in sim.llog.get(lch.name, []) if accepted in text
+        }
+        for iid, isc in lch.instances.items():
+            if iid not in recvs:
+                continue
+            rng = random.Random(f"vllm/{seed}/{iid}")
+            acts = by_instance.get(iid, [])
+            creator = next((a for a in acts if a.path in (COLD, WARM) and a.launcher is lch), None)
+            pid = rng.randrange(200, 900)
+            log = _VllmLog(rng, api=None, engine=f"EngineCore pid={pid + 6}")
+            log.api_uvicorn, log.pid = f"APIServer pid={pid}", pid
+            p = recvs[iid] + rng.randrange(1, 3) * MS
+            log.raw(p, f"{asctime(p + lch.skew)} - __main__ - INFO - VLLM process (PID: {pid}) started.")
+            up = getattr(creator, "vllm_up", 0) if creator is not None else 0
+            if not up or up > sim.end + 3600 * S:  # a pre-existing instance, or one still starting
+                up = (
+                    p + rng.randrange(24_000, 40_000) * MS
+                    if not (creator and creator.incomplete)
+                    else p + 60 * S
+                )
+            log.startup(p, up, _MODEL_OF_ISC[isc["name"]], isc["port"], download=rng.random() < 0.5)
+            wakes = sorted(
+                (a for a in acts if a.path == HOT and "D.wake.start" in a.instants),
+                key=lambda a: a.instants["D.wake.start"][0],
+            )
+            for a in wakes:
+                ws, we = a.instants["D.wake.start"][0], a.instants["D.wake.end"][0]
+                unbound = a.instants.get("D.unbound")
+                sleep_end = (
+                    unbound[0] - rng.randrange(15, 40) * MS
+                    if unbound
+                    else min(up + rng.randrange(20, 90) * S, ws - 60 * S)
+                )
+                log.sleep(sleep_end, rng.randrange(400_000, 1_500_000) * US)
+                log.wake(ws, we)
+            if not wakes and creator is None:  # a pre-existing instance sleeps after it started
+                log.sleep(up + rng.randrange(20, 90) * S, rng.randrange(400_000, 1_500_000) * US)
+            logs[f"{iid}.log"] = log.text(sim.end)
+    for a in sim.acts:
+        if a.path != BASELINE or a.pod is None:
+            continue
+        rng = random.Random(f"vllm/{seed}/{a.uid}")
+        log = _VllmLog(rng, api="APIServer pid=1", engine="EngineCore pid=212")
+        p = a.started + rng.randrange(300, 900) * MS
+        up = max(p + 20 * S, a.ready_true - rng.randrange(200, 9000) * MS)
+        log.startup(p, up, "TinyLlama/TinyLlama-1.1B-Chat-v1.0", 8000, download=True)
+        logs[f"pod-{a.name}.log"] = log.text(sim.end)
+    return logs
+
+
+def write_phase_files(sim: _Sim, out_dir: str | Path, seed: int = 0) -> None:
+    """``events.json`` and ``vllm/*.log`` (baseline Pod logs with ``--timestamps``) beside a capture."""
+    out = Path(out_dir)
+    (out / "events.json").write_text(events_json(synth_events(sim, seed)), encoding="utf-8")
+    vdir = out / "vllm"
+    vdir.mkdir(exist_ok=True)
+    for old in vdir.glob("*.log"):
+        old.unlink()
+    for name, lines in synth_vllm_logs(sim, seed).items():
+        body = [s for _, s in lines]
+        if name.startswith("pod-"):
+            body = list(_with_prefix(body, [t for t, _ in lines]))
+        with open(vdir / name, "w", encoding="utf-8", newline="\n") as f:
+            f.writelines(s + "\n" for s in body)
+
+
+def sample_sim(n: int = 6, seed: int = 0) -> _Sim:
+    """The simulation behind :func:`synth_capture` with the default mix (what the sample is)."""
+    rng = random.Random(f"plan/{seed}")
+    plans = _plan(n, rng, None, 1, 1, 1)
+    return _simulate(seed, int(DEFAULT_START.timestamp()) * S, DEFAULT_NAMESPACE, True, plans)
+
+
 # --------------------------------------------------------------------------- big captures
 
 
@@ -2098,7 +2582,9 @@ def write_sample(out_dir: str | Path = SAMPLE_DIR) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("launcher-*.log"):
         old.unlink()
-    write_capture(synth_capture(6, seed=0), out, pods_form="watch-jsonl")
+    sim = sample_sim(6, seed=0)
+    write_capture(_capture_from(sim), out, pods_form="watch-jsonl")
+    write_phase_files(sim, out)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
