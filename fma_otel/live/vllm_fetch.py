@@ -46,6 +46,7 @@ class FetchResult:
     written: int = 0
     requests: int = 0
     status: int | None = None  # the last HTTP status seen
+    total: int | None = None  # the log's size as the last Content-Range said
     error: str | None = None
     truncated: bool = False
 
@@ -83,6 +84,7 @@ def fetch_instance_log(
     instance_id: str,
     write: Callable[[bytes], None],
     *,
+    start: int = 0,
     port: int = LAUNCHER_PORT,
     range_bytes: int = MAX_RANGE_BYTES,
     max_bytes: int | None = None,
@@ -90,28 +92,31 @@ def fetch_instance_log(
     read_timeout_s: float = 60.0,
     clock: Callable[[], float] = time.monotonic,
 ) -> FetchResult:
-    """Read instance ``instance_id``'s log from launcher Pod ``launcher``, in ranges.
+    """Read instance ``instance_id``'s log from launcher Pod ``launcher``, in ranges, from
+    byte ``start`` (a caller that kept the bytes before it reads only what was added).
 
     ``write`` gets each range's bytes in order (an ``OSError`` it raises is the caller's:
-    it is not a fetch failure).  ``max_bytes`` bounds what is read; ``deadline_s`` (a
-    duration, from now) bounds how long the ranges are asked for.
+    it is not a fetch failure).  ``max_bytes`` bounds what this call reads; ``deadline_s``
+    (a duration, from now) bounds how long the ranges are asked for.  ``total`` in the
+    result is the log's size as the launcher last said (a 416 included), so a caller can
+    tell a log that was replaced (shorter than ``start``).
     """
     if not 0 < range_bytes <= MAX_RANGE_BYTES:
         raise ValueError(f"range_bytes must be in 1..{MAX_RANGE_BYTES}: {range_bytes}")
     res = FetchResult(instance_id)
     path = instance_log_path(instance_id)
     end_at = None if deadline_s is None else clock() + deadline_s
-    offset = 0
+    offset = start
     while True:
-        if max_bytes is not None and offset >= max_bytes:
+        if max_bytes is not None and offset - start >= max_bytes:
             res.truncated = True
             res.error = f"stopped at the byte bound ({max_bytes} bytes)"
             return res
         if end_at is not None and clock() >= end_at:
             res.truncated = True
-            res.error = f"stopped at the time bound ({deadline_s:g}s) after {offset} bytes"
+            res.error = f"stopped at the time bound ({deadline_s:g}s) after {offset - start} bytes"
             return res
-        want = range_bytes if max_bytes is None else min(range_bytes, max_bytes - offset)
+        want = range_bytes if max_bytes is None else min(range_bytes, max_bytes - (offset - start))
         headers = {"Range": f"bytes={offset}-{offset + want - 1}"}
         try:
             resp = kube.proxy_get(
@@ -128,6 +133,8 @@ def fetch_instance_log(
             status = int(getattr(resp, "status", 0))
             res.status = status
             if status == 416:  # the start is past the end: nothing more
+                m = re.match(r"^\s*bytes\s+\*/(\d+)\s*$", resp.headers.get("Content-Range") or "")
+                res.total = int(m.group(1)) if m else None
                 return res
             if status not in (200, 206):
                 res.error = _why(status, resp.read(4096) or b"")
@@ -141,15 +148,17 @@ def fetch_instance_log(
                 return res
             body = resp.read(want) or b""
         except TRANSIENT_ERRORS as exc:
-            res.error = f"cut short after {offset} bytes: {one_line(exc, limit=200)}"
+            res.error = f"cut short after {offset - start} bytes: {one_line(exc, limit=200)}"
             return res
         finally:
             kube.release(resp)
         if body:
             write(body)
             offset += len(body)
-            res.written = offset
+            res.written = offset - start
         total = crange.group(3) if crange is not None else None
+        if total is not None and total != "*":
+            res.total = int(total)
         if not body or (total is not None and total != "*" and offset >= int(total)):
             return res
         if crange is None and len(body) < want:

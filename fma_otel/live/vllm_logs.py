@@ -8,6 +8,10 @@ The watcher holds the actuation back, and a worker thread reads the log once:
   (:func:`~fma_otel.live.vllm_fetch.fetch_instance_log`, ranges of at most 1 MiB);
 * a baseline (``cold_no_fma``) Pod's from ``pods/log`` with timestamps.
 
+An instance's log is kept (:data:`CACHE_MAX_BYTES` in all), so the next actuation of the
+same instance (a hot start's wake) asks only for the bytes added since, after checking the
+head is unchanged (a new instance under the same id starts a new log).
+
 Bounded, so one slow launcher never holds a trace for long: at most ``max_bytes`` read, the
 ranges asked for during at most ``timeout_s``, each request's read timeout within it; the
 main loop lets the actuation go :data:`HOLD_SLACK_S` after that even if the thread is stuck.
@@ -46,6 +50,13 @@ log = logging.getLogger(__name__)
 MAX_CONCURRENT = 4
 #: How long past its time bound a fetch may hold its actuation before it goes without.
 HOLD_SLACK_S = 5.0
+#: Instance logs kept between fetches, in all (least recently used first out): a later
+#: actuation of the same instance (each wake of a hot instance) reads only what was added.
+CACHE_MAX_BYTES = 64 << 20
+#: The head of a kept log asked for again to tell it is still the same log: an instance
+#: deleted and created again under the same id starts a new file (its first line, the
+#: launcher's "VLLM process (PID: N) started." with its time, differs).
+PREFIX_CHECK_BYTES = 4096
 
 
 @dataclass(frozen=True)
@@ -105,6 +116,8 @@ class VllmLogs:
         self.stats = VllmLogStats()
         self._jobs: dict[str, _Job] = {}  # actuation key -> its fetch
         self._slots = threading.Semaphore(MAX_CONCURRENT)
+        self._cache: dict[tuple[str, str], bytes] = {}  # (launcher, instance) -> log, LRU order
+        self._cache_lock = threading.Lock()
 
     # ------------------------------------------------------------------ main loop side
 
@@ -166,17 +179,7 @@ class VllmLogs:
         with self._slots:
             try:
                 if t.launcher is not None:
-                    res = fetch_instance_log(
-                        self.kube,
-                        self.namespace,
-                        t.launcher,
-                        t.key,
-                        data.extend,
-                        port=self.port,
-                        max_bytes=self.max_bytes,
-                        deadline_s=self.timeout_s,
-                        read_timeout_s=self.read_timeout_s,
-                    )
+                    data, res = self._instance_log(t.launcher, t.key)
                 else:
                     res = fetch_pod_log(
                         self.kube,
@@ -192,7 +195,7 @@ class VllmLogs:
                 log.exception("vLLM log of %s: fetch failed", t.key)
                 res, phases, assumed = FetchResult(t.key, len(data), error=str(exc)), [], False
         self.stats.fetches += 1
-        self.stats.bytes += len(data)
+        self.stats.bytes += res.written
         if res.error and not data:
             self.stats.errors += 1
             log.warning("vLLM log of %s (%s): not read: %s", t.key, t.launcher or "baseline Pod", res.error)
@@ -204,6 +207,51 @@ class VllmLogs:
             self.stats.phases += len(phases)
             job.done = True
         self.emit(("vllm", key))
+
+    def _fetch(
+        self, launcher: str, instance: str, into: bytearray, start: int, max_bytes: int
+    ) -> FetchResult:
+        return fetch_instance_log(
+            self.kube,
+            self.namespace,
+            launcher,
+            instance,
+            into.extend,
+            start=start,
+            port=self.port,
+            max_bytes=max_bytes,
+            deadline_s=self.timeout_s,
+            read_timeout_s=self.read_timeout_s,
+        )
+
+    def _instance_log(self, launcher: str, instance: str) -> tuple[bytearray, FetchResult]:
+        """The instance's whole log as far as it can be read: what was kept, checked and
+        extended by the bytes added since (or read afresh when the log was replaced)."""
+        ck = (launcher, instance)
+        with self._cache_lock:
+            kept = self._cache.pop(ck, b"")
+        data = bytearray(kept)
+        if data:
+            n = min(len(data), PREFIX_CHECK_BYTES)
+            head = bytearray()
+            check = self._fetch(launcher, instance, head, 0, n)
+            if len(head) < n and check.status not in (200, 206):
+                return data, check  # gone or unreachable: what was kept is all there is
+            if bytes(head) != bytes(data[:n]):
+                data = bytearray()  # another log under the same id
+        res = self._fetch(launcher, instance, data, len(data), self.max_bytes)
+        if data and res.written == 0 and res.total is not None and res.total < len(data):
+            data = bytearray()  # shorter than what was kept: another log
+            res = self._fetch(launcher, instance, data, 0, self.max_bytes)
+        if data and len(data) <= CACHE_MAX_BYTES:
+            with self._cache_lock:
+                self._cache[ck] = bytes(data)
+                size = sum(len(v) for v in self._cache.values())
+                for old in list(self._cache):
+                    if size <= CACHE_MAX_BYTES:
+                        break
+                    size -= len(self._cache.pop(old))
+        return data, res
 
 
 def _year(t_ns: int, offset_s: int = 0) -> int:

@@ -245,3 +245,39 @@ def test_fetch_of_an_empty_log_and_a_log_that_grew(k8s: FakeCluster, tmp_path: P
     got = bytearray()
     res = fetch_instance_log(_kube(k8s, tmp_path), NS, L1, I_SMALL, got.extend)
     assert res.ok and res.status == 416 and got == b"" and res.requests == 1
+
+
+def test_watch_fetch_reads_only_what_was_added_and_notices_a_new_log(
+    k8s: FakeCluster, tmp_path: Path
+) -> None:
+    """The watcher keeps an instance's log: the next actuation (a wake) asks for the head
+    (to tell it is the same log) and the bytes added since; a new log under the same id
+    (the instance deleted and created again) is read afresh."""
+    from fma_otel.live.vllm_logs import PREFIX_CHECK_BYTES, VllmLogs
+
+    k8s.add_pod(_launcher(L1))
+    backend = k8s.add_launcher(L1, NS)
+    first = (
+        b"2026-12-05 07:40:00,100 - __main__ - INFO - VLLM process (PID: 1) started.\n" + b"a" * 6000 + b"\n"
+    )
+    backend.append(I_SMALL, first)
+    v = VllmLogs(_kube(k8s, tmp_path), NS, lambda item: None)
+    data, res = v._instance_log(L1, I_SMALL)
+    assert bytes(data) == first and res.ok
+    assert _ranges(k8s, I_SMALL) == [(0, MIB - 1)]
+    backend.append(I_SMALL, b"wake line\n")
+    data, res = v._instance_log(L1, I_SMALL)
+    assert bytes(data) == first + b"wake line\n" and res.ok and res.written == 10
+    assert _ranges(k8s, I_SMALL)[1:] == [(0, PREFIX_CHECK_BYTES - 1), (len(first), len(first) + MIB - 1)]
+    # the instance is deleted and created again: its new log is read from the start
+    backend.delete(I_SMALL)
+    second = (
+        b"2026-12-05 08:00:00,100 - __main__ - INFO - VLLM process (PID: 2) started.\n" + b"b" * 7000 + b"\n"
+    )
+    backend.append(I_SMALL, second)
+    data, res = v._instance_log(L1, I_SMALL)
+    assert bytes(data) == second and res.ok
+    # the instance is gone: what was kept is what there is, with the reason
+    backend.delete(I_SMALL)
+    data, res = v._instance_log(L1, I_SMALL)
+    assert bytes(data) == second and res.error == f"HTTP 404: Instance {I_SMALL} not found"
