@@ -117,9 +117,13 @@ def _offline_from_capture(k8s: FakeCluster, cap: Any, sc: phase_scenario.Scenari
     return {t[0].trace_id: t for t in got.traces if t}
 
 
-@pytest.mark.parametrize("order", ["listed", "watched", "interleaved"])
-def test_phase_spans_live_equal_offline_in_every_order(k8s: FakeCluster, tmp_path: Path, order: str) -> None:
-    cap = recent_capture(seed=1)
+@pytest.mark.parametrize(
+    ("order", "seed"), [("listed", 1), ("watched", 1), ("interleaved", 1), ("interleaved", 2), ("listed", 3)]
+)
+def test_phase_spans_live_equal_offline_in_every_order(
+    k8s: FakeCluster, tmp_path: Path, order: str, seed: int
+) -> None:
+    cap = recent_capture(seed=seed)
     sc = phase_scenario.build(cap, offline_traces(cap, tmp_path / "plain"))
     k8s.add_pod(dpc_pod())
     if order == "listed":
