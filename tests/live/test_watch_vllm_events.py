@@ -229,3 +229,28 @@ def test_events_watch_relists_after_410_and_keeps_watching(k8s: FakeCluster, tmp
         got = w.watcher.events.about([name])
         assert [(e.raw_reason, e.count) for e in got] == [("Started", 1), ("Killing", 2)]
         assert w.watcher.event_watcher is not None and w.watcher.event_watcher.stats.relists >= 1
+
+
+def test_events_forbidden_is_warned_and_traces_still_go_out(
+    k8s: FakeCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A Role without list on events (a deployment older than the Events watch): the
+    watcher says so, keeps retrying slowly, and emits every trace without the Events."""
+    from fma_otel.live import watcher as W
+
+    monkeypatch.setattr(W, "LOG_WAIT_S", 0.5)  # the wait for the first Events list
+    k8s.inject_error("GET", r"/events$", 403, count=10_000)
+    cap = recent_capture(seed=1)
+    offline = offline_traces(cap, tmp_path)
+    want = {tid for tid, t in offline.items() if t[0].attributes.get("fma.complete", True) is not False}
+    k8s.add_pod(dpc_pod())
+    out = tmp_path / "out.jsonl"
+    with caplog.at_level("WARNING"), InProcessWatcher(k8s, tmp_path) as w:
+        play(k8s, timeline(cap))
+        assert wait_for(lambda: len(traces_in(out)) >= len(want), 60)
+        metrics = w.metrics_text()
+    assert sorted(traces_in(out)) == sorted(want)
+    said = [r.getMessage() for r in caplog.records if "list and watch on events" in r.getMessage()]
+    assert len(said) == 1 and "HTTP 403" in said[0]
+    assert re.search(r"^fma_otel_event_watch_errors_total [1-9]", metrics, re.M)
+    assert "fma_otel_events_total 0" in metrics
