@@ -48,6 +48,8 @@ log = logging.getLogger(__name__)
 
 #: Fetches running at once (each holds one API server connection).
 MAX_CONCURRENT = 4
+#: Jobs remembered before the finished, old ones are let go.
+MAX_JOBS = 1000
 #: How long past its time bound a fetch may hold its actuation before it goes without.
 HOLD_SLACK_S = 5.0
 #: Instance logs kept between fetches, in all (least recently used first out): a later
@@ -141,6 +143,7 @@ class VllmLogs:
         let go without the log); starts the fetch the first time it is asked."""
         job = self._jobs.get(a.key)
         if job is None:
+            self._prune()
             job = _Job(target, self.clock())
             self._jobs[a.key] = job
             # what the clock of the log is read from, frozen: the worker must not read an
@@ -158,6 +161,14 @@ class VllmLogs:
             job.done = True  # what the thread finds later is dropped
             return True
         return False
+
+    def _prune(self) -> None:
+        """Jobs of actuations that were never built (evicted while held) do not pile up."""
+        if len(self._jobs) < MAX_JOBS:
+            return
+        old = self.clock() - 2 * (self.timeout_s + self.read_timeout_s + HOLD_SLACK_S)
+        for key in [k for k, j in self._jobs.items() if j.done and j.started < old]:
+            del self._jobs[key]
 
     def phases(self, key: str) -> tuple[dict[str, list[VllmPhase]], list[str]]:
         """``extra_spans``'s ``vllm`` and ``vllm_clock_assumed`` arguments for actuation

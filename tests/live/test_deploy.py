@@ -99,3 +99,33 @@ def test_rotated_out_files_fit_the_volume() -> None:
     keep = int(_arg(c["args"], "--out-keep"))
     assert 0 < max_bytes and keep >= 1
     assert (keep + 1) * (max_bytes + 64 * 1024) <= 0.8 * claim  # files (+ a line each), with room
+
+
+def test_the_components_variable_turns_vllm_logs_on(tmp_path: Path, monkeypatch) -> None:
+    """deploy/vllm-logs/ sets FMA_OTEL_VLLM_LOGS=true: the watcher must get vllm_logs on
+    (and Events stay on unless --no-events)."""
+    from fma_otel.live import watcher as W
+    from tests.support.k8s_server import write_kubeconfig
+
+    seen = []
+
+    class Fake:
+        def __init__(self, cfg, api_client=None) -> None:  # noqa: ANN001
+            seen.append(cfg)
+
+        def request_stop(self, *_) -> None:  # noqa: ANN002
+            pass
+
+        def run(self) -> int:
+            return 0
+
+    monkeypatch.setattr(W, "LiveWatcher", Fake)
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", "https://127.0.0.1:1")
+    monkeypatch.setenv("FMA_OTEL_VLLM_LOGS", "true")
+    r = CliRunner().invoke(main, ["watch", "-n", "x", "--kubeconfig", kubeconfig, "--metrics-port", "-1"])
+    assert r.exit_code == 0, r.output
+    assert seen[-1].vllm_logs is True and seen[-1].events is True
+    monkeypatch.delenv("FMA_OTEL_VLLM_LOGS")
+    r = CliRunner().invoke(main, ["watch", "-n", "x", "--kubeconfig", kubeconfig, "--no-events"])
+    assert r.exit_code == 0, r.output
+    assert seen[-1].vllm_logs is False and seen[-1].events is False
