@@ -327,7 +327,10 @@ def _phase_sources(inputs: BridgeInputs, stats: list[SourceStats]) -> PhaseSourc
     """vLLM logs and Events, read and counted (the vLLM logs again per actuation's clock)."""
     if not inputs.vllm_logs and not inputs.events:
         return None
-    events, est = read_events(inputs.events, _read_bytes)
+    try:
+        events, est = read_events(inputs.events, _read_bytes)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
     stats.extend(est)
     # year 2000: a leap year, so a log's 02-29 is never counted as impossible here
     ps = PhaseSources(

@@ -43,11 +43,14 @@ def _year(t_ns: int, offset_s: int = 0) -> int:
 
 def read_events(paths: Sequence[str], read: Any) -> tuple[list[KubeEvent], list[SourceStats]]:
     """Every Event of ``paths`` (``read(path) -> bytes``), with one SourceStats per file; a
-    skipped item is reported as ``file:N`` where N is its index in the file (from 0)."""
+    skipped item is reported as ``file:N`` where N is its index in the file (from 0).  A file
+    none of whose items is an Event (another file given in its place) raises ValueError."""
     events: list[KubeEvent] = []
     stats: list[SourceStats] = []
     for path in paths:
         recs, es = parse_events(read(path))
+        if es.read and not recs and es.skipped == es.read:
+            raise ValueError(f"{path}: not Kubernetes Events (none of its {es.read} items is an Event)")
         st = SourceStats(path, read=es.read, understood=es.read - es.skipped, skipped=0, ignored=es.ignored)
         for index, why in es.skipped_items:
             st.skip(index, f"Event item {index}: {why}")

@@ -360,6 +360,8 @@ def test_flags_add_vllm_logs_and_events_to_explicit_inputs(tmp_path, clean_otlp_
         assert r.exit_code == 2 and "--vllm-log" in r.stderr and "expected" in r.stderr
     r = _cli(*base, "--events", str(tmp_path / "missing.json"))
     assert r.exit_code == 2 and "missing.json: no such file" in r.stderr
+    r = _cli(*base, "--events", str(SAMPLE / "pods.json"))  # another file in its place
+    assert r.exit_code == 2 and "pods.json: not Kubernetes Events (none of its 62 items" in r.stderr
 
 
 def test_an_fma_event_in_the_capture_is_a_span_event_on_its_actuation(tmp_path, sample_result) -> None:
