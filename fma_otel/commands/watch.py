@@ -261,6 +261,11 @@ def command(**kw: object) -> None:
         kubeconfig=kw["kubeconfig"],  # type: ignore[arg-type]
         context=kw["context"],  # type: ignore[arg-type]
         launcher_logs=bool(kw["launcher_logs"]),
+        events=not kw["no_events"],
+        vllm_logs=bool(kw["vllm_logs"]),
+        vllm_log_max_bytes=max(1, int(kw["vllm_log_max_bytes"])),  # type: ignore[call-overload]
+        vllm_log_timeout_s=float(kw["vllm_log_timeout"]),  # type: ignore[arg-type]
+        launcher_port=int(kw["launcher_port"]),  # type: ignore[call-overload]
         baseline_selector=kw["baseline_selector"],  # type: ignore[arg-type]
         baseline_container=kw["baseline_container"],  # type: ignore[arg-type]
         checkpoint=kw["checkpoint"],  # type: ignore[arg-type]
@@ -281,11 +286,6 @@ def command(**kw: object) -> None:
         backoff_max_s=float(kw["backoff_max"]),  # type: ignore[arg-type]
         log_read_timeout_s=float(kw["log_read_timeout"]),  # type: ignore[arg-type]
         replay_margin_s=float(kw["replay_margin"]),  # type: ignore[arg-type]
-        events=not kw["no_events"],
-        vllm_logs=bool(kw["vllm_logs"]),
-        vllm_log_max_bytes=max(1, int(kw["vllm_log_max_bytes"])),  # type: ignore[call-overload]
-        vllm_log_timeout_s=float(kw["vllm_log_timeout"]),  # type: ignore[arg-type]
-        launcher_port=int(kw["launcher_port"]),  # type: ignore[call-overload]
     )
     watcher = LiveWatcher(cfg, api_client=api_client)
     signal.signal(signal.SIGTERM, watcher.request_stop)

@@ -75,6 +75,11 @@ class WatchConfig:
     kubeconfig: str | None = None
     context: str | None = None
     launcher_logs: bool = False
+    events: bool = True  # watch the namespace's Events (live/events.py)
+    vllm_logs: bool = False  # fetch each finished actuation's vLLM log (live/vllm_logs.py)
+    vllm_log_max_bytes: int = 16 << 20
+    vllm_log_timeout_s: float = 20.0
+    launcher_port: int = 8001
     baseline_selector: str | None = None
     baseline_container: str | None = None
     checkpoint: str | None = None
@@ -99,11 +104,6 @@ class WatchConfig:
     replay_margin_s: float = 120.0
     retention_s: float = 24 * 3600
     export_retry_s: float = 5.0
-    events: bool = True  # watch the namespace's Events (live/events.py)
-    vllm_logs: bool = False  # fetch each finished actuation's vLLM log (live/vllm_logs.py)
-    vllm_log_max_bytes: int = 16 << 20
-    vllm_log_timeout_s: float = 20.0
-    launcher_port: int = 8001
 
 
 #: Traces per OTLP export job (a backlog after an outage goes out in several jobs).
