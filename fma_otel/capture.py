@@ -457,6 +457,12 @@ def _capture_vllm_logs(
                     result.vllm_failed[instance] = (
                         f"from {launcher}: partial ({res.written} bytes): {res.error}"
                     )
+                others = [n for n in live if n != launcher]
+                if others:
+                    result.warnings.append(
+                        f"vLLM log of instance {instance}: recorded from {launcher}; it also ran on "
+                        f"{', '.join(others)}, not recorded (a capture keeps one log per instance id)"
+                    )
                 break
             whys.append(f"from {launcher}: {res.error or 'empty log'}")
         else:

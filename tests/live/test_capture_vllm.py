@@ -281,3 +281,22 @@ def test_watch_fetch_reads_only_what_was_added_and_notices_a_new_log(
     backend.delete(I_SMALL)
     data, res = v._instance_log(L1, I_SMALL)
     assert bytes(data) == second and res.error == f"HTTP 404: Instance {I_SMALL} not found"
+
+
+@pytest.mark.slow
+def test_capture_of_an_instance_on_two_launchers_keeps_one_and_says_so(
+    k8s: FakeCluster, tmp_path: Path
+) -> None:
+    """An instance id is a hash of its configuration: two launchers can run it.  The layout
+    keeps one log per id: the first launcher's is recorded, the other named in a warning."""
+    for name, text in ((L1, "first\n"), (L2, "second\n")):
+        k8s.add_pod(_launcher(name, I_SMALL))
+        k8s.add_launcher(name, NS).append(I_SMALL, text)
+    r, out = _capture(k8s, tmp_path, "--vllm-logs")
+    assert r.exit_code == 0, r.output
+    assert (out / "vllm" / f"{I_SMALL}.log").read_text() == "first\n"
+    assert (
+        f"fma-otel capture: warning: vLLM log of instance {I_SMALL}: recorded from {L1}; it also ran on {L2}, "
+        "not recorded (a capture keeps one log per instance id)"
+    ) in r.stderr.splitlines()
+    assert not k8s.proxied(L2)
