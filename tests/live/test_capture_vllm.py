@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from kubernetes.client import CoreV1Api  # noqa: F401 - its import (seconds) at collection, not in a test
 
 from fma_otel import podfacts as P
 from fma_otel.cli import main
