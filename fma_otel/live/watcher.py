@@ -211,23 +211,6 @@ def _fault(point: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _merged(trace: list[M.SpanRecord], extra: list[M.SpanRecord]) -> list[M.SpanRecord]:
-    """``trace`` with ``extra`` added; an extra span with the id of one already there (the
-    actuation span given back with span events) takes its place."""
-    if not extra:
-        return trace
-    out = list(trace)
-    where = {s.span_id: i for i, s in enumerate(out)}
-    for sp in extra:
-        i = where.get(sp.span_id)
-        if i is None:
-            where[sp.span_id] = len(out)
-            out.append(sp)
-        else:
-            out[i] = sp
-    return out
-
-
 def _uid(a: Any) -> str:
     return str(a.attributes.get(M.A_REQ_UID, ""))
 
@@ -751,25 +734,33 @@ class LiveWatcher:
                 out.append(a)
         return out
 
-    def _extra_spans(self, a: Any, trace: list[M.SpanRecord]) -> list[M.SpanRecord]:
-        """phases22's ``extra_spans``: the vLLM phases and Kubernetes startup spans.
+    def _with_phases(self, a: Any, trace: list[M.SpanRecord]) -> list[M.SpanRecord]:
+        """The trace with what vLLM's log and the Events add, as the bridge builds it
+        (``Bridge._build``): FMA's own Events as span events on ``fma.actuation``
+        (``assign_fma_events`` over the actuations the correlator holds: an Event after
+        this one's end that a later actuation of the Pod started before is that one's),
+        then ``extra_spans``: the vLLM phases and the Pods' startup spans.
 
-        A failure there costs the extra spans of this one trace (logged, counted), never
-        the trace: it is built from the same facts as before.
+        A failure there costs this one trace those additions (logged, counted), never the
+        trace: it is built from the same facts as before.
         """
-        from ..phase_spans import extra_spans
+        from ..phase_spans import FMA_EVENT_REASONS, assign_fma_events, extra_spans, with_fma_events
 
         launcher = str(a.attributes.get(M.A_LAUNCHER) or "")
         names = [str(a.attributes.get(M.A_REQ_NAME) or ""), launcher]
+        events = self.events.about(names)
         vllm, assumed = self.vllm.phases(a.key) if self.vllm is not None else ({}, [])
         boot = self._launcher_boot.get(launcher)
         try:
-            return list(
+            if any(e.raw_reason in FMA_EVENT_REASONS for e in events):
+                mine = assign_fma_events(self.correlator.actuations(), events).get(a.key, ())
+                trace = with_fma_events(trace, mine)
+            return trace + list(
                 extra_spans(
                     a,
                     trace,
                     vllm=vllm,
-                    events=self.events.about(names),
+                    events=events,
                     launcher_boot_ns={launcher: boot} if boot is not None else {},
                     vllm_clock_assumed=assumed,
                 )
@@ -777,7 +768,7 @@ class LiveWatcher:
         except Exception:  # noqa: BLE001 - one actuation the phase builder chokes on stays one
             self._extra_failed += 1
             log.exception("the vLLM/Kubernetes phase spans of %s failed; built without them", a.key)
-            return []
+            return trace
 
     def _lagging_logs(self, a: Any, mono: float) -> list[str]:
         """Keys of the log streams ``a`` needs that are not following live past it."""
@@ -833,7 +824,7 @@ class LiveWatcher:
                 self.correlator.evict(a.key)
                 continue
             if trace:
-                trace = _merged(trace, self._extra_spans(a, trace))
+                trace = self._with_phases(a, trace)
             if self.vllm is not None:
                 self.vllm.forget(a.key)
             why = next((p for sp in trace if (p := span_problem(sp))), None)

@@ -161,6 +161,7 @@ def build(cap: Any, offline: dict[str, list[M.SpanRecord]]) -> Scenario:
     sc = Scenario()
     seen_launchers: set[str] = set()
     seen_requesters: set[str] = set()
+    fma_events: set[str] = set()  # the paths that got one of FMA's own Events
     for trace in sorted(offline.values(), key=lambda t: min(s.start_ns for s in t)):
         root = next(s for s in trace if not s.parent_span_id)
         a = root.attributes
@@ -180,6 +181,30 @@ def build(cap: Any, offline: dict[str, list[M.SpanRecord]]) -> Scenario:
                 log.extend(startup_lines(root.start_ns - 600 * S, 30.0))
             if wake is not None:
                 log.extend(wake_lines(wake.start_ns, wake.end_ns))
+        act_span = _span(trace, "fma.actuation")
+        if act_span is not None and path in (M.COLD_LAUNCHER, M.WARM) and path not in fma_events and launcher:
+            # FMA's own Events, in the middle of the actuation: span events on fma.actuation
+            fma_events.add(path)
+            mid = (act_span.start_ns + act_span.end_ns) // 2
+            if path == M.COLD_LAUNCHER:
+                ev = make_event(
+                    "LauncherStuck",
+                    f"launcher {launcher} is not Ready after 5m",
+                    pod=_pod(cap, launcher),
+                    etype="Warning",
+                    component="launcher-populator",
+                    first=mid / S,
+                )
+            else:
+                ev = make_event(
+                    "OutdatedRoutingMetadata",
+                    "routing labels out of date",
+                    pod=_pod(cap, req),
+                    etype="Warning",
+                    component="dual-pods-controller",
+                    first=mid / S,
+                )
+            sc.events.append((mid, ev))
         ls = _span(trace, "fma.launcher.startup")
         if ls is not None and launcher and launcher not in seen_launchers:
             seen_launchers.add(launcher)

@@ -147,6 +147,13 @@ def test_phase_spans_live_equal_offline_in_every_order(
         assert a == b, (
             f"{order}: trace {tid}\nlive only: {sorted(set(a) - set(b))}\noffline only: {sorted(set(b) - set(a))}"
         )
+    # and the span events (FMA's own Events on fma.actuation), which tree() leaves out
+    for tid in offline:
+        ev_live = {s.span_id: s.events for s in live[tid] if s.events}
+        ev_off = {s.span_id: s.events for s in offline[tid] if s.events}
+        assert ev_live == ev_off, f"{order}: trace {tid} span events differ"
+    span_events = {e.name for t in live.values() for s in t for e in s.events}
+    assert {"k8s.event.LauncherStuck", "k8s.event.OutdatedRoutingMetadata"} <= span_events, span_events
     names = {s.name for t in live.values() for s in t}
     # the phases made it in: vLLM's own, the wake, and the Pods' startup from Events
     assert {"vllm.weights.load", "vllm.torch_compile", "vllm.cuda_graphs.capture", "vllm.wake"} <= names, (
