@@ -337,7 +337,7 @@ def _phase_sources(inputs: BridgeInputs, stats: list[SourceStats]) -> PhaseSourc
         vllm_logs=inputs.vllm_logs,
         events=events,
         launcher_logs=inputs.launcher_logs,
-        read=_read_bytes,
+        open_=_reading,
         year=2000,
     )
     stats.extend(ps.stats)

@@ -10,11 +10,13 @@ one clock).  Events are read once, whole.  Everything here is counted in
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime, timezone
-from typing import Any
+from typing import IO, Any
 
 from . import model as M
+from .lines import MAX_LINE_BYTES, bounded_lines
 from .phase_spans import (
     FMA_EVENT_REASONS,
     assign_fma_events,
@@ -71,14 +73,13 @@ class PhaseSources:
         vllm_logs: Mapping[str, str],
         events: Sequence[KubeEvent],
         launcher_logs: Mapping[str, str],
-        read: Any,
+        open_: Callable[[str], AbstractContextManager[IO[bytes]]],
         year: int,
     ) -> None:
         self._paths = dict(vllm_logs)
         self._events = list(events)
         self._launchers = dict(launcher_logs)
-        self._read = read
-        self._lines: dict[str, list[bytes]] = {}
+        self._open = open_
         self._parsed: dict[tuple[str, int, int], list[VllmPhase]] = {}
         self._boot: dict[str, int | None] = {}
         self._fma_events: dict[str, list[KubeEvent]] | None = None
@@ -94,25 +95,33 @@ class PhaseSources:
         self.has_fma_events = any(e.raw_reason in FMA_EVENT_REASONS for e in self._events)
         self.stats: list[SourceStats] = []
         for path in self._paths.values():
-            _, vs = parse_vllm_log(self._text(path), year=year)
-            self.stats.append(_vllm_stats(path, vs))
+            too_long: list[int] = []
+            _, vs = parse_vllm_log(self._lines(path, too_long), year=year)
+            st = _vllm_stats(path, vs)
+            for n in too_long:
+                st.skip(n, f"line longer than {MAX_LINE_BYTES} bytes")
+            self.stats.append(st)
 
     @property
     def empty(self) -> bool:
         return not self._paths and not self._events
 
-    def _text(self, path: str) -> list[bytes]:
-        lines = self._lines.get(path)
-        if lines is None:
-            lines = self._lines[path] = self._read(path).split(b"\n")
-            if lines and lines[-1] == b"":
-                lines.pop()
-        return lines
+    def _lines(self, path: str, too_long: list[int] | None = None) -> Iterator[bytes]:
+        """The file's lines, streamed (never held whole); an over-long line comes as an empty
+        one, so line numbers stay right (its number goes to ``too_long``)."""
+        with self._open(path) as fh:
+            for n, line in enumerate(bounded_lines(fh, MAX_LINE_BYTES), 1):
+                if line.__class__ is bytes:
+                    yield line  # type: ignore[misc]
+                else:
+                    if too_long is not None:
+                        too_long.append(n)
+                    yield b""
 
     def _records(self, path: str, year: int, offset: int) -> list[VllmPhase]:
         got = self._parsed.get((path, year, offset))
         if got is None:
-            got, _ = parse_vllm_log(self._text(path), year=year, utc_offset_s=offset)
+            got, _ = parse_vllm_log(self._lines(path), year=year, utc_offset_s=offset)
             self._parsed[path, year, offset] = got
         return got
 
@@ -136,12 +145,12 @@ class PhaseSources:
             self._boot[launcher] = None
             path = self._launchers.get(launcher)
             if path is not None:
-                for n, raw in enumerate(self._text(path)):
+                for n, raw in enumerate(self._lines(path)):
                     if n >= _BOOT_SCAN_LINES:
                         break
                     if BOOT_LINE.encode() not in raw:
                         continue
-                    text = raw.decode("utf-8", "replace").rstrip("\r")
+                    text = raw.decode("utf-8", "replace").rstrip("\r\n")
                     if text[10:11] in ("T", "t"):  # a --timestamps prefix
                         text = text.partition(" ")[2]
                     try:

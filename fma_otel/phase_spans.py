@@ -29,6 +29,7 @@ from .sources.vllm_log import VllmPhase
 __all__ = [
     "PhaseSpan",
     "assign_fma_events",
+    "native_phases",
     "extra_spans",
     "with_fma_events",
     "vllm_clock",
@@ -374,6 +375,27 @@ class _Planner:
                 request = None
 
 
+#: the first vLLM version that exports its own startup spans (``--otlp-traces-endpoint``)
+NATIVE_SINCE = (0, 16)
+_VERSION = re.compile(r"^v?(\d+)\.(\d+)")
+
+
+def native_phases(phases: Sequence[VllmPhase]) -> bool:
+    """vLLM traces its own startup: its args set ``--otlp-traces-endpoint`` (the ``non-default
+    args`` line) and its version is 0.16 or later.  Under the launcher wrapper those spans
+    join the actuation through ``TRACEPARENT``, so the log's startup spans would be
+    duplicates: the bridge and the wrapper then both leave them out (``vllm.wake`` stays:
+    vLLM has no wake span)."""
+    if not any(p.phase == V.OTLP_TRACES for p in phases):
+        return False
+    for p in phases:
+        if p.phase in (V.ENGINE_CONFIG, V.API_SERVER_SETUP) and p.detail:
+            m = _VERSION.match(p.detail)
+            if m:
+                return (int(m[1]), int(m[2])) >= NATIVE_SINCE
+    return False
+
+
 def plan_vllm(
     phases: Sequence[VllmPhase],
     *,
@@ -391,10 +413,15 @@ def plan_vllm(
     line order.  ``boot_start``: ``(lo_ns, hi_ns, source)`` of the process start when the log
     has no launcher first line (a baseline Pod: its container's ``R.started``).
 
+    None on ``cold_launcher``/``warm`` when vLLM traces its own startup
+    (:func:`native_phases`).
+
     Spans come out parents before children, each name's spans in line order, so numbering
     them in list order (:func:`number_spans`) gives the ids the contract's ``n`` rule gives.
     """
     top = vllm_parent(path)
+    if path in (M.COLD_LAUNCHER, M.WARM) and native_phases(phases):
+        return []  # vLLM's own startup spans are in this trace already
     if path == M.HOT:
         p = _Planner(phases, "fma.vllm.wake")
         p.wakes(phases)

@@ -1,5 +1,8 @@
 """Regenerate the embedded sample capture (``fma_otel/data/sample``) from the synthesizer.
 
+The sample holds Pods, the DPC log and launcher logs, and (issue 22) Kubernetes Events
+(``events.json``) and vLLM 0.26 logs (``vllm/*.log``) made from the same simulation.
+
 Why a script: the synthesizer is test code (``tests/support/synth.py``) and is not shipped, yet
 the sample it writes is.  The output is deterministic, so a test runs this script into a
 temporary directory and compares bytes with the committed files.

@@ -430,3 +430,23 @@ def _k8s_s(text: str) -> int:
     from datetime import datetime, timezone
 
     return int(datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp())
+
+
+@pytest.mark.slow
+def test_an_over_long_vllm_line_is_a_counted_skip_and_the_rest_is_read(tmp_path, sample_result) -> None:
+    from fma_otel.lines import MAX_LINE_BYTES
+
+    d = tmp_path / "cap"
+    shutil.copytree(SAMPLE, d)
+    log = next(p for p in (d / "vllm").glob("I*.log") if p.stat().st_size > 1000)
+    lines = log.read_bytes().splitlines(True)
+    lines.insert(5, b"x" * (MAX_LINE_BYTES + 10) + b"\n")
+    log.write_bytes(b"".join(lines))
+    got = run_bridge(inputs_from_capture(d), baseline_selector=SELECTOR)
+    st = next(s for s in got.stats if s.name == str(log))
+    assert st.skipped == 1 and st.skipped_lines[0][0] == 6 and "longer than" in st.skipped_lines[0][1]
+    # the spans are those of the log without it (their line numbers shift by one)
+    keys = ("fma.path", "fma.start.source", "fma.end.source")
+    assert dump_traces((s for t in got.traces for s in t), keys) == dump_traces(
+        (s for t in sample_result.traces for s in t), keys
+    )

@@ -450,3 +450,35 @@ def test_launcher_stuck_goes_to_the_actuation_of_its_launcher():
     b = _act(M.COLD_LAUNCHER, {"R.started": ev.first_ns - 60 * NS}, **{M.A_LAUNCHER: "launcher-other"})
     got = assign_fma_events([b, a], old)
     assert [e.raw_reason for e in got[a.key]] == ["LauncherStuck"] and len(got) == 1
+
+
+# --------------------------------------------------------------------------- native spans
+
+
+def _with_args(name, year, offset, args_line_no, extra):
+    lines = (FIX / name).read_bytes().decode().split("\n")
+    line = lines[args_line_no - 1]
+    assert "non-default args: {" in line
+    lines[args_line_no - 1] = line.replace("non-default args: {", "non-default args: {" + extra + ", ", 1)
+    recs, stats = parse_vllm_log([x.encode() for x in lines], year=year, utc_offset_s=offset)
+    return recs, stats
+
+
+def test_vllm_tracing_itself_leaves_the_startup_spans_to_vllm():
+    from fma_otel.phase_spans import native_phases
+
+    endpoint = "'otlp_traces_endpoint': 'http://user:pw@collector:4317'"
+    recs, stats = _with_args("v0.26.0-fma-instance.log", 2026, -7 * 3600, 9, endpoint)
+    otlp = [r for r in recs if r.phase == "otlp_traces"]
+    assert len(otlp) == 1 and otlp[0].detail is None and stats.skipped == 0  # the URL is not kept
+    assert native_phases(recs)
+    assert plan_vllm(recs, path=M.COLD_LAUNCHER) == plan_vllm(recs, path=M.WARM) == []
+    assert names(plan_vllm(recs, path=M.HOT)) == ["vllm.wake"]  # vLLM has no wake span
+    assert plan_vllm(recs, path=M.COLD_NO_FMA)  # a baseline's own spans are in another trace
+    # before 0.16 vLLM has no spans of its own: the log's are kept
+    old, _ = _with_args("v0.10.1-tp2.log", 2025, 0, 3, endpoint)
+    assert any(r.phase == "otlp_traces" for r in old) and not native_phases(old)
+    assert plan_vllm(old, path=M.WARM)
+    # the args without it: no record at all (the line stays an unknown one)
+    plain = records("v0.26.0-fma-instance.log", 2026, -7 * 3600)
+    assert not native_phases(plain) and not any(r.phase == "otlp_traces" for r in plain)

@@ -72,6 +72,7 @@ _MIN_YEAR, _MAX_YEAR = 1971, 9998  # room for the UTC offset either side
 PROCESS_START = "process_start"  # FMA launcher's first line of the instance log (1 ms)
 PLATFORM_DETECTED = "platform_detected"  # first "Automatically detected platform": imports done
 API_SERVER_SETUP = "api_server_setup"  # version banner: API server setup starts
+OTLP_TRACES = "otlp_traces"  # "non-default args: {... 'otlp_traces_endpoint': ...}": vLLM traces itself
 ENGINE_CONFIG = "engine_config"  # "Initializing a V1 LLM engine (vX) with config": engine starts
 MODEL_LOAD_START = "model_load_start"  # "Starting to load model" / "Loading model from scratch"
 WEIGHTS_DOWNLOAD = "weights_download"  # "Time spent downloading weights for M: X seconds"
@@ -101,6 +102,7 @@ PHASES: tuple[str, ...] = (
     PROCESS_START,
     PLATFORM_DETECTED,
     API_SERVER_SETUP,
+    OTLP_TRACES,
     ENGINE_CONFIG,
     MODEL_LOAD_START,
     WEIGHTS_DOWNLOAD,
@@ -273,6 +275,15 @@ _MESSAGES: tuple[_Message, ...] = (
         "\u2588",  # the 0.15+ logo; only its "version X" row is a record
         (_w(r"\bversion (?P<x>\d\S*)", "0.15+ (logo)", "x"),),
         also="version ",
+    ),
+    _Message(
+        OTLP_TRACES,
+        "non-default args: ",
+        # a record only when the args set it (the endpoint itself is not kept: it may hold
+        # credentials); other args lines stay unknown lines
+        (_w(r"^non-default args: \{.*'otlp_traces_endpoint': '[^']+'.*\}$", "0.9+"),),
+        once=True,
+        also="'otlp_traces_endpoint': '",
     ),
     _Message(
         ENGINE_CONFIG,
