@@ -22,14 +22,15 @@ their threads (the hold's clock runs meanwhile, which is the bound that matters)
 
 The log is parsed in the worker, off the main loop, exactly as ``fma-otel bridge`` reads a
 captured one (:class:`fma_otel.phase_inputs.PhaseSources`), so live and offline give the same
-spans and ids: lines split on ``\\n`` only, a first read with offset 0 in the year of
-:func:`~fma_otel.phase_spans.vllm_reference`, the log's clock from
-:func:`~fma_otel.phase_spans.vllm_clock` (vLLM stamps local time without a zone), then the
-records read with that clock.
+spans and ids: lines as :func:`~fma_otel.lines.bounded_lines` gives them, a first read
+with offset 0 in the year of :func:`~fma_otel.phase_spans.vllm_reference`, the log's clock
+from :func:`~fma_otel.phase_spans.vllm_clock` (vLLM stamps local time without a zone), then
+the records read with that clock.
 """
 
 from __future__ import annotations
 
+import io
 import logging
 import threading
 import time
@@ -40,6 +41,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from .. import model as M
+from ..lines import MAX_LINE_BYTES, bounded_lines
 from ..sources.vllm_log import VllmPhase, parse_vllm_log
 from .kube import Kube
 from .vllm_fetch import LAUNCHER_PORT, FetchResult, fetch_instance_log, fetch_pod_log
@@ -278,9 +280,8 @@ def read_with_clock(act: Any, data: bytes) -> tuple[list[VllmPhase], bool]:
     ref = vllm_reference(act)
     if ref is None:
         return [], False
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
+    # line by line as the bridge streams a file: an over-long line is an empty one
+    lines = [ln if ln.__class__ is bytes else b"" for ln in bounded_lines(io.BytesIO(data), MAX_LINE_BYTES)]
     probe, _ = parse_vllm_log(lines, year=_year(ref), utc_offset_s=0)
     clock = vllm_clock(act, probe)
     if clock is None:
