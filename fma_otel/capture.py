@@ -1,8 +1,20 @@
 """Record a live namespace into a capture directory that ``fma-otel bridge DIR`` replays.
 
 Layout (``docs/capture-format.md``): ``pods.json`` (a v1 ``List`` of the namespace's Pods,
-raw JSON as the API server sent it), ``dpc.log`` (the dual-pods controller's log) and
-``launcher-<pod>.log`` (each launcher Pod's ``inference-server`` log).
+raw JSON as the API server sent it), ``dpc.log`` (the dual-pods controller's log),
+``launcher-<pod>.log`` (each launcher Pod's ``inference-server`` log), ``events.json``
+(the namespace's core/v1 Events, a v1 ``List`` as ``kubectl get events -o json`` prints),
+``vllm/pod-<pod>.log`` (each baseline Pod's vLLM container log, ``--timestamps``) and, with
+``vllm_logs``, ``vllm/<instance-id>.log`` (each FMA instance's vLLM log, read from its
+launcher through the API server's pod proxy: :mod:`fma_otel.live.vllm_fetch`).
+
+Which instances: every (launcher, instance id) pair that the Pods (a bound launcher's
+``instance-id`` annotation, a requester's ``instance`` and ``dual`` labels), the launcher
+logs just recorded ("Accepted request to create vLLM instance with id=...", ``PUT
+/v2/vllm/instances/<id>``) or the DPC log (``providerName`` with ``instanceID``) name.  An
+instance whose launcher Pod is gone, or whose launcher no longer has it (404), is counted
+and reported; so is a refused proxy (403 without the RBAC verb, 503 nothing listening).
+None of these stops the capture.
 
 Logs are fetched with ``timestamps=true`` because klog headers carry no year: the bridge
 takes the year from that prefix (never the instant).  A container that restarted has its
@@ -15,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -24,10 +37,15 @@ from typing import Any
 from . import podfacts as P
 from .live.kube import TRANSIENT_ERRORS, Kube, KubeError
 from .live.logs import restart_count_of
+from .live.vllm_fetch import LAUNCHER_PORT, fetch_instance_log
 
 LAUNCHER_CONTAINER = "inference-server"
 #: The read timeout of each log fetch, as the Pod list's (``Kube.list_pods``).
 LOG_READ_TIMEOUT_S = 60.0
+#: The most read of one instance's vLLM log (a runaway log must not fill the disk).
+VLLM_LOG_MAX_BYTES = 64 << 20
+#: What an instance id must look like to name a file (they are 45-character hashes).
+_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 
 
 @dataclass
@@ -37,6 +55,11 @@ class CaptureResult:
     dpc_pods: list[str] = field(default_factory=list)
     launcher_logs: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    events: int | None = None  # Events written to events.json (None: not recorded)
+    vllm_logs: list[str] = field(default_factory=list)  # instance ids recorded
+    vllm_failed: dict[str, str] = field(default_factory=dict)  # instance id -> why not (or partial)
+    baseline_logs: list[str] = field(default_factory=list)  # baseline Pod names recorded
+    proxy_requests: int = 0
 
 
 def _labels_match(selector: dict[str, str], pod: dict[str, Any]) -> bool:
@@ -190,8 +213,15 @@ def capture_namespace(
     timestamps: bool = True,
     progress: Callable[[int], None] | None = None,
     log_read_timeout_s: float = LOG_READ_TIMEOUT_S,
+    events: bool = True,
+    vllm_logs: bool = False,
+    baseline_selector: dict[str, str] | None = None,
+    baseline_container: str | None = None,
+    launcher_port: int = LAUNCHER_PORT,
+    vllm_max_bytes: int = VLLM_LOG_MAX_BYTES,
 ) -> CaptureResult:
-    """Write ``pods.json``, ``dpc.log`` and ``launcher-<pod>.log`` files; see the module docstring.
+    """Write ``pods.json``, ``dpc.log``, ``launcher-<pod>.log``, ``events.json`` and
+    ``vllm/`` files; see the module docstring.
 
     A file that cannot be written is a :class:`CaptureWriteError` naming it.
     """
@@ -249,4 +279,193 @@ def capture_namespace(
                     log_read_timeout_s,
                 )
             result.launcher_logs.append(name)
+    if events:
+        _capture_events(kube, namespace, out, result)
+    if baseline_selector:
+        _capture_baseline_logs(
+            kube,
+            namespace,
+            out,
+            items,
+            baseline_selector,
+            baseline_container,
+            result,
+            progress,
+            log_read_timeout_s,
+        )
+    if vllm_logs:
+        _capture_vllm_logs(
+            kube, namespace, out, items, result, progress, launcher_port, vllm_max_bytes, log_read_timeout_s
+        )
     return result
+
+
+def _capture_events(kube: Kube, namespace: str, out: Path, result: CaptureResult) -> None:
+    """``events.json``: the namespace's core/v1 Events as ``kubectl get events -o json``
+    prints them.  A refusal (a Role without ``list`` on events) is a warning: the Pods and
+    logs are still worth having."""
+    try:
+        items, rv = kube.list_events(namespace)
+    except KubeError as exc:
+        result.warnings.append(f"events not recorded: {exc} (the Role needs list on events, see deploy/)")
+        return
+    for ev in items:
+        ev.setdefault("apiVersion", "v1")
+        ev.setdefault("kind", "Event")
+    doc = {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": rv}, "items": items}
+    tmp = out / ".events.json.tmp"
+    with _writing(out / "events.json"):
+        tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        tmp.replace(out / "events.json")
+    result.events = len(items)
+
+
+def _vllm_dir(out: Path) -> Path:
+    with _writing(out / "vllm"):
+        (out / "vllm").mkdir(exist_ok=True)
+    return out / "vllm"
+
+
+def _capture_baseline_logs(
+    kube: Kube,
+    namespace: str,
+    out: Path,
+    items: list[dict[str, Any]],
+    selector: dict[str, str],
+    container: str | None,
+    result: CaptureResult,
+    progress: Callable[[int], None] | None,
+    read_timeout_s: float,
+) -> None:
+    """``vllm/pod-<name>.log`` for each baseline Pod: its vLLM container's log (``pods/log``,
+    which the base Role grants), previous instance first, with timestamps."""
+    for pod in items:
+        if P.role(pod, selector) != P.ROLE_BASELINE:
+            continue
+        name = P.name(pod) or ""
+        names = [
+            c.get("name") for c in (pod.get("spec") or {}).get("containers") or () if isinstance(c, dict)
+        ]
+        use = container or (names[0] if names else None)
+        if not use or use not in names or not _SAFE_ID.match(name):
+            result.warnings.append(f"baseline {name}: no container {use!r}; its vLLM log not recorded")
+            continue
+        with _log_file(_vllm_dir(out) / f"pod-{name}.log") as fh:
+            _write_log(kube, namespace, pod, use, fh, True, result.warnings.append, progress, read_timeout_s)
+        result.baseline_logs.append(name)
+
+
+_ACCEPTED = re.compile(r"Accepted request to create vLLM instance with id=([^\s,]+)")
+_PUT = re.compile(r'"PUT /v2/vllm/instances/([^/\s"?]+)[ "?]')
+_PROVIDER = re.compile(r'\bproviderName="([^"\\]+)"')
+_INSTANCE = re.compile(r'\binstanceID="([^"\\]+)"')
+
+
+def _lines(path: Path) -> Iterator[str]:
+    """A recorded log's lines (bytes that are not UTF-8 replaced); nothing if absent."""
+    try:
+        fh = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115 - closed below
+    except OSError:
+        return
+    with fh:
+        yield from fh
+
+
+def find_instances(out: Path, items: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Instance id -> the launcher Pods that hosted it, most telling source first.
+
+    The Pods say what is bound now; the launcher logs and the DPC log recorded in ``out``
+    say what was created before (an instance id is a hash of its configuration, so the
+    same id may have run on several launchers).
+    """
+    found: dict[str, list[str]] = {}
+
+    def add(instance: str, launcher: str) -> None:
+        if instance and launcher:
+            names = found.setdefault(instance, [])
+            if launcher not in names:
+                names.append(launcher)
+
+    for pod in items:
+        role = P.role(pod, None)
+        if role == P.ROLE_LAUNCHER:
+            add(P.annotations(pod).get(P.A_INSTANCE_ID, ""), P.name(pod) or "")
+        elif role == P.ROLE_REQUESTER:
+            labels = P.labels(pod)
+            add(labels.get(P.L_INSTANCE, ""), labels.get(P.L_DUAL, ""))
+    for path in sorted(out.glob("launcher-*.log")):
+        launcher = path.name[len("launcher-") : -len(".log")]
+        for line in _lines(path):
+            m = _ACCEPTED.search(line) or _PUT.search(line)
+            if m:
+                add(m.group(1), launcher)
+    for line in _lines(out / "dpc.log"):
+        if "providerName=" in line and "instanceID=" in line:
+            pm, im = _PROVIDER.search(line), _INSTANCE.search(line)
+            if pm and im:
+                add(im.group(1), pm.group(1))
+    return found
+
+
+def _capture_vllm_logs(
+    kube: Kube,
+    namespace: str,
+    out: Path,
+    items: list[dict[str, Any]],
+    result: CaptureResult,
+    progress: Callable[[int], None] | None,
+    port: int,
+    max_bytes: int,
+    read_timeout_s: float,
+) -> None:
+    """``vllm/<instance-id>.log`` for each instance :func:`find_instances` names, from the
+    first of its launchers that still has it; what fails is in ``result.vllm_failed``."""
+    present = {P.name(p) for p in items if P.role(p, None) == P.ROLE_LAUNCHER}
+    for instance, launchers in sorted(find_instances(out, items).items()):
+        if not _SAFE_ID.match(instance):
+            result.vllm_failed[instance[:80]] = "not an instance id that can name a file"
+            continue
+        live = [name for name in launchers if name in present]
+        if not live:
+            result.vllm_failed[instance] = f"launcher Pod {', '.join(launchers)} is gone"
+            continue
+        path = _vllm_dir(out) / f"{instance}.log"
+        whys: list[str] = []
+        for launcher in live:
+            with _log_file(path) as fh:
+
+                def write(data: bytes, fh: Any = fh, path: Path = path) -> None:
+                    with _writing(path):
+                        fh.write(data)
+                    if progress is not None:
+                        progress(len(data))
+
+                res = fetch_instance_log(
+                    kube,
+                    namespace,
+                    launcher,
+                    instance,
+                    write,
+                    port=port,
+                    max_bytes=max_bytes,
+                    read_timeout_s=read_timeout_s,
+                )
+            result.proxy_requests += res.requests
+            if res.written:
+                result.vllm_logs.append(instance)
+                if res.error:
+                    result.vllm_failed[instance] = (
+                        f"from {launcher}: partial ({res.written} bytes): {res.error}"
+                    )
+                others = [n for n in live if n != launcher]
+                if others:
+                    result.warnings.append(
+                        f"vLLM log of instance {instance}: recorded from {launcher}; it also ran on "
+                        f"{', '.join(others)}, not recorded (a capture keeps one log per instance id)"
+                    )
+                break
+            whys.append(f"from {launcher}: {res.error or 'empty log'}")
+        else:
+            with _writing(path):
+                path.unlink(missing_ok=True)
+            result.vllm_failed[instance] = "; ".join(whys)

@@ -130,6 +130,24 @@ MIN_TICK_S = 0.05
 )
 @click.option("--context", help="Kubeconfig context.")
 @click.option("--launcher-logs", is_flag=True, help="Also follow each launcher's inference-server log.")
+@click.option(
+    "--vllm-logs",
+    is_flag=True,
+    help="Read each finished actuation's vLLM log (an FMA instance's from its launcher through the API "
+    "server's pod proxy, a baseline Pod's from pods/log) for the vllm.* spans.  Off by default: it needs "
+    "the pods/proxy RBAC verb, which reaches every port of every Pod in the namespace "
+    "(deploy/vllm-logs/ adds it).",
+)
+@click.option(
+    "--vllm-log-max-bytes", type=Size(), default="16Mi", help="Read at most this much of one vLLM log."
+)
+@click.option(
+    "--vllm-log-timeout",
+    type=DURATION,
+    default="20s",
+    help="Ask for a vLLM log's ranges for at most this long; its trace waits no longer (plus a read timeout).",
+)
+@click.option("--no-events", is_flag=True, help="Do not watch the namespace's Events (startup spans).")
 @click.option("--baseline-selector", metavar="SEL", help="Label selector of baseline (no-FMA) vLLM Pods.")
 @click.option(
     "--baseline-container", metavar="NAME", help="Main container of baseline Pods (default: first)."
@@ -184,6 +202,7 @@ MIN_TICK_S = 0.05
 @click.option("--backoff-max", type=DURATION, default="30s", hidden=True)
 @click.option("--log-read-timeout", type=DURATION, default="60s", hidden=True)
 @click.option("--replay-margin", type=DURATION, default="2m", hidden=True)
+@click.option("--launcher-port", type=click.IntRange(1, 65535), default=8001, hidden=True)
 def command(**kw: object) -> None:
     """Live bridge: watch a namespace and export each actuation's trace once."""
     from ..live.checkpoint import check_writable, load
@@ -242,6 +261,11 @@ def command(**kw: object) -> None:
         kubeconfig=kw["kubeconfig"],  # type: ignore[arg-type]
         context=kw["context"],  # type: ignore[arg-type]
         launcher_logs=bool(kw["launcher_logs"]),
+        events=not kw["no_events"],
+        vllm_logs=bool(kw["vllm_logs"]),
+        vllm_log_max_bytes=max(1, int(kw["vllm_log_max_bytes"])),  # type: ignore[call-overload]
+        vllm_log_timeout_s=float(kw["vllm_log_timeout"]),  # type: ignore[arg-type]
+        launcher_port=int(kw["launcher_port"]),  # type: ignore[call-overload]
         baseline_selector=kw["baseline_selector"],  # type: ignore[arg-type]
         baseline_container=kw["baseline_container"],  # type: ignore[arg-type]
         checkpoint=kw["checkpoint"],  # type: ignore[arg-type]

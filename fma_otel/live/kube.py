@@ -299,6 +299,7 @@ class Kube:
         previous: bool = False,
         since_ns: int | None = None,
         read_timeout_s: float | None = None,
+        limit_bytes: int | None = None,
     ) -> Any:
         """Open ``pods/log`` (raw, streaming).  ``since_ns`` is sent as whole-second ``sinceTime``."""
         query: list[tuple[str, Any]] = [("container", container)]
@@ -310,12 +311,32 @@ class Kube:
             query.append(("previous", True))
         if since_ns:
             query.append(("sinceTime", rfc3339_seconds(since_ns)))
-        method, url, headers, body, post = self.api_client.param_serialize(
+        if limit_bytes:
+            query.append(("limitBytes", int(limit_bytes)))
+        resp = self._get(
+            "/api/v1/namespaces/{namespace}/pods/{name}/log",
+            {"namespace": namespace, "name": name},
+            query,
+            {"Accept": "text/plain"},
+            read_timeout_s,
+        )
+        return self._track(_check(resp))
+
+    def _get(
+        self,
+        resource_path: str,
+        path_params: dict[str, str],
+        query: list[tuple[str, Any]],
+        headers: dict[str, str],
+        read_timeout_s: float | None,
+    ) -> Any:
+        """A GET serialised by the client (its auth, TLS, base URL), raw and unchecked."""
+        method, url, hdrs, body, post = self.api_client.param_serialize(
             method="GET",
-            resource_path="/api/v1/namespaces/{namespace}/pods/{name}/log",
-            path_params={"namespace": namespace, "name": name},
+            resource_path=resource_path,
+            path_params=path_params,
             query_params=query,
-            header_params={"Accept": "text/plain"},
+            header_params=headers,
             auth_settings=["BearerToken"],
         )
         from kubernetes.client import ApiException
@@ -324,14 +345,75 @@ class Kube:
             rest = self.api_client.call_api(
                 method,
                 url,
-                header_params=headers,
+                header_params=hdrs,
                 body=body,
                 post_params=post,
                 _request_timeout=(self.connect_timeout_s, read_timeout_s) if read_timeout_s else None,
             )
         except ApiException as exc:
             raise KubeError(int(exc.status or 0), str(exc.reason)) from None
-        return self._track(_check(rest.response))
+        return rest.response
+
+    # ---------------------------------------------------------------- pods/proxy
+
+    def proxy_get(
+        self,
+        namespace: str,
+        pod: str,
+        port: int,
+        path: str,
+        *,
+        headers: dict[str, str] | None = None,
+        read_timeout_s: float | None = 60.0,
+    ) -> Any:
+        """``GET`` ``path`` on ``pod:port`` through the API server's pod proxy (``pods/proxy``).
+
+        Raw and unchecked: the caller reads the status, because through the proxy it is
+        the backend's (a launcher's 206/416/404 with a FastAPI body) or the API server's
+        own (403 without the RBAC verb, 503 when nothing listens, 404 for no such Pod).
+        ``path`` is sent as given: quote its segments first.
+        """
+        resp = self._get(
+            "/api/v1/namespaces/{namespace}/pods/{name}/proxy" + path,
+            {"namespace": namespace, "name": f"{pod}:{int(port)}"},
+            [],
+            {"Accept": "*/*", **(headers or {})},
+            read_timeout_s,
+        )
+        return self._track(resp)
+
+    # ---------------------------------------------------------------- events (core/v1)
+
+    def list_events(self, namespace: str, page_size: int = 500) -> tuple[list[dict[str, Any]], str]:
+        """All core/v1 Events of the namespace (raw dicts) and the list's resourceVersion."""
+        items: list[dict[str, Any]] = []
+        cont: str | None = None
+        rv = ""
+        while True:
+            kwargs: dict[str, Any] = {"limit": page_size, "_request_timeout": (self.connect_timeout_s, 60)}
+            if cont:
+                kwargs["_continue"] = cont
+            doc = _object(_raw(self.core.list_namespaced_event, namespace, **kwargs))
+            meta = doc.get("metadata") or {}
+            rv = rv or str(meta.get("resourceVersion") or "")
+            items.extend(it for it in doc.get("items") or [] if isinstance(it, dict))
+            cont = meta.get("continue")
+            if not cont:
+                return items, rv
+
+    def watch_events(self, namespace: str, resource_version: str, timeout_s: int) -> Any:
+        """Open an Events watch from ``resource_version`` (read it with :func:`iter_lines`)."""
+        return self._track(
+            _raw(
+                self.core.list_namespaced_event,
+                namespace,
+                watch=True,
+                resource_version=resource_version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=int(timeout_s),
+                _request_timeout=(self.connect_timeout_s, timeout_s + 15),
+            )
+        )
 
 
 def rfc3339_seconds(ns: int) -> str:

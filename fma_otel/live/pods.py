@@ -87,7 +87,14 @@ class PodWatcher:
     ``("gone", uid)`` for Pods missing from a relist, ``("rv", rv)`` for bookmarks.  The
     ``rv`` in an item is the position to checkpoint once the main loop has processed it,
     so a checkpoint never claims more than the correlator has seen.
+
+    The list/watch/410 protocol is the resource's; a subclass watches another resource by
+    overriding :meth:`_list`, :meth:`_open_watch` and :meth:`_object` (the Events watch).
     """
+
+    #: how log lines name this watch
+    what = "pod watch"
+    thread_name = "pod-watch"
 
     def __init__(
         self,
@@ -121,7 +128,7 @@ class PodWatcher:
     # ---------------------------------------------------------------- thread
 
     def start(self) -> threading.Thread:
-        t = threading.Thread(target=self.run, name="pod-watch", daemon=True)
+        t = threading.Thread(target=self.run, name=self.thread_name, daemon=True)
         t.start()
         return t
 
@@ -140,7 +147,7 @@ class PodWatcher:
                 self._fail(exc)
                 continue
             except Exception as exc:  # noqa: BLE001 - the watch must outlive any surprise
-                log.exception("pod watch: unexpected error")
+                log.exception("%s: unexpected error", self.what)
                 self._fail(exc)
                 continue
             self._after_watch(outcome)
@@ -157,13 +164,13 @@ class PodWatcher:
             self.rv = None
             self._gone_in_a_row += 1
             if self._gone_in_a_row == 1:
-                log.info("pod watch expired (HTTP 410); relisting")
+                log.info("%s expired (HTTP 410); relisting", self.what)
                 return
-            self._pause(f"pod watch expired again (HTTP 410, {self._gone_in_a_row} in a row); relisting")
+            self._pause(f"{self.what} expired again (HTTP 410, {self._gone_in_a_row} in a row); relisting")
         elif outcome == _PROGRESS:
             self._gone_in_a_row = 0
         elif outcome == _EARLY:
-            self._pause("pod watch ended early without an event; watching again")
+            self._pause(f"{self.what} ended early without an event; watching again")
 
     def _fail(self, exc: BaseException) -> None:
         self.connected = False
@@ -171,7 +178,7 @@ class PodWatcher:
             return  # shutting down: the error is ours (we closed the stream)
         self.stats.errors += 1
         delay = self.backoff.next()
-        log.warning("pod watch: %s; retrying in %.2fs", exc, delay)
+        log.warning("%s: %s; retrying in %.2fs", self.what, exc, delay)
         self.stop.wait(delay)
 
     def _pause(self, why: str) -> None:
@@ -221,7 +228,7 @@ class PodWatcher:
         before half its ``timeoutSeconds``, else :data:`_QUIET` (a quiet namespace)."""
         assert self.rv is not None
         started = time.monotonic()
-        resp = self.kube.watch_pods(self.namespace, self.rv, self.watch_timeout_s, self.label_selector)
+        resp = self._open_watch(self.rv)
         self.stats.watches += 1
         self.connected = True
         progress = False
@@ -246,10 +253,13 @@ class PodWatcher:
             return _EARLY
         return _QUIET
 
+    def _open_watch(self, rv: str) -> Any:
+        return self.kube.watch_pods(self.namespace, rv, self.watch_timeout_s, self.label_selector)
+
     def _long_line(self, n: int) -> None:
         """A watch line past the line limit: no Pod is that big (etcd holds ~1.5 MiB)."""
         self.stats.odd_lines += 1
-        log.warning("pod watch: a line of %d bytes dropped unread", n)
+        log.warning("%s: a line of %d bytes dropped unread", self.what, n)
 
     def _handle(self, line: bytes) -> bool:
         """One watch line; ``False`` means "the watch expired, relist"."""
@@ -259,12 +269,12 @@ class PodWatcher:
             obj = ev["object"]
         except (ValueError, KeyError, TypeError):
             self.stats.odd_lines += 1
-            log.warning("pod watch: skipped a line that is not a watch event: %.200r", line)
+            log.warning("%s: skipped a line that is not a watch event: %.200r", self.what, line)
             return True
         if etype == "ERROR":
             code = obj.get("code") if isinstance(obj, dict) else None
             if code == 410:
-                log.debug("pod watch expired (%s)", obj.get("message", ""))
+                log.debug("%s expired (%s)", self.what, obj.get("message", ""))
                 self.rv = None
                 return False
             # a code that is no HTTP status (a string, 1e400, true) is a server error all the same
@@ -285,6 +295,11 @@ class PodWatcher:
         if etype not in ("ADDED", "MODIFIED", "DELETED") or not md.get("uid"):
             self.stats.odd_lines += 1
             return True
+        self._object(etype, obj, md)
+        return True
+
+    def _object(self, etype: str, obj: dict[str, Any], md: dict[str, Any]) -> None:
+        """One ADDED/MODIFIED/DELETED object with a uid (``self.rv`` is its version)."""
         self.stats.events += 1
         obj.setdefault("kind", "Pod")
         obj.setdefault("apiVersion", "v1")
@@ -294,4 +309,3 @@ class PodWatcher:
             self.known[md["uid"]] = md.get("name", "")
         self._index += 1
         self.emit(("pod", PodEvent(etype, obj, self._index), self.rv))
-        return True

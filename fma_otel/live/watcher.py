@@ -47,11 +47,16 @@ from .. import model as M
 from .. import podfacts as P
 from ..sources.records import LauncherRecord, PodEvent, SourceStats
 from . import checkpoint as CP
+from .events import EventStore, EventWatcher
 from .kube import Backoff, Kube, make_api_client
 from .logs import FollowerThread, LogFollower, LogPosition, StreamPos
 from .metrics import Metrics, MetricsServer
 from .outfile import OutFile, OutFileError
 from .pods import PodWatcher, rv_number
+from .vllm_logs import VllmLogs
+
+#: the launcher's uvicorn line that ends its boot (as ``fma_otel.phase_inputs`` reads it)
+BOOT_LINE = "Application startup complete."
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +75,11 @@ class WatchConfig:
     kubeconfig: str | None = None
     context: str | None = None
     launcher_logs: bool = False
+    events: bool = True  # watch the namespace's Events (live/events.py)
+    vllm_logs: bool = False  # fetch each finished actuation's vLLM log (live/vllm_logs.py)
+    vllm_log_max_bytes: int = 16 << 20
+    vllm_log_timeout_s: float = 20.0
+    launcher_port: int = 8001
     baseline_selector: str | None = None
     baseline_container: str | None = None
     checkpoint: str | None = None
@@ -240,6 +250,16 @@ class LiveWatcher:
         self._next_forget = 0.0
         self._held_for_logs: dict[str, float] = {}  # key -> wall s it was first held back
         self._checkpoint_failed = False  # the last checkpoint write failed
+        self.event_watcher: EventWatcher | None = None
+        self.events = EventStore()
+        self._events_synced = False
+        self._events_wait_from: float | None = None
+        self._events_wait_said = False
+        self.vllm: VllmLogs | None = None
+        self._baseline_containers: dict[str, str] = {}  # baseline Pod name -> its vLLM container
+        #: launcher Pod -> its log's first "Application startup complete." (fma.launcher.boot)
+        self._launcher_boot: dict[str, int] = {}
+        self._extra_failed = 0
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -305,6 +325,26 @@ class LiveWatcher:
             backoff=Backoff(cfg.backoff_base_s, cfg.backoff_max_s),
         )
         self.pod_watcher.start()
+        if cfg.events:
+            self.event_watcher = EventWatcher(
+                self.kube,
+                cfg.namespace,
+                self.queue.put,
+                stop=self.stop,
+                watch_timeout_s=cfg.watch_timeout_s,
+                backoff=Backoff(cfg.backoff_base_s, cfg.backoff_max_s),
+            )
+            self.event_watcher.start()
+        if cfg.vllm_logs:
+            self.vllm = VllmLogs(
+                self.kube,
+                cfg.namespace,
+                self.queue.put,
+                port=cfg.launcher_port,
+                max_bytes=cfg.vllm_log_max_bytes,
+                timeout_s=cfg.vllm_log_timeout_s,
+                read_timeout_s=cfg.log_read_timeout_s,
+            )
 
     def _make_sink(self) -> Any:
         from ..sinks import otlp_export
@@ -453,6 +493,8 @@ class LiveWatcher:
             try:
                 self.correlator.add_launcher(pod, rec)
                 self.metrics.launcher_records += 1
+                if rec.message == BOOT_LINE and pod not in self._launcher_boot:
+                    self._launcher_boot[pod] = rec.t_ns
             except Exception:  # noqa: BLE001 - one bad record never stops the watcher
                 log.exception("launcher record skipped")
             self._position(pos)
@@ -474,6 +516,11 @@ class LiveWatcher:
         elif kind == "rv":
             st.pod_rv = item[1]
             st.dirty = True
+        elif kind == "event":
+            self.events.add(item[1])
+        elif kind == "events-synced":
+            self._events_synced = True
+        # ("vllm", key): a fetch ended; the next tick finds it done
 
     def _position(self, pos: StreamPos | None) -> None:
         if pos is not None:
@@ -511,6 +558,8 @@ class LiveWatcher:
             if ev.event_type == "DELETED":
                 st.gone_at.setdefault(uid, self.clock())
             role = P.role(pod, self._baseline)
+            if role == P.ROLE_BASELINE:
+                self._note_baseline(pod)
             if role in (P.ROLE_REQUESTER, P.ROLE_BASELINE):
                 ready = P.condition_true_ns(pod, "Ready")
                 if ready is None:
@@ -528,6 +577,16 @@ class LiveWatcher:
             log.exception(
                 "pod %s skipped", (pod.get("metadata") or {}).get("name") if isinstance(pod, dict) else "?"
             )
+
+    def _note_baseline(self, pod: dict[str, Any]) -> None:
+        """A baseline Pod's vLLM container (``--baseline-container``, else its first), for
+        ``--vllm-logs``."""
+        names = [
+            c.get("name") for c in (pod.get("spec") or {}).get("containers") or () if isinstance(c, dict)
+        ]
+        want = self.cfg.baseline_container or (names[0] if names else None)
+        if want and want in names:
+            self._baseline_containers[P.name(pod) or ""] = want
 
     def _after_first_list(self) -> None:
         """Log streams the checkpoint knows whose Pod is gone: what they held since is lost."""
@@ -605,6 +664,7 @@ class LiveWatcher:
                 int(now * M.S), int(self.cfg.grace_s * M.S), int(self.cfg.incomplete_after_s * M.S)
             )
             acts = self._hold_for_logs(acts, now)
+            acts = self._hold_for_extras(acts, now)
             if acts:
                 self._emit(acts)
                 self._pump_exports(wait=final)
@@ -643,6 +703,72 @@ class LiveWatcher:
         for key in [k for k in held if k not in keys]:  # no longer finished (or evicted)
             del held[key]
         return out
+
+    def _hold_for_extras(self, acts: list[Any], now: float) -> list[Any]:
+        """Hold back what the ``vllm.*`` and Events' spans still wait for: the first Events
+        list (at most :data:`LOG_WAIT_S` from the first actuation it holds), and with
+        ``--vllm-logs`` each actuation's log fetch (bounded in :class:`VllmLogs`)."""
+        if not acts:
+            return acts
+        if self.event_watcher is not None and not self._events_synced:
+            if self._events_wait_from is None:
+                self._events_wait_from = now
+            if now - self._events_wait_from < LOG_WAIT_S:
+                return []
+            if not self._events_wait_said:
+                self._events_wait_said = True
+                log.warning("Events not listed yet: traces are built without them meanwhile")
+        if self.vllm is None:
+            return acts
+        out = []
+        for a in acts:
+            if a.key in self.cp.emitted or a.key in self.state.unacked:
+                out.append(a)
+                continue
+            try:
+                target = self.vllm.target(a, self._baseline_containers)
+                if target is None or self.vllm.ready(a, target):
+                    out.append(a)
+            except Exception:  # noqa: BLE001 - it goes without its vLLM log, the loop goes on
+                log.exception("%s: its vLLM log cannot be fetched; built without it", a.key)
+                out.append(a)
+        return out
+
+    def _with_phases(self, a: Any, trace: list[M.SpanRecord]) -> list[M.SpanRecord]:
+        """The trace with what vLLM's log and the Events add, as the bridge builds it
+        (``Bridge._build``): FMA's own Events as span events on ``fma.actuation``
+        (``assign_fma_events`` over the actuations the correlator holds: an Event after
+        this one's end that a later actuation of the Pod started before is that one's),
+        then ``extra_spans``: the vLLM phases and the Pods' startup spans.
+
+        A failure there costs this one trace those additions (logged, counted), never the
+        trace: it is built from the same facts as before.
+        """
+        from ..phase_spans import FMA_EVENT_REASONS, assign_fma_events, extra_spans, with_fma_events
+
+        launcher = str(a.attributes.get(M.A_LAUNCHER) or "")
+        names = [str(a.attributes.get(M.A_REQ_NAME) or ""), launcher]
+        events = self.events.about(names)
+        vllm, assumed = self.vllm.phases(a.key) if self.vllm is not None else ({}, [])
+        boot = self._launcher_boot.get(launcher)
+        try:
+            if any(e.raw_reason in FMA_EVENT_REASONS for e in events):
+                mine = assign_fma_events(self.correlator.actuations(), events).get(a.key, ())
+                trace = with_fma_events(trace, mine)
+            return trace + list(
+                extra_spans(
+                    a,
+                    trace,
+                    vllm=vllm,
+                    events=events,
+                    launcher_boot_ns={launcher: boot} if boot is not None else {},
+                    vllm_clock_assumed=assumed,
+                )
+            )
+        except Exception:  # noqa: BLE001 - one actuation the phase builder chokes on stays one
+            self._extra_failed += 1
+            log.exception("the vLLM/Kubernetes phase spans of %s failed; built without them", a.key)
+            return trace
 
     def _lagging_logs(self, a: Any, mono: float) -> list[str]:
         """Keys of the log streams ``a`` needs that are not following live past it."""
@@ -697,6 +823,10 @@ class LiveWatcher:
                 log.exception("building the trace of %s failed; skipped", a.key)
                 self.correlator.evict(a.key)
                 continue
+            if trace:
+                trace = self._with_phases(a, trace)
+            if self.vllm is not None:
+                self.vllm.forget(a.key)
             why = next((p for sp in trace if (p := span_problem(sp))), None)
             if why is not None:  # neither written nor sent: an invalid line, a failing request
                 self._drop(a.key, why)
@@ -875,6 +1005,11 @@ class LiveWatcher:
             if uid in held:
                 continue
             self.correlator.forget_pod(uid)
+            name = st.names.get(uid)
+            if name:
+                self.events.forget(name)
+                self._baseline_containers.pop(name, None)
+                self._launcher_boot.pop(name, None)
             self._emitted_by_uid.pop(uid, None)
             del st.gone_at[uid]
             st.ready_seen.pop(uid, None)
@@ -1012,4 +1147,18 @@ class LiveWatcher:
         out["fma_otel_log_duplicate_lines_skipped_total"] = dups
         out["fma_otel_log_connects_total"] = conns
         out["fma_otel_log_previous_reads_total"] = prev
+        ew = self.event_watcher
+        if ew is not None:
+            out["fma_otel_event_watch_relists_total"] = ew.stats.relists
+            out["fma_otel_event_watch_errors_total"] = ew.stats.errors
+            out["fma_otel_events_total"] = self.events.received
+            out["fma_otel_events_skipped_total"] = ew.parse_stats.skipped
+        if self.vllm is not None:
+            vs = self.vllm.stats
+            out["fma_otel_vllm_log_fetches_total"] = vs.fetches
+            out["fma_otel_vllm_log_fetch_errors_total"] = vs.errors
+            out["fma_otel_vllm_log_fetch_partial_total"] = vs.partial
+            out["fma_otel_vllm_log_fetch_timeouts_total"] = vs.timeouts
+            out["fma_otel_vllm_log_bytes_total"] = vs.bytes
+        out["fma_otel_phase_spans_failed_total"] = self._extra_failed
         return out

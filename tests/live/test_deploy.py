@@ -25,11 +25,32 @@ def test_kustomization_lists_every_manifest() -> None:
     assert (DEPLOY / "Dockerfile").is_file()
 
 
-def test_role_is_read_only_on_pods_and_logs() -> None:
+def test_role_is_read_only_on_pods_logs_and_events() -> None:
     rules = _load("role.yaml")["rules"]
-    got = {(tuple(r["resources"]), tuple(sorted(r["verbs"]))) for r in rules}
-    assert got == {(("pods",), ("get", "list", "watch")), (("pods/log",), ("get",))}
-    assert all(r["apiGroups"] == [""] for r in rules)
+    got = {(tuple(r["apiGroups"]), tuple(r["resources"]), tuple(sorted(r["verbs"]))) for r in rules}
+    assert got == {
+        (("",), ("pods",), ("get", "list", "watch")),
+        (("",), ("pods/log",), ("get",)),
+        (("",), ("events",), ("list", "watch")),
+        (("events.k8s.io",), ("events",), ("list", "watch")),
+    }
+    assert not any("pods/proxy" in r["resources"] for r in rules)  # only in the opt-in component
+
+
+def test_vllm_logs_component_adds_only_pods_proxy_and_turns_the_flag_on() -> None:
+    comp = _load("vllm-logs/kustomization.yaml")
+    assert comp["kind"] == "Component"
+    docs = {r: _load(f"vllm-logs/{r}") for r in comp["resources"]}
+    role = next(d for d in docs.values() if d["kind"] == "Role")
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods/proxy"], "verbs": ["get"]}]
+    binding = next(d for d in docs.values() if d["kind"] == "RoleBinding")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"][0]["name"] == _load("serviceaccount.yaml")["metadata"]["name"]
+    (patch,) = comp["patches"]
+    assert patch["target"]["name"] == _load("deployment.yaml")["metadata"]["name"]
+    ops = yaml.safe_load(patch["patch"])
+    assert ops[0]["value"] == {"name": "FMA_OTEL_VLLM_LOGS", "value": "true"}
+    assert "every port of every Pod" in (DEPLOY / "vllm-logs" / "README.md").read_text()
 
 
 def test_deployment_one_replica_runs_watch_with_checkpoint_on_volume() -> None:
@@ -78,3 +99,33 @@ def test_rotated_out_files_fit_the_volume() -> None:
     keep = int(_arg(c["args"], "--out-keep"))
     assert 0 < max_bytes and keep >= 1
     assert (keep + 1) * (max_bytes + 64 * 1024) <= 0.8 * claim  # files (+ a line each), with room
+
+
+def test_the_components_variable_turns_vllm_logs_on(tmp_path: Path, monkeypatch) -> None:
+    """deploy/vllm-logs/ sets FMA_OTEL_VLLM_LOGS=true: the watcher must get vllm_logs on
+    (and Events stay on unless --no-events)."""
+    from fma_otel.live import watcher as W
+    from tests.support.k8s_server import write_kubeconfig
+
+    seen = []
+
+    class Fake:
+        def __init__(self, cfg, api_client=None) -> None:  # noqa: ANN001
+            seen.append(cfg)
+
+        def request_stop(self, *_) -> None:  # noqa: ANN002
+            pass
+
+        def run(self) -> int:
+            return 0
+
+    monkeypatch.setattr(W, "LiveWatcher", Fake)
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", "https://127.0.0.1:1")
+    monkeypatch.setenv("FMA_OTEL_VLLM_LOGS", "true")
+    r = CliRunner().invoke(main, ["watch", "-n", "x", "--kubeconfig", kubeconfig, "--metrics-port", "-1"])
+    assert r.exit_code == 0, r.output
+    assert seen[-1].vllm_logs is True and seen[-1].events is True
+    monkeypatch.delenv("FMA_OTEL_VLLM_LOGS")
+    r = CliRunner().invoke(main, ["watch", "-n", "x", "--kubeconfig", kubeconfig, "--no-events"])
+    assert r.exit_code == 0, r.output
+    assert seen[-1].vllm_logs is False and seen[-1].events is False

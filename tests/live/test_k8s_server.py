@@ -247,3 +247,73 @@ def test_follow_stream_carries_lines_written_before_the_end(k8s: FakeCluster, co
             k8s.restart_container("dpc", "controller", update_status=False)
     got = b"".join(resp.stream(amt=None, decode_content=False))
     assert got == b"one\ntwo\nthree\n"
+
+
+@pytest.mark.slow
+def test_events_list_and_watch_with_the_typed_client(k8s: FakeCluster, core_api) -> None:
+    """core/v1 Events: the typed client reads the list and a watch from its version."""
+    from tests.support.k8s_server import make_event
+
+    pod = k8s.add_pod(make_pod("p"))
+    k8s.add_event(
+        make_event(
+            "Scheduled",
+            "assigned",
+            pod=pod,
+            component="default-scheduler",
+            event_time_us=1_700_000_000_123_456,
+        )
+    )
+    r = core_api.list_namespaced_event("default")
+    assert [(e.reason, e.involved_object.name) for e in r.items] == [("Scheduled", "p")]
+    assert int(r.metadata.resource_version) == k8s.rv
+    assert r.items[0].event_time.microsecond == 123456
+    k8s.add_event(make_event("Started", "started", pod=pod, container="main", first=1_700_000_001))
+    w = watch.Watch()
+    got = []
+    for ev in w.stream(
+        core_api.list_namespaced_event,
+        "default",
+        resource_version=r.metadata.resource_version,
+        timeout_seconds=2,
+    ):
+        got.append((ev["type"], ev["object"].reason, ev["object"].involved_object.field_path))
+        w.stop()
+    assert got == [("ADDED", "Started", "spec.containers{main}")]
+    # the Pod watch does not see Events, nor the Events watch Pods
+    pods = core_api.list_namespaced_pod(
+        "default", watch=True, resource_version=str(k8s.rv - 2), timeout_seconds=1, _preload_content=False
+    )
+    assert [e["object"]["kind"] for e in iter_events(pods)] == []
+
+
+@pytest.mark.slow
+def test_pod_proxy_forwards_range_to_the_fake_launcher(k8s: FakeCluster, core_api) -> None:
+    """pods/proxy as the real client calls it; the launcher log endpoint's Range rules."""
+    k8s.add_pod(make_pod("launcher-a"))
+    backend = k8s.add_launcher("launcher-a")
+    backend.max_response = 4
+    backend.append("I1", b"0123456789")
+    api = core_api.api_client
+
+    def get(rng: str | None, instance: str = "I1", pod: str = "launcher-a:8001"):  # noqa: ANN202
+        headers = {"Range": rng} if rng else {}
+        method, url, hdrs, body, post = api.param_serialize(
+            "GET",
+            f"/api/v1/namespaces/default/pods/{{name}}/proxy/v2/vllm/instances/{instance}/log",
+            path_params={"name": pod},
+            header_params=headers,
+            auth_settings=["BearerToken"],
+        )
+        r = api.call_api(method, url, header_params=hdrs).response
+        return r.status, r.headers.get("Content-Range"), r.data
+
+    assert get("bytes=2-") == (206, "bytes 2-5/10", b"2345")  # at most max_response
+    assert get("bytes=8-100") == (206, "bytes 8-9/10", b"89")
+    assert get(None) == (200, "bytes 0-3/10", b"0123")
+    assert get("bytes=10-")[:2] == (416, "bytes */10")
+    assert get("bytes=5-2")[0] == 400 and get("lines=1-2")[0] == 400
+    assert get("bytes=0-", instance="I2")[0] == 404
+    assert get("bytes=0-", pod="launcher-a:9999")[0] == 503  # nothing listens there
+    assert get("bytes=0-", pod="nope:8001")[0] == 404
+    assert [r.range for r in k8s.proxied("launcher-a")][:3] == ["bytes=2-", "bytes=8-100", None]

@@ -1,4 +1,5 @@
-"""A small Kubernetes API server for tests: Pods and Pod logs, over the real wire protocol.
+"""A small Kubernetes API server for tests: Pods, Pod logs, Events and the pod proxy, over the
+real wire protocol.
 
 Why a hand-written server and not mocks of the ``kubernetes`` client: the live watcher's
 hard parts (resourceVersion bookkeeping, ``410 Gone`` mid-stream, chunked watch streams
@@ -24,6 +25,15 @@ few endpoints fma-otel uses:
   fixed 9-digit RFC3339Nano prefix), ``previous``, ``sinceTime``, ``sinceSeconds``,
   ``tailLines``, ``limitBytes``; a follow stream ends when its container restarts or the
   Pod is deleted, like the kubelet's, after the lines that instance wrote before that.
+* ``GET /api/v1/namespaces/{ns}/events`` (and ``/api/v1/events``): core/v1 ``EventList``,
+  and its watch, with the Pods' protocol (one revision counter, 410 after
+  :meth:`FakeCluster.compact`); :func:`make_event`, :meth:`FakeCluster.add_event`,
+  :meth:`FakeCluster.modify_event`.  Events watches are streams of kind ``"events-watch"``.
+* ``GET .../pods/{name}:{port}/proxy/{path}``: forwarded, ``Range`` header included, to a
+  :class:`FakeLauncher` (the launcher's ``/v2/vllm/instances/{id}/log`` with its byte-range
+  rules) registered by :meth:`FakeCluster.add_launcher`; 503 as kube-apiserver answers a
+  refused dial when none is registered or it ``refuse`` s, 404 for no such Pod.  Every
+  proxied request is in :meth:`FakeCluster.proxied` (its ``Range`` and answer).
 
 Tests drive it through :class:`FakeCluster`: add/modify/delete Pods (each change bumps the
 resourceVersion and records a watch event), append container log lines, restart a
@@ -60,6 +70,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 __all__ = [
     "FakeCluster",
+    "FakeLauncher",
+    "make_event",
     "make_pod",
     "format_log_timestamp",
     "parse_label_selector",
@@ -158,6 +170,10 @@ def _parse_field_selector(text: str) -> Selector:
             "metadata.namespace",
             "spec.nodeName",
             "status.phase",
+            "involvedObject.kind",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "reason",
         ):
             raise ValueError(f"field label not supported: {p!r}")
         reqs.append(m.groups())  # type: ignore[arg-type]
@@ -174,6 +190,16 @@ def _parse_field_selector(text: str) -> Selector:
 
 def _pod_fields(pod: dict[str, Any]) -> dict[str, str]:
     md = pod.get("metadata") or {}
+    if pod.get("kind") == "Event" or "involvedObject" in pod:
+        ref = pod.get("involvedObject") or {}
+        return {
+            "metadata.name": md.get("name", ""),
+            "metadata.namespace": md.get("namespace", ""),
+            "involvedObject.kind": ref.get("kind", ""),
+            "involvedObject.name": ref.get("name", ""),
+            "involvedObject.uid": ref.get("uid", ""),
+            "reason": pod.get("reason", ""),
+        }
     return {
         "metadata.name": md.get("name", ""),
         "metadata.namespace": md.get("namespace", ""),
@@ -251,6 +277,7 @@ class _Event:
     type: str  # ADDED MODIFIED DELETED
     old: dict[str, Any] | None
     new: dict[str, Any]
+    resource: str = "pods"  # pods | events: one history, one revision counter, like etcd's
 
 
 @dataclass
@@ -266,7 +293,7 @@ class _ContainerLog:
 class _Stream:
     """An open streaming response, so tests can drop it or inject an error into it."""
 
-    kind: str  # "watch" | "log"
+    kind: str  # "watch" (Pods) | "events-watch" | "log"
     conn: socket.socket
     killed: bool = False
     expire: bool = False
@@ -281,6 +308,145 @@ class RequestRecord:
     path: str
     query: dict[str, str]
     status: int = 0
+
+
+#: The launcher's ``MAX_LOG_RESPONSE_BYTES``: one answer of its log endpoint holds at most this.
+LAUNCHER_MAX_LOG_RESPONSE_BYTES = 1 << 20
+
+_RANGE = re.compile(r"bytes=(\d+)-(\d*)")
+
+
+@dataclass
+class ProxyRequest:
+    """One request that reached (or was refused on the way to) a Pod through pods/proxy."""
+
+    namespace: str
+    pod: str
+    port: int | None
+    method: str
+    path: str
+    range: str | None
+    status: int
+    sent: int = 0  # body bytes answered
+
+
+class FakeLauncher:
+    """The FMA launcher's instance-log endpoint, in process, behind the fake pods/proxy.
+
+    ``GET /v2/vllm/instances/{id}/log`` as ``/work/shared/fma-reference.md`` §3.3 has it:
+    ``Range: bytes=S-E`` or ``bytes=S-`` answered 206 with ``Content-Range: bytes S-E/TOTAL``
+    and at most :data:`LAUNCHER_MAX_LOG_RESPONSE_BYTES` bytes; no Range: 200 with the first
+    such bytes; a start past the end: 416 with ``Content-Range: bytes */TOTAL``; a bad
+    Range: 400; an unknown instance: 404 (FastAPI ``{"detail": ...}`` bodies).  ``refuse``
+    makes the API server answer as it does when nothing listens on the port (503).
+    """
+
+    def __init__(self, max_response: int = LAUNCHER_MAX_LOG_RESPONSE_BYTES) -> None:
+        self.max_response = max_response
+        self.logs: dict[str, bytearray] = {}
+        self.refuse = False
+        self.lock = threading.Lock()
+
+    def append(self, instance_id: str, data: str | bytes) -> None:
+        """Append to an instance's log file (creating the instance)."""
+        with self.lock:
+            self.logs.setdefault(instance_id, bytearray()).extend(
+                data.encode() if isinstance(data, str) else data
+            )
+
+    def delete(self, instance_id: str) -> None:
+        """The instance is deleted, and its log with it."""
+        with self.lock:
+            self.logs.pop(instance_id, None)
+
+    def handle(self, method: str, path: str, range_header: str | None) -> tuple[int, dict[str, str], bytes]:
+        """(status, headers, body) for one request."""
+
+        def detail(code: int, text: str) -> tuple[int, dict[str, str], bytes]:
+            return code, {"Content-Type": "application/json"}, json.dumps({"detail": text}).encode()
+
+        m = re.fullmatch(r"/v2/vllm/instances/([^/]+)/log", path)
+        if m is None or method != "GET":
+            return detail(404, "Not Found")
+        with self.lock:
+            data = self.logs.get(m.group(1))
+            data = None if data is None else bytes(data)
+        if data is None:
+            return detail(404, f"Instance {m.group(1)} not found")
+        total = len(data)
+        start, end = 0, None
+        if range_header is not None:
+            rm = _RANGE.fullmatch(range_header.strip())
+            if rm is None or (rm.group(2) and int(rm.group(2)) < int(rm.group(1))):
+                return detail(400, f"Invalid range header: {range_header}")
+            start = int(rm.group(1))
+            end = int(rm.group(2)) if rm.group(2) else None
+        if start >= total and (range_header is not None or total):
+            return 416, {"Content-Range": f"bytes */{total}", "Content-Type": "application/json"}, b"{}"
+        last = total - 1 if end is None else min(end, total - 1)
+        last = min(last, start + self.max_response - 1)
+        body = data[start : last + 1]
+        headers = {"Content-Type": "application/octet-stream"}
+        if total:
+            headers["Content-Range"] = f"bytes {start}-{last}/{total}"
+        return (206 if range_header is not None else 200), headers, body
+
+
+def make_event(
+    reason: str,
+    message: str,
+    *,
+    pod: dict[str, Any] | None = None,
+    pod_name: str | None = None,
+    namespace: str = "default",
+    kind: str = "Pod",
+    container: str | None = None,
+    etype: str = "Normal",
+    component: str = "kubelet",
+    host: str | None = None,
+    first: float | None = None,
+    last: float | None = None,
+    count: int = 1,
+    event_time_us: int | None = None,
+) -> dict[str, Any]:
+    """A core/v1 Event as the API server stores it (``kubectl get events -o json`` items).
+
+    ``event_time_us`` (µs since the epoch) sets ``eventTime``, as the scheduler's events
+    carry; the kubelet's have whole-second ``firstTimestamp``/``lastTimestamp`` only.
+    """
+    md = (pod or {}).get("metadata") or {}
+    ref: dict[str, Any] = {
+        "kind": kind,
+        "namespace": md.get("namespace", namespace),
+        "name": pod_name or md.get("name", ""),
+        "apiVersion": "v1",
+    }
+    if md.get("uid"):
+        ref["uid"] = md["uid"]
+    if container:
+        ref["fieldPath"] = f"spec.containers{{{container}}}"
+    ev: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"namespace": ref["namespace"]},
+        "involvedObject": ref,
+        "reason": reason,
+        "message": message,
+        "type": etype,
+        "source": {"component": component, **({"host": host} if host else {})},
+        "reportingComponent": component,
+        "count": count,
+    }
+    if event_time_us is not None:
+        sec, us = divmod(event_time_us, 1_000_000)
+        stamp = datetime.fromtimestamp(sec, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+        ev["eventTime"] = f"{stamp}.{us:06d}Z"
+        ev["firstTimestamp"] = None
+        ev["lastTimestamp"] = None
+    else:
+        ev["firstTimestamp"] = rfc3339(first)
+        ev["lastTimestamp"] = rfc3339(last if last is not None else first)
+    return ev
 
 
 class FakeCluster:
@@ -302,6 +468,9 @@ class FakeCluster:
         self.compacted_rv = start_rv
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}
         self.events: list[_Event] = []
+        self.kube_events: dict[tuple[str, str], dict[str, Any]] = {}  # core/v1 Event objects
+        self.backends: dict[tuple[str, str, int], FakeLauncher] = {}  # pods/proxy targets
+        self.proxy_requests: list[ProxyRequest] = []
         self.logs: dict[tuple[str, str, str], _ContainerLog] = {}
         self.streams: list[_Stream] = []
         self.requests: list[RequestRecord] = []
@@ -360,11 +529,13 @@ class FakeCluster:
 
     # ------------------------------------------------------------------ pods
 
-    def _record(self, etype: str, old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+    def _record(
+        self, etype: str, old: dict[str, Any] | None, new: dict[str, Any], resource: str = "pods"
+    ) -> dict[str, Any]:
         self.rv += 1
         new["metadata"]["resourceVersion"] = str(self.rv)
         ns = new["metadata"].get("namespace", "default")
-        self.events.append(_Event(self.rv, ns, etype, old, copy.deepcopy(new)))
+        self.events.append(_Event(self.rv, ns, etype, old, copy.deepcopy(new), resource))
         self.cond.notify_all()
         return copy.deepcopy(new)
 
@@ -445,12 +616,13 @@ class FakeCluster:
             self.events = [e for e in self.events if e.rv > self.compacted_rv]
             return self.compacted_rv
 
-    def expire_watches(self) -> None:
-        """Compact, and send ``ERROR`` 410 to every open watch (then end it)."""
+    def expire_watches(self, kind: str = "watch") -> None:
+        """Compact, and send ``ERROR`` 410 to every open watch of ``kind`` (then end it):
+        ``"watch"`` the Pod watches, ``"events-watch"`` the Events watches."""
         with self.cond:
             self.compact()
             for s in self.streams:
-                if s.kind == "watch":
+                if s.kind == kind:
                     s.expire = True
             self.cond.notify_all()
 
@@ -458,7 +630,7 @@ class FakeCluster:
         """Send a BOOKMARK with the current resourceVersion to watches that allow them."""
         with self.cond:
             for s in self.streams:
-                if s.kind == "watch":
+                if s.kind in ("watch", "events-watch"):
                     s.bookmark = True
             self.cond.notify_all()
 
@@ -504,6 +676,49 @@ class FakeCluster:
                 for r in self.requests
                 if path_contains in r.path and all(r.query.get(k) == v for k, v in query.items())
             ]
+
+    # ------------------------------------------------------------------ events (core/v1)
+
+    def add_event(self, event: dict[str, Any]) -> dict[str, Any]:
+        """Create an Event object (ADDED in an events watch); see :func:`make_event`."""
+        event = copy.deepcopy(event)
+        event.setdefault("apiVersion", "v1")
+        event.setdefault("kind", "Event")
+        md = event.setdefault("metadata", {})
+        md.setdefault("namespace", "default")
+        md.setdefault("uid", str(uuid.uuid4()))
+        md.setdefault("creationTimestamp", rfc3339())
+        if not md.get("name"):
+            ref = event.get("involvedObject") or {}
+            md["name"] = f"{ref.get('name', 'x')}.{uuid.uuid4().hex[:16]}"
+        key = (md["namespace"], md["name"])
+        with self.cond:
+            if key in self.kube_events:
+                raise ValueError(f"event {key} exists")
+            self.kube_events[key] = event
+            return self._record("ADDED", None, event, "events")
+
+    def modify_event(self, name: str, namespace: str = "default", *, patch: dict[str, Any]) -> dict[str, Any]:
+        """Merge-patch an Event (MODIFIED), as the kubelet does when it counts a repeat."""
+        with self.cond:
+            old = self.kube_events[(namespace, name)]
+            new = _merge_patch(old, patch)
+            self.kube_events[(namespace, name)] = new
+            return self._record("MODIFIED", copy.deepcopy(old), new, "events")
+
+    # ------------------------------------------------------------------ pods/proxy
+
+    def add_launcher(self, pod: str, namespace: str = "default", port: int = 8001) -> FakeLauncher:
+        """An in-process launcher behind ``pods/{pod}:{port}/proxy`` (its log endpoint)."""
+        backend = FakeLauncher()
+        with self.cond:
+            self.backends[(namespace, pod, port)] = backend
+        return backend
+
+    def proxied(self, pod: str | None = None) -> list[ProxyRequest]:
+        """The pods/proxy requests answered so far (of one Pod, or all)."""
+        with self.cond:
+            return [r for r in self.proxy_requests if pod is None or r.pod == pod]
 
     # ------------------------------------------------------------------ logs
 
@@ -636,6 +851,14 @@ class _Handler(BaseHTTPRequestHandler):
         m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)/log", path)
         if m and method == "GET":
             return self._pod_log(m.group(1), m.group(2), query)
+        m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)/proxy(/.*)?", path)
+        if m:
+            return self._proxy(method, m.group(1), m.group(2), m.group(3) or "/")
+        m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/events|/api/v1/events", path)
+        if m and method == "GET":
+            if _truthy(query.get("watch")):
+                return self._watch(m.group(1), query, "events")
+            return self._list(m.group(1), query, "events")
         m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)", path)
         if m:
             return self._pod(method, m.group(1), m.group(2))
@@ -688,7 +911,7 @@ class _Handler(BaseHTTPRequestHandler):
             return False
         return sel[0](md.get("labels") or {}) and sel[1](_pod_fields(pod))
 
-    def _list(self, ns: str | None, query: dict[str, str]) -> int:
+    def _list(self, ns: str | None, query: dict[str, str], resource: str = "pods") -> int:
         sel = self._selectors(query)
         if sel is None:
             return 400
@@ -704,9 +927,10 @@ class _Handler(BaseHTTPRequestHandler):
             if tok_rv < c.compacted_rv:
                 self._status(410, "The provided continue parameter is too old", "Expired")
                 return 410
+        store = c.pods if resource == "pods" else c.kube_events
         with c.cond:
             items = sorted(
-                (copy.deepcopy(p) for p in c.pods.values() if self._matches(p, ns, sel)),
+                (copy.deepcopy(p) for p in store.values() if self._matches(p, ns, sel)),
                 key=lambda p: (p["metadata"].get("namespace", ""), p["metadata"]["name"]),
             )
             rv = c.rv
@@ -723,7 +947,8 @@ class _Handler(BaseHTTPRequestHandler):
         for p in items:  # list items carry no kind/apiVersion, like the real server's
             p.pop("kind", None)
             p.pop("apiVersion", None)
-        self._send_json(200, {"kind": "PodList", "apiVersion": "v1", "metadata": meta, "items": items})
+        kind = "PodList" if resource == "pods" else "EventList"
+        self._send_json(200, {"kind": kind, "apiVersion": "v1", "metadata": meta, "items": items})
         return 200
 
     def _pod(self, method: str, ns: str, name: str) -> int:
@@ -779,7 +1004,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self.cluster.streams.remove(s)
             self.cluster.cond.notify_all()
 
-    def _watch(self, ns: str | None, query: dict[str, str]) -> int:
+    def _watch(self, ns: str | None, query: dict[str, str], resource: str = "pods") -> int:
         sel = self._selectors(query)
         if sel is None:
             return 400
@@ -804,11 +1029,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._chunk(json.dumps({"type": "ERROR", "object": err}).encode() + b"\n")
             self._end_chunked()
             return 200
-        stream = self._register("watch")
+        # an Events watch is its own kind of stream, so that tests of the Pod watch (which
+        # count, expire and cut "watch" streams) see only theirs
+        stream = self._register("watch" if resource == "pods" else "events-watch")
         try:
             with c.cond:
                 if from_rv is None:  # initial events: the current state as ADDED
-                    initial = [copy.deepcopy(p) for p in c.pods.values() if self._matches(p, ns, sel)]
+                    store = c.pods if resource == "pods" else c.kube_events
+                    initial = [copy.deepcopy(p) for p in store.values() if self._matches(p, ns, sel)]
                     pos = c.rv
                 else:
                     initial = []
@@ -821,7 +1049,7 @@ class _Handler(BaseHTTPRequestHandler):
                     while True:
                         if stream.killed or c._stopping:
                             raise ConnectionAbortedError
-                        pending = [e for e in c.events if e.rv > pos]
+                        pending = [e for e in c.events if e.rv > pos and e.resource == resource]
                         if pending or stream.expire or stream.bookmark:
                             break
                         left = deadline - time.monotonic()
@@ -852,7 +1080,8 @@ class _Handler(BaseHTTPRequestHandler):
                     break
                 if bookmark and bookmarks:
                     pos = max(pos, current_rv)
-                    bm = {"kind": "Pod", "apiVersion": "v1", "metadata": {"resourceVersion": str(pos)}}
+                    kind = "Pod" if resource == "pods" else "Event"
+                    bm = {"kind": kind, "apiVersion": "v1", "metadata": {"resourceVersion": str(pos)}}
                     self._chunk(json.dumps({"type": "BOOKMARK", "object": bm}).encode() + b"\n")
                 if time.monotonic() >= deadline and not pending:
                     break
@@ -862,6 +1091,43 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             self._unregister(stream)
         return 200
+
+    # ------------------------------------------------------------------ pods/proxy
+
+    def _proxy(self, method: str, ns: str, target: str, rest: str) -> int:
+        """``pods/{name}[:port]/proxy/...``: forwarded (Range header included) to the
+        :class:`FakeLauncher` registered for that Pod and port; the answer goes back as is.
+        Nothing registered, or ``refuse``: 503 as kube-apiserver answers a refused dial."""
+        c = self.cluster
+        name, _, port_text = target.partition(":")
+        port = int(port_text) if port_text.isdigit() else None
+        rng = self.headers.get("Range")
+        rec = ProxyRequest(ns, name, port, method, rest, rng, 0)
+        with c.cond:
+            c.proxy_requests.append(rec)
+            exists = (ns, name) in c.pods
+            backend = c.backends.get((ns, name, port or 80))
+        if not exists:
+            rec.status = 404
+            self._status(404, f'pods "{name}" not found')
+            return 404
+        if backend is None or backend.refuse:
+            rec.status = 503
+            self._status(
+                503,
+                f"error trying to reach service: dial tcp 10.0.0.7:{port or 80}: connect: connection refused",
+                "ServiceUnavailable",
+            )
+            return 503
+        code, headers, body = backend.handle(method, rest, rng)
+        rec.status, rec.sent = code, len(body)
+        self.send_response(code)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        return code
 
     # ------------------------------------------------------------------ logs
 
