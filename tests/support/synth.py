@@ -366,6 +366,9 @@ class _Act:
     instants: dict[str, tuple[int, int]] = field(default_factory=dict)  # name -> (value, emitted at)
     ready_true: int = 0  # true time of the Ready transition this actuation caused
     relayed_true: int = 0
+    #: true instants no log line prints (issue 21): ``V.ready`` (vLLM began answering) and
+    #: the relay call's ends; read by :func:`true_instants`
+    true_extra: dict[str, int] = field(default_factory=dict)
 
 
 def instance_id_for(isc: dict[str, Any], gpus: Sequence[str]) -> str:
@@ -1233,6 +1236,7 @@ class _Sim:
         self.enqueue(sig_t + self.m(3, 15), a, "bound_provider", "OpenAPI-Generator")
         # an incomplete actuation's vLLM never answers within the capture
         up = cs + lat + (startup if not a.incomplete else 10**6 * S)
+        a.true_extra["V.ready"] = up
         polls = [chdr + self.m(0.2, 1.5)]
         extra = sig_t + self.m(16, 30)
         base = f"http://{lch.ip}:{a.isc['port']}"
@@ -1299,7 +1303,9 @@ class _Sim:
         )
         rs = hdr + self.m(0.25, 0.6)
         url = f"http://{a.ip}:{ADMIN_PORT}/v1/become-ready"
-        rhdr = self.http(rs, self.m(1, 4), ctx, "relay_ready", "POST", url, 200)
+        rlat = self.m(1, 4)
+        rhdr = self.http(rs, rlat, ctx, "relay_ready", "POST", url, 200)
+        a.true_extra["D.relay.start"], a.true_extra["D.relay.end"] = rs, rs + rlat
         t_obs = rhdr + self.rng.randrange(20, 90) * US
         if label:
             secs = t_obs - floor_to(a.started, S)
@@ -1855,6 +1861,60 @@ def _capture_from(sim: _Sim) -> Capture:
         pod_events=sim.watch_events(),
         end_ns=sim.end,
     )
+
+
+# --------------------------------------------------------------------------- true instants (issue 21)
+
+#: instants printed exactly (``httpCallStartTime`` ``+ latencySecs``): the printed value is true
+_EXACT_INSTANTS = frozenset({"D.create.start", "D.create.end", "D.serving", "D.wake.start", "D.wake.end"})
+#: the launchers' clocks differ from the others' by up to this much (``_Launcher.skew``)
+MAX_LAUNCHER_SKEW_NS = 1500 * US
+
+
+def true_instants_of(sim: _Sim) -> dict[str, dict[str, int]]:
+    """Each actuation's *true* instants (key -> name -> ns), before any printing truncated them.
+
+    Why beside :meth:`_Sim.truth` (the values as printed): issue 21 bounds every instant by
+    every source, so a correct bridge no longer reports the printed (truncated) value but an
+    interval that must contain the true instant.  True times are on the simulation's single
+    clock; the launcher's log is on its own clock, up to :data:`MAX_LAUNCHER_SKEW_NS` off.
+    Only instants emitted before the capture ends are given.
+    """
+    out: dict[str, dict[str, int]] = {}
+    for a in sim.acts:
+        got: dict[str, int] = {}
+        for name, (value, at) in a.instants.items():
+            if at <= sim.end:
+                got[name] = value if name in _EXACT_INSTANTS else at
+        if "D.create.end" in got and "D.serving" in got and "V.ready" in a.true_extra:
+            got["V.ready"] = a.true_extra["V.ready"]
+        if "D.relayed" in got and "D.relay.start" in a.true_extra:
+            got["D.relay.start"] = a.true_extra["D.relay.start"]
+            got["D.relay.end"] = a.true_extra["D.relay.end"]
+        out[a.key] = got
+    return out
+
+
+def synth_capture_with_true_instants(
+    n: int = 6, seed: int = 0, **kwargs: Any
+) -> tuple[Capture, dict[str, dict[str, int]]]:
+    """:func:`synth_capture` (same arguments, same bytes) and :func:`true_instants_of` its actuations."""
+    rng = random.Random(f"plan/{seed}")
+    plans = _plan(
+        n,
+        rng,
+        kwargs.pop("paths", None),
+        kwargs.pop("incomplete", 1),
+        kwargs.pop("baseline", 1),
+        kwargs.pop("reactuated", 1),
+    )
+    start = kwargs.pop("start", DEFAULT_START)
+    namespace = kwargs.pop("namespace", DEFAULT_NAMESPACE)
+    noise = kwargs.pop("noise", True)
+    if kwargs:
+        raise TypeError(f"unexpected arguments {sorted(kwargs)}")
+    sim = _simulate(seed, int(start.timestamp()) * S, namespace, noise, plans)
+    return _capture_from(sim), true_instants_of(sim)
 
 
 # --------------------------------------------------------------------------- writing
