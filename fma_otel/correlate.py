@@ -164,6 +164,8 @@ class Correlator:
         self._dpc: dict[str, list[DpcFact]] = {}
         self._launcher: dict[tuple[str, str], list[LauncherFact]] = {}
         self._launchers_with_logs: set[str] = set()
+        #: launcher name -> the DPC's notifications of kube-scheduler writes to it
+        self._launcher_notes: dict[str, list[DpcFact]] = {}
         self._updated: dict[str, int] = {}  # requester uid or name-key -> wall ns of last fact
         self.years = YearResolver()
         self._evicted: OrderedDict[str, None] = OrderedDict()
@@ -215,6 +217,8 @@ class Correlator:
         return self._add_fact(fact)
 
     def _add_fact(self, fact: DpcFact) -> DpcFact:
+        if fact.kind == F.LAUNCHER_NOTIFIED:
+            return self._add_launcher_note(fact)
         key = fact.uid or (f"name:{fact.name}" if fact.name else None)
         if key is None:
             return fact
@@ -232,6 +236,17 @@ class Correlator:
         else:
             facts.append(fact)
         self._updated[key] = self._clock()
+        return fact
+
+    def _add_launcher_note(self, fact: DpcFact) -> DpcFact:
+        """Keep the DPC's notifications of kube-scheduler writes to a launcher Pod (the
+        earliest few): one stamped in the launcher's PodScheduled second bounds
+        ``L.scheduled`` from above."""
+        if fact.launcher and fact.manager == "kube-scheduler":
+            notes = self._launcher_notes.setdefault(fact.launcher, [])
+            notes.append(fact)
+            if len(notes) > MAX_QUERIES:
+                notes.remove(max(notes, key=lambda f: (f.t_ns, f.line_no)))
         return fact
 
     def add_launcher(self, launcher: str, rec: LauncherRecord) -> LauncherFact | None:
@@ -455,6 +470,7 @@ class Correlator:
             if P.role(pod, None) == P.ROLE_LAUNCHER:  # a launcher's log facts go with it
                 for k in [k for k in self._launcher if k[0] == name]:
                     del self._launcher[k]
+                self._launcher_notes.pop(name or "", None)
                 self._launchers_with_logs.discard(name or "")
         self.store.remove(uid)
         self._launcher_index = self._name_index = None
@@ -609,6 +625,14 @@ class Correlator:
             if gpu_any is not None:
                 # the DPC reconciles a requester only once it is scheduled
                 b.before("R.scheduled", gpu_any.start_ns, "dpc:HTTP call done/get_gpu_uuids/start")
+            seen_running = first(F.PROCESSING) if not baseline else None
+            if seen_running is not None and seen_running.uid == uid:
+                # the DPC saw the container running (its cache lags, never leads, the truth)
+                b.before(
+                    "R.started", seen_running.t_ns, "dpc:Processing inference server (running)", dpc, M.US
+                )
+                if seen_running.ref_ns is not None:
+                    b.k8s("R.started", seen_running.ref_ns, "dpc:requesterRCS startedAt", kubelet)
             if gpu_ok is not None:
                 # the requester's SPI server answered: its container had started
                 b.before("R.started", gpu_ok.end_ns, "dpc:HTTP call done/get_gpu_uuids/end")
@@ -735,7 +759,25 @@ class Correlator:
         lpod = self._launcher_pod(launcher) if launcher else None
         if lpod is not None and path == M.COLD_LAUNCHER:
             b.k8s("L.created", P.created_ns(lpod), "k8s:creationTimestamp", apiserver)
-            b.k8s("L.scheduled", P.condition_true_ns(lpod, "PodScheduled"), "k8s:PodScheduled", apiserver)
+            l_sched = P.condition_true_ns(lpod, "PodScheduled")
+            b.k8s("L.scheduled", l_sched, "k8s:PodScheduled", apiserver)
+            # the scheduler writes a Pod to bind it: the DPC saw its write of that second
+            note = next(
+                (
+                    f
+                    for f in sorted(self._launcher_notes.get(launcher or "", ()), key=lambda f: f.t_ns)
+                    if l_sched is not None and f.ref_ns == l_sched
+                ),
+                None,
+            )
+            if note is not None:
+                b.before(
+                    "L.scheduled",
+                    note.t_ns,
+                    "dpc:launcher notification of update (kube-scheduler)",
+                    dpc,
+                    M.US,
+                )
             ltrack = self._tracks.get(P.uid(lpod) or "")
             lready = sorted(ltrack.ready_true) if ltrack else []
             cut = create.start_ns if create else INF
@@ -884,6 +926,7 @@ _SLEEP_QUERY, _CREATE = F.SLEEP_QUERY, F.CREATE
 #: long logs; the ones kept are those that bound an instant
 _CAPPED: dict[str, tuple[int, bool]] = {
     F.GPU_QUERY: (MAX_QUERIES, False),
+    F.PROCESSING: (4, False),
     F.LIST: (MAX_QUERIES, False),
     F.DELETE: (MAX_QUERIES, False),
     F.RELAY_CALL: (MAX_QUERIES, True),

@@ -35,6 +35,8 @@ LIST = "list_instances"  # "HTTP call done" purpose=list_instances (the DPC call
 RELAY_CALL = "relay_ready"  # "HTTP call done" purpose=relay_ready (POST /v1/become-ready)
 DELETE = "delete_instance"  # "HTTP call done" purpose=delete_instance (reclaiming capacity)
 NOTIFIED = "notified"  # "Enqueuing inference server reference due to notification of update"
+LAUNCHER_NOTIFIED = "launcher_notified"  # "Enqueuing launcher reference due to notification of update"
+PROCESSING = "processing"  # "Processing inference server" whose requesterRCS shows the container running
 
 MSG_HTTP = "HTTP call done"
 
@@ -51,6 +53,8 @@ MESSAGES: dict[str, str] = {
     "Found launcher with capacity for new instance": HINT_WARM,
     "Created vLLM instance": CREATED_INSTANCE,
     "Enqueuing inference server reference due to notification of update": NOTIFIED,
+    "Enqueuing launcher reference due to notification of update": LAUNCHER_NOTIFIED,
+    "Processing inference server": PROCESSING,
 }
 WANTED_MESSAGES: frozenset[str] = frozenset(MESSAGES)
 
@@ -226,9 +230,12 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
             instance_id=_str(get("instanceID")),
             ref_ns=_time_or_none(get("requesterCreateTime")),
         )
-    if kind == NOTIFIED:
+    if kind == NOTIFIED or kind == LAUNCHER_NOTIFIED:
+        # the DPC's informer saw a write to the Pod by ``Manager``, stamped ``Time``
         write = get("lastWrite")
-        if not isinstance(write, dict) or get("infSvrItemType") != "requester":
+        if not isinstance(write, dict):
+            return None
+        if kind == NOTIFIED and get("infSvrItemType") != "requester":
             return None
         return _fact(
             kind,
@@ -236,9 +243,16 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
             uid,
             name,
             rec.line_no,
+            launcher=_str(get("launcherPod")) if kind == LAUNCHER_NOTIFIED else None,
             ref_ns=_time_or_none(write.get("Time")),
             manager=_str(write.get("Manager")),
         )
+    if kind == PROCESSING:
+        # the DPC's view of the requester's container: running (with its startedAt) or not
+        started = _running_started_at(get("requesterRCS"))
+        if started is None:
+            return None
+        return _fact(kind, t_ns, uid, name, rec.line_no, ref_ns=started if started > 0 else None)
     if kind == UNBOUND:
         return _fact(
             kind,
@@ -290,6 +304,21 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
         launcher=_str(get("providerName") or get("launcherPod")),
         instance_id=_str(get("instanceID")),
     )
+
+
+def _running_started_at(rcs: Any) -> int | None:
+    """``requesterRCS``'s running state: its ``startedAt`` in ns (0 when it has none), None
+    when the container is not running.  Go's JSON of the DPC's struct: ``State`` holds a
+    ``ContainerState`` (``{"running": {"startedAt": "..."}}``); either case is accepted."""
+    if not isinstance(rcs, dict):
+        return None
+    state = rcs.get("State", rcs.get("state"))
+    if not isinstance(state, dict):
+        return None
+    running = state.get("running", state.get("Running"))
+    if not isinstance(running, dict):
+        return None
+    return _time_or_none(running.get("startedAt", running.get("StartedAt"))) or 0
 
 
 def _victim(url: Any) -> str | None:

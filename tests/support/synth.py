@@ -406,6 +406,28 @@ class _Sim:
         self.last_unbound = 0
         self.ready_transitions: dict[str, list[int]] = {}
 
+    #: also print the DPC's V5 "Processing inference server" line (off by default, so the
+    #: default capture and the embedded sample keep their bytes): see :func:`true_instants_of`
+    reconcile_lines = False
+
+    def processing_line(self, t: int, a: _Act, ctx: list[tuple[str, Any]]) -> None:
+        """The DPC's reconcile of a requester whose container it sees running (issue 21:
+        its ``requesterRCS`` bounds ``R.started``); draws nothing from the random stream."""
+        rcs = {
+            "State": {"running": {"startedAt": k8s_time(a.started)}},
+            "LastTerminationState": {},
+            "Ready": False,
+            "RestartCount": 0,
+            "Started": True,
+        }
+        self.log(
+            t,
+            f"{_GO}:196",
+            "Processing inference server",
+            ctx,
+            [("requesterResourceVersion", self.rv(t)), ("requesterRCS", rcs), ("GPUIDs", None)],
+        )
+
     # ---- small helpers
 
     def _next(self) -> int:
@@ -949,6 +971,8 @@ class _Sim:
         ctx = self.rctx(a, w)
         url = f"http://{a.ip}:{ADMIN_PORT}/v1/dual-pods/accelerators"
         t += self.m(0.3, 2)
+        if self.reconcile_lines:
+            self.processing_line(t - 40 * US, a, ctx)
         if self.rng.random() < 0.5:
             err = f'failed to do HTTP GET "{url}": Get "{url}": dial tcp {a.ip}:{ADMIN_PORT}: connect: connection refused'
             hdr = self.http(t, self.m(0.2, 1), ctx, "get_gpu_uuids", "GET", url, 0, err)
@@ -1898,7 +1922,10 @@ def true_instants_of(sim: _Sim) -> dict[str, dict[str, int]]:
 def synth_capture_with_true_instants(
     n: int = 6, seed: int = 0, **kwargs: Any
 ) -> tuple[Capture, dict[str, dict[str, int]]]:
-    """:func:`synth_capture` (same arguments, same bytes) and :func:`true_instants_of` its actuations."""
+    """:func:`synth_capture` (same arguments, same bytes) and :func:`true_instants_of` its actuations.
+
+    ``reconcile_lines=True`` also prints the DPC's "Processing inference server" lines (a
+    real V5 line the default capture leaves out); the other lines stay byte-identical."""
     rng = random.Random(f"plan/{seed}")
     plans = _plan(
         n,
@@ -1911,9 +1938,14 @@ def synth_capture_with_true_instants(
     start = kwargs.pop("start", DEFAULT_START)
     namespace = kwargs.pop("namespace", DEFAULT_NAMESPACE)
     noise = kwargs.pop("noise", True)
+    reconcile = kwargs.pop("reconcile_lines", False)
     if kwargs:
         raise TypeError(f"unexpected arguments {sorted(kwargs)}")
-    sim = _simulate(seed, int(start.timestamp()) * S, namespace, noise, plans)
+    saved, _Sim.reconcile_lines = _Sim.reconcile_lines, reconcile
+    try:
+        sim = _simulate(seed, int(start.timestamp()) * S, namespace, noise, plans)
+    finally:
+        _Sim.reconcile_lines = saved
     return _capture_from(sim), true_instants_of(sim)
 
 
