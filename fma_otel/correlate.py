@@ -357,8 +357,8 @@ class Correlator:
         the uid whose lines give that name."""
         out = []
         for key, facts in self._dpc.items():
-            if key.startswith("name:"):
-                continue
+            if key.startswith("name:") or not any(f.kind in _ACTUATION_KINDS for f in facts):
+                continue  # a requester the DPC only heard of (notifications) was not actuated
             name = next((f.name for f in facts if f.name), None)
             meta: dict[str, Any] = {"uid": key, "annotations": {P.A_ISC_CONFIG: ""}}
             if name:
@@ -936,6 +936,8 @@ _CAPPED: dict[str, tuple[int, bool]] = {
 MAX_FAILED_POLLS = 256
 _OWN_REQUESTER_INSTANTS = ("R.created", "R.scheduled", "R.started")
 _ROUND_MARKERS = frozenset({F.UNBOUND, F.BOUND, F.BOUND_COLD, F.CREATE, F.WAKE, F.RELAYED})
+#: facts that show the DPC actuating a requester (a DPC-log-only trace needs one)
+_ACTUATION_KINDS = _ROUND_MARKERS | {F.OBSERVED, F.HINT_HOT, F.HINT_WARM}
 
 
 #: spans of calls that older DPC logs do not show ("HTTP call done" came with FMA #586):

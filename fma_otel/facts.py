@@ -73,7 +73,13 @@ _HTTP_PURPOSES = {
 #: ``/is_sleeping`` polls are wanted since issue 21: the last one before vLLM answers
 #: bounds ``V.ready`` from below.
 WANTED_CONTAINS: dict[str, tuple[str, tuple[str, ...], dict[str, str]]] = {
-    MSG_HTTP: ("purpose", tuple(_HTTP_PURPOSES), {})
+    MSG_HTTP: ("purpose", tuple(_HTTP_PURPOSES), {}),
+    # of the informer's notifications only those about requesters (not bound providers)
+    "Enqueuing inference server reference due to notification of update": (
+        "infSvrItemType",
+        ("requester",),
+        {},
+    ),
 }
 
 

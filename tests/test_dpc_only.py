@@ -193,3 +193,17 @@ def test_cli_clock_tolerance_flag_widens_cross_clock_durations(tmp_path: Path) -
         cli, ["bridge", "--dpc-log", str(FIXTURES / "hot.log"), "--clock-tolerance-ms", "-1", "-q"]
     )
     assert r.exit_code == 2 and "clock-tolerance-ms" in r.output
+
+
+def test_a_requester_only_heard_of_is_not_traced(tmp_path: Path) -> None:
+    other = (
+        'I0314 09:20:30.000001       1 controller.go:735] "Enqueuing inference server reference due to '
+        'notification of update" logger="dual-pods-controller" nodeName="gpu-node-a" '
+        'item={"UID":"99999999-0000-4000-8000-000000000000","RequesterName":"idle"} infSvrItemType="requester" '
+        'resourceVersion="1" lastWrite={"Manager":"kubelet","Time":"2026-03-14T09:20:30Z"}\n'
+    )
+    log = tmp_path / "dpc.log"
+    log.write_text((FIXTURES / "warm.log").read_text() + other)
+    res = run_bridge(BridgeInputs([], str(log)))
+    assert [a.key for a in res.actuations] == [UIDS["warm.log"]]
+    assert res.orphans == 0
