@@ -207,3 +207,10 @@ def test_a_requester_only_heard_of_is_not_traced(tmp_path: Path) -> None:
     res = run_bridge(BridgeInputs([], str(log)))
     assert [a.key for a in res.actuations] == [UIDS["warm.log"]]
     assert res.orphans == 0
+
+
+def test_watch_takes_the_clock_tolerance_flag() -> None:
+    r = CliRunner().invoke(cli, ["watch", "--help"])
+    assert "--clock-tolerance-ms" in r.output
+    r = CliRunner().invoke(cli, ["watch", "-n", "x", "--clock-tolerance-ms", "-1"])
+    assert r.exit_code == 2 and "clock-tolerance-ms" in r.output
