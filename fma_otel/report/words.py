@@ -28,7 +28,7 @@ MISSING_PHRASE: Mapping[str, str] = {
     "D.create.end": "the DPC's create_instance call never returned",
     "X.receipt": "the launcher never logged receiving the create request",
     "X.response": "the launcher never answered the create request",
-    "V.ready": "vLLM was never seen answering (no query_sleeping 200 after create)",
+    "V.ready": "vLLM was never seen serving, so when it came up is unknown",
     "D.serving": "vLLM was never seen serving (no query_sleeping 200 after create)",
     "D.wake.start": "the DPC never called wake",
     "D.wake.end": "the DPC's wake call never returned",
