@@ -340,6 +340,12 @@ def test_source_conflict_beyond_the_tolerance_is_marked_not_hidden() -> None:
     i = act.instants["R.created"]
     assert i.inconsistent and set(i.disagreed) == {"k8s:creationTimestamp", "dpc:requesterCreateTime"}
     assert i.hi - i.lo + 1 == M.S  # one second: not narrowed by the source that disagreed
+    # every span starting or ending there says so, and who disagreed
+    from fma_otel.build import build_trace
+
+    root = build_trace(act)[0]
+    assert root.attributes[M.A_INCONSISTENT] is True
+    assert set(root.attributes[M.A_DISAGREED]) == {"k8s:creationTimestamp", "dpc:requesterCreateTime"}
 
 
 def main() -> None:
