@@ -189,9 +189,12 @@ def build_trace(act: Actuation) -> list[M.SpanRecord]:
             attrs[A_METRIC] = metric
         if is_root:
             _root_attributes(act, attrs)
-            if not complete and not act.dpc_only:
+            if not complete:
                 status = STATUS_ERROR
-                message = "incomplete: missing " + ", ".join(act.missing or ("R.ready",))
+                if act.dpc_only:  # the log alone never shows R.ready: unfinished = no relay
+                    message = "incomplete: D.relayed not seen"
+                else:
+                    message = "incomplete: missing " + ", ".join(act.missing or ("R.ready",))
         span_id = present[name] = M.span_id_for(trace_id, name, 0)
         out.append(
             _record(

@@ -214,3 +214,25 @@ def test_watch_takes_the_clock_tolerance_flag() -> None:
     assert "--clock-tolerance-ms" in r.output
     r = CliRunner().invoke(cli, ["watch", "-n", "x", "--clock-tolerance-ms", "-1"])
     assert r.exit_code == 2 and "clock-tolerance-ms" in r.output
+
+
+def test_a_log_that_ends_before_the_relay_is_incomplete(tmp_path: Path) -> None:
+    lines = (FIXTURES / "warm.log").read_text().splitlines(keepends=True)
+    cut = next(i for i, x in enumerate(lines) if '"Reconciled bound launcher Pod labels' in x)
+    log = tmp_path / "dpc.log"
+    log.write_text("".join(lines[:cut]))
+    res = run_bridge(BridgeInputs([], str(log)))
+    [(act, trace)] = list(res.iter_traces())
+    spans = {s.name: s for s in trace}
+    assert not act.complete and act.dpc_only
+    # requesterCreateTime and actuationSecs come with the relay: no R.created, no root span;
+    # the spans whose start is known hang from the nearest ancestor present (none here)
+    assert "R.created" in act.missing and M.ROOT not in spans
+    top = spans["fma.instance.ready"]
+    assert top.parent_span_id is None
+    assert top.status_code == M.STATUS_ERROR and "D.relayed" in top.status_message
+    assert top.attributes[M.A_COMPLETE] is False
+    # what did finish is ordinary; nothing after the log's end is invented
+    assert spans["fma.dpc.poll_lag"].status_code == M.STATUS_UNSET
+    assert spans["fma.readiness.relay"].status_code == M.STATUS_ERROR  # began at D.serving
+    assert "fma.dpc.relay_ready" not in spans
