@@ -378,5 +378,10 @@ def summary(result: BridgeResult, tally: Tally | None = None) -> str:
             f"not traced: {result.lost_counts[LOST_UID]} Pod object(s) have the uid of another Pod "
             "(another name or namespace): a corrupt capture; the first Pod of each uid is kept"
         )
+    if result.correlator.dpc_only:
+        lines.append(
+            "no Pods given: traced from the DPC log alone (keyed by serverUID); what only Pods "
+            "know (R.ready, L.scheduled, ...) is listed in fma.missing"
+        )
     lines.append(f"spans: {tally.spans} in {tally.traces} traces")
     return "\n".join(lines)

@@ -167,8 +167,9 @@ def test_adding_pods_gives_the_same_trace_with_more_spans(tmp_path: Path) -> Non
 
 def test_cli_bridge_with_a_dpc_log_alone(tmp_path: Path) -> None:
     out = tmp_path / "t.jsonl"
-    r = CliRunner().invoke(cli, ["bridge", "--dpc-log", str(FIXTURES / "hot.log"), "--out", str(out), "-q"])
+    r = CliRunner().invoke(cli, ["bridge", "--dpc-log", str(FIXTURES / "hot.log"), "--out", str(out)])
     assert r.exit_code == 0, r.output
+    assert "traced from the DPC log alone" in r.output and "actuations: 1" in r.output
     [line] = out.read_text().splitlines()
     spans = json.loads(line)["resourceSpans"]
     tids = {s["traceId"] for rs in spans for ss in rs["scopeSpans"] for s in ss["spans"]}
