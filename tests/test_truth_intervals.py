@@ -369,3 +369,104 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def _launcher_pod() -> dict:
+    return {
+        "kind": "Pod",
+        "metadata": {
+            "name": "launcher-a",
+            "namespace": "ns",
+            "uid": "l-uid",
+            "creationTimestamp": "2026-06-29T14:35:44Z",
+            "labels": {"dual-pods.llm-d.ai/launcher-config-name": "lc"},
+        },
+        "spec": {"nodeName": "n1"},
+        "status": {
+            "conditions": [
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-06-29T14:35:44Z"},
+                {"type": "Ready", "status": "True", "lastTransitionTime": "2026-06-29T14:36:10Z"},
+            ]
+        },
+    }
+
+
+def _cold(*extra: KlogRecord):
+    c = Correlator()
+    c.add_pod(PodEvent("LISTED", _pod()))
+    c.add_pod(PodEvent("LISTED", _launcher_pod()))
+    for r in (
+        _line(
+            "14:35:44.433871",
+            "Created launcher-based server-providing pod",
+            f'{CTX} name="launcher-a" k8sCallStartTime="2026-06-29T14:35:44.421880093Z"',
+        ),
+        *extra,
+        _http(
+            "14:36:11.000000",
+            "create_instance",
+            "2026-06-29T14:36:10.9Z",
+            "0.01",
+            201,
+            'providerName="launcher-a" ',
+        ),
+    ):
+        c.add_dpc(r)
+    [act] = c.actuations()
+    return act
+
+
+def test_source_first_list_call_bounds_launcher_ready_from_above() -> None:
+    act = _cold(
+        _http(
+            "14:36:10.520000",
+            "list_instances",
+            "2026-06-29T14:36:10.5Z",
+            "0.002",
+            200,
+            'providerName="launcher-a" ',
+        )
+    )
+    i = act.instants["L.ready"]
+    # the kubelet's second, cut at the call's start (DPC clock: + 1 ms of tolerance)
+    assert (i.lo, i.hi) == (_t("2026-06-29T14:36:10Z"), _t("2026-06-29T14:36:10.501Z"))
+    assert i.source == "k8s:Ready + dpc:HTTP call done/list_instances/start"
+
+
+def test_source_scheduler_notification_bounds_launcher_scheduled_from_above() -> None:
+    note = _line(
+        "14:35:44.600000",
+        "Enqueuing launcher reference due to notification of update",
+        'logger="dual-pods-controller" nodeName="n1" launcherPod="launcher-a" resourceVersion="5" '
+        'lastWrite={"Manager":"kube-scheduler","Time":"2026-06-29T14:35:44Z"}',
+    )
+    i = _cold(note).instants["L.scheduled"]
+    # after L.created (the create call's start), by the notification (+ 1 µs, + 1 ms tolerance)
+    assert i.lo == _t("2026-06-29T14:35:44.421880093Z") - M.MS
+    assert i.hi == _t("2026-06-29T14:35:44.601001Z") - 1
+    # a kubelet write says nothing about scheduling
+    kubelet = note._replace(
+        kv=tuple(
+            (k, {"Manager": "kubelet", "Time": "2026-06-29T14:35:44Z"}) if k == "lastWrite" else (k, v)
+            for k, v in note.kv
+        )
+    )
+    assert _cold(kubelet).instants["L.scheduled"].hi == _t("2026-06-29T14:35:45Z") - 1
+
+
+def test_source_relay_call_bounds_relayed_and_ready_from_below() -> None:
+    act = _instants(
+        _http("14:36:40.100000", "relay_ready", "2026-06-29T14:36:40.098Z", "0.0015005"),
+        _line("14:36:40.099500", "Successfully relayed the readiness", f'{CTX} readiness="ready" url="u"'),
+        pod=_pod(ready="2026-06-29T14:36:40Z"),
+    )
+    # the relay line's microsecond, cut at the end of the call it reports (same clock)
+    relayed = act.instants["D.relayed"]
+    assert (relayed.lo, relayed.hi) == (
+        _t("2026-06-29T14:36:40.0995005Z"),
+        _t("2026-06-29T14:36:40.099501Z") - 1,
+    )
+    # the requester turns Ready only after it was told to (DPC clock: - 1 ms of tolerance)
+    ready = act.instants["R.ready"]
+    assert ready.lo == _t("2026-06-29T14:36:40.098Z") - M.MS and ready.hi == _t("2026-06-29T14:36:41Z") - 1
+    assert act.instants["D.relay.start"].t_ns == _t("2026-06-29T14:36:40.098Z")
