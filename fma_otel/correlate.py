@@ -610,7 +610,7 @@ class Correlator:
         wake = first(F.WAKE, ok=True)
         relayed = first(F.RELAYED)
         observed = first(F.OBSERVED)
-        relay = _last_call_by(fs, F.RELAY_CALL, relayed.t_ns + M.US if relayed else None)
+        relay = _last_call_by(fs, F.RELAY_CALL, relayed.t_ns + M.US - 1 if relayed else None)
 
         container = self.baseline_container if baseline else P.REQUESTER_CONTAINER
         if rnd == 1:
