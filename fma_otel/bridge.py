@@ -31,6 +31,7 @@ from . import podfacts as P
 from .build import build_trace
 from .correlate import Actuation, Correlator
 from .facts import WANTED_CONTAINS, WANTED_MESSAGES
+from .instants import DEFAULT_TOLERANCE_NS
 from .lines import MAX_LINE_BYTES, bounded_lines
 from .phase_inputs import PhaseSources, read_events
 from .sources.klog import KlogParseError, iter_klog, parse_klog_line, split_timestamp_prefix
@@ -255,15 +256,23 @@ def run_bridge(
     baseline_selector: Mapping[str, str] | None = None,
     baseline_container: str | None = None,
     progress: Callable[[int], None] | None = None,
+    clock_tolerance_ns: int = DEFAULT_TOLERANCE_NS,
 ) -> BridgeResult:
     """Read every source into one correlator (the traces are built later, on demand).
 
-    Raises :class:`InputError` for an unusable input, before any work when it can."""
+    With a DPC log and no Pods, every actuation the log shows is traced from it alone
+    (keyed by ``serverUID``, the requester's uid, so the trace ids are those a run with Pods
+    gives).  Raises :class:`InputError` for an unusable input, before any work when it can."""
     check_readable(
         [*inputs.pods, *([inputs.dpc_log] if inputs.dpc_log else []), *inputs.launcher_logs.values()]
         + [*inputs.vllm_logs.values(), *inputs.events]
     )
-    c = Correlator(baseline_selector=baseline_selector, baseline_container=baseline_container)
+    c = Correlator(
+        baseline_selector=baseline_selector,
+        baseline_container=baseline_container,
+        tolerance_ns=clock_tolerance_ns,
+        dpc_only=not inputs.pods and bool(inputs.dpc_log),
+    )
     stats: list[SourceStats] = []
     lost: list[Loss] = []
     counts: Counter[str] = Counter()
@@ -433,6 +442,11 @@ def summary(result: BridgeResult, tally: Tally | None = None) -> str:
         lines.append(
             f"not traced: {result.lost_counts[LOST_UID]} Pod object(s) have the uid of another Pod "
             "(another name or namespace): a corrupt capture; the first Pod of each uid is kept"
+        )
+    if result.correlator.dpc_only:
+        lines.append(
+            "no Pods given: traced from the DPC log alone (keyed by serverUID); what only Pods "
+            "know (R.ready, L.scheduled, ...) is listed in fma.missing"
         )
     lines.append(f"spans: {tally.spans} in {tally.traces} traces")
     return "\n".join(lines)

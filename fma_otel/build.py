@@ -25,16 +25,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from . import instants as I
 from . import model as M
 from .correlate import Actuation
 from .model import (
     A_COMPLETE,
+    A_DISAGREED,
+    A_END_PRECISION,
     A_END_SRC,
     A_INCONSISTENT,
     A_MAX,
     A_METRIC,
     A_MIN,
     A_RAW,
+    A_START_PRECISION,
     A_START_SRC,
     STATUS_ERROR,
     STATUS_UNSET,
@@ -66,6 +70,7 @@ class _Step(NamedTuple):
     end: str | None  # end instant
     ancestors: tuple[str, ...]  # parent, grandparent, ... (the nearest present one is used)
     is_root: bool
+    repeated: bool  # one span per call in ``Actuation.calls``
 
 
 #: ``(path, has_launcher_data)`` -> the steps that may apply, in table order; made from
@@ -98,6 +103,7 @@ def _plan(path: str, has_launcher_data: bool) -> tuple[_Step, ...]:
                     d.end_instant(path),
                     tuple(ancestors),
                     d.name == M.ROOT,
+                    d.repeated,
                 )
             )
         plan = _PLANS[path, has_launcher_data] = tuple(steps)
@@ -113,17 +119,50 @@ def build_trace(act: Actuation) -> list[M.SpanRecord]:
     instants: Mapping[str, M.Instant] = act.instants
     base = act.attributes
     complete = act.complete
+    tol = act.tolerance_ns
     last: M.Instant | None = None  # the latest instant: computed if an end is missing
     present: dict[str, str] = {}  # span name -> span id
     # service -> resource attributes, shared by the trace's spans of that service (as the
     # decoder shares one per resource; the writer groups by it once, not once per span)
     resources: dict[str, dict[str, Any]] = {}
     out: list[M.SpanRecord] = []
-    new_record = M.SpanRecord
-    for name, kind, metric, starts, e_name, ancestors, is_root in _plan(act.path, act.has_launcher_data):
+    for name, kind, metric, starts, e_name, ancestors, is_root, repeated in _plan(
+        act.path, act.has_launcher_data
+    ):
+        parent = None
+        for a in ancestors:
+            parent = present.get(a)
+            if parent is not None:
+                break
+        if repeated:
+            n = 0
+            for call_name, s_i, e_i, extra in act.calls:
+                if call_name != name:
+                    continue
+                attrs = dict(base)
+                attrs.update(extra)
+                out.append(
+                    _record(
+                        act,
+                        trace_id,
+                        name,
+                        n,
+                        kind,
+                        parent,
+                        s_i,
+                        e_i,
+                        attrs,
+                        STATUS_UNSET,
+                        "",
+                        tol,
+                        resources,
+                    )
+                )
+                n += 1
+            continue
         start = _ABSENT
-        for n in starts:
-            start = instants.get(n, _ABSENT)
+        for n_ in starts:
+            start = instants.get(n_, _ABSENT)
             if start is not _ABSENT:
                 break
         if start is _ABSENT or start is None:
@@ -131,61 +170,117 @@ def build_trace(act: Actuation) -> list[M.SpanRecord]:
         end = instants.get(e_name) if e_name else None
         attrs: dict[str, Any] = dict(base)
         status, message = STATUS_UNSET, ""
+        last_seen = False
         if end is None:
-            if complete:
+            if act.dpc_only and is_root or act.dpc_only and name == "fma.actuation":
+                # the log cannot see R.ready: the span ends at the last instant seen, an
+                # open interval (no max, no metric), and nothing failed
+                metric = None
+            elif complete:
                 continue
+            else:
+                attrs[A_COMPLETE] = False
+                status, message = STATUS_ERROR, f"incomplete: {e_name} not seen"
             if last is None:
                 last = max(instants.values(), key=lambda i: i.t_ns)
             end = last
-            attrs[A_COMPLETE] = False
-            status, message = STATUS_ERROR, f"incomplete: {e_name} not seen"
+            last_seen = True
         if metric:
             attrs[A_METRIC] = metric
-        attrs[A_START_SRC] = start.source
-        attrs[A_END_SRC] = end.source if status == STATUS_UNSET else f"last-seen:{end.source}"
-        start_ns, end_ns = start.t_ns, end.t_ns
-        # the duration interval that both boundaries' precision allows, never below 0
-        # (``x if x > 0 else 0`` is ``max(0, x)`` without the call)
-        lo = end_ns - (start_ns + start.precision_ns)
-        hi = end_ns + end.precision_ns - start_ns
-        attrs[A_MIN] = _seconds(lo if lo > 0 else 0)
-        attrs[A_MAX] = _seconds(hi if hi > 0 else 0)
-        if end_ns < start_ns:
-            attrs[A_INCONSISTENT] = True
-            attrs[A_RAW] = _seconds(end_ns - start_ns)
-            end_ns = start_ns
         if is_root:
             _root_attributes(act, attrs)
             if not complete:
                 status = STATUS_ERROR
-                message = "incomplete: missing " + ", ".join(act.missing or ("R.ready",))
-        parent = None
-        for a in ancestors:
-            parent = present.get(a)
-            if parent is not None:
-                break
+                if act.dpc_only:  # the log alone never shows R.ready: unfinished = no relay
+                    message = "incomplete: D.relayed not seen"
+                else:
+                    message = "incomplete: missing " + ", ".join(act.missing or ("R.ready",))
         span_id = present[name] = M.span_id_for(trace_id, name, 0)
-        service = end.service
-        resource = resources.get(service)
-        if resource is None:
-            resource = resources[service] = M.resource_attributes(service)
         out.append(
-            new_record(
+            _record(
+                act,
                 trace_id,
-                span_id,
-                parent,
                 name,
+                0,
                 kind,
-                start_ns,
-                end_ns,
-                service,
+                parent,
+                start,
+                end,
                 attrs,
                 status,
                 message,
-                resource,
+                tol,
+                resources,
+                span_id=span_id,
+                last_seen=last_seen,
             )
         )
     return out
+
+
+def _record(
+    act: Actuation,
+    trace_id: str,
+    name: str,
+    n: int,
+    kind: str,
+    parent: str | None,
+    start: M.Instant,
+    end: M.Instant,
+    attrs: dict[str, Any],
+    status: str,
+    message: str,
+    tol: int,
+    resources: dict[str, dict[str, Any]],
+    span_id: str | None = None,
+    last_seen: bool = False,
+) -> M.SpanRecord:
+    """One span between two instants: its point times inside their intervals, and how sure."""
+    attrs[A_START_SRC] = start.source
+    attrs[A_END_SRC] = f"last-seen:{end.source}" if last_seen else end.source
+    attrs[A_START_PRECISION] = _seconds(start.precision_ns)
+    attrs[A_END_PRECISION] = _seconds(end.precision_ns)
+    d = I.duration(_fused(start), _fused(end), tol)
+    attrs[A_MIN] = _seconds(d.min_ns)
+    if d.max_ns is not None and not (last_seen and act.dpc_only):
+        attrs[A_MAX] = _seconds(d.max_ns)
+    start_ns = start.t_ns
+    point = d.point_ns if d.point_ns is not None else 0
+    end_ns = start_ns + point
+    disagreed = [*start.disagreed, *(s for s in end.disagreed if s not in start.disagreed)]
+    if d.inconsistent:
+        attrs[A_RAW] = _seconds(end.t_ns - start.t_ns)
+        end_ns = start_ns
+    if d.inconsistent or start.inconsistent or end.inconsistent:
+        attrs[A_INCONSISTENT] = True
+        if d.inconsistent:
+            for s in (*start.source.split(" + "), *end.source.split(" + ")):
+                if s not in disagreed:
+                    disagreed.append(s)
+        attrs[A_DISAGREED] = disagreed
+    service = end.service
+    resource = resources.get(service)
+    if resource is None:
+        resource = resources[service] = M.resource_attributes(service)
+    return M.SpanRecord(
+        trace_id,
+        span_id or M.span_id_for(trace_id, name, n),
+        parent,
+        name,
+        kind,
+        start_ns,
+        end_ns,
+        service,
+        attrs,
+        status,
+        message,
+        resource,
+    )
+
+
+def _fused(i: M.Instant) -> I.Fused:
+    """An instant as :mod:`fma_otel.instants` fuses it (its interval and clock)."""
+    return I.Fused(i.lo, i.hi, i.t_ns, i.clock, (i.source,))
 
 
 def _root_attributes(act: Actuation, attrs: dict[str, Any]) -> None:
@@ -199,3 +294,5 @@ def _root_attributes(act: Actuation, attrs: dict[str, Any]) -> None:
         attrs[M.A_DPC_SECS] = act.dpc_actuation_secs
     if act.missing:
         attrs[M.A_MISSING] = list(act.missing)
+    if act.missing_point:
+        attrs[M.A_MISSING_POINT] = list(act.missing_point)

@@ -17,6 +17,7 @@ of the run before) with the number of the round that begins at a known unbind.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -24,12 +25,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import facts as F
+from . import instants as I
 from . import model as M
 from . import podfacts as P
+from .bounding import Bounds, exact_call
 from .facts import DpcFact, LauncherFact
 from .sources.pods import PodStore
 from .sources.records import KlogRecord, LauncherRecord, PodEvent
-from .timeutil import civil_to_ns, year_of_ns
+from .timeutil import civil_to_ns, parse_rfc3339_ns, year_of_ns
 
 INF = 1 << 62
 #: how far a launcher's log may be from the DPC's clock and still be paired with its call
@@ -51,6 +54,14 @@ class Actuation:
     missing: tuple[str, ...] = ()
     dpc_actuation_secs: float | None = None
     has_launcher_data: bool = False
+    #: instants the path needs that are bounded from one side only (no point value)
+    missing_point: tuple[str, ...] = ()
+    #: spans made one per call (``fma.dpc.delete_instance``): (name, start, end, attributes)
+    calls: tuple[tuple[str, M.Instant, M.Instant, Mapping[str, Any]], ...] = ()
+    #: built from the DPC log alone (no Pods): what only Pods know is missing, not unfinished
+    dpc_only: bool = False
+    #: the clock tolerance the instants were fused with (the builder's durations use it too)
+    tolerance_ns: int = I.DEFAULT_TOLERANCE_NS
 
     @property
     def trace_id(self) -> str:
@@ -84,6 +95,9 @@ class YearResolver:
         self._known.add(t_ns)
         bisect.insort(self._refs, t_ns)
         self._cache.clear()
+
+    def has_references(self) -> bool:
+        return bool(self._refs)
 
     def resolve(self, rec: KlogRecord) -> int:
         return self.resolve_fields(rec.month, rec.day, rec.tod_us, rec.prefix_ns)
@@ -132,7 +146,16 @@ class Correlator:
         baseline_selector: Mapping[str, str] | None = None,
         baseline_container: str | None = None,
         clock_ns: Any = None,
+        tolerance_ns: int = I.DEFAULT_TOLERANCE_NS,
+        dpc_only: bool = False,
     ) -> None:
+        if tolerance_ns < 0:
+            raise ValueError(f"clock tolerance must not be negative, got {tolerance_ns}")
+        #: how far two hosts' clocks may differ (``--clock-tolerance-ms``)
+        self.tolerance_ns = tolerance_ns
+        #: no Pods are given: every requester the DPC log names by uid is traced from the log
+        #: alone (``bridge --dpc-log`` without ``--pods``), keyed by that uid
+        self.dpc_only = dpc_only
         self.baseline_selector = dict(baseline_selector) if baseline_selector else None
         self.baseline_container = baseline_container
         self._clock = clock_ns or time.time_ns
@@ -141,6 +164,8 @@ class Correlator:
         self._dpc: dict[str, list[DpcFact]] = {}
         self._launcher: dict[tuple[str, str], list[LauncherFact]] = {}
         self._launchers_with_logs: set[str] = set()
+        #: launcher name -> the DPC's notifications of kube-scheduler writes to it
+        self._launcher_notes: dict[str, list[DpcFact]] = {}
         self._updated: dict[str, int] = {}  # requester uid or name-key -> wall ns of last fact
         self.years = YearResolver()
         self._evicted: OrderedDict[str, None] = OrderedDict()
@@ -184,16 +209,26 @@ class Correlator:
         """Add one DPC line; returns its fact.  Raises ``ValueError`` for a malformed wanted line."""
         if rec.msg not in F.MESSAGES:
             return None
+        if self.dpc_only and not self.years.has_references() and rec.prefix_ns is None:
+            self.years.add_reference(_rfc3339_in(rec))
         fact = F.dpc_fact(rec, self.years.resolve(rec))
         if fact is None:
             return None
         return self._add_fact(fact)
 
     def _add_fact(self, fact: DpcFact) -> DpcFact:
+        if fact.kind == F.LAUNCHER_NOTIFIED:
+            return self._add_launcher_note(fact)
         key = fact.uid or (f"name:{fact.name}" if fact.name else None)
         if key is None:
             return fact
-        if fact.kind == F.SLEEP_QUERY and not self._keep_query(key, fact):
+        kind = fact.kind
+        if kind == F.SLEEP_QUERY and fact.ok and not self._keep_query(key, fact):
+            return fact
+        if kind == F.NOTIFIED and fact.manager != "kubelet":
+            return fact  # only the kubelet's writes bound an instant (R.ready)
+        cap = _CAPPED.get(kind) if kind != F.SLEEP_QUERY else None if fact.ok else (MAX_FAILED_POLLS, True)
+        if cap is not None and not self._within_cap(key, fact, *cap):
             return fact
         facts = self._dpc.get(key)
         if facts is None:
@@ -201,6 +236,17 @@ class Correlator:
         else:
             facts.append(fact)
         self._updated[key] = self._clock()
+        return fact
+
+    def _add_launcher_note(self, fact: DpcFact) -> DpcFact:
+        """Keep the DPC's notifications of kube-scheduler writes to a launcher Pod (the
+        earliest few): one stamped in the launcher's PodScheduled second bounds
+        ``L.scheduled`` from above."""
+        if fact.launcher and fact.manager == "kube-scheduler":
+            notes = self._launcher_notes.setdefault(fact.launcher, [])
+            notes.append(fact)
+            if len(notes) > MAX_QUERIES:
+                notes.remove(max(notes, key=lambda f: (f.t_ns, f.line_no)))
         return fact
 
     def add_launcher(self, launcher: str, rec: LauncherRecord) -> LauncherFact | None:
@@ -253,6 +299,26 @@ class Correlator:
         """Say that a launcher's log is part of the input even if it holds no create."""
         self._launchers_with_logs.add(launcher)
 
+    def _within_cap(self, key: str, fact: DpcFact, cap: int, keep_latest: bool) -> bool:
+        """Keep at most ``cap`` facts of a kind (and outcome) per requester: the earliest (calls whose first
+        one is the bound) or the latest (failed polls, whose last one before success is).
+        Whichever way the facts arrive, the same ones are kept."""
+        facts = self._dpc.get(key)
+        if not facts:
+            return True
+        same = [f for f in facts if f.kind == fact.kind and f.ok == fact.ok]
+        if len(same) < cap:
+            return True
+
+        def order(f: DpcFact) -> tuple[int, int]:
+            return (f.start_ns if f.start_ns is not None else f.t_ns, f.line_no)
+
+        drop = min(same, key=order) if keep_latest else max(same, key=order)
+        if (order(fact) < order(drop)) if keep_latest else (order(fact) > order(drop)):
+            return False
+        facts.remove(drop)
+        return True
+
     def _keep_query(self, key: str, q: DpcFact) -> bool:
         """Keep only the first successful /is_sleeping answer after each create call."""
         if not q.ok:
@@ -264,7 +330,7 @@ class Correlator:
         kept: list[int] = []
         for f in self._dpc.get(key, ()):
             kind = f.kind
-            if kind == _SLEEP_QUERY:
+            if kind == _SLEEP_QUERY and f.ok:
                 kept.append(f.start_ns)
             elif kind == _CREATE and f.ok and f.end_ns <= at and (last is None or f.end_ns > last):
                 last = f.end_ns
@@ -275,11 +341,30 @@ class Correlator:
     # ------------------------------------------------------------------ asking
 
     def requesters(self) -> list[dict[str, Any]]:
+        if self.dpc_only and not len(self.store):
+            return self._dpc_only_requesters()
         return [
             p
             for p in self.store.pods()
             if P.role(p, self.baseline_selector) in (P.ROLE_REQUESTER, P.ROLE_BASELINE)
         ]
+
+    def _dpc_only_requesters(self) -> list[dict[str, Any]]:
+        """A stand-in Pod for each requester the DPC log names by uid (no Pods given).
+
+        Only what the log says: the uid and the name the lines give; no timestamps, so
+        every instant comes from the log.  Lines that name a requester only by name join
+        the uid whose lines give that name."""
+        out = []
+        for key, facts in self._dpc.items():
+            if key.startswith("name:") or not any(f.kind in _ACTUATION_KINDS for f in facts):
+                continue  # a requester the DPC only heard of (notifications) was not actuated
+            name = next((f.name for f in facts if f.name), None)
+            meta: dict[str, Any] = {"uid": key, "annotations": {P.A_ISC_CONFIG: ""}}
+            if name:
+                meta["name"] = name
+            out.append({"metadata": meta, _DPC_ONLY: min(f.t_ns for f in facts)})
+        return out
 
     def actuations(self) -> list[Actuation]:
         """Every actuation the data shows, complete or not, ordered by requester creation."""
@@ -290,7 +375,9 @@ class Correlator:
 
     def requesters_in_order(self) -> list[dict[str, Any]]:
         """The requester (and baseline) Pods in the order :meth:`actuations` takes them."""
-        return sorted(self.requesters(), key=lambda p: (P.created_ns(p) or 0, P.name(p) or ""))
+        return sorted(
+            self.requesters(), key=lambda p: (P.created_ns(p) or p.get(_DPC_ONLY) or 0, P.name(p) or "")
+        )
 
     def actuations_of(self, pod: dict[str, Any]) -> list[Actuation]:
         """One requester's actuations, as :meth:`actuations` lists them.
@@ -303,6 +390,8 @@ class Correlator:
 
     def orphan_requesters(self) -> int:
         """Requesters the DPC log talks about whose Pod is not in the input (not traced)."""
+        if self.dpc_only and not len(self.store):
+            return 0
         uids = {P.uid(p) for p in self.store.pods()}
         names = {P.name(p) for p in self.store.pods()}
         return sum(1 for k in self._dpc if (k[5:] not in names if k.startswith("name:") else k not in uids))
@@ -381,6 +470,7 @@ class Correlator:
             if P.role(pod, None) == P.ROLE_LAUNCHER:  # a launcher's log facts go with it
                 for k in [k for k in self._launcher if k[0] == name]:
                     del self._launcher[k]
+                self._launcher_notes.pop(name or "", None)
                 self._launchers_with_logs.discard(name or "")
         self.store.remove(uid)
         self._launcher_index = self._name_index = None
@@ -494,33 +584,25 @@ class Correlator:
         role = P.role(pod, self.baseline_selector)
         if role == P.ROLE_BASELINE:
             return [self._assemble(pod, 1, -INF, INF, [], baseline=True)]
-        return [self._assemble(pod, rnd, lo, hi, fs) for rnd, lo, hi, fs in self._rounds(uid, name)]
+        dpc_only = _DPC_ONLY in pod
+        return [
+            self._assemble(pod, rnd, lo, hi, fs, dpc_only=dpc_only)
+            for rnd, lo, hi, fs in self._rounds(uid, name)
+        ]
 
     def _assemble(
-        self, pod: dict[str, Any], rnd: int, lo: int, hi: int, fs: list[DpcFact], baseline: bool = False
+        self,
+        pod: dict[str, Any],
+        rnd: int,
+        lo: int,
+        hi: int,
+        fs: list[DpcFact],
+        baseline: bool = False,
+        dpc_only: bool = False,
     ) -> Actuation:
         uid = P.uid(pod) or ""
-        inst: dict[str, M.Instant] = {}
-
-        def put(name: str, t: int | None, source: str) -> None:
-            if t is not None:
-                d = M.INSTANTS[name]
-                inst[name] = M.Instant(t, d.precision_ns, source, d.service)
-
-        container = self.baseline_container if baseline else P.REQUESTER_CONTAINER
-        if rnd == 1:
-            put("R.created", P.created_ns(pod), "k8s:creationTimestamp")
-            put("R.scheduled", P.condition_true_ns(pod, "PodScheduled"), "k8s:PodScheduled")
-            put("R.started", P.container_started_ns(pod, container), "k8s:startedAt")
-        else:
-            # a re-actuation: the Pod was created, scheduled and started long before; it
-            # starts waiting again when the DPC unbinds it
-            # (unknown when a seeded count reaches back past the unbinds re-read)
-            put("D.unbound", lo if lo > -INF else None, "dpc:Unbound server-providing Pod")
-        track = self._tracks.get(uid)
-        lo_s = lo - lo % M.S if lo > -INF else -INF
-        readies = sorted(t for t in (track.ready_true if track else ()) if lo_s <= t < hi)
-        put("R.ready", readies[0] if readies else None, "k8s:Ready")
+        b = Bounds(self.tolerance_ns)
+        apiserver, kubelet, dpc = I.CLOCK_APISERVER, I.CLOCK_KUBELET, I.CLOCK_DPC
 
         first = _first_by(fs)
         bound = first(F.BOUND_COLD) or first(F.BOUND)
@@ -528,8 +610,70 @@ class Correlator:
         wake = first(F.WAKE, ok=True)
         relayed = first(F.RELAYED)
         observed = first(F.OBSERVED)
+        relay = _last_call_by(fs, F.RELAY_CALL, relayed.t_ns + M.US - 1 if relayed else None)
+
+        container = self.baseline_container if baseline else P.REQUESTER_CONTAINER
+        if rnd == 1:
+            b.k8s("R.created", P.created_ns(pod), "k8s:creationTimestamp", apiserver)
+            # PodScheduled=True is set by the API server when it records the binding
+            b.k8s("R.scheduled", P.condition_true_ns(pod, "PodScheduled"), "k8s:PodScheduled", apiserver)
+            b.k8s("R.started", P.container_started_ns(pod, container), "k8s:startedAt", kubelet)
+            if relayed and relayed.ref_ns is not None:
+                b.k8s("R.created", relayed.ref_ns, "dpc:requesterCreateTime", apiserver)
+            gpu_any = first(F.GPU_QUERY)
+            gpu_ok = first(F.GPU_QUERY, ok=True)
+            if gpu_any is not None:
+                # the DPC reconciles a requester only once it is scheduled
+                b.before("R.scheduled", gpu_any.start_ns, "dpc:HTTP call done/get_gpu_uuids/start")
+            seen_running = first(F.PROCESSING) if not baseline else None
+            if seen_running is not None and seen_running.uid == uid:
+                # the DPC saw the container running (its cache lags, never leads, the truth)
+                b.before(
+                    "R.started", seen_running.t_ns, "dpc:Processing inference server (running)", dpc, M.US
+                )
+                if seen_running.ref_ns is not None:
+                    b.k8s("R.started", seen_running.ref_ns, "dpc:requesterRCS startedAt", kubelet)
+            if gpu_ok is not None:
+                # the requester's SPI server answered: its container had started
+                b.before("R.started", gpu_ok.end_ns, "dpc:HTTP call done/get_gpu_uuids/end")
+            if observed is not None and observed.secs is not None:
+                with contextlib.suppress(ValueError):  # no whole second fits: the line is not used
+                    b.add(
+                        "R.started",
+                        I.started_from_actuation_secs(
+                            observed.t_ns, observed.secs, relay.end_ns if relay else None
+                        ),
+                    )
+        else:
+            # a re-actuation: the Pod was created, scheduled and started long before; it
+            # starts waiting again when the DPC unbinds it
+            # (unknown when a seeded count reaches back past the unbinds re-read)
+            b.log_time("D.unbound", lo if lo > -INF else None, "dpc:Unbound server-providing Pod")
+        track = self._tracks.get(uid)
+        lo_s = lo - lo % M.S if lo > -INF else -INF
+        readies = sorted(t for t in (track.ready_true if track else ()) if lo_s <= t < hi)
+        ready_s = readies[0] if readies else None
+        b.k8s("R.ready", ready_s, "k8s:Ready", kubelet)
+        if ready_s is not None and relay is not None:
+            # the requester turns Ready only after the DPC told it to become ready ...
+            b.after("R.ready", relay.start_ns, "dpc:HTTP call done/relay_ready/start")
+            # ... and the DPC's informer saw the kubelet's write of that second after it
+            seen = next(
+                (
+                    f
+                    for f in fs
+                    if f.kind == F.NOTIFIED
+                    and f.manager == "kubelet"
+                    and f.ref_ns == ready_s
+                    and f.t_ns >= relay.start_ns
+                ),
+                None,
+            )
+            if seen is not None:
+                b.before("R.ready", seen.t_ns, "dpc:notification of update (kubelet)", dpc, M.US)
+
         if bound:
-            put(
+            b.log_time(
                 "D.bound",
                 bound.t_ns,
                 "dpc:"
@@ -540,20 +684,32 @@ class Correlator:
                 ),
             )
         if create:
-            put("D.create.start", create.start_ns, "dpc:HTTP call done/create_instance")
-            put("D.create.end", create.end_ns, "dpc:HTTP call done/create_instance")
-            serving = [f for f in fs if f.kind == F.SLEEP_QUERY and f.ok and f.start_ns >= create.end_ns]
-            if serving:
-                put(
-                    "D.serving",
-                    min(serving, key=lambda f: f.start_ns).end_ns,
-                    "dpc:HTTP call done/query_sleeping",
+            b.exact("D.create.start", create.start_ns, "dpc:HTTP call done/create_instance")
+            b.exact("D.create.end", create.end_ns, "dpc:HTTP call done/create_instance")
+            polls = sorted(
+                (f for f in fs if f.kind == F.SLEEP_QUERY and f.start_ns >= create.end_ns),
+                key=lambda f: (f.start_ns, f.line_no),
+            )
+            ok = next((f for f in polls if f.ok), None)
+            if ok is not None:
+                b.exact("D.serving", ok.end_ns, "dpc:HTTP call done/query_sleeping")
+                failed = [f for f in polls if not f.ok and f.start_ns < ok.start_ns]
+                last = failed[-1] if failed else None
+                b.add(
+                    "V.ready",
+                    I.vllm_ready_from_polls(
+                        (last.start_ns, last.end_ns) if last else None, (ok.start_ns, ok.end_ns)
+                    ),
                 )
         if wake:
-            put("D.wake.start", wake.start_ns, "dpc:HTTP call done/wake")
-            put("D.wake.end", wake.end_ns, "dpc:HTTP call done/wake")
+            b.exact("D.wake.start", wake.start_ns, "dpc:HTTP call done/wake")
+            b.exact("D.wake.end", wake.end_ns, "dpc:HTTP call done/wake")
         if relayed:
-            put("D.relayed", relayed.t_ns, "dpc:Successfully relayed the readiness")
+            b.log_time("D.relayed", relayed.t_ns, "dpc:Successfully relayed the readiness")
+            if relay is not None:
+                b.exact("D.relay.start", relay.start_ns, "dpc:HTTP call done/relay_ready")
+                b.exact("D.relay.end", relay.end_ns, "dpc:HTTP call done/relay_ready")
+                b.after("D.relayed", relay.end_ns, "dpc:HTTP call done/relay_ready/end")
 
         # path: what the DPC did in this round, then what it said, then its hints
         direct = P.is_direct_requester(pod)
@@ -585,20 +741,64 @@ class Correlator:
         instance = next((f.instance_id for f in (bound, create, wake, relayed) if f and f.instance_id), None)
         if instance is None and not baseline:
             instance = labels.get(P.L_INSTANCE)
+        if path == M.COLD_LAUNCHER and bound is not None:
+            # the launcher Pod was created by the DPC's create call: [k8sCallStartTime, log time]
+            b.write("L.created", bound.ref_ns, bound.t_ns, "dpc:Created launcher-based server-providing pod")
+            # the DPC calls a launcher it created only once it has seen it Ready
+            listed = [
+                f
+                for f in fs
+                if f.kind == F.LIST
+                and f.start_ns >= bound.t_ns
+                and (launcher is None or f.launcher == launcher)
+            ]
+            if listed:
+                b.before(
+                    "L.ready", min(f.start_ns for f in listed), "dpc:HTTP call done/list_instances/start"
+                )
         lpod = self._launcher_pod(launcher) if launcher else None
         if lpod is not None and path == M.COLD_LAUNCHER:
-            put("L.created", P.created_ns(lpod), "k8s:creationTimestamp")
-            put("L.scheduled", P.condition_true_ns(lpod, "PodScheduled"), "k8s:PodScheduled")
+            b.k8s("L.created", P.created_ns(lpod), "k8s:creationTimestamp", apiserver)
+            l_sched = P.condition_true_ns(lpod, "PodScheduled")
+            b.k8s("L.scheduled", l_sched, "k8s:PodScheduled", apiserver)
+            # the scheduler writes a Pod to bind it: the DPC saw its write of that second
+            note = next(
+                (
+                    f
+                    for f in sorted(self._launcher_notes.get(launcher or "", ()), key=lambda f: f.t_ns)
+                    if l_sched is not None and f.ref_ns == l_sched
+                ),
+                None,
+            )
+            if note is not None:
+                b.before(
+                    "L.scheduled",
+                    note.t_ns,
+                    "dpc:launcher notification of update (kube-scheduler)",
+                    dpc,
+                    M.US,
+                )
             ltrack = self._tracks.get(P.uid(lpod) or "")
             lready = sorted(ltrack.ready_true) if ltrack else []
             cut = create.start_ns if create else INF
             before = [t for t in lready if t <= cut]
-            put("L.ready", before[-1] if before else (lready[0] if lready else None), "k8s:Ready")
+            b.k8s("L.ready", before[-1] if before else (lready[0] if lready else None), "k8s:Ready", kubelet)
 
         has_launcher_data = bool(launcher and launcher in self._launchers_with_logs)
         if has_launcher_data and instance and path in (M.COLD_LAUNCHER, M.WARM):
             anchor = create.start_ns if create else (bound.t_ns if bound else None)
-            self._pair_launcher(launcher, instance, anchor, put)
+            self._pair_launcher(launcher, instance, anchor, b)
+
+        fusion = b.fuse_all()
+        inst = fusion.instants
+        calls: list[tuple[str, M.Instant, M.Instant, Mapping[str, Any]]] = []
+        if path == M.WARM:
+            cut = bound.t_ns if bound else (create.start_ns if create else INF)
+            for f in sorted((f for f in fs if f.kind == F.DELETE and f.ok), key=lambda f: f.start_ns):
+                if f.end_ns <= cut:
+                    s_i, e_i = exact_call(f.start_ns, f.end_ns, "dpc:HTTP call done/delete_instance")
+                    extra = {M.A_INSTANCE: f.instance_id} if f.instance_id else {}
+                    calls.append(("fma.dpc.delete_instance", s_i, e_i, extra))
 
         attrs: dict[str, Any] = {
             M.A_PATH: path,
@@ -613,14 +813,16 @@ class Correlator:
         isc = P.annotations(pod).get(P.A_ISC_CONFIG) or next((f.isc_name for f in fs if f.isc_name), None)
         if isc and not baseline and not direct:
             attrs[M.A_ISC] = isc
-        node = P.node_name(pod)
+        node = P.node_name(pod) or (next((f.node for f in fs if f.node), None) if dpc_only else None)
         if node:
             attrs[M.A_NODE] = node
         if path == M.WARM:
             attrs[M.A_DELETED] = sum(1 for f in fs if f.kind == F.RECLAIM)
 
-        complete = "R.ready" in inst
-        missing = tuple(n for n in _expected_instants(path, has_launcher_data, rnd) if n not in inst)
+        complete = ("D.relayed" in inst) if dpc_only else ("R.ready" in inst)
+        expected = _expected_instants(path, has_launcher_data, rnd)
+        missing = tuple(n for n in expected if n not in inst and n not in fusion.partial)
+        one_sided = tuple(n for n in expected if n in fusion.partial)
         return Actuation(
             key=M.actuation_key(uid, rnd),
             round=rnd,
@@ -631,6 +833,10 @@ class Correlator:
             missing=missing,
             dpc_actuation_secs=observed.secs if observed else None,
             has_launcher_data=has_launcher_data,
+            missing_point=one_sided,
+            calls=tuple(calls),
+            dpc_only=dpc_only,
+            tolerance_ns=self.tolerance_ns,
         )
 
     def _launcher_pod(self, launcher_name: str) -> dict[str, Any] | None:
@@ -653,7 +859,7 @@ class Correlator:
             self._launcher_index = index
         return index
 
-    def _pair_launcher(self, launcher: str, instance: str, anchor: int | None, put: Any) -> None:
+    def _pair_launcher(self, launcher: str, instance: str, anchor: int | None, b: Bounds) -> None:
         """The launcher's receipt nearest the DPC's call, then the PUT response after it."""
         facts = self._launcher.get((launcher, instance), [])
         receipts = [f for f in facts if f.kind == "receipt"]
@@ -662,14 +868,43 @@ class Correlator:
         receipt = min(receipts, key=lambda f: abs(f.t_ns - anchor))
         if abs(receipt.t_ns - anchor) > LAUNCHER_PAIR_WINDOW_NS:
             return
-        put("X.receipt", receipt.t_ns, "launcher:log")
+        b.add("X.receipt", I.truncated(receipt.t_ns, M.MS, "launcher:log", I.CLOCK_LAUNCHER))
         responses = [
             f
             for f in facts
             if f.kind == "response" and receipt.t_ns <= f.t_ns <= receipt.t_ns + LAUNCHER_PAIR_WINDOW_NS
         ]
         if responses:
-            put("X.response", min(responses, key=lambda f: f.t_ns).t_ns, "launcher:log")
+            t = min(responses, key=lambda f: f.t_ns).t_ns
+            b.add("X.response", I.truncated(t, M.MS, "launcher:log", I.CLOCK_LAUNCHER))
+
+
+#: the key of a stand-in Pod made from the DPC log alone (its value: the first line's time)
+_DPC_ONLY = "_fma_dpc_only"
+_YEAR_FIELDS = ("httpCallStartTime", "k8sCallStartTime", "requesterCreateTime")
+
+
+def _rfc3339_in(rec: KlogRecord) -> int | None:
+    """A full date on a DPC line (klog's header has no year): for a log read without Pods."""
+    for k in _YEAR_FIELDS:
+        v = rec.get(k)
+        if isinstance(v, str):
+            try:
+                return parse_rfc3339_ns(v)
+            except ValueError:
+                continue
+    return None
+
+
+def _last_call_by(fs: list[DpcFact], kind: str, until_ns: int | None) -> DpcFact | None:
+    """The last successful call of ``kind`` that ended by ``until_ns`` (None: no such bound)."""
+    if until_ns is None:
+        return None
+    best = None
+    for f in fs:
+        if f.kind == kind and f.ok and f.end_ns <= until_ns and (best is None or f.start_ns > best.start_ns):
+            best = f
+    return best
 
 
 def _first_by(fs: list[DpcFact]) -> Any:
@@ -687,8 +922,27 @@ def _first_by(fs: list[DpcFact]) -> Any:
 
 
 _SLEEP_QUERY, _CREATE = F.SLEEP_QUERY, F.CREATE
+#: kind -> (how many per requester, keep the latest (else the earliest)): bounded memory on
+#: long logs; the ones kept are those that bound an instant
+_CAPPED: dict[str, tuple[int, bool]] = {
+    F.GPU_QUERY: (MAX_QUERIES, False),
+    F.PROCESSING: (4, False),
+    F.LIST: (MAX_QUERIES, False),
+    F.DELETE: (MAX_QUERIES, False),
+    F.RELAY_CALL: (MAX_QUERIES, True),
+    F.NOTIFIED: (MAX_QUERIES, True),
+}
+#: failed /is_sleeping polls kept per requester (the last one before vLLM answered matters)
+MAX_FAILED_POLLS = 256
 _OWN_REQUESTER_INSTANTS = ("R.created", "R.scheduled", "R.started")
 _ROUND_MARKERS = frozenset({F.UNBOUND, F.BOUND, F.BOUND_COLD, F.CREATE, F.WAKE, F.RELAYED})
+#: facts that show the DPC actuating a requester (a DPC-log-only trace needs one)
+_ACTUATION_KINDS = _ROUND_MARKERS | {F.OBSERVED, F.HINT_HOT, F.HINT_WARM}
+
+
+#: spans of calls that older DPC logs do not show ("HTTP call done" came with FMA #586):
+#: their instants are not listed as missing when absent
+_OPTIONAL_SPANS = frozenset({"fma.dpc.relay_ready"})
 
 
 def _expected_instants(path: str, launcher_data: bool, rnd: int) -> tuple[str, ...]:
@@ -708,7 +962,9 @@ _EXPECTED: dict[tuple[str, bool, bool], tuple[str, ...]] = {}
 def _expected_instants_uncached(path: str, launcher_data: bool, rnd: int) -> tuple[str, ...]:
     names: list[str] = []
     for d in M.SPANS:
-        if path not in d.paths or (d.needs_launcher_data and not launcher_data):
+        if path not in d.paths or (d.needs_launcher_data and not launcher_data) or d.repeated:
+            continue
+        if d.name in _OPTIONAL_SPANS:
             continue
         for n in (d.start_instant(path), d.end_instant(path)):
             if rnd > 1 and n in _OWN_REQUESTER_INSTANTS:

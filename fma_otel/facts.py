@@ -30,6 +30,13 @@ UNBOUND = "unbound"  # "Unbound server-providing Pod"
 HINT_HOT = "hint_hot"  # "Found launcher with sleeping instance (fastest path)"
 HINT_WARM = "hint_warm"  # "Found launcher with capacity for new instance"
 CREATED_INSTANCE = "created_instance"  # "Created vLLM instance"
+GPU_QUERY = "get_gpu_uuids"  # "HTTP call done" purpose=get_gpu_uuids (the requester's SPI server)
+LIST = "list_instances"  # "HTTP call done" purpose=list_instances (the DPC calls a Ready launcher)
+RELAY_CALL = "relay_ready"  # "HTTP call done" purpose=relay_ready (POST /v1/become-ready)
+DELETE = "delete_instance"  # "HTTP call done" purpose=delete_instance (reclaiming capacity)
+NOTIFIED = "notified"  # "Enqueuing inference server reference due to notification of update"
+LAUNCHER_NOTIFIED = "launcher_notified"  # "Enqueuing launcher reference due to notification of update"
+PROCESSING = "processing"  # "Processing inference server" whose requesterRCS shows the container running
 
 MSG_HTTP = "HTTP call done"
 
@@ -45,17 +52,34 @@ MESSAGES: dict[str, str] = {
     "Found launcher with sleeping instance (fastest path)": HINT_HOT,
     "Found launcher with capacity for new instance": HINT_WARM,
     "Created vLLM instance": CREATED_INSTANCE,
+    "Enqueuing inference server reference due to notification of update": NOTIFIED,
+    "Enqueuing launcher reference due to notification of update": LAUNCHER_NOTIFIED,
+    "Processing inference server": PROCESSING,
 }
 WANTED_MESSAGES: frozenset[str] = frozenset(MESSAGES)
 
-_HTTP_PURPOSES = {"create_instance": CREATE, "query_sleeping": SLEEP_QUERY, "wake": WAKE}
+_HTTP_PURPOSES = {
+    "create_instance": CREATE,
+    "query_sleeping": SLEEP_QUERY,
+    "wake": WAKE,
+    "get_gpu_uuids": GPU_QUERY,
+    "list_instances": LIST,
+    "relay_ready": RELAY_CALL,
+    "delete_instance": DELETE,
+}
 #: klog prefilter refinement (``klog.Prefilter``): of "HTTP call done" (the DPC's most
-#: frequent line, mostly list_instances/get_gpu_uuids/relay_ready chatter) only these
-#: purposes make a fact, so the others are passed over on a substring test; and of the
-#: ``/is_sleeping`` polls only the answered ones (``err=null``): the correlator keeps no
-#: failed poll, and they are most of the wanted lines until vLLM serves.
+#: frequent line) only these purposes make a fact, so the others (``sleep``,
+#: ``get_instance_state``, ...) are passed over on a substring test.  Failed
+#: ``/is_sleeping`` polls are wanted since issue 21: the last one before vLLM answers
+#: bounds ``V.ready`` from below.
 WANTED_CONTAINS: dict[str, tuple[str, tuple[str, ...], dict[str, str]]] = {
-    MSG_HTTP: ("purpose", tuple(_HTTP_PURPOSES), {"query_sleeping": ' err="'})
+    MSG_HTTP: ("purpose", tuple(_HTTP_PURPOSES), {}),
+    # of the informer's notifications only those about requesters (not bound providers)
+    "Enqueuing inference server reference due to notification of update": (
+        "infSvrItemType",
+        ("requester",),
+        {},
+    ),
 }
 
 
@@ -78,6 +102,12 @@ class DpcFact(NamedTuple):
     path_label: str | None = None
     secs: float | None = None
     error: str | None = None
+    #: API writes: ``k8sCallStartTime`` (the change lies in ``[it, t_ns]``); "Successfully
+    #: relayed the readiness": ``requesterCreateTime`` (the requester's creationTimestamp);
+    #: informer notifications: ``lastWrite.Time`` (whole seconds)
+    ref_ns: int | None = None
+    #: informer notifications: ``lastWrite.Manager`` (who wrote the change reported)
+    manager: str | None = None
 
 
 class LauncherFact(NamedTuple):
@@ -113,8 +143,28 @@ def _requester_of(kv: Mapping[str, Any]) -> tuple[str | None, str | None]:
 MAX_LATENCY_S = 1e8
 
 
-#: A JSON number as a finite float, else None (klog prints Go floats; 1e999 is inf).
-_finite = number_or_none
+def _finite(v: Any) -> float | None:
+    """A JSON number as a finite float, else None (klog prints Go floats; 1e999 is inf).
+
+    A number written as a quoted string (``latencySecs="0.51"``, as some tools write klog)
+    is read as that number (issue 21)."""
+    if isinstance(v, str):
+        try:
+            v = float(v)
+        except ValueError:
+            return None
+    return number_or_none(v)
+
+
+def _time_or_none(v: Any) -> int | None:
+    """An RFC3339 value (``k8sCallStartTime``, ...) in ns; None when absent or unreadable
+    (these fields only narrow an instant: a line without them still means what it says)."""
+    if not isinstance(v, str) or not v:
+        return None
+    try:
+        return parse_rfc3339_ns(v)
+    except ValueError:
+        return None
 
 
 def _str(v: Any) -> str | None:
@@ -166,15 +216,60 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
             status,
             ok,
             _str(get("providerName")),
-            _str(get("instanceID")),
+            _victim(get("url")) if kind == DELETE else _str(get("instanceID")),
             None,
             _str(get("node")),
             None,
             None,
             None if ok else _str(get("err")) or f"status {status}",
         )
-    if kind == RELAYED and get("readiness") != "ready":
-        return None
+    if kind == RELAYED:
+        if get("readiness") != "ready":
+            return None
+        return _fact(
+            kind,
+            t_ns,
+            uid,
+            name,
+            rec.line_no,
+            launcher=_str(get("providerName")),
+            instance_id=_str(get("instanceID")),
+            ref_ns=_time_or_none(get("requesterCreateTime")),
+        )
+    if kind == NOTIFIED or kind == LAUNCHER_NOTIFIED:
+        # the DPC's informer saw a write to the Pod by ``Manager``, stamped ``Time``
+        write = get("lastWrite")
+        if not isinstance(write, dict):
+            return None
+        if kind == NOTIFIED and get("infSvrItemType") != "requester":
+            return None
+        return _fact(
+            kind,
+            t_ns,
+            uid,
+            name,
+            rec.line_no,
+            launcher=_str(get("launcherPod")) if kind == LAUNCHER_NOTIFIED else None,
+            ref_ns=_time_or_none(write.get("Time")),
+            manager=_str(write.get("Manager")),
+        )
+    if kind == PROCESSING:
+        # the DPC's view of the requester's container: running (with its startedAt) or not
+        started = _running_started_at(get("requesterRCS"))
+        if started is None:
+            return None
+        return _fact(kind, t_ns, uid, name, rec.line_no, ref_ns=started if started > 0 else None)
+    if kind == UNBOUND:
+        return _fact(
+            kind,
+            t_ns,
+            uid,
+            name,
+            rec.line_no,
+            launcher=_str(get("providerName") or get("launcherPod")),
+            instance_id=_str(get("instanceID")),
+            ref_ns=_time_or_none(get("k8sCallStartTime")),
+        )
     if kind == BOUND_COLD or kind == BOUND:
         # a cold bind names the new launcher's instance in its annotations; a warm/hot one says it
         instance, isc = get("instanceID"), None
@@ -192,6 +287,7 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
             instance_id=_str(instance),
             isc_name=isc,
             node=_str(get("node")),
+            ref_ns=_time_or_none(get("k8sCallStartTime")),
         )
     if kind == OBSERVED:
         return _fact(
@@ -214,6 +310,28 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
         launcher=_str(get("providerName") or get("launcherPod")),
         instance_id=_str(get("instanceID")),
     )
+
+
+def _running_started_at(rcs: Any) -> int | None:
+    """``requesterRCS``'s running state: its ``startedAt`` in ns (0 when it has none), None
+    when the container is not running.  Go's JSON of the DPC's struct: ``State`` holds a
+    ``ContainerState`` (``{"running": {"startedAt": "..."}}``); either case is accepted."""
+    if not isinstance(rcs, dict):
+        return None
+    state = rcs.get("State", rcs.get("state"))
+    if not isinstance(state, dict):
+        return None
+    running = state.get("running", state.get("Running"))
+    if not isinstance(running, dict):
+        return None
+    return _time_or_none(running.get("startedAt", running.get("StartedAt"))) or 0
+
+
+def _victim(url: Any) -> str | None:
+    """The instance a ``delete_instance`` call deletes: the last part of its URL."""
+    if not isinstance(url, str) or "/v2/vllm/instances/" not in url:
+        return None
+    return url.rsplit("/", 1)[1].split("?", 1)[0] or None
 
 
 def _isc_from_vllm_config(raw: Any) -> str | None:

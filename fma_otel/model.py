@@ -76,9 +76,18 @@ INSTANTS: Mapping[str, InstantDef] = {
         InstantDef("D.create.end", SERVICE_DPC, NS, "DPC create_instance start + latencySecs"),
         InstantDef("X.receipt", SERVICE_LAUNCHER, MS, "launcher 'Accepted request to create'"),
         InstantDef("X.response", SERVICE_LAUNCHER, MS, "launcher access-log line of the PUT"),
+        InstantDef(
+            "V.ready", SERVICE_DPC, NS, "vLLM answered: last failed .. first OK query_sleeping after create"
+        ),
         InstantDef("D.serving", SERVICE_DPC, NS, "end of first query_sleeping 200 after create"),
         InstantDef("D.wake.start", SERVICE_DPC, NS, "DPC wake httpCallStartTime"),
         InstantDef("D.wake.end", SERVICE_DPC, NS, "DPC wake start + latencySecs"),
+        InstantDef("D.delete.start", SERVICE_DPC, NS, "DPC delete_instance httpCallStartTime (one per call)"),
+        InstantDef("D.delete.end", SERVICE_DPC, NS, "DPC delete_instance start + latencySecs"),
+        InstantDef(
+            "D.relay.start", SERVICE_DPC, NS, "DPC relay_ready httpCallStartTime (last before D.relayed)"
+        ),
+        InstantDef("D.relay.end", SERVICE_DPC, NS, "DPC relay_ready start + latencySecs"),
         InstantDef("D.relayed", SERVICE_DPC, US, "DPC log time of 'Successfully relayed the readiness'"),
         InstantDef(
             "D.unbound", SERVICE_DPC, US, "DPC log time of 'Unbound server-providing Pod' (re-actuations)"
@@ -87,18 +96,53 @@ INSTANTS: Mapping[str, InstantDef] = {
 }
 
 
+#: whose clock a service's own timestamps are on (for an Instant made without a fusion)
+_SERVICE_CLOCK: Mapping[str, str] = {
+    SERVICE_K8S: "k8s-apiserver",
+    SERVICE_DPC: "dpc",
+    SERVICE_LAUNCHER: "launcher",
+}
+#: the service that observed an instant, by the clock of its most precise source
+CLOCK_SERVICE: Mapping[str, str] = {
+    "k8s-apiserver": SERVICE_K8S,
+    "kube-scheduler": SERVICE_K8S,
+    "kubelet": SERVICE_K8S,
+    "dpc": SERVICE_DPC,
+    "launcher": SERVICE_LAUNCHER,
+    "watcher": SERVICE_K8S,
+}
+
+
 @dataclass(frozen=True)
 class Instant:
-    """An observed instant: the true time lies in ``[t_ns, t_ns + precision_ns)``.
+    """An observed instant: the point ``t_ns`` inside the interval ``[lo, hi]`` (ns, inclusive).
 
     ``source`` is the human-readable origin written to ``fma.start.source`` /
-    ``fma.end.source`` (for example ``k8s:PodScheduled``).
+    ``fma.end.source``: every source that bounded it, most precise first, joined by
+    ``" + "`` (for example ``dpc:Created launcher-based server-providing pod +
+    k8s:creationTimestamp``).  ``precision_ns`` is the interval's width.  Made with only
+    the first four fields (one source), the interval is ``[t_ns, t_ns + precision_ns)`` on
+    the service's clock.  ``inconsistent``/``disagreed``: the fusion dropped a source that
+    conflicted beyond the clock tolerance, and who disagreed (``fma_otel.instants.fuse``).
     """
 
     t_ns: int
     precision_ns: int
     source: str
     service: str
+    lo: int | None = None
+    hi: int | None = None
+    clock: str = ""
+    inconsistent: bool = False
+    disagreed: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.lo is None:
+            object.__setattr__(self, "lo", self.t_ns)
+        if self.hi is None:
+            object.__setattr__(self, "hi", self.t_ns + max(1, self.precision_ns) - 1)
+        if not self.clock:
+            object.__setattr__(self, "clock", _SERVICE_CLOCK.get(self.service, self.service))
 
 
 # --------------------------------------------------------------------------- the tree
@@ -123,6 +167,9 @@ class SpanDef:
     parent: str | Mapping[str, str] | None
     kind: str = INTERNAL
     needs_launcher_data: bool = False
+    #: one span per occurrence (``fma.dpc.delete_instance``: one per reclaiming call), from
+    #: ``Actuation.calls``, not from the instants; ``n`` in the span id counts them
+    repeated: bool = False
 
     def start_options(self, path: str) -> tuple[str, ...]:
         """The instants that may start this span on ``path``, in order of preference."""
@@ -228,7 +275,18 @@ SPANS: tuple[SpanDef, ...] = (
         "fma.instance.ready",
         needs_launcher_data=True,
     ),
-    SpanDef("fma.vllm.ready", None, "D.create.end", "D.serving", _CL_W, "fma.instance.ready"),
+    SpanDef(
+        "fma.dpc.delete_instance",
+        None,
+        "D.delete.start",
+        "D.delete.end",
+        frozenset({WARM}),
+        "fma.instance.ready",
+        CLIENT,
+        repeated=True,
+    ),
+    SpanDef("fma.vllm.ready", None, "D.create.end", "V.ready", _CL_W, "fma.instance.ready"),
+    SpanDef("fma.dpc.poll_lag", None, "V.ready", "D.serving", _CL_W, "fma.instance.ready"),
     SpanDef(
         "fma.vllm.wake", "T_wake", "D.wake.start", "D.wake.end", frozenset({HOT}), "fma.actuation", CLIENT
     ),
@@ -239,6 +297,15 @@ SPANS: tuple[SpanDef, ...] = (
         "D.relayed",
         FMA_PATHS,
         {COLD_LAUNCHER: "fma.instance.ready", WARM: "fma.instance.ready", HOT: "fma.actuation"},
+    ),
+    SpanDef(
+        "fma.dpc.relay_ready",
+        None,
+        "D.relay.start",
+        "D.relay.end",
+        FMA_PATHS,
+        "fma.readiness.relay",
+        CLIENT,
     ),
     SpanDef("fma.kubelet.probe", None, "D.relayed", "R.ready", FMA_PATHS, "fma.actuation"),
 )
@@ -254,6 +321,8 @@ WRAPPER_SPANS: Mapping[str, str] = {
 DPC_PURPOSE_SPANS: Mapping[str, str] = {
     "create_instance": "fma.dpc.create_instance",
     "wake": "fma.vllm.wake",
+    "relay_ready": "fma.dpc.relay_ready",
+    "delete_instance": "fma.dpc.delete_instance",
 }
 
 
@@ -344,6 +413,9 @@ A_VLLM_POLLS = "fma.vllm.health_polls"
 A_VLLM_HEALTHY_AT = "fma.vllm.healthy_time_unix_nano"
 A_LAG_RULE = "fma.detection_lag.rule"
 A_END_PRECISION = "fma.end.precision_s"
+A_START_PRECISION = "fma.start.precision_s"
+A_DISAGREED = "fma.clock.disagreed"
+A_MISSING_POINT = "fma.missing.point"
 
 STATUS_UNSET = "UNSET"
 STATUS_OK = "OK"

@@ -69,6 +69,13 @@ SAMPLE_BASELINE_SELECTOR = "app=vllm"
     "--otlp-endpoint", metavar="URL", help="Export over OTLP (else OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT)."
 )
 @params.otlp_protocol_option
+@click.option(
+    "--clock-tolerance-ms",
+    type=click.FloatRange(min=0),
+    default=1.0,
+    show_default=True,
+    help="How far two hosts' clocks may differ: bounds from different clocks are widened by it.",
+)
 @click.option("--strict", is_flag=True, help="Fail (exit 1) naming file and line if any line was skipped.")
 @click.option("--quiet", "-q", is_flag=True, help="No summary or progress on stderr.")
 def command(
@@ -83,6 +90,7 @@ def command(
     out: str | None,
     otlp_endpoint: str | None,
     otlp_protocol: str | None,
+    clock_tolerance_ms: float,
     strict: bool,
     quiet: bool,
 ) -> None:
@@ -114,7 +122,7 @@ def command(
     tally = B.Tally()
     try:
         try:
-            result = _run(inputs, selector, baseline_container, quiet)
+            result = _run(inputs, selector, baseline_container, quiet, round(clock_tolerance_ms * 1e6))
         except B.InputError as exc:
             fail(str(exc))
         with open_out(out) if out is not None else contextlib.nullcontext(None) as fh:
@@ -194,8 +202,10 @@ def _inputs(
                 )
             return B.inputs_from_capture(B.sample_dir())
         raise B.InputError("--launcher-log needs --pods and --dpc-log (or a capture directory)")
-    if not inputs.pods:
-        raise B.InputError("--pods is required (or give a capture directory)")
+    if not inputs.pods and not inputs.dpc_log:
+        raise B.InputError("--pods or --dpc-log is required (or give a capture directory)")
+    if not inputs.pods and launcher_logs:
+        raise B.InputError("--launcher-log needs --pods (the launcher's log is paired through its Pod)")
     for spec in launcher_logs:
         name, sep, path = spec.partition("=")
         if not sep or not name or not path:
@@ -208,7 +218,7 @@ def _inputs(
     return inputs
 
 
-def _run(inputs: B.BridgeInputs, selector, container, quiet: bool) -> B.BridgeResult:  # noqa: ANN001
+def _run(inputs: B.BridgeInputs, selector, container, quiet: bool, tolerance_ns: int) -> B.BridgeResult:  # noqa: ANN001
     from ._common import byte_progress
 
     total = 0
@@ -219,7 +229,11 @@ def _run(inputs: B.BridgeInputs, selector, container, quiet: bool) -> B.BridgeRe
             total = 0
     with byte_progress("bridge", total, quiet) as advance:
         return B.run_bridge(
-            inputs, baseline_selector=selector, baseline_container=container, progress=advance
+            inputs,
+            baseline_selector=selector,
+            baseline_container=container,
+            progress=advance,
+            clock_tolerance_ns=tolerance_ns,
         )
 
 

@@ -193,6 +193,13 @@ MIN_TICK_S = 0.05
     default=9464,
     help="Port of /metrics and /healthz (-1 = off, 0 = any).",
 )
+@click.option(
+    "--clock-tolerance-ms",
+    type=click.FloatRange(min=0),
+    default=1.0,
+    show_default=True,
+    help="How far two hosts' clocks may differ: bounds from different clocks are widened by it.",
+)
 @click.option("--log-level", default="info", type=click.Choice(["debug", "info", "warning", "error"]))
 # knobs for tests and unusual clusters
 @click.option("--tick", type=Duration(MIN_TICK_S), default="100ms", hidden=True)
@@ -286,6 +293,7 @@ def command(**kw: object) -> None:
         backoff_max_s=float(kw["backoff_max"]),  # type: ignore[arg-type]
         log_read_timeout_s=float(kw["log_read_timeout"]),  # type: ignore[arg-type]
         replay_margin_s=float(kw["replay_margin"]),  # type: ignore[arg-type]
+        clock_tolerance_ns=round(float(kw["clock_tolerance_ms"]) * 1e6),  # type: ignore[arg-type]
     )
     watcher = LiveWatcher(cfg, api_client=api_client)
     signal.signal(signal.SIGTERM, watcher.request_stop)

@@ -2,8 +2,8 @@
 
 Why: the launcher never checks whether vLLM serves; the DPC finds out by polling
 ``/is_sleeping`` every 5 s.  Watching from inside the launcher Pod gives the true instant
-(to within the poll interval), so ``fma.vllm.ready`` end minus ``fma.vllm.startup`` end
-is the DPC's detection lag.
+(to within the poll interval), so ``fma.dpc.poll_lag`` end (``D.serving``) minus
+``fma.vllm.startup`` end is the DPC's detection lag.
 
 Polling is cheap (one shared thread; a loopback ``GET``, connection refused costs
 microseconds), bounded in time (``FMA_OTEL_VLLM_STARTUP_TIMEOUT``, default 30 min) and stops with the instance: the
@@ -39,7 +39,7 @@ A_HEALTHY_AT = model.A_VLLM_HEALTHY_AT
 A_LAG_HINT = model.A_LAG_RULE
 A_PRECISION = model.A_END_PRECISION
 A_PHASES = "fma.vllm.phases"  # who emits this instance's vLLM phases (``vllm_phases``)
-LAG_RULE = "fma.vllm.ready end - fma.vllm.startup end"
+LAG_RULE = "fma.dpc.poll_lag end - fma.vllm.startup end"
 
 _PORT_RE = re.compile(r"^--port(?:=(\d+))?$")
 

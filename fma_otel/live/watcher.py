@@ -104,6 +104,7 @@ class WatchConfig:
     replay_margin_s: float = 120.0
     retention_s: float = 24 * 3600
     export_retry_s: float = 5.0
+    clock_tolerance_ns: int = 1_000_000  # --clock-tolerance-ms (fma_otel.instants)
 
 
 #: Traces per OTLP export job (a backlog after an outage goes out in several jobs).
@@ -292,7 +293,9 @@ class LiveWatcher:
             )
         self.cp.namespace = cfg.namespace
         self.correlator = Correlator(
-            baseline_selector=self._baseline, baseline_container=cfg.baseline_container
+            baseline_selector=self._baseline,
+            baseline_container=cfg.baseline_container,
+            tolerance_ns=cfg.clock_tolerance_ns,
         )
         for uid, (rnd, unbound_ns, begun) in self.cp.rounds.items():
             self.correlator.seed_round(uid, rnd, unbound_ns, begun)

@@ -140,7 +140,9 @@ def test_actuation_derives_ids_and_joins_the_launcher(httpx_traced: Tracing, fak
     assert server.parent.span_id == dpc.context.span_id
     assert f"{server.context.span_id:016x}" == model.span_id_for(trace_hex, CREATE_SPAN, 0)
     delete = httpx_traced.spans("fma.dpc.delete_instance")[0]
-    assert f"{delete.parent.span_id:016x}" == model.span_id_for(trace_hex, "fma.actuation", 0)
+    # a reclaiming delete is in the span model (issue 21): derived id, under fma.instance.ready
+    assert f"{delete.context.span_id:016x}" == model.span_id_for(trace_hex, "fma.dpc.delete_instance", 0)
+    assert f"{delete.parent.span_id:016x}" == model.span_id_for(trace_hex, "fma.instance.ready", 0)
 
 
 def test_actuation_emit_opens_the_actuation_span(tracing: Tracing) -> None:

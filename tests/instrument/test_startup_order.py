@@ -191,7 +191,7 @@ def _reference_startup_attrs(cfg: Any, iid: str) -> dict[str, Any]:
         model.A_INSTANCE: iid,
         model.A_START_SRC: "wrapper:fork",
         model.A_END_SRC: "wrapper:GET /health",
-        model.A_LAG_RULE: "fma.vllm.ready end - fma.vllm.startup end",
+        model.A_LAG_RULE: "fma.dpc.poll_lag end - fma.vllm.startup end",
     }
     port = instance_port(options, annotations)
     if port is not None:

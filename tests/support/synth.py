@@ -367,6 +367,9 @@ class _Act:
     vllm_up: int = 0  # true time of vLLM's "Application startup complete." (phase logs)
     ready_true: int = 0  # true time of the Ready transition this actuation caused
     relayed_true: int = 0
+    #: true instants no log line prints (issue 21): ``V.ready`` (vLLM began answering) and
+    #: the relay call's ends; read by :func:`true_instants`
+    true_extra: dict[str, int] = field(default_factory=dict)
 
 
 def instance_id_for(isc: dict[str, Any], gpus: Sequence[str]) -> str:
@@ -403,6 +406,28 @@ class _Sim:
         self.horizon = start_ns  # when the complete actuations are done (bounds incomplete polling)
         self.last_unbound = 0
         self.ready_transitions: dict[str, list[int]] = {}
+
+    #: also print the DPC's V5 "Processing inference server" line (off by default, so the
+    #: default capture and the embedded sample keep their bytes): see :func:`true_instants_of`
+    reconcile_lines = False
+
+    def processing_line(self, t: int, a: _Act, ctx: list[tuple[str, Any]]) -> None:
+        """The DPC's reconcile of a requester whose container it sees running (issue 21:
+        its ``requesterRCS`` bounds ``R.started``); draws nothing from the random stream."""
+        rcs = {
+            "State": {"running": {"startedAt": k8s_time(a.started)}},
+            "LastTerminationState": {},
+            "Ready": False,
+            "RestartCount": 0,
+            "Started": True,
+        }
+        self.log(
+            t,
+            f"{_GO}:196",
+            "Processing inference server",
+            ctx,
+            [("requesterResourceVersion", self.rv(t)), ("requesterRCS", rcs), ("GPUIDs", None)],
+        )
 
     # ---- small helpers
 
@@ -947,6 +972,8 @@ class _Sim:
         ctx = self.rctx(a, w)
         url = f"http://{a.ip}:{ADMIN_PORT}/v1/dual-pods/accelerators"
         t += self.m(0.3, 2)
+        if self.reconcile_lines:
+            self.processing_line(t - 40 * US, a, ctx)
         if self.rng.random() < 0.5:
             err = f'failed to do HTTP GET "{url}": Get "{url}": dial tcp {a.ip}:{ADMIN_PORT}: connect: connection refused'
             hdr = self.http(t, self.m(0.2, 1), ctx, "get_gpu_uuids", "GET", url, 0, err)
@@ -1234,6 +1261,7 @@ class _Sim:
         self.enqueue(sig_t + self.m(3, 15), a, "bound_provider", "OpenAPI-Generator")
         # an incomplete actuation's vLLM never answers within the capture
         up = cs + lat + (startup if not a.incomplete else 10**6 * S)
+        a.true_extra["V.ready"] = up
         polls = [chdr + self.m(0.2, 1.5)]
         a.vllm_up = up
         extra = sig_t + self.m(16, 30)
@@ -1301,7 +1329,9 @@ class _Sim:
         )
         rs = hdr + self.m(0.25, 0.6)
         url = f"http://{a.ip}:{ADMIN_PORT}/v1/become-ready"
-        rhdr = self.http(rs, self.m(1, 4), ctx, "relay_ready", "POST", url, 200)
+        rlat = self.m(1, 4)
+        rhdr = self.http(rs, rlat, ctx, "relay_ready", "POST", url, 200)
+        a.true_extra["D.relay.start"], a.true_extra["D.relay.end"] = rs, rs + rlat
         t_obs = rhdr + self.rng.randrange(20, 90) * US
         if label:
             secs = t_obs - floor_to(a.started, S)
@@ -1857,6 +1887,68 @@ def _capture_from(sim: _Sim) -> Capture:
         pod_events=sim.watch_events(),
         end_ns=sim.end,
     )
+
+
+# --------------------------------------------------------------------------- true instants (issue 21)
+
+#: instants printed exactly (``httpCallStartTime`` ``+ latencySecs``): the printed value is true
+_EXACT_INSTANTS = frozenset({"D.create.start", "D.create.end", "D.serving", "D.wake.start", "D.wake.end"})
+#: the launchers' clocks differ from the others' by up to this much (``_Launcher.skew``)
+MAX_LAUNCHER_SKEW_NS = 1500 * US
+
+
+def true_instants_of(sim: _Sim) -> dict[str, dict[str, int]]:
+    """Each actuation's *true* instants (key -> name -> ns), before any printing truncated them.
+
+    Why beside :meth:`_Sim.truth` (the values as printed): issue 21 bounds every instant by
+    every source, so a correct bridge no longer reports the printed (truncated) value but an
+    interval that must contain the true instant.  True times are on the simulation's single
+    clock; the launcher's log is on its own clock, up to :data:`MAX_LAUNCHER_SKEW_NS` off.
+    Only instants emitted before the capture ends are given.
+    """
+    out: dict[str, dict[str, int]] = {}
+    for a in sim.acts:
+        got: dict[str, int] = {}
+        for name, (value, at) in a.instants.items():
+            if at <= sim.end:
+                got[name] = value if name in _EXACT_INSTANTS else at
+        if "D.create.end" in got and "D.serving" in got and "V.ready" in a.true_extra:
+            got["V.ready"] = a.true_extra["V.ready"]
+        if "D.relayed" in got and "D.relay.start" in a.true_extra:
+            got["D.relay.start"] = a.true_extra["D.relay.start"]
+            got["D.relay.end"] = a.true_extra["D.relay.end"]
+        out[a.key] = got
+    return out
+
+
+def synth_capture_with_true_instants(
+    n: int = 6, seed: int = 0, **kwargs: Any
+) -> tuple[Capture, dict[str, dict[str, int]]]:
+    """:func:`synth_capture` (same arguments, same bytes) and :func:`true_instants_of` its actuations.
+
+    ``reconcile_lines=True`` also prints the DPC's "Processing inference server" lines (a
+    real V5 line the default capture leaves out); the other lines stay byte-identical."""
+    rng = random.Random(f"plan/{seed}")
+    plans = _plan(
+        n,
+        rng,
+        kwargs.pop("paths", None),
+        kwargs.pop("incomplete", 1),
+        kwargs.pop("baseline", 1),
+        kwargs.pop("reactuated", 1),
+    )
+    start = kwargs.pop("start", DEFAULT_START)
+    namespace = kwargs.pop("namespace", DEFAULT_NAMESPACE)
+    noise = kwargs.pop("noise", True)
+    reconcile = kwargs.pop("reconcile_lines", False)
+    if kwargs:
+        raise TypeError(f"unexpected arguments {sorted(kwargs)}")
+    saved, _Sim.reconcile_lines = _Sim.reconcile_lines, reconcile
+    try:
+        sim = _simulate(seed, int(start.timestamp()) * S, namespace, noise, plans)
+    finally:
+        _Sim.reconcile_lines = saved
+    return _capture_from(sim), true_instants_of(sim)
 
 
 # --------------------------------------------------------------------------- writing

@@ -1,0 +1,153 @@
+"""Which observation bounds which instant: facts of one actuation -> fused instants (issue 21).
+
+Why a module of its own: the correlator decides *which* facts belong to an actuation (its
+requester, its round, its path); this module decides what each of them says about *when*
+each instant happened, by the table in ``docs/span-model.md`` ("Instants"), and fuses the
+bounds with :mod:`fma_otel.instants`.  Every bound is one a source really gives; a source
+that only says "by then" (a later observer) or "not before" bounds one side only, and an
+instant bounded on one side only has no point value: it is reported, never invented.
+
+The collector is fed in any order (:meth:`Bounds.add`) and fused once
+(:meth:`Bounds.fuse_all`), with the causal order of the instants applied as bounds too (a
+Pod is scheduled after it was created, its container starts after it was scheduled, ...):
+that order is a source as real as a timestamp, and it is what cuts a truncated second at
+an earlier instant known more precisely.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import instants as I
+from . import model as M
+
+#: ``(later, earlier)``: ``later`` happens after ``earlier`` (fused in this order).
+CAUSAL_ORDER: tuple[tuple[str, str], ...] = (
+    ("R.scheduled", "R.created"),
+    ("R.started", "R.scheduled"),
+    ("L.scheduled", "L.created"),
+    ("L.ready", "L.scheduled"),
+    ("V.ready", "D.create.start"),
+)
+
+#: the order instants are fused in: an instant's causal predecessor first
+_FUSE_ORDER: tuple[str, ...] = (
+    "R.created",
+    "R.scheduled",
+    "R.started",
+    "L.created",
+    "L.scheduled",
+    "L.ready",
+    "D.create.start",
+    "V.ready",
+)
+
+
+@dataclass
+class Fusion:
+    """What :meth:`Bounds.fuse_all` found: point instants, and those bounded on one side only."""
+
+    instants: dict[str, M.Instant]
+    #: instants bounded from one side only (no point value): name -> the fused half-interval
+    partial: dict[str, I.Fused]
+
+
+class Bounds:
+    """The bounds of one actuation's instants, collected from every source."""
+
+    def __init__(self, tolerance_ns: int = I.DEFAULT_TOLERANCE_NS) -> None:
+        self.tolerance_ns = tolerance_ns
+        self._b: dict[str, list[I.Bound]] = {}
+
+    def add(self, name: str, bound: I.Bound | None) -> None:
+        if bound is not None:
+            self._b.setdefault(name, []).append(bound)
+
+    def has(self, name: str) -> bool:
+        return name in self._b
+
+    # ---------------------------------------------------------------- the sources' shapes
+
+    def k8s(self, name: str, t_ns: int | None, source: str, clock: str) -> None:
+        """A Kubernetes timestamp: ``[t, t + 1 s)``."""
+        if t_ns is not None:
+            self.add(name, I.truncated(t_ns, M.S, source, clock))
+
+    def log_time(self, name: str, t_ns: int | None, source: str, clock: str = I.CLOCK_DPC) -> None:
+        """A klog line whose event *is* the instant: ``[t, t + 1 µs)``."""
+        if t_ns is not None:
+            self.add(name, I.klog_time(t_ns, source, clock))
+
+    def exact(self, name: str, t_ns: int | None, source: str, clock: str = I.CLOCK_DPC) -> None:
+        """An exact instant (an HTTP call's start or end: ``httpCallStartTime`` ``+ latencySecs``)."""
+        if t_ns is not None:
+            self.add(name, I.Bound(t_ns, t_ns, source, clock, value=t_ns))
+
+    def write(self, name: str, call_start_ns: int | None, log_ns: int, source: str) -> None:
+        """A DPC API write: the object change lies in ``[k8sCallStartTime, log time]``."""
+        if call_start_ns is not None and call_start_ns <= log_ns + M.US - 1:
+            self.add(name, I.api_write(call_start_ns, log_ns, source))
+
+    def before(
+        self, name: str, t_ns: int | None, source: str, clock: str = I.CLOCK_DPC, precision_ns: int = 1
+    ) -> None:
+        """A later observer: the instant happened by ``t`` (an upper bound)."""
+        if t_ns is not None:
+            self.add(name, I.observed_after(t_ns, source, clock, precision_ns))
+
+    def after(self, name: str, t_ns: int | None, source: str, clock: str = I.CLOCK_DPC) -> None:
+        """The instant happened after ``t`` (a lower bound)."""
+        if t_ns is not None:
+            self.add(name, I.observed_before(t_ns, source, clock))
+
+    # ---------------------------------------------------------------- fusion
+
+    def fuse_all(self) -> Fusion:
+        """Fuse every instant; the causal order adds a lower bound from each predecessor."""
+        fused: dict[str, I.Fused] = {}
+        order = [n for n in _FUSE_ORDER if n in self._b]
+        order += [n for n in self._b if n not in _FUSE_ORDER]
+        later_of = {later: earlier for later, earlier in CAUSAL_ORDER}
+        for name in order:
+            bounds = self._b[name]
+            f = I.fuse(bounds, self.tolerance_ns)
+            earlier = later_of.get(name)
+            prev = fused.get(earlier) if earlier else None
+            if prev is not None and prev.lo is not None:
+                # the order is named as a source only where it narrows the instant
+                lo = prev.lo if prev.clock == f.clock else prev.lo - self.tolerance_ns
+                if f.lo is None or lo > f.lo:
+                    order_bound = I.observed_before(prev.lo, f"order:after {earlier}", prev.clock)
+                    f = I.fuse([*bounds, order_bound], self.tolerance_ns)
+            fused[name] = f
+        out: dict[str, M.Instant] = {}
+        partial: dict[str, I.Fused] = {}
+        for name, f in fused.items():
+            if f.value is None or f.lo is None or f.hi is None:
+                partial[name] = f
+                continue
+            out[name] = instant_of(f)
+        return Fusion(out, partial)
+
+
+def instant_of(f: I.Fused) -> M.Instant:
+    """A fused interval as the builder's :class:`~fma_otel.model.Instant` (two-sided, with a point)."""
+    assert f.value is not None and f.lo is not None and f.hi is not None
+    return M.Instant(
+        f.value,
+        f.hi - f.lo + 1,
+        f.source_text(),
+        M.CLOCK_SERVICE.get(f.clock, M.SERVICE_DPC),
+        lo=f.lo,
+        hi=f.hi,
+        clock=f.clock,
+        inconsistent=f.inconsistent,
+        disagreed=f.disagreed,
+    )
+
+
+def exact_call(start_ns: int, end_ns: int, source: str) -> tuple[M.Instant, M.Instant]:
+    """An HTTP call's start and end as two exact instants (for spans made per call)."""
+    s = I.fuse([I.Bound(start_ns, start_ns, source, I.CLOCK_DPC, value=start_ns)])
+    e = I.fuse([I.Bound(end_ns, end_ns, source, I.CLOCK_DPC, value=end_ns)])
+    return instant_of(s), instant_of(e)
