@@ -2,9 +2,12 @@
 
 The JSON form is a contract that other tools parse (the issue "Explore and query" fixes its
 keys): ``{"window", "metrics": [{metric, path, n, p50, p90, p95, p99, min, max, mean,
-incomplete}], "hit_rates": {hot, warm, cold_launcher, requesters}, "slo": [...]}``, every
-duration in seconds and ``null`` where there is no data.  ``dpc_metrics`` is added only when
-``--dpc-metrics`` was given.
+incomplete, p50_lo, p50_hi, ..., p99_lo, p99_hi}], "hit_rates": {hot, warm, cold_launcher,
+requesters}, "slo": [...]}``, every duration in seconds and ``null`` where there is no data.
+``pXX_lo``/``pXX_hi`` bound the percentile (see :mod:`.stats`); they come after the original
+keys, as extra columns at the end of the csv, so older readers are unaffected.
+``dpc_metrics`` is added only when ``--dpc-metrics`` was given, ``breakdown`` only with
+``--breakdown`` (:mod:`.breakdown`).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -32,11 +36,13 @@ ROW_KEYS: tuple[str, ...] = (
     "mean",
     "incomplete",
 )
+#: the interval of each percentile, after the original keys (json and csv)
+INTERVAL_KEYS: tuple[str, ...] = tuple(f"p{q}_{end}" for q in (50, 90, 95, 99) for end in ("lo", "hi"))
 HIT_KEYS: tuple[str, ...] = ("hot", "warm", "cold_launcher", "requesters")
 
 
 def row_json(r: MetricRow) -> dict[str, Any]:
-    return {k: getattr(r, k) for k in ROW_KEYS}
+    return {k: getattr(r, k) for k in (*ROW_KEYS, *INTERVAL_KEYS)}
 
 
 def to_json_obj(
@@ -76,13 +82,17 @@ def to_csv(report: Report) -> str:
     """
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(ROW_KEYS)
+    keys = (*ROW_KEYS, *INTERVAL_KEYS)
+    w.writerow(keys)
     for r in report.rows:
-        w.writerow(["" if v is None else _num(v) for v in (getattr(r, k) for k in ROW_KEYS)])
+        w.writerow(["" if v is None else _num(v) for v in (getattr(r, k) for k in keys)])
     h = report.hit_rates
+    pad = [""] * len(INTERVAL_KEYS)
     for path, name in HIT_RATES.items():
         rate = getattr(h, path)
-        w.writerow([name, path, h.requesters, "", "", "", "", "", "", "" if rate is None else _num(rate), ""])
+        w.writerow(
+            [name, path, h.requesters, "", "", "", "", "", "", "" if rate is None else _num(rate), "", *pad]
+        )
     return buf.getvalue()
 
 
@@ -130,6 +140,39 @@ def _secs(v: float | None) -> str:
     return f"{v / 60:.1f}m"
 
 
+def _bound(v: float | None, like: float | None) -> str:
+    """A bound in the unit :func:`_secs` chose for ``like``, without the unit."""
+    if v is None or like is None:
+        return "?"
+    if like < 1:
+        return f"{v * 1000:.0f}"
+    if like < 120:
+        return f"{v:.2f}"
+    return f"{v / 60:.1f}"
+
+
+def secs_interval(v: float | None, lo: float | None, hi: float | None) -> str:
+    """A percentile with the interval it could be in: ``50.15s [50.01, 50.02]``.
+
+    The bounds are in the point's unit and rounded outwards (down and up), so the printed
+    interval never claims more precision than the data has.
+    """
+    if v is None:
+        return "-"
+    if lo is None or hi is None:
+        return _secs(v)
+    if v < 1:
+        scale, digits = 1000.0, 0
+    elif v < 120:
+        scale, digits = 1.0, 2
+    else:
+        scale, digits = 1 / 60, 1
+    unit = 10.0**digits
+    a = math.floor(lo * scale * unit + 1e-9) / unit
+    b = math.ceil(hi * scale * unit - 1e-9) / unit
+    return f"{_secs(v)} [{a:.{digits}f}, {b:.{digits}f}]"
+
+
 def _count(v: float | None) -> str:
     return "-" if v is None else f"{v:g}"
 
@@ -148,12 +191,19 @@ def table_sections(
             r.metric,
             r.path,
             str(r.n),
-            *(_secs(getattr(r, k)) for k in ("p50", "p90", "p95", "p99", "min", "max", "mean")),
+            *(secs_interval(getattr(r, f"p{q}"), *r.interval(q)) for q in (50, 90, 95, 99)),
+            *(_secs(getattr(r, k)) for k in ("min", "max", "mean")),
             str(r.incomplete),
         ]
         for r in report.rows
     ]
-    sections.append(("FMA metrics (nearest-rank percentiles; unfin: unfinished)", list(ROW_KEYS), rows))
+    sections.append(
+        (
+            "FMA metrics (nearest rank [interval it can be in]; unfin: unfinished)",
+            list(ROW_KEYS),
+            rows,
+        )
+    )
     h = report.hit_rates
     sections.append(
         (
@@ -199,8 +249,9 @@ SHORT_HEADERS: Mapping[str, str] = {
     "logged agreement": "logged",
 }
 #: the columns left out, in this order, while a table is wider than the terminal; the
-#: metric and path columns are never cut, so no two rows ever read the same
-DROP_ORDER: tuple[str, ...] = ("mean", "min", "p90", "p95", "threshold")
+#: metric and path columns are never cut, so no two rows ever read the same.  ``X [..]``
+#: keeps column X but cuts the ``[lo, hi]`` interval from its cells (the title says so)
+DROP_ORDER: tuple[str, ...] = ("mean", "min", "p90", "p95", "threshold", "p99 [..]", "p90 [..]", "p50 [..]")
 
 
 def _table_width(header: Sequence[str], rows: Sequence[Sequence[str]], gap: int) -> int:
@@ -219,8 +270,14 @@ def fit_sections(sections: list[Section], width: int | None, gap: int = 2) -> li
         for name in DROP_ORDER:
             if width is None or _table_width(header, rows, gap) <= width:
                 break
-            if name in header:
-                i = header.index(name)
+            col, _, what = name.partition(" ")
+            if col not in header:
+                continue
+            i = header.index(col)
+            if what:  # only the interval of the column's cells
+                rows = [[*r[:i], r[i].split(" [")[0], *r[i + 1 :]] for r in rows]
+                dropped.append(f"{col}'s interval")
+            else:
                 header = header[:i] + header[i + 1 :]
                 rows = [r[:i] + r[i + 1 :] for r in rows]
                 dropped.append(name)

@@ -22,7 +22,9 @@ from ..model import (
     A_COMPLETE,
     A_DPC_SECS,
     A_HOT_HIT,
+    A_MAX,
     A_METRIC,
+    A_MIN,
     A_PATH,
     A_POD_NAME,
     A_POD_UID,
@@ -38,7 +40,12 @@ from .window import Window, to_ns
 METRIC_OF_SPAN: Mapping[str, str] = {d.name: d.metric for d in SPANS if d.metric}
 #: every span name the statistics look at
 WANTED_NAMES: frozenset[str] = frozenset(METRIC_OF_SPAN) | {ROOT}
-_KEYS = frozenset({A_METRIC, A_PATH, A_COMPLETE, A_HOT_HIT, A_WARM_HIT, A_DPC_SECS, A_POD_UID, A_POD_NAME})
+_KEYS = frozenset(
+    {A_METRIC, A_PATH, A_COMPLETE, A_HOT_HIT, A_WARM_HIT, A_DPC_SECS, A_POD_UID, A_POD_NAME, A_MIN, A_MAX}
+)
+#: one metric span as the harvest keeps it: (metric, path or None, start_ns, end_ns,
+#: own_complete, min_s or None, max_s or None)
+_Kept = tuple[str, str | None, int, int, bool, float | None, float | None]
 
 
 @dataclass(frozen=True)
@@ -67,6 +74,10 @@ class Sample(NamedTuple):
     path: str
     duration_s: float
     complete: bool
+    #: the interval the true duration lies in (``fma.duration.min_s``/``max_s``); the point
+    #: duration on both ends when the span does not say
+    lo_s: float = 0.0
+    hi_s: float = 0.0
 
 
 @dataclass
@@ -81,8 +92,7 @@ class Harvest:
     """Accumulates spans from any source; :meth:`dataset` resolves them in a window."""
 
     def __init__(self) -> None:
-        # (trace_id, span_id) -> (metric, path or None, start_ns, end_ns, own_complete)
-        self._spans: dict[tuple[str, str], tuple[str, str | None, int, int, bool]] = {}
+        self._spans: dict[tuple[str, str], _Kept] = {}
         self._requests: dict[str, RequestObs] = {}
         self.traces_seen: set[str] = set()
         #: requests :meth:`add_otlp` refused as malformed OTLP (each added nothing)
@@ -108,7 +118,7 @@ class Harvest:
         metric_of = METRIC_OF_SPAN
         keys = _KEYS
         ns_limit = NS_LIMIT
-        new: dict[tuple[str, str], tuple[str, str | None, int, int, bool]] = {}
+        new: dict[tuple[str, str], _Kept] = {}
         roots: dict[str, RequestObs] = {}  # hashed here, inside the try
         tids: set[str] = set()
         try:
@@ -146,6 +156,8 @@ class Harvest:
                             start,
                             end,
                             complete is not False and complete != "false",
+                            number_or_none(attrs.get(A_MIN)),
+                            number_or_none(attrs.get(A_MAX)),
                         )
         except MALFORMED:
             self.malformed += 1
@@ -179,6 +191,8 @@ class Harvest:
             start_ns,
             end_ns,
             _truthy(attrs.get(A_COMPLETE), default=True),
+            number_or_none(attrs.get(A_MIN)),
+            number_or_none(attrs.get(A_MAX)),
         )
 
     def _add_root(self, trace_id: str, start_ns: int, attrs: Mapping[str, Any]) -> None:
@@ -209,20 +223,19 @@ class Harvest:
             if inside(req.start_ns):
                 out.requests[tid] = req
         append = out.samples.append
-        for (tid, _sid), (metric, path, start, end, own_complete) in self._spans.items():
+        for (tid, _sid), (metric, path, start, end, own_complete, lo, hi) in self._spans.items():
             req = requests.get(tid)
+            dur = max(0, end - start) / 1e9
+            lo_s = dur if lo is None else lo
+            hi_s = dur if hi is None else hi
             if req is None:
                 if not inside(start):
                     continue
-                append(Sample(tid, metric, path or UNKNOWN, max(0, end - start) / 1e9, own_complete))
+                append(Sample(tid, metric, path or UNKNOWN, dur, own_complete, lo_s, hi_s))
                 continue
             if tid not in out.requests:
                 continue
-            append(
-                Sample(
-                    tid, metric, path or req.path, max(0, end - start) / 1e9, own_complete and req.complete
-                )
-            )
+            append(Sample(tid, metric, path or req.path, dur, own_complete and req.complete, lo_s, hi_s))
         return out
 
 
