@@ -17,10 +17,13 @@ import io
 import json
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .slo_spec import FAIL, HIT_RATES, PASS, Verdict
 from .stats import MetricRow, Report
+
+if TYPE_CHECKING:
+    from .breakdown import PathBreakdown
 
 FORMATS: tuple[str, ...] = ("table", "json", "csv", "perfdata", "llm-d-benchmark")
 ROW_KEYS: tuple[str, ...] = (
@@ -50,6 +53,7 @@ def to_json_obj(
     window: Mapping[str, Any],
     verdicts: Sequence[Verdict],
     dpc: list[dict[str, Any]] | None = None,
+    breakdown: Sequence[PathBreakdown] | None = None,
 ) -> dict[str, Any]:
     h = report.hit_rates
     out: dict[str, Any] = {
@@ -67,11 +71,72 @@ def to_json_obj(
     }
     if dpc is not None:
         out["dpc_metrics"] = dpc
+    if breakdown is not None:
+        from .breakdown import to_json as breakdown_json
+
+        out["breakdown"] = breakdown_json(breakdown)
     return out
 
 
-def to_json(report: Report, window: Mapping[str, Any], verdicts: Sequence[Verdict], dpc: Any = None) -> str:
-    return json.dumps(to_json_obj(report, window, verdicts, dpc), indent=2) + "\n"
+def to_json(
+    report: Report,
+    window: Mapping[str, Any],
+    verdicts: Sequence[Verdict],
+    dpc: Any = None,
+    breakdown: Sequence[PathBreakdown] | None = None,
+) -> str:
+    return json.dumps(to_json_obj(report, window, verdicts, dpc, breakdown), indent=2) + "\n"
+
+
+BREAKDOWN_KEYS: tuple[str, ...] = ("path", "n", "kind", "name", "seen", "p50", "p90", "p99", "mean", "share")
+
+
+def breakdown_csv(bds: Sequence[PathBreakdown]) -> str:
+    """``slo --breakdown -o csv``: one row per path and breakdown row (:mod:`.breakdown`)."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(BREAKDOWN_KEYS)
+    for b in bds:
+        for r in b.rows:
+            w.writerow(
+                [
+                    b.path,
+                    b.n,
+                    r.kind,
+                    r.name,
+                    r.seen,
+                    *(_num(x) for x in (r.p50, r.p90, r.p99, r.mean, r.share)),
+                ]
+            )
+    return buf.getvalue()
+
+
+def breakdown_section(bds: Sequence[PathBreakdown]) -> tuple[str, list[str], list[list[str]]]:
+    """The breakdown as a table section: per path its ``T_actuation``, each leaf (indented),
+    each "uncovered in X" row, and the union of the leaves with its share."""
+    rows: list[list[str]] = []
+    for b in bds:
+        head = f"{b.path} n={b.n}" + (" (baseline)" if b.baseline else "")
+        for i, r in enumerate(b.rows):
+            label = {"total": "T_actuation", "covered": "leaves together"}.get(r.kind, "  " + r.label)
+            share = _rate(r.share)
+            if r.kind == "covered":
+                share += f" (min {_rate(b.min_covered_share)})"
+            seen = "" if r.kind in ("total", "covered") else f"{r.seen}/{b.n}"
+            rows.append(
+                [
+                    head if i == 0 else "",
+                    label,
+                    seen,
+                    *(_secs(x) for x in (r.p50, r.p90, r.p99, r.mean)),
+                    share,
+                ]
+            )
+    title = (
+        "Where the time goes: leaf spans under fma.actuation, complete actuations (nearest rank;"
+        " share: of mean T_actuation, overlaps counted once)"
+    )
+    return (title, ["path", "span", "in", "p50", "p90", "p99", "mean", "share"], rows)
 
 
 def to_csv(report: Report) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..jsonsafe import NS_LIMIT, number_or_none
 from ..model import (
@@ -35,6 +35,9 @@ from ..model import (
 )
 from ..sinks.otlp_json import MALFORMED, normalize_id, value_of
 from .window import Window, to_ns
+
+if TYPE_CHECKING:
+    from .breakdown import TreeCollector
 
 #: span name -> the FMA metric it carries, per the model's table
 METRIC_OF_SPAN: Mapping[str, str] = {d.name: d.metric for d in SPANS if d.metric}
@@ -91,7 +94,9 @@ class Dataset:
 class Harvest:
     """Accumulates spans from any source; :meth:`dataset` resolves them in a window."""
 
-    def __init__(self) -> None:
+    def __init__(self, tree: TreeCollector | None = None) -> None:
+        #: when given, every span's place in its tree is kept too (``slo --breakdown``)
+        self.tree = tree
         self._spans: dict[tuple[str, str], _Kept] = {}
         self._requests: dict[str, RequestObs] = {}
         self.traces_seen: set[str] = set()
@@ -121,7 +126,10 @@ class Harvest:
         new: dict[tuple[str, str], _Kept] = {}
         roots: dict[str, RequestObs] = {}  # hashed here, inside the try
         tids: set[str] = set()
+        tree_rows: list[tuple[str, str, str | None, str, int, int]] = []
         try:
+            if self.tree is not None:
+                tree_rows = _tree_rows(req)
             for rs in req.get("resourceSpans") or req.get("resource_spans") or req.get("batches") or ():
                 for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or ():
                     for sp in ss.get("spans") or ():
@@ -163,6 +171,9 @@ class Harvest:
             self.malformed += 1
             return False
         self._spans.update(new)
+        if self.tree is not None:
+            for row in tree_rows:
+                self.tree.add(*row)
         self.traces_seen.update(tids)
         for tid, obs in roots.items():
             self.traces_seen.add(tid)
@@ -170,13 +181,22 @@ class Harvest:
         return True
 
     def add_span(
-        self, trace_id: str, span_id: str, name: str, start_ns: int, end_ns: int, attrs: Mapping[str, Any]
+        self,
+        trace_id: str,
+        span_id: str,
+        name: str,
+        start_ns: int,
+        end_ns: int,
+        attrs: Mapping[str, Any],
+        parent_span_id: str | None = None,
     ) -> None:
         """One span, whatever source decoded it (OTLP JSON, Jaeger v1 JSON).
 
         The times must be in OTLP's range (``[0, jsonsafe.NS_LIMIT)``): the callers check,
         each where it can drop the whole request or trace that holds a bad one.
         """
+        if self.tree is not None:
+            self.tree.add(trace_id, span_id, parent_span_id, name, start_ns, end_ns)
         if name not in WANTED_NAMES:
             return
         self.traces_seen.add(trace_id)
@@ -237,6 +257,30 @@ class Harvest:
                 continue
             append(Sample(tid, metric, path or req.path, dur, own_complete and req.complete, lo_s, hi_s))
         return out
+
+
+def _tree_rows(req: Mapping[str, Any]) -> list[tuple[str, str, str | None, str, int, int]]:
+    """Every span of a request as ``(trace, span, parent, name, start, end)``; raises one
+    of :data:`MALFORMED` where the request is malformed (the caller drops it whole)."""
+    rows: list[tuple[str, str, str | None, str, int, int]] = []
+    for rs in req.get("resourceSpans") or req.get("resource_spans") or req.get("batches") or ():
+        for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or ():
+            for sp in ss.get("spans") or ():
+                tid = sp.get("traceId") or ""
+                if len(tid) != 32:
+                    tid = normalize_id(tid, 16) or ""
+                sid = sp.get("spanId") or ""
+                if len(sid) != 16:
+                    sid = normalize_id(sid, 8) or ""
+                parent = sp.get("parentSpanId") or ""
+                if parent and len(parent) != 16:
+                    parent = normalize_id(parent, 8) or ""
+                start = int(sp.get("startTimeUnixNano") or 0)
+                end = int(sp.get("endTimeUnixNano") or 0)
+                if not (0 <= start < NS_LIMIT and 0 <= end < NS_LIMIT):
+                    raise ValueError("a time outside OTLP's fixed64")
+                rows.append((tid, sid, parent or None, str(sp.get("name") or ""), start, end))
+    return rows
 
 
 def _request_obs(start_ns: int, attrs: Mapping[str, Any]) -> RequestObs:

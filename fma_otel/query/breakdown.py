@@ -1,0 +1,315 @@
+"""Where the time of an actuation goes: its named leaf spans, and what no leaf covers.
+
+Generic over span names on purpose: the tree under ``fma.actuation`` grows (vLLM's own
+phases under ``fma.vllm.ready``, image pulls and container starts under
+``fma.launcher.startup``, the DPC's poll lag ...), and this view must show new spans the
+day they appear, without a list of names to keep up to date.  So it reads only the tree:
+
+- the *leaves* are the spans under ``fma.actuation`` that have no children;
+- the share of ``T_actuation`` they cover is the length of the *union* of the leaves,
+  each clipped to ``fma.actuation`` (overlapping leaves, such as ``fma.instance.create``
+  beside ``fma.vllm.ready``, are not counted twice);
+- time that no leaf covers is shown, never hidden: each uncovered instant is charged to
+  the deepest span that contains it (``fma.vllm.ready`` when vLLM's phases leave a gap
+  inside it, ``fma.actuation`` itself when nothing below covers it), one "uncovered" row
+  per such parent.
+
+For a stacked bar the parts must not overlap, so each covered instant is also given to
+one leaf: the *shortest* leaf covering it (the most specific one).  Those exclusive
+seconds plus the uncovered ones add up to ``T_actuation`` exactly; a leaf's own duration,
+whose percentiles the table gives, is its whole span.
+
+Statistics are per path, over complete actuations only, nearest rank as everywhere in
+``slo`` (:func:`.stats.nearest_rank`).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from ..model import COLD_NO_FMA, S
+from .stats import PATH_ORDER, nearest_rank
+
+ACTUATION = "fma.actuation"
+#: the percentiles the breakdown gives per leaf (nearest rank, as ``slo``)
+BREAKDOWN_PERCENTILES: tuple[int, ...] = (50, 90, 99)
+#: the label of an "uncovered" row: ``uncovered in fma.vllm.ready``
+UNCOVERED = "uncovered in "
+
+
+class LeanSpan(NamedTuple):
+    """What the breakdown needs of one span: the tree and the times."""
+
+    span_id: str
+    parent_id: str | None
+    name: str
+    start_ns: int
+    end_ns: int
+
+
+@dataclass
+class ActuationSplit:
+    """One complete actuation taken apart (seconds)."""
+
+    total_s: float
+    covered_s: float
+    #: leaf name -> its duration (summed when the name occurs more than once)
+    leaves: dict[str, float] = field(default_factory=dict)
+    #: leaf name -> the seconds of ``T_actuation`` given to it (disjoint)
+    exclusive: dict[str, float] = field(default_factory=dict)
+    #: parent name -> the seconds inside it that no leaf covers (disjoint)
+    uncovered: dict[str, float] = field(default_factory=dict)
+    #: leaf or parent name -> its first start, seconds after the actuation's start
+    offset: dict[str, float] = field(default_factory=dict)
+
+
+def split_actuation(spans: Sequence[LeanSpan]) -> ActuationSplit | None:
+    """Take one trace's actuation apart; ``None`` when it has no ``fma.actuation`` span.
+
+    Parent links that form a cycle or point outside the trace are not followed twice, so
+    no input makes this loop.
+    """
+    acts = [s for s in spans if s.name == ACTUATION]
+    if not acts:
+        return None
+    act = min(acts, key=lambda s: (s.start_ns, s.span_id))
+    a0, a1 = act.start_ns, max(act.start_ns, act.end_ns)
+    children: dict[str, list[LeanSpan]] = defaultdict(list)
+    for s in spans:
+        if s.parent_id and s.parent_id != s.span_id:
+            children[s.parent_id].append(s)
+    # the subtree under the actuation, with depths (iterative: no recursion limit)
+    depth: dict[str, int] = {act.span_id: 0}
+    nodes: list[LeanSpan] = []
+    stack = [act]
+    while stack:
+        node = stack.pop()
+        for c in children.get(node.span_id, ()):
+            if c.span_id in depth:
+                continue
+            depth[c.span_id] = depth[node.span_id] + 1
+            nodes.append(c)
+            stack.append(c)
+    leaves = [n for n in nodes if not children.get(n.span_id)]
+    parents = [act, *(n for n in nodes if children.get(n.span_id))]
+    out = ActuationSplit(total_s=(a1 - a0) / S, covered_s=0.0)
+    for leaf in leaves:
+        out.leaves[leaf.name] = out.leaves.get(leaf.name, 0.0) + max(0, leaf.end_ns - leaf.start_ns) / S
+    for n in (*leaves, *parents):
+        off = (n.start_ns - a0) / S
+        if n.name not in out.offset or off < out.offset[n.name]:
+            out.offset[n.name] = off
+    # clip to the actuation; a leaf of zero length covers nothing
+    lv = [(max(x.start_ns, a0), min(x.end_ns, a1), x) for x in leaves]
+    lv = [t for t in lv if t[1] > t[0]]
+    pv = [(max(x.start_ns, a0), min(x.end_ns, a1), x) for x in parents]
+    pv = [t for t in pv if t[1] > t[0]]
+    cuts = sorted(
+        {a0, a1, *(t[0] for t in lv), *(t[1] for t in lv), *(t[0] for t in pv), *(t[1] for t in pv)}
+    )
+    exclusive: dict[str, int] = defaultdict(int)
+    uncovered: dict[str, int] = defaultdict(int)
+    covered = 0
+    for x, y in zip(cuts, cuts[1:], strict=False):
+        if x < a0 or y > a1 or y <= x:
+            continue
+        best = None
+        for s0, s1, leaf in lv:
+            if s0 <= x and s1 >= y:
+                key = (leaf.end_ns - leaf.start_ns, leaf.start_ns, leaf.name)
+                if best is None or key < best[0]:
+                    best = (key, leaf)
+        if best is not None:
+            exclusive[best[1].name] += y - x
+            covered += y - x
+            continue
+        owner = act
+        for s0, s1, p in pv:
+            if s0 <= x and s1 >= y and depth[p.span_id] > depth[owner.span_id]:
+                owner = p
+        uncovered[owner.name] += y - x
+    out.covered_s = covered / S
+    out.exclusive = {k: v / S for k, v in exclusive.items()}
+    for leaf in leaves:
+        out.exclusive.setdefault(leaf.name, 0.0)
+    out.uncovered = {k: v / S for k, v in uncovered.items()}
+    return out
+
+
+# --------------------------------------------------------------------------- per path
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the breakdown of a path.
+
+    ``kind``: ``total`` (``T_actuation``), ``leaf``, ``uncovered`` (time inside ``name``
+    that no leaf covers) or ``covered`` (the union of the leaves).  The percentiles and
+    mean are over the ``seen`` actuations that have it; ``share`` is the mean seconds of
+    ``T_actuation`` it accounts for (over all ``n`` actuations; a leaf's exclusive part,
+    so that the shares of the leaves and uncovered rows add up to 100 %) over the mean
+    ``T_actuation``.
+    """
+
+    kind: str
+    name: str
+    seen: int
+    p50: float
+    p90: float
+    p99: float
+    mean: float
+    share: float
+    #: the mean seconds of ``T_actuation`` this row accounts for, over all actuations
+    part_s: float
+
+    @property
+    def label(self) -> str:
+        return UNCOVERED + self.name if self.kind == "uncovered" else self.name
+
+
+@dataclass(frozen=True)
+class PathBreakdown:
+    """The breakdown of one path over its ``n`` complete actuations."""
+
+    path: str
+    n: int
+    total: Row
+    leaves: tuple[Row, ...]
+    uncovered: tuple[Row, ...]
+    covered: Row
+    #: the smallest share of ``T_actuation`` the leaves cover in any one actuation
+    min_covered_share: float
+
+    @property
+    def baseline(self) -> bool:
+        return self.path == COLD_NO_FMA
+
+    @property
+    def rows(self) -> tuple[Row, ...]:
+        """In reading order: the whole, its leaves, what they leave uncovered, the union."""
+        return (self.total, *self.leaves, *self.uncovered, self.covered)
+
+    @property
+    def parts(self) -> tuple[tuple[str, float], ...]:
+        """``(label, mean seconds)`` of the leaves and uncovered rows: a stacked bar that
+        adds up to the mean ``T_actuation``."""
+        return tuple((r.label, r.part_s) for r in (*self.leaves, *self.uncovered))
+
+
+def _row(kind: str, name: str, values: Sequence[float], part_sum: float, n: int, mean_total: float) -> Row:
+    v = sorted(values)
+    p50, p90, p99 = (nearest_rank(v, q) for q in BREAKDOWN_PERCENTILES)
+    part = part_sum / n if n else 0.0
+    return Row(
+        kind, name, len(v), p50, p90, p99, sum(v) / len(v), part / mean_total if mean_total else 0.0, part
+    )
+
+
+def summarize_paths(splits: Iterable[tuple[str, ActuationSplit]]) -> list[PathBreakdown]:
+    """One :class:`PathBreakdown` per path, FMA paths first, the baseline after them."""
+    by_path: dict[str, list[ActuationSplit]] = defaultdict(list)
+    for path, sp in splits:
+        by_path[path].append(sp)
+    out: list[PathBreakdown] = []
+    for path in sorted(by_path, key=_path_key):
+        acts = by_path[path]
+        n = len(acts)
+        totals = [a.total_s for a in acts]
+        mean_total = sum(totals) / n
+        total = _row("total", ACTUATION, totals, sum(totals), n, mean_total)
+        leaf_vals: dict[str, list[float]] = defaultdict(list)
+        leaf_part: dict[str, float] = defaultdict(float)
+        unc_vals: dict[str, list[float]] = defaultdict(list)
+        unc_part: dict[str, float] = defaultdict(float)
+        offsets: dict[str, list[float]] = defaultdict(list)
+        for a in acts:
+            for name, secs in a.leaves.items():
+                leaf_vals[name].append(secs)
+                leaf_part[name] += a.exclusive.get(name, 0.0)
+            for name, secs in a.uncovered.items():
+                unc_vals[name].append(secs)
+                unc_part[name] += secs
+            for name, off in a.offset.items():
+                offsets[name].append(off)
+
+        def order(name: str, offsets: Mapping[str, list[float]] = offsets) -> tuple[float, str]:
+            offs = offsets.get(name) or [0.0]
+            return (sorted(offs)[(len(offs) - 1) // 2], name)
+
+        leaves = tuple(
+            _row("leaf", name, leaf_vals[name], leaf_part[name], n, mean_total)
+            for name in sorted(leaf_vals, key=order)
+        )
+        uncovered = tuple(
+            _row("uncovered", name, unc_vals[name], unc_part[name], n, mean_total)
+            for name in sorted(unc_vals, key=lambda m: (m != ACTUATION, order(m)))
+        )
+        covered_vals = [a.covered_s for a in acts]
+        covered = _row("covered", "named leaves together", covered_vals, sum(covered_vals), n, mean_total)
+        shares = [a.covered_s / a.total_s if a.total_s > 0 else 1.0 for a in acts]
+        out.append(PathBreakdown(path, n, total, leaves, uncovered, covered, min(shares)))
+    return out
+
+
+def _path_key(path: str) -> tuple[int, str]:
+    return (PATH_ORDER.index(path), "") if path in PATH_ORDER else (len(PATH_ORDER), path)
+
+
+# --------------------------------------------------------------------------- collecting
+
+
+class TreeCollector:
+    """Keeps the lean tree of every trace while a source streams spans in any order.
+
+    Only ``slo --breakdown`` and the report pay for it: the plain ``slo`` harvest keeps
+    metric spans alone.
+    """
+
+    def __init__(self) -> None:
+        self.by_trace: dict[str, dict[str, LeanSpan]] = defaultdict(dict)
+
+    def add(
+        self, trace_id: str, span_id: str, parent_id: str | None, name: str, start_ns: int, end_ns: int
+    ) -> None:
+        self.by_trace[trace_id][span_id] = LeanSpan(span_id, parent_id or None, name, start_ns, end_ns)
+
+    def splits(self, complete: Mapping[str, tuple[str, bool]]) -> list[tuple[str, ActuationSplit]]:
+        """``(path, split)`` of each trace that ``complete`` (trace id -> (path, finished))
+        says finished; the others are left out (an unfinished actuation has no duration)."""
+        out: list[tuple[str, ActuationSplit]] = []
+        for tid, spans in self.by_trace.items():
+            path, done = complete.get(tid, ("", False))
+            if not done:
+                continue
+            sp = split_actuation(list(spans.values()))
+            if sp is not None:
+                out.append((path, sp))
+        return out
+
+
+def to_json(bds: Sequence[PathBreakdown]) -> list[dict[str, Any]]:
+    """The breakdown for ``slo -o json`` (seconds; shares as fractions)."""
+    return [
+        {
+            "path": b.path,
+            "n": b.n,
+            "min_covered_share": b.min_covered_share,
+            "rows": [
+                {
+                    "kind": r.kind,
+                    "name": r.name,
+                    "seen": r.seen,
+                    "p50": r.p50,
+                    "p90": r.p90,
+                    "p99": r.p99,
+                    "mean": r.mean,
+                    "share": r.share,
+                }
+                for r in b.rows
+            ],
+        }
+        for b in bds
+    ]

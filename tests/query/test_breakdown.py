@@ -1,0 +1,203 @@
+"""Where the time goes (issue 22): leaf spans under fma.actuation, their union, and the
+uncovered rest per parent, generic over span names (hand-made trees with leaves the
+bridge does not make yet: vLLM phases, image pulls)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from fma_otel.cli import main
+from fma_otel.model import COLD_LAUNCHER, COLD_NO_FMA, HOT, S, SpanRecord
+from fma_otel.query.breakdown import LeanSpan, split_actuation, summarize_paths
+from fma_otel.sinks.otlp_json import write_trace_line
+
+from . import fake_servers
+from .gen import hot
+
+T0 = 1_780_000_000 * S
+
+
+def _lean(sid: str, parent: str | None, name: str, a: float, b: float) -> LeanSpan:
+    return LeanSpan(sid, parent, name, T0 + round(a * S), T0 + round(b * S))
+
+
+def cold_tree(vllm_gap: float = 0.0, pull: float = 8.0) -> list[LeanSpan]:
+    """A cold_launcher actuation of 60 s whose vLLM and launcher startup have phases.
+
+    0-1 bind; 1-40 cold_start { 1-2 schedule; 2-30 startup { 2-2+pull image pull,
+    10-28 container start }; 30-31 react; 31-58 instance.ready { 31-58 vllm.ready
+    { 31-40 weights, 40+gap-57 graphs }, 57-58 relay } }; 58-60 probe.
+    """
+    return [
+        _lean("r", None, "fma.request", -5, 60),
+        _lean("a", "r", "fma.actuation", 0, 60),
+        _lean("b", "a", "fma.dpc.bind", 0, 1),
+        _lean("c", "a", "fma.launcher.cold_start", 1, 58),
+        _lean("d", "c", "fma.launcher.schedule", 1, 2),
+        _lean("e", "c", "fma.launcher.startup", 2, 30),
+        _lean("e1", "e", "k8s.image.pull", 2, 2 + pull),
+        _lean("e2", "e", "k8s.container.start", 10, 28),
+        _lean("f", "c", "fma.dpc.react", 30, 31),
+        _lean("g", "c", "fma.instance.ready", 31, 58),
+        _lean("h", "g", "fma.vllm.ready", 31, 57),
+        _lean("h1", "h", "vllm.weights.load", 31, 40),
+        _lean("h2", "h", "vllm.cuda_graphs", 40 + vllm_gap, 57),
+        _lean("i", "g", "fma.readiness.relay", 57, 58),
+        _lean("i2", "g", "fma.instance.create", 31.5, 58),  # overlaps vllm.ready and relay
+        _lean("j", "a", "fma.kubelet.probe", 58, 60),
+    ]
+
+
+def test_split_names_leaves_counts_overlaps_once_and_charges_gaps_to_the_deepest_parent():
+    sp = split_actuation(cold_tree(vllm_gap=3.0, pull=6.0))
+    assert sp is not None and sp.total_s == 60.0
+    # leaves: no children; parents (startup, vllm.ready, ...) are not leaves
+    assert set(sp.leaves) == {
+        "fma.dpc.bind", "fma.launcher.schedule", "k8s.image.pull", "k8s.container.start", "fma.dpc.react",
+        "vllm.weights.load", "vllm.cuda_graphs", "fma.readiness.relay", "fma.instance.create",
+        "fma.kubelet.probe",
+    }  # fmt: skip
+    assert sp.leaves["vllm.cuda_graphs"] == 14.0 and sp.leaves["fma.instance.create"] == 26.5
+    # 8-10 s and 28-30 s inside launcher.startup; 40-43 s inside vllm.ready is covered
+    # by instance.create (a leaf), so it is not uncovered
+    assert sp.uncovered == {"fma.launcher.startup": pytest.approx(4.0)}
+    assert sp.covered_s == pytest.approx(56.0)
+    # the shortest leaf takes each instant: instance.create keeps only 40-43 s
+    assert sp.exclusive["fma.instance.create"] == pytest.approx(3.0)
+    assert sp.exclusive["vllm.cuda_graphs"] == pytest.approx(14.0)
+    assert sum(sp.exclusive.values()) + sum(sp.uncovered.values()) == pytest.approx(sp.total_s)
+
+
+def test_a_gap_no_leaf_covers_is_charged_to_its_parent_and_to_the_actuation():
+    tree = [t for t in cold_tree(vllm_gap=3.0) if t.name != "fma.instance.create"]
+    tree.append(_lean("x", "c", "fma.extra.parent", 58.5, 59))  # a parent with no leaf
+    tree.append(_lean("y", "x", "z.leaf", 59.5, 70))  # runs past R.ready: clipped
+    sp = split_actuation(tree)
+    assert sp is not None
+    assert sp.uncovered["fma.vllm.ready"] == pytest.approx(3.0)
+    assert sp.leaves["z.leaf"] == 10.5  # its own duration, unclipped
+    assert sum(sp.exclusive.values()) + sum(sp.uncovered.values()) == pytest.approx(60.0)
+
+
+def test_no_actuation_cycles_and_duplicates_never_loop():
+    assert split_actuation([_lean("r", None, "fma.request", 0, 1)]) is None
+    loop = [
+        _lean("a", "b", "fma.actuation", 0, 10),
+        _lean("b", "a", "x.leaf", 0, 4),
+        _lean("c", "c", "self", 0, 9),
+    ]
+    sp = split_actuation(loop)
+    assert sp is not None and sp.leaves == {}  # x.leaf has a child (the actuation): a parent
+    assert sp.uncovered == {"x.leaf": pytest.approx(4.0), "fma.actuation": pytest.approx(6.0)}
+
+
+def test_per_path_percentiles_shares_and_baseline_beside():
+    splits = []
+    for i in range(1, 11):  # vLLM weights load 1..10 s
+        tree = [t for t in cold_tree() if t.name not in ("vllm.weights.load", "fma.instance.create")]
+        tree.append(_lean("h1", "h", "vllm.weights.load", 31, 31 + i))
+        sp = split_actuation(tree)
+        assert sp is not None
+        splits.append((COLD_LAUNCHER, sp))
+    base = split_actuation(
+        [_lean("a", None, "fma.actuation", 0, 70), _lean("v", "a", "vllm.weights.load", 1, 61)]
+    )
+    assert base is not None
+    bds = summarize_paths([(COLD_NO_FMA, base), *splits])
+    assert [b.path for b in bds] == [COLD_LAUNCHER, COLD_NO_FMA]  # FMA paths first
+    cold, baseline = bds
+    weights = next(r for r in cold.leaves if r.name == "vllm.weights.load")
+    assert (weights.seen, weights.p50, weights.p90, weights.p99) == (10, 5.0, 9.0, 10.0)
+    assert [r.name for r in cold.leaves][:2] == ["fma.dpc.bind", "fma.launcher.schedule"]  # by start
+    assert sum(
+        share for _n, share in ((r.label, r.share) for r in (*cold.leaves, *cold.uncovered))
+    ) == pytest.approx(1.0)
+    assert sum(p for _n, p in cold.parts) == pytest.approx(cold.total.mean)
+    # the worst: weights 1 s (31-32), so 32-40 in vllm.ready and 28-30 in startup uncovered
+    assert cold.min_covered_share == pytest.approx(50 / 60)
+    assert {r.name: r.p99 for r in cold.uncovered} == {"fma.launcher.startup": 2.0, "fma.vllm.ready": 8.0}
+    assert baseline.baseline and baseline.total.p50 == 70.0
+    assert [(r.label, r.p50) for r in baseline.uncovered] == [("uncovered in fma.actuation", 10.0)]
+    assert baseline.covered.share == pytest.approx(60 / 70)
+
+
+def _span(
+    tid: str, sid: str, parent: str | None, name: str, a: float, b: float, **attrs: object
+) -> SpanRecord:
+    return SpanRecord(tid, sid * 16, parent and parent * 16, name, "INTERNAL", T0 + round(a * S),
+                      T0 + round(b * S), "kubernetes", {"fma.path": attrs.pop("path", HOT), **attrs})  # fmt: skip
+
+
+def _hot_trace(tid: str, wake: float, complete: bool = True, phases: bool = True) -> list[SpanRecord]:
+    out = [
+        _span(tid, "1", None, "fma.request", -2, 4 + wake, **{"fma.complete": complete}),
+        _span(tid, "2", "1", "fma.actuation", 0, 4 + wake, **{"fma.metric": "T_actuation"}),
+        _span(tid, "3", "2", "fma.dpc.bind", 0, 1),
+        _span(tid, "4", "2", "fma.vllm.wake", 1, 1 + wake, **{"fma.metric": "T_wake"}),
+        _span(tid, "6", "2", "fma.kubelet.probe", 2 + wake, 4 + wake),
+    ]
+    if phases:
+        out.append(_span(tid, "5", "4", "vllm.wake_up", 1.5, 1 + wake))
+    return out
+
+
+@pytest.fixture
+def hot_file(tmp_path) -> str:
+    p = tmp_path / "t.jsonl"
+    with p.open("w") as fh:
+        for i in range(1, 5):
+            write_trace_line(fh, _hot_trace(f"{i:032x}", float(i)))
+        write_trace_line(fh, _hot_trace("f" * 32, 99.0, complete=False))  # not a duration
+    return str(p)
+
+
+def test_cli_breakdown_table_json_csv(hot_file):
+    r = CliRunner().invoke(main, ["slo", hot_file, "--breakdown"])
+    assert r.exit_code == 0, r.output
+    text = r.stdout
+    assert "Where the time goes" in text
+    lines = {
+        ln.split()[0] if not ln.startswith(" ") else ln.split()[0]: ln
+        for ln in text.splitlines()
+        if ln.strip()
+    }
+    assert "vllm.wake_up" in lines and "fma.vllm.wake" not in lines  # a parent now: not a leaf
+    assert "uncovered in fma.vllm.wake" in text and "uncovered in fma.actuation" in text
+    assert "4/4" in lines["vllm.wake_up"]
+    doc = json.loads(CliRunner().invoke(main, ["slo", hot_file, "--breakdown", "-o", "json"]).stdout)
+    (bd,) = doc["breakdown"]
+    assert (bd["path"], bd["n"]) == (HOT, 4)  # the unfinished one left out
+    rows = {(r["kind"], r["name"]): r for r in bd["rows"]}
+    assert rows[("total", "fma.actuation")]["p50"] == 6.0  # 5, 6, 7, 8 s
+    wake_up = rows[("leaf", "vllm.wake_up")]
+    assert (wake_up["p50"], wake_up["p90"], wake_up["p99"]) == (1.5, 3.5, 3.5)
+    assert rows[("uncovered", "fma.vllm.wake")]["p50"] == 0.5  # 1-1.5 s of each wake call
+    assert rows[("uncovered", "fma.actuation")]["p99"] == 1.0  # wake end to probe start
+    assert bd["min_covered_share"] == pytest.approx(3.5 / 5)  # wake 1 s: 1 + 0.5 + 2 of 5 s
+    assert "breakdown" not in json.loads(CliRunner().invoke(main, ["slo", hot_file, "-o", "json"]).stdout)
+    rows_csv = list(
+        csv.DictReader(
+            io.StringIO(CliRunner().invoke(main, ["slo", hot_file, "--breakdown", "-o", "csv"]).stdout)
+        )
+    )
+    leaf = next(r for r in rows_csv if r["name"] == "vllm.wake_up")
+    assert (leaf["path"], leaf["kind"], leaf["seen"], leaf["p50"]) == (HOT, "leaf", "4", "1.5")
+    r = CliRunner().invoke(main, ["slo", hot_file, "--breakdown", "--path", "warm", "-o", "json"])
+    assert json.loads(r.stdout)["breakdown"] == []
+
+
+@pytest.mark.slow
+def test_breakdown_is_the_same_from_tempo_and_jaeger_v1():
+    acts = [hot(f"h{i}", float(i), start_s=10.0 * i) for i in range(1, 5)]
+    win = ("--since", "2026-05-28T00:00:00Z", "--until", "2026-05-29T00:00:00Z", "-o", "json", "--breakdown")
+    with fake_servers.tempo(acts) as t, fake_servers.jaeger(acts, v3=False) as j:
+        a = json.loads(CliRunner().invoke(main, ["slo", "--tempo", t.url, *win]).stdout)["breakdown"]
+        b = json.loads(CliRunner().invoke(main, ["slo", "--jaeger", j.url, *win]).stdout)["breakdown"]
+    assert a == b
+    (bd,) = a
+    assert bd["n"] == 4 and any(r["name"] == "fma.vllm.wake" and r["kind"] == "leaf" for r in bd["rows"])
