@@ -286,8 +286,18 @@ def table_sections(
             fmt = _rate if v.kind == "hit_rate" else _count if v.stat in ("n", "incomplete") else _secs
             where = v.subject if v.kind == "hit_rate" else f"{v.subject}/{v.path or '*'}"
             status = {PASS: "PASS", FAIL: "FAIL"}.get(v.status, "NO DATA")
-            vr.append([str(v.item), where, v.stat, f"{v.op} {fmt(v.threshold)}", fmt(v.value), status])
-        sections.append(("SLO verdicts", ["item", "target", "stat", "threshold", "value", "verdict"], vr))
+            value = fmt(v.value)
+            if v.value_lo is not None and v.value_hi is not None:
+                value = secs_interval(v.value, v.value_lo, v.value_hi)
+                if v.certain is False:
+                    value += " (straddles)"
+            vr.append([str(v.item), where, v.stat, f"{v.op} {fmt(v.threshold)}", value, status])
+        title = "SLO verdicts"
+        if any(v.certain is False for v in verdicts):
+            title += (
+                " (straddles: the threshold is inside the interval the value can be in; could go either way)"
+            )
+        sections.append((title, ["item", "target", "stat", "threshold", "value", "verdict"], vr))
     if dpc is not None:
         from .dpc_metrics import summary_rows
 

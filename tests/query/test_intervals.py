@@ -86,3 +86,21 @@ def test_json_csv_and_table_carry_the_interval(bounded_file):
 )
 def test_secs_interval_rounds_outwards_in_the_points_unit(v, lo, hi, text):
     assert secs_interval(v, lo, hi) == text
+
+
+def test_a_verdict_says_when_the_threshold_lies_inside_the_interval(bounded_file, tmp_path):
+    spec = tmp_path / "slo.yaml"
+    spec.write_text(
+        "- {metric: T_actuation, path: hot, p50: 2.2s}\n"  # 2.0 passes, but [1.0, 2.5] straddles it
+        "- {metric: T_actuation, path: hot, p50: 3s}\n"  # passes whatever the truth
+        "- {metric: T_actuation, path: hot, p99: 2.9s}\n"  # 4.0 fails; the truth, in [3.0, 3.5], too
+        "- {metric: T_actuation, path: hot, max: 5s}\n"  # not a percentile: no interval
+    )
+    r = CliRunner().invoke(main, ["slo", bounded_file, "--slo", str(spec), "-o", "json"])
+    assert r.exit_code == 1, r.output
+    got = [(v["status"], v["value_lo"], v["value_hi"], v["certain"]) for v in json.loads(r.stdout)["slo"]]
+    assert got == [("pass", 1.0, 2.5, False), ("pass", 1.0, 2.5, True), ("fail", 3.0, 3.5, True),
+                   ("pass", None, None, None)]  # fmt: skip
+    table = CliRunner().invoke(main, ["slo", bounded_file, "--slo", str(spec)]).stdout
+    assert "2.00s [1.00, 2.50] (straddles)" in table and "could go either way" in table
+    assert table.count("(straddles)") == 1
