@@ -201,3 +201,40 @@ def test_breakdown_is_the_same_from_tempo_and_jaeger_v1():
     assert a == b
     (bd,) = a
     assert bd["n"] == 4 and any(r["name"] == "fma.vllm.wake" and r["kind"] == "leaf" for r in bd["rows"])
+
+
+@pytest.mark.slow
+def test_breakdown_of_the_embedded_sample_adds_up_and_agrees_with_the_metrics(tmp_path):
+    """The bridge's own traces of its sample: every path, the baseline last; per path the
+    leaves and uncovered rows account for all of T_actuation, whose percentiles are the
+    metric table's, and every leaf named is a span without children in those traces."""
+    from fma_otel.query.readers import read_spans
+
+    traces = tmp_path / "sample.jsonl"
+    r = CliRunner().invoke(main, ["bridge", "--out", str(traces), "-q"])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(main, ["slo", str(traces), "--breakdown", "-o", "json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    bds = {b["path"]: b for b in doc["breakdown"]}
+    assert list(bds) == ["cold_launcher", "warm", "hot", "cold_no_fma"]
+    assert {p: b["n"] for p, b in bds.items()} == {"cold_launcher": 1, "warm": 1, "hot": 2, "cold_no_fma": 1}
+    metric = {m["path"]: m for m in doc["metrics"] if m["metric"] == "T_actuation"}
+    spans = list(read_spans(str(traces), {}))
+    parents = {s.parent_span_id for s in spans}
+    leaf_names = {s.name for s in spans if s.span_id not in parents}
+    for path, b in bds.items():
+        rows = b["rows"]
+        total = rows[0]
+        assert total["kind"] == "total" and total["share"] == 1.0
+        assert (total["p50"], total["p99"]) == (metric[path]["p50"], metric[path]["p99"])
+        parts = [x for x in rows if x["kind"] in ("leaf", "uncovered")]
+        assert sum(x["share"] for x in parts) == pytest.approx(1.0), path
+        assert {x["name"] for x in rows if x["kind"] == "leaf"} <= leaf_names
+        covered = rows[-1]
+        assert covered["kind"] == "covered" and 0.0 <= b["min_covered_share"] <= covered["share"] <= 1.0
+    # every instant of T_actuation is in a leaf or an "uncovered" row: none hidden
+    for b in bds.values():
+        covered, uncovered = b["rows"][-1], [x for x in b["rows"] if x["kind"] == "uncovered"]
+        assert covered["share"] + sum(x["share"] for x in uncovered) == pytest.approx(1.0)
+    assert sum(x["kind"] == "leaf" for x in bds["cold_launcher"]["rows"]) >= 5
