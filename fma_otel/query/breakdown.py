@@ -25,6 +25,7 @@ Statistics are per path, over complete actuations only, nearest rank as everywhe
 
 from __future__ import annotations
 
+import sys
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -102,10 +103,15 @@ def split_actuation(spans: Sequence[LeanSpan]) -> ActuationSplit | None:
         off = (n.start_ns - a0) / S
         if n.name not in out.offset or off < out.offset[n.name]:
             out.offset[n.name] = off
-    # clip to the actuation; a leaf of zero length covers nothing
-    lv = [(max(x.start_ns, a0), min(x.end_ns, a1), x) for x in leaves]
+    # clip to the actuation; a leaf of zero length covers nothing.  A sweep over the cut
+    # points with the spans active at each: the shortest active leaf, else the deepest
+    # active parent, takes the segment (a handful are active at a time)
+    lv = sorted(
+        (max(x.start_ns, a0), min(x.end_ns, a1), (x.end_ns - x.start_ns, x.start_ns, x.name), x.name)
+        for x in leaves
+    )
     lv = [t for t in lv if t[1] > t[0]]
-    pv = [(max(x.start_ns, a0), min(x.end_ns, a1), x) for x in parents]
+    pv = sorted((max(x.start_ns, a0), min(x.end_ns, a1), depth[x.span_id], x.name) for x in parents)
     pv = [t for t in pv if t[1] > t[0]]
     cuts = sorted(
         {a0, a1, *(t[0] for t in lv), *(t[1] for t in lv), *(t[0] for t in pv), *(t[1] for t in pv)}
@@ -113,30 +119,39 @@ def split_actuation(spans: Sequence[LeanSpan]) -> ActuationSplit | None:
     exclusive: dict[str, int] = defaultdict(int)
     uncovered: dict[str, int] = defaultdict(int)
     covered = 0
+    li = pi = 0
+    on_l: list[tuple[int, int, Any, str]] = []
+    on_p: list[tuple[int, int, int, str]] = []
     for x, y in zip(cuts, cuts[1:], strict=False):
-        if x < a0 or y > a1 or y <= x:
-            continue
-        best = None
-        for s0, s1, leaf in lv:
-            if s0 <= x and s1 >= y:
-                key = (leaf.end_ns - leaf.start_ns, leaf.start_ns, leaf.name)
-                if best is None or key < best[0]:
-                    best = (key, leaf)
-        if best is not None:
-            exclusive[best[1].name] += y - x
+        while li < len(lv) and lv[li][0] <= x:
+            on_l.append(lv[li])
+            li += 1
+        while pi < len(pv) and pv[pi][0] <= x:
+            on_p.append(pv[pi])
+            pi += 1
+        # every end is a cut, so a span still on past x covers all of [x, y)
+        on_l = [t for t in on_l if t[1] > x]
+        if on_l:
+            exclusive[min(on_l, key=_key)[3]] += y - x
             covered += y - x
             continue
-        owner = act
-        for s0, s1, p in pv:
-            if s0 <= x and s1 >= y and depth[p.span_id] > depth[owner.span_id]:
-                owner = p
-        uncovered[owner.name] += y - x
+        on_p = [t for t in on_p if t[1] > x]
+        owner = max(on_p, key=_depth)[3] if on_p else act.name
+        uncovered[owner] += y - x
     out.covered_s = covered / S
     out.exclusive = {k: v / S for k, v in exclusive.items()}
     for leaf in leaves:
         out.exclusive.setdefault(leaf.name, 0.0)
     out.uncovered = {k: v / S for k, v in uncovered.items()}
     return out
+
+
+def _key(t: tuple[int, int, Any, str]) -> Any:
+    return t[2]
+
+
+def _depth(t: tuple[int, int, int, str]) -> int:
+    return t[2]
 
 
 # --------------------------------------------------------------------------- per path
@@ -265,16 +280,19 @@ class TreeCollector:
     """Keeps the lean tree of every trace while a source streams spans in any order.
 
     Only ``slo --breakdown`` and the report pay for it: the plain ``slo`` harvest keeps
-    metric spans alone.
+    metric spans alone.  A list per trace (a span seen twice, as in a re-export, is one
+    span again in :meth:`splits`), names interned: large files hold millions of spans.
     """
 
     def __init__(self) -> None:
-        self.by_trace: dict[str, dict[str, LeanSpan]] = defaultdict(dict)
+        self.by_trace: dict[str, list[LeanSpan]] = defaultdict(list)
 
     def add(
         self, trace_id: str, span_id: str, parent_id: str | None, name: str, start_ns: int, end_ns: int
     ) -> None:
-        self.by_trace[trace_id][span_id] = LeanSpan(span_id, parent_id or None, name, start_ns, end_ns)
+        self.by_trace[trace_id].append(
+            LeanSpan(span_id, parent_id or None, sys.intern(name), start_ns, end_ns)
+        )
 
     def splits(self, complete: Mapping[str, tuple[str, bool]]) -> list[tuple[str, ActuationSplit]]:
         """``(path, split)`` of each trace that ``complete`` (trace id -> (path, finished))
@@ -284,7 +302,7 @@ class TreeCollector:
             path, done = complete.get(tid, ("", False))
             if not done:
                 continue
-            sp = split_actuation(list(spans.values()))
+            sp = split_actuation(list({x.span_id: x for x in spans}.values()))
             if sp is not None:
                 out.append((path, sp))
         return out
