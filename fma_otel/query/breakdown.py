@@ -65,6 +65,13 @@ class ActuationSplit:
     uncovered: dict[str, float] = field(default_factory=dict)
     #: leaf or parent name -> its first start, seconds after the actuation's start
     offset: dict[str, float] = field(default_factory=dict)
+    #: the trace it came from (set by :meth:`TreeCollector.splits`)
+    trace_id: str = ""
+
+    @property
+    def covered_share(self) -> float:
+        """The share of ``T_actuation`` the leaves cover (1 for a zero-length actuation)."""
+        return self.covered_s / self.total_s if self.total_s > 0 else 1.0
 
 
 def split_actuation(spans: Sequence[LeanSpan]) -> ActuationSplit | None:
@@ -197,6 +204,8 @@ class PathBreakdown:
     covered: Row
     #: the smallest share of ``T_actuation`` the leaves cover in any one actuation
     min_covered_share: float
+    #: the trace of that actuation, to look at
+    min_covered_trace: str = ""
 
     @property
     def baseline(self) -> bool:
@@ -264,8 +273,10 @@ def summarize_paths(splits: Iterable[tuple[str, ActuationSplit]]) -> list[PathBr
         )
         covered_vals = [a.covered_s for a in acts]
         covered = _row("covered", "named leaves together", covered_vals, sum(covered_vals), n, mean_total)
-        shares = [a.covered_s / a.total_s if a.total_s > 0 else 1.0 for a in acts]
-        out.append(PathBreakdown(path, n, total, leaves, uncovered, covered, min(shares)))
+        worst = min(acts, key=lambda a: (a.covered_share, a.trace_id))
+        out.append(
+            PathBreakdown(path, n, total, leaves, uncovered, covered, worst.covered_share, worst.trace_id)
+        )
     return out
 
 
@@ -304,6 +315,7 @@ class TreeCollector:
                 continue
             sp = split_actuation(list({x.span_id: x for x in spans}.values()))
             if sp is not None:
+                sp.trace_id = tid
                 out.append((path, sp))
         return out
 
@@ -315,6 +327,7 @@ def to_json(bds: Sequence[PathBreakdown]) -> list[dict[str, Any]]:
             "path": b.path,
             "n": b.n,
             "min_covered_share": b.min_covered_share,
+            "min_covered_trace": b.min_covered_trace,
             "rows": [
                 {
                     "kind": r.kind,

@@ -121,7 +121,7 @@ def breakdown_section(bds: Sequence[PathBreakdown]) -> tuple[str, list[str], lis
             label = {"total": "T_actuation", "covered": "leaves together"}.get(r.kind, "  " + r.label)
             share = _rate(r.share)
             if r.kind == "covered":
-                share += f" (min {_rate(b.min_covered_share)})"
+                share += f" (min {_rate(b.min_covered_share)}: {b.min_covered_trace[:8]})"
             seen = "" if r.kind in ("total", "covered") else f"{r.seen}/{b.n}"
             rows.append(
                 [

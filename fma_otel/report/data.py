@@ -35,7 +35,7 @@ from ..model import (
     S,
     SpanRecord,
 )
-from ..query.breakdown import PathBreakdown, TreeCollector, summarize_paths
+from ..query.breakdown import ActuationSplit, PathBreakdown, TreeCollector, summarize_paths
 from ..query.harvest import Harvest
 from ..query.slo_spec import Check, Verdict, evaluate
 from ..query.stats import PATH_ORDER, Report, build_report
@@ -153,13 +153,18 @@ class Summaries:
 # --------------------------------------------------------------------------- where did the time go
 
 
-def breakdowns(summaries: Summaries) -> list[PathBreakdown]:
-    """Where the time of each path's finished actuations goes: the leaf spans under
-    ``fma.actuation`` and what they leave uncovered, whatever their names
-    (:mod:`fma_otel.query.breakdown`, the engine of ``slo --breakdown``); the
-    ``cold_no_fma`` baseline after the FMA paths."""
+def actuation_splits(summaries: Summaries) -> list[tuple[str, ActuationSplit]]:
+    """Each finished actuation taken apart into its leaf spans (and what they leave
+    uncovered), whatever their names (:mod:`fma_otel.query.breakdown`, the engine of
+    ``slo --breakdown``)."""
     done = {tid: (t.path, t.finished and t.actuation is not None) for tid, t in summaries.by_trace.items()}
-    return summarize_paths(summaries.tree.splits(done))
+    return summaries.tree.splits(done)
+
+
+def breakdowns(summaries: Summaries) -> list[PathBreakdown]:
+    """Where the time of each path's finished actuations goes, the ``cold_no_fma``
+    baseline after the FMA paths."""
+    return summarize_paths(actuation_splits(summaries))
 
 
 # --------------------------------------------------------------------------- selection
@@ -360,6 +365,8 @@ class ReportData:
     actuations: list[TraceSummary] = field(default_factory=list)
     time_range: tuple[int, int] | None = None
     trends: list[Trend] = field(default_factory=list)
+    #: trace id -> the share of its ``T_actuation`` that named leaf spans cover
+    covered: dict[str, float] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
@@ -376,18 +383,20 @@ def prepare(
     """Decide everything but the full spans of the chosen actuations (a second pass)."""
     report = build_report(harvest.dataset())
     by_trace = summaries.by_trace
+    splits = actuation_splits(summaries)
     return ReportData(
         source=source,
         traces=len(by_trace),
         report=report,
         verdicts=evaluate(checks, report),
         distributions=distributions(harvest, by_trace),
-        breakdowns=breakdowns(summaries),
+        breakdowns=summarize_paths(splits),
         slowest=slowest(by_trace.values(), top),
         unfinished=unfinished(by_trace.values(), top),
         actuations=sorted(by_trace.values(), key=_start_key),
         time_range=time_range(by_trace.values()),
         trends=trends(by_trace.values()),
+        covered={sp.trace_id: sp.covered_share for _path, sp in splits},
     )
 
 

@@ -230,6 +230,7 @@ def actuations_table(data: ReportData, anchors: dict[str, str], url: str | None)
         '<th class="l">requester</th><th class="l">path</th>'
         '<th class="l" data-type="num" aria-sort="ascending">started (UTC)</th>'
         + "".join(f'<th data-type="num">{_breakable(m)}</th>' for m in metrics)
+        + '<th data-type="num" title="share of T_actuation that named leaf spans cover">in leaves</th>'
         + '<th class="l">complete</th><th class="l">trace</th>'
     )
     out = [
@@ -249,6 +250,8 @@ def actuations_table(data: ReportData, anchors: dict[str, str], url: str | None)
                 v = t.actuation_s
             lower = m in t.open_metrics or (m == "T_actuation" and not t.finished)
             cells.append(_secs_cell(v, lower, t.metric_bounds.get(m)))
+        share = data.covered.get(t.trace_id)
+        cells.append("<td></td>" if share is None else f'<td data-v="{share:.4f}">{100 * share:.1f}%</td>')
         if t.finished:
             cells.append('<td class="ok">yes</td>')
         else:

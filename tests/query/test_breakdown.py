@@ -169,6 +169,7 @@ def test_cli_breakdown_table_json_csv(hot_file):
     assert "vllm.wake_up" in lines and "fma.vllm.wake" not in lines  # a parent now: not a leaf
     assert "uncovered in fma.vllm.wake" in text and "uncovered in fma.actuation" in text
     assert "4/4" in lines["vllm.wake_up"]
+    assert "76.9% (min 70.0%: 00000000)" in text  # 20 of 26 s on average; the worst trace named
     doc = json.loads(CliRunner().invoke(main, ["slo", hot_file, "--breakdown", "-o", "json"]).stdout)
     (bd,) = doc["breakdown"]
     assert (bd["path"], bd["n"]) == (HOT, 4)  # the unfinished one left out
@@ -179,6 +180,7 @@ def test_cli_breakdown_table_json_csv(hot_file):
     assert rows[("uncovered", "fma.vllm.wake")]["p50"] == 0.5  # 1-1.5 s of each wake call
     assert rows[("uncovered", "fma.actuation")]["p99"] == 1.0  # wake end to probe start
     assert bd["min_covered_share"] == pytest.approx(3.5 / 5)  # wake 1 s: 1 + 0.5 + 2 of 5 s
+    assert bd["min_covered_trace"] == f"{1:032x}"  # the one to look at
     assert "breakdown" not in json.loads(CliRunner().invoke(main, ["slo", hot_file, "-o", "json"]).stdout)
     rows_csv = list(
         csv.DictReader(

@@ -252,4 +252,11 @@ def test_breakdown_with_leaves_the_bridge_does_not_make_yet(browser, tmp_path):
     # uncovered: 6 s in startup, and 32..42 s in vllm.ready when weights take 1 s (6..10 s,
     # 8 s on average): 46 of 60 s covered on average, 44 at least
     assert rows["named leaves together"][7] == "76.7% (min 73.3%)"
+    # each actuation's share in named leaves, in the table of all actuations
+    table = q(By.ID, "actuations")[0]
+    col = [h.text for h in table.find_elements(By.CSS_SELECTOR, "thead th")].index("in leaves")
+    shares = sorted(
+        r.find_elements(By.TAG_NAME, "td")[col].text for r in table.find_elements(By.CSS_SELECTOR, "tbody tr")
+    )
+    assert shares == ["73.3%", "75.0%", "76.7%", "78.3%", "80.0%"]
     _screenshot(browser, "report-breakdown.png")
