@@ -240,3 +240,55 @@ def test_breakdown_of_the_embedded_sample_adds_up_and_agrees_with_the_metrics(tm
         covered, uncovered = b["rows"][-1], [x for x in b["rows"] if x["kind"] == "uncovered"]
         assert covered["share"] + sum(x["share"] for x in uncovered) == pytest.approx(1.0)
     assert sum(x["kind"] == "leaf" for x in bds["cold_launcher"]["rows"]) >= 5
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "change",
+    [
+        ("fma.vllm.wake", "endTimeUnixNano", '"' + "9" * 400 + '"'),
+        ("fma.dpc.bind", "startTimeUnixNano", '"-5"'),  # a span plain slo does not read
+        ("fma.dpc.bind", "parentSpanId", "5"),
+        ("vllm.wake_up", "spanId", "[1]"),
+    ],
+    ids=["metric-end-400-digits", "leaf-start-negative", "parent-a-number", "span-id-a-list"],
+)
+def test_a_malformed_request_is_one_skipped_line_with_breakdown_too(tmp_path, hot_file, change):
+    """All or nothing, as without --breakdown: the line is skipped and counted, the others
+    give the same breakdown as without it; never a traceback."""
+    name, key, raw = change
+    tid = "e" * 32
+    line = json.dumps(
+        __import__("fma_otel.sinks.otlp_json", fromlist=["export_request"]).export_request(
+            _hot_trace(tid, 2.0)
+        ),
+        separators=(",", ":"),
+    )
+    req = json.loads(line)
+    for rs in req["resourceSpans"]:
+        for ss in rs["scopeSpans"]:
+            for sp in ss["spans"]:
+                if sp["name"] == name:
+                    sp[key] = "@@MARK@@"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(
+        json.dumps(req, separators=(",", ":")).replace('"@@MARK@@"', raw) + "\n" + open(hot_file).read()
+    )
+    good = json.loads(CliRunner().invoke(main, ["slo", hot_file, "--breakdown", "-o", "json"]).stdout)
+    r = CliRunner().invoke(main, ["slo", str(bad), "--breakdown", "-o", "json"])
+    assert r.exit_code == 0, r.output
+    assert "skipped 1 of 6 lines" in r.stderr, r.stderr
+    assert json.loads(r.stdout)["breakdown"] == good["breakdown"]
+
+
+def test_bounds_that_are_no_finite_number_count_as_exact(tmp_path):
+    p = tmp_path / "t.jsonl"
+    spans = _hot_trace("1" * 32, 2.0)
+    spans[1] = SpanRecord(**{**spans[1].__dict__, "attributes": {**spans[1].attributes,
+                             "fma.duration.min_s": float("nan"), "fma.duration.max_s": "7"}})  # fmt: skip
+    with p.open("w") as fh:
+        write_trace_line(fh, spans)
+    r = CliRunner().invoke(main, ["slo", str(p), "-o", "json"])
+    assert r.exit_code == 0, r.output
+    (row,) = [m for m in json.loads(r.stdout)["metrics"] if m["metric"] == "T_actuation"]
+    assert row["p50"] == row["p50_lo"] == row["p50_hi"] == 6.0
