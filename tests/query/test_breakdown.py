@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from fma_otel.cli import main
 from fma_otel.model import COLD_LAUNCHER, COLD_NO_FMA, HOT, S, SpanRecord
 from fma_otel.query.breakdown import LeanSpan, split_actuation, summarize_paths
-from fma_otel.sinks.otlp_json import write_trace_line
+from fma_otel.sinks.otlp_json import export_request, write_trace_line
 
 from . import fake_servers
 from .gen import hot
@@ -258,13 +258,7 @@ def test_a_malformed_request_is_one_skipped_line_with_breakdown_too(tmp_path, ho
     give the same breakdown as without it; never a traceback."""
     name, key, raw = change
     tid = "e" * 32
-    line = json.dumps(
-        __import__("fma_otel.sinks.otlp_json", fromlist=["export_request"]).export_request(
-            _hot_trace(tid, 2.0)
-        ),
-        separators=(",", ":"),
-    )
-    req = json.loads(line)
+    req = export_request(_hot_trace(tid, 2.0))
     for rs in req["resourceSpans"]:
         for ss in rs["scopeSpans"]:
             for sp in ss["spans"]:
