@@ -191,6 +191,9 @@ def test_cli_breakdown_table_json_csv(hot_file):
     )
     leaf = next(r for r in rows_csv if r["name"] == "vllm.wake_up")
     assert (leaf["path"], leaf["kind"], leaf["seen"], leaf["p50"]) == (HOT, "leaf", "4", "1.5")
+    narrow = CliRunner().invoke(main, ["slo", hot_file, "--breakdown"], env={"COLUMNS": "80"}).stdout
+    section = narrow[narrow.index("Where the time goes") :].splitlines()
+    assert max(len(x) for x in section) <= 80 and "p99" in section[1] and "vllm.wake_up" in narrow
     r = CliRunner().invoke(main, ["slo", hot_file, "--breakdown", "--path", "warm", "-o", "json"])
     assert json.loads(r.stdout)["breakdown"] == []
 
