@@ -168,6 +168,8 @@ def run(
     if fmt == "llm-d-benchmark":
         if not traces:
             raise QueryError("--format llm-d-benchmark reads a trace FILE (not --jaeger/--tempo)")
+        if breakdown:
+            raise QueryError("--breakdown is not part of --format llm-d-benchmark (use table, json or csv)")
         return _llmd_benchmark(traces, out)
 
     from ..query import breakdown as bd_mod

@@ -191,6 +191,10 @@ def test_cli_breakdown_table_json_csv(hot_file):
     )
     leaf = next(r for r in rows_csv if r["name"] == "vllm.wake_up")
     assert (leaf["path"], leaf["kind"], leaf["seen"], leaf["p50"]) == (HOT, "leaf", "4", "1.5")
+    r = CliRunner().invoke(main, ["slo", hot_file, "--breakdown", "-o", "llm-d-benchmark"])
+    assert r.exit_code == 2 and "--breakdown is not part of --format llm-d-benchmark" in r.stderr
+    r = CliRunner().invoke(main, ["slo", hot_file, "--breakdown", "-o", "perfdata"])
+    assert r.exit_code == 0 and "--breakdown is shown in the table, json and csv formats only" in r.stderr
     narrow = CliRunner().invoke(main, ["slo", hot_file, "--breakdown"], env={"COLUMNS": "80"}).stdout
     section = narrow[narrow.index("Where the time goes") :].splitlines()
     assert max(len(x) for x in section) <= 80 and "p99" in section[1] and "vllm.wake_up" in narrow
