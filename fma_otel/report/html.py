@@ -119,12 +119,25 @@ def _table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]], cls
         cells = []
         for c in r:
             css = {"PASS": "pass", "FAIL": "fail", "NO DATA": "nodata"}.get(c)
-            cells.append(f'<td class="{css}">{html.escape(c)}</td>' if css else f"<td>{html.escape(c)}</td>")
+            cells.append(f'<td class="{css}">{html.escape(c)}</td>' if css else f"<td>{_cell(c)}</td>")
         out.append("<tr>" + "".join(cells) + "</tr>")
     if not rows:
         out.append(f'<tr><td colspan="{len(header)}">(none)</td></tr>')
     out.append("</tbody></table>")
     return "".join(out)
+
+
+_WITH_INTERVAL = re.compile(r"(\S+) (\[[^\]]*\])(.*)")
+
+
+def _cell(text: str) -> str:
+    """A table cell; a value with its interval (``52.00s [51.00, 53.00]``, as ``slo``
+    prints it) gets the interval on a line of its own, small, as in the actuations table."""
+    m = _WITH_INTERVAL.fullmatch(text)
+    if not m:
+        return html.escape(text)
+    value, interval, rest = (html.escape(g) for g in m.groups())
+    return f'{value}<span class="iv">{interval}{rest}</span>'
 
 
 def _summary_line(data: ReportData) -> str:

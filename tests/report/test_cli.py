@@ -178,7 +178,9 @@ def test_table_and_breakdown_say_what_a_person_needs(sample_report):
     assert phases.count("named leaves together") == 4
     assert "uncovered in " in phases  # gaps no leaf covers are shown, not hidden
     # the SLO table: each percentile with its interval (the slo engine's cells)
-    assert re.search(r"<td>52.00s \[[\d.]+, [\d.]+\]</td>", text[: text.index('id="hit"')])
+    assert re.search(
+        r'<td>52.00s<span class="iv">\[[\d.]+, [\d.]+\]</span></td>', text[: text.index('id="hit"')]
+    )
     # the sample re-actuates one requester: 4 FMA requesters, 5 actuations; the rates (the
     # slo engine's) are per requester, and the figure says both counts
     assert "Hit rates over 4 FMA requesters (their first actuation; 5 actuations in all)" in text
