@@ -25,6 +25,7 @@ Statistics are per path, over complete actuations only, nearest rank as everywhe
 
 from __future__ import annotations
 
+import heapq
 import sys
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -112,7 +113,7 @@ def split_actuation(spans: Sequence[LeanSpan]) -> ActuationSplit | None:
             out.offset[n.name] = off
     # clip to the actuation; a leaf of zero length covers nothing.  A sweep over the cut
     # points with the spans active at each: the shortest active leaf, else the deepest
-    # active parent, takes the segment (a handful are active at a time)
+    # active parent, takes the segment
     lv = sorted(
         (max(x.start_ns, a0), min(x.end_ns, a1), (x.end_ns - x.start_ns, x.start_ns, x.name), x.name)
         for x in leaves
@@ -127,23 +128,27 @@ def split_actuation(spans: Sequence[LeanSpan]) -> ActuationSplit | None:
     uncovered: dict[str, int] = defaultdict(int)
     covered = 0
     li = pi = 0
-    on_l: list[tuple[int, int, Any, str]] = []
-    on_p: list[tuple[int, int, int, str]] = []
+    # heaps with lazy removal: the best active span is at the top once the ended ones
+    # above it are popped (a trace of thousands of overlapping leaves stays n log n)
+    on_l: list[tuple[Any, int, str]] = []  # (key, end, name): the shortest first
+    on_p: list[tuple[int, int, int, str]] = []  # (-depth, start, end, name): the deepest first
     for x, y in zip(cuts, cuts[1:], strict=False):
         while li < len(lv) and lv[li][0] <= x:
-            on_l.append(lv[li])
+            heapq.heappush(on_l, (lv[li][2], lv[li][1], lv[li][3]))
             li += 1
         while pi < len(pv) and pv[pi][0] <= x:
-            on_p.append(pv[pi])
+            heapq.heappush(on_p, (-pv[pi][2], pv[pi][0], pv[pi][1], pv[pi][3]))
             pi += 1
         # every end is a cut, so a span still on past x covers all of [x, y)
-        on_l = [t for t in on_l if t[1] > x]
+        while on_l and on_l[0][1] <= x:
+            heapq.heappop(on_l)
         if on_l:
-            exclusive[min(on_l, key=_key)[3]] += y - x
+            exclusive[on_l[0][2]] += y - x
             covered += y - x
             continue
-        on_p = [t for t in on_p if t[1] > x]
-        owner = max(on_p, key=_depth)[3] if on_p else act.name
+        while on_p and on_p[0][2] <= x:
+            heapq.heappop(on_p)
+        owner = on_p[0][3] if on_p else act.name
         uncovered[owner] += y - x
     out.covered_s = covered / S
     out.exclusive = {k: v / S for k, v in exclusive.items()}
@@ -151,14 +156,6 @@ def split_actuation(spans: Sequence[LeanSpan]) -> ActuationSplit | None:
         out.exclusive.setdefault(leaf.name, 0.0)
     out.uncovered = {k: v / S for k, v in uncovered.items()}
     return out
-
-
-def _key(t: tuple[int, int, Any, str]) -> Any:
-    return t[2]
-
-
-def _depth(t: tuple[int, int, int, str]) -> int:
-    return t[2]
 
 
 # --------------------------------------------------------------------------- per path

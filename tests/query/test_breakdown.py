@@ -295,3 +295,16 @@ def test_bounds_that_are_no_finite_number_count_as_exact(tmp_path):
     assert r.exit_code == 0, r.output
     (row,) = [m for m in json.loads(r.stdout)["metrics"] if m["metric"] == "T_actuation"]
     assert row["p50"] == row["p50_lo"] == row["p50_hi"] == 6.0
+
+
+def test_thousands_of_overlapping_leaves_add_up():
+    """A trace of 3000 overlapping leaves (a re-export gone wrong, a log of TP ranks): the
+    parts still add up and the shortest leaf takes each instant."""
+    spans = [_lean("a", None, "fma.actuation", 0, 100)]
+    spans += [_lean(f"l{i}", "a", f"x.leaf{i % 7}", i * 0.001, 50 + i * 0.001) for i in range(3000)]
+    spans.append(_lean("s", "a", "x.short", 10, 11))
+    sp = split_actuation(spans)
+    assert sp is not None
+    assert sp.covered_s == pytest.approx(52.999) and sp.uncovered == {"fma.actuation": pytest.approx(47.001)}
+    assert sp.exclusive["x.short"] == pytest.approx(1.0)
+    assert sum(sp.exclusive.values()) + sum(sp.uncovered.values()) == pytest.approx(100.0)
