@@ -50,6 +50,9 @@ class LeanSpan(NamedTuple):
     name: str
     start_ns: int
     end_ns: int
+    #: ``fma.duration.min_s``/``max_s`` where the span says them
+    lo_s: float | None = None
+    hi_s: float | None = None
 
 
 @dataclass
@@ -60,6 +63,11 @@ class ActuationSplit:
     covered_s: float
     #: leaf name -> its duration (summed when the name occurs more than once)
     leaves: dict[str, float] = field(default_factory=dict)
+    #: leaf name -> the interval that duration lies in (summed likewise; the duration
+    #: itself on both ends for a span that does not say)
+    leaf_bounds: dict[str, tuple[float, float]] = field(default_factory=dict)
+    #: the interval ``T_actuation`` lies in
+    total_bounds: tuple[float, float] = (0.0, 0.0)
     #: leaf name -> the seconds of ``T_actuation`` given to it (disjoint)
     exclusive: dict[str, float] = field(default_factory=dict)
     #: parent name -> the seconds inside it that no leaf covers (disjoint)
@@ -104,9 +112,12 @@ def split_actuation(spans: Sequence[LeanSpan]) -> ActuationSplit | None:
             stack.append(c)
     leaves = [n for n in nodes if not children.get(n.span_id)]
     parents = [act, *(n for n in nodes if children.get(n.span_id))]
-    out = ActuationSplit(total_s=(a1 - a0) / S, covered_s=0.0)
+    out = ActuationSplit(total_s=(a1 - a0) / S, covered_s=0.0, total_bounds=_bounds(act))
     for leaf in leaves:
         out.leaves[leaf.name] = out.leaves.get(leaf.name, 0.0) + max(0, leaf.end_ns - leaf.start_ns) / S
+        lo, hi = _bounds(leaf)
+        had = out.leaf_bounds.get(leaf.name, (0.0, 0.0))
+        out.leaf_bounds[leaf.name] = (had[0] + lo, had[1] + hi)
     for n in (*leaves, *parents):
         off = (n.start_ns - a0) / S
         if n.name not in out.offset or off < out.offset[n.name]:
@@ -158,6 +169,11 @@ def split_actuation(spans: Sequence[LeanSpan]) -> ActuationSplit | None:
     return out
 
 
+def _bounds(s: LeanSpan) -> tuple[float, float]:
+    d = max(0, s.end_ns - s.start_ns) / S
+    return (d if s.lo_s is None else s.lo_s, d if s.hi_s is None else s.hi_s)
+
+
 # --------------------------------------------------------------------------- per path
 
 
@@ -183,6 +199,18 @@ class Row:
     share: float
     #: the mean seconds of ``T_actuation`` this row accounts for, over all actuations
     part_s: float
+    #: where each percentile can be (the same percentile of the lower and of the upper
+    #: bounds, as in ``slo``): for ``total`` and ``leaf`` rows; ``None`` for the others,
+    #: whose edges are instants of several spans
+    p50_lo: float | None = None
+    p50_hi: float | None = None
+    p90_lo: float | None = None
+    p90_hi: float | None = None
+    p99_lo: float | None = None
+    p99_hi: float | None = None
+
+    def interval(self, p: int) -> tuple[float | None, float | None]:
+        return getattr(self, f"p{p}_lo"), getattr(self, f"p{p}_hi")
 
     @property
     def label(self) -> str:
@@ -220,13 +248,27 @@ class PathBreakdown:
         return tuple((r.label, r.part_s) for r in (*self.leaves, *self.uncovered))
 
 
-def _row(kind: str, name: str, values: Sequence[float], part_sum: float, n: int, mean_total: float) -> Row:
+def _row(
+    kind: str,
+    name: str,
+    values: Sequence[float],
+    part_sum: float,
+    n: int,
+    mean_total: float,
+    bounds: Sequence[tuple[float, float]] | None = None,
+) -> Row:
     v = sorted(values)
     p50, p90, p99 = (nearest_rank(v, q) for q in BREAKDOWN_PERCENTILES)
     part = part_sum / n if n else 0.0
-    return Row(
-        kind, name, len(v), p50, p90, p99, sum(v) / len(v), part / mean_total if mean_total else 0.0, part
-    )
+    iv: dict[str, float] = {}
+    if bounds:
+        lo = sorted(a for a, _ in bounds)
+        hi = sorted(b for _, b in bounds)
+        for q in BREAKDOWN_PERCENTILES:
+            iv[f"p{q}_lo"] = nearest_rank(lo, q)
+            iv[f"p{q}_hi"] = nearest_rank(hi, q)
+    share = part / mean_total if mean_total else 0.0
+    return Row(kind, name, len(v), p50, p90, p99, sum(v) / len(v), share, part, **iv)
 
 
 def summarize_paths(splits: Iterable[tuple[str, ActuationSplit]]) -> list[PathBreakdown]:
@@ -240,8 +282,9 @@ def summarize_paths(splits: Iterable[tuple[str, ActuationSplit]]) -> list[PathBr
         n = len(acts)
         totals = [a.total_s for a in acts]
         mean_total = sum(totals) / n
-        total = _row("total", ACTUATION, totals, sum(totals), n, mean_total)
+        total = _row("total", ACTUATION, totals, sum(totals), n, mean_total, [a.total_bounds for a in acts])
         leaf_vals: dict[str, list[float]] = defaultdict(list)
+        leaf_bounds: dict[str, list[tuple[float, float]]] = defaultdict(list)
         leaf_part: dict[str, float] = defaultdict(float)
         unc_vals: dict[str, list[float]] = defaultdict(list)
         unc_part: dict[str, float] = defaultdict(float)
@@ -249,6 +292,7 @@ def summarize_paths(splits: Iterable[tuple[str, ActuationSplit]]) -> list[PathBr
         for a in acts:
             for name, secs in a.leaves.items():
                 leaf_vals[name].append(secs)
+                leaf_bounds[name].append(a.leaf_bounds.get(name, (secs, secs)))
                 leaf_part[name] += a.exclusive.get(name, 0.0)
             for name, secs in a.uncovered.items():
                 unc_vals[name].append(secs)
@@ -261,7 +305,7 @@ def summarize_paths(splits: Iterable[tuple[str, ActuationSplit]]) -> list[PathBr
             return (sorted(offs)[(len(offs) - 1) // 2], name)
 
         leaves = tuple(
-            _row("leaf", name, leaf_vals[name], leaf_part[name], n, mean_total)
+            _row("leaf", name, leaf_vals[name], leaf_part[name], n, mean_total, leaf_bounds[name])
             for name in sorted(leaf_vals, key=order)
         )
         uncovered = tuple(
@@ -296,10 +340,18 @@ class TreeCollector:
         self.by_trace: dict[str, list[LeanSpan]] = defaultdict(list)
 
     def add(
-        self, trace_id: str, span_id: str, parent_id: str | None, name: str, start_ns: int, end_ns: int
+        self,
+        trace_id: str,
+        span_id: str,
+        parent_id: str | None,
+        name: str,
+        start_ns: int,
+        end_ns: int,
+        lo_s: float | None = None,
+        hi_s: float | None = None,
     ) -> None:
         self.by_trace[trace_id].append(
-            LeanSpan(span_id, parent_id or None, sys.intern(name), start_ns, end_ns)
+            LeanSpan(span_id, parent_id or None, sys.intern(name), start_ns, end_ns, lo_s, hi_s)
         )
 
     def splits(self, complete: Mapping[str, tuple[str, bool]]) -> list[tuple[str, ActuationSplit]]:
@@ -335,6 +387,11 @@ def to_json(bds: Sequence[PathBreakdown]) -> list[dict[str, Any]]:
                     "p99": r.p99,
                     "mean": r.mean,
                     "share": r.share,
+                    **{
+                        f"p{q}_{e}": getattr(r, f"p{q}_{e}")
+                        for q in BREAKDOWN_PERCENTILES
+                        for e in ("lo", "hi")
+                    },
                 }
                 for r in b.rows
             ],

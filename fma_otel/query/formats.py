@@ -88,7 +88,19 @@ def to_json(
     return json.dumps(to_json_obj(report, window, verdicts, dpc, breakdown), indent=2) + "\n"
 
 
-BREAKDOWN_KEYS: tuple[str, ...] = ("path", "n", "kind", "name", "seen", "p50", "p90", "p99", "mean", "share")
+BREAKDOWN_KEYS: tuple[str, ...] = (
+    "path",
+    "n",
+    "kind",
+    "name",
+    "seen",
+    "p50",
+    "p90",
+    "p99",
+    "mean",
+    "share",
+    *(f"p{q}_{end}" for q in (50, 90, 99) for end in ("lo", "hi")),
+)
 
 
 def breakdown_csv(bds: Sequence[PathBreakdown]) -> str:
@@ -106,6 +118,7 @@ def breakdown_csv(bds: Sequence[PathBreakdown]) -> str:
                     r.name,
                     r.seen,
                     *(_num(x) for x in (r.p50, r.p90, r.p99, r.mean, r.share)),
+                    *("" if x is None else _num(x) for q in (50, 90, 99) for x in r.interval(q)),
                 ]
             )
     return buf.getvalue()
@@ -126,7 +139,8 @@ def breakdown_section(bds: Sequence[PathBreakdown]) -> tuple[str, list[str], lis
             else:
                 label = "  " + r.label
             seen = "" if r.kind in ("total", "covered") else f"{r.seen}/{b.n}"
-            rows.append([label, seen, *(_secs(x) for x in (r.p50, r.p90, r.p99, r.mean)), _rate(r.share)])
+            pcts = [secs_interval(getattr(r, f"p{q}"), *r.interval(q)) for q in (50, 90, 99)]
+            rows.append([label, seen, *pcts, _secs(r.mean), _rate(r.share)])
     title = "Where the time goes (leaf spans under fma.actuation; share of mean T_actuation)"
     return (title, ["span", "in", "p50", "p90", "p99", "mean", "share"], rows)
 

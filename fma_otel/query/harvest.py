@@ -49,6 +49,8 @@ _KEYS = frozenset(
 #: one metric span as the harvest keeps it: (metric, path or None, start_ns, end_ns,
 #: own_complete, min_s or None, max_s or None)
 _Kept = tuple[str, str | None, int, int, bool, float | None, float | None]
+#: one span's place in its tree: (trace, span, parent, name, start_ns, end_ns, min_s, max_s)
+_TreeRow = tuple[str, str, str | None, str, int, int, float | None, float | None]
 
 
 @dataclass(frozen=True)
@@ -126,7 +128,7 @@ class Harvest:
         new: dict[tuple[str, str], _Kept] = {}
         roots: dict[str, RequestObs] = {}  # hashed here, inside the try
         tids: set[str] = set()
-        tree_rows: list[tuple[str, str, str | None, str, int, int]] = []
+        tree_rows: list[_TreeRow] = []
         try:
             if self.tree is not None:
                 tree_rows = _tree_rows(req)
@@ -196,7 +198,16 @@ class Harvest:
         each where it can drop the whole request or trace that holds a bad one.
         """
         if self.tree is not None:
-            self.tree.add(trace_id, span_id, parent_span_id, name, start_ns, end_ns)
+            self.tree.add(
+                trace_id,
+                span_id,
+                parent_span_id,
+                name,
+                start_ns,
+                end_ns,
+                number_or_none(attrs.get(A_MIN)),
+                number_or_none(attrs.get(A_MAX)),
+            )
         if name not in WANTED_NAMES:
             return
         self.traces_seen.add(trace_id)
@@ -259,10 +270,10 @@ class Harvest:
         return out
 
 
-def _tree_rows(req: Mapping[str, Any]) -> list[tuple[str, str, str | None, str, int, int]]:
+def _tree_rows(req: Mapping[str, Any]) -> list[_TreeRow]:
     """Every span of a request as ``(trace, span, parent, name, start, end)``; raises one
     of :data:`MALFORMED` where the request is malformed (the caller drops it whole)."""
-    rows: list[tuple[str, str, str | None, str, int, int]] = []
+    rows: list[_TreeRow] = []
     for rs in req.get("resourceSpans") or req.get("resource_spans") or req.get("batches") or ():
         for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or ():
             for sp in ss.get("spans") or ():
@@ -279,7 +290,14 @@ def _tree_rows(req: Mapping[str, Any]) -> list[tuple[str, str, str | None, str, 
                 end = int(sp.get("endTimeUnixNano") or 0)
                 if not (0 <= start < NS_LIMIT and 0 <= end < NS_LIMIT):
                     raise ValueError("a time outside OTLP's fixed64")
-                rows.append((tid, sid, parent or None, str(sp.get("name") or ""), start, end))
+                lo = hi = None
+                for kv in sp.get("attributes") or ():
+                    k = kv["key"]
+                    if k == A_MIN:
+                        lo = number_or_none(value_of(kv["value"]))
+                    elif k == A_MAX:
+                        hi = number_or_none(value_of(kv["value"]))
+                rows.append((tid, sid, parent or None, str(sp.get("name") or ""), start, end, lo, hi))
     return rows
 
 

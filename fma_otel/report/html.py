@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from .. import __version__
 from ..model import METRICS, S
 from ..query.breakdown import UNCOVERED, PathBreakdown, Row
-from ..query.formats import table_sections
+from ..query.formats import secs_interval, table_sections
 from ..query.slo_spec import FAIL, PASS
 from .data import ReportData, TraceSummary
 from .svg import Hover, save_png, to_inline_svg
@@ -296,11 +296,20 @@ def phases_table(bds: Sequence[PathBreakdown]) -> str:
         if r.kind == "covered":
             share += f" (min {100 * b.min_covered_share:.1f}%)"
         seen = "" if r.kind in ("total", "covered") else f"{r.seen}/{b.n}"
-        cells = [path, name, seen, fmt_secs(r.p50), fmt_secs(r.p90), fmt_secs(r.p99), fmt_secs(r.mean), share]
+        cells = [path, name, seen]
         tds = "".join(
             f'<td class="l">{html.escape(c)}</td>' if i < 2 else f"<td>{html.escape(c)}</td>"
             for i, c in enumerate(cells)
         )
+        for q in (50, 90, 99):
+            v, (lo, hi) = getattr(r, f"p{q}"), r.interval(q)
+            iv = "" if lo is None or hi is None else secs_interval(v, lo, hi).split(" ", 1)[1]
+            tds += (
+                f"<td>{html.escape(fmt_secs(v))}"
+                + (f'<span class="iv">{html.escape(iv)}</span>' if iv else "")
+                + "</td>"
+            )
+        tds += f"<td>{html.escape(fmt_secs(r.mean))}</td><td>{html.escape(share)}</td>"
         return f'<tr class="{cls}">{tds}</tr>'
 
     out = [

@@ -137,7 +137,7 @@ def _hot_trace(tid: str, wake: float, complete: bool = True, phases: bool = True
     out = [
         _span(tid, "1", None, "fma.request", -2, 4 + wake, **{"fma.complete": complete}),
         _span(tid, "2", "1", "fma.actuation", 0, 4 + wake, **{"fma.metric": "T_actuation"}),
-        _span(tid, "3", "2", "fma.dpc.bind", 0, 1),
+        _span(tid, "3", "2", "fma.dpc.bind", 0, 1, **{"fma.duration.min_s": 0.5, "fma.duration.max_s": 1.0}),
         _span(tid, "4", "2", "fma.vllm.wake", 1, 1 + wake, **{"fma.metric": "T_wake"}),
         _span(tid, "6", "2", "fma.kubelet.probe", 2 + wake, 4 + wake),
     ]
@@ -169,6 +169,7 @@ def test_cli_breakdown_table_json_csv(hot_file):
     assert "vllm.wake_up" in lines and "fma.vllm.wake" not in lines  # a parent now: not a leaf
     assert "uncovered in fma.vllm.wake" in text and "uncovered in fma.actuation" in text
     assert "4/4" in lines["vllm.wake_up"]
+    assert "1.00s [0.50, 1.00]" in lines["fma.dpc.bind"]
     covered = next(ln for ln in text.splitlines() if "leaves together" in ln)
     assert "leaves together, min 70.0% in 00000000" in covered  # the worst trace named
     assert covered.rstrip().endswith("76.9%")  # 20 of 26 s on average
@@ -180,6 +181,10 @@ def test_cli_breakdown_table_json_csv(hot_file):
     wake_up = rows[("leaf", "vllm.wake_up")]
     assert (wake_up["p50"], wake_up["p90"], wake_up["p99"]) == (1.5, 3.5, 3.5)
     assert rows[("uncovered", "fma.vllm.wake")]["p50"] == 0.5  # 1-1.5 s of each wake call
+    bind = rows[("leaf", "fma.dpc.bind")]  # its bounds: the interval each percentile can be in
+    assert (bind["p50"], bind["p50_lo"], bind["p50_hi"], bind["p99_lo"]) == (1.0, 0.5, 1.0, 0.5)
+    assert (wake_up["p50_lo"], wake_up["p50_hi"]) == (1.5, 1.5)  # no bounds: exact
+    assert rows[("uncovered", "fma.vllm.wake")]["p50_lo"] is None
     assert rows[("uncovered", "fma.actuation")]["p99"] == 1.0  # wake end to probe start
     assert bd["min_covered_share"] == pytest.approx(3.5 / 5)  # wake 1 s: 1 + 0.5 + 2 of 5 s
     assert bd["min_covered_trace"] == f"{1:032x}"  # the one to look at
@@ -191,6 +196,8 @@ def test_cli_breakdown_table_json_csv(hot_file):
     )
     leaf = next(r for r in rows_csv if r["name"] == "vllm.wake_up")
     assert (leaf["path"], leaf["kind"], leaf["seen"], leaf["p50"]) == (HOT, "leaf", "4", "1.5")
+    bind_csv = next(r for r in rows_csv if r["name"] == "fma.dpc.bind")
+    assert (bind_csv["p50_lo"], bind_csv["p50_hi"]) == ("0.5", "1")
     r = CliRunner().invoke(main, ["slo", hot_file, "--breakdown", "-o", "llm-d-benchmark"])
     assert r.exit_code == 2 and "--breakdown is not part of --format llm-d-benchmark" in r.stderr
     r = CliRunner().invoke(main, ["slo", hot_file, "--breakdown", "-o", "perfdata"])

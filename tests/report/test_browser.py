@@ -247,7 +247,13 @@ def test_breakdown_with_leaves_the_bridge_does_not_make_yet(browser, tmp_path):
         tr.find_elements(By.TAG_NAME, "td")[1].text: [td.text for td in tr.find_elements(By.TAG_NAME, "td")]
         for tr in q(By.CSS_SELECTOR, "#phases tbody tr")
     }
-    assert rows["vllm.load_weights"][2:6] == ["5/5", "3.00 s", "5.00 s", "5.00 s"]
+    # each leaf's percentiles with the interval each can be in (these spans say no bounds: exact)
+    assert rows["vllm.load_weights"][2:6] == [
+        "5/5",
+        "3.00 s\n[3.00, 3.00]",
+        "5.00 s\n[5.00, 5.00]",
+        "5.00 s\n[5.00, 5.00]",
+    ]
     assert rows["uncovered in launcher.startup"][3] == "6.00 s"  # pull 2-6 s, container 12-30 s of 2-30
     # uncovered: 6 s in startup, and 32..42 s in vllm.ready when weights take 1 s (6..10 s,
     # 8 s on average): 46 of 60 s covered on average, 44 at least
