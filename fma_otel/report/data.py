@@ -219,8 +219,11 @@ class Distribution:
     percentiles: Mapping[str, tuple[tuple[int, float, float, float], ...]] = field(default_factory=dict)
 
 
-def distributions(harvest: Harvest, summaries: Mapping[str, TraceSummary]) -> list[Distribution]:
-    """Per metric per path, the same samples that ``slo`` summarizes (complete ones only)."""
+def distributions(
+    harvest: Harvest, summaries: Mapping[str, TraceSummary], report: Report | None = None
+) -> list[Distribution]:
+    """Per metric per path, the same samples that ``slo`` summarizes (complete ones only),
+    and the percentiles of ``report`` (the ``slo`` engine's; built here when not given)."""
     ds = harvest.dataset()
     vals: dict[str, dict[str, list[Point]]] = defaultdict(lambda: defaultdict(list))
     inc: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -234,7 +237,7 @@ def distributions(harvest: Harvest, summaries: Mapping[str, TraceSummary]) -> li
         vals[smp.metric][smp.path].append(Point(smp.duration_s, smp.trace_id, label))
 
     marks: dict[str, dict[str, tuple[tuple[int, float, float, float], ...]]] = defaultdict(dict)
-    for row in build_report(ds).rows:
+    for row in (report or build_report(ds)).rows:
         if row.n:
             marks[row.metric][row.path] = tuple(
                 (q, row.stat(f"p{q}"), *row.interval(q))  # type: ignore[misc]
@@ -398,7 +401,7 @@ def prepare(
         traces=len(by_trace),
         report=report,
         verdicts=evaluate(checks, report),
-        distributions=distributions(harvest, by_trace),
+        distributions=distributions(harvest, by_trace, report),
         breakdowns=summarize_paths(splits),
         slowest=slowest(by_trace.values(), top),
         unfinished=unfinished(by_trace.values(), top),
