@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from fma_otel.commands.show import command
 from fma_otel.model import S, SpanRecord
 from fma_otel.sinks.otlp_json import write_trace_line
-from fma_otel.sinks.show import bar, render_waterfall
+from fma_otel.sinks.show import bar, interval_forms, render_waterfall
 
 REPO = Path(__file__).resolve().parents[1]
 TRACE = "0af7651916cd43dd8448eb211c80319c"
@@ -66,7 +66,7 @@ def test_render_narrow_shrinks_bar_and_cuts_details_never_wraps():
     out = render_waterfall(three_levels(), 60, color=False)
     assert out.splitlines() == [
         "r1  cold_launcher  trace 0af76519…  complete  30.000s",
-        "fma.request              │██████████│   30.000s",
+        "fma.request              │██████████│   30.000s  [29.0,31.0]",
         "  fma.requester.schedule │█         │    1.000s",
         "  fma.actuation          │   ███████│   20.000s  T_actuation",
         "    fma.dpc.bind         │   █      │    2.000s  !ERROR: bo…",
@@ -352,3 +352,47 @@ def test_no_width_from_30_to_220_is_ever_exceeded():
         lines = text.splitlines()
         assert max(len(line) for line in lines) <= width, width
         assert len(lines) == 14 and text.count("\n\n") == 1, width  # nothing wrapped or lost
+
+
+def test_interval_forms_round_outwards():
+    assert interval_forms(49.1537, 50.1541) == [
+        "[49.153, 50.155]",
+        "[49.153,50.155]",
+        "[49.15,50.16]",
+        "[49.1,50.2]",
+        "[49,51]",
+    ]
+    assert interval_forms(1.5, 1.5)[-2:] == ["[1.5,1.5]", "[1,2]"]  # whole seconds: never narrower
+    assert interval_forms(None, 2.0)[0] == "[?, 2.000]"
+
+
+@pytest.fixture(scope="module")
+def sample_spans(tmp_path_factory) -> list[SpanRecord]:
+    from fma_otel.cli import main
+    from fma_otel.query.readers import read_spans
+
+    out = tmp_path_factory.mktemp("show") / "sample.jsonl"
+    r = CliRunner().invoke(main, ["bridge", "--out", str(out), "-q"])
+    assert r.exit_code == 0, r.output
+    return list(read_spans(str(out), {}))
+
+
+_SHOWN = re.compile(r"│ +(\d+\.\d{3})s  \[([\d.]+), ?([\d.]+)\]")
+
+
+@pytest.mark.slow
+def test_every_span_shows_its_interval_beside_the_duration_and_it_holds_min_max(sample_spans):
+    """From 68 columns on, every span of the bridge's sample (each has min_s/max_s) shows
+    ``[min, max]`` right after its duration, in some form that contains the true bounds."""
+    from fma_otel.sinks.show import group_traces, tree_lines
+
+    assert all("fma.duration.min_s" in s.attributes for s in sample_spans) and len(sample_spans) > 50
+    for width in range(68, 221):
+        for trace in group_traces(sample_spans):
+            lines = render_waterfall(trace, width, color=False).splitlines()[1:]
+            for line, (_d, s, _o) in zip(lines, tree_lines(trace), strict=True):
+                m = _SHOWN.search(line)
+                assert m, (width, line)
+                a, b = s.attributes["fma.duration.min_s"], s.attributes["fma.duration.max_s"]
+                assert float(m.group(2)) <= a + 1e-9 and float(m.group(3)) >= b - 1e-9, (width, line, a, b)
+                assert float(m.group(1)) == pytest.approx(s.duration_s, abs=5e-4)

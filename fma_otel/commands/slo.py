@@ -30,6 +30,7 @@ Examples:
   fma-otel bridge --out - | fma-otel slo -
   fma-otel slo --jaeger http://localhost:16686 --since 24h
   fma-otel slo --tempo http://localhost:3200 --since 2026-08-20T00:00:00Z --until 6h
+  fma-otel slo out/traces.jsonl --breakdown
   fma-otel slo --print-queries
 """
 
@@ -74,6 +75,13 @@ Examples:
     default=None,
     help="Remote search page size (Jaeger 1000, Tempo 500).",
 )
+@click.option(
+    "--breakdown",
+    is_flag=True,
+    help="Also show where the time goes: per path, the leaf spans under fma.actuation "
+    "(p50/p90/p99 of each), the time no leaf covers, and the share the leaves cover "
+    "(table, json; with csv: only this table).",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar on stderr.")
 def command(
     traces_file: str | None,
@@ -90,6 +98,7 @@ def command(
     print_queries: bool,
     dpc_metrics: str | None,
     limit: int | None,
+    breakdown: bool,
     quiet: bool,
 ) -> None:
     from ..model import ALL_PATHS, METRICS
@@ -116,6 +125,7 @@ def command(
                 out=fh,
                 metrics=want_metrics,
                 paths=want_paths,
+                breakdown=breakdown,
             )
     except QueryError as exc:
         fail(str(exc))
@@ -137,6 +147,7 @@ def run(
     out: IO[str] | None = None,
     metrics: Sequence[str] = (),
     paths: Sequence[str] = (),
+    breakdown: bool = False,
 ) -> int:
     """The command without click, returning the exit status; raises :class:`QueryError`."""
     from ..query.window import make_window
@@ -157,8 +168,11 @@ def run(
     if fmt == "llm-d-benchmark":
         if not traces:
             raise QueryError("--format llm-d-benchmark reads a trace FILE (not --jaeger/--tempo)")
+        if breakdown:
+            raise QueryError("--breakdown is not part of --format llm-d-benchmark (use table, json or csv)")
         return _llmd_benchmark(traces, out)
 
+    from ..query import breakdown as bd_mod
     from ..query import dpc_metrics as dpc_mod
     from ..query import formats, slo_spec, sources
     from ..query.harvest import Harvest
@@ -174,7 +188,7 @@ def run(
         src = sources.JaegerSource(jaeger, limit=limit or 1000)
     else:
         src = sources.TempoSource(tempo or "", limit=limit or 500)
-    harvest = Harvest()
+    harvest = Harvest(bd_mod.TreeCollector() if breakdown else None)
     total = os.path.getsize(traces) if traces and traces != "-" and os.path.isfile(traces) else 0
     with byte_progress("reading traces", total, quiet) as advance:
         if isinstance(src, sources.FileSource):
@@ -189,15 +203,22 @@ def run(
             r for r in report.rows if (not metrics or r.metric in metrics) and (not paths or r.path in paths)
         ]
 
+    bds = None
+    if harvest.tree is not None:
+        done = {tid: (r.path, r.complete) for tid, r in ds.requests.items()}
+        bds = [b for b in bd_mod.summarize_paths(harvest.tree.splits(done)) if not paths or b.path in paths]
+
     win = {**window.as_json(), "source": src.description, "traces": len(ds.requests)}
     if fmt == "json":
-        out.write(formats.to_json(report, win, verdicts, dpc))
+        out.write(formats.to_json(report, win, verdicts, dpc, bds))
     elif fmt == "csv":
-        out.write(formats.to_csv(report))
+        out.write(formats.breakdown_csv(bds) if bds is not None else formats.to_csv(report))
     elif fmt == "perfdata":
         out.write(formats.to_perfdata(report))
     else:
         sections = formats.table_sections(report, verdicts, dpc)
+        if bds is not None:
+            sections.append(formats.breakdown_section(bds))
         if out.isatty():
             width = _width(tty=True)
             formats.render_rich(formats.fit_sections(sections, width, gap=3), out, width)
@@ -205,6 +226,10 @@ def run(
             out.write(formats.render_plain(formats.fit_sections(sections, _width(tty=False))))
     if dpc is not None and fmt in ("csv", "perfdata"):
         click.echo("fma-otel slo: note: --dpc-metrics is shown in the table and json formats only", err=True)
+    if bds is not None and fmt == "perfdata":
+        click.echo(
+            "fma-otel slo: note: --breakdown is shown in the table, json and csv formats only", err=True
+        )
     out.flush()
     return 1 if slo_spec.violated(verdicts) else 0
 

@@ -2,9 +2,12 @@
 
 The JSON form is a contract that other tools parse (the issue "Explore and query" fixes its
 keys): ``{"window", "metrics": [{metric, path, n, p50, p90, p95, p99, min, max, mean,
-incomplete}], "hit_rates": {hot, warm, cold_launcher, requesters}, "slo": [...]}``, every
-duration in seconds and ``null`` where there is no data.  ``dpc_metrics`` is added only when
-``--dpc-metrics`` was given.
+incomplete, p50_lo, p50_hi, ..., p99_lo, p99_hi}], "hit_rates": {hot, warm, cold_launcher,
+requesters}, "slo": [...]}``, every duration in seconds and ``null`` where there is no data.
+``pXX_lo``/``pXX_hi`` bound the percentile (see :mod:`.stats`); they come after the original
+keys, as extra columns at the end of the csv, so older readers are unaffected.
+``dpc_metrics`` is added only when ``--dpc-metrics`` was given, ``breakdown`` only with
+``--breakdown`` (:mod:`.breakdown`).
 """
 
 from __future__ import annotations
@@ -12,11 +15,15 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .slo_spec import FAIL, HIT_RATES, PASS, Verdict
 from .stats import MetricRow, Report
+
+if TYPE_CHECKING:
+    from .breakdown import PathBreakdown
 
 FORMATS: tuple[str, ...] = ("table", "json", "csv", "perfdata", "llm-d-benchmark")
 ROW_KEYS: tuple[str, ...] = (
@@ -32,11 +39,13 @@ ROW_KEYS: tuple[str, ...] = (
     "mean",
     "incomplete",
 )
+#: the interval of each percentile, after the original keys (json and csv)
+INTERVAL_KEYS: tuple[str, ...] = tuple(f"p{q}_{end}" for q in (50, 90, 95, 99) for end in ("lo", "hi"))
 HIT_KEYS: tuple[str, ...] = ("hot", "warm", "cold_launcher", "requesters")
 
 
 def row_json(r: MetricRow) -> dict[str, Any]:
-    return {k: getattr(r, k) for k in ROW_KEYS}
+    return {k: getattr(r, k) for k in (*ROW_KEYS, *INTERVAL_KEYS)}
 
 
 def to_json_obj(
@@ -44,6 +53,7 @@ def to_json_obj(
     window: Mapping[str, Any],
     verdicts: Sequence[Verdict],
     dpc: list[dict[str, Any]] | None = None,
+    breakdown: Sequence[PathBreakdown] | None = None,
 ) -> dict[str, Any]:
     h = report.hit_rates
     out: dict[str, Any] = {
@@ -61,11 +71,78 @@ def to_json_obj(
     }
     if dpc is not None:
         out["dpc_metrics"] = dpc
+    if breakdown is not None:
+        from .breakdown import to_json as breakdown_json
+
+        out["breakdown"] = breakdown_json(breakdown)
     return out
 
 
-def to_json(report: Report, window: Mapping[str, Any], verdicts: Sequence[Verdict], dpc: Any = None) -> str:
-    return json.dumps(to_json_obj(report, window, verdicts, dpc), indent=2) + "\n"
+def to_json(
+    report: Report,
+    window: Mapping[str, Any],
+    verdicts: Sequence[Verdict],
+    dpc: Any = None,
+    breakdown: Sequence[PathBreakdown] | None = None,
+) -> str:
+    return json.dumps(to_json_obj(report, window, verdicts, dpc, breakdown), indent=2) + "\n"
+
+
+BREAKDOWN_KEYS: tuple[str, ...] = (
+    "path",
+    "n",
+    "kind",
+    "name",
+    "seen",
+    "p50",
+    "p90",
+    "p99",
+    "mean",
+    "share",
+    *(f"p{q}_{end}" for q in (50, 90, 99) for end in ("lo", "hi")),
+)
+
+
+def breakdown_csv(bds: Sequence[PathBreakdown]) -> str:
+    """``slo --breakdown -o csv``: one row per path and breakdown row (:mod:`.breakdown`)."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(BREAKDOWN_KEYS)
+    for b in bds:
+        for r in b.rows:
+            w.writerow(
+                [
+                    b.path,
+                    b.n,
+                    r.kind,
+                    r.name,
+                    r.seen,
+                    *(_num(x) for x in (r.p50, r.p90, r.p99, r.mean, r.share)),
+                    *("" if x is None else _num(x) for q in (50, 90, 99) for x in r.interval(q)),
+                ]
+            )
+    return buf.getvalue()
+
+
+def breakdown_section(bds: Sequence[PathBreakdown]) -> tuple[str, list[str], list[list[str]]]:
+    """The breakdown as a table section: per path a row for its ``T_actuation``, then each
+    leaf, each "uncovered in X" row (indented) and the union of the leaves with the
+    smallest share of any one actuation and that actuation's trace (first 8 digits).
+    The path heads its group rather than filling a column, so the table fits 80 columns."""
+    rows: list[list[str]] = []
+    for b in bds:
+        for r in b.rows:
+            if r.kind == "total":
+                label = f"{b.path} n={b.n}{' (baseline)' if b.baseline else ''}: T_actuation"
+            elif r.kind == "covered":
+                label = f"  leaves together, min {_rate(b.min_covered_share)} in {b.min_covered_trace[:8]}"
+            else:
+                label = "  " + r.label
+            seen = "" if r.kind in ("total", "covered") else f"{r.seen}/{b.n}"
+            pcts = [secs_interval(getattr(r, f"p{q}"), *r.interval(q)) for q in (50, 90, 99)]
+            rows.append([label, seen, *pcts, _secs(r.mean), _rate(r.share)])
+    title = "Where the time goes (leaf spans under fma.actuation; share of mean T_actuation)"
+    return (title, ["span", "in", "p50", "p90", "p99", "mean", "share"], rows)
 
 
 def to_csv(report: Report) -> str:
@@ -76,13 +153,17 @@ def to_csv(report: Report) -> str:
     """
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(ROW_KEYS)
+    keys = (*ROW_KEYS, *INTERVAL_KEYS)
+    w.writerow(keys)
     for r in report.rows:
-        w.writerow(["" if v is None else _num(v) for v in (getattr(r, k) for k in ROW_KEYS)])
+        w.writerow(["" if v is None else _num(v) for v in (getattr(r, k) for k in keys)])
     h = report.hit_rates
+    pad = [""] * len(INTERVAL_KEYS)
     for path, name in HIT_RATES.items():
         rate = getattr(h, path)
-        w.writerow([name, path, h.requesters, "", "", "", "", "", "", "" if rate is None else _num(rate), ""])
+        w.writerow(
+            [name, path, h.requesters, "", "", "", "", "", "", "" if rate is None else _num(rate), "", *pad]
+        )
     return buf.getvalue()
 
 
@@ -130,6 +211,39 @@ def _secs(v: float | None) -> str:
     return f"{v / 60:.1f}m"
 
 
+def _bound(v: float | None, like: float | None) -> str:
+    """A bound in the unit :func:`_secs` chose for ``like``, without the unit."""
+    if v is None or like is None:
+        return "?"
+    if like < 1:
+        return f"{v * 1000:.0f}"
+    if like < 120:
+        return f"{v:.2f}"
+    return f"{v / 60:.1f}"
+
+
+def secs_interval(v: float | None, lo: float | None, hi: float | None) -> str:
+    """A percentile with the interval it could be in: ``50.15s [50.01, 50.02]``.
+
+    The bounds are in the point's unit and rounded outwards (down and up), so the printed
+    interval never claims more precision than the data has.
+    """
+    if v is None:
+        return "-"
+    if lo is None or hi is None:
+        return _secs(v)
+    if v < 1:
+        scale, digits = 1000.0, 0
+    elif v < 120:
+        scale, digits = 1.0, 2
+    else:
+        scale, digits = 1 / 60, 1
+    unit = 10.0**digits
+    a = math.floor(lo * scale * unit + 1e-9) / unit
+    b = math.ceil(hi * scale * unit - 1e-9) / unit
+    return f"{_secs(v)} [{a:.{digits}f}, {b:.{digits}f}]"
+
+
 def _count(v: float | None) -> str:
     return "-" if v is None else f"{v:g}"
 
@@ -148,12 +262,19 @@ def table_sections(
             r.metric,
             r.path,
             str(r.n),
-            *(_secs(getattr(r, k)) for k in ("p50", "p90", "p95", "p99", "min", "max", "mean")),
+            *(secs_interval(getattr(r, f"p{q}"), *r.interval(q)) for q in (50, 90, 95, 99)),
+            *(_secs(getattr(r, k)) for k in ("min", "max", "mean")),
             str(r.incomplete),
         ]
         for r in report.rows
     ]
-    sections.append(("FMA metrics (nearest-rank percentiles; unfin: unfinished)", list(ROW_KEYS), rows))
+    sections.append(
+        (
+            "FMA metrics (nearest rank [interval it can be in]; unfin: unfinished)",
+            list(ROW_KEYS),
+            rows,
+        )
+    )
     h = report.hit_rates
     sections.append(
         (
@@ -171,8 +292,18 @@ def table_sections(
             fmt = _rate if v.kind == "hit_rate" else _count if v.stat in ("n", "incomplete") else _secs
             where = v.subject if v.kind == "hit_rate" else f"{v.subject}/{v.path or '*'}"
             status = {PASS: "PASS", FAIL: "FAIL"}.get(v.status, "NO DATA")
-            vr.append([str(v.item), where, v.stat, f"{v.op} {fmt(v.threshold)}", fmt(v.value), status])
-        sections.append(("SLO verdicts", ["item", "target", "stat", "threshold", "value", "verdict"], vr))
+            value = fmt(v.value)
+            if v.value_lo is not None and v.value_hi is not None:
+                value = secs_interval(v.value, v.value_lo, v.value_hi)
+                if v.certain is False:
+                    value += " (straddles)"
+            vr.append([str(v.item), where, v.stat, f"{v.op} {fmt(v.threshold)}", value, status])
+        title = "SLO verdicts"
+        if any(v.certain is False for v in verdicts):
+            title += (
+                " (straddles: the threshold is inside the interval the value can be in; could go either way)"
+            )
+        sections.append((title, ["item", "target", "stat", "threshold", "value", "verdict"], vr))
     if dpc is not None:
         from .dpc_metrics import summary_rows
 
@@ -199,8 +330,9 @@ SHORT_HEADERS: Mapping[str, str] = {
     "logged agreement": "logged",
 }
 #: the columns left out, in this order, while a table is wider than the terminal; the
-#: metric and path columns are never cut, so no two rows ever read the same
-DROP_ORDER: tuple[str, ...] = ("mean", "min", "p90", "p95", "threshold")
+#: metric and path columns are never cut, so no two rows ever read the same.  ``X [..]``
+#: keeps column X but cuts the ``[lo, hi]`` interval from its cells (the title says so)
+DROP_ORDER: tuple[str, ...] = ("mean", "min", "p90", "p95", "threshold", "p99 [..]", "p90 [..]", "p50 [..]")
 
 
 def _table_width(header: Sequence[str], rows: Sequence[Sequence[str]], gap: int) -> int:
@@ -219,8 +351,14 @@ def fit_sections(sections: list[Section], width: int | None, gap: int = 2) -> li
         for name in DROP_ORDER:
             if width is None or _table_width(header, rows, gap) <= width:
                 break
-            if name in header:
-                i = header.index(name)
+            col, _, what = name.partition(" ")
+            if col not in header:
+                continue
+            i = header.index(col)
+            if what:  # only the interval of the column's cells
+                rows = [[*r[:i], r[i].split(" [")[0], *r[i + 1 :]] for r in rows]
+                dropped.append(f"{col}'s interval")
+            else:
                 header = header[:i] + header[i + 1 :]
                 rows = [r[:i] + r[i + 1 :] for r in rows]
                 dropped.append(name)

@@ -15,14 +15,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..jsonsafe import NS_LIMIT, number_or_none
 from ..model import (
     A_COMPLETE,
     A_DPC_SECS,
     A_HOT_HIT,
+    A_MAX,
     A_METRIC,
+    A_MIN,
     A_PATH,
     A_POD_NAME,
     A_POD_UID,
@@ -34,11 +36,21 @@ from ..model import (
 from ..sinks.otlp_json import MALFORMED, normalize_id, value_of
 from .window import Window, to_ns
 
+if TYPE_CHECKING:
+    from .breakdown import TreeCollector
+
 #: span name -> the FMA metric it carries, per the model's table
 METRIC_OF_SPAN: Mapping[str, str] = {d.name: d.metric for d in SPANS if d.metric}
 #: every span name the statistics look at
 WANTED_NAMES: frozenset[str] = frozenset(METRIC_OF_SPAN) | {ROOT}
-_KEYS = frozenset({A_METRIC, A_PATH, A_COMPLETE, A_HOT_HIT, A_WARM_HIT, A_DPC_SECS, A_POD_UID, A_POD_NAME})
+_KEYS = frozenset(
+    {A_METRIC, A_PATH, A_COMPLETE, A_HOT_HIT, A_WARM_HIT, A_DPC_SECS, A_POD_UID, A_POD_NAME, A_MIN, A_MAX}
+)
+#: one metric span as the harvest keeps it: (metric, path or None, start_ns, end_ns,
+#: own_complete, min_s or None, max_s or None)
+_Kept = tuple[str, str | None, int, int, bool, float | None, float | None]
+#: one span's place in its tree: (trace, span, parent, name, start_ns, end_ns, min_s, max_s)
+_TreeRow = tuple[str, str, str | None, str, int, int, float | None, float | None]
 
 
 @dataclass(frozen=True)
@@ -67,6 +79,10 @@ class Sample(NamedTuple):
     path: str
     duration_s: float
     complete: bool
+    #: the interval the true duration lies in (``fma.duration.min_s``/``max_s``); the point
+    #: duration on both ends when the span does not say
+    lo_s: float = 0.0
+    hi_s: float = 0.0
 
 
 @dataclass
@@ -80,9 +96,10 @@ class Dataset:
 class Harvest:
     """Accumulates spans from any source; :meth:`dataset` resolves them in a window."""
 
-    def __init__(self) -> None:
-        # (trace_id, span_id) -> (metric, path or None, start_ns, end_ns, own_complete)
-        self._spans: dict[tuple[str, str], tuple[str, str | None, int, int, bool]] = {}
+    def __init__(self, tree: TreeCollector | None = None) -> None:
+        #: when given, every span's place in its tree is kept too (``slo --breakdown``)
+        self.tree = tree
+        self._spans: dict[tuple[str, str], _Kept] = {}
         self._requests: dict[str, RequestObs] = {}
         self.traces_seen: set[str] = set()
         #: requests :meth:`add_otlp` refused as malformed OTLP (each added nothing)
@@ -108,10 +125,13 @@ class Harvest:
         metric_of = METRIC_OF_SPAN
         keys = _KEYS
         ns_limit = NS_LIMIT
-        new: dict[tuple[str, str], tuple[str, str | None, int, int, bool]] = {}
+        new: dict[tuple[str, str], _Kept] = {}
         roots: dict[str, RequestObs] = {}  # hashed here, inside the try
         tids: set[str] = set()
+        tree_rows: list[_TreeRow] = []
         try:
+            if self.tree is not None:
+                tree_rows = _tree_rows(req)
             for rs in req.get("resourceSpans") or req.get("resource_spans") or req.get("batches") or ():
                 for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or ():
                     for sp in ss.get("spans") or ():
@@ -146,11 +166,16 @@ class Harvest:
                             start,
                             end,
                             complete is not False and complete != "false",
+                            number_or_none(attrs.get(A_MIN)),
+                            number_or_none(attrs.get(A_MAX)),
                         )
         except MALFORMED:
             self.malformed += 1
             return False
         self._spans.update(new)
+        if self.tree is not None:
+            for row in tree_rows:
+                self.tree.add(*row)
         self.traces_seen.update(tids)
         for tid, obs in roots.items():
             self.traces_seen.add(tid)
@@ -158,13 +183,31 @@ class Harvest:
         return True
 
     def add_span(
-        self, trace_id: str, span_id: str, name: str, start_ns: int, end_ns: int, attrs: Mapping[str, Any]
+        self,
+        trace_id: str,
+        span_id: str,
+        name: str,
+        start_ns: int,
+        end_ns: int,
+        attrs: Mapping[str, Any],
+        parent_span_id: str | None = None,
     ) -> None:
         """One span, whatever source decoded it (OTLP JSON, Jaeger v1 JSON).
 
         The times must be in OTLP's range (``[0, jsonsafe.NS_LIMIT)``): the callers check,
         each where it can drop the whole request or trace that holds a bad one.
         """
+        if self.tree is not None:
+            self.tree.add(
+                trace_id,
+                span_id,
+                parent_span_id,
+                name,
+                start_ns,
+                end_ns,
+                number_or_none(attrs.get(A_MIN)),
+                number_or_none(attrs.get(A_MAX)),
+            )
         if name not in WANTED_NAMES:
             return
         self.traces_seen.add(trace_id)
@@ -179,6 +222,8 @@ class Harvest:
             start_ns,
             end_ns,
             _truthy(attrs.get(A_COMPLETE), default=True),
+            number_or_none(attrs.get(A_MIN)),
+            number_or_none(attrs.get(A_MAX)),
         )
 
     def _add_root(self, trace_id: str, start_ns: int, attrs: Mapping[str, Any]) -> None:
@@ -209,21 +254,51 @@ class Harvest:
             if inside(req.start_ns):
                 out.requests[tid] = req
         append = out.samples.append
-        for (tid, _sid), (metric, path, start, end, own_complete) in self._spans.items():
+        for (tid, _sid), (metric, path, start, end, own_complete, lo, hi) in self._spans.items():
             req = requests.get(tid)
+            dur = max(0, end - start) / 1e9
+            lo_s = dur if lo is None else lo
+            hi_s = dur if hi is None else hi
             if req is None:
                 if not inside(start):
                     continue
-                append(Sample(tid, metric, path or UNKNOWN, max(0, end - start) / 1e9, own_complete))
+                append(Sample(tid, metric, path or UNKNOWN, dur, own_complete, lo_s, hi_s))
                 continue
             if tid not in out.requests:
                 continue
-            append(
-                Sample(
-                    tid, metric, path or req.path, max(0, end - start) / 1e9, own_complete and req.complete
-                )
-            )
+            append(Sample(tid, metric, path or req.path, dur, own_complete and req.complete, lo_s, hi_s))
         return out
+
+
+def _tree_rows(req: Mapping[str, Any]) -> list[_TreeRow]:
+    """Every span of a request as ``(trace, span, parent, name, start, end)``; raises one
+    of :data:`MALFORMED` where the request is malformed (the caller drops it whole)."""
+    rows: list[_TreeRow] = []
+    for rs in req.get("resourceSpans") or req.get("resource_spans") or req.get("batches") or ():
+        for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or ():
+            for sp in ss.get("spans") or ():
+                tid = sp.get("traceId") or ""
+                if len(tid) != 32:
+                    tid = normalize_id(tid, 16) or ""
+                sid = sp.get("spanId") or ""
+                if len(sid) != 16:
+                    sid = normalize_id(sid, 8) or ""
+                parent = sp.get("parentSpanId") or ""
+                if parent and len(parent) != 16:
+                    parent = normalize_id(parent, 8) or ""
+                start = int(sp.get("startTimeUnixNano") or 0)
+                end = int(sp.get("endTimeUnixNano") or 0)
+                if not (0 <= start < NS_LIMIT and 0 <= end < NS_LIMIT):
+                    raise ValueError("a time outside OTLP's fixed64")
+                lo = hi = None
+                for kv in sp.get("attributes") or ():
+                    k = kv["key"]
+                    if k == A_MIN:
+                        lo = number_or_none(value_of(kv["value"]))
+                    elif k == A_MAX:
+                        hi = number_or_none(value_of(kv["value"]))
+                rows.append((tid, sid, parent or None, str(sp.get("name") or ""), start, end, lo, hi))
+    return rows
 
 
 def _request_obs(start_ns: int, attrs: Mapping[str, Any]) -> RequestObs:

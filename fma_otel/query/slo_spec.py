@@ -61,6 +61,12 @@ class Verdict:
     threshold: float
     value: float | None
     status: str
+    #: for a percentile: the interval the true value can be in (:mod:`.stats`), else the
+    #: value on both ends; ``certain`` is false when the threshold lies inside it, so that
+    #: the verdict could go the other way within the data's precision
+    value_lo: float | None = None
+    value_hi: float | None = None
+    certain: bool | None = None
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -201,19 +207,34 @@ def evaluate(checks: list[Check], report: Report) -> list[Verdict]:
     out: list[Verdict] = []
     for c in checks:
         value: float | None
+        lo = hi = None
         if c.kind == "hit_rate":
             value = getattr(report.hit_rates, c.path or "")
         else:
             row = merged(report, c.subject, c.path)
             value = float(getattr(row, c.stat)) if getattr(row, c.stat) is not None else None
+            if value is not None and c.stat in ("p50", "p90", "p95", "p99"):
+                lo, hi = row.interval(int(c.stat[1:]))
         if value is None:
             status = NO_DATA
         elif c.op == "<=":
             status = PASS if value <= c.threshold else FAIL
         else:
             status = PASS if value >= c.threshold else FAIL
-        out.append(Verdict(c.item, c.kind, c.subject, c.path, c.stat, c.op, c.threshold, value, status))
+        certain = None
+        if value is not None and lo is not None and hi is not None:
+            sides = {_holds(c.op, x, c.threshold) for x in (lo, hi, value)}
+            certain = len(sides) == 1
+        out.append(
+            Verdict(
+                c.item, c.kind, c.subject, c.path, c.stat, c.op, c.threshold, value, status, lo, hi, certain
+            )
+        )
     return out
+
+
+def _holds(op: str, value: float, threshold: float) -> bool:
+    return value <= threshold if op == "<=" else value >= threshold
 
 
 def violated(verdicts: list[Verdict]) -> bool:

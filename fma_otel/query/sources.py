@@ -381,6 +381,14 @@ def _add_v1_trace(harvest: Harvest, trace: dict[str, Any]) -> None:
         rows = []
         for sp in trace.get("spans") or ():
             attrs = {t["key"]: t.get("value") for t in sp.get("tags") or ()}
+            parent = next(
+                (
+                    str(r.get("spanID", "")).lower().zfill(16)
+                    for r in sp.get("references") or ()
+                    if r.get("refType") == "CHILD_OF"
+                ),
+                None,
+            )
             start_us = int(sp.get("startTime") or 0)
             dur_us = int(sp.get("duration") or 0)
             rows.append(
@@ -391,6 +399,7 @@ def _add_v1_trace(harvest: Harvest, trace: dict[str, Any]) -> None:
                     jsonsafe.ns(start_us * 1000),
                     jsonsafe.ns((start_us + dur_us) * 1000),
                     attrs,
+                    parent,
                 )
             )
     except MALFORMED:

@@ -4,13 +4,20 @@ Percentiles are *nearest rank*, ``sorted[ceil(n*p/100) - 1]``, exactly as cluste
 ``NewLatencyMetric`` computes them: every reported figure is a duration that actually
 happened (no interpolation between two actuations), and the figures agree with the
 Kubernetes SLI tooling that FMA's benchmarks are compared against.
+
+Each percentile also comes with the interval it could be in.  Every span says the
+interval its true duration lies in (``fma.duration.min_s`` .. ``max_s``: whole-second
+Kubernetes timestamps, log times).  A nearest-rank percentile is monotone in every value,
+so with each true duration in ``[lo_i, hi_i]`` the true p-th percentile lies in
+``[p-th of the lo_i, p-th of the hi_i]``: the honest precision of the figure, which the
+point value alone hides.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..model import COLD_LAUNCHER, COLD_NO_FMA, HOT, METRICS, UNKNOWN, WARM
 from .harvest import Dataset, RequestObs
@@ -48,18 +55,50 @@ class MetricRow:
     max: float | None
     mean: float | None
     incomplete: int
+    #: the interval each percentile could be in: the same percentile of the durations'
+    #: lower bounds (``fma.duration.min_s``) and of their upper bounds (``max_s``)
+    p50_lo: float | None = None
+    p50_hi: float | None = None
+    p90_lo: float | None = None
+    p90_hi: float | None = None
+    p95_lo: float | None = None
+    p95_hi: float | None = None
+    p99_lo: float | None = None
+    p99_hi: float | None = None
 
     def stat(self, name: str) -> float | None:
         return getattr(self, name)
 
+    def interval(self, p: int) -> tuple[float | None, float | None]:
+        """``(lo, hi)`` of the ``p``-th percentile (``None`` without data)."""
+        return getattr(self, f"p{p}_lo"), getattr(self, f"p{p}_hi")
 
-def summarize(metric: str, path: str, values: Iterable[float], incomplete: int = 0) -> MetricRow:
+
+def summarize(
+    metric: str,
+    path: str,
+    values: Iterable[float],
+    incomplete: int = 0,
+    bounds: Iterable[tuple[float, float]] | None = None,
+) -> MetricRow:
+    """One row; ``bounds`` are the ``(lo, hi)`` of each value (in any order), else the
+    values are taken as exact."""
     v = sorted(values)
     if not v:
         return MetricRow(metric, path, 0, None, None, None, None, None, None, None, incomplete)
     p = {q: nearest_rank(v, q) for q in PERCENTILES}
+    if bounds is None:
+        lo = hi = v
+    else:
+        pairs = list(bounds)
+        lo = sorted(a for a, _ in pairs)
+        hi = sorted(b for _, b in pairs)
+    iv = {}
+    for q in PERCENTILES:
+        iv[f"p{q}_lo"] = nearest_rank(lo, q)
+        iv[f"p{q}_hi"] = nearest_rank(hi, q)
     return MetricRow(
-        metric, path, len(v), p[50], p[90], p[95], p[99], v[0], v[-1], sum(v) / len(v), incomplete
+        metric, path, len(v), p[50], p[90], p[95], p[99], v[0], v[-1], sum(v) / len(v), incomplete, **iv
     )
 
 
@@ -107,6 +146,8 @@ class Report:
     hit_rates: HitRates
     #: all complete durations per (metric, path), sorted, kept for SLO items over all paths
     values: dict[tuple[str, str], list[float]]
+    #: their ``(lo, hi)`` intervals per (metric, path), in no particular order
+    bounds: dict[tuple[str, str], list[tuple[float, float]]] = field(default_factory=dict)
 
 
 def hit_rates(ds: Dataset) -> HitRates:
@@ -134,17 +175,22 @@ def _path_order(path: str) -> tuple[int, str]:
 def build_report(ds: Dataset) -> Report:
     """Rows for every metric x path that has a complete or an incomplete actuation."""
     values: dict[tuple[str, str], list[float]] = defaultdict(list)
+    bounds: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
     incomplete: dict[tuple[str, str], int] = defaultdict(int)
     for s in ds.samples:
         key = (s.metric, s.path)
         if s.complete:
             values[key].append(s.duration_s)
+            bounds[key].append((s.lo_s, s.hi_s))
         else:
             incomplete[key] += 1
     keys = sorted(set(values) | set(incomplete), key=lambda k: (_metric_order(k[0]), _path_order(k[1])))
-    rows = [summarize(m, p, values.get((m, p), ()), incomplete.get((m, p), 0)) for m, p in keys]
+    rows = [
+        summarize(m, p, values.get((m, p), ()), incomplete.get((m, p), 0), bounds.get((m, p), ()))
+        for m, p in keys
+    ]
     sorted_values = {k: sorted(v) for k, v in values.items()}
-    return Report(rows=rows, hit_rates=hit_rates(ds), values=sorted_values)
+    return Report(rows=rows, hit_rates=hit_rates(ds), values=sorted_values, bounds=dict(bounds))
 
 
 def merged(report: Report, metric: str, path: str | None) -> MetricRow:
@@ -155,9 +201,11 @@ def merged(report: Report, metric: str, path: str | None) -> MetricRow:
                 return r
         return summarize(metric, path, ())
     vals: list[float] = []
+    bounds: list[tuple[float, float]] = []
     inc = 0
     for r in report.rows:
         if r.metric == metric:
             vals.extend(report.values.get((metric, r.path), ()))
+            bounds.extend(report.bounds.get((metric, r.path), ()))
             inc += r.incomplete
-    return summarize(metric, "*", vals, inc)
+    return summarize(metric, "*", vals, inc, bounds if len(bounds) == len(vals) else None)

@@ -1,9 +1,10 @@
 """What the report shows, as plain data: no files, no plotting, so every figure is testable.
 
 Why a separate layer: the figures (:mod:`.figures`) and the HTML (:mod:`.html`) only draw
-what is decided here, and the decisions are the ones worth testing exactly — which spans
-explain an actuation, how overlapping constituents are counted, which actuations are the
-slowest, what an unfinished actuation looks like.
+what is decided here, and the decisions are the ones worth testing exactly — which
+actuations are the slowest, what an unfinished actuation looks like, where the time went
+(the leaf spans under ``fma.actuation``, :mod:`fma_otel.query.breakdown`, shared with
+``slo --breakdown``).
 
 The statistics themselves (nearest-rank percentiles, hit rates, SLO verdicts) are not
 recomputed here: they come from :mod:`fma_otel.query`, the engine behind ``fma-otel slo``,
@@ -17,66 +18,32 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..jsonsafe import float_or_none
 from ..model import (
     A_COMPLETE,
+    A_MAX,
     A_METRIC,
+    A_MIN,
     A_MISSING,
     A_PATH,
     A_REQ_NAME,
     A_REQ_UID,
-    COLD_LAUNCHER,
-    COLD_NO_FMA,
-    HOT,
     METRICS,
     ROOT,
-    SPANS,
     STATUS_ERROR,
     UNKNOWN,
-    WARM,
     S,
     SpanRecord,
 )
+from ..query.breakdown import ActuationSplit, PathBreakdown, TreeCollector, summarize_paths
 from ..query.harvest import Harvest
 from ..query.slo_spec import Check, Verdict, evaluate
-from ..query.stats import PATH_ORDER, Report, build_report, nearest_rank
+from ..query.stats import PATH_ORDER, Report, build_report
+
+#: the percentiles marked, with their intervals, on each distribution
+DRAWN_PERCENTILES: tuple[int, ...] = (50, 90, 99)
 
 ACTUATION = "fma.actuation"
-UNEXPLAINED = "unexplained"
-
-#: The spans that, one after the other, make up ``T_actuation`` on each path.  They are the
-#: finest spans of the model that tile ``R.started -> R.ready`` without overlapping by
-#: design (``fma.instance.ready`` is split into create call, vLLM ready and relay;
-#: ``fma.instance.create`` and ``fma.launcher.create_instance`` overlap those and are left
-#: out).  Baseline and unknown paths have no constituents: nothing to break down.
-CONSTITUENTS: Mapping[str, tuple[str, ...]] = {
-    COLD_LAUNCHER: (
-        "fma.dpc.bind",
-        "fma.launcher.schedule",
-        "fma.launcher.startup",
-        "fma.dpc.react",
-        "fma.dpc.create_instance",
-        "fma.vllm.ready",
-        "fma.readiness.relay",
-        "fma.kubelet.probe",
-    ),
-    WARM: (
-        "fma.dpc.bind",
-        "fma.dpc.create_instance",
-        "fma.vllm.ready",
-        "fma.readiness.relay",
-        "fma.kubelet.probe",
-    ),
-    HOT: ("fma.dpc.bind", "fma.vllm.wake", "fma.readiness.relay", "fma.kubelet.probe"),
-}
-_ALL_CONSTITUENTS: frozenset[str] = frozenset(n for names in CONSTITUENTS.values() for n in names)
-#: The baseline (a plain vLLM Pod) has no FMA span to split its ``T_actuation`` into: its one
-#: part is the actuation itself (container start to Ready), drawn beside the FMA paths so
-#: that what FMA saves is read off one axis.
-BASELINE_PART = ACTUATION
-#: the percentiles the breakdown table gives per phase (nearest rank, as ``slo``)
-PHASE_PERCENTILES: tuple[int, ...] = (50, 90, 99)
-#: model order of span names: ties in start time are broken the way the table reads
-_MODEL_ORDER: Mapping[str, int] = {d.name: i for i, d in enumerate(SPANS)}
 
 
 # --------------------------------------------------------------------------- per trace
@@ -96,7 +63,6 @@ class TraceSummary:
     start_ns: int | None = None
     actuation: tuple[int, int] | None = None
     actuation_complete: bool = True
-    constituents: list[tuple[str, int, int]] = field(default_factory=list)
     end_ns: int | None = None
     #: instants the bridge never saw (``fma.missing`` on the root), in its order
     missing: tuple[str, ...] = ()
@@ -104,6 +70,8 @@ class TraceSummary:
     #: whose span never finished (the value is then only a lower bound)
     metrics: dict[str, float] = field(default_factory=dict)
     open_metrics: tuple[str, ...] = ()  # a tuple: usually empty, and 100k of them add up
+    #: metric -> ``(fma.duration.min_s, fma.duration.max_s)`` where the span says them
+    metric_bounds: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     @property
     def actuation_start_ns(self) -> int | None:
@@ -132,12 +100,24 @@ def _is_false(v: Any) -> bool:
 
 
 class Summaries:
-    """Streams spans into one :class:`TraceSummary` per trace (spans in any order)."""
+    """Streams spans into one :class:`TraceSummary` per trace (spans in any order), and
+    every span's place in its tree for the breakdown (:mod:`fma_otel.query.breakdown`)."""
 
     def __init__(self) -> None:
         self.by_trace: dict[str, TraceSummary] = {}
+        self.tree = TreeCollector()
 
     def add(self, s: SpanRecord) -> None:
+        self.tree.add(
+            s.trace_id,
+            s.span_id,
+            s.parent_span_id,
+            s.name,
+            s.start_ns,
+            s.end_ns,
+            float_or_none(s.attributes.get(A_MIN)),
+            float_or_none(s.attributes.get(A_MAX)),
+        )
         t = self.by_trace.get(s.trace_id)
         if t is None:
             t = self.by_trace[s.trace_id] = TraceSummary(s.trace_id)
@@ -156,6 +136,9 @@ class Summaries:
         span_done = s.status_code != STATUS_ERROR and not _is_false(a.get(A_COMPLETE))
         if metric and str(metric) not in t.metrics:
             t.metrics[str(metric)] = max(0, s.end_ns - s.start_ns) / S
+            lo, hi = float_or_none(a.get(A_MIN)), float_or_none(a.get(A_MAX))
+            if lo is not None and hi is not None:
+                t.metric_bounds[str(metric)] = (lo, hi)
             if not span_done:
                 t.open_metrics += (str(metric),)
         if s.name == ROOT and not s.parent_span_id:
@@ -171,8 +154,6 @@ class Summaries:
         elif s.name == ACTUATION:
             t.actuation = (s.start_ns, max(s.start_ns, s.end_ns))
             t.actuation_complete = s.status_code != STATUS_ERROR and not _is_false(a.get(A_COMPLETE))
-        elif s.name in _ALL_CONSTITUENTS:
-            t.constituents.append((s.name, s.start_ns, max(s.start_ns, s.end_ns)))
 
     def values(self) -> list[TraceSummary]:
         return list(self.by_trace.values())
@@ -181,110 +162,18 @@ class Summaries:
 # --------------------------------------------------------------------------- where did the time go
 
 
-def attribute(
-    actuation: tuple[int, int], constituents: Iterable[tuple[str, int, int]]
-) -> tuple[dict[str, float], float]:
-    """Seconds of ``actuation`` explained by each constituent, and the unexplained rest.
-
-    Constituents are clipped to the actuation and swept in start order; time that an
-    earlier one already covers is not counted again (Kubernetes timestamps are truncated to
-    whole seconds, so ``L.created`` may fall a little before ``D.bound``).  The parts thus
-    add up exactly to ``T_actuation``, and ``unexplained`` is the time no span covers.
-    """
-    a0, a1 = actuation
-    total = max(0, a1 - a0)
-    out: dict[str, float] = defaultdict(float)
-    covered = a0
-    explained = 0
-    for name, s, e in sorted(constituents, key=lambda c: (c[1], _MODEL_ORDER.get(c[0], 99), c[0])):
-        lo, hi = max(s, covered), min(e, a1)
-        if hi > lo:
-            out[name] += (hi - lo) / S
-            explained += hi - lo
-            covered = hi
-        else:
-            out.setdefault(name, 0.0)
-    return dict(out), max(0, total - explained) / S
+def actuation_splits(summaries: Summaries) -> list[tuple[str, ActuationSplit]]:
+    """Each finished actuation taken apart into its leaf spans (and what they leave
+    uncovered), whatever their names (:mod:`fma_otel.query.breakdown`, the engine of
+    ``slo --breakdown``)."""
+    done = {tid: (t.path, t.finished and t.actuation is not None) for tid, t in summaries.by_trace.items()}
+    return summaries.tree.splits(done)
 
 
-@dataclass(frozen=True)
-class PhaseStats:
-    """One phase's seconds over one path's finished actuations: mean and percentiles."""
-
-    name: str
-    mean: float
-    p50: float
-    p90: float
-    p99: float
-
-
-@dataclass(frozen=True)
-class Breakdown:
-    """Seconds per constituent (and unexplained) over one path's finished actuations.
-
-    ``parts`` are means, because means add up: the stacked bar's length is the mean
-    ``T_actuation``.  ``phases`` gives each part's percentiles too (per actuation, the
-    seconds attributed to that part), and ``total`` those of ``T_actuation`` itself;
-    percentiles do not add up, so they are a table beside the bar, not the bar.
-    """
-
-    path: str
-    n: int
-    parts: tuple[tuple[str, float], ...]  # in CONSTITUENTS order, UNEXPLAINED last
-    mean_total: float
-    phases: tuple[PhaseStats, ...] = ()
-    total: PhaseStats | None = None
-
-    @property
-    def baseline(self) -> bool:
-        return self.path == COLD_NO_FMA
-
-
-def _phase(name: str, values: list[float]) -> PhaseStats:
-    v = sorted(values)
-    p50, p90, p99 = (nearest_rank(v, q) for q in PHASE_PERCENTILES)
-    return PhaseStats(name, sum(v) / len(v), p50, p90, p99)
-
-
-def breakdowns(summaries: Iterable[TraceSummary]) -> list[Breakdown]:
-    """One :class:`Breakdown` per path that has constituents and finished actuations.
-
-    The ``cold_no_fma`` baseline gets one too, of one part (its whole actuation): it is
-    what the FMA paths are measured against.
-    """
-    per_act: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    totals: dict[str, list[float]] = defaultdict(list)
-    for t in summaries:
-        if t.actuation is None or not t.finished:
-            continue
-        if t.path == COLD_NO_FMA:
-            parts, rest = {BASELINE_PART: t.actuation_s or 0.0}, 0.0
-        elif t.path in CONSTITUENTS:
-            parts, rest = attribute(t.actuation, t.constituents)
-        else:
-            continue
-        totals[t.path].append(t.actuation_s or 0.0)
-        for name in _names_of(t.path):
-            per_act[t.path][name].append(rest if name == UNEXPLAINED else parts.get(name, 0.0))
-    out: list[Breakdown] = []
-    for path in sorted(totals, key=_path_key):
-        n = len(totals[path])
-        names = _names_of(path)
-        phases = tuple(_phase(name, per_act[path][name]) for name in names)
-        parts_t = tuple((p.name, p.mean) for p in phases)
-        total = _phase(ACTUATION, totals[path])
-        out.append(Breakdown(path, n, parts_t, total.mean, phases, total))
-    return out
-
-
-def _names_of(path: str) -> tuple[str, ...]:
-    if path == COLD_NO_FMA:
-        return (BASELINE_PART,)
-    return (*CONSTITUENTS[path], UNEXPLAINED)
-
-
-def _path_key(path: str) -> tuple[int, str]:
-    return (PATH_ORDER.index(path), "") if path in PATH_ORDER else (len(PATH_ORDER), path)
+def breakdowns(summaries: Summaries) -> list[PathBreakdown]:
+    """Where the time of each path's finished actuations goes, the ``cold_no_fma``
+    baseline after the FMA paths."""
+    return summarize_paths(actuation_splits(summaries))
 
 
 # --------------------------------------------------------------------------- selection
@@ -318,15 +207,23 @@ class Point:
 
 @dataclass(frozen=True)
 class Distribution:
-    """One metric: its finished values per path (sorted), and unfinished counts per path."""
+    """One metric: its finished values per path (sorted), and unfinished counts per path.
+
+    ``percentiles`` per path: ``(q, value, lo, hi)`` for p50, p90 and p99, the interval
+    ``[lo, hi]`` being where the true percentile can be (:mod:`fma_otel.query.stats`).
+    """
 
     metric: str
     per_path: tuple[tuple[str, tuple[Point, ...]], ...]
     incomplete: Mapping[str, int]
+    percentiles: Mapping[str, tuple[tuple[int, float, float, float], ...]] = field(default_factory=dict)
 
 
-def distributions(harvest: Harvest, summaries: Mapping[str, TraceSummary]) -> list[Distribution]:
-    """Per metric per path, the same samples that ``slo`` summarizes (complete ones only)."""
+def distributions(
+    harvest: Harvest, summaries: Mapping[str, TraceSummary], report: Report | None = None
+) -> list[Distribution]:
+    """Per metric per path, the same samples that ``slo`` summarizes (complete ones only),
+    and the percentiles of ``report`` (the ``slo`` engine's; built here when not given)."""
     ds = harvest.dataset()
     vals: dict[str, dict[str, list[Point]]] = defaultdict(lambda: defaultdict(list))
     inc: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -339,13 +236,20 @@ def distributions(harvest: Harvest, summaries: Mapping[str, TraceSummary]) -> li
         label = t.label if t is not None else smp.trace_id
         vals[smp.metric][smp.path].append(Point(smp.duration_s, smp.trace_id, label))
 
+    marks: dict[str, dict[str, tuple[tuple[int, float, float, float], ...]]] = defaultdict(dict)
+    for row in (report or build_report(ds)).rows:
+        if row.n:
+            marks[row.metric][row.path] = tuple(
+                (q, row.stat(f"p{q}"), *row.interval(q))  # type: ignore[misc]
+                for q in DRAWN_PERCENTILES
+            )
     out: list[Distribution] = []
     for metric in sorted(vals, key=_metric_key):
         per_path = tuple(
             (p, tuple(sorted(vals[metric][p], key=lambda x: (x.seconds, x.trace_id))))
             for p in sorted(vals[metric], key=_path_key)
         )
-        out.append(Distribution(metric, per_path, dict(inc[metric])))
+        out.append(Distribution(metric, per_path, dict(inc[metric]), dict(marks[metric])))
     return out
 
 
@@ -443,6 +347,10 @@ def time_range(summaries: Iterable[TraceSummary]) -> tuple[int, int] | None:
     return None if lo is None or hi is None else (lo, max(lo, hi))
 
 
+def _path_key(path: str) -> tuple[int, str]:
+    return (PATH_ORDER.index(path), "") if path in PATH_ORDER else (len(PATH_ORDER), path)
+
+
 def _metric_key(m: str) -> tuple[int, str]:
     return (METRICS.index(m), "") if m in METRICS else (len(METRICS), m)
 
@@ -459,7 +367,7 @@ class ReportData:
     report: Report
     verdicts: list[Verdict]
     distributions: list[Distribution]
-    breakdowns: list[Breakdown]
+    breakdowns: list[PathBreakdown]
     slowest: list[TraceSummary]
     unfinished: list[TraceSummary]
     #: trace id -> its full spans, only for the actuations drawn as waterfalls
@@ -469,6 +377,8 @@ class ReportData:
     actuations: list[TraceSummary] = field(default_factory=list)
     time_range: tuple[int, int] | None = None
     trends: list[Trend] = field(default_factory=list)
+    #: trace id -> the share of its ``T_actuation`` that named leaf spans cover
+    covered: dict[str, float] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
@@ -485,18 +395,20 @@ def prepare(
     """Decide everything but the full spans of the chosen actuations (a second pass)."""
     report = build_report(harvest.dataset())
     by_trace = summaries.by_trace
+    splits = actuation_splits(summaries)
     return ReportData(
         source=source,
         traces=len(by_trace),
         report=report,
         verdicts=evaluate(checks, report),
-        distributions=distributions(harvest, by_trace),
-        breakdowns=breakdowns(by_trace.values()),
+        distributions=distributions(harvest, by_trace, report),
+        breakdowns=summarize_paths(splits),
         slowest=slowest(by_trace.values(), top),
         unfinished=unfinished(by_trace.values(), top),
         actuations=sorted(by_trace.values(), key=_start_key),
         time_range=time_range(by_trace.values()),
         trends=trends(by_trace.values()),
+        covered={sp.trace_id: sp.covered_share for _path, sp in splits},
     )
 
 

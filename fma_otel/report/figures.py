@@ -36,14 +36,11 @@ from ..model import (
     S,
     SpanRecord,
 )
+from ..query.breakdown import UNCOVERED, PathBreakdown
 from ..query.slo_spec import HIT_RATES, Verdict
 from ..query.stats import HitRates
 from ..sinks.show import tree_lines
 from .data import (
-    BASELINE_PART,
-    CONSTITUENTS,
-    UNEXPLAINED,
-    Breakdown,
     Distribution,
     TraceSummary,
     Trend,
@@ -67,21 +64,14 @@ SERVICE_COLOR: Mapping[str, str] = {
 ERROR_COLOR = "#d62728"
 INCOMPLETE_FILL = "#f7c4c4"  # light, so that the hatch (drawn in the edge colour) shows
 CLOCK_COLOR = "#e6a100"
-UNEXPLAINED_COLOR = "#d9d9d9"
+UNCOVERED_COLOR = "#d9d9d9"
 _PART_PALETTE = (
-    "#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3",
-    "#937860", "#da8bc3", "#64b5cd", "#ccb974", "#2f4b7c",
+    "#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#64b5cd",
+    "#ccb974", "#2f4b7c", "#a6cee3", "#b2df8a", "#fb9a99", "#fdbf6f", "#cab2d6", "#ffff99",
+    "#1b9e77", "#e7298a", "#66a61e", "#e6ab02",
 )  # fmt: skip
-#: a stable colour per constituent span, the same on every path's bar
-PART_COLOR: Mapping[str, str] = {
-    **{
-        name: _PART_PALETTE[i % len(_PART_PALETTE)]
-        for i, name in enumerate(dict.fromkeys(n for names in CONSTITUENTS.values() for n in names))
-    },
-    BASELINE_PART: PATH_COLOR[COLD_NO_FMA],
-}
-#: how a part is named in the breakdown where its span name would not say it
-PART_LABEL: Mapping[str, str] = {BASELINE_PART: "no FMA: start → Ready"}
+#: marker of each percentile drawn on a distribution, with its interval
+PERCENTILE_MARKER: Mapping[int, str] = {50: "D", 90: "s", 99: "^"}
 #: points drawn per path in a strip plot (the CDF always uses every value)
 MAX_STRIP_POINTS = 300
 #: vertices per CDF line (values are thinned by rank beyond this)
@@ -147,7 +137,8 @@ def dist_figure(
 
     Every dot is one finished actuation; its hover names the requester and the trace, and
     where that actuation has a waterfall in the report the dot links to it (``anchors``).
-    SLO thresholds on this metric are drawn as dashed lines.
+    Under each box, p50 (◆), p90 (■) and p99 (▲) with a bar over the interval each can be
+    in.  SLO thresholds on this metric are drawn as dashed lines.
     """
     hover = Hover()
     n_slo = len(_metric_slos(verdicts, d.metric))
@@ -210,6 +201,7 @@ def dist_figure(
                 for p in shown
             ]
         )
+        _percentile_marks(box, hover, d, path, row, color)
         if len(shown) < len(pts):
             box.annotate(
                 f"{len(shown)} of {len(pts)} shown",
@@ -251,6 +243,33 @@ def dist_figure(
         ax.set_xlim(0, right)
         ax.ticklabel_format(axis="x", useOffset=False, style="plain")
     return fig, hover
+
+
+def _percentile_marks(ax: Any, hover: Hover, d: Distribution, path: str, row: int, color: str) -> None:
+    """p50, p90 and p99 of ``path`` under its box, each with a bar over the interval the
+    true percentile can be in (the same percentile of the spans' ``min_s`` and ``max_s``)."""
+    y = row + 0.36
+    for q, value, lo, hi in d.percentiles.get(path, ()):
+        if hi > lo:
+            ax.plot([lo, hi], [y, y], color="#222", lw=1.2, solid_capstyle="butt")
+            ax.plot([lo, hi], [y, y], ls="none", marker="|", ms=7, color="#222")
+        (mark,) = ax.plot(
+            [value],
+            [y],
+            ls="none",
+            marker=PERCENTILE_MARKER.get(q, "o"),
+            ms=5,
+            color=color,
+            mec="#222",
+            mew=0.8,
+        )
+        mark.set_url(
+            hover.token(
+                f"{path}: p{q} {fmt_secs(value)}, can be anywhere in [{fmt_secs(lo)}, {fmt_secs(hi)}]"
+                " (the boundaries' precision)",
+                "pctl",
+            )
+        )
 
 
 def _horizontal() -> dict[str, Any]:
@@ -446,69 +465,93 @@ def hit_figure(h: HitRates, verdicts: Sequence[Verdict]) -> tuple[Figure, Hover]
 # --------------------------------------------------------------------------- where did the time go
 
 
-def breakdown_height_px(n: int) -> int:
-    return 150 + 80 * max(n, 2)
+def breakdown_height_px(n: int, legend: int = 0) -> int:
+    """Room for ``n`` bars, and for a legend of ``legend`` entries beside them."""
+    return max(150 + 80 * max(n, 2), 90 + 15 * legend)
 
 
-def breakdown_figure(bds: Sequence[Breakdown]) -> tuple[Figure, Hover]:
-    """Per path, the mean ``T_actuation`` as stacked constituent spans plus "unexplained"."""
+def part_colors(bds: Sequence[PathBreakdown]) -> dict[str, str]:
+    """A colour per leaf span name, in order of first appearance, the same on every bar;
+    the uncovered parts are grey (and hatched where drawn)."""
+    names = dict.fromkeys(r.name for b in bds for r in b.leaves)
+    return {name: _PART_PALETTE[i % len(_PART_PALETTE)] for i, name in enumerate(names)}
+
+
+def breakdown_figure(bds: Sequence[PathBreakdown]) -> tuple[Figure, Hover]:
+    """Per path, the mean ``T_actuation`` as stacked leaf spans plus what no leaf covers.
+
+    Each part is the leaf's share of the time that no shorter leaf covers (so overlaps are
+    counted once and the bar's length is the mean ``T_actuation``); each "uncovered in X"
+    part, grey and hatched, is time inside span X that none of its leaves covers.
+    """
     hover = Hover()
-    h_px = breakdown_height_px(len(bds))
+    colors = part_colors(bds)
+    n_legend = len(colors) + len({r.name for b in bds for r in b.uncovered})
+    h_px = breakdown_height_px(len(bds), n_legend)
     fig = Figure(figsize=size_in(FIG_WIDTH_PX, h_px))
     ax = fig.subplots()
-    fig.subplots_adjust(left=0.12, right=0.8, top=1 - 45 / h_px, bottom=70 / h_px)
+    fig.subplots_adjust(left=0.12, right=0.72, top=1 - 45 / h_px, bottom=70 / h_px)
     fig.suptitle(
-        "Where did the time go: mean T_actuation per path, by span (cold_no_fma: the baseline without FMA)",
+        "Where did the time go: mean T_actuation per path, by leaf span (cold_no_fma: the baseline without FMA)",
         x=0.12,
         ha="left",
         fontsize=11,
     )
-    widest = max((b.mean_total for b in bds), default=0.0) or 1.0
+    widest = max((b.total.mean for b in bds), default=0.0) or 1.0
     seen: dict[str, Any] = {}
+    gaps: dict[str, Any] = {}
     for row, bd in enumerate(bds):
         left = 0.0
-        for name, secs in bd.parts:
-            is_gap = name == UNEXPLAINED
-            color = UNEXPLAINED_COLOR if is_gap else PART_COLOR.get(name, "#999")
+        for r in (*bd.leaves, *bd.uncovered):
+            secs = r.part_s
+            is_gap = r.kind == "uncovered"
+            if secs <= 0 and not is_gap:
+                continue  # a leaf wholly inside a shorter one: in the table, not the bar
             bar = ax.barh(
                 [row],
                 [secs],
                 left=left,
-                color=color,
+                color=UNCOVERED_COLOR if is_gap else colors.get(r.name, "#999"),
                 edgecolor="#777" if is_gap else "white",
                 hatch="//" if is_gap else None,
                 **_barh_kw(),
             )[0]
-            share = 100 * secs / bd.mean_total if bd.mean_total else 0.0
-            label = UNEXPLAINED if is_gap else PART_LABEL.get(name, short(name))
+            label = UNCOVERED + short(r.name) if is_gap else short(r.name)
             bar.set_url(
                 hover.token(
-                    f"{bd.path}: {label} {fmt_secs(secs)} ({share:.0f}% of mean T_actuation"
-                    f" {fmt_secs(bd.mean_total)}, n={bd.n})",
+                    f"{bd.path}: {label} {fmt_secs(secs)} ({100 * r.share:.1f}% of mean T_actuation"
+                    f" {fmt_secs(bd.total.mean)}, n={bd.n}); p50 {fmt_secs(r.p50)}, p90 {fmt_secs(r.p90)},"
+                    f" p99 {fmt_secs(r.p99)} in {r.seen} actuation(s)",
                     "gap" if is_gap else "part",
                 )
             )
-            seen.setdefault(label, bar)
+            (gaps if is_gap else seen).setdefault(label, bar)
             if secs / widest > 0.07:
                 ax.text(left + secs / 2, row, fmt_secs(secs), ha="center", va="center", fontsize=7)
             left += secs
-        ax.text(left + widest * 0.01, row, fmt_secs(bd.mean_total), va="center", fontsize=8)
-    ax.set_yticks(range(len(bds)), [f"{b.path}\nn={b.n}" for b in bds])
+        ax.text(
+            left + widest * 0.01,
+            row,
+            f"{fmt_secs(bd.total.mean)}  ({100 * bd.covered.share:.0f}% in named leaves)",
+            va="center",
+            fontsize=8,
+        )
+    ax.set_yticks(range(len(bds)), [f"{b.path}\nn={b.n}" + ("\n(no FMA)" if b.baseline else "") for b in bds])
     ax.set_ylim(len(bds) - 0.5, -0.5)
-    ax.set_xlim(0, widest * 1.1)
+    ax.set_xlim(0, widest * 1.3)
     ax.set_xlabel("seconds (mean over finished actuations)")
     ax.grid(axis="x", alpha=0.3)
     ax.set_axisbelow(True)
-    if UNEXPLAINED in seen:  # last in the legend, as in every bar
-        seen[UNEXPLAINED] = seen.pop(UNEXPLAINED)
-    ax.legend(
-        list(seen.values()),
-        list(seen),
-        loc="center left",
-        bbox_to_anchor=(1.01, 0.5),
-        fontsize=8,
-        frameon=False,
-    )
+    seen.update(gaps)  # the uncovered parts last in the legend, as in every bar
+    if seen:
+        ax.legend(
+            list(seen.values()),
+            list(seen),
+            loc="center left",
+            bbox_to_anchor=(1.01, 0.5),
+            fontsize=7,
+            frameon=False,
+        )
     return fig, hover
 
 

@@ -9,6 +9,7 @@ shows; the table then stays in its default order, earliest actuation first.
 from __future__ import annotations
 
 import html
+import math
 import os
 import re
 from collections.abc import Sequence
@@ -18,9 +19,10 @@ from typing import TYPE_CHECKING
 
 from .. import __version__
 from ..model import METRICS, S
-from ..query.formats import table_sections
+from ..query.breakdown import UNCOVERED, PathBreakdown, Row
+from ..query.formats import secs_interval, table_sections
 from ..query.slo_spec import FAIL, PASS
-from .data import UNEXPLAINED, Breakdown, PhaseStats, ReportData, TraceSummary
+from .data import ReportData, TraceSummary
 from .svg import Hover, save_png, to_inline_svg
 from .words import humanize, missing_text
 
@@ -49,7 +51,8 @@ table.all th[aria-sort=descending]::after{content:" ▼";font-size:9px}
 table.all td.why,table.all td.ok{text-align:left}table.all td.why{color:#cf222e}table.all td.lb{color:#cf222e}
 table.all code{font-size:11px}table.all td{white-space:nowrap}table.all td.why{white-space:normal;min-width:280px}
 table.all th{white-space:normal;vertical-align:bottom}table.phases td.l{text-align:left}table.phases tr.total td{font-weight:600}
-table.phases tr.first td{border-top:1px solid #bbb}
+table.phases tr.first td{border-top:1px solid #bbb}table.phases tr.uncovered td{color:#666;font-style:italic}
+table.phases tr.covered td{font-weight:600}span.iv{display:block;font-size:10px;color:#666}
 """
 
 #: click a header of a ``table.sortable`` (or Tab to it and press Enter) to sort by it; again
@@ -116,12 +119,25 @@ def _table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]], cls
         cells = []
         for c in r:
             css = {"PASS": "pass", "FAIL": "fail", "NO DATA": "nodata"}.get(c)
-            cells.append(f'<td class="{css}">{html.escape(c)}</td>' if css else f"<td>{html.escape(c)}</td>")
+            cells.append(f'<td class="{css}">{html.escape(c)}</td>' if css else f"<td>{_cell(c)}</td>")
         out.append("<tr>" + "".join(cells) + "</tr>")
     if not rows:
         out.append(f'<tr><td colspan="{len(header)}">(none)</td></tr>')
     out.append("</tbody></table>")
     return "".join(out)
+
+
+_WITH_INTERVAL = re.compile(r"(\S+) (\[[^\]]*\])(.*)")
+
+
+def _cell(text: str) -> str:
+    """A table cell; a value with its interval (``52.00s [51.00, 53.00]``, as ``slo``
+    prints it) gets the interval on a line of its own, small, as in the actuations table."""
+    m = _WITH_INTERVAL.fullmatch(text)
+    if not m:
+        return html.escape(text)
+    value, interval, rest = (html.escape(g) for g in m.groups())
+    return f'{value}<span class="iv">{interval}{rest}</span>'
 
 
 def _summary_line(data: ReportData) -> str:
@@ -189,12 +205,21 @@ def range_text(time_range: tuple[int, int] | None) -> str:
     return f"{utc_text(lo)} – {utc_text(hi)} UTC ({duration_text((hi - lo) / S)})"
 
 
-def _secs_cell(v: float | None, lower_bound: bool = False) -> str:
+def _secs_cell(v: float | None, lower_bound: bool = False, bounds: tuple[float, float] | None = None) -> str:
+    """A duration cell; ``bounds``, the ``[min, max]`` its boundaries' precision allows,
+    is shown under the value (rounded outwards) and sorts nothing."""
     if v is None:
         return "<td></td>"  # sorts last: the script sorts an empty cell after every value
     if lower_bound:
         return f'<td class="lb" data-v="{v:.3f}" title="unfinished: a lower bound">≥ {v:.2f}s</td>'
-    return f'<td data-v="{v:.3f}">{v:.2f}s</td>'
+    if bounds is None:
+        return f'<td data-v="{v:.3f}">{v:.2f}s</td>'
+    lo, hi = bounds
+    iv = f"[{math.floor(lo * 100 + 1e-6) / 100:.2f}, {math.ceil(hi * 100 - 1e-6) / 100:.2f}]"
+    return (
+        f'<td data-v="{v:.3f}" title="the duration is in {iv} s (boundary precision)">{v:.2f}s'
+        f'<span class="iv">{iv}</span></td>'
+    )
 
 
 def _breakable(metric: str) -> str:
@@ -218,6 +243,7 @@ def actuations_table(data: ReportData, anchors: dict[str, str], url: str | None)
         '<th class="l">requester</th><th class="l">path</th>'
         '<th class="l" data-type="num" aria-sort="ascending">started (UTC)</th>'
         + "".join(f'<th data-type="num">{_breakable(m)}</th>' for m in metrics)
+        + '<th data-type="num" title="share of T_actuation that named leaf spans cover">in leaves</th>'
         + '<th class="l">complete</th><th class="l">trace</th>'
     )
     out = [
@@ -235,7 +261,10 @@ def actuations_table(data: ReportData, anchors: dict[str, str], url: str | None)
             v = t.metrics.get(m)
             if m == "T_actuation" and v is None:
                 v = t.actuation_s
-            cells.append(_secs_cell(v, m in t.open_metrics or (m == "T_actuation" and not t.finished)))
+            lower = m in t.open_metrics or (m == "T_actuation" and not t.finished)
+            cells.append(_secs_cell(v, lower, t.metric_bounds.get(m)))
+        share = data.covered.get(t.trace_id)
+        cells.append("<td></td>" if share is None else f'<td data-v="{share:.4f}">{100 * share:.1f}%</td>')
         if t.finished:
             cells.append('<td class="ok">yes</td>')
         else:
@@ -248,28 +277,50 @@ def actuations_table(data: ReportData, anchors: dict[str, str], url: str | None)
     return "".join(out)
 
 
-def phases_table(bds: Sequence[Breakdown]) -> str:
-    """Per path and phase: mean and nearest-rank p50/p90/p99 of the seconds it took."""
-    from .figures import PART_LABEL, fmt_secs, short
+def phases_table(bds: Sequence[PathBreakdown]) -> str:
+    """Per path: ``T_actuation``, each leaf span, each "uncovered in X", and the union of
+    the leaves, with nearest-rank p50/p90/p99, the mean, in how many actuations each
+    occurs, and the share of the mean ``T_actuation`` each accounts for."""
+    from .figures import fmt_secs, short
 
-    def row(path: str, name: str, p: PhaseStats, cls: str) -> str:
-        cells = [path, name, fmt_secs(p.mean), fmt_secs(p.p50), fmt_secs(p.p90), fmt_secs(p.p99)]
+    def row(path: str, r: Row, b: PathBreakdown, cls: str) -> str:
+        if r.kind == "total":
+            name = "T_actuation (whole)"
+        elif r.kind == "covered":
+            name = "named leaves together"
+        elif r.kind == "uncovered":
+            name = "  " + UNCOVERED + short(r.name)
+        else:
+            name = "  " + r.name
+        share = f"{100 * r.share:.1f}%"
+        if r.kind == "covered":
+            share += f" (min {100 * b.min_covered_share:.1f}%)"
+        seen = "" if r.kind in ("total", "covered") else f"{r.seen}/{b.n}"
+        cells = [path, name, seen]
         tds = "".join(
-            f'<td class="l">{html.escape(c)}</td>' if i < 2 else f"<td>{c}</td>" for i, c in enumerate(cells)
+            f'<td class="l">{html.escape(c)}</td>' if i < 2 else f"<td>{html.escape(c)}</td>"
+            for i, c in enumerate(cells)
         )
-        return f'<tr class="{cls}">{tds}</tr>' if cls else f"<tr>{tds}</tr>"
+        for q in (50, 90, 99):
+            v, (lo, hi) = getattr(r, f"p{q}"), r.interval(q)
+            iv = "" if lo is None or hi is None else secs_interval(v, lo, hi).split(" ", 1)[1]
+            tds += (
+                f"<td>{html.escape(fmt_secs(v))}"
+                + (f'<span class="iv">{html.escape(iv)}</span>' if iv else "")
+                + "</td>"
+            )
+        tds += f"<td>{html.escape(fmt_secs(r.mean))}</td><td>{html.escape(share)}</td>"
+        return f'<tr class="{cls}">{tds}</tr>'
 
     out = [
-        '<table class="phases" id="phases"><thead><tr><th>path</th><th>phase</th><th>mean</th>'
-        "<th>p50</th><th>p90</th><th>p99</th></tr></thead><tbody>"
+        '<table class="phases" id="phases"><thead><tr><th>path</th><th>span</th><th>in</th><th>p50</th>'
+        "<th>p90</th><th>p99</th><th>mean</th><th>share</th></tr></thead><tbody>"
     ]
-    for bd in bds:
-        label = f"{bd.path} (n={bd.n})" + (", baseline" if bd.baseline else "")
-        for i, p in enumerate(bd.phases):
-            name = p.name if p.name == UNEXPLAINED else PART_LABEL.get(p.name, short(p.name))
-            out.append(row(label if i == 0 else "", name, p, "first" if i == 0 else ""))
-        if bd.total is not None:
-            out.append(row("", "T_actuation (whole)", bd.total, "total"))
+    for b in bds:
+        label = f"{b.path} (n={b.n})" + (", baseline" if b.baseline else "")
+        for i, r in enumerate(b.rows):
+            cls = "first total" if i == 0 else r.kind
+            out.append(row(label if i == 0 else "", r, b, cls))
     out.append("</tbody></table>")
     return "".join(out)
 
@@ -344,7 +395,10 @@ def render_report(
 
         parts.append(
             '<h2 id="dist">Distributions</h2><p class="meta">Finished actuations only; hover a dot for the'
-            " actuation, click it to jump to its waterfall when it has one below.</p>"
+            " actuation, click it to jump to its waterfall when it has one below. Under each box:"
+            " p50 ◆, p90 ■ and p99 ▲, each with a bar over the interval the true percentile can be in"
+            " (the same percentile of the spans' <code>fma.duration.min_s</code> and"
+            " <code>max_s</code>: Kubernetes timestamps are whole seconds).</p>"
         )
         for d in data.distributions:
             fig, hov = F.dist_figure(d, data.verdicts, anchors)
@@ -356,15 +410,20 @@ def render_report(
         parts.append('<h2 id="time">Where did the time go</h2>')
         if data.breakdowns:
             parts.append(
-                '<p class="meta">Mean seconds per constituent span over finished actuations; time no span'
-                " covers is <b>unexplained</b>. Overlaps are counted once.</p>"
+                '<p class="meta">The <b>leaf spans</b> under <code>fma.actuation</code> (spans without'
+                " children, whatever their names), mean seconds over finished actuations; where leaves"
+                " overlap, the shorter one is drawn. Time inside a span that none of its leaves covers"
+                " is shown as <b>uncovered in</b> that span, never hidden.</p>"
             )
             fig, hov = F.breakdown_figure(data.breakdowns)
             parts.append(f'<figure class="plot time">{figs.render(fig, hov, "time-breakdown")}</figure>')
             parts.append(
-                '<p class="meta">Per phase, over the same actuations: the mean (the bar) and the'
-                " nearest-rank percentiles, which do not add up. cold_no_fma is the baseline:"
-                " a plain vLLM Pod, from its container start to Ready.</p>"
+                '<p class="meta">Per leaf, over the actuations it occurs in (<i>in</i>): the nearest-rank'
+                " percentiles and the mean of its whole duration; <i>share</i>: of the mean T_actuation"
+                " that the bar gives it (so leaves and uncovered rows add up to 100%). <i>named leaves"
+                " together</i>: their union, overlaps counted once, with the smallest share of any one"
+                " actuation. cold_no_fma is the baseline: a plain vLLM Pod, from its container start"
+                " to Ready.</p>"
             )
             parts.append(phases_table(data.breakdowns))
         else:
@@ -373,7 +432,8 @@ def render_report(
         n_all = len(data.actuations)
         parts.append(
             f'<h2 id="all">All {n_all} actuation(s)</h2><p class="meta">Click a header to sort;'
-            " again to reverse. ≥: the span never finished, so the value is a lower bound."
+            " again to reverse. Under each duration: the interval it is known to lie in."
+            " ≥: the span never finished, so the value is a lower bound."
             + (
                 " A trace id opens the trace."
                 if trace_url

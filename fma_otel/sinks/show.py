@@ -15,8 +15,10 @@ Line layout (plain text)::
 
 Every line fits in ``width`` columns, never wrapping: long names are cut with an
 ellipsis, the bar shrinks (to at least :data:`MIN_BAR` cells), and the detail columns are
-shortened or left out, least telling first (the sources, then the interval; the metric
-and the error and clock flags stay longest).
+shortened or left out, least telling first: the sources go first; the ``[min, max]``
+interval of the duration (honest precision: a Kubernetes timestamp is truncated to the
+second) is shortened to fewer decimals, rounded outwards, before it goes, and it stays
+as long as the error and clock flags do.
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ EDGE = "│"
 DUR_WIDTH = 9
 #: the shortest the sources column is cut to: shorter says nothing, and is left out
 MIN_SOURCES = 24
+#: the style of the ``[min, max]`` duration interval (also how :func:`_fit_details` knows it)
+INTERVAL_STYLE = "dim cyan"
 
 #: Bar colours by the service that observed the span's end (who to blame for its length).
 SERVICE_STYLE: Mapping[str, str] = {
@@ -148,15 +152,38 @@ def fmt_s(seconds: float) -> str:
     return f"{seconds:.3f}s"
 
 
+def interval_forms(lo: float | None, hi: float | None) -> list[str]:
+    """The ``[min, max]`` duration interval, widest form first, down to whole seconds.
+
+    Bounds are rounded *outwards* (the lower down, the upper up), so a shorter form is
+    only less precise, never wrong: the true duration lies inside every form shown.
+    """
+    out: list[str] = []
+    for digits, sep in ((3, ", "), (3, ","), (2, ","), (1, ","), (0, ",")):
+        a = "?" if lo is None else _outward(lo, digits, math.floor)
+        b = "?" if hi is None else _outward(hi, digits, math.ceil)
+        text = f"[{a}{sep}{b}]"
+        if text not in out:
+            out.append(text)
+    return out
+
+
+def _outward(v: float, digits: int, rnd: Any) -> str:
+    unit = 10.0**digits
+    # a hair of tolerance: 1.5 stored as 1.4999999 must not print as 1.4 when floored
+    x = rnd(v * unit + (1e-6 if rnd is math.floor else -1e-6)) / unit
+    return f"{x:.{digits}f}"
+
+
 def details(s: SpanRecord) -> list[tuple[str, str]]:
-    """The detail columns of a span as ``(text, style)`` pieces."""
+    """The detail columns of a span as ``(text, style)`` pieces: the duration interval
+    (its widest form; :func:`_fit_details` may pick a shorter one), the sources, the
+    metric, and the error and clock flags."""
     a = s.attributes
     out: list[tuple[str, str]] = []
     lo, hi = float_or_none(a.get(A_MIN)), float_or_none(a.get(A_MAX))
     if lo is not None or hi is not None:
-        lo_s = "?" if lo is None else f"{lo:.3f}"
-        hi_s = "?" if hi is None else f"{hi:.3f}"
-        out.append((f"[{lo_s}, {hi_s}]", "dim"))
+        out.append((interval_forms(lo, hi)[0], INTERVAL_STYLE))
     src, dst = a.get(A_START_SRC), a.get(A_END_SRC)
     if src or dst:
         out.append((f"{src or '?'} → {dst or '?'}", "dim"))
@@ -238,30 +265,84 @@ def fit_row(row: list[tuple[str, str]], width: int) -> list[tuple[str, str]]:
     return out
 
 
-#: detail pieces by importance when the line has too little room for all of them: the
-#: metric and the error/clock flags first, then the interval, the sources last
-_DETAIL_RANK = {"bold cyan": 0, "bold red": 0, "bold yellow": 0, "dim": 1}
+def _kind(piece: tuple[str, str]) -> str:
+    text, style = piece
+    if style == INTERVAL_STYLE:
+        return "interval"
+    if text.startswith("!"):
+        return "flag"
+    return "sources" if "→" in text else "metric"
+
+
+def _shortest(piece: tuple[str, str]) -> int:
+    """The fewest characters that still say something of ``piece``."""
+    text = piece[0]
+    kind = _kind(piece)
+    if kind == "interval":
+        return min(len(f) for f in _forms(text))
+    if kind == "flag":
+        return min(len(text), len("!ERROR"))
+    if kind == "sources":
+        return min(len(text), MIN_SOURCES)
+    return len(text)
+
+
+def _forms(interval_text: str) -> list[str]:
+    """The shorter forms of an interval piece (as :func:`interval_forms` writes it)."""
+    lo_s, _, hi_s = interval_text.strip("[]").partition(",")
+    return interval_forms(float_or_none(_num(lo_s)), float_or_none(_num(hi_s)))
+
+
+def _num(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _fit_piece(piece: tuple[str, str], room: int) -> str | None:
+    """``piece`` in at most ``room`` characters, or ``None`` when it says nothing there."""
+    text = piece[0]
+    if len(text) <= room:
+        return text
+    kind = _kind(piece)
+    if kind == "interval":
+        return next((f for f in _forms(text) if len(f) <= room), None)
+    if kind in ("flag", "sources") and room >= _shortest(piece):
+        return _clip(text, room)
+    return None
+
+
+#: who gets room first: first each of these at its shortest (the error and clock flags,
+#: then the interval, then the metric), then each at its widest in the second order; the
+#: sources (``a → b``), least telling, get what is left
+_RESERVE_ORDER = ("flag", "interval", "metric")
+_EXPAND_ORDER = ("flag", "metric", "interval", "sources")
 
 
 def _fit_details(pieces: list[tuple[str, str]], room: int) -> list[tuple[str, str]]:
     """The detail pieces that fit in ``room`` characters (each after two spaces), in their
-    display order; the sources (``a → b``), least important, are shortened before dropped."""
-    ranked = sorted(
-        range(len(pieces)), key=lambda i: (_DETAIL_RANK.get(pieces[i][1], 0), "→" in pieces[i][0], i)
-    )
-    keep: dict[int, str] = {}
+    display order; the least telling are shortened, then dropped, first."""
+    kinds = [_kind(p) for p in pieces]
+    reserved: dict[int, int] = {}
     left = room
-    for i in ranked:
-        text = pieces[i][0]
-        if len(text) + 2 <= left:
+    for kind in _RESERVE_ORDER:
+        for i, k in enumerate(kinds):
+            if k == kind and _shortest(pieces[i]) + 2 <= left:
+                reserved[i] = _shortest(pieces[i]) + 2
+                left -= reserved[i]
+    keep: dict[int, str] = {}
+    for kind in _EXPAND_ORDER:
+        for i, k in enumerate(kinds):
+            if k != kind:
+                continue
+            have = left + reserved.get(i, 0)
+            text = _fit_piece(pieces[i], have - 2) if have > 2 else None
+            if text is None:
+                continue
             keep[i] = text
-            left -= len(text) + 2
-        elif "→" in text and left - 2 >= MIN_SOURCES:  # the sources: a shortened one still says something
-            keep[i] = _clip(text, left - 2)
-            left = 0
-        elif text.startswith("!") and left - 2 >= len("!ERROR"):  # a flag, with its reason cut
-            keep[i] = _clip(text, left - 2)
-            left = 0
+            left = have - len(text) - 2
+            reserved.pop(i, None)
     out: list[tuple[str, str]] = []
     for i in sorted(keep):
         out += [("  ", ""), (keep[i], pieces[i][1])]
@@ -293,9 +374,11 @@ def _trace_rows(trace: Sequence[SpanRecord], width: int) -> list[list[tuple[str,
     all_details = [details(s) for _d, s, _o in lines]
     widest = max((sum(len(t) + 2 for t, _ in d) for d in all_details), default=0)
     cells = max(MIN_BAR, room - widest, min(room, max(room // 2, 20)))
-    # an error or clock flag is worth more than bar cells: make room for (most of) it
+    # an error or clock flag, and the duration interval at its shortest, are worth more
+    # than bar cells: make room for (most of) them
     flags = max((len(t) + 2 for d in all_details for t, _ in d if t.startswith("!")), default=0)
-    cells = max(MIN_BAR, min(cells, room - min(flags, 20)))
+    interval = max((_shortest(p) + 2 for d in all_details for p in d if p[1] == INTERVAL_STYLE), default=0)
+    cells = max(MIN_BAR, min(cells, room - max(min(flags, 20), interval)))
     t0 = min(s.start_ns for s in trace)
     t1 = max(s.end_ns for s in trace)
     rows: list[list[tuple[str, str]]] = [_header_fit(header(trace), width)]

@@ -138,6 +138,7 @@ def test_json_contract_keys(mixed_file):
             "max",
             "mean",
             "incomplete",
+            *(f"p{q}_{end}" for q in (50, 90, 95, 99) for end in ("lo", "hi")),
         ]
     assert set(doc["hit_rates"]) == {
         "hot",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import struct
 from pathlib import Path
 
@@ -167,11 +168,20 @@ def test_table_and_breakdown_say_what_a_person_needs(sample_report):
     assert "no: the requester never became Ready; " in table  # words, not R.ready
     assert "R.ready" not in table
     assert "≥ " in table  # the unfinished actuation's T_actuation is a lower bound
+    # each duration with the interval it is known to lie in (cold_launcher: 52 s, 1 s stamps)
+    assert re.search(r'<td data-v="52.000" title="the duration is in \[[\d.]+, [\d.]+\] s \(boundary precision\)">'
+                     r'52.00s<span class="iv">\[[\d.]+, [\d.]+\]</span></td>', table), table  # fmt: skip
     phases = text[text.index('id="phases"') :]
     phases = phases[: phases.index("</table>")]
     assert "<th>p50</th><th>p90</th><th>p99</th>" in phases
     assert "cold_no_fma (n=1), baseline" in phases
     assert phases.count("T_actuation (whole)") == 4  # cold_launcher, warm, hot and the baseline
+    assert phases.count("named leaves together") == 4
+    assert "uncovered in " in phases  # gaps no leaf covers are shown, not hidden
+    # the SLO table: each percentile with its interval (the slo engine's cells)
+    assert re.search(
+        r'<td>52.00s<span class="iv">\[[\d.]+, [\d.]+\]</span></td>', text[: text.index('id="hit"')]
+    )
     # the sample re-actuates one requester: 4 FMA requesters, 5 actuations; the rates (the
     # slo engine's) are per requester, and the figure says both counts
     assert "Hit rates over 4 FMA requesters (their first actuation; 5 actuations in all)" in text

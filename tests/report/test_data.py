@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from fma_otel.model import COLD_NO_FMA, HOT, WARM, S
+from fma_otel.model import COLD_LAUNCHER, COLD_NO_FMA, HOT, S
 from fma_otel.query.harvest import Harvest
 from fma_otel.query.stats import build_report
 from fma_otel.report.data import (
-    UNEXPLAINED,
     Point,
     Summaries,
     TrendPoint,
-    attribute,
     breakdowns,
     distributions,
     slowest,
@@ -28,36 +26,6 @@ from .conftest import T0, span
 
 def _s(x: float) -> int:
     return round(x * S)
-
-
-def test_attribute_adds_up_and_names_the_gaps():
-    parts, rest = attribute(
-        (_s(10), _s(20)),
-        [
-            ("fma.kubelet.probe", _s(17), _s(20)),
-            ("fma.dpc.bind", _s(10), _s(11)),
-            ("fma.vllm.wake", _s(12), _s(15)),
-        ],
-    )
-    assert parts == {"fma.dpc.bind": 1.0, "fma.vllm.wake": 3.0, "fma.kubelet.probe": 3.0}
-    assert rest == pytest.approx(3.0)  # 11..12 and 15..17 are covered by no span
-    assert sum(parts.values()) + rest == pytest.approx(10.0)
-
-
-def test_attribute_counts_overlaps_once_and_clips_to_the_actuation():
-    # launcher created (1 s truncation) before the DPC logged the bind: overlap of 0.5 s
-    parts, rest = attribute(
-        (_s(0), _s(10)),
-        [
-            ("fma.dpc.bind", _s(0), _s(2)),
-            ("fma.launcher.schedule", _s(1.5), _s(4)),
-            ("fma.kubelet.probe", _s(9), _s(12)),  # runs past R.ready: clipped
-        ],
-    )
-    assert parts["fma.dpc.bind"] == 2.0
-    assert parts["fma.launcher.schedule"] == pytest.approx(2.0)
-    assert parts["fma.kubelet.probe"] == pytest.approx(1.0)
-    assert rest == pytest.approx(5.0)
 
 
 def hot_trace(tid: str, name: str, t_act: float, gap: float = 0.0, complete: bool = True) -> list:
@@ -85,6 +53,34 @@ def hot_trace(tid: str, name: str, t_act: float, gap: float = 0.0, complete: boo
     return [root, act, bind, wake]
 
 
+def cold_trace(tid: str, name: str, weights: float) -> list:
+    """A cold_launcher actuation of 60 s with leaves the bridge does not make yet: an image
+    pull and a container start under fma.launcher.startup, vLLM's phases under
+    fma.vllm.ready (weights loading takes ``weights`` s, then a gap, then CUDA graphs)."""
+    p = {"fma.path": COLD_LAUNCHER}
+
+    def sp(sid: str, parent: str | None, span_name: str, a: float, b: float, **kw: object) -> object:
+        return span(tid, span_name, a, b, parent and parent * 16, sid * 16, **p, **kw)
+
+    return [
+        sp("a", None, "fma.request", -2, 60, **{"fma.requester.name": name, "fma.complete": True}),
+        sp("b", "a", "fma.actuation", 0, 60, **{"fma.metric": "T_actuation"}),
+        sp("c", "b", "fma.dpc.bind", 0, 1),
+        sp("d", "b", "fma.launcher.cold_start", 1, 58),
+        sp("e", "d", "fma.launcher.startup", 2, 30),
+        sp("f", "e", "k8s.image.pull", 2, 6),
+        sp("1", "e", "k8s.container.start", 12, 30),
+        sp("2", "d", "fma.launcher.schedule", 1, 2),
+        sp("3", "d", "fma.dpc.react", 30, 31),
+        sp("4", "d", "fma.instance.ready", 31, 58),
+        sp("5", "4", "fma.vllm.ready", 31, 57),
+        sp("6", "5", "vllm.load_weights", 31, 31 + weights),
+        sp("7", "5", "vllm.cuda_graphs", 42, 57),
+        sp("8", "4", "fma.readiness.relay", 57, 58),
+        sp("9", "b", "fma.kubelet.probe", 58, 60),
+    ]
+
+
 def summaries_of(*traces: list) -> Summaries:
     sm = Summaries()
     for tr in traces:
@@ -97,45 +93,52 @@ def test_summaries_and_breakdown_means():
     sm = summaries_of(hot_trace("1" * 32, "r1", 4.0), hot_trace("2" * 32, "r2", 8.0, gap=2.0))
     t = sm.by_trace["1" * 32]
     assert (t.requester, t.path, t.finished, t.actuation_s) == ("r1", HOT, True, 4.0)
-    (bd,) = breakdowns(sm.values())
-    assert (bd.path, bd.n, bd.mean_total) == (HOT, 2, 6.0)
+    (bd,) = breakdowns(sm)
+    assert (bd.path, bd.n, bd.total.mean) == (HOT, 2, 6.0)
     parts = dict(bd.parts)
-    assert list(parts) == [
-        "fma.dpc.bind",
-        "fma.vllm.wake",
-        "fma.readiness.relay",
-        "fma.kubelet.probe",
-        UNEXPLAINED,
-    ]
+    assert list(parts) == ["fma.dpc.bind", "fma.vllm.wake", "uncovered in fma.actuation"]
     assert parts["fma.dpc.bind"] == 1.0
     assert parts["fma.vllm.wake"] == pytest.approx((3.0 + 5.0) / 2)
-    assert parts[UNEXPLAINED] == pytest.approx(1.0)  # the 2 s gap of r2, averaged
-    assert sum(parts.values()) == pytest.approx(bd.mean_total)
+    assert parts["uncovered in fma.actuation"] == pytest.approx(1.0)  # the 2 s gap of r2, averaged
+    assert sum(parts.values()) == pytest.approx(bd.total.mean)
+    assert bd.min_covered_share == pytest.approx(6 / 8)
 
 
-def test_unfinished_is_not_broken_down_and_the_baseline_is_one_part():
+def test_unfinished_is_not_broken_down_and_the_baseline_is_beside():
     base = [span("3" * 32, "fma.request", 0, 9, None, "a" * 16, **{"fma.path": COLD_NO_FMA}),
             span("3" * 32, "fma.actuation", 1, 9, "a" * 16, "b" * 16, **{"fma.path": COLD_NO_FMA})]  # fmt: skip
     sm = summaries_of(hot_trace("4" * 32, "r4", 50.0, complete=False), base)
-    (bd,) = breakdowns(sm.values())
-    assert (bd.path, bd.n, bd.baseline, bd.parts) == (COLD_NO_FMA, 1, True, (("fma.actuation", 8.0),))
+    (bd,) = breakdowns(sm)
+    assert (bd.path, bd.n, bd.baseline, bd.parts) == (
+        COLD_NO_FMA,
+        1,
+        True,
+        (("uncovered in fma.actuation", 8.0),),
+    )
     assert [t.requester for t in unfinished(sm.values(), 5)] == ["r4"]
     assert [t.trace_id for t in slowest(sm.values(), 5)] == ["3" * 32]
 
 
-def test_breakdown_percentiles_per_phase_are_nearest_rank():
-    # 10 hot actuations: T_actuation 1..10 s, bind 1 s each, wake the rest
-    sm = summaries_of(*(hot_trace(f"{i:032x}", f"r{i}", float(i)) for i in range(1, 11)))
-    (bd,) = breakdowns(sm.values())
-    phases = {p.name: p for p in bd.phases}
-    wake = phases["fma.vllm.wake"]
-    assert (wake.p50, wake.p90, wake.p99) == (pytest.approx(4.0), pytest.approx(8.0), pytest.approx(9.0))
-    assert wake.mean == pytest.approx(4.5)
-    bind = phases["fma.dpc.bind"]
+def test_breakdown_percentiles_per_leaf_are_nearest_rank_and_new_leaves_appear():
+    # 10 hot actuations: T_actuation 1..10 s, bind 1 s each, wake the rest; vLLM's own
+    # wake phase (a span the bridge does not make yet) inside the wake call
+    traces = []
+    for i in range(1, 11):
+        tr = hot_trace(f"{i:032x}", f"r{i}", float(i))
+        tr.append(span(f"{i:032x}", "vllm.wake_up", 2.5, 1 + i, "d" * 16, "e" * 16, **{"fma.path": HOT}))
+        traces.append(tr)
+    (bd,) = breakdowns(summaries_of(*traces))
+    rows = {r.label: r for r in bd.rows}
+    assert "fma.vllm.wake" not in rows  # it has a child now: not a leaf
+    wake_up = rows["vllm.wake_up"]
+    # i=1: a zero-length leaf (it ends before it starts) still occurred
+    assert (wake_up.seen, wake_up.p50, wake_up.p90, wake_up.p99) == (10, 3.5, 7.5, 8.5)
+    gap = rows["uncovered in fma.vllm.wake"]
+    assert (gap.p50, gap.seen) == (0.5, 9)  # i=1: the wake call itself is zero-length
+    bind = rows["fma.dpc.bind"]
     assert (bind.mean, bind.p50, bind.p99) == (1.0, 1.0, 1.0)
-    assert bd.total is not None
     assert (bd.total.p50, bd.total.p90, bd.total.p99, bd.total.mean) == (5.0, 9.0, 10.0, 5.5)
-    assert [p.name for p in bd.phases][-1] == UNEXPLAINED
+    assert bd.rows[-1].kind == "covered"
 
 
 def test_slowest_orders_by_t_actuation_and_limits():
@@ -167,13 +170,6 @@ def test_thin_keeps_both_ends_and_limit():
     out = thin(pts, 50)
     assert len(out) == 50 and out[0].seconds == 0.0 and out[-1].seconds == 999.0
     assert thin(pts[:10], 50) == pts[:10]
-
-
-def test_warm_constituents_tile_instance_ready():
-    from fma_otel.report.data import CONSTITUENTS
-
-    assert "fma.instance.ready" not in CONSTITUENTS[WARM]
-    assert {"fma.dpc.create_instance", "fma.vllm.ready", "fma.readiness.relay"} <= set(CONSTITUENTS[WARM])
 
 
 def test_summary_keeps_metrics_missing_and_the_time_range():

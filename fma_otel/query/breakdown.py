@@ -1,0 +1,400 @@
+"""Where the time of an actuation goes: its named leaf spans, and what no leaf covers.
+
+Generic over span names on purpose: the tree under ``fma.actuation`` grows (vLLM's own
+phases under ``fma.vllm.ready``, image pulls and container starts under
+``fma.launcher.startup``, the DPC's poll lag ...), and this view must show new spans the
+day they appear, without a list of names to keep up to date.  So it reads only the tree:
+
+- the *leaves* are the spans under ``fma.actuation`` that have no children;
+- the share of ``T_actuation`` they cover is the length of the *union* of the leaves,
+  each clipped to ``fma.actuation`` (overlapping leaves, such as ``fma.instance.create``
+  beside ``fma.vllm.ready``, are not counted twice);
+- time that no leaf covers is shown, never hidden: each uncovered instant is charged to
+  the deepest span that contains it (``fma.vllm.ready`` when vLLM's phases leave a gap
+  inside it, ``fma.actuation`` itself when nothing below covers it), one "uncovered" row
+  per such parent.
+
+For a stacked bar the parts must not overlap, so each covered instant is also given to
+one leaf: the *shortest* leaf covering it (the most specific one).  Those exclusive
+seconds plus the uncovered ones add up to ``T_actuation`` exactly; a leaf's own duration,
+whose percentiles the table gives, is its whole span.
+
+Statistics are per path, over complete actuations only, nearest rank as everywhere in
+``slo`` (:func:`.stats.nearest_rank`).
+"""
+
+from __future__ import annotations
+
+import heapq
+import sys
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from ..model import COLD_NO_FMA, S
+from .stats import PATH_ORDER, nearest_rank
+
+ACTUATION = "fma.actuation"
+#: the percentiles the breakdown gives per leaf (nearest rank, as ``slo``)
+BREAKDOWN_PERCENTILES: tuple[int, ...] = (50, 90, 99)
+#: the label of an "uncovered" row: ``uncovered in fma.vllm.ready``
+UNCOVERED = "uncovered in "
+
+
+class LeanSpan(NamedTuple):
+    """What the breakdown needs of one span: the tree and the times."""
+
+    span_id: str
+    parent_id: str | None
+    name: str
+    start_ns: int
+    end_ns: int
+    #: ``fma.duration.min_s``/``max_s`` where the span says them
+    lo_s: float | None = None
+    hi_s: float | None = None
+
+
+@dataclass
+class ActuationSplit:
+    """One complete actuation taken apart (seconds)."""
+
+    total_s: float
+    covered_s: float
+    #: leaf name -> its duration (summed when the name occurs more than once)
+    leaves: dict[str, float] = field(default_factory=dict)
+    #: leaf name -> the interval that duration lies in (summed likewise; the duration
+    #: itself on both ends for a span that does not say)
+    leaf_bounds: dict[str, tuple[float, float]] = field(default_factory=dict)
+    #: the interval ``T_actuation`` lies in
+    total_bounds: tuple[float, float] = (0.0, 0.0)
+    #: leaf name -> the seconds of ``T_actuation`` given to it (disjoint)
+    exclusive: dict[str, float] = field(default_factory=dict)
+    #: parent name -> the seconds inside it that no leaf covers (disjoint)
+    uncovered: dict[str, float] = field(default_factory=dict)
+    #: leaf or parent name -> its first start, seconds after the actuation's start
+    offset: dict[str, float] = field(default_factory=dict)
+    #: the trace it came from (set by :meth:`TreeCollector.splits`)
+    trace_id: str = ""
+
+    @property
+    def covered_share(self) -> float:
+        """The share of ``T_actuation`` the leaves cover (1 for a zero-length actuation)."""
+        return self.covered_s / self.total_s if self.total_s > 0 else 1.0
+
+
+def split_actuation(spans: Sequence[LeanSpan]) -> ActuationSplit | None:
+    """Take one trace's actuation apart; ``None`` when it has no ``fma.actuation`` span.
+
+    Parent links that form a cycle or point outside the trace are not followed twice, so
+    no input makes this loop.
+    """
+    acts = [s for s in spans if s.name == ACTUATION]
+    if not acts:
+        return None
+    act = min(acts, key=lambda s: (s.start_ns, s.span_id))
+    a0, a1 = act.start_ns, max(act.start_ns, act.end_ns)
+    children: dict[str, list[LeanSpan]] = defaultdict(list)
+    for s in spans:
+        if s.parent_id and s.parent_id != s.span_id:
+            children[s.parent_id].append(s)
+    # the subtree under the actuation, with depths (iterative: no recursion limit)
+    depth: dict[str, int] = {act.span_id: 0}
+    nodes: list[LeanSpan] = []
+    stack = [act]
+    while stack:
+        node = stack.pop()
+        for c in children.get(node.span_id, ()):
+            if c.span_id in depth:
+                continue
+            depth[c.span_id] = depth[node.span_id] + 1
+            nodes.append(c)
+            stack.append(c)
+    leaves = [n for n in nodes if not children.get(n.span_id)]
+    parents = [act, *(n for n in nodes if children.get(n.span_id))]
+    out = ActuationSplit(total_s=(a1 - a0) / S, covered_s=0.0, total_bounds=_bounds(act))
+    for leaf in leaves:
+        out.leaves[leaf.name] = out.leaves.get(leaf.name, 0.0) + max(0, leaf.end_ns - leaf.start_ns) / S
+        lo, hi = _bounds(leaf)
+        had = out.leaf_bounds.get(leaf.name, (0.0, 0.0))
+        out.leaf_bounds[leaf.name] = (had[0] + lo, had[1] + hi)
+    for n in (*leaves, *parents):
+        off = (n.start_ns - a0) / S
+        if n.name not in out.offset or off < out.offset[n.name]:
+            out.offset[n.name] = off
+    # clip to the actuation; a leaf of zero length covers nothing.  A sweep over the cut
+    # points with the spans active at each: the shortest active leaf, else the deepest
+    # active parent, takes the segment
+    lv = sorted(
+        (max(x.start_ns, a0), min(x.end_ns, a1), (x.end_ns - x.start_ns, x.start_ns, x.name), x.name)
+        for x in leaves
+    )
+    lv = [t for t in lv if t[1] > t[0]]
+    pv = sorted((max(x.start_ns, a0), min(x.end_ns, a1), depth[x.span_id], x.name) for x in parents)
+    pv = [t for t in pv if t[1] > t[0]]
+    cuts = sorted(
+        {a0, a1, *(t[0] for t in lv), *(t[1] for t in lv), *(t[0] for t in pv), *(t[1] for t in pv)}
+    )
+    exclusive: dict[str, int] = defaultdict(int)
+    uncovered: dict[str, int] = defaultdict(int)
+    covered = 0
+    li = pi = 0
+    # heaps with lazy removal: the best active span is at the top once the ended ones
+    # above it are popped (a trace of thousands of overlapping leaves stays n log n)
+    on_l: list[tuple[Any, int, str]] = []  # (key, end, name): the shortest first
+    on_p: list[tuple[int, int, int, str]] = []  # (-depth, start, end, name): the deepest first
+    for x, y in zip(cuts, cuts[1:], strict=False):
+        while li < len(lv) and lv[li][0] <= x:
+            heapq.heappush(on_l, (lv[li][2], lv[li][1], lv[li][3]))
+            li += 1
+        while pi < len(pv) and pv[pi][0] <= x:
+            heapq.heappush(on_p, (-pv[pi][2], pv[pi][0], pv[pi][1], pv[pi][3]))
+            pi += 1
+        # every end is a cut, so a span still on past x covers all of [x, y)
+        while on_l and on_l[0][1] <= x:
+            heapq.heappop(on_l)
+        if on_l:
+            exclusive[on_l[0][2]] += y - x
+            covered += y - x
+            continue
+        while on_p and on_p[0][2] <= x:
+            heapq.heappop(on_p)
+        owner = on_p[0][3] if on_p else act.name
+        uncovered[owner] += y - x
+    out.covered_s = covered / S
+    out.exclusive = {k: v / S for k, v in exclusive.items()}
+    for leaf in leaves:
+        out.exclusive.setdefault(leaf.name, 0.0)
+    out.uncovered = {k: v / S for k, v in uncovered.items()}
+    return out
+
+
+def _bounds(s: LeanSpan) -> tuple[float, float]:
+    d = max(0, s.end_ns - s.start_ns) / S
+    return (d if s.lo_s is None else s.lo_s, d if s.hi_s is None else s.hi_s)
+
+
+# --------------------------------------------------------------------------- per path
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the breakdown of a path.
+
+    ``kind``: ``total`` (``T_actuation``), ``leaf``, ``uncovered`` (time inside ``name``
+    that no leaf covers) or ``covered`` (the union of the leaves).  The percentiles and
+    mean are over the ``seen`` actuations that have it; ``share`` is the mean seconds of
+    ``T_actuation`` it accounts for (over all ``n`` actuations; a leaf's exclusive part,
+    so that the shares of the leaves and uncovered rows add up to 100 %) over the mean
+    ``T_actuation``.
+    """
+
+    kind: str
+    name: str
+    seen: int
+    p50: float
+    p90: float
+    p99: float
+    mean: float
+    share: float
+    #: the mean seconds of ``T_actuation`` this row accounts for, over all actuations
+    part_s: float
+    #: where each percentile can be (the same percentile of the lower and of the upper
+    #: bounds, as in ``slo``): for ``total`` and ``leaf`` rows; ``None`` for the others,
+    #: whose edges are instants of several spans
+    p50_lo: float | None = None
+    p50_hi: float | None = None
+    p90_lo: float | None = None
+    p90_hi: float | None = None
+    p99_lo: float | None = None
+    p99_hi: float | None = None
+
+    def interval(self, p: int) -> tuple[float | None, float | None]:
+        return getattr(self, f"p{p}_lo"), getattr(self, f"p{p}_hi")
+
+    @property
+    def label(self) -> str:
+        return UNCOVERED + self.name if self.kind == "uncovered" else self.name
+
+
+@dataclass(frozen=True)
+class PathBreakdown:
+    """The breakdown of one path over its ``n`` complete actuations."""
+
+    path: str
+    n: int
+    total: Row
+    leaves: tuple[Row, ...]
+    uncovered: tuple[Row, ...]
+    covered: Row
+    #: the smallest share of ``T_actuation`` the leaves cover in any one actuation
+    min_covered_share: float
+    #: the trace of that actuation, to look at
+    min_covered_trace: str = ""
+
+    @property
+    def baseline(self) -> bool:
+        return self.path == COLD_NO_FMA
+
+    @property
+    def rows(self) -> tuple[Row, ...]:
+        """In reading order: the whole, its leaves, what they leave uncovered, the union."""
+        return (self.total, *self.leaves, *self.uncovered, self.covered)
+
+    @property
+    def parts(self) -> tuple[tuple[str, float], ...]:
+        """``(label, mean seconds)`` of the leaves and uncovered rows: a stacked bar that
+        adds up to the mean ``T_actuation``."""
+        return tuple((r.label, r.part_s) for r in (*self.leaves, *self.uncovered))
+
+
+def _row(
+    kind: str,
+    name: str,
+    values: Sequence[float],
+    part_sum: float,
+    n: int,
+    mean_total: float,
+    bounds: Sequence[tuple[float, float]] | None = None,
+) -> Row:
+    v = sorted(values)
+    p50, p90, p99 = (nearest_rank(v, q) for q in BREAKDOWN_PERCENTILES)
+    part = part_sum / n if n else 0.0
+    iv: dict[str, float] = {}
+    if bounds:
+        lo = sorted(a for a, _ in bounds)
+        hi = sorted(b for _, b in bounds)
+        for q in BREAKDOWN_PERCENTILES:
+            iv[f"p{q}_lo"] = nearest_rank(lo, q)
+            iv[f"p{q}_hi"] = nearest_rank(hi, q)
+    share = part / mean_total if mean_total else 0.0
+    return Row(kind, name, len(v), p50, p90, p99, sum(v) / len(v), share, part, **iv)
+
+
+def summarize_paths(splits: Iterable[tuple[str, ActuationSplit]]) -> list[PathBreakdown]:
+    """One :class:`PathBreakdown` per path, FMA paths first, the baseline after them."""
+    by_path: dict[str, list[ActuationSplit]] = defaultdict(list)
+    for path, sp in splits:
+        by_path[path].append(sp)
+    out: list[PathBreakdown] = []
+    for path in sorted(by_path, key=_path_key):
+        acts = by_path[path]
+        n = len(acts)
+        totals = [a.total_s for a in acts]
+        mean_total = sum(totals) / n
+        total = _row("total", ACTUATION, totals, sum(totals), n, mean_total, [a.total_bounds for a in acts])
+        leaf_vals: dict[str, list[float]] = defaultdict(list)
+        leaf_bounds: dict[str, list[tuple[float, float]]] = defaultdict(list)
+        leaf_part: dict[str, float] = defaultdict(float)
+        unc_vals: dict[str, list[float]] = defaultdict(list)
+        unc_part: dict[str, float] = defaultdict(float)
+        offsets: dict[str, list[float]] = defaultdict(list)
+        for a in acts:
+            for name, secs in a.leaves.items():
+                leaf_vals[name].append(secs)
+                leaf_bounds[name].append(a.leaf_bounds.get(name, (secs, secs)))
+                leaf_part[name] += a.exclusive.get(name, 0.0)
+            for name, secs in a.uncovered.items():
+                unc_vals[name].append(secs)
+                unc_part[name] += secs
+            for name, off in a.offset.items():
+                offsets[name].append(off)
+
+        def order(name: str, offsets: Mapping[str, list[float]] = offsets) -> tuple[float, str]:
+            offs = offsets.get(name) or [0.0]
+            return (sorted(offs)[(len(offs) - 1) // 2], name)
+
+        leaves = tuple(
+            _row("leaf", name, leaf_vals[name], leaf_part[name], n, mean_total, leaf_bounds[name])
+            for name in sorted(leaf_vals, key=order)
+        )
+        uncovered = tuple(
+            _row("uncovered", name, unc_vals[name], unc_part[name], n, mean_total)
+            for name in sorted(unc_vals, key=lambda m: (m != ACTUATION, order(m)))
+        )
+        covered_vals = [a.covered_s for a in acts]
+        covered = _row("covered", "named leaves together", covered_vals, sum(covered_vals), n, mean_total)
+        worst = min(acts, key=lambda a: (a.covered_share, a.trace_id))
+        out.append(
+            PathBreakdown(path, n, total, leaves, uncovered, covered, worst.covered_share, worst.trace_id)
+        )
+    return out
+
+
+def _path_key(path: str) -> tuple[int, str]:
+    return (PATH_ORDER.index(path), "") if path in PATH_ORDER else (len(PATH_ORDER), path)
+
+
+# --------------------------------------------------------------------------- collecting
+
+
+class TreeCollector:
+    """Keeps the lean tree of every trace while a source streams spans in any order.
+
+    Only ``slo --breakdown`` and the report pay for it: the plain ``slo`` harvest keeps
+    metric spans alone.  A list per trace (a span seen twice, as in a re-export, is one
+    span again in :meth:`splits`), names interned: large files hold millions of spans.
+    """
+
+    def __init__(self) -> None:
+        self.by_trace: dict[str, list[LeanSpan]] = defaultdict(list)
+
+    def add(
+        self,
+        trace_id: str,
+        span_id: str,
+        parent_id: str | None,
+        name: str,
+        start_ns: int,
+        end_ns: int,
+        lo_s: float | None = None,
+        hi_s: float | None = None,
+    ) -> None:
+        self.by_trace[trace_id].append(
+            LeanSpan(span_id, parent_id or None, sys.intern(name), start_ns, end_ns, lo_s, hi_s)
+        )
+
+    def splits(self, complete: Mapping[str, tuple[str, bool]]) -> list[tuple[str, ActuationSplit]]:
+        """``(path, split)`` of each trace that ``complete`` (trace id -> (path, finished))
+        says finished; the others are left out (an unfinished actuation has no duration)."""
+        out: list[tuple[str, ActuationSplit]] = []
+        for tid, spans in self.by_trace.items():
+            path, done = complete.get(tid, ("", False))
+            if not done:
+                continue
+            sp = split_actuation(list({x.span_id: x for x in spans}.values()))
+            if sp is not None:
+                sp.trace_id = tid
+                out.append((path, sp))
+        return out
+
+
+def to_json(bds: Sequence[PathBreakdown]) -> list[dict[str, Any]]:
+    """The breakdown for ``slo -o json`` (seconds; shares as fractions)."""
+    return [
+        {
+            "path": b.path,
+            "n": b.n,
+            "min_covered_share": b.min_covered_share,
+            "min_covered_trace": b.min_covered_trace,
+            "rows": [
+                {
+                    "kind": r.kind,
+                    "name": r.name,
+                    "seen": r.seen,
+                    "p50": r.p50,
+                    "p90": r.p90,
+                    "p99": r.p99,
+                    "mean": r.mean,
+                    "share": r.share,
+                    **{
+                        f"p{q}_{e}": getattr(r, f"p{q}_{e}")
+                        for q in BREAKDOWN_PERCENTILES
+                        for e in ("lo", "hi")
+                    },
+                }
+                for r in b.rows
+            ],
+        }
+        for b in bds
+    ]
