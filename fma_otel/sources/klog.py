@@ -569,6 +569,29 @@ class Prefilter:
             unless = {_quoted_body(v): t.encode("utf-8") for v, t in (rest[0] if rest else {}).items()}
             self.guards[_quoted_body(m)] = (k, frozenset(_quoted_body(v) for v in values), unless)
 
+    def finder(self) -> Find:
+        """The search over a block of whole lines: ``find(block, pos, end)`` gives the
+        bounds ``(start, stop)`` of the first line of ``block[pos:end]`` that may be wanted,
+        or ``None``.  A regular expression finds each message as it follows a klog header,
+        anywhere in a line (every line :meth:`function` passes holds one); the line it is
+        in is then given to :meth:`function`, so the two never disagree."""
+        alternatives = b"|".join(re.escape(q) for q in sorted(self.messages, key=len, reverse=True))
+        search = re.compile(b'\\] "(?:' + alternatives + b')"').search
+        wanted = self.function()
+
+        def find(block: bytes, pos: int, end: int) -> tuple[int, int] | None:
+            while True:
+                m = search(block, pos, end)
+                if m is None:
+                    return None
+                start = block.rfind(b"\n", pos, m.start()) + 1 or pos
+                stop = block.find(b"\n", m.end(), end) + 1
+                if wanted(block[start:stop]):
+                    return start, stop
+                pos = stop
+
+        return find
+
     def function(self) -> Callable[[bytes], bool]:
         """The test as a plain function of a raw line (a closure: cheaper to call per line)."""
         messages, escaped, guards = self.messages, self.escaped, self.guards
@@ -619,14 +642,39 @@ def _header_offset_b(b: bytes) -> int:
     return 0
 
 
+class Ignored(int):
+    """A run of lines, given by their number, in which a search of the wanted messages
+    found none: counted as ignored, never cut out of the file."""
+
+    __slots__ = ()
+
+
+#: The file is searched this many bytes at a time (at most the longest line held)
+BLOCK_BYTES = 1 << 20
+
+Find = Callable[[bytes, int, int], tuple[int, int] | None]
+
+
 def _lines(
-    source: Iterable[bytes] | Iterable[str], pushback: list[bytes], stats: SourceStats
-) -> Iterator[bytes | TooLong]:
+    source: Iterable[bytes] | Iterable[str],
+    pushback: list[bytes],
+    stats: SourceStats,
+    find: Find | None,
+    held: Callable[[], bool],
+) -> Iterator[bytes | TooLong | Ignored]:
     """The physical lines of ``source`` as bytes, each followed by what the reader put in
-    ``pushback`` meanwhile (the pieces it cut a line into).  A file is read a line at a
-    time with a bound, so a line past ``MAX_LINE_BYTES`` comes as its length
-    (:class:`TooLong`), never held whole, unless it holds carriage returns: then it is read
-    on as lines ended by them (a log with CR-only line ends, too big for one line)."""
+    ``pushback`` meanwhile (the pieces it cut a line into).
+
+    A file is read in blocks; ``find`` (:meth:`Prefilter.finder`) cuts out of each the
+    lines that may be wanted, and the runs of lines between them come as their number
+    (:class:`Ignored`), never sliced or decoded.  Lines come one by one where the reader
+    needs each: the first line and the unfinished last one of each block (read on with a
+    bound: past ``MAX_LINE_BYTES`` a line comes as its length, :class:`TooLong`, never held
+    whole, unless it holds carriage returns: then it is read on as lines ended by them, as a
+    log with CR-only line ends is), every line of a block holding a carriage return that
+    does not end a line, every line while ``held()`` (a multi-line value is open), and
+    every line without ``find``.  Any other iterable is taken a line at a time.
+    """
     readline = getattr(source, "readline", None)
     if not callable(readline):
         for raw in source:
@@ -636,23 +684,68 @@ def _lines(
             yield raw.encode("utf-8", "surrogateescape") if raw.__class__ is str else raw  # type: ignore[union-attr,misc]
     else:
         limit = MAX_LINE_BYTES
+        read = getattr(source, "read", None) or readline
+        block_bytes = min(BLOCK_BYTES, limit)
+        yield from _finish_line(b"", readline, limit, stats)
         while True:
             if pushback:
                 yield from pushback
                 pushback.clear()
-            line = readline(limit + 1)
-            if len(line) <= limit:
-                if not line:
-                    break
-                yield line
-                continue
-            if b"\r" in line:
-                yield from _cr_lines(line, readline, limit, stats)
-                continue
-            yield too_long(line, readline)
+            block = read(block_bytes)
+            if not block:
+                break
+            cut = block.rfind(b"\n") + 1
+            if cut:
+                bare_cr = b"\r" in block and block.count(b"\r", 0, cut) != block.count(b"\r\n", 0, cut)
+                yield from _block_lines(block, cut, None if bare_cr else find, held, pushback)
+            if cut < len(block):
+                yield from _finish_line(block[cut:], readline, limit, stats)
     if pushback:
         yield from pushback
         pushback.clear()
+
+
+def _block_lines(
+    block: bytes, end: int, find: Find | None, held: Callable[[], bool], pushback: list[bytes]
+) -> Iterator[bytes | Ignored]:
+    """The whole lines of ``block[:end]``: those ``find`` gives, one by one, and the runs
+    of lines between them as :class:`Ignored`; every line alone while ``held()`` or
+    without ``find``."""
+    pos = 0
+    while pos < end:
+        if pushback:
+            yield from pushback
+            pushback.clear()
+        if find is None or held():
+            nl = block.find(b"\n", pos) + 1
+            yield block[pos:nl]
+            pos = nl
+            continue
+        hit = find(block, pos, end)
+        if hit is None:
+            n = block.count(b"\n", pos, end)
+            if n:
+                yield Ignored(n)
+            return
+        start, nl = hit
+        if start > pos:
+            yield Ignored(block.count(b"\n", pos, start))
+        yield block[start:nl]
+        pos = nl
+
+
+def _finish_line(head: bytes, readline: Any, limit: int, stats: SourceStats) -> Iterator[bytes | TooLong]:
+    """The line that begins with ``head`` (no line end in it), read on to its end with a
+    bound: past ``limit`` it is measured, not held (or read as lines ended by its carriage
+    returns)."""
+    rest = readline(limit + 1 - len(head))
+    if len(head) + len(rest) <= limit:
+        if head or rest:
+            yield head + rest
+    elif b"\r" in head or b"\r" in rest:
+        yield from _cr_lines(head + rest, readline, limit, stats)
+    else:
+        yield TooLong(len(head) + too_long(rest, readline))
 
 
 #: Said in ``stats.notes`` for each carriage return read as a line end
@@ -730,7 +823,9 @@ def iter_klog(
     before every yield and when the iterator ends or is closed, so they are exact whenever
     the caller looks at them between records.
     """
-    wanted = Prefilter(messages, contains).function() if messages is not None else None
+    prefilter = Prefilter(messages, contains) if messages is not None else None
+    wanted = prefilter.function() if prefilter is not None else None
+    find = prefilter.finder() if prefilter is not None else None
     pending: _Parsed | None = None  # a record whose multi-line block is still open
     read = understood = ignored = 0  # not yet written back to stats
     line_no = 0
@@ -742,9 +837,17 @@ def iter_klog(
         stats.ignored += ignored
         read = understood = ignored = 0
 
+    def held() -> bool:  # lines are read one by one while a multi-line value is open
+        return pending is not None
+
     pushback: list[bytes] = []
     try:
-        for b in _lines(source, pushback, stats):
+        for b in _lines(source, pushback, stats, find, held):
+            if b.__class__ is Ignored:
+                line_no += b  # type: ignore[operator]
+                read += b  # type: ignore[operator]
+                ignored += b  # type: ignore[operator]
+                continue
             line_no += 1
             read += 1
             if b.__class__ is TooLong or len(b) > MAX_LINE_BYTES:
