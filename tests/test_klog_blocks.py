@@ -12,6 +12,7 @@ import io
 
 import pytest
 
+from fma_otel import lines
 from fma_otel.bridge import sample_dir
 from fma_otel.facts import WANTED_CONTAINS, WANTED_MESSAGES
 from fma_otel.sources import klog
@@ -61,7 +62,7 @@ def test_records_and_counts_are_the_same_at_any_block_size(monkeypatch, block: i
     data = _mixed() + (sample_dir() / "dpc.log").read_bytes()
     want = _trace(list(io.BytesIO(data)), **KW)
     assert want[1][2] > 0 and want[1][3] > 0  # some lines ignored, some skipped
-    monkeypatch.setattr(klog, "BLOCK_BYTES", block)
+    monkeypatch.setattr(lines, "BLOCK_BYTES", block)
     assert _trace(io.BytesIO(data), **KW) == want
 
 
@@ -72,7 +73,7 @@ def test_a_bare_carriage_return_in_a_block_still_cuts_long_lines(monkeypatch, bl
     long_unwanted = TRANSIENT + " pad=" + "p" * 5000 + "\r" + RELAYED
     short = TRANSIENT + "\r" + TRANSIENT
     data = "\n".join([HTTP_CREATE, short, long_unwanted, RELAYED]).encode() + b"\n"
-    monkeypatch.setattr(klog, "BLOCK_BYTES", block)
+    monkeypatch.setattr(lines, "BLOCK_BYTES", block)
     recs, stats = _trace(io.BytesIO(data), **KW)
     assert [(r.line_no, r.msg) for r, *_ in recs] == [
         (1, "HTTP call done"),

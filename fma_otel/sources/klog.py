@@ -49,7 +49,15 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
-from fma_otel.lines import MAX_LINE_BYTES, MAX_VALUE_BYTES, TooLong, too_long, too_long_reason
+from fma_otel.lines import (
+    MAX_LINE_BYTES,
+    MAX_VALUE_BYTES,
+    Find,
+    Ignored,
+    TooLong,
+    searched_lines,
+    too_long_reason,
+)
 from fma_otel.sources.records import KlogRecord, SourceStats
 
 __all__ = [
@@ -642,19 +650,6 @@ def _header_offset_b(b: bytes) -> int:
     return 0
 
 
-class Ignored(int):
-    """A run of lines, given by their number, in which a search of the wanted messages
-    found none: counted as ignored, never cut out of the file."""
-
-    __slots__ = ()
-
-
-#: The file is searched this many bytes at a time (at most the longest line held)
-BLOCK_BYTES = 1 << 20
-
-Find = Callable[[bytes, int, int], tuple[int, int] | None]
-
-
 def _lines(
     source: Iterable[bytes] | Iterable[str],
     pushback: list[bytes],
@@ -663,89 +658,27 @@ def _lines(
     held: Callable[[], bool],
 ) -> Iterator[bytes | TooLong | Ignored]:
     """The physical lines of ``source`` as bytes, each followed by what the reader put in
-    ``pushback`` meanwhile (the pieces it cut a line into).
-
-    A file is read in blocks; ``find`` (:meth:`Prefilter.finder`) cuts out of each the
-    lines that may be wanted, and the runs of lines between them come as their number
-    (:class:`Ignored`), never sliced or decoded.  Lines come one by one where the reader
-    needs each: the first line and the unfinished last one of each block (read on with a
-    bound: past ``MAX_LINE_BYTES`` a line comes as its length, :class:`TooLong`, never held
-    whole, unless it holds carriage returns: then it is read on as lines ended by them, as a
-    log with CR-only line ends is), every line of a block holding a carriage return that
-    does not end a line, every line while ``held()`` (a multi-line value is open), and
-    every line without ``find``.  Any other iterable is taken a line at a time.
-    """
+    ``pushback`` meanwhile (the pieces it cut a line into).  A file is searched in blocks
+    (:func:`fma_otel.lines.searched_lines`: only the lines ``find`` may want come one by
+    one); a line past ``MAX_LINE_BYTES`` that holds carriage returns is read on as lines
+    ended by them (a log with CR-only line ends, too big for one line).  Any other
+    iterable is taken a line at a time."""
     readline = getattr(source, "readline", None)
-    if not callable(readline):
+    if callable(readline):
+
+        def split_cr(line: bytes, readline: Any, limit: int) -> Iterator[bytes | TooLong]:
+            return _cr_lines(line, readline, limit, stats)
+
+        yield from searched_lines(source, find, held, pushback, split_cr, MAX_LINE_BYTES)
+    else:
         for raw in source:
             if pushback:
                 yield from pushback
                 pushback.clear()
             yield raw.encode("utf-8", "surrogateescape") if raw.__class__ is str else raw  # type: ignore[union-attr,misc]
-    else:
-        limit = MAX_LINE_BYTES
-        read = getattr(source, "read", None) or readline
-        block_bytes = min(BLOCK_BYTES, limit)
-        yield from _finish_line(b"", readline, limit, stats)
-        while True:
-            if pushback:
-                yield from pushback
-                pushback.clear()
-            block = read(block_bytes)
-            if not block:
-                break
-            cut = block.rfind(b"\n") + 1
-            if cut:
-                bare_cr = b"\r" in block and block.count(b"\r", 0, cut) != block.count(b"\r\n", 0, cut)
-                yield from _block_lines(block, cut, None if bare_cr else find, held, pushback)
-            if cut < len(block):
-                yield from _finish_line(block[cut:], readline, limit, stats)
     if pushback:
         yield from pushback
         pushback.clear()
-
-
-def _block_lines(
-    block: bytes, end: int, find: Find | None, held: Callable[[], bool], pushback: list[bytes]
-) -> Iterator[bytes | Ignored]:
-    """The whole lines of ``block[:end]``: those ``find`` gives, one by one, and the runs
-    of lines between them as :class:`Ignored`; every line alone while ``held()`` or
-    without ``find``."""
-    pos = 0
-    while pos < end:
-        if pushback:
-            yield from pushback
-            pushback.clear()
-        if find is None or held():
-            nl = block.find(b"\n", pos) + 1
-            yield block[pos:nl]
-            pos = nl
-            continue
-        hit = find(block, pos, end)
-        if hit is None:
-            n = block.count(b"\n", pos, end)
-            if n:
-                yield Ignored(n)
-            return
-        start, nl = hit
-        if start > pos:
-            yield Ignored(block.count(b"\n", pos, start))
-        yield block[start:nl]
-        pos = nl
-
-
-def _finish_line(head: bytes, readline: Any, limit: int, stats: SourceStats) -> Iterator[bytes | TooLong]:
-    """The line that begins with ``head`` (no line end in it), read on to its end with a
-    bound: past ``limit`` it is measured, not held (or read as lines ended by its carriage
-    returns)."""
-    rest = readline(limit + 1 - len(head))
-    if len(head) + len(rest) <= limit:
-        if head or rest:
-            yield head + rest
-    elif b"\r" in head or b"\r" in rest:
-        yield from _cr_lines(head + rest, readline, limit, stats)
-    else:
-        yield TooLong(len(head) + too_long(rest, readline))
 
 
 #: Said in ``stats.notes`` for each carriage return read as a line end
