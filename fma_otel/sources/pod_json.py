@@ -290,41 +290,33 @@ class _Sink:
         self.stats.read += 1
         if isinstance(doc.type, str) and doc.object:
             yield from self._watch_event(doc.type, bytes(doc.object), line)
-            return
-        why = _pod_reason(doc.kind, doc.metadata, doc.spec is not None or doc.status is not None)
+        else:
+            yield from self._pod("LISTED", doc, line)
+
+    def _pod(self, etype: str, pod: Any, line: int) -> Iterator[PodEvent]:
+        """A Pod, typed or (kept fields of unexpected types) plain, or a counted skip."""
+        if pod.__class__ is _Doc:
+            why = _pod_reason(pod.kind, pod.metadata, pod.spec is not None or pod.status is not None)
+        elif isinstance(pod, dict):
+            why = _pod_reason(pod.get("kind"), pod.get("metadata"), "spec" in pod or "status" in pod)
+        else:
+            why = "not a JSON object"
         if why:
             self.stats.skip(line, why)
         else:
-            yield from self._event("LISTED", _to_dict(doc), line)
+            yield from self._event(etype, _to_dict(pod) if pod.__class__ is _Doc else _slim(pod), line)
 
     def _watch_event(self, etype: str, obj: bytes, line: int) -> Iterator[PodEvent]:
         if etype == "BOOKMARK":
             self.stats.understood += 1
-            return
-        if etype == "ERROR":
+        elif etype == "ERROR":
             inner = _decode(obj, typed=False)
             msg = inner.get("message", "") if isinstance(inner, dict) else ""
             self.stats.skip(line, f"watch ERROR event: {msg}"[:200])
-            return
-        if etype not in _WATCH_TYPES:
+        elif etype not in _WATCH_TYPES:
             self.stats.skip(line, f"unknown watch event type {etype!r}")
-            return
-        pod = _decode(obj)
-        if pod.__class__ is not _Doc:
-            if not isinstance(pod, dict):
-                self.stats.skip(line, "not a JSON object")
-                return
-            why = _pod_reason(pod.get("kind"), pod.get("metadata"), "spec" in pod or "status" in pod)
-            if why:
-                self.stats.skip(line, why)
-            else:
-                yield from self._event(etype, _slim(pod), line)
-            return
-        why = _pod_reason(pod.kind, pod.metadata, pod.spec is not None or pod.status is not None)
-        if why:
-            self.stats.skip(line, why)
         else:
-            yield from self._event(etype, _to_dict(pod), line)
+            yield from self._pod(etype, _decode(obj), line)
 
     def _untyped(self, obj: Any, line: int) -> Iterator[PodEvent]:
         """A value whose kept fields have unexpected types: read as plain JSON."""
@@ -333,24 +325,10 @@ class _Sink:
                 yield from self._untyped(item, line)
             return
         self.stats.read += 1
-        if not isinstance(obj, dict):
-            self.stats.skip(line, "not a JSON object")
-            return
-        if "type" in obj and "object" in obj and isinstance(obj["type"], str):
-            etype, obj = obj["type"], obj["object"]
-            if etype in ("BOOKMARK", "ERROR") or etype not in _WATCH_TYPES:
-                yield from self._watch_event(etype, msgspec.json.encode(obj), line)
-                return
-            if not isinstance(obj, dict):
-                self.stats.skip(line, "not a JSON object")
-                return
+        if isinstance(obj, dict) and "object" in obj and isinstance(obj.get("type"), str):
+            yield from self._watch_event(obj["type"], msgspec.json.encode(obj["object"]), line)
         else:
-            etype = "LISTED"
-        why = _pod_reason(obj.get("kind"), obj.get("metadata"), "spec" in obj or "status" in obj)
-        if why:
-            self.stats.skip(line, why)
-        else:
-            yield from self._event(etype, _slim(obj), line)
+            yield from self._pod("LISTED", obj, line)
 
     def framed(self, data: bytes, line: int) -> Iterator[PodEvent]:
         """A value cut out of the file by lines: a bad one is a counted skip (its List or
