@@ -199,38 +199,47 @@ def _slim(obj: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _times(pod: dict[str, Any]) -> Iterator[tuple[str, Any]]:
-    """The instants a Pod gives the bridge (the fields podfacts reads), with their paths."""
-    meta = pod.get("metadata")
-    if isinstance(meta, dict):
-        yield "metadata.creationTimestamp", meta.get("creationTimestamp")
-    status = pod.get("status")
-    if not isinstance(status, dict):
-        return
-    for c in status.get("conditions") or ():
-        if isinstance(c, dict):
-            yield f"condition {c.get('type')} lastTransitionTime", c.get("lastTransitionTime")
-    for cs in status.get("containerStatuses") or ():
-        state = cs.get("state") if isinstance(cs, dict) else None
-        for phase in ("running", "terminated"):
-            st = state.get(phase) if isinstance(state, dict) else None
-            if isinstance(st, dict):
-                yield f"container {cs.get('name')} {phase}.startedAt", st.get("startedAt")
-
-
 def _time_reason(pod: dict[str, Any]) -> str | None:
-    """``None`` if every instant the Pod gives can be read, else why not.
+    """``None`` if every instant the Pod gives (the fields podfacts reads) can be read,
+    else which one and why not.
 
     Why the whole Pod is skipped (counted, with its line) rather than the one field read as
     missing: an instant that cannot be read, or lies outside what OTLP can carry (a time in
     year 1 or 2600), is bad input, and a Pod quietly missing its Ready time would make its
-    actuation look unfinished with nothing said."""
-    for where, value in _times(pod):
-        if isinstance(value, str) and value:
-            try:
-                parse_rfc3339_ns(value)
-            except ValueError as exc:
-                return f"{where}: {exc}"[:200]
+    actuation look unfinished with nothing said.  The field's name is made only for a bad
+    one: every Pod passes through here."""
+    meta = pod.get("metadata")
+    if isinstance(meta, dict) and (why := _bad_time(meta.get("creationTimestamp"))):
+        return f"metadata.creationTimestamp: {why}"[:200]
+    status = pod.get("status")
+    if not isinstance(status, dict):
+        return None
+    for c in status.get("conditions") or ():
+        if isinstance(c, dict) and (why := _bad_time(c.get("lastTransitionTime"))):
+            return f"condition {c.get('type')} lastTransitionTime: {why}"[:200]
+    for cs in status.get("containerStatuses") or ():
+        state = cs.get("state") if isinstance(cs, dict) else None
+        for phase in ("running", "terminated"):
+            st = state.get(phase) if isinstance(state, dict) else None
+            if isinstance(st, dict) and (why := _bad_time(st.get("startedAt"))):
+                return f"container {cs.get('name')} {phase}.startedAt: {why}"[:200]
+    return None
+
+
+#: times already read well (a Pod's conditions, and Pods made together, share many)
+_GOOD_TIMES: set[str] = set()
+
+
+def _bad_time(value: Any) -> str | None:
+    """Why a time field cannot be read, or ``None`` (absent and empty ones are fine)."""
+    if isinstance(value, str) and value and value not in _GOOD_TIMES:
+        try:
+            parse_rfc3339_ns(value)
+        except ValueError as exc:
+            return str(exc)
+        if len(_GOOD_TIMES) >= 4096:
+            _GOOD_TIMES.clear()
+        _GOOD_TIMES.add(value)
     return None
 
 
