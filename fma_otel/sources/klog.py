@@ -561,8 +561,8 @@ class Prefilter:
     "HTTP call done", is wanted for three of its purposes only), nor one with a value in
     ``unless`` whose text (e.g. `` err="``) it holds followed by more than a ``"``.  A line
     that lacks the field, or is cut inside its value, stays wanted: every real one has it
-    whole, so such a line was cut short and must be reported.  Call :meth:`function` for
-    the test itself.
+    whole, so such a line was cut short and must be reported.  :meth:`function` is the
+    test of a line; :meth:`finder` searches a block of lines for those that pass it.
     """
 
     __slots__ = ("escaped", "guards", "messages")
