@@ -504,19 +504,20 @@ class _Parsed:
         self.truncated = self.truncated or cut
 
     def record(self) -> KlogRecord:
+        # positional: a NamedTuple takes them for less than keywords
         return KlogRecord(
-            line_no=self.line_no,
-            level=self.level,
-            month=self.month,
-            day=self.day,
-            tod_us=self.tod_us,
-            pid=self.pid,
-            file=self.file,
-            src_line=self.src_line,
-            msg=self.msg,
-            kv=tuple(self.kv),
-            prefix_ns=self.prefix_ns,
-            truncated=self.truncated,
+            self.line_no,
+            self.level,
+            self.month,
+            self.day,
+            self.tod_us,
+            self.pid,
+            self.file,
+            self.src_line,
+            self.msg,
+            tuple(self.kv),
+            self.prefix_ns,
+            self.truncated,
         )
 
 
