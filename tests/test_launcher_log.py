@@ -256,3 +256,22 @@ def test_facts_only_keeps_continuations_of_kept_records() -> None:
     recs = list(iter_launcher_log(io.BytesIO(data), st, facts_only=True))
     assert [r.message.startswith("Accepted") or r.access[1] == "PUT" for r in recs] == [True] * len(recs)
     assert recs[-1].message.endswith("\n  more\n")
+
+
+@pytest.mark.parametrize("block", [1, 13, 200])
+def test_facts_only_reads_the_same_at_any_block_size(monkeypatch, block: int) -> None:
+    """A file is searched in blocks (``lines.searched_lines``): block edges anywhere, in a
+    line, a record's continuation lines or a CRLF, change nothing."""
+    import random
+
+    from fma_otel import lines
+
+    monkeypatch.setattr(lines, "BLOCK_BYTES", block)
+    pieces = [p.encode() for p in _PIECES] + _RAW_PIECES
+    rng = random.Random(block)
+    for eol in (b"\n", b"\r\n"):
+        for _ in range(10):
+            _facts_only_case(
+                [rng.choice(pieces) for _ in range(rng.randrange(0, 60))], eol, rng.random() < 0.7
+            )
+        _facts_only_case([x.rstrip(b"\n") for x in OBSERVED], eol, True)

@@ -49,7 +49,15 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
-from fma_otel.lines import MAX_LINE_BYTES, MAX_VALUE_BYTES, TooLong, too_long, too_long_reason
+from fma_otel.lines import (
+    MAX_LINE_BYTES,
+    MAX_VALUE_BYTES,
+    Find,
+    Ignored,
+    TooLong,
+    searched_lines,
+    too_long_reason,
+)
 from fma_otel.sources.records import KlogRecord, SourceStats
 
 __all__ = [
@@ -496,19 +504,20 @@ class _Parsed:
         self.truncated = self.truncated or cut
 
     def record(self) -> KlogRecord:
+        # positional: a NamedTuple takes them for less than keywords
         return KlogRecord(
-            line_no=self.line_no,
-            level=self.level,
-            month=self.month,
-            day=self.day,
-            tod_us=self.tod_us,
-            pid=self.pid,
-            file=self.file,
-            src_line=self.src_line,
-            msg=self.msg,
-            kv=tuple(self.kv),
-            prefix_ns=self.prefix_ns,
-            truncated=self.truncated,
+            self.line_no,
+            self.level,
+            self.month,
+            self.day,
+            self.tod_us,
+            self.pid,
+            self.file,
+            self.src_line,
+            self.msg,
+            tuple(self.kv),
+            self.prefix_ns,
+            self.truncated,
         )
 
 
@@ -553,8 +562,8 @@ class Prefilter:
     "HTTP call done", is wanted for three of its purposes only), nor one with a value in
     ``unless`` whose text (e.g. `` err="``) it holds followed by more than a ``"``.  A line
     that lacks the field, or is cut inside its value, stays wanted: every real one has it
-    whole, so such a line was cut short and must be reported.  Call :meth:`function` for
-    the test itself.
+    whole, so such a line was cut short and must be reported.  :meth:`function` is the
+    test of a line; :meth:`finder` searches a block of lines for those that pass it.
     """
 
     __slots__ = ("escaped", "guards", "messages")
@@ -568,6 +577,29 @@ class Prefilter:
             k = b" " + key.encode("utf-8") + b'="'
             unless = {_quoted_body(v): t.encode("utf-8") for v, t in (rest[0] if rest else {}).items()}
             self.guards[_quoted_body(m)] = (k, frozenset(_quoted_body(v) for v in values), unless)
+
+    def finder(self) -> Find:
+        """The search over a block of whole lines: ``find(block, pos, end)`` gives the
+        bounds ``(start, stop)`` of the first line of ``block[pos:end]`` that may be wanted,
+        or ``None``.  A regular expression finds each message as it follows a klog header,
+        anywhere in a line (every line :meth:`function` passes holds one); the line it is
+        in is then given to :meth:`function`, so the two never disagree."""
+        alternatives = b"|".join(re.escape(q) for q in sorted(self.messages, key=len, reverse=True))
+        search = re.compile(b'\\] "(?:' + alternatives + b')"').search
+        wanted = self.function()
+
+        def find(block: bytes, pos: int, end: int) -> tuple[int, int] | None:
+            while True:
+                m = search(block, pos, end)
+                if m is None:
+                    return None
+                start = block.rfind(b"\n", pos, m.start()) + 1 or pos
+                stop = block.find(b"\n", m.end(), end) + 1
+                if wanted(block[start:stop]):
+                    return start, stop
+                pos = stop
+
+        return find
 
     def function(self) -> Callable[[bytes], bool]:
         """The test as a plain function of a raw line (a closure: cheaper to call per line)."""
@@ -620,36 +652,31 @@ def _header_offset_b(b: bytes) -> int:
 
 
 def _lines(
-    source: Iterable[bytes] | Iterable[str], pushback: list[bytes], stats: SourceStats
-) -> Iterator[bytes | TooLong]:
+    source: Iterable[bytes] | Iterable[str],
+    pushback: list[bytes],
+    stats: SourceStats,
+    find: Find | None,
+    held: Callable[[], bool],
+) -> Iterator[bytes | TooLong | Ignored]:
     """The physical lines of ``source`` as bytes, each followed by what the reader put in
-    ``pushback`` meanwhile (the pieces it cut a line into).  A file is read a line at a
-    time with a bound, so a line past ``MAX_LINE_BYTES`` comes as its length
-    (:class:`TooLong`), never held whole, unless it holds carriage returns: then it is read
-    on as lines ended by them (a log with CR-only line ends, too big for one line)."""
+    ``pushback`` meanwhile (the pieces it cut a line into).  A file is searched in blocks
+    (:func:`fma_otel.lines.searched_lines`: only the lines ``find`` may want come one by
+    one); a line past ``MAX_LINE_BYTES`` that holds carriage returns is read on as lines
+    ended by them (a log with CR-only line ends, too big for one line).  Any other
+    iterable is taken a line at a time."""
     readline = getattr(source, "readline", None)
-    if not callable(readline):
+    if callable(readline):
+
+        def split_cr(line: bytes, readline: Any, limit: int) -> Iterator[bytes | TooLong]:
+            return _cr_lines(line, readline, limit, stats)
+
+        yield from searched_lines(source, find, held, pushback, split_cr, MAX_LINE_BYTES)
+    else:
         for raw in source:
             if pushback:
                 yield from pushback
                 pushback.clear()
             yield raw.encode("utf-8", "surrogateescape") if raw.__class__ is str else raw  # type: ignore[union-attr,misc]
-    else:
-        limit = MAX_LINE_BYTES
-        while True:
-            if pushback:
-                yield from pushback
-                pushback.clear()
-            line = readline(limit + 1)
-            if len(line) <= limit:
-                if not line:
-                    break
-                yield line
-                continue
-            if b"\r" in line:
-                yield from _cr_lines(line, readline, limit, stats)
-                continue
-            yield too_long(line, readline)
     if pushback:
         yield from pushback
         pushback.clear()
@@ -730,7 +757,9 @@ def iter_klog(
     before every yield and when the iterator ends or is closed, so they are exact whenever
     the caller looks at them between records.
     """
-    wanted = Prefilter(messages, contains).function() if messages is not None else None
+    prefilter = Prefilter(messages, contains) if messages is not None else None
+    wanted = prefilter.function() if prefilter is not None else None
+    find = prefilter.finder() if prefilter is not None else None
     pending: _Parsed | None = None  # a record whose multi-line block is still open
     read = understood = ignored = 0  # not yet written back to stats
     line_no = 0
@@ -742,9 +771,17 @@ def iter_klog(
         stats.ignored += ignored
         read = understood = ignored = 0
 
+    def held() -> bool:  # lines are read one by one while a multi-line value is open
+        return pending is not None
+
     pushback: list[bytes] = []
     try:
-        for b in _lines(source, pushback, stats):
+        for b in _lines(source, pushback, stats, find, held):
+            if b.__class__ is Ignored:
+                line_no += b  # type: ignore[operator]
+                read += b  # type: ignore[operator]
+                ignored += b  # type: ignore[operator]
+                continue
             line_no += 1
             read += 1
             if b.__class__ is TooLong or len(b) > MAX_LINE_BYTES:

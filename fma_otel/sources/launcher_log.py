@@ -31,8 +31,8 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 from urllib.parse import unquote
 
-from fma_otel.lines import MAX_LINE_BYTES, MAX_VALUE_BYTES, TooLong, bounded_lines, too_long_reason
-from fma_otel.sources.klog import _all_digits, _epoch_seconds_of_day, split_timestamp_prefix
+from fma_otel.lines import MAX_LINE_BYTES, MAX_VALUE_BYTES, Ignored, TooLong, searched_lines, too_long_reason
+from fma_otel.sources.klog import _epoch_seconds_of_day, split_timestamp_prefix
 from fma_otel.sources.records import LauncherRecord, SourceStats
 from fma_otel.timeutil import check_ns
 
@@ -72,22 +72,26 @@ def parse_access(message: str) -> tuple[str, str, str, str, int] | None:
     return m.group(1), m.group(2), m.group(3), m.group(4), int(m.group(5))
 
 
+#: ``YYYY-MM-DD HH:MM:SS,mmm`` in ASCII digits (``str.isdigit`` would take ``'²'``)
+_ASCTIME = re.compile(r"(\d{4}-\d\d-\d\d) (\d\d):(\d\d):(\d\d),(\d{3})", re.ASCII)
+_DATE = re.compile(r"\d{4}-\d\d-\d\d", re.ASCII)
+
+
 def _asctime_ns(s: str) -> int:
     """``YYYY-MM-DD HH:MM:SS,mmm`` (the first 23 characters of ``s``) as UTC ns."""
-    if s[10] != " " or s[13] != ":" or s[16] != ":" or s[19] != ",":
+    m = _ASCTIME.match(s)
+    if m is None:
         raise ValueError("not an asctime")
-    hh, mm, ss, ms = s[11:13], s[14:16], s[17:19], s[20:23]
-    if not (_all_digits(hh) and _all_digits(mm) and _all_digits(ss) and _all_digits(ms)):
+    ymd, hh, mm, ss, ms = m.groups()
+    h, mi, sec = int(hh), int(mm), int(ss)
+    if h > 23 or mi > 59 or sec > 60:
         raise ValueError("not an asctime")
-    h, m, sec = int(hh), int(mm), int(ss)
-    if h > 23 or m > 59 or sec > 60:
-        raise ValueError("not an asctime")
-    day = _epoch_seconds_of_day(s[:10])
-    return check_ns((day + h * 3600 + m * 60 + sec) * 1_000_000_000 + int(ms) * 1_000_000)
+    day = _epoch_seconds_of_day(ymd)
+    return check_ns((day + h * 3600 + mi * 60 + sec) * 1_000_000_000 + int(ms) * 1_000_000)
 
 
 def _starts_with_date(s: str) -> bool:
-    return len(s) >= 10 and s[4] == "-" and s[7] == "-" and _all_digits(s[:4] + s[5:7] + s[8:10])
+    return _DATE.match(s) is not None
 
 
 def parse_launcher_line(line: str, line_no: int = 0, prefix_ns: int | None = None) -> LauncherRecord:
@@ -151,15 +155,14 @@ def iter_launcher_log(
     subset of the records yielded without it.  Lines that hold neither text, outside such
     a record, are then counted in ``stats.ignored`` unread (most lines of a launcher log).
     """
-    src = fh_or_lines
-    items = bounded_lines(src, MAX_LINE_BYTES) if callable(getattr(src, "readline", None)) else src
-    for rec in _iter_items(items, stats, facts_only):
+    for rec in _iter_items(fh_or_lines, stats, facts_only):
         if not facts_only or _is_fact(rec):
             yield rec
 
 
 _FACT_TEXTS = (ACCEPTED_PREFIX, '"PUT ')
 _FACT_BYTES = tuple(t.encode() for t in _FACT_TEXTS)
+_FACT_SEARCH = re.compile(b"|".join(re.escape(t) for t in _FACT_BYTES)).search
 
 
 def _may_be_fact(raw: bytes | str) -> bool:
@@ -168,14 +171,33 @@ def _may_be_fact(raw: bytes | str) -> bool:
     return texts[0] in raw or texts[1] in raw
 
 
-def _iter_items(
-    items: Iterable[Any], stats: SourceStats, facts_only: bool = False
-) -> Iterator[LauncherRecord]:
+def _find_fact(block: bytes, pos: int, end: int) -> tuple[int, int] | None:
+    """The bounds of the first line of ``block[pos:end]`` that may hold a fact (the same
+    literal search as :func:`_may_be_fact`, over a block: :func:`searched_lines`)."""
+    m = _FACT_SEARCH(block, pos, end)
+    if m is None:
+        return None
+    return block.rfind(b"\n", pos, m.start()) + 1 or pos, block.find(b"\n", m.end(), end) + 1
+
+
+def _iter_items(src: Iterable[Any], stats: SourceStats, facts_only: bool = False) -> Iterator[LauncherRecord]:
     pending: LauncherRecord | None = None
     more: list[str] = []
     more_bytes = 0
     line_no = 0
+
+    def held() -> bool:  # lines are read one by one while a record may take more of them
+        return pending is not None
+
+    items: Iterable[Any] = src
+    if callable(getattr(src, "readline", None)):
+        items = searched_lines(src, _find_fact if facts_only else None, held)
     for raw in items:
+        if raw.__class__ is Ignored:  # lines with neither text, outside a record
+            line_no += raw
+            stats.read += raw
+            stats.ignored += raw
+            continue
         line_no += 1
         stats.read += 1
         if facts_only and pending is None and raw.__class__ is not TooLong and not _may_be_fact(raw):

@@ -9,27 +9,25 @@ Forms accepted, in any mix and in one file:
   (``{"type": "ADDED", "object": {...}}``);
 * JSON lines of any of these (``jq -c``), or a top-level JSON array of them.
 
-How: ``kubectl`` starts every top-level value at the start of a line, and a pretty-printed
-one ends with a ``}`` (or ``]``) at the start of a line.  So the reader cuts the file into
-top-level values by lines (a value is the first line, or runs to a closing line; a cut is
-right exactly when ``msgspec`` decodes it whole) and decodes each with ``msgspec`` into
-typed Structs that hold only the fields the bridge reads (:class:`_Doc`): everything else
-of a Pod is skipped by the decoder and never built, which is what keeps a big List cheap.
-A pretty-printed List (what ``kubectl get pods -o json`` writes) is read item by item, by
-the same rule at the items' indentation, so memory holds one item, not the List; the items
-of any other List are decoded with it, and one by one only when one of them is bad.
-Each Pod comes out as a plain ``dict`` of just those fields (what :mod:`fma_otel.podfacts`
-and the correlator read).
+How: ``kubectl`` starts every top-level value at the start of a line, and indents what is
+inside one.  So a value runs from a line that begins with ``{`` or ``[`` to the next such
+line, and is decoded with ``msgspec`` into typed Structs that hold only the fields the
+bridge reads (:class:`_Doc`): everything else of a Pod is skipped by the decoder and never
+built, which is what keeps a big List cheap.  A pretty-printed List (what ``kubectl get
+pods -o json`` writes) is read item by item, by the same rule at the items' indentation,
+so memory holds one item, not the List.  Each Pod comes out as a plain ``dict`` of just
+those fields (what :mod:`fma_otel.podfacts` and the correlator read).
 
 Bad input is counted, never fatal: an object that is not a Pod, a watch ``ERROR`` event,
-garbage between objects, or a value that is no JSON is counted in ``SourceStats.skipped``
-with the line where it starts.  A value that does not decode is re-read with a small
-bracket-counting scanner, so that the good items of a ``List`` (or array) around a bad one
-are still read.  ``stats.read`` counts Pod-level objects (list items, single objects, watch
-events) and garbage stretches; each is either understood or skipped.  Watch ``BOOKMARK``
-events are understood but not yielded (they carry no Pod).  A number Python will not build
-(more digits than ``sys.get_int_max_str_digits()``) or nesting too deep for the decoder
-makes its object a counted skip, wherever in the object it is.
+garbage between objects (or after a value, on its lines), or a value that is no JSON is
+counted in ``SourceStats.skipped`` with the line where it starts.  A List or array that
+does not decode is re-read element by element with a small bracket-counting scanner, so
+that its good items around a bad one are still read.  ``stats.read`` counts Pod-level
+objects (list items, single objects, watch events) and garbage stretches; each is either
+understood or skipped.  Watch ``BOOKMARK`` events are understood but not yielded (they
+carry no Pod).  A number Python will not build (more digits than
+``sys.get_int_max_str_digits()``) or nesting too deep for the decoder makes its object a
+counted skip, wherever in the object it is; so does an instant that cannot be read.
 """
 
 from __future__ import annotations
@@ -56,19 +54,12 @@ _BOM = b"\xef\xbb\xbf"
 _MAX_DIGITS = getattr(sys, "get_int_max_str_digits", lambda: 4300)()  # 0: no limit
 _DIGITS_AS_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
 _DIGIT_RUN = b"0" * (_MAX_DIGITS + 1)
-_SCAN = 1 << 20
 
 
-def _may_hold_huge(data: bytes | memoryview) -> bool:
+def _may_hold_huge(data: bytes) -> bool:
     """Whether ``data`` has more digits in a row than Python builds into an ``int`` (in a
     string or a number: the untyped decoder then tells which)."""
-    if not _MAX_DIGITS:
-        return False
-    view = memoryview(data)
-    for i in range(0, len(view), _SCAN):
-        if _DIGIT_RUN in bytes(view[i : i + _SCAN + len(_DIGIT_RUN)]).translate(_DIGITS_AS_ZERO):
-            return True
-    return False
+    return bool(_MAX_DIGITS) and len(data) > _MAX_DIGITS and _DIGIT_RUN in data.translate(_DIGITS_AS_ZERO)
 
 
 #: what the recovery scanner looks at: a whole string on one line, a bracket, a comma, or a
@@ -142,22 +133,10 @@ class _Doc(_Struct):
     status: _Status | None = None
 
 
-class _ListDoc(_Doc):
-    """The same, with the items of a List decoded in the same pass (the common case)."""
-
-    items: list[_Doc] | None = None  # type: ignore[assignment]
-
-
 _DECODE_DOC = msgspec.json.Decoder(_Doc).decode
-_DECODE_LIST_DOC = msgspec.json.Decoder(_ListDoc).decode
 #: a top-level array (``jq`` output): its elements decoded one by one, as a List's items
 _DECODE_ARRAY = msgspec.json.Decoder(list[msgspec.Raw]).decode
-_OPEN_ARRAY = ord("[")
-#: a whole value whose kept fields have unexpected types: read untyped
-_UNTYPED = object()
 _DECODE_ANY = msgspec.json.Decoder().decode
-#: checks that a value is one whole JSON value, building nothing
-_DECODE_WHOLE = msgspec.json.Decoder(msgspec.Raw).decode
 _to_dict = msgspec.to_builtins
 #: the kept fields, for a Pod whose kept fields have unexpected types (decoded untyped)
 _KEEP: dict[str, tuple[str, ...]] = {
@@ -165,10 +144,17 @@ _KEEP: dict[str, tuple[str, ...]] = {
     "spec": tuple(_Spec.__struct_fields__),
     "status": tuple(_Status.__struct_fields__),
 }
+#: msgspec's word for a whole value followed by more text (the byte counted from 1)
+_TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
 
 
 class _Malformed(ValueError):
-    """A value that is no JSON (or none Python will build): its object is a counted skip."""
+    """A value that is no JSON (or none Python will build): its object is a counted skip.
+    ``end``: where the value ends when it is whole but text follows it."""
+
+    def __init__(self, why: str, end: int | None = None) -> None:
+        super().__init__(why)
+        self.end = end
 
 
 def _why(err: Exception) -> str:
@@ -180,22 +166,26 @@ def _why(err: Exception) -> str:
     return text[:120]
 
 
-def _decode(data: bytes | memoryview, typed: bool = True) -> Any:
-    """One value, typed (:class:`_Doc`) or untyped; :class:`_Malformed` if it is no JSON."""
-    decode = _DECODE_DOC if typed else _DECODE_ANY
+def _decode(data: bytes, typed: bool = True) -> Any:
+    """One value: a :class:`_Doc` (a list of raw elements for an array), else (kept fields
+    of unexpected types) the value untyped; :class:`_Malformed` if it is no JSON."""
     try:
-        return decode(data)
+        if not typed:
+            return _DECODE_ANY(data)
+        return (_DECODE_ARRAY if data[:1] == b"[" else _DECODE_DOC)(data)
     except msgspec.ValidationError as e:
         if typed:
-            raise  # whole, but a kept field of another type: the caller reads it untyped
+            return _decode(data, typed=False)
         raise _Malformed(_why(e)) from None  # untyped: only a number Python will not build
     except msgspec.DecodeError as e:
-        if "UTF-8" not in str(e):
-            raise _Malformed(_why(e)) from None
+        text = str(e)
+        if "UTF-8" not in text:
+            m = _TRAILING.search(text)
+            raise _Malformed(_why(e), int(m.group(1)) - 1 if m else None) from None
     except RecursionError as e:
         raise _Malformed(_why(e)) from None
     # bytes that are no UTF-8 in a kept field: read as U+FFFD, as a text reader would
-    return _decode(bytes(data).decode("utf-8", "replace").encode(), typed)
+    return _decode(data.decode("utf-8", "replace").encode(), typed)
 
 
 def _slim(obj: dict[str, Any]) -> dict[str, Any]:
@@ -209,38 +199,47 @@ def _slim(obj: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _times(pod: dict[str, Any]) -> Iterator[tuple[str, Any]]:
-    """The instants a Pod gives the bridge (the fields podfacts reads), with their paths."""
-    meta = pod.get("metadata")
-    if isinstance(meta, dict):
-        yield "metadata.creationTimestamp", meta.get("creationTimestamp")
-    status = pod.get("status")
-    if not isinstance(status, dict):
-        return
-    for c in status.get("conditions") or ():
-        if isinstance(c, dict):
-            yield f"condition {c.get('type')} lastTransitionTime", c.get("lastTransitionTime")
-    for cs in status.get("containerStatuses") or ():
-        state = cs.get("state") if isinstance(cs, dict) else None
-        for phase in ("running", "terminated"):
-            st = state.get(phase) if isinstance(state, dict) else None
-            if isinstance(st, dict):
-                yield f"container {cs.get('name')} {phase}.startedAt", st.get("startedAt")
-
-
 def _time_reason(pod: dict[str, Any]) -> str | None:
-    """``None`` if every instant the Pod gives can be read, else why not.
+    """``None`` if every instant the Pod gives (the fields podfacts reads) can be read,
+    else which one and why not.
 
     Why the whole Pod is skipped (counted, with its line) rather than the one field read as
     missing: an instant that cannot be read, or lies outside what OTLP can carry (a time in
     year 1 or 2600), is bad input, and a Pod quietly missing its Ready time would make its
-    actuation look unfinished with nothing said."""
-    for where, value in _times(pod):
-        if isinstance(value, str) and value:
-            try:
-                parse_rfc3339_ns(value)
-            except ValueError as exc:
-                return f"{where}: {exc}"[:200]
+    actuation look unfinished with nothing said.  The field's name is made only for a bad
+    one: every Pod passes through here."""
+    meta = pod.get("metadata")
+    if isinstance(meta, dict) and (why := _bad_time(meta.get("creationTimestamp"))):
+        return f"metadata.creationTimestamp: {why}"[:200]
+    status = pod.get("status")
+    if not isinstance(status, dict):
+        return None
+    for c in status.get("conditions") or ():
+        if isinstance(c, dict) and (why := _bad_time(c.get("lastTransitionTime"))):
+            return f"condition {c.get('type')} lastTransitionTime: {why}"[:200]
+    for cs in status.get("containerStatuses") or ():
+        state = cs.get("state") if isinstance(cs, dict) else None
+        for phase in ("running", "terminated"):
+            st = state.get(phase) if isinstance(state, dict) else None
+            if isinstance(st, dict) and (why := _bad_time(st.get("startedAt"))):
+                return f"container {cs.get('name')} {phase}.startedAt: {why}"[:200]
+    return None
+
+
+#: times already read well (a Pod's conditions, and Pods made together, share many)
+_GOOD_TIMES: set[str] = set()
+
+
+def _bad_time(value: Any) -> str | None:
+    """Why a time field cannot be read, or ``None`` (absent and empty ones are fine)."""
+    if isinstance(value, str) and value and value not in _GOOD_TIMES:
+        try:
+            parse_rfc3339_ns(value)
+        except ValueError as exc:
+            return str(exc)
+        if len(_GOOD_TIMES) >= 4096:
+            _GOOD_TIMES.clear()
+        _GOOD_TIMES.add(value)
     return None
 
 
@@ -280,101 +279,53 @@ class _Sink:
         yield PodEvent(etype, pod, self.index)
         self.index += 1
 
-    def value(
-        self, data: bytes | memoryview | None, line: int, doc: Any = None, huge: bool = True
-    ) -> Iterator[PodEvent]:
-        """One top-level value or List item, known to be one JSON value (or raising
-        :class:`_Malformed`); a List's items are counted one by one.  ``doc``: the value
-        already decoded (:data:`_UNTYPED` when its kept fields have unexpected types), and
-        then ``data`` may be ``None``; ``huge``: whether it may hold a number Python will
-        not build."""
-        huge = huge and data is not None and _may_hold_huge(data)
-        if huge and doc.__class__ is _ListDoc:
-            doc = None  # each item is checked on its own: decode them one by one
-        if doc is None:
-            try:
-                doc = _decode(data)
-            except msgspec.ValidationError:
-                doc = _UNTYPED
-        if doc.__class__ is list:  # a top-level array
-            yield from self.items(data, doc, line, huge)
+    def value(self, data: bytes, line: int) -> Iterator[PodEvent]:
+        """One top-level value or element, or raise :class:`_Malformed`; the items of a
+        List or array are counted one by one (a bad one a skip of its own)."""
+        doc = _decode(data)
+        if doc.__class__ is list or (doc.__class__ is _Doc and doc.items is not None and doc.type is None):
+            items = doc if doc.__class__ is list else doc.items
+            for item in items:
+                try:
+                    yield from self.value(bytes(item), line)
+                except _Malformed as e:
+                    self.skip(line, f"malformed JSON object: {e}")
             return
-        if doc is not _UNTYPED and doc.items is not None and doc.type is None:
-            if doc.__class__ is _ListDoc:
-                stats, to_dict, reason = self.stats, _to_dict, _pod_reason
-                for item in doc.items:
-                    if item.items is not None or (item.object and isinstance(item.type, str)):
-                        yield from self.value(None, line, item, False)  # a List, an event
-                        continue
-                    stats.read += 1
-                    why = reason(item.kind, item.metadata, item.spec is not None or item.status is not None)
-                    if why:
-                        stats.skip(line, why)
-                    else:
-                        yield from self._event("LISTED", to_dict(item), line)
-            else:
-                yield from self.items(data, doc.items, line, huge)
-            return
-        if huge:
-            # the untyped decoder says whether it is a number or only text that looks like one
-            _decode(data, typed=False)
-        if doc is _UNTYPED:
-            yield from self._untyped(_decode(data, typed=False), line)
+        if _may_hold_huge(data):
+            _decode(data, typed=False)  # raises for a number (not only text) Python will not build
+        if doc.__class__ is not _Doc:
+            yield from self._untyped(doc, line)
             return
         self.stats.read += 1
         if isinstance(doc.type, str) and doc.object:
-            yield from self._watch_event(doc.type, doc.object, line)
-            return
-        why = _pod_reason(doc.kind, doc.metadata, doc.spec is not None or doc.status is not None)
+            yield from self._watch_event(doc.type, bytes(doc.object), line)
+        else:
+            yield from self._pod("LISTED", doc, line)
+
+    def _pod(self, etype: str, pod: Any, line: int) -> Iterator[PodEvent]:
+        """A Pod, typed or (kept fields of unexpected types) plain, or a counted skip."""
+        if pod.__class__ is _Doc:
+            why = _pod_reason(pod.kind, pod.metadata, pod.spec is not None or pod.status is not None)
+        elif isinstance(pod, dict):
+            why = _pod_reason(pod.get("kind"), pod.get("metadata"), "spec" in pod or "status" in pod)
+        else:
+            why = "not a JSON object"
         if why:
             self.stats.skip(line, why)
         else:
-            yield from self._event("LISTED", _to_dict(doc), line)
+            yield from self._event(etype, _to_dict(pod) if pod.__class__ is _Doc else _slim(pod), line)
 
-    def items(
-        self, data: bytes | memoryview | None, items: list[msgspec.Raw], line: int, huge: bool
-    ) -> Iterator[PodEvent]:
-        at = 0
-        for item in items:
-            try:
-                yield from self.value(item, line, huge=huge)
-            except _Malformed as e:
-                # where the item starts (looked up only for a bad one)
-                raw, text = bytes(data or b""), bytes(item)
-                at = max(raw.find(text, at), at)
-                self.skip(line + raw.count(b"\n", 0, at), f"malformed JSON object: {e}")
-                del raw
-
-    def _watch_event(self, etype: str, obj: msgspec.Raw, line: int) -> Iterator[PodEvent]:
+    def _watch_event(self, etype: str, obj: bytes, line: int) -> Iterator[PodEvent]:
         if etype == "BOOKMARK":
             self.stats.understood += 1
-            return
-        if etype == "ERROR":
+        elif etype == "ERROR":
             inner = _decode(obj, typed=False)
             msg = inner.get("message", "") if isinstance(inner, dict) else ""
             self.stats.skip(line, f"watch ERROR event: {msg}"[:200])
-            return
-        if etype not in _WATCH_TYPES:
+        elif etype not in _WATCH_TYPES:
             self.stats.skip(line, f"unknown watch event type {etype!r}")
-            return
-        try:
-            pod = _decode(obj)
-        except msgspec.ValidationError:
-            pod = _decode(obj, typed=False)
-            if not isinstance(pod, dict):
-                self.stats.skip(line, "not a JSON object")
-                return
-            why = _pod_reason(pod.get("kind"), pod.get("metadata"), "spec" in pod or "status" in pod)
-            if why:
-                self.stats.skip(line, why)
-            else:
-                yield from self._event(etype, _slim(pod), line)
-            return
-        why = _pod_reason(pod.kind, pod.metadata, pod.spec is not None or pod.status is not None)
-        if why:
-            self.stats.skip(line, why)
         else:
-            yield from self._event(etype, _to_dict(pod), line)
+            yield from self._pod(etype, _decode(obj), line)
 
     def _untyped(self, obj: Any, line: int) -> Iterator[PodEvent]:
         """A value whose kept fields have unexpected types: read as plain JSON."""
@@ -383,24 +334,34 @@ class _Sink:
                 yield from self._untyped(item, line)
             return
         self.stats.read += 1
-        if not isinstance(obj, dict):
-            self.stats.skip(line, "not a JSON object")
-            return
-        if "type" in obj and "object" in obj and isinstance(obj["type"], str):
-            etype, obj = obj["type"], obj["object"]
-            if etype in ("BOOKMARK", "ERROR") or etype not in _WATCH_TYPES:
-                yield from self._watch_event(etype, msgspec.Raw(msgspec.json.encode(obj)), line)
-                return
-            if not isinstance(obj, dict):
-                self.stats.skip(line, "not a JSON object")
-                return
+        if isinstance(obj, dict) and "object" in obj and isinstance(obj.get("type"), str):
+            yield from self._watch_event(obj["type"], msgspec.json.encode(obj["object"]), line)
         else:
-            etype = "LISTED"
-        why = _pod_reason(obj.get("kind"), obj.get("metadata"), "spec" in obj or "status" in obj)
-        if why:
-            self.stats.skip(line, why)
-        else:
-            yield from self._event(etype, _slim(obj), line)
+            yield from self._pod("LISTED", obj, line)
+
+    def framed(self, data: bytes, line: int) -> Iterator[PodEvent]:
+        """A value cut out of the file by lines: a bad one is a counted skip (its List or
+        array read element by element); text after a whole value on its lines is garbage."""
+        try:
+            yield from self.value(data, line)
+        except _Malformed as e:
+            if e.end is not None:
+                try:
+                    _decode(data[: e.end])
+                except _Malformed:
+                    pass
+                else:
+                    # a value closed early (a stray bracket): kept, as a streaming reader
+                    # would keep it; the rest of its lines are garbage
+                    yield from self.framed(data[: e.end], line)
+                    rest = data[e.end :]
+                    at = e.end + len(rest) - len(rest.lstrip(_WS))
+                    self.skip(line + data.count(b"\n", 0, at), "garbage between JSON objects")
+                    return
+            try:
+                yield from _recover(self, data, line)
+            except _Malformed:
+                self.skip(line, f"malformed JSON object: {e}")
 
 
 # --------------------------------------------------------------------------- framing
@@ -408,27 +369,15 @@ class _Sink:
 
 class _Window:
     """A window of bytes over the file, with line numbers; what was consumed is dropped.
-
-    A ``bytearray``, so that growing it does not copy it; values are decoded from views
-    of it, which must be gone before it changes size (:meth:`_unshared` makes sure).
-    """
+    A ``bytearray``, so that growing it does not copy it."""
 
     def __init__(self, fh: IO[bytes] | IO[str], chunk: int) -> None:
         self._fh = fh
         self.chunk = self._chunk = max(chunk, 1)
         self.buf = bytearray()
         self.eof = False
-        #: whether a run of digits too long for Python has been read (then every value is
-        #: checked for one on its own; checking each chunk once as it is read is cheaper)
-        self.huge = False
         self._line_pos = 0  # a position in buf and its line number, counted on from there
         self._line = 1
-
-    def _unshared(self) -> None:
-        try:
-            self.buf += b""
-        except BufferError:  # a view is still alive somewhere: go on with a copy
-            self.buf = bytearray(self.buf)
 
     def more(self, want: int = 0) -> bool:
         """Read at least ``max(want, chunk)`` more bytes; ``False`` at the end of the input."""
@@ -440,17 +389,13 @@ class _Window:
             return False
         if isinstance(data, str):
             data = data.encode("utf-8", "surrogateescape")
-        self._unshared()
         self.buf += data
-        if not self.huge:
-            self.huge = _may_hold_huge(memoryview(self.buf)[-(len(data) + len(_DIGIT_RUN)) :])
         return True
 
     def drop(self, pos: int) -> int:
         """Forget ``buf[:pos]``; returns the new position of ``pos`` (0)."""
         if pos:
             self.line(pos)
-            self._unshared()
             del self.buf[:pos]
             self._line_pos = 0
         return 0
@@ -528,19 +473,9 @@ def iter_pod_events(
             pos = w.skip_garbage(pos)
             continue
         end = yield from _pretty_list(w, sink, pos, line)
-        if end is not None:
-            pos = end
-            continue
-        end, doc = _frame(w, pos)
-        frame = memoryview(w.buf)[pos:end]
-        try:
-            if doc is None:
-                yield from _recover(sink, bytes(frame), line)
-            else:
-                yield from sink.value(frame, line, doc, w.huge)
-        except _Malformed as e:
-            sink.skip(line, f"malformed JSON object: {e}")
-        del frame, doc
+        if end is None:
+            end = w.next_start(pos)
+            yield from sink.framed(bytes(w.buf[pos:end]), line)
         pos = end
 
 
@@ -574,14 +509,12 @@ def _pretty_list(w: _Window, sink: _Sink, pos: int, line: int) -> Iterator[PodEv
             sink.skip(at, "malformed JSON object: the List ends inside an item")
             return len(w.buf)
         e += len(close)
-        item = memoryview(w.buf)[p:e]
         bad = False
         try:
-            yield from sink.value(item, at, huge=w.huge)
+            yield from sink.value(bytes(w.buf[p:e]), at)
         except _Malformed as err:
             sink.skip(at, f"malformed JSON object: {err}")
             bad = True
-        del item
         while len(w.buf) - e < len(items_close) + len(ind) + 3 and w.more():
             pass
         if w.buf.startswith(b",\n" + ind + b"{", e):
@@ -603,97 +536,6 @@ def _pretty_list(w: _Window, sink: _Sink, pos: int, line: int) -> Iterator[PodEv
         return len(w.buf) if end < 0 else end + 2
 
 
-def _frame(w: _Window, pos: int) -> tuple[int, Any]:
-    """The end of the top-level value at ``pos`` and the value decoded (``None`` if it
-    does not decode there, or :data:`_UNTYPED`).
-
-    Tried in order: the end of its first line (JSON lines), then each line that begins with
-    the closing bracket (pretty-printed), up to the next line that begins a value.  A
-    value that decodes whole is cut right: where a JSON value ends is fixed by its start.
-    """
-    close = b"\n}" if w.buf[pos] == ord("{") else b"\n]"
-    eol = w.find(b"\n", pos)
-    eol = len(w.buf) if eol < 0 else eol
-    doc = _attempt(w.buf, pos, eol)
-    if doc is not None:
-        return eol, doc
-    at = eol
-    limit = -1  # where the next value begins: looked for only once a cut has failed
-    while True:
-        c = w.find(close, at) if limit < 0 else w.buf.find(close, at, limit)
-        if c < 0:
-            limit = limit if limit >= 0 else w.next_start(eol)
-            break
-        at = c + 2
-        doc = _attempt(w.buf, pos, at)
-        if doc is not None:
-            return at, doc
-        if limit < 0:
-            limit = w.next_start(eol)
-            if at > limit:
-                break
-    # no cut decodes: the whole stretch up to the next value (a compact value broken over
-    # lines), or a whole value followed by text (one closed early by a stray bracket: the
-    # text is garbage), is kept, as a streaming reader would
-    whole = _whole_prefix(memoryview(w.buf)[pos:limit])
-    for end in (pos + whole - 1, pos + whole) if whole else (limit,):
-        doc = _attempt(w.buf, pos, end)
-        if doc is not None:
-            return end, doc
-    return limit, None
-
-
-_TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
-
-
-def _whole_prefix(view: memoryview) -> int:
-    """How far the JSON value at the start of ``view`` reaches when text follows it, as
-    msgspec's error gives it (its end, or one byte past), else 0."""
-    try:
-        _DECODE_WHOLE(view)
-    except (msgspec.DecodeError, RecursionError) as e:
-        m = _TRAILING.search(str(e))
-        return int(m.group(1)) if m else 0
-    return 0
-
-
-def _attempt(buf: bytearray | bytes, start: int, end: int) -> Any:
-    """``buf[start:end]`` decoded, if it is one whole JSON value, else ``None``.
-
-    A kept field of an unexpected type stops the typed decoder before the end, so then
-    the items are tried raw, and else the value is only checked to be whole
-    (:data:`_UNTYPED`: it is read untyped).
-    """
-    if start >= end:
-        return None
-    view = memoryview(buf)[start:end]
-    array = buf[start] == _OPEN_ARRAY
-    try:
-        return (_DECODE_ARRAY if array else _DECODE_LIST_DOC)(view)
-    except msgspec.ValidationError:
-        pass
-    except RecursionError:
-        return _UNTYPED  # whole or not, the untyped read says "nested too deeply"
-    except msgspec.DecodeError as e:
-        if "UTF-8" not in str(e):
-            return None
-        # bytes that are no UTF-8 in a kept field: whole if it is whole read as U+FFFD
-        fixed = bytes(view).decode("utf-8", "replace").encode()
-        return _UNTYPED if _attempt(fixed, 0, len(fixed)) is not None else None
-    if not array:
-        try:
-            return _DECODE_DOC(view)
-        except msgspec.DecodeError:  # a ValidationError too
-            pass
-    try:
-        _DECODE_WHOLE(view)
-    except RecursionError:
-        return _UNTYPED
-    except msgspec.DecodeError:
-        return None
-    return _UNTYPED
-
-
 # --------------------------------------------------------------------------- recovery
 
 
@@ -708,15 +550,9 @@ def _recover(sink: _Sink, text: bytes, line: int) -> Iterator[PodEvent]:
         s += text[s:e].index(item[:1]) if item else 0  # where the element itself starts
         at = line + text.count(b"\n", 0, s)
         try:
-            doc = _attempt(item, 0, len(item))
-            yield from sink.value(item, at, doc) if doc is not None else _bad(item)
+            yield from sink.value(item, at)
         except _Malformed as err:
             sink.skip(at, f"malformed JSON object: {err}")
-
-
-def _bad(item: bytes) -> Iterator[PodEvent]:
-    raise _Malformed(_error_of(item))
-    yield  # pragma: no cover (a generator)
 
 
 def _error_of(text: bytes) -> str:
