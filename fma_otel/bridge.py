@@ -404,6 +404,12 @@ class _ProgressReader:
         self._report(len(line))
         return line
 
+    def read(self, size: int = -1) -> bytes:
+        """Blocks for the readers' block search (without it they fall back to lines)."""
+        data = self._fh.read(size)
+        self._report(len(data))
+        return data
+
 
 def summary(result: BridgeResult, tally: Tally | None = None) -> str:
     """The stderr summary: actuations per path, completeness, lines per source, spans,

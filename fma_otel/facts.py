@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from .jsonsafe import number_or_none
+from .sources.launcher_log import accepted_create_id, put_instance_id
 from .sources.records import KlogRecord, LauncherRecord
 from .timeutil import parse_rfc3339_ns
 
@@ -72,14 +73,14 @@ _HTTP_PURPOSES = {
 #: ``get_instance_state``, ...) are passed over on a substring test.  Failed
 #: ``/is_sleeping`` polls are wanted since issue 21: the last one before vLLM answers
 #: bounds ``V.ready`` from below.
+_MANAGER = 'lastWrite={"Manager":"'
 WANTED_CONTAINS: dict[str, tuple[str, tuple[str, ...], dict[str, str]]] = {
     MSG_HTTP: ("purpose", tuple(_HTTP_PURPOSES), {}),
-    # of the informer's notifications only those about requesters (not bound providers)
-    "Enqueuing inference server reference due to notification of update": (
-        "infSvrItemType",
-        ("requester",),
-        {},
-    ),
+    # of the informer's notifications only the writes that bound an instant: the kubelet's
+    # to a requester (R.ready) and the scheduler's to a launcher (L.scheduled); the rest of
+    # this frequent chatter is passed over on a substring test
+    "Enqueuing inference server reference due to notification of update": (_MANAGER, ("kubelet",), {}),
+    "Enqueuing launcher reference due to notification of update": (_MANAGER, ("kube-scheduler",), {}),
 }
 
 
@@ -347,21 +348,17 @@ def _isc_from_vllm_config(raw: Any) -> str | None:
     return _str(ann.get("isc-name")) if isinstance(ann, dict) else None
 
 
-ACCEPTED_PREFIX = "Accepted request to create vLLM instance with id="
-PUT_PREFIX = "/v2/vllm/instances/"
-
-
 def launcher_fact(launcher: str, rec: LauncherRecord) -> LauncherFact | None:
-    """The create receipt ("Accepted request ...") or the PUT access line, else ``None``."""
+    """The create receipt ("Accepted request ...") or the PUT access line, else ``None``.
+
+    The instance id is read by the launcher-log parser's own functions, so the rule for
+    what counts as a create (and where its id ends) is written once."""
     if rec.access is not None:
-        _client, method, path, _ver, status = rec.access
-        if method == "PUT" and path.startswith(PUT_PREFIX):
-            iid = path[len(PUT_PREFIX) :].split("?", 1)[0]
-            if iid and "/" not in iid:
-                return LauncherFact("response", rec.t_ns, launcher, iid, rec.line_no, status)
+        iid = put_instance_id(rec)
+        if iid is None:
+            return None
+        return LauncherFact("response", rec.t_ns, launcher, iid, rec.line_no, rec.access[4])
+    iid = accepted_create_id(rec)
+    if iid is None:
         return None
-    if rec.message.startswith(ACCEPTED_PREFIX):
-        iid = rec.message[len(ACCEPTED_PREFIX) :].strip()
-        if iid:
-            return LauncherFact("receipt", rec.t_ns, launcher, iid, rec.line_no)
-    return None
+    return LauncherFact("receipt", rec.t_ns, launcher, iid, rec.line_no)

@@ -558,6 +558,7 @@ class Prefilter:
     header) and the next ``"`` is one of ``messages`` (Go-quoted as klog writes them; a
     message with an escape is searched for whole).  ``contains`` narrows a message further:
     ``{message: (field, values, unless)}`` says that a line whose first `` field="..."``
+    (or, for a ``field`` ending in ``"``, the first value after that literal text)
     holds a whole value other than ``values`` is not wanted (the DPC's most frequent line,
     "HTTP call done", is wanted for three of its purposes only), nor one with a value in
     ``unless`` whose text (e.g. `` err="``) it holds followed by more than a ``"``.  A line
@@ -574,7 +575,9 @@ class Prefilter:
         self.escaped = tuple(b'] "' + q + b'"' for q in self.messages if b"\\" in q)
         self.guards: dict[bytes, tuple[bytes, frozenset[bytes], dict[bytes, bytes]]] = {}
         for m, (key, values, *rest) in (contains or {}).items():
-            k = b" " + key.encode("utf-8") + b'="'
+            # a field name (`` field="value"``), or the literal text before the value
+            # when that is not a plain quoted field (`` lastWrite={"Manager":"value"``)
+            k = b" " + key.encode("utf-8") + (b"" if key.endswith('"') else b'="')
             unless = {_quoted_body(v): t.encode("utf-8") for v, t in (rest[0] if rest else {}).items()}
             self.guards[_quoted_body(m)] = (k, frozenset(_quoted_body(v) for v in values), unless)
 
