@@ -75,7 +75,8 @@ _HTTP_PURPOSES = {
 #: bounds ``V.ready`` from below.
 _MANAGER = 'lastWrite={"Manager":"'
 WANTED_CONTAINS: dict[str, tuple[str, tuple[str, ...], dict[str, str]]] = {
-    MSG_HTTP: ("purpose", tuple(_HTTP_PURPOSES), {}),
+    # only the first list_instances call to each launcher bounds an instant (L.ready)
+    MSG_HTTP: ("purpose", tuple(_HTTP_PURPOSES), {}, {"list_instances": "launcherPod"}),
     # of the informer's notifications only the writes that bound an instant: the kubelet's
     # to a requester (R.ready) and the scheduler's to a launcher (L.scheduled); the rest of
     # this frequent chatter is passed over on a substring test

@@ -438,6 +438,46 @@ def test_prefilter_keeps_a_wanted_line_cut_before_the_narrowing_field():
     assert (st.read, st.understood, st.ignored, st.skipped) == (2, 1, 1, 0)
 
 
+def _list_call(launcher: str, t: str) -> str:
+    return (
+        f'I0629 14:00:{t}.000000       1 inference-server.go:2251] "HTTP call done" worker=0 '
+        f'launcherPod="{launcher}" purpose="list_instances" method="GET" '
+        f'httpCallStartTime="2026-06-29T14:00:{t}.000000000Z" latencySecs=0.002 statusCode=200 err=null'
+    )
+
+
+@pytest.mark.parametrize("block", [1, 64, 4096])
+def test_prefilter_first_by_keeps_the_first_line_per_value_of_a_field(block: int, monkeypatch) -> None:
+    """The DPC polls each launcher's ``list_instances`` for ever; only the first call to
+    each launcher bounds an instant, so later ones are passed over unread (counted as
+    ignored).  A line that lacks the field (cut short) stays wanted, as for the narrowing."""
+    import fma_otel.lines as lines_mod
+
+    monkeypatch.setattr(lines_mod, "BLOCK_BYTES", block, raising=False)
+    cut = _list_call("l-b", "05")[: _list_call("l-b", "05").index(" launcherPod=")]
+    lines = [_list_call("l-a", "01"), _list_call("l-b", "02"), _list_call("l-a", "03"), cut, HTTP_CREATE]
+    lines += [_list_call("l-b", "06")]
+    recs, st = run(
+        lines,
+        messages=frozenset({"HTTP call done"}),
+        contains={
+            "HTTP call done": (
+                "purpose",
+                ("list_instances", "create_instance"),
+                {},
+                {"list_instances": "launcherPod"},
+            )
+        },
+    )
+    assert [(r.line_no, r.get("launcherPod"), r.get("purpose")) for r in recs] == [
+        (1, "l-a", "list_instances"),
+        (2, "l-b", "list_instances"),
+        (4, None, None),
+        (5, None, "create_instance"),
+    ]
+    assert (st.read, st.understood, st.ignored) == (6, 4, 2)
+
+
 def test_cr_only_line_ends_are_line_ends_and_noted():
     data = (HTTP_CREATE + "\r" + CREATED + "\r" + RELAYED + "\r").encode()
     st = SourceStats("dpc")

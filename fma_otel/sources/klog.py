@@ -548,7 +548,7 @@ def parse_klog_line(line: str | bytes, line_no: int = 0) -> KlogRecord | None:
 _DIGITS_B = frozenset(b"0123456789")
 
 
-Contains = Mapping[str, tuple[str, Iterable[str], Mapping[str, str]]]
+Contains = Mapping[str, tuple]  # message -> (field, values[, unless[, first_by]])
 
 
 class Prefilter:
@@ -563,18 +563,26 @@ class Prefilter:
     "HTTP call done", is wanted for three of its purposes only), nor one with a value in
     ``unless`` whose text (e.g. `` err="``) it holds followed by more than a ``"``.  A line
     that lacks the field, or is cut inside its value, stays wanted: every real one has it
-    whole, so such a line was cut short and must be reported.  :meth:`function` is the
+    whole, so such a line was cut short and must be reported.  An optional fourth element
+    ``{value: other_field}`` keeps, of the lines with that value, only the first for each
+    value of ``other_field`` (the DPC polls each launcher's ``list_instances`` for ever; only
+    its first call bounds an instant), so the test of one pass remembers what it passed.  :meth:`function` is the
     test of a line; :meth:`finder` searches a block of lines for those that pass it.
     """
 
-    __slots__ = ("escaped", "guards", "messages")
+    __slots__ = ("escaped", "first_by", "guards", "messages")
 
     def __init__(self, messages: Iterable[str], contains: Contains | None = None) -> None:
         self.messages = frozenset(_quoted_body(m) for m in messages)
         #: messages with an escape (a quote inside): found whole, as klog quoted them
         self.escaped = tuple(b'] "' + q + b'"' for q in self.messages if b"\\" in q)
         self.guards: dict[bytes, tuple[bytes, frozenset[bytes], dict[bytes, bytes]]] = {}
+        #: value -> the field whose each distinct value only its first line is wanted for
+        self.first_by: dict[bytes, bytes] = {}
         for m, (key, values, *rest) in (contains or {}).items():
+            for v, field in (rest[1] if len(rest) > 1 else {}).items():
+                self.first_by[_quoted_body(v)] = b" " + field.encode("utf-8") + b'="'
+
             # a field name (`` field="value"``), or the literal text before the value
             # when that is not a plain quoted field (`` lastWrite={"Manager":"value"``)
             k = b" " + key.encode("utf-8") + (b"" if key.endswith('"') else b'="')
@@ -606,7 +614,8 @@ class Prefilter:
 
     def function(self) -> Callable[[bytes], bool]:
         """The test as a plain function of a raw line (a closure: cheaper to call per line)."""
-        messages, escaped, guards = self.messages, self.escaped, self.guards
+        messages, escaped, guards, first_by = self.messages, self.escaped, self.guards, self.first_by
+        seen: set[bytes] = set()  # (value, field value) pairs whose first line was passed
 
         def maybe_wanted(b: bytes) -> bool:
             j = b.find(b'] "')
@@ -630,6 +639,15 @@ class Prefilter:
             value = b[k:e]
             if value not in values:
                 return False
+            field = first_by.get(value)
+            if field is not None:
+                f = b.find(field, end)
+                fe = b.find(b'"', f + len(field)) if f >= 0 else -1
+                if fe >= 0:
+                    seen_key = value + b"\0" + b[f + len(field) : fe]
+                    if seen_key in seen:
+                        return False
+                    seen.add(seen_key)
             text = unless.get(value)
             if text is None:
                 return True
