@@ -124,8 +124,24 @@ def _scope(method: str, path: str) -> dict[str, Any]:
 _AT_RESPONSE: list[int] = [0, 0]
 
 
+#: The same, right after the (real) fork returned in the parent.
+_AT_FORK: list[int] = [0, 0]
+
+
 def _minflt() -> int:
     return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+
+
+_BEFORE_FORK: list[int] = [0]
+
+
+def _mark_before_fork() -> None:
+    _BEFORE_FORK[0] = time.thread_time_ns()
+
+
+def _mark_fork() -> None:
+    _AT_FORK[0] = time.thread_time_ns()
+    _AT_FORK[1] = _minflt()
 
 
 async def _call(app: Any, scope: dict[str, Any], body: bytes) -> int:
@@ -175,6 +191,10 @@ async def _run_creates(
     samples: list[int] = []
     to_response: list[int] = []
     faults: list[int] = []
+    after_fork: list[int] = []
+    after_fork_ns: list[int] = []
+    fork_ns: list[int] = []
+    os.register_at_fork(before=_mark_before_fork, after_in_parent=_mark_fork)
     cpu0 = 0.0
     for i in range(warmup + n):
         if i == warmup:
@@ -197,6 +217,10 @@ async def _run_creates(
             samples.append(took)
             to_response.append(_AT_RESPONSE[0] - t0)
             faults.append(_AT_RESPONSE[1] - f0)
+            if fork == "real":
+                after_fork.append(_AT_RESPONSE[1] - _AT_FORK[1])
+                after_fork_ns.append(_AT_RESPONSE[0] - _AT_FORK[0])
+                fork_ns.append(_AT_FORK[0] - _BEFORE_FORK[0])
         if fork == "real":
             _kill_child(launcher, iid)
         else:
@@ -207,6 +231,9 @@ async def _run_creates(
         "thread_ns": samples,
         "response_ns": to_response,
         "faults": faults,
+        "after_fork_faults": after_fork,
+        "after_fork_ns": after_fork_ns,
+        "fork_ns": fork_ns,
         "process_s": time.process_time() - cpu0,
     }
 
@@ -297,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile:
         return profile(args)
     names = [n for n in CONFIGS if n == BASE or not args.only or any(w in n for w in args.only)]
-    cols = ("response", "thread", "faults", "process")
+    cols = ("response", "thread", "faults", "process") + (("fork", "fork-resp", "fork-resp faults") if args.fork == "real" else ())
     got: dict[str, dict[str, list[float]]] = {c: {n: [] for n in names} for c in cols}
     rng = random.Random(0)
     with servers(names) as rx:
@@ -310,13 +337,18 @@ def main(argv: list[str] | None = None) -> int:
                 got["thread"][name].append(statistics.median(res["thread_ns"]) / 1e3)
                 got["faults"][name].append(statistics.median(res["faults"]))
                 got["process"][name].append(res["process_s"] / args.creates * 1e6)
+                if args.fork == "real":
+                    got["fork"][name].append(statistics.median(res["fork_ns"]) / 1e3)
+                    got["fork-resp"][name].append(statistics.median(res["after_fork_ns"]) / 1e3)
+                    got["fork-resp faults"][name].append(statistics.median(res["after_fork_faults"]))
                 print(f"round {r} {name}: " + ", ".join(f"{c} {got[c][name][-1]:.1f}" for c in cols), file=sys.stderr)
     print(f"fork={args.fork} creates={args.creates} rounds={args.rounds} gap={args.gap}s (medians over rounds)")
     print(
         "| configuration | request thread to response us | extra | request thread in all us | extra "
         "| minor faults to response | extra | process CPU us / create | extra |"
+        + (" os.fork() us | extra | fork to response us | extra | faults fork to response | extra |" if args.fork == "real" else "")
     )
-    print("| --- |" + " ---: |" * 8)
+    print("| --- |" + " ---: |" * (2 * len(cols)))
     for name in names:
         cells = []
         for c in cols:
