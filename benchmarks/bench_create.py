@@ -265,6 +265,7 @@ def _env_of(name: str, rx: dict[str, str]) -> dict[str, str]:
 def servers(names: list[str]) -> Iterator[dict[str, str]]:
     """The collector and the API servers the configurations need, as ``bench_fork`` runs them."""
     from bench_fork import API_SERVERS, api_server, free_port, receiver
+
     from tests.support.k8s_server import write_kubeconfig
 
     with ExitStack() as stack:
@@ -324,7 +325,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile:
         return profile(args)
     names = [n for n in CONFIGS if n == BASE or not args.only or any(w in n for w in args.only)]
-    cols = ("response", "thread", "faults", "process") + (("fork", "fork-resp", "fork-resp faults") if args.fork == "real" else ())
+    cols = ("response", "thread", "faults", "process") + (
+        ("fork", "fork-resp", "fork-resp faults") if args.fork == "real" else ()
+    )
     got: dict[str, dict[str, list[float]]] = {c: {n: [] for n in names} for c in cols}
     rng = random.Random(0)
     with servers(names) as rx:
@@ -341,12 +344,21 @@ def main(argv: list[str] | None = None) -> int:
                     got["fork"][name].append(statistics.median(res["fork_ns"]) / 1e3)
                     got["fork-resp"][name].append(statistics.median(res["after_fork_ns"]) / 1e3)
                     got["fork-resp faults"][name].append(statistics.median(res["after_fork_faults"]))
-                print(f"round {r} {name}: " + ", ".join(f"{c} {got[c][name][-1]:.1f}" for c in cols), file=sys.stderr)
-    print(f"fork={args.fork} creates={args.creates} rounds={args.rounds} gap={args.gap}s (medians over rounds)")
+                print(
+                    f"round {r} {name}: " + ", ".join(f"{c} {got[c][name][-1]:.1f}" for c in cols),
+                    file=sys.stderr,
+                )
+    print(
+        f"fork={args.fork} creates={args.creates} rounds={args.rounds} gap={args.gap}s (medians over rounds)"
+    )
     print(
         "| configuration | request thread to response us | extra | request thread in all us | extra "
         "| minor faults to response | extra | process CPU us / create | extra |"
-        + (" os.fork() us | extra | fork to response us | extra | faults fork to response | extra |" if args.fork == "real" else "")
+        + (
+            " os.fork() us | extra | fork to response us | extra | faults fork to response | extra |"
+            if args.fork == "real"
+            else ""
+        )
     )
     print("| --- |" + " ---: |" * (2 * len(cols)))
     for name in names:
@@ -362,7 +374,6 @@ def profile(args: argparse.Namespace) -> int:
     """``--profile NAME``: that configuration here, under cProfile (request thread only)."""
     import cProfile
     import pstats
-
     import threading
 
     name = args.profile

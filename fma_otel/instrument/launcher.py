@@ -32,6 +32,7 @@ import contextvars
 import json
 import os
 import queue
+import re
 import sys
 import threading
 import time
@@ -45,7 +46,13 @@ from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 from opentelemetry.instrumentation.utils import suppress_instrumentation, unwrap
-from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased
+from opentelemetry.sdk.trace.sampling import (
+    ALWAYS_ON,
+    ParentBased,
+    ParentBasedTraceIdRatio,
+    StaticSampler,
+    TraceIdRatioBased,
+)
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from fma_otel import model
@@ -110,9 +117,35 @@ def _headers(scope: dict[str, Any]) -> dict[str, str]:
     return out
 
 
+#: The headers the W3C propagators (trace context, baggage) read: the default global
+#: propagator's ``fields``.
+_W3C_FIELDS = frozenset({"traceparent", "tracestate", "baggage"})
+#: ``(global propagator, its fields if they are W3C ones only, else None)``.
+_FIELDS: tuple[Any, frozenset[str] | None] | None = None
+
+
+def _w3c_fields() -> frozenset[str] | None:
+    """The global propagator's ``fields`` when they are only W3C headers (the default
+    ``tracecontext,baggage``), else ``None``; re-read only when the global one changes."""
+    global _FIELDS
+    prop = propagate.get_global_textmap()
+    cached = _FIELDS
+    if cached is None or cached[0] is not prop:
+        fields = frozenset(prop.fields)
+        cached = _FIELDS = (prop, fields if fields <= _W3C_FIELDS else None)
+    return cached[1]
+
+
 def _extract(headers: dict[str, str]) -> Any:
     """``propagate.extract`` of the request headers onto an empty context: the incoming
-    context and its parent span context (``None`` when no valid parent came)."""
+    context and its parent span context (``None`` when no valid parent came).
+
+    When the global propagator is a W3C one and the request has none of its headers (every
+    create from the Go DPC), extracting would return the empty context unchanged: skipped.
+    """
+    fields = _w3c_fields()
+    if fields is not None and fields.isdisjoint(headers):
+        return _ROOT, None
     ctx = propagate.extract(headers, context=_ROOT, getter=_GETTER)
     psc = trace.get_current_span(ctx).get_span_context()
     return ctx, (psc if psc.is_valid else None)
@@ -136,6 +169,9 @@ class _RequestState:
         "after",
         "config",
         "resolved",
+        "scope",
+        "headers",
+        "deferred",
     )
 
     def __init__(
@@ -162,6 +198,12 @@ class _RequestState:
         self.config: Any = None
         #: Set once a deferred create span (``_PendingSpan``) is opened for real.
         self.resolved: Any = None
+        #: A create span opened without its attributes (``_defer_attributes``): the
+        #: request's scope and headers, and the attributes decided at the start, all set on
+        #: the span after the response (``_finish``).
+        self.scope: dict[str, Any] | None = None
+        self.headers: dict[str, str] | None = None
+        self.deferred: dict[str, Any] | None = None
 
 
 #: The request the middleware is tracing, for the class wrappers running inside it: they
@@ -284,11 +326,7 @@ class FmaLauncherMiddleware:
     ) -> tuple[_RequestState, Any]:
         """A create whose Pod answer is not known yet: served now, its span opened after the
         response (``_resolve_deferred``, on the resolver thread) with the receipt instant."""
-        attrs = _http_attrs(scope, "PUT", scope.get("path", ""), headers, _CREATE_ROUTE)
-        attrs[model.A_INSTANCE] = instance_id
-        attrs[model.A_START_SRC] = "wrapper"
-        attrs[model.A_END_SRC] = "wrapper"
-        pending = _PendingSpan(self._owner, attrs, t0)
+        pending = _PendingSpan(self._owner, _create_attrs(scope, headers, instance_id), t0)
         st = _RequestState(pending, True, JOIN_PENDING, instance_id)  # type: ignore[arg-type]
         st.resolved = threading.Event()
         pending.state = st
@@ -321,12 +359,20 @@ class FmaLauncherMiddleware:
         look: PodLookup | None,
         trace_hex: str = "",
     ) -> tuple[_RequestState, Any]:
-        """Open ``fma.launcher.create_instance``: all attributes in one dict, one SDK call."""
-        attrs = _http_attrs(scope, "PUT", scope.get("path", ""), headers, _CREATE_ROUTE)
-        attrs[model.A_INSTANCE] = instance_id
-        attrs[model.A_START_SRC] = "wrapper"
-        attrs[model.A_END_SRC] = "wrapper"
-        span, join, trace_hex, parent = _open_create(self._owner, attrs, t0, parent, psc, look, trace_hex)
+        """Open ``fma.launcher.create_instance``: all attributes in one dict, one SDK call -
+        or, when no sampler can look at them (``_defer_attributes``), the span without its
+        attributes, which are built and set after the response (``_finish``)."""
+        owner = self._owner
+        if _defer_attributes(owner.tracer()):
+            join_attrs: dict[str, Any] = {}
+            span, join, trace_hex, parent = _open_create(
+                owner, join_attrs, t0, parent, psc, look, trace_hex, deferred=True
+            )
+            st = _RequestState(span, True, join, instance_id, trace_hex)
+            st.scope, st.headers, st.deferred = scope, headers, join_attrs
+            return st, trace.set_span_in_context(span, parent)
+        attrs = _create_attrs(scope, headers, instance_id)
+        span, join, trace_hex, parent = _open_create(owner, attrs, t0, parent, psc, look, trace_hex)
         return (
             _RequestState(span, True, join, instance_id, trace_hex),
             trace.set_span_in_context(span, parent),
@@ -341,8 +387,12 @@ def _open_create(
     psc: SpanContext | None,
     look: PodLookup | None,
     trace_hex: str = "",
+    deferred: bool = False,
 ) -> tuple[trace.Span, str, str, Any]:
-    """Start the create span under what is known: ``(span, join, trace hex, parent)``."""
+    """Start the create span under what is known: ``(span, join, trace hex, parent)``.
+
+    ``attrs`` gets the join's attributes; ``deferred``: the span is started without any
+    (the caller sets them, after the request's own, once the response is sent)."""
     if psc is not None:
         join = JOIN_TRACEPARENT
         trace_hex = trace_hex or format(psc.trace_id, "032x")
@@ -371,11 +421,63 @@ def _open_create(
         CREATE_SPAN,
         context=parent,
         kind=SpanKind.SERVER,
-        attributes=attrs,
+        attributes=None if deferred else attrs,
         start_time=t0,
         span_id=span_id,
     )
     return span, join, trace_hex, parent
+
+
+def _create_attrs(scope: dict[str, Any], headers: dict[str, str], instance_id: str) -> dict[str, Any]:
+    """The create span's attributes from the request (the join adds its own after them)."""
+    attrs = _http_attrs(scope, "PUT", scope.get("path", ""), headers, _CREATE_ROUTE)
+    attrs[model.A_INSTANCE] = instance_id
+    attrs[model.A_START_SRC] = "wrapper"
+    attrs[model.A_END_SRC] = "wrapper"
+    return attrs
+
+
+def _set_deferred(st: _RequestState) -> None:
+    """Set a create span's deferred attributes, in the order and with the values the span
+    would have been started with (a later ``fma.instance.id`` from the manager wins)."""
+    assert st.scope is not None and st.headers is not None and st.deferred is not None
+    attrs = _create_attrs(st.scope, st.headers, st.instance_id or "")
+    attrs.update(st.deferred)
+    st.deferred = st.scope = st.headers = None
+    st.span.set_attributes(attrs)
+
+
+#: Names of the SDK's own samplers, whose decisions never depend on span attributes.
+_BLIND_DESCRIPTION = re.compile(
+    r"(?:AlwaysOnSampler|AlwaysOffSampler|TraceIdRatioBased\{[^{}]*\}|ParentBased\{|[A-Za-z]+:|,|\})*"
+)
+_BLIND_TYPES = (StaticSampler, ParentBased, ParentBasedTraceIdRatio, TraceIdRatioBased)
+#: ``(sampler, may its create spans get their attributes after the start)``.
+_BLIND: tuple[Any, bool] | None = None
+
+
+def _defer_attributes(tracer: Any) -> bool:
+    """May a create span get its attributes after the response instead of at its start?
+
+    Only a sampler sees the attributes given at the start and not the ones set later (the
+    OpenTelemetry specification's one reason to give them at the start), so: when the
+    tracer's sampler is one of the SDK's own (always on/off, trace-id ratio, parent-based
+    on those), which never look at attributes.  Building and cleaning them then costs the
+    request nothing before its response.  Decided once per sampler.
+    """
+    global _BLIND
+    sampler = getattr(tracer, "sampler", None)
+    cached = _BLIND
+    if cached is None or cached[0] is not sampler:
+        blind = False
+        try:
+            blind = type(sampler) in _BLIND_TYPES and bool(
+                _BLIND_DESCRIPTION.fullmatch(sampler.get_description())  # type: ignore[union-attr]
+            )
+        except Exception:  # noqa: BLE001 - an odd sampler: attributes at the start
+            blind = False
+        cached = _BLIND = (sampler, blind)
+    return cached[1]
 
 
 def _finish(state: _RequestState, exc: BaseException | None) -> None:
@@ -383,6 +485,8 @@ def _finish(state: _RequestState, exc: BaseException | None) -> None:
     try:
         span = state.span
         status = state.status
+        if state.deferred is not None:
+            _set_deferred(state)
         if exc is None:
             if status is None:
                 span.end()
@@ -777,7 +881,10 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             try:
                 iid = result.get("instance_id") if isinstance(result, dict) else None
                 if iid and str(iid) != st.instance_id and st.span.is_recording():
-                    st.span.set_attribute(model.A_INSTANCE, str(iid))
+                    if st.deferred is not None:
+                        st.deferred[model.A_INSTANCE] = str(iid)
+                    else:
+                        st.span.set_attribute(model.A_INSTANCE, str(iid))
             except Exception:  # noqa: BLE001 - do no harm
                 pass
         elif self.recording():
@@ -903,8 +1010,12 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             return _StartupPlan(StartupWatch(span, None, port), _child_env(span))
         trace_hex = format(cur.trace_id, "032x")
         span_id = model.span_id_for(trace_hex, STARTUP_SPAN, self.ordinals.next(trace_hex, STARTUP_SPAN))
-        joined = getattr(cur_span, "attributes", None) or {}
-        if joined.get(A_JOIN, JOIN_TRACEPARENT) != JOIN_NONE:
+        st = _REQUEST.get()
+        if st is not None and st.is_create and st.span is cur_span:
+            join = st.join  # its attributes may be set only after the response
+        else:
+            join = (getattr(cur_span, "attributes", None) or {}).get(A_JOIN, JOIN_TRACEPARENT)
+        if join != JOIN_NONE:
             ctx = c.remote_context(trace_hex, model.span_id_for(trace_hex, STARTUP_PARENT, 0))
             flags = int(TraceFlags.SAMPLED)
         else:  # a trace of its own: under the create span itself
