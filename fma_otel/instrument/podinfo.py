@@ -154,6 +154,8 @@ class PodInfo:
         self.refresh = _float(e.get(ENV_REFRESH), 5.0)
         self._changed = threading.Condition()
         self._kick = threading.Event()
+        #: Set by ``stop``: the only thing that ends a backoff early.
+        self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         #: Set at exit: ``wait_for`` stops waiting (the process is going away).
         self.closing = False
@@ -303,12 +305,14 @@ class PodInfo:
             return
         self._stopped = self.closing = False
         self._kick.clear()
+        self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="fma-otel-podinfo", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
         """End the background thread after its current read or watch (``uninstrument``)."""
         self._stopped = self.closing = True
+        self._stop.set()
         self._kick.set()
         self._notify()
 
@@ -326,16 +330,10 @@ class PodInfo:
             self._kick.clear()
 
     def _back_off(self, seconds: float) -> None:
-        """Wait ``seconds`` whatever creates do (a kick is used up, it does not end the wait);
-        only ``stop`` ends it early.  Why kicks do not: every create kicks while the answer
-        is missing, and this thread shares the launcher's GIL."""
-        deadline = time.monotonic() + seconds
-        while not self._stopped:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return
-            if self._kick.wait(left):
-                self._kick.clear()
+        """Wait ``seconds`` whatever creates do; only ``stop`` ends it early.  Why kicks do
+        not (they do not even wake the thread): every create kicks while the answer is
+        missing, and this thread shares the launcher's GIL."""
+        self._stop.wait(seconds)
 
     def _run(self) -> None:
         """GET the Pod; then watch it from the version read, reconnecting from the last
