@@ -326,7 +326,8 @@ class FmaLauncherMiddleware:
     ) -> tuple[_RequestState, Any]:
         """A create whose Pod answer is not known yet: served now, its span opened after the
         response (``_resolve_deferred``, on the resolver thread) with the receipt instant."""
-        pending = _PendingSpan(self._owner, _create_attrs(scope, headers, instance_id), t0)
+        pending = _PendingSpan(self._owner, {}, t0)
+        pending.request = (scope, headers, instance_id)  # its attributes: built at ``end``
         st = _RequestState(pending, True, JOIN_PENDING, instance_id)  # type: ignore[arg-type]
         st.resolved = threading.Event()
         pending.state = st
@@ -537,7 +538,7 @@ class _PendingSpan:
     opens the real span - receipt instant, derived ids once the Pod answer is known - and
     replays it all.  The request never waits on the API server."""
 
-    __slots__ = ("owner", "attrs", "t0", "events", "status", "end_time", "state")
+    __slots__ = ("owner", "attrs", "t0", "events", "status", "end_time", "state", "request")
 
     def __init__(self, owner: LauncherInstrumentor, attrs: dict[str, Any], t0: int) -> None:
         self.owner = owner
@@ -547,6 +548,9 @@ class _PendingSpan:
         self.status: Status | None = None
         self.end_time: int | None = None
         self.state: _RequestState | None = None
+        #: ``(scope, headers, instance id)``: the request's attributes are built from it at
+        #: ``end`` (after the response), before what the request set on the span.
+        self.request: tuple[dict[str, Any], dict[str, str], str] | None = None
 
     def is_recording(self) -> bool:
         return True
@@ -570,6 +574,10 @@ class _PendingSpan:
 
     def end(self, end_time: int | None = None) -> None:
         self.end_time = end_time or time.time_ns()
+        if self.request is not None:
+            attrs = _create_attrs(*self.request)
+            attrs.update(self.attrs)
+            self.attrs, self.request = attrs, None
         _RESOLVER.put(self)
 
 

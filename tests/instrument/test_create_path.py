@@ -4,6 +4,7 @@ request could carry what it reads."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,7 +24,8 @@ from opentelemetry.sdk.trace.sampling import (
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 from fma_otel.instrument.launcher import CREATE_SPAN, LauncherInstrumentor
-from tests.instrument.conftest import Tracing, load_fake_launcher, no_pod
+from fma_otel.instrument.podinfo import INSTANCE_ID_ANNOTATION, REQUESTER_ANNOTATION, PodInfo
+from tests.instrument.conftest import Tracing, load_fake_launcher, no_pod, wait_until
 from tests.support.otlp_receiver import free_port
 
 TRACE = "0af7651916cd43dd8448eb211c80319c"
@@ -68,7 +70,9 @@ def launcher_with() -> Any:
     """``run(sampler)``: the create span of one ``PUT`` on a fresh fake launcher traced with
     that sampler, and the attributes a span processor saw at its start."""
 
-    def run(sampler: Sampler, headers: dict[str, str] | None = None) -> tuple[Any, dict[str, Any]]:
+    def run(
+        sampler: Sampler, headers: dict[str, str] | None = None, pod_info: PodInfo | None = None
+    ) -> tuple[Any, dict[str, Any]]:
         tracing = Tracing()
         tracing.provider = _provider(sampler, tracing)
         at_start = AtStart()
@@ -76,13 +80,19 @@ def launcher_with() -> Any:
         launcher = load_fake_launcher()
         inst = LauncherInstrumentor()
         inst.instrument(
-            tracer_provider=tracing.provider, pod_info=no_pod(), configure_sdk=False, skip_dep_check=True
+            tracer_provider=tracing.provider,
+            pod_info=pod_info or no_pod(),
+            configure_sdk=False,
+            skip_dep_check=True,
         )
         try:
             with TestClient(launcher.app) as client:
                 cfg = {"options": f"--model tiny --port {free_port()}"}
                 r = client.put("/v2/vllm/instances/inst-x?debug=1", json=cfg, headers=headers or {})
                 assert r.status_code == 201
+                # A deferred span is resolved after the response; before the app's shutdown,
+                # which would settle it without its Pod answer.
+                assert wait_until(lambda: tracing.spans(CREATE_SPAN), 5)
                 client.delete("/v2/vllm/instances/inst-x")
         finally:
             inst.uninstrument()
@@ -170,3 +180,34 @@ def test_a_non_w3c_propagator_is_still_asked(launcher_with: Any) -> None:
     assert create.attributes["fma.join"] == "traceparent"
     assert f"{create.context.trace_id:032x}" == TRACE
     assert f"{create.parent.span_id:016x}" == PARENT
+
+
+def _bound_pod(delay: float = 0.0) -> PodInfo:
+    """A Pod lookup whose API server answers bound to ``inst-x``, after ``delay`` seconds."""
+
+    def fetch(namespace: str, name: str, timeout: float) -> dict[str, Any]:
+        time.sleep(delay)
+        ann = {
+            REQUESTER_ANNOTATION: "5e1f0c2a-0000-4000-8000-0000000000cc req",
+            INSTANCE_ID_ANNOTATION: "inst-x",
+        }
+        return {"annotations": ann, "node_name": "node-1", "resource_version": "1"}
+
+    return PodInfo(fetch, env={"POD_NAME": "launcher-1", "NAMESPACE": "fma-test"})
+
+
+@pytest.mark.slow
+def test_a_create_served_before_its_pod_answer_gets_the_same_attributes(launcher_with: Any) -> None:
+    """A create whose Pod answer is not known yet is opened after the response (its
+    attributes built then): the same attributes as when the answer was known."""
+    known = _bound_pod()
+    assert known.lookup("inst-x").ok  # cached before the create
+    early, _ = launcher_with(ParentBased(SeeingSampler()), pod_info=known)
+    late, _ = launcher_with(ALWAYS_ON, pod_info=_bound_pod(delay=1.0))  # answered after the create
+    assert late.attributes["fma.join"] == "annotation"
+    assert dict(late.attributes) == dict(early.attributes)
+    assert (late.context.trace_id, late.context.span_id) == (early.context.trace_id, early.context.span_id)
+    # It was served before the answer: its status code was recorded before the join's
+    # attributes (which the span gets once the answer is known).
+    keys = list(late.attributes)
+    assert keys.index("http.response.status_code") < keys.index("fma.join")
