@@ -51,7 +51,8 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-sys.path.insert(0, str(REPO))
+if str(REPO) not in sys.path:  # after PYTHONPATH: a --baseline worker's fma_otel comes first
+    sys.path.append(str(REPO))
 sys.path.insert(0, str(HERE))
 FAKE_LAUNCHER = REPO / "tests" / "fixtures" / "fake_launcher"
 
@@ -239,26 +240,44 @@ async def _run_creates(
 
 
 def worker(name: str, n: int, warmup: int, gap: float, fork: str, profile: Any = None) -> dict[str, Any]:
-    """One configuration in this process (its environment already set by the caller)."""
-    if CONFIGS[name][0]:
+    """One configuration in this process (its environment already set by the caller); the
+    result says which ``fma_otel`` it ran."""
+    if CONFIGS[_config(name)][0]:
         import fma_otel.auto  # noqa: F401 - the wrappers, as bench_fork's launchers load them
     launcher = _load_launcher(fork)
-    return asyncio.run(_run_creates(launcher, n, warmup, gap, fork, profile))
+    out = asyncio.run(_run_creates(launcher, n, warmup, gap, fork, profile))
+    import fma_otel
+
+    out["code"] = str(Path(fma_otel.__file__).parents[1])
+    return out
 
 
 # ---------------------------------------------------------------- the driver
 
 
-def _env_of(name: str, rx: dict[str, str]) -> dict[str, str]:
+#: Suffix of a configuration run with the ``--baseline`` code.
+BASELINE = " [baseline]"
+
+
+def _config(name: str) -> str:
+    return name.removesuffix(BASELINE)
+
+
+def _env_of(name: str, rx: dict[str, str], baseline: str | None = None) -> dict[str, str]:
+    """``bench_fork``'s environment of the configuration; a ``[baseline]`` one imports
+    ``fma_otel`` from ``baseline`` (another checkout) instead of this one."""
     from bench_fork import LOOKUP_POD, clean_env
 
-    wrapped, collector, api = CONFIGS[name]
+    wrapped, collector, api = CONFIGS[_config(name)]
     extra: dict[str, str] = {}
     if collector:
         extra["OTEL_EXPORTER_OTLP_ENDPOINT"] = rx[collector]
     if api:
         extra.update(POD_NAME=LOOKUP_POD[0], NAMESPACE=LOOKUP_POD[1], KUBECONFIG=rx[f"api-{api}"])
-    return clean_env(extra if wrapped else None)
+    env = clean_env(extra if wrapped else None)
+    if name.endswith(BASELINE) and baseline:
+        env["PYTHONPATH"] = os.pathsep.join([baseline, env["PYTHONPATH"]])
+    return env
 
 
 @contextmanager
@@ -270,10 +289,10 @@ def servers(names: list[str]) -> Iterator[dict[str, str]]:
 
     with ExitStack() as stack:
         rx: dict[str, str] = {}
-        if any(CONFIGS[n][1] for n in names):
+        if any(CONFIGS[_config(n)][1] for n in names):
             rx["http"] = stack.enter_context(receiver("HttpOtlpReceiver"))
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
-        for kind in {CONFIGS[n][2] for n in names} - {None}:
+        for kind in {CONFIGS[_config(n)][2] for n in names} - {None}:
             assert kind is not None
             url = (
                 f"http://127.0.0.1:{free_port()}"
@@ -299,7 +318,8 @@ def run_one(name: str, rx: dict[str, str], args: argparse.Namespace) -> dict[str
         "--fork",
         args.fork,
     ]
-    res = subprocess.run(argv, env=_env_of(name, rx), capture_output=True, text=True, cwd=REPO)
+    env = _env_of(name, rx, args.baseline)
+    res = subprocess.run(argv, env=env, capture_output=True, text=True, cwd=REPO)
     if res.returncode != 0:
         raise RuntimeError(f"{name}: worker failed:\n{res.stderr[-3000:]}")
     return json.loads(res.stdout.strip().splitlines()[-1])
@@ -312,6 +332,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3, help="fresh processes per configuration")
     ap.add_argument("--gap", type=float, default=0.002, help="seconds between creates")
     ap.add_argument("--fork", choices=("dummy", "real"), default="dummy")
+    ap.add_argument(
+        "--baseline",
+        metavar="DIR",
+        help="also run the wrapped configurations with fma_otel imported from DIR (e.g. a "
+        "`git archive` of an earlier commit), interleaved with these",
+    )
     ap.add_argument("--only", action="append", default=[], help="configurations holding this word")
     ap.add_argument("--profile", metavar="NAME", help="cProfile one configuration in this process")
     ap.add_argument("--threads", action="store_true", help="profile the background threads instead")
@@ -325,6 +351,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile:
         return profile(args)
     names = [n for n in CONFIGS if n == BASE or not args.only or any(w in n for w in args.only)]
+    if args.baseline:
+        # The same configurations with the other code, in the same rounds (the machine's
+        # load then hits both alike); its bytecode compiled first, as bench_fork's.
+        from bench_fork import installed_bytecode
+
+        env = {**os.environ, "PYTHONPYCACHEPREFIX": installed_bytecode()}
+        subprocess.run([sys.executable, "-m", "compileall", "-q", args.baseline], env=env, check=True)
+        names += [n + BASELINE for n in names if n != BASE]
     cols = ("response", "thread", "faults", "process") + (
         ("fork", "fork-resp", "fork-resp faults") if args.fork == "real" else ()
     )
@@ -336,6 +370,8 @@ def main(argv: list[str] | None = None) -> int:
             rng.shuffle(order)
             for name in order:
                 res = run_one(name, rx, args)
+                if name.endswith(BASELINE) and res["code"] != str(Path(args.baseline).resolve()):
+                    raise RuntimeError(f"{name} ran fma_otel from {res['code']}, not {args.baseline}")
                 got["response"][name].append(statistics.median(res["response_ns"]) / 1e3)
                 got["thread"][name].append(statistics.median(res["thread_ns"]) / 1e3)
                 got["faults"][name].append(statistics.median(res["faults"]))
