@@ -283,7 +283,7 @@ def _env_of(name: str, rx: dict[str, str], baseline: str | None = None) -> dict[
 @contextmanager
 def servers(names: list[str]) -> Iterator[dict[str, str]]:
     """The collector and the API servers the configurations need, as ``bench_fork`` runs them."""
-    from bench_fork import API_SERVERS, api_server, free_port, receiver
+    from bench_fork import API_SERVERS, api_server, free_port, json_kubeconfig, receiver
 
     from tests.support.k8s_server import write_kubeconfig
 
@@ -299,7 +299,7 @@ def servers(names: list[str]) -> Iterator[dict[str, str]]:
                 if kind == "down"
                 else stack.enter_context(api_server(API_SERVERS[kind]))
             )
-            rx[f"api-{kind}"] = write_kubeconfig(tmp / f"{kind}.yaml", url)
+            rx[f"api-{kind}"] = json_kubeconfig(write_kubeconfig(tmp / f"{kind}.json", url))
         yield rx
 
 
