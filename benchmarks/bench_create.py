@@ -354,10 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.baseline:
         # The same configurations with the other code, in the same rounds (the machine's
         # load then hits both alike); its bytecode compiled first, as bench_fork's.
-        from bench_fork import installed_bytecode
-
-        env = {**os.environ, "PYTHONPYCACHEPREFIX": installed_bytecode()}
-        subprocess.run([sys.executable, "-m", "compileall", "-q", args.baseline], env=env, check=True)
+        subprocess.run([sys.executable, "-m", "compileall", "-q", args.baseline], check=True)
         names += [n + BASELINE for n in names if n != BASE]
     cols = ("response", "thread", "faults", "process") + (
         ("fork", "fork-resp", "fork-resp faults") if args.fork == "real" else ()

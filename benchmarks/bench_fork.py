@@ -279,38 +279,34 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-_PYCACHE: list[str] = []
+_COMPILED: list[bool] = []
 
 
-def installed_bytecode() -> str:
-    """A bytecode cache of ``fma_otel`` (made once, removed at exit), for ``PYTHONPYCACHEPREFIX``.
+def installed_bytecode() -> None:
+    """Compile ``fma_otel``'s bytecode into its ``__pycache__`` (once), as a wheel install has it.
 
-    Measured as installed: a wheel install has its modules compiled (site-packages here
-    has), but this checkout is imported from source, and with ``PYTHONDONTWRITEBYTECODE``
-    set in the caller's shell every wrapped launcher compiled ``fma_otel`` at start-up -
-    megabytes of compiler garbage left in its heap, which every ``fork()`` then copies the
-    page tables of.  The unwrapped launcher never paid that, so the extra was the
-    benchmark's, not the wrappers'.  Compiled up front so that every launcher starts alike.
+    Why: this checkout is imported from source, and with ``PYTHONDONTWRITEBYTECODE`` set in
+    the caller's shell every wrapped launcher compiled ``fma_otel`` at start-up - megabytes
+    of compiler garbage left in its heap, which every ``fork()`` then copies the page
+    tables of.  The unwrapped launcher never paid that (site-packages is compiled), so the
+    extra was the benchmark's, not the wrappers'.  Compiled up front so that every launcher
+    starts alike.  (Not ``PYTHONPYCACHEPREFIX``: that moves every module's cache, and the
+    launchers would then compile FastAPI and the rest too.)
     """
-    if not _PYCACHE:
-        import atexit
-        import shutil
-
-        d = tempfile.mkdtemp(prefix="fma-bench-pyc-")
-        atexit.register(shutil.rmtree, d, True)
-        env = {**os.environ, "PYTHONPYCACHEPREFIX": d}
+    if not _COMPILED:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPYCACHEPREFIX"}
         subprocess.run(
             [sys.executable, "-m", "compileall", "-q", str(REPO / "fma_otel")], env=env, check=True
         )
-        _PYCACHE.append(d)
-    return _PYCACHE[0]
+        _COMPILED.append(True)
 
 
 def clean_env(extra: dict[str, str] | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "GRPC_"))}
     env["PYTHONPATH"] = str(REPO)
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["PYTHONPYCACHEPREFIX"] = installed_bytecode()
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # read the bytecode ``installed_bytecode`` wrote
+    env.pop("PYTHONPYCACHEPREFIX", None)
+    installed_bytecode()
     env.update(extra or {})
     return env
 

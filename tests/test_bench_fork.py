@@ -298,14 +298,15 @@ def _running(pid: int) -> bool:
 @pytest.mark.slow
 def test_launchers_import_fma_otel_from_compiled_bytecode(monkeypatch: pytest.MonkeyPatch) -> None:
     """As installed: the shell's PYTHONDONTWRITEBYTECODE must not make every wrapped launcher
-    compile fma_otel at start-up (its heap, and so its forks, grew by megabytes)."""
+    compile fma_otel at start-up (its heap, and so its forks, grew by megabytes), and no
+    cache prefix may hide site-packages' own bytecode."""
     import importlib.util as iu
 
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.setenv("PYTHONPYCACHEPREFIX", "/nonexistent")
     env = bf.clean_env({})
-    assert "PYTHONDONTWRITEBYTECODE" not in env
-    prefix = Path(env["PYTHONPYCACHEPREFIX"])
-    monkeypatch.setattr(sys, "pycache_prefix", str(prefix))
+    assert "PYTHONDONTWRITEBYTECODE" not in env and "PYTHONPYCACHEPREFIX" not in env
+    monkeypatch.setattr(sys, "pycache_prefix", None)
     assert Path(iu.cache_from_source(str(ROOT / "fma_otel" / "instrument" / "launcher.py"))).is_file()
 
 
