@@ -538,7 +538,7 @@ class _PendingSpan:
     opens the real span - receipt instant, derived ids once the Pod answer is known - and
     replays it all.  The request never waits on the API server."""
 
-    __slots__ = ("owner", "attrs", "t0", "events", "status", "end_time", "state", "request")
+    __slots__ = ("owner", "attrs", "t0", "events", "status", "end_time", "state", "request", "deadline")
 
     def __init__(self, owner: LauncherInstrumentor, attrs: dict[str, Any], t0: int) -> None:
         self.owner = owner
@@ -551,6 +551,8 @@ class _PendingSpan:
         #: ``(scope, headers, instance id)``: the request's attributes are built from it at
         #: ``end`` (after the response), before what the request set on the span.
         self.request: tuple[dict[str, Any], dict[str, str], str] | None = None
+        #: ``time.monotonic()`` until which its Pod answer is waited for (set at ``end``).
+        self.deadline = 0.0
 
     def is_recording(self) -> bool:
         return True
@@ -574,6 +576,7 @@ class _PendingSpan:
 
     def end(self, end_time: int | None = None) -> None:
         self.end_time = end_time or time.time_ns()
+        self.deadline = time.monotonic() + self.owner.podinfo.join_wait
         if self.request is not None:
             attrs = _create_attrs(*self.request)
             attrs.update(self.attrs)
@@ -638,7 +641,10 @@ def _resolve(pending: _PendingSpan) -> None:
     st = pending.state
     assert st is not None
     owner = pending.owner
-    look = owner.podinfo.wait_for(st.instance_id)
+    # Its own deadline, counted from its end, not from when the resolver got to it: creates
+    # queued behind one that waited do not wait again in turn (a backlog of spans - each
+    # holding its instance's process and sentinel pipe - would grow with the create rate).
+    look = owner.podinfo.wait_for(st.instance_id, max(0.0, pending.deadline - time.monotonic()))
     span, join, trace_hex, _ = _open_create(owner, pending.attrs, pending.t0, None, None, look)
     for name, attrs, ts in pending.events:
         span.add_event(name, attrs, ts)

@@ -211,3 +211,40 @@ def test_a_create_served_before_its_pod_answer_gets_the_same_attributes(launcher
     # attributes (which the span gets once the answer is known).
     keys = list(late.attributes)
     assert keys.index("http.response.status_code") < keys.index("fma.join")
+
+
+class RecordingPodInfo(PodInfo):
+    """A lookup that never learns the binding, and records how long each create waits."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            lambda *a: {"annotations": {}}, env={"POD_NAME": "launcher-1", "NAMESPACE": "fma-test"}
+        )
+        self.waits: list[float | None] = []
+
+    def wait_for(self, instance_id: str | None, timeout: float | None = None) -> Any:
+        self.waits.append(timeout)
+        return super().wait_for(instance_id, 0.0)
+
+
+def test_a_create_queued_past_its_deadline_does_not_wait_again(tracing: Tracing) -> None:
+    """Deferred creates wait for their Pod answer until their own deadline (their end plus
+    the join wait), not a full wait each in turn behind one another."""
+    from fma_otel.instrument import launcher as L
+
+    pod = RecordingPodInfo()
+    inst = LauncherInstrumentor()
+    inst.instrument(tracer_provider=tracing.provider, pod_info=pod, configure_sdk=False, skip_dep_check=True)
+    try:
+        for iid, deadline_in in (("late", -5.0), ("fresh", 60.0)):
+            pending = L._PendingSpan(inst, {"fma.instance.id": iid}, time.time_ns())
+            pending.state = L._RequestState(pending, True, L.JOIN_PENDING, iid)  # type: ignore[arg-type]
+            pending.end_time = time.time_ns()
+            pending.deadline = time.monotonic() + deadline_in
+            L._resolve(pending)
+    finally:
+        inst.uninstrument()
+    late, fresh = pod.waits
+    assert late == 0.0
+    assert fresh is not None and 55.0 < fresh <= 60.0
+    assert [s.attributes["fma.join"] for s in tracing.spans(CREATE_SPAN)] == ["none", "none"]
