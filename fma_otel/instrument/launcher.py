@@ -172,6 +172,7 @@ class _RequestState:
         "scope",
         "headers",
         "deferred",
+        "result",
     )
 
     def __init__(
@@ -204,6 +205,8 @@ class _RequestState:
         self.scope: dict[str, Any] | None = None
         self.headers: dict[str, str] | None = None
         self.deferred: dict[str, Any] | None = None
+        #: What the manager's ``create_instance`` returned: read after the response.
+        self.result: Any = None
 
 
 #: The request the middleware is tracing, for the class wrappers running inside it: they
@@ -891,16 +894,9 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             st.config = args[0] if args else kwargs.get("vllm_config")
         result = wrapped(*args, **kwargs)
         if st is not None and st.is_create:
-            # The id the manager chose is the path's (PUT): nothing to record, no span lookup.
-            try:
-                iid = result.get("instance_id") if isinstance(result, dict) else None
-                if iid and str(iid) != st.instance_id and st.span.is_recording():
-                    if st.deferred is not None:
-                        st.deferred[model.A_INSTANCE] = str(iid)
-                    else:
-                        st.span.set_attribute(model.A_INSTANCE, str(iid))
-            except Exception:  # noqa: BLE001 - do no harm
-                pass
+            # After the fork: the id the manager chose is checked after the response
+            # (``_after_response``); here only the one write the response makes anyway.
+            st.result = result
         elif self.recording():
             _note_instance_id(result)
         return result
@@ -916,6 +912,8 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         (or ``stop``) opens the span as before.
         """
         global _PENDING_CHILD_ENV
+        if st.result is not None:
+            _note_create_result(st)
         after = st.after
         st.after = None
         for instance, watch, child_env in after or ():
@@ -946,12 +944,17 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         if plan.__class__ is _StartupOrder and st.after is not None:
             # Inside the create request: after the fork only the return, the rest waits
             # for the response (``_after_response``), which also clears the child's env.
+            # Our objects are let go before the fork: a page the return would touch (a
+            # reference count) is a page copied while the child shares it.
             st.after.append((instance, plan.watch, plan.child_env))
             self._watches[instance] = plan.watch  # so a ``stop`` before then ends it
+            del st, plan
             try:
                 return wrapped(*args, **kwargs)
             except BaseException as exc:
-                _end_error(plan.watch, exc, getattr(instance, "config", None))
+                watch = self._watches.get(instance)
+                if watch is not None:
+                    _end_error(watch, exc, getattr(instance, "config", None))
                 raise
         try:
             result = wrapped(*args, **kwargs)
@@ -1087,6 +1090,18 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         except Exception:  # noqa: BLE001
             pass
         return wrapped(*args, **kwargs)
+
+
+@c.swallow()
+def _note_create_result(st: _RequestState) -> None:
+    """The id the manager chose is the path's (PUT): nothing to record, unless it differs."""
+    result, st.result = st.result, None
+    iid = result.get("instance_id") if isinstance(result, dict) else None
+    if iid and str(iid) != st.instance_id and st.span.is_recording():
+        if st.deferred is not None:
+            st.deferred[model.A_INSTANCE] = str(iid)
+        else:
+            st.span.set_attribute(model.A_INSTANCE, str(iid))
 
 
 @c.swallow()

@@ -248,3 +248,32 @@ def test_a_create_queued_past_its_deadline_does_not_wait_again(tracing: Tracing)
     assert late == 0.0
     assert fresh is not None and 55.0 < fresh <= 60.0
     assert [s.attributes["fma.join"] for s in tracing.spans(CREATE_SPAN)] == ["none", "none"]
+
+
+@pytest.mark.parametrize("sampler", ["sdk", "seeing"])
+def test_an_id_the_manager_chose_is_recorded_after_the_response(sampler: str) -> None:
+    """What ``create_instance`` returns is read after the response (not between the fork
+    and it); an instance id other than the path's still ends up on the create span."""
+    tracing = Tracing()
+    tracing.provider = _provider(ALWAYS_ON if sampler == "sdk" else ParentBased(SeeingSampler()), tracing)
+    launcher = load_fake_launcher()
+    create = launcher.VllmMultiProcessManager.create_instance
+
+    def chosen(self: Any, vllm_config: Any, instance_id: str | None = None) -> dict[str, Any]:
+        out = create(self, vllm_config, instance_id)
+        return {**out, "instance_id": "chosen-id"}
+
+    launcher.VllmMultiProcessManager.create_instance = chosen
+    inst = LauncherInstrumentor()
+    inst.instrument(
+        tracer_provider=tracing.provider, pod_info=no_pod(), configure_sdk=False, skip_dep_check=True
+    )
+    try:
+        with TestClient(launcher.app) as client:
+            cfg = {"options": f"--model tiny --port {free_port()}"}
+            assert client.put("/v2/vllm/instances/inst-x", json=cfg).status_code == 201
+    finally:
+        inst.uninstrument()
+        launcher.vllm_manager.stop_all_instances(timeout=2)
+    (span,) = tracing.spans(CREATE_SPAN)
+    assert span.attributes["fma.instance.id"] == "chosen-id"
