@@ -1,7 +1,8 @@
 """CPU per create of the launcher wrapper's code path, in process (run by hand, not in CI).
 
     python benchmarks/bench_create.py [--creates 1500] [--rounds 3] [--fork dummy|real]
-    python benchmarks/bench_create.py --profile "lookup healthy" [--creates 3000] [--top 40]
+    python benchmarks/bench_create.py --baseline /tmp/base   # also another checkout's fma_otel
+    python benchmarks/bench_create.py --profile "lookup healthy" [--threads] [--top 40]
 
 Why this exists next to ``bench_fork.py``: ``bench_fork`` times creates at an HTTP client
 against separate launcher processes, so a fraction of a millisecond of the wrapper's own
@@ -15,7 +16,11 @@ each create is measured in CPU time:
   request itself pays (the work the wrappers moved onto their threads is not in it);
 * **process**: the whole process's CPU time over the timed creates (and the pauses
   between them, ``--gap``) divided by their number - what each create costs the launcher
-  in all, its background threads (batch processor, start-up poller, Pod lookup) included.
+  in all, its background threads (batch processor, start-up poller, Pod lookup) included;
+* **minor faults** of the request thread up to the response; with ``--fork real`` also the
+  ``os.fork()`` call itself (its page-table copy grows with the launcher's memory) and the
+  request thread's CPU and faults from the fork to the response (each page written there
+  is copied while the child shares it).
 
 The fork is ``--fork dummy`` by default (a process object that does not fork, as in
 ``bench_wrappers.py``), so the figures are the wrapper's code alone; ``--fork real``
@@ -24,7 +29,10 @@ untimed), which adds what the wrapper's writes cost after the fork (copy-on-writ
 the fork's own growth with the process.
 
 Each configuration runs in a fresh interpreter (what it imports is what the launcher
-would), ``--rounds`` times in alternating order; the table shows the median over rounds.
+would), ``--rounds`` times in a shuffled order; the table shows the median over rounds.
+``--baseline DIR`` runs every wrapped configuration a second time with ``fma_otel``
+imported from ``DIR`` (``git archive <commit> fma_otel | tar -x -C DIR``), in the same
+rounds, so the machine's load hits the before and the after alike.
 ``--profile NAME`` runs one configuration in this process under ``cProfile`` (the request
 thread only) and prints the functions by own and by cumulative time.
 """
