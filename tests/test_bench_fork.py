@@ -293,3 +293,31 @@ def _running(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return False
+
+
+@pytest.mark.slow
+def test_launchers_import_fma_otel_from_compiled_bytecode(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As installed: the shell's PYTHONDONTWRITEBYTECODE must not make every wrapped launcher
+    compile fma_otel at start-up (its heap, and so its forks, grew by megabytes), and no
+    cache prefix may hide site-packages' own bytecode."""
+    import importlib.util as iu
+
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.setenv("PYTHONPYCACHEPREFIX", "/nonexistent")
+    env = bf.clean_env({})
+    assert "PYTHONDONTWRITEBYTECODE" not in env and "PYTHONPYCACHEPREFIX" not in env
+    monkeypatch.setattr(sys, "pycache_prefix", None)
+    assert Path(iu.cache_from_source(str(ROOT / "fma_otel" / "instrument" / "launcher.py"))).is_file()
+
+
+def test_json_kubeconfig_keeps_the_document(tmp_path: Path) -> None:
+    import json
+
+    import yaml
+
+    from tests.support.k8s_server import write_kubeconfig
+
+    path = write_kubeconfig(tmp_path / "kc.json", "http://127.0.0.1:1")
+    doc = yaml.safe_load(Path(path).read_text())
+    assert bf.json_kubeconfig(path) == path
+    assert json.loads(Path(path).read_text()) == doc

@@ -95,15 +95,38 @@ def _b64(value: str) -> bytes:
     return base64.b64decode(value)
 
 
-def from_kubeconfig(path: str) -> Credentials:
-    """The current context's cluster and user of a kubeconfig (token or client-cert users)."""
-    import yaml  # only outside a cluster; PyYAML is small
-
+def _read_kubeconfig(path: str) -> dict[str, Any]:
+    """A kubeconfig's document.  One written as JSON (``kubectl config view -o json``; JSON
+    is YAML too) is read with ``json``: PyYAML, imported only for YAML ones, adds more than
+    a megabyte to the launcher, which every ``fork()`` of a vLLM instance then copies the
+    page tables of."""
     try:
         with open(path, encoding="utf-8") as f:
-            doc = yaml.safe_load(f) or {}
-    except (OSError, yaml.YAMLError) as exc:
+            text = f.read()
+    except OSError as exc:
         raise KubeConfigError(f"cannot read kubeconfig {path}: {exc}") from exc
+    if text.lstrip().startswith("{"):
+        try:
+            doc = json.loads(text)
+        except ValueError as exc:
+            raise KubeConfigError(f"cannot read kubeconfig {path}: {exc}") from exc
+    else:
+        import yaml  # only outside a cluster, for a YAML kubeconfig
+
+        try:
+            doc = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise KubeConfigError(f"cannot read kubeconfig {path}: {exc}") from exc
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict):
+        raise KubeConfigError(f"cannot read kubeconfig {path}: not a mapping")
+    return doc
+
+
+def from_kubeconfig(path: str) -> Credentials:
+    """The current context's cluster and user of a kubeconfig (token or client-cert users)."""
+    doc = _read_kubeconfig(path)
     base = os.path.dirname(os.path.abspath(path))
 
     def named(kind: str, name: str | None) -> dict[str, Any]:

@@ -32,6 +32,7 @@ import contextvars
 import json
 import os
 import queue
+import re
 import sys
 import threading
 import time
@@ -45,7 +46,13 @@ from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 from opentelemetry.instrumentation.utils import suppress_instrumentation, unwrap
-from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased
+from opentelemetry.sdk.trace.sampling import (
+    ALWAYS_ON,
+    ParentBased,
+    ParentBasedTraceIdRatio,
+    StaticSampler,
+    TraceIdRatioBased,
+)
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from fma_otel import model
@@ -110,9 +117,35 @@ def _headers(scope: dict[str, Any]) -> dict[str, str]:
     return out
 
 
+#: The headers the W3C propagators (trace context, baggage) read: the default global
+#: propagator's ``fields``.
+_W3C_FIELDS = frozenset({"traceparent", "tracestate", "baggage"})
+#: ``(global propagator, its fields if they are W3C ones only, else None)``.
+_FIELDS: tuple[Any, frozenset[str] | None] | None = None
+
+
+def _w3c_fields() -> frozenset[str] | None:
+    """The global propagator's ``fields`` when they are only W3C headers (the default
+    ``tracecontext,baggage``), else ``None``; re-read only when the global one changes."""
+    global _FIELDS
+    prop = propagate.get_global_textmap()
+    cached = _FIELDS
+    if cached is None or cached[0] is not prop:
+        fields = frozenset(prop.fields)
+        cached = _FIELDS = (prop, fields if fields <= _W3C_FIELDS else None)
+    return cached[1]
+
+
 def _extract(headers: dict[str, str]) -> Any:
     """``propagate.extract`` of the request headers onto an empty context: the incoming
-    context and its parent span context (``None`` when no valid parent came)."""
+    context and its parent span context (``None`` when no valid parent came).
+
+    When the global propagator is a W3C one and the request has none of its headers (every
+    create from the Go DPC), extracting would return the empty context unchanged: skipped.
+    """
+    fields = _w3c_fields()
+    if fields is not None and fields.isdisjoint(headers):
+        return _ROOT, None
     ctx = propagate.extract(headers, context=_ROOT, getter=_GETTER)
     psc = trace.get_current_span(ctx).get_span_context()
     return ctx, (psc if psc.is_valid else None)
@@ -136,6 +169,10 @@ class _RequestState:
         "after",
         "config",
         "resolved",
+        "scope",
+        "headers",
+        "deferred",
+        "result",
     )
 
     def __init__(
@@ -162,6 +199,14 @@ class _RequestState:
         self.config: Any = None
         #: Set once a deferred create span (``_PendingSpan``) is opened for real.
         self.resolved: Any = None
+        #: A create span opened without its attributes (``_defer_attributes``): the
+        #: request's scope and headers, and the attributes decided at the start, all set on
+        #: the span after the response (``_finish``).
+        self.scope: dict[str, Any] | None = None
+        self.headers: dict[str, str] | None = None
+        self.deferred: dict[str, Any] | None = None
+        #: What the manager's ``create_instance`` returned: read after the response.
+        self.result: Any = None
 
 
 #: The request the middleware is tracing, for the class wrappers running inside it: they
@@ -284,11 +329,8 @@ class FmaLauncherMiddleware:
     ) -> tuple[_RequestState, Any]:
         """A create whose Pod answer is not known yet: served now, its span opened after the
         response (``_resolve_deferred``, on the resolver thread) with the receipt instant."""
-        attrs = _http_attrs(scope, "PUT", scope.get("path", ""), headers, _CREATE_ROUTE)
-        attrs[model.A_INSTANCE] = instance_id
-        attrs[model.A_START_SRC] = "wrapper"
-        attrs[model.A_END_SRC] = "wrapper"
-        pending = _PendingSpan(self._owner, attrs, t0)
+        pending = _PendingSpan(self._owner, {}, t0)
+        pending.request = (scope, headers, instance_id)  # its attributes: built at ``end``
         st = _RequestState(pending, True, JOIN_PENDING, instance_id)  # type: ignore[arg-type]
         st.resolved = threading.Event()
         pending.state = st
@@ -321,12 +363,20 @@ class FmaLauncherMiddleware:
         look: PodLookup | None,
         trace_hex: str = "",
     ) -> tuple[_RequestState, Any]:
-        """Open ``fma.launcher.create_instance``: all attributes in one dict, one SDK call."""
-        attrs = _http_attrs(scope, "PUT", scope.get("path", ""), headers, _CREATE_ROUTE)
-        attrs[model.A_INSTANCE] = instance_id
-        attrs[model.A_START_SRC] = "wrapper"
-        attrs[model.A_END_SRC] = "wrapper"
-        span, join, trace_hex, parent = _open_create(self._owner, attrs, t0, parent, psc, look, trace_hex)
+        """Open ``fma.launcher.create_instance``: all attributes in one dict, one SDK call -
+        or, when no sampler can look at them (``_defer_attributes``), the span without its
+        attributes, which are built and set after the response (``_finish``)."""
+        owner = self._owner
+        if _defer_attributes(owner.tracer()):
+            join_attrs: dict[str, Any] = {}
+            span, join, trace_hex, parent = _open_create(
+                owner, join_attrs, t0, parent, psc, look, trace_hex, deferred=True
+            )
+            st = _RequestState(span, True, join, instance_id, trace_hex)
+            st.scope, st.headers, st.deferred = scope, headers, join_attrs
+            return st, trace.set_span_in_context(span, parent)
+        attrs = _create_attrs(scope, headers, instance_id)
+        span, join, trace_hex, parent = _open_create(owner, attrs, t0, parent, psc, look, trace_hex)
         return (
             _RequestState(span, True, join, instance_id, trace_hex),
             trace.set_span_in_context(span, parent),
@@ -341,8 +391,12 @@ def _open_create(
     psc: SpanContext | None,
     look: PodLookup | None,
     trace_hex: str = "",
+    deferred: bool = False,
 ) -> tuple[trace.Span, str, str, Any]:
-    """Start the create span under what is known: ``(span, join, trace hex, parent)``."""
+    """Start the create span under what is known: ``(span, join, trace hex, parent)``.
+
+    ``attrs`` gets the join's attributes; ``deferred``: the span is started without any
+    (the caller sets them, after the request's own, once the response is sent)."""
     if psc is not None:
         join = JOIN_TRACEPARENT
         trace_hex = trace_hex or format(psc.trace_id, "032x")
@@ -371,11 +425,63 @@ def _open_create(
         CREATE_SPAN,
         context=parent,
         kind=SpanKind.SERVER,
-        attributes=attrs,
+        attributes=None if deferred else attrs,
         start_time=t0,
         span_id=span_id,
     )
     return span, join, trace_hex, parent
+
+
+def _create_attrs(scope: dict[str, Any], headers: dict[str, str], instance_id: str) -> dict[str, Any]:
+    """The create span's attributes from the request (the join adds its own after them)."""
+    attrs = _http_attrs(scope, "PUT", scope.get("path", ""), headers, _CREATE_ROUTE)
+    attrs[model.A_INSTANCE] = instance_id
+    attrs[model.A_START_SRC] = "wrapper"
+    attrs[model.A_END_SRC] = "wrapper"
+    return attrs
+
+
+def _set_deferred(st: _RequestState) -> None:
+    """Set a create span's deferred attributes, in the order and with the values the span
+    would have been started with (a later ``fma.instance.id`` from the manager wins)."""
+    assert st.scope is not None and st.headers is not None and st.deferred is not None
+    attrs = _create_attrs(st.scope, st.headers, st.instance_id or "")
+    attrs.update(st.deferred)
+    st.deferred = st.scope = st.headers = None
+    st.span.set_attributes(attrs)
+
+
+#: Names of the SDK's own samplers, whose decisions never depend on span attributes.
+_BLIND_DESCRIPTION = re.compile(
+    r"(?:AlwaysOnSampler|AlwaysOffSampler|TraceIdRatioBased\{[^{}]*\}|ParentBased\{|[A-Za-z]+:|,|\})*"
+)
+_BLIND_TYPES = (StaticSampler, ParentBased, ParentBasedTraceIdRatio, TraceIdRatioBased)
+#: ``(sampler, may its create spans get their attributes after the start)``.
+_BLIND: tuple[Any, bool] | None = None
+
+
+def _defer_attributes(tracer: Any) -> bool:
+    """May a create span get its attributes after the response instead of at its start?
+
+    Only a sampler sees the attributes given at the start and not the ones set later (the
+    OpenTelemetry specification's one reason to give them at the start), so: when the
+    tracer's sampler is one of the SDK's own (always on/off, trace-id ratio, parent-based
+    on those), which never look at attributes.  Building and cleaning them then costs the
+    request nothing before its response.  Decided once per sampler.
+    """
+    global _BLIND
+    sampler = getattr(tracer, "sampler", None)
+    cached = _BLIND
+    if cached is None or cached[0] is not sampler:
+        blind = False
+        try:
+            blind = type(sampler) in _BLIND_TYPES and bool(
+                _BLIND_DESCRIPTION.fullmatch(sampler.get_description())  # type: ignore[union-attr]
+            )
+        except Exception:  # noqa: BLE001 - an odd sampler: attributes at the start
+            blind = False
+        cached = _BLIND = (sampler, blind)
+    return cached[1]
 
 
 def _finish(state: _RequestState, exc: BaseException | None) -> None:
@@ -383,6 +489,8 @@ def _finish(state: _RequestState, exc: BaseException | None) -> None:
     try:
         span = state.span
         status = state.status
+        if state.deferred is not None:
+            _set_deferred(state)
         if exc is None:
             if status is None:
                 span.end()
@@ -433,7 +541,7 @@ class _PendingSpan:
     opens the real span - receipt instant, derived ids once the Pod answer is known - and
     replays it all.  The request never waits on the API server."""
 
-    __slots__ = ("owner", "attrs", "t0", "events", "status", "end_time", "state")
+    __slots__ = ("owner", "attrs", "t0", "events", "status", "end_time", "state", "request", "deadline")
 
     def __init__(self, owner: LauncherInstrumentor, attrs: dict[str, Any], t0: int) -> None:
         self.owner = owner
@@ -443,6 +551,11 @@ class _PendingSpan:
         self.status: Status | None = None
         self.end_time: int | None = None
         self.state: _RequestState | None = None
+        #: ``(scope, headers, instance id)``: the request's attributes are built from it at
+        #: ``end`` (after the response), before what the request set on the span.
+        self.request: tuple[dict[str, Any], dict[str, str], str] | None = None
+        #: ``time.monotonic()`` until which its Pod answer is waited for (set at ``end``).
+        self.deadline = 0.0
 
     def is_recording(self) -> bool:
         return True
@@ -466,6 +579,11 @@ class _PendingSpan:
 
     def end(self, end_time: int | None = None) -> None:
         self.end_time = end_time or time.time_ns()
+        self.deadline = time.monotonic() + self.owner.podinfo.join_wait
+        if self.request is not None:
+            attrs = _create_attrs(*self.request)
+            attrs.update(self.attrs)
+            self.attrs, self.request = attrs, None
         _RESOLVER.put(self)
 
 
@@ -526,7 +644,10 @@ def _resolve(pending: _PendingSpan) -> None:
     st = pending.state
     assert st is not None
     owner = pending.owner
-    look = owner.podinfo.wait_for(st.instance_id)
+    # Its own deadline, counted from its end, not from when the resolver got to it: creates
+    # queued behind one that waited do not wait again in turn (a backlog of spans - each
+    # holding its instance's process and sentinel pipe - would grow with the create rate).
+    look = owner.podinfo.wait_for(st.instance_id, max(0.0, pending.deadline - time.monotonic()))
     span, join, trace_hex, _ = _open_create(owner, pending.attrs, pending.t0, None, None, look)
     for name, attrs, ts in pending.events:
         span.add_event(name, attrs, ts)
@@ -773,13 +894,9 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             st.config = args[0] if args else kwargs.get("vllm_config")
         result = wrapped(*args, **kwargs)
         if st is not None and st.is_create:
-            # The id the manager chose is the path's (PUT): nothing to record, no span lookup.
-            try:
-                iid = result.get("instance_id") if isinstance(result, dict) else None
-                if iid and str(iid) != st.instance_id and st.span.is_recording():
-                    st.span.set_attribute(model.A_INSTANCE, str(iid))
-            except Exception:  # noqa: BLE001 - do no harm
-                pass
+            # After the fork: the id the manager chose is checked after the response
+            # (``_after_response``); here only the one write the response makes anyway.
+            st.result = result
         elif self.recording():
             _note_instance_id(result)
         return result
@@ -795,6 +912,8 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         (or ``stop``) opens the span as before.
         """
         global _PENDING_CHILD_ENV
+        if st.result is not None:
+            _note_create_result(st)
         after = st.after
         st.after = None
         for instance, watch, child_env in after or ():
@@ -826,12 +945,17 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         if plan.__class__ is _StartupOrder and st.after is not None:
             # Inside the create request: after the fork only the return, the rest waits
             # for the response (``_after_response``), which also clears the child's env.
+            # Our objects are let go before the fork: a page the return would touch (a
+            # reference count) is a page copied while the child shares it.
             st.after.append((instance, plan.watch, plan.child_env))
             self._watches[instance] = plan.watch  # so a ``stop`` before then ends it
+            del st, plan
             try:
                 return wrapped(*args, **kwargs)
             except BaseException as exc:
-                _end_error(plan.watch, exc, getattr(instance, "config", None))
+                watch = self._watches.get(instance)
+                if watch is not None:
+                    _end_error(watch, exc, getattr(instance, "config", None))
                 raise
         try:
             result = wrapped(*args, **kwargs)
@@ -905,8 +1029,12 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             return _StartupPlan(StartupWatch(span, None, port), _child_env(span))
         trace_hex = format(cur.trace_id, "032x")
         span_id = model.span_id_for(trace_hex, STARTUP_SPAN, self.ordinals.next(trace_hex, STARTUP_SPAN))
-        joined = getattr(cur_span, "attributes", None) or {}
-        if joined.get(A_JOIN, JOIN_TRACEPARENT) != JOIN_NONE:
+        st = _REQUEST.get()
+        if st is not None and st.is_create and st.span is cur_span:
+            join = st.join  # its attributes may be set only after the response
+        else:
+            join = (getattr(cur_span, "attributes", None) or {}).get(A_JOIN, JOIN_TRACEPARENT)
+        if join != JOIN_NONE:
             ctx = c.remote_context(trace_hex, model.span_id_for(trace_hex, STARTUP_PARENT, 0))
             flags = int(TraceFlags.SAMPLED)
         else:  # a trace of its own: under the create span itself
@@ -964,6 +1092,18 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         except Exception:  # noqa: BLE001
             pass
         return wrapped(*args, **kwargs)
+
+
+@c.swallow()
+def _note_create_result(st: _RequestState) -> None:
+    """The id the manager chose is the path's (PUT): nothing to record, unless it differs."""
+    result, st.result = st.result, None
+    iid = result.get("instance_id") if isinstance(result, dict) else None
+    if iid and str(iid) != st.instance_id and st.span.is_recording():
+        if st.deferred is not None:
+            st.deferred[model.A_INSTANCE] = str(iid)
+        else:
+            st.span.set_attribute(model.A_INSTANCE, str(iid))
 
 
 @c.swallow()

@@ -154,6 +154,8 @@ class PodInfo:
         self.refresh = _float(e.get(ENV_REFRESH), 5.0)
         self._changed = threading.Condition()
         self._kick = threading.Event()
+        #: Set by ``stop``: the only thing that ends a backoff early.
+        self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         #: Set at exit: ``wait_for`` stops waiting (the process is going away).
         self.closing = False
@@ -303,25 +305,44 @@ class PodInfo:
             return
         self._stopped = self.closing = False
         self._kick.clear()
+        self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="fma-otel-podinfo", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
         """End the background thread after its current read or watch (``uninstrument``)."""
         self._stopped = self.closing = True
+        self._stop.set()
         self._kick.set()
         self._notify()
 
     #: Kept for callers of the earlier name.
     prefetch = start_background
 
+    #: A watch that ends (or is refused as too old) sooner than this after it began counts
+    #: as a failure for the backoff: a server or proxy that closes every watch at once must
+    #: not be reconnected to in a loop.
+    MIN_WATCH_S = 1.0
+
+    def _pause(self, seconds: float) -> None:
+        """Wait ``seconds``, or less if a create kicks (the kick is used up)."""
+        if self._kick.wait(seconds):
+            self._kick.clear()
+
+    def _back_off(self, seconds: float) -> None:
+        """Wait ``seconds`` whatever creates do; only ``stop`` ends it early.  Why kicks do
+        not (they do not even wake the thread): every create kicks while the answer is
+        missing, and this thread shares the launcher's GIL."""
+        self._stop.wait(seconds)
+
     def _run(self) -> None:
         """GET the Pod; then watch it from the version read, reconnecting from the last
         version seen when the server ends the watch (at once) or the stream drops (after a
         backoff, doubling to at most 30 s); re-read on 410 Gone.  After a failed read, back
-        off likewise unless a create kicks.  A watch the server refuses (no ``watch``
-        permission) falls back to re-reading every ``refresh`` s.  Without a watch (an
-        injected ``fetch``), re-read every ``refresh`` s or when kicked."""
+        off likewise; a watch that ends or is gone within ``MIN_WATCH_S`` backs off too.  A
+        create's kick never shortens a backoff.  A watch the server refuses (no ``watch``
+        permission) falls back to re-reading every ``refresh`` s or when kicked.  Without a
+        watch (an injected ``fetch``), re-read every ``refresh`` s or when kicked."""
         from fma_otel.instrument._kubeapi import ApiError, Gone
 
         backoff = 0.5
@@ -333,32 +354,39 @@ class PodInfo:
                 if self._stopped:
                     return
                 if res.failed:
-                    self._kick.wait(backoff)
+                    self._back_off(backoff)
                     backoff = min(30.0, backoff * 2)
                     continue
-                backoff = 0.5
                 relist = False
             if self._watch is None:
-                self._kick.wait(self.refresh)
+                backoff = 0.5
+                self._pause(self.refresh)
                 relist = True
                 continue
             assert self.pod_name and self.namespace
             self._watching = True
+            began = time.monotonic()
+            quick = False
             try:
                 self._watch(self.namespace, self.pod_name, self.timeout, self._on_pod, self._rv)
-                backoff = 0.5  # the server's timeout ended it: resume at once
+                quick = time.monotonic() - began < self.MIN_WATCH_S  # else the server's timeout
             except Gone:
                 relist = True  # our version is too old: read the Pod afresh
+                quick = time.monotonic() - began < self.MIN_WATCH_S
             except ApiError:
                 self._watching = False
                 relist = True  # refused (RBAC, an injected error): poll by re-reading
-                self._kick.wait(self.refresh)
+                self._pause(self.refresh)
             except Exception:  # noqa: BLE001 - a dropped stream; the thread must outlive it
                 self._watching = False
-                self._kick.wait(backoff)
-                backoff = min(30.0, backoff * 2)
+                quick = True
             finally:
                 self._watching = False
+            if quick:
+                self._back_off(backoff)
+                backoff = min(30.0, backoff * 2)
+            else:
+                backoff = 0.5
 
 
 def _float(value: str | None, default: float) -> float:

@@ -259,6 +259,46 @@ def test_a_launcher_with_the_lookup_configured_never_imports_the_kubernetes_clie
     assert _gets(k8s)
 
 
+@pytest.mark.slow
+def test_a_json_kubeconfig_is_read_without_pyyaml(k8s: FakeCluster, tmp_path: Path) -> None:
+    """A kubeconfig written as JSON is read with ``json``: PyYAML (more than a megabyte of the
+    launcher, which every fork copies) is never imported."""
+    import json
+
+    import yaml
+
+    kc = tmp_path / "kc"
+    kc.write_text(json.dumps(yaml.safe_load(kc.read_text())))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env.update(
+        PYTHONPATH=str(ROOT),
+        OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{free_port()}",
+        POD_NAME=NAME,
+        NAMESPACE=NS,
+        KUBECONFIG=str(kc),
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", LAUNCHER_SHAPED.format(fake=str(FAKE_DIR))],
+        env=env,
+        cwd=str(FAKE_DIR),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[-3:] == ["True", "False", "False"], out.stdout + out.stderr
+
+
+def test_a_broken_json_kubeconfig_says_why(tmp_path: Path) -> None:
+    kc = tmp_path / "kc"
+    kc.write_text('{"clusters": [')
+    with pytest.raises(_kubeapi.KubeConfigError, match="cannot read kubeconfig"):
+        _kubeapi.from_kubeconfig(str(kc))
+    kc.write_text("[1, 2]")
+    with pytest.raises(_kubeapi.KubeConfigError, match="not a mapping"):
+        _kubeapi.from_kubeconfig(str(kc))
+
+
 def _tls_files(d: Path) -> tuple[Path, Path, Path]:
     """A CA, and a server certificate for 127.0.0.1 signed by it: (ca.crt, server.crt, server.key)."""
     pytest.importorskip("cryptography")
