@@ -101,6 +101,7 @@ def test_a_verdict_says_when_the_threshold_lies_inside_the_interval(bounded_file
     got = [(v["status"], v["value_lo"], v["value_hi"], v["certain"]) for v in json.loads(r.stdout)["slo"]]
     assert got == [("pass", 1.0, 2.5, False), ("pass", 1.0, 2.5, True), ("fail", 3.0, 3.5, True),
                    ("pass", None, None, None)]  # fmt: skip
-    table = CliRunner().invoke(main, ["slo", bounded_file, "--slo", str(spec)]).stdout
+    # wide enough for every column (the table drops columns to fit, whatever the runner's terminal)
+    table = CliRunner().invoke(main, ["slo", bounded_file, "--slo", str(spec)], env={"COLUMNS": "220"}).stdout
     assert "2.00s [1.00, 2.50] (straddles)" in table and "could go either way" in table
     assert table.count("(straddles)") == 1

@@ -95,7 +95,9 @@ def test_report_is_self_contained_and_small(sample_report):
     for needle in ("<script src", "<link", "@import", "url(http", 'href="http', 'src="http', "<img"):
         assert needle not in html
     assert html.count("<script>") == 1  # the table's sort, inline
-    assert len(html.encode()) < 350_000
+    # small: the sample's ~20 metrics (vLLM and Kubernetes phases included), each a
+    # figure, plus the breakdown, stay well under half a megabyte
+    assert len(html.encode()) < 500_000
 
 
 @pytest.mark.slow
