@@ -69,13 +69,7 @@ SAMPLE_BASELINE_SELECTOR = "app=vllm"
     "--otlp-endpoint", metavar="URL", help="Export over OTLP (else OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT)."
 )
 @params.otlp_protocol_option
-@click.option(
-    "--clock-tolerance-ms",
-    type=click.FloatRange(min=0),
-    default=1.0,
-    show_default=True,
-    help="How far two hosts' clocks may differ: bounds from different clocks are widened by it.",
-)
+@params.clock_tolerance_option
 @click.option("--strict", is_flag=True, help="Fail (exit 1) naming file and line if any line was skipped.")
 @click.option("--quiet", "-q", is_flag=True, help="No summary or progress on stderr.")
 def command(

@@ -172,3 +172,14 @@ def otlp_protocol_option(func: F) -> F:
         help="OTLP protocol (default: OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL, else http/protobuf; "
         "never guessed from the port).",
     )(func)
+
+
+def clock_tolerance_option(func: F) -> F:
+    """``--clock-tolerance-ms``: one definition for bridge and watch, which fuse instants alike."""
+    return click.option(
+        "--clock-tolerance-ms",
+        type=click.FloatRange(min=0),
+        default=1.0,
+        show_default=True,
+        help="How far two hosts' clocks may differ: bounds from different clocks are widened by it.",
+    )(func)

@@ -193,13 +193,7 @@ MIN_TICK_S = 0.05
     default=9464,
     help="Port of /metrics and /healthz (-1 = off, 0 = any).",
 )
-@click.option(
-    "--clock-tolerance-ms",
-    type=click.FloatRange(min=0),
-    default=1.0,
-    show_default=True,
-    help="How far two hosts' clocks may differ: bounds from different clocks are widened by it.",
-)
+@params.clock_tolerance_option
 @click.option("--log-level", default="info", type=click.Choice(["debug", "info", "warning", "error"]))
 # knobs for tests and unusual clusters
 @click.option("--tick", type=Duration(MIN_TICK_S), default="100ms", hidden=True)
