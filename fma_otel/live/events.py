@@ -5,8 +5,9 @@ the list's resourceVersion, relist at once on ``410 Gone``, back off on errors, 
 advance the position.  Only the items differ: each Event becomes a
 :class:`~fma_otel.sources.k8s_events.KubeEvent` (``parse_event_item``, the same reading as
 ``fma-otel bridge --events``) in an ``("event", record)`` item; one that is no Event is a
-counted skip.  core/v1 Events (what ``kubectl get events`` reads; events.k8s.io/v1 serves the
-same objects), so one Role rule covers ``capture`` and ``watch``.
+counted skip.  Through events.k8s.io/v1 (the Events API of record; ``capture`` writes the
+core/v1 shape ``kubectl get events -o json`` gives, and the parser reads both), so the Role
+grants list and watch on events in both API groups.
 
 No resourceVersion is checkpointed: Events are kept by the API server for about an hour and
 a restart lists them again (the main loop keeps the newest version of each by uid), which
@@ -69,7 +70,7 @@ class EventWatcher(PodWatcher):
     def _emit_item(self, etype: str, item: Any) -> None:
         if isinstance(item, dict):
             item.setdefault("kind", "Event")
-            item.setdefault("apiVersion", "v1")
+            item.setdefault("apiVersion", "events.k8s.io/v1")
         self._index += 1
         rec = parse_event_item(item, self.parse_stats, index=self._index, watch_type=etype)
         if rec is None:

@@ -200,6 +200,7 @@ class Kube:
 
         self.api_client = api_client
         self.core = client.CoreV1Api(api_client)
+        self.events_v1 = client.EventsV1Api(api_client)
         self.connect_timeout_s = connect_timeout_s
         self._open: set[Any] = set()
         self._lock = threading.Lock()
@@ -385,7 +386,8 @@ class Kube:
     # ---------------------------------------------------------------- events (core/v1)
 
     def list_events(self, namespace: str, page_size: int = 500) -> tuple[list[dict[str, Any]], str]:
-        """All core/v1 Events of the namespace (raw dicts) and the list's resourceVersion."""
+        """All Events of the namespace through events.k8s.io/v1 (raw dicts, with
+        ``apiVersion``/``kind`` set, as list items lack them) and the list's resourceVersion."""
         items: list[dict[str, Any]] = []
         cont: str | None = None
         rv = ""
@@ -393,10 +395,14 @@ class Kube:
             kwargs: dict[str, Any] = {"limit": page_size, "_request_timeout": (self.connect_timeout_s, 60)}
             if cont:
                 kwargs["_continue"] = cont
-            doc = _object(_raw(self.core.list_namespaced_event, namespace, **kwargs))
+            doc = _object(_raw(self.events_v1.list_namespaced_event, namespace, **kwargs))
             meta = doc.get("metadata") or {}
             rv = rv or str(meta.get("resourceVersion") or "")
-            items.extend(it for it in doc.get("items") or [] if isinstance(it, dict))
+            for it in doc.get("items") or []:
+                if isinstance(it, dict):
+                    it.setdefault("apiVersion", "events.k8s.io/v1")
+                    it.setdefault("kind", "Event")
+                    items.append(it)
             cont = meta.get("continue")
             if not cont:
                 return items, rv
@@ -405,7 +411,7 @@ class Kube:
         """Open an Events watch from ``resource_version`` (read it with :func:`iter_lines`)."""
         return self._track(
             _raw(
-                self.core.list_namespaced_event,
+                self.events_v1.list_namespaced_event,
                 namespace,
                 watch=True,
                 resource_version=resource_version,

@@ -128,6 +128,12 @@ def test_watch_hands_each_trace_its_vllm_phases_and_events(
             )
         )
         assert wait_for(lambda: len(w.watcher.events) == 2, 10)
+        # Events are listed and watched through events.k8s.io/v1 (the server converts the
+        # core/v1 objects, as kube-apiserver does), never through core/v1
+        assert k8s.requests_to("/apis/events.k8s.io/v1/namespaces/") and k8s.requests_to(
+            "/apis/events.k8s.io/v1/namespaces/", watch="true"
+        )
+        assert not [r for r in k8s.requests if r.path.startswith("/api/v1/") and r.path.endswith("/events")]
         play(k8s, timeline(cap))
         want = {tid for tid, t in offline.items() if t[0].attributes.get("fma.complete", True) is not False}
         assert wait_for(lambda: len(traces_in(out)) >= len(want), 60), (len(traces_in(out)), len(want))

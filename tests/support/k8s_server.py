@@ -449,6 +449,26 @@ def make_event(
     return ev
 
 
+#: core/v1 Event field -> its events.k8s.io/v1 name (kube-apiserver's conversion)
+_EVENTS_V1_NAMES = {
+    "involvedObject": "regarding",
+    "message": "note",
+    "source": "deprecatedSource",
+    "firstTimestamp": "deprecatedFirstTimestamp",
+    "lastTimestamp": "deprecatedLastTimestamp",
+    "count": "deprecatedCount",
+    "reportingComponent": "reportingController",
+}
+
+
+def events_v1(event: dict[str, Any]) -> dict[str, Any]:
+    """A core/v1 Event as events.k8s.io/v1 serves the same object."""
+    out = {_EVENTS_V1_NAMES.get(k, k): v for k, v in event.items()}
+    out["apiVersion"] = "events.k8s.io/v1"
+    out["kind"] = "Event"
+    return out
+
+
 class FakeCluster:
     """The state behind the test server, and the API tests use to change it.
 
@@ -847,6 +867,16 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, OSError):
             self.close_connection = True
 
+    #: which API an Events request came through: ``v1`` or ``events.k8s.io/v1``
+    events_api = "v1"
+
+    def _wire(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """An object as the requested API writes it (a core/v1 Event converted to
+        events.k8s.io/v1 when asked through that API; anything else as stored)."""
+        if self.events_api != "events.k8s.io/v1" or obj.get("kind", "Event") != "Event":
+            return obj
+        return events_v1(obj)
+
     def _dispatch(self, method: str, path: str, query: dict[str, str]) -> int | None:
         m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)/log", path)
         if m and method == "GET":
@@ -855,10 +885,16 @@ class _Handler(BaseHTTPRequestHandler):
         if m:
             return self._proxy(method, m.group(1), m.group(2), m.group(3) or "/")
         m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/events|/api/v1/events", path)
-        if m and method == "GET":
+        m2 = re.fullmatch(
+            r"/apis/events\.k8s\.io/v1/namespaces/([^/]+)/events|/apis/events\.k8s\.io/v1/events", path
+        )
+        if (m or m2) and method == "GET":
+            # the same Event objects through either API, as kube-apiserver converts them
+            self.events_api = "events.k8s.io/v1" if m2 else "v1"
+            ns = (m or m2).group(1)  # type: ignore[union-attr]
             if _truthy(query.get("watch")):
-                return self._watch(m.group(1), query, "events")
-            return self._list(m.group(1), query, "events")
+                return self._watch(ns, query, "events")
+            return self._list(ns, query, "events")
         m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)", path)
         if m:
             return self._pod(method, m.group(1), m.group(2))
@@ -944,11 +980,13 @@ class _Handler(BaseHTTPRequestHandler):
             last = items[-1]["metadata"]
             tok = {"rv": rv, "start": f"{last.get('namespace')}/{last['name']}"}
             meta["continue"] = base64.urlsafe_b64encode(json.dumps(tok).encode()).decode()
+        items = [self._wire(p) for p in items]
         for p in items:  # list items carry no kind/apiVersion, like the real server's
             p.pop("kind", None)
             p.pop("apiVersion", None)
         kind = "PodList" if resource == "pods" else "EventList"
-        self._send_json(200, {"kind": kind, "apiVersion": "v1", "metadata": meta, "items": items})
+        api = self.events_api if resource == "events" else "v1"
+        self._send_json(200, {"kind": kind, "apiVersion": api, "metadata": meta, "items": items})
         return 200
 
     def _pod(self, method: str, ns: str, name: str) -> int:
@@ -1042,7 +1080,7 @@ class _Handler(BaseHTTPRequestHandler):
                     initial = []
                     pos = from_rv
             for p in initial:
-                self._chunk(json.dumps({"type": "ADDED", "object": p}).encode() + b"\n")
+                self._chunk(json.dumps({"type": "ADDED", "object": self._wire(p)}).encode() + b"\n")
             deadline = time.monotonic() + timeout
             while True:
                 with c.cond:
@@ -1073,6 +1111,7 @@ class _Handler(BaseHTTPRequestHandler):
                     elif was:
                         out.append({"type": "DELETED", "object": e.new})
                 for ev in out:
+                    ev["object"] = self._wire(ev["object"])
                     self._chunk(json.dumps(ev).encode() + b"\n")
                 if expire:
                     err = status_object(410, "Expired", f"too old resource version: {pos} ({c.compacted_rv})")
@@ -1081,7 +1120,8 @@ class _Handler(BaseHTTPRequestHandler):
                 if bookmark and bookmarks:
                     pos = max(pos, current_rv)
                     kind = "Pod" if resource == "pods" else "Event"
-                    bm = {"kind": kind, "apiVersion": "v1", "metadata": {"resourceVersion": str(pos)}}
+                    api = self.events_api if resource == "events" else "v1"
+                    bm = {"kind": kind, "apiVersion": api, "metadata": {"resourceVersion": str(pos)}}
                     self._chunk(json.dumps({"type": "BOOKMARK", "object": bm}).encode() + b"\n")
                 if time.monotonic() >= deadline and not pending:
                     break
