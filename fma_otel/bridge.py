@@ -324,6 +324,8 @@ def run_bridge(
             who = f"name {key[5:]}" if key.startswith("name:") else f"uid {key}"
             lose(inputs.dpc_log, line_no, LOST_REQUESTER, f"{who}, which no Pod in the capture has")
     phases = _phase_sources(inputs, stats)
+    if phases is not None:
+        c.add_kube_events(phases.kube_events)
     return BridgeResult(c, stats, c.orphan_requesters(), lost, counts, phases)
 
 

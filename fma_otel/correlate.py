@@ -20,7 +20,7 @@ import bisect
 import contextlib
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +30,7 @@ from . import model as M
 from . import podfacts as P
 from .bounding import Bounds, exact_call
 from .facts import DpcFact, LauncherFact
+from .sources.k8s_events import KubeEvent
 from .sources.pods import PodStore
 from .sources.records import KlogRecord, LauncherRecord, PodEvent
 from .timeutil import civil_to_ns, parse_rfc3339_ns, year_of_ns
@@ -166,6 +167,9 @@ class Correlator:
         self._launchers_with_logs: set[str] = set()
         #: launcher name -> the DPC's notifications of kube-scheduler writes to it
         self._launcher_notes: dict[str, list[DpcFact]] = {}
+        #: Pod uid -> the scheduler's ``Scheduled`` Event time (µs): it records the Event
+        #: after binding the Pod, so the time bounds the Pod's scheduling from above
+        self._scheduled: dict[str, int] = {}
         self._updated: dict[str, int] = {}  # requester uid or name-key -> wall ns of last fact
         self.years = YearResolver()
         self._evicted: OrderedDict[str, None] = OrderedDict()
@@ -460,6 +464,15 @@ class Correlator:
                 if k in self._dpc:
                     self._dpc[k] = [f for f in self._dpc[k] if f.kind in _ROUND_MARKERS]
 
+    def add_kube_events(self, events: Iterable[KubeEvent]) -> None:
+        """Kubernetes Events: the scheduler's ``Scheduled`` ones with a µs ``eventTime``
+        bound ``R.scheduled``/``L.scheduled`` from above (the rest make phase spans, not
+        instants).  Given before the actuations are assembled."""
+        for ev in events:
+            if ev.raw_reason == "Scheduled" and ev.object_uid and ev.first_prec_ns <= M.US:
+                old = self._scheduled.get(ev.object_uid)
+                self._scheduled[ev.object_uid] = ev.first_ns if old is None else min(old, ev.first_ns)
+
     def forget_pod(self, uid: str) -> None:
         """Drop a deleted Pod whose actuations were all emitted: its Pod, its facts, its track."""
         pod = self.store.get(uid)
@@ -478,6 +491,7 @@ class Correlator:
         self._tracks.pop(uid, None)
         self._updated.pop(uid, None)
         self._seeds.pop(uid, None)
+        self._scheduled.pop(uid, None)
 
     # ------------------------------------------------------------------ assembly
 
@@ -617,6 +631,7 @@ class Correlator:
             b.k8s("R.created", P.created_ns(pod), "k8s:creationTimestamp", apiserver)
             # PodScheduled=True is set by the API server when it records the binding
             b.k8s("R.scheduled", P.condition_true_ns(pod, "PodScheduled"), "k8s:PodScheduled", apiserver)
+            b.before("R.scheduled", self._scheduled.get(uid), SCHEDULED_EVENT, I.CLOCK_SCHEDULER, M.US)
             b.k8s("R.started", P.container_started_ns(pod, container), "k8s:startedAt", kubelet)
             if relayed and relayed.ref_ns is not None:
                 b.k8s("R.created", relayed.ref_ns, "dpc:requesterCreateTime", apiserver)
@@ -761,6 +776,13 @@ class Correlator:
             b.k8s("L.created", P.created_ns(lpod), "k8s:creationTimestamp", apiserver)
             l_sched = P.condition_true_ns(lpod, "PodScheduled")
             b.k8s("L.scheduled", l_sched, "k8s:PodScheduled", apiserver)
+            b.before(
+                "L.scheduled",
+                self._scheduled.get(P.uid(lpod) or ""),
+                SCHEDULED_EVENT,
+                I.CLOCK_SCHEDULER,
+                M.US,
+            )
             # the scheduler writes a Pod to bind it: the DPC saw its write of that second
             note = next(
                 (
@@ -924,6 +946,7 @@ def _first_by(fs: list[DpcFact]) -> Any:
 _SLEEP_QUERY, _CREATE = F.SLEEP_QUERY, F.CREATE
 #: kind -> (how many per requester, keep the latest (else the earliest)): bounded memory on
 #: long logs; the ones kept are those that bound an instant
+SCHEDULED_EVENT = "k8s:event/Scheduled"
 _CAPPED: dict[str, tuple[int, bool]] = {
     F.GPU_QUERY: (MAX_QUERIES, False),
     F.PROCESSING: (4, False),

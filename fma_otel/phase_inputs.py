@@ -103,6 +103,11 @@ class PhaseSources:
             self.stats.append(st)
 
     @property
+    def kube_events(self) -> list[KubeEvent]:
+        """Every Event read (the correlator takes the scheduler's ``Scheduled`` ones)."""
+        return self._events
+
+    @property
     def empty(self) -> bool:
         return not self._paths and not self._events
 

@@ -275,10 +275,29 @@ def test_no_phase_inputs_gives_the_model_tree_only(tmp_path, sample_result) -> N
     names = {s.name for t in plain.traces for s in t}
     assert names <= set(M.SPANS_BY_NAME)
     full = {s.span_id: s for t in sample_result.traces for s in t}
-    # the model's spans are untouched by the phase inputs (same ids, times, attributes)
+    # the model's spans keep their ids and times; the only thing the phase inputs change in
+    # them is the scheduler's Scheduled Event narrowing R.scheduled / L.scheduled from above
+    bounds = {"fma.start.source", "fma.end.source", "fma.start.precision_s", "fma.end.precision_s"}
+    bounds |= {"fma.duration.min_s", "fma.duration.max_s"}
+    narrowed = 0
     for t in plain.traces:
         for s in t:
-            assert full[s.span_id] == s
+            f = full[s.span_id]
+            assert (f.name, f.parent_span_id, f.start_ns, f.end_ns) == (
+                s.name,
+                s.parent_span_id,
+                s.start_ns,
+                s.end_ns,
+            )
+            if f.attributes != s.attributes:
+                narrowed += 1
+                sources = f"{f.attributes['fma.start.source']} {f.attributes['fma.end.source']}"
+                assert "k8s:event/Scheduled" in sources, s.name
+                assert {k for k in f.attributes if f.attributes[k] != s.attributes.get(k)} <= bounds
+                assert f.attributes["fma.duration.max_s"] - f.attributes["fma.duration.min_s"] <= (
+                    s.attributes["fma.duration.max_s"] - s.attributes["fma.duration.min_s"]
+                )
+    assert narrowed  # the sample's Pods have Scheduled Events
 
 
 def test_the_sample_vllm_logs_parse_cleanly_and_their_lines_are_counted(sample_result) -> None:
@@ -450,3 +469,30 @@ def test_an_over_long_vllm_line_is_a_counted_skip_and_the_rest_is_read(tmp_path,
     assert dump_traces((s for t in got.traces for s in t), keys) == dump_traces(
         (s for t in sample_result.traces for s in t), keys
     )
+
+
+def test_scheduled_event_bounds_scheduled_instants_from_above(sample_result) -> None:
+    """The scheduler records ``Scheduled`` (eventTime, µs) after it bound the Pod: the
+    requester's and launcher's scheduling instants lie at or before it, and say so."""
+    from fma_otel.instants import DEFAULT_TOLERANCE_NS
+    from fma_otel.sources.k8s_events import parse_events
+
+    events, _ = parse_events((SAMPLE / "events.json").read_bytes())
+    by_uid = {e.object_uid: e.first_ns for e in events if e.raw_reason == "Scheduled"}
+    by_name = {e.object_name: e.first_ns for e in events if e.raw_reason == "Scheduled"}
+    assert by_uid
+    checked = 0
+    for act in sample_result.actuations:
+        pods = [("R.scheduled", by_uid.get(act.attributes.get(M.A_REQ_UID)))]
+        if act.attributes.get(M.A_LAUNCHER):
+            pods.append(("L.scheduled", by_name.get(act.attributes[M.A_LAUNCHER])))
+        for name, t in pods:
+            inst = act.instants.get(name)
+            if inst is None or t is None:
+                continue
+            assert "k8s:event/Scheduled" in inst.source, (name, inst.source)
+            # on another clock than the API server's: widened by the clock tolerance
+            assert inst.lo <= inst.t_ns <= inst.hi <= t + M.US - 1 + DEFAULT_TOLERANCE_NS
+            assert inst.hi < inst.lo + M.S - 1  # narrower than the Pod's whole second
+            checked += 1
+    assert checked >= 4

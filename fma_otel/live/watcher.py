@@ -521,6 +521,7 @@ class LiveWatcher:
             st.dirty = True
         elif kind == "event":
             self.events.add(item[1])
+            self.correlator.add_kube_events((item[1],))
         elif kind == "events-synced":
             self._events_synced = True
         # ("vllm", key): a fetch ended; the next tick finds it done
