@@ -173,9 +173,6 @@ def _str(v: Any) -> str | None:
     return None if v is None else str(v)
 
 
-_fact = DpcFact
-
-
 def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
     """The fact a DPC line states, or ``None`` for lines that mark no instant.
 
@@ -198,6 +195,11 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
             return None
     if rec.truncated:
         raise ValueError(f"{msg!r} line cut short inside a value (its last fields are lost)")
+
+    def fact(*fields: Any, **named: Any) -> DpcFact:
+        """This line's fact: what every fact has, then the kind's own fields."""
+        return DpcFact(kind, t_ns, uid, name, rec.line_no, *fields, **named)
+
     if msg == MSG_HTTP:
         start_s = get("httpCallStartTime")
         lat = _finite(get("latencySecs"))
@@ -207,12 +209,7 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
         code = _finite(get("statusCode"))
         status = int(code) if code is not None else 0
         ok = 200 <= status < 300 and get("err") in (None, "", "null")
-        return _fact(
-            kind,
-            t_ns,
-            uid,
-            name,
-            rec.line_no,
+        return fact(
             start,
             start + round(lat * 1e9),
             status,
@@ -228,12 +225,7 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
     if kind == RELAYED:
         if get("readiness") != "ready":
             return None
-        return _fact(
-            kind,
-            t_ns,
-            uid,
-            name,
-            rec.line_no,
+        return fact(
             launcher=_str(get("providerName")),
             instance_id=_str(get("instanceID")),
             ref_ns=_time_or_none(get("requesterCreateTime")),
@@ -245,12 +237,7 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
             return None
         if kind == NOTIFIED and get("infSvrItemType") != "requester":
             return None
-        return _fact(
-            kind,
-            t_ns,
-            uid,
-            name,
-            rec.line_no,
+        return fact(
             launcher=_str(get("launcherPod")) if kind == LAUNCHER_NOTIFIED else None,
             ref_ns=_time_or_none(write.get("Time")),
             manager=_str(write.get("Manager")),
@@ -260,14 +247,9 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
         started = _running_started_at(get("requesterRCS"))
         if started is None:
             return None
-        return _fact(kind, t_ns, uid, name, rec.line_no, ref_ns=started if started > 0 else None)
+        return fact(ref_ns=started if started > 0 else None)
     if kind == UNBOUND:
-        return _fact(
-            kind,
-            t_ns,
-            uid,
-            name,
-            rec.line_no,
+        return fact(
             launcher=_str(get("providerName") or get("launcherPod")),
             instance_id=_str(get("instanceID")),
             ref_ns=_time_or_none(get("k8sCallStartTime")),
@@ -279,12 +261,7 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
         if kind == BOUND_COLD and isinstance(annotations, dict):
             instance = annotations.get("dual-pods.llm-d.ai/instance-id")
             isc = _isc_from_vllm_config(annotations.get("dual-pods.llm-d.ai/vllm-config"))
-        return _fact(
-            kind,
-            t_ns,
-            uid,
-            name,
-            rec.line_no,
+        return fact(
             launcher=_str(get("name")),
             instance_id=_str(instance),
             isc_name=isc,
@@ -292,23 +269,13 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
             ref_ns=_time_or_none(get("k8sCallStartTime")),
         )
     if kind == OBSERVED:
-        return _fact(
-            kind,
-            t_ns,
-            uid,
-            name,
-            rec.line_no,
+        return fact(
             path_label=_str(get("path")),
             secs=_finite(get("actuationSecs")),
         )
     if kind == CREATED_INSTANCE:
-        return _fact(kind, t_ns, uid, name, rec.line_no, instance_id=_str(get("instance_id")))
-    return _fact(
-        kind,
-        t_ns,
-        uid,
-        name,
-        rec.line_no,
+        return fact(instance_id=_str(get("instance_id")))
+    return fact(
         launcher=_str(get("providerName") or get("launcherPod")),
         instance_id=_str(get("instanceID")),
     )
