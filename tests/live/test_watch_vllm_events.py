@@ -162,11 +162,16 @@ def test_watch_hands_each_trace_its_vllm_phases_and_events(
     with_events = [c for c in recorder.calls.values() if c["events"]]
     assert with_events
     assert all(sorted(e.reason for e in c["events"]) == ["Pulled", "Scheduled"] for c in with_events)
-    # ranges of at most 1 MiB from 0, on port 8001, through the pod proxy
+    # ranges of at most 1 MiB, on port 8001, through the pod proxy; each log's first read
+    # starts at 0 (a later fetch of the same log may go on from what is cached)
+    first_read: set[str] = set()
     for req in k8s.proxied():
         assert req.port == 8001 and req.range is not None
         s, e = map(int, re.fullmatch(r"bytes=(\d+)-(\d+)", req.range).groups())
-        assert s == 0 and e - s + 1 <= MIB
+        assert e - s + 1 <= MIB
+        if req.path not in first_read:
+            first_read.add(req.path)
+            assert s == 0, req
     assert {r.pod for r in k8s.proxied()} <= {launcher for launcher, _ in served}
     assert "fma_otel_vllm_log_fetch_errors_total 0" in metrics
     assert "fma_otel_events_total 2" in metrics
