@@ -151,3 +151,20 @@ def exact_call(start_ns: int, end_ns: int, source: str) -> tuple[M.Instant, M.In
     s = I.fuse([I.Bound(start_ns, start_ns, source, I.CLOCK_DPC, value=start_ns)])
     e = I.fuse([I.Bound(end_ns, end_ns, source, I.CLOCK_DPC, value=end_ns)])
     return instant_of(s), instant_of(e)
+
+
+def write_call(call_start_ns: int | None, log_ns: int, source: str) -> tuple[M.Instant, M.Instant] | None:
+    """A DPC Kubernetes API write as a call's two ends (for the ``fma.dpc.*_pod`` spans).
+
+    The start is ``k8sCallStartTime`` (exact, the DPC's clock: it read its own clock before
+    the call); the end is the line's klog time (µs: the DPC logs after the call returned).
+    ``None`` when the line has no ``k8sCallStartTime`` (older DPCs) or one after its own log
+    time: such a line gives no span, nothing is made up for it.
+    """
+    if call_start_ns is None or call_start_ns > log_ns + M.US - 1:
+        return None
+    s = I.fuse(
+        [I.Bound(call_start_ns, call_start_ns, source + "/k8sCallStartTime", I.CLOCK_DPC, call_start_ns)]
+    )
+    e = I.fuse([I.klog_time(log_ns, source)])
+    return instant_of(s), instant_of(e)

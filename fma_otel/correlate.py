@@ -28,7 +28,7 @@ from . import facts as F
 from . import instants as I
 from . import model as M
 from . import podfacts as P
-from .bounding import Bounds, exact_call
+from .bounding import Bounds, exact_call, write_call
 from .facts import DpcFact, LauncherFact
 from .sources.k8s_events import KubeEvent
 from .sources.pods import PodStore
@@ -809,7 +809,7 @@ class Correlator:
         has_launcher_data = bool(launcher and launcher in self._launchers_with_logs)
         if has_launcher_data and instance and path in (M.COLD_LAUNCHER, M.WARM):
             anchor = create.start_ns if create else (bound.t_ns if bound else None)
-            self._pair_launcher(launcher, instance, anchor, b)
+            self._pair_launcher(launcher, instance, anchor, b, create)
 
         fusion = b.fuse_all()
         inst = fusion.instants
@@ -821,6 +821,31 @@ class Correlator:
                     s_i, e_i = exact_call(f.start_ns, f.end_ns, "dpc:HTTP call done/delete_instance")
                     extra = {M.A_INSTANCE: f.instance_id} if f.instance_id else {}
                     calls.append(("fma.dpc.delete_instance", s_i, e_i, extra))
+        # the DPC's Kubernetes API writes of this round, one span each: the bind (which is
+        # D.bound), on a re-actuation the unbind that began the round (which is D.unbound),
+        # and the last label and status writes of the readiness relay: logged after its start
+        # (D.serving, D.wake.end on hot) and by the relay call's start (else D.relayed); the
+        # status writes around the bind, before that start, are not in it
+        writes = [bound] if bound else []
+        if rnd > 1:
+            writes.append(self._unbind_at(uid, P.name(pod), lo))
+        relay_from = inst.get(M.SPANS_BY_NAME["fma.readiness.relay"].start_instant(path) or "")
+        if relay_from is not None:
+            w_hi = relay.start_ns if relay else (relayed.t_ns if relayed else hi)
+            for kind in (F.LABELED, F.SET_STATUS):
+                last = None
+                for f in fs:
+                    if (
+                        f.kind == kind
+                        and relay_from.lo <= f.t_ns <= w_hi
+                        and (last is None or f.t_ns >= last.t_ns)
+                    ):
+                        last = f
+                writes.append(last)
+        for f in writes:
+            call = write_call(f.ref_ns, f.t_ns, "dpc:" + _MESSAGE_OF[f.kind]) if f else None
+            if call is not None:
+                calls.append((M.DPC_WRITE_SPANS[_MESSAGE_OF[f.kind]], *call, {}))
 
         attrs: dict[str, Any] = {
             M.A_PATH: path,
@@ -881,8 +906,23 @@ class Correlator:
             self._launcher_index = index
         return index
 
-    def _pair_launcher(self, launcher: str, instance: str, anchor: int | None, b: Bounds) -> None:
-        """The launcher's receipt nearest the DPC's call, then the PUT response after it."""
+    def _unbind_at(self, uid: str, name: str | None, t_ns: int) -> DpcFact | None:
+        """The "Unbound server-providing Pod" line at ``t_ns`` (a round's window start), if read."""
+        for key in (uid, f"name:{name}" if name else ""):
+            for f in self._dpc.get(key, ()):
+                if f.kind == F.UNBOUND and f.t_ns == t_ns:
+                    return f
+        return None
+
+    def _pair_launcher(
+        self, launcher: str, instance: str, anchor: int | None, b: Bounds, create: DpcFact | None = None
+    ) -> None:
+        """The launcher's receipt nearest the DPC's call, then the PUT response after it.
+
+        Both happen inside the DPC's ``create_instance`` call (``create``), so each stamp
+        the launcher log gave is also bounded by ``[D.create.start, D.create.end]`` (the
+        DPC's clock, no value): fusion widens the other clock by the tolerance and marks
+        a launcher stamp that lies outside it beyond that."""
         facts = self._launcher.get((launcher, instance), [])
         receipts = [f for f in facts if f.kind == "receipt"]
         if not receipts or anchor is None:
@@ -890,7 +930,13 @@ class Correlator:
         receipt = min(receipts, key=lambda f: abs(f.t_ns - anchor))
         if abs(receipt.t_ns - anchor) > LAUNCHER_PAIR_WINDOW_NS:
             return
+        call = (
+            I.Bound(create.start_ns, create.end_ns, "dpc:HTTP call done/create_instance", I.CLOCK_DPC)
+            if create is not None and create.start_ns is not None and create.end_ns is not None
+            else None
+        )
         b.add("X.receipt", I.truncated(receipt.t_ns, M.MS, "launcher:log", I.CLOCK_LAUNCHER))
+        b.add("X.receipt", call)
         responses = [
             f
             for f in facts
@@ -899,6 +945,7 @@ class Correlator:
         if responses:
             t = min(responses, key=lambda f: f.t_ns).t_ns
             b.add("X.response", I.truncated(t, M.MS, "launcher:log", I.CLOCK_LAUNCHER))
+            b.add("X.response", call)
 
 
 #: the key of a stand-in Pod made from the DPC log alone (its value: the first line's time)
@@ -944,6 +991,8 @@ def _first_by(fs: list[DpcFact]) -> Any:
 
 
 _SLEEP_QUERY, _CREATE = F.SLEEP_QUERY, F.CREATE
+#: fact kind -> its DPC message (the API writes' spans and sources are named by it)
+_MESSAGE_OF: dict[str, str] = {kind: msg for msg, kind in F.MESSAGES.items() if kind}
 #: kind -> (how many per requester, keep the latest (else the earliest)): bounded memory on
 #: long logs; the ones kept are those that bound an instant
 SCHEDULED_EVENT = "k8s:event/Scheduled"
@@ -954,6 +1003,8 @@ _CAPPED: dict[str, tuple[int, bool]] = {
     F.DELETE: (MAX_QUERIES, False),
     F.RELAY_CALL: (MAX_QUERIES, True),
     F.NOTIFIED: (MAX_QUERIES, True),
+    F.SET_STATUS: (MAX_QUERIES, True),
+    F.LABELED: (MAX_QUERIES, True),
 }
 #: failed /is_sleeping polls kept per requester (the last one before vLLM answered matters)
 MAX_FAILED_POLLS = 256

@@ -38,6 +38,8 @@ DELETE = "delete_instance"  # "HTTP call done" purpose=delete_instance (reclaimi
 NOTIFIED = "notified"  # "Enqueuing inference server reference due to notification of update"
 LAUNCHER_NOTIFIED = "launcher_notified"  # "Enqueuing launcher reference due to notification of update"
 PROCESSING = "processing"  # "Processing inference server" whose requesterRCS shows the container running
+SET_STATUS = "set_status"  # "Set status/finalizers" (an API write to the requester)
+LABELED = "labeled"  # "Reconciled bound launcher Pod labels and annotations" (an API write to the launcher)
 
 MSG_HTTP = "HTTP call done"
 
@@ -56,6 +58,8 @@ MESSAGES: dict[str, str] = {
     "Enqueuing inference server reference due to notification of update": NOTIFIED,
     "Enqueuing launcher reference due to notification of update": LAUNCHER_NOTIFIED,
     "Processing inference server": PROCESSING,
+    "Set status/finalizers": SET_STATUS,
+    "Reconciled bound launcher Pod labels and annotations": LABELED,
 }
 WANTED_MESSAGES: frozenset[str] = frozenset(MESSAGES)
 
@@ -248,7 +252,8 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
         if started is None:
             return None
         return fact(ref_ns=started if started > 0 else None)
-    if kind == UNBOUND:
+    if kind == UNBOUND or kind == SET_STATUS or kind == LABELED:
+        # API writes: the change lies in [k8sCallStartTime, log time]
         return fact(
             launcher=_str(get("providerName") or get("launcherPod")),
             instance_id=_str(get("instanceID")),

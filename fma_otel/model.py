@@ -90,6 +90,13 @@ INSTANTS: Mapping[str, InstantDef] = {
         InstantDef("D.relay.end", SERVICE_DPC, NS, "DPC relay_ready start + latencySecs"),
         InstantDef("D.relayed", SERVICE_DPC, US, "DPC log time of 'Successfully relayed the readiness'"),
         InstantDef(
+            "D.write.start",
+            SERVICE_DPC,
+            NS,
+            "DPC k8sCallStartTime of one Kubernetes API write (one per call)",
+        ),
+        InstantDef("D.write.end", SERVICE_DPC, US, "DPC log time of that write's line"),
+        InstantDef(
             "D.unbound", SERVICE_DPC, US, "DPC log time of 'Unbound server-providing Pod' (re-actuations)"
         ),
     )
@@ -207,6 +214,39 @@ SPANS: tuple[SpanDef, ...] = (
     SpanDef("fma.requester.startup", None, "R.scheduled", "R.started", _ALL, ROOT),
     SpanDef("fma.actuation", "T_actuation", ("R.started", "D.unbound"), "R.ready", _ALL, ROOT),
     SpanDef("fma.dpc.bind", None, ("R.started", "D.unbound"), "D.bound", FMA_PATHS, "fma.actuation"),
+    # the DPC's Kubernetes API writes, one span per write line (``Actuation.calls``): start
+    # ``k8sCallStartTime`` (exact), end the line's log time (1 µs; for the two binds that is
+    # ``D.bound``, for the unbind ``D.unbound``)
+    SpanDef(
+        "fma.dpc.create_launcher_pod",
+        None,
+        "D.write.start",
+        "D.write.end",
+        frozenset({COLD_LAUNCHER}),
+        "fma.dpc.bind",
+        CLIENT,
+        repeated=True,
+    ),
+    SpanDef(
+        "fma.dpc.bind_pod",
+        None,
+        "D.write.start",
+        "D.write.end",
+        frozenset({WARM, HOT}),
+        "fma.dpc.bind",
+        CLIENT,
+        repeated=True,
+    ),
+    SpanDef(
+        "fma.dpc.unbind_pod",
+        None,
+        "D.write.start",
+        "D.write.end",
+        frozenset({COLD_LAUNCHER, WARM, HOT, UNKNOWN}),
+        ROOT,
+        CLIENT,
+        repeated=True,
+    ),
     SpanDef(
         "fma.launcher.cold_start",
         "T_cold_launcher",
@@ -307,6 +347,26 @@ SPANS: tuple[SpanDef, ...] = (
         "fma.readiness.relay",
         CLIENT,
     ),
+    SpanDef(
+        "fma.dpc.label_launcher_pod",
+        None,
+        "D.write.start",
+        "D.write.end",
+        FMA_PATHS,
+        "fma.readiness.relay",
+        CLIENT,
+        repeated=True,
+    ),
+    SpanDef(
+        "fma.dpc.set_requester_status",
+        None,
+        "D.write.start",
+        "D.write.end",
+        FMA_PATHS,
+        "fma.readiness.relay",
+        CLIENT,
+        repeated=True,
+    ),
     SpanDef("fma.kubelet.probe", None, "D.relayed", "R.ready", FMA_PATHS, "fma.actuation"),
 )
 
@@ -323,6 +383,15 @@ DPC_PURPOSE_SPANS: Mapping[str, str] = {
     "wake": "fma.vllm.wake",
     "relay_ready": "fma.dpc.relay_ready",
     "delete_instance": "fma.dpc.delete_instance",
+}
+
+#: DPC log message of a Kubernetes API write (a line with ``k8sCallStartTime``) -> its span.
+DPC_WRITE_SPANS: Mapping[str, str] = {
+    "Created launcher-based server-providing pod": "fma.dpc.create_launcher_pod",
+    "Bound server-providing Pod": "fma.dpc.bind_pod",
+    "Reconciled bound launcher Pod labels and annotations": "fma.dpc.label_launcher_pod",
+    "Set status/finalizers": "fma.dpc.set_requester_status",
+    "Unbound server-providing Pod": "fma.dpc.unbind_pod",
 }
 
 

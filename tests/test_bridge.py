@@ -134,15 +134,17 @@ def test_whole_tree_per_path(sample_result, truth, path) -> None:
         # the model's table; the phase spans of vLLM logs and Events: tests/test_phase_bridge.py
         spans = [s for s in _trace_of(sample_result, key) if s.name in M.SPANS_BY_NAME]
         tid = M.trace_id_for(key)
+        # spans made one per call (``repeated``: delete_instance, the API writes) are not
+        # between two of the actuation's instants; tests/test_api_write_spans.py checks them
         got = {
             s.name: (s.parent_span_id, s.start_ns, s.end_ns)
             for s in spans
-            if s.name != "fma.dpc.delete_instance"
+            if not M.SPANS_BY_NAME[s.name].repeated
         }
         assert got == _expected_tree(t, act), key
         for s in spans:
             assert s.trace_id == tid
-            if s.name != "fma.dpc.delete_instance":
+            if not M.SPANS_BY_NAME[s.name].repeated:
                 assert s.span_id == M.span_id_for(tid, s.name, 0)
             assert s.kind == M.SPANS_BY_NAME[s.name].kind
             a = s.attributes

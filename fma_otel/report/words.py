@@ -38,6 +38,8 @@ MISSING_PHRASE: Mapping[str, str] = {
     "D.relay.end": "the DPC's relay_ready call never returned",
     "D.relayed": "the DPC never relayed readiness to the requester",
     "D.unbound": "the DPC's unbind of the earlier server was not seen",
+    "D.write.start": "the DPC's Kubernetes API write logged no k8sCallStartTime",
+    "D.write.end": "the DPC's Kubernetes API write was not logged",
 }
 
 # longest names first, so that "D.create.start" is never read as "D.create" + ".start"
