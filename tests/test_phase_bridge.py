@@ -45,10 +45,20 @@ def _descendants(kids, span):
 
 def leaf_coverage(trace) -> tuple[int, int, list[tuple[int, int, str]]]:
     """(covered ns, T_actuation ns, uncovered gaps (start, end, what surrounds them)): the union
-    of the leaf spans under ``fma.actuation``, clipped to it."""
+    of the leaf spans under ``fma.actuation``, clipped to it.
+
+    A span made per call (``repeated`` in the model: the DPC's API writes, its reclaiming
+    deletes) is a leaf but does not make its parent a non-leaf: a write of a few ms inside
+    ``fma.dpc.bind`` times that call, it does not split the wait the parent stands for."""
     kids = _tree(trace)
     root = next(s for s in trace if s.name == "fma.actuation")
-    leaves = [s for s in _descendants(kids, root) if not kids.get(s.span_id)]
+
+    def is_leaf(s: M.SpanRecord) -> bool:
+        return all(
+            k.name in M.SPANS_BY_NAME and M.SPANS_BY_NAME[k.name].repeated for k in kids.get(s.span_id, [])
+        )
+
+    leaves = [s for s in _descendants(kids, root) if is_leaf(s)]
     iv = sorted((max(s.start_ns, root.start_ns), min(s.end_ns, root.end_ns), s.name) for s in leaves)
     gaps: list[tuple[int, int, str]] = []
     last, last_name = root.start_ns, "start of fma.actuation"

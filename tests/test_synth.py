@@ -489,7 +489,7 @@ def test_stream_big_capture_without_padding(tmp_path: Path) -> None:
 
 
 def test_dense_capture_shape(tmp_path: Path) -> None:
-    """About half the DPC lines are ones the bridge wants (their message is one it reads),
+    """Half to two thirds of the DPC lines are ones the bridge wants (their message is one it reads),
     at about the documented bytes and lines per actuation; Pods for every actuation."""
     from fma_otel.facts import MESSAGES
 
@@ -500,7 +500,8 @@ def test_dense_capture_shape(tmp_path: Path) -> None:
     lines = data.splitlines()
     msgs = [re.search(rb'\] "((?:[^"\\]|\\.)*)"', ln) for ln in lines]
     wanted = sum(1 for m in msgs if m and m.group(1).decode() in MESSAGES)
-    assert 0.35 < wanted / len(lines) < 0.6
+    # 0.59 before the API writes' "Set status/finalizers" and label lines were read (issue 21)
+    assert 0.35 < wanted / len(lines) < 0.75
     assert 0.7 < len(data) / (n * synth.DENSE_BYTES_PER_ACTUATION) < 1.3
     assert 0.7 < len(lines) / (n * synth.DENSE_LINES_PER_ACTUATION) < 1.3
     pods = json.loads((tmp_path / "pods.json").read_text())["items"]
