@@ -59,6 +59,10 @@ def test_normal_stream_every_path(k8s: FakeCluster, tmp_path: Path) -> None:
     live = traces_in(out)
     assert_same(live, want)
     assert 'fma_otel_actuations_emitted_total{complete="true"}' in metrics
+    # the DPC's API writes reach the live traces too (the same correlator)
+    names = {s.name for t in live.values() for s in t}
+    writes = ("fma.dpc.create_launcher_pod", "fma.dpc.bind_pod", "fma.dpc.label_launcher_pod")
+    assert {*writes, "fma.dpc.set_requester_status"} <= names
 
 
 def _run_split(k8s: FakeCluster, tmp_path: Path, cap, middle, **overrides) -> dict:
