@@ -19,7 +19,7 @@ import pytest
 
 from fma_otel import model as M
 from fma_otel import podfacts as P
-from fma_otel.correlate import WATCH_ARRIVAL, Correlator
+from fma_otel.correlate import Correlator
 from tests.live.replay import InProcessWatcher, dpc_pod, play, timeline, traces_in, wait_for
 from tests.support import synth
 from tests.support.k8s_server import FakeCluster
@@ -27,6 +27,7 @@ from tests.support.k8s_server import FakeCluster
 pytestmark = pytest.mark.slow
 
 S = synth.S
+WATCH_ARRIVAL = "watch:arrival"  # the source the contract names (docs/span-model.md)
 
 
 def _now_capture(path: str, seed: int, instant: str) -> tuple[synth.Capture, dict[str, int]]:
