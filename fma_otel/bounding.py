@@ -58,6 +58,8 @@ class Bounds:
     def __init__(self, tolerance_ns: int = I.DEFAULT_TOLERANCE_NS) -> None:
         self.tolerance_ns = tolerance_ns
         self._b: dict[str, list[I.Bound]] = {}
+        #: bounds used only where they narrow what the others give (:meth:`before_if_narrows`)
+        self._narrowing: dict[str, list[I.Bound]] = {}
 
     def add(self, name: str, bound: I.Bound | None) -> None:
         if bound is not None:
@@ -95,6 +97,21 @@ class Bounds:
         if t_ns is not None:
             self.add(name, I.observed_after(t_ns, source, clock, precision_ns))
 
+    def before_if_narrows(
+        self, name: str, t_ns: int | None, source: str, clock: str, precision_ns: int = 1
+    ) -> None:
+        """A later observer, used only where it narrows what the other sources give.
+
+        Why: a live watch event's arrival bounds the change it shows from above, but the
+        live watcher must give the same trace as the offline bridge for the same data
+        wherever it knows no more; an arrival long after the change (a replay, a restart's
+        list) adds nothing and so is not named.  Like the causal order, it applies only to
+        an instant another source bounds (there is nothing to narrow otherwise) and is named
+        as a source only where it cuts the fused interval (after the clock tolerance).
+        """
+        if t_ns is not None:
+            self._narrowing.setdefault(name, []).append(I.observed_after(t_ns, source, clock, precision_ns))
+
     def after(self, name: str, t_ns: int | None, source: str, clock: str = I.CLOCK_DPC) -> None:
         """The instant happened after ``t`` (a lower bound)."""
         if t_ns is not None:
@@ -118,7 +135,12 @@ class Bounds:
                 lo = prev.lo if prev.clock == f.clock else prev.lo - self.tolerance_ns
                 if f.lo is None or lo > f.lo:
                     order_bound = I.observed_before(prev.lo, f"order:after {earlier}", prev.clock)
-                    f = I.fuse([*bounds, order_bound], self.tolerance_ns)
+                    bounds = [*bounds, order_bound]
+                    f = I.fuse(bounds, self.tolerance_ns)
+            for nb in self._narrowing.get(name, ()):
+                if _narrows(nb, f, self.tolerance_ns):
+                    bounds = [*bounds, nb]
+                    f = I.fuse(bounds, self.tolerance_ns)
             fused[name] = f
         out: dict[str, M.Instant] = {}
         partial: dict[str, I.Fused] = {}
@@ -128,6 +150,15 @@ class Bounds:
                 continue
             out[name] = instant_of(f)
         return Fusion(out, partial)
+
+
+def _narrows(b: I.Bound, f: I.Fused, tolerance_ns: int) -> bool:
+    """Whether ``b``, as seen from ``f``'s clock (widened by the tolerance when its own clock
+    differs), cuts ``f``'s interval on either side."""
+    tol = 0 if b.clock == f.clock else tolerance_ns
+    if b.hi is not None and (f.hi is None or b.hi + tol < f.hi):
+        return True
+    return b.lo is not None and (f.lo is None or b.lo - tol > f.lo)
 
 
 def instant_of(f: I.Fused) -> M.Instant:

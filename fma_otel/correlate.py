@@ -170,6 +170,9 @@ class Correlator:
         #: Pod uid -> the scheduler's ``Scheduled`` Event time (µs): it records the Event
         #: after binding the Pod, so the time bounds the Pod's scheduling from above
         self._scheduled: dict[str, int] = {}
+        #: Pod uid -> {(change, the Pod's own stamp of it): first arrival (ns, watcher's
+        #: clock)}: live only (:meth:`add_arrival`)
+        self._arrivals: dict[str, dict[tuple[str, int], int]] = {}
         self._updated: dict[str, int] = {}  # requester uid or name-key -> wall ns of last fact
         self.years = YearResolver()
         self._evicted: OrderedDict[str, None] = OrderedDict()
@@ -473,6 +476,43 @@ class Correlator:
                 old = self._scheduled.get(ev.object_uid)
                 self._scheduled[ev.object_uid] = ev.first_ns if old is None else min(old, ev.first_ns)
 
+    def add_arrival(self, pod: dict[str, Any], arrival_ns: int) -> None:
+        """The live watcher received this Pod state (a watch event or a list item) at
+        ``arrival_ns`` on its own clock: every change it shows had happened by then.
+
+        Each change is kept under the Pod's own stamp of it (``creationTimestamp``,
+        ``PodScheduled``, the container's ``startedAt``, each ``Ready`` transition), so the
+        arrival bounds exactly the change the assembled instant takes (a Ready transition of
+        another round, a restarted container, are other keys).  The earliest arrival is kept:
+        a re-list after a restart or a 410 only sees it later.  :meth:`_assemble` uses it
+        only where it narrows (``Bounds.before_if_narrows``), so a replay of old Pods gives
+        the offline trace.  Not needed after a restart: a later arrival is looser, not wrong.
+        """
+        u = P.uid(pod)
+        if not u:
+            return
+        role = P.role(pod, self.baseline_selector)
+        container = self.baseline_container if role == P.ROLE_BASELINE else P.REQUESTER_CONTAINER
+        seen = {
+            ARRIVAL_CREATED: P.created_ns(pod),
+            ARRIVAL_SCHEDULED: P.condition_true_ns(pod, "PodScheduled"),
+            ARRIVAL_STARTED: P.container_started_ns(pod, container) if role != P.ROLE_LAUNCHER else None,
+            ARRIVAL_READY: P.condition_true_ns(pod, "Ready"),
+        }
+        mine = self._arrivals.setdefault(u, {})
+        for change, stamp in seen.items():
+            if stamp is None:
+                continue
+            key = (change, stamp)
+            old = mine.get(key)
+            if old is None and len(mine) >= MAX_ARRIVALS:
+                continue  # a Pod flapping Ready: later transitions go without (looser, not wrong)
+            mine[key] = arrival_ns if old is None else min(old, arrival_ns)
+
+    def _arrival(self, uid: str, change: str, stamp: int | None) -> int | None:
+        """The first arrival of a Pod state that showed ``change`` stamped ``stamp``."""
+        return None if stamp is None else self._arrivals.get(uid, {}).get((change, stamp))
+
     def forget_pod(self, uid: str) -> None:
         """Drop a deleted Pod whose actuations were all emitted: its Pod, its facts, its track."""
         pod = self.store.get(uid)
@@ -492,6 +532,7 @@ class Correlator:
         self._updated.pop(uid, None)
         self._seeds.pop(uid, None)
         self._scheduled.pop(uid, None)
+        self._arrivals.pop(uid, None)
 
     # ------------------------------------------------------------------ assembly
 
@@ -627,12 +668,16 @@ class Correlator:
         relay = _last_call_by(fs, F.RELAY_CALL, relayed.t_ns + M.US - 1 if relayed else None)
 
         container = self.baseline_container if baseline else P.REQUESTER_CONTAINER
+        arrived = self._arrived_bounds(b)
         if rnd == 1:
             b.k8s("R.created", P.created_ns(pod), "k8s:creationTimestamp", apiserver)
             # PodScheduled=True is set by the API server when it records the binding
             b.k8s("R.scheduled", P.condition_true_ns(pod, "PodScheduled"), "k8s:PodScheduled", apiserver)
             b.before("R.scheduled", self._scheduled.get(uid), SCHEDULED_EVENT, I.CLOCK_SCHEDULER, M.US)
             b.k8s("R.started", P.container_started_ns(pod, container), "k8s:startedAt", kubelet)
+            arrived(uid, "R.created", ARRIVAL_CREATED, P.created_ns(pod))
+            arrived(uid, "R.scheduled", ARRIVAL_SCHEDULED, P.condition_true_ns(pod, "PodScheduled"))
+            arrived(uid, "R.started", ARRIVAL_STARTED, P.container_started_ns(pod, container))
             if relayed and relayed.ref_ns is not None:
                 b.k8s("R.created", relayed.ref_ns, "dpc:requesterCreateTime", apiserver)
             gpu_any = first(F.GPU_QUERY)
@@ -669,6 +714,7 @@ class Correlator:
         readies = sorted(t for t in (track.ready_true if track else ()) if lo_s <= t < hi)
         ready_s = readies[0] if readies else None
         b.k8s("R.ready", ready_s, "k8s:Ready", kubelet)
+        arrived(uid, "R.ready", ARRIVAL_READY, ready_s)
         if ready_s is not None and relay is not None:
             # the requester turns Ready only after the DPC told it to become ready ...
             b.after("R.ready", relay.start_ns, "dpc:HTTP call done/relay_ready/start")
@@ -775,6 +821,9 @@ class Correlator:
         if lpod is not None and path == M.COLD_LAUNCHER:
             b.k8s("L.created", P.created_ns(lpod), "k8s:creationTimestamp", apiserver)
             l_sched = P.condition_true_ns(lpod, "PodScheduled")
+            luid = P.uid(lpod) or ""
+            arrived(luid, "L.created", ARRIVAL_CREATED, P.created_ns(lpod))
+            arrived(luid, "L.scheduled", ARRIVAL_SCHEDULED, l_sched)
             b.k8s("L.scheduled", l_sched, "k8s:PodScheduled", apiserver)
             b.before(
                 "L.scheduled",
@@ -804,7 +853,9 @@ class Correlator:
             lready = sorted(ltrack.ready_true) if ltrack else []
             cut = create.start_ns if create else INF
             before = [t for t in lready if t <= cut]
-            b.k8s("L.ready", before[-1] if before else (lready[0] if lready else None), "k8s:Ready", kubelet)
+            l_ready = before[-1] if before else (lready[0] if lready else None)
+            b.k8s("L.ready", l_ready, "k8s:Ready", kubelet)
+            arrived(luid, "L.ready", ARRIVAL_READY, l_ready)
 
         has_launcher_data = bool(launcher and launcher in self._launchers_with_logs)
         if has_launcher_data and instance and path in (M.COLD_LAUNCHER, M.WARM):
@@ -885,6 +936,16 @@ class Correlator:
             dpc_only=dpc_only,
             tolerance_ns=self.tolerance_ns,
         )
+
+    def _arrived_bounds(self, b: Bounds) -> Any:
+        """``arrived(uid, instant, change, stamp)``: bound ``instant`` by the first arrival
+        (live) of the Pod state showing ``change`` with ``stamp``, where that narrows it."""
+
+        def arrived(uid: str, name: str, change: str, stamp: int | None) -> None:
+            t = self._arrival(uid, change, stamp)
+            b.before_if_narrows(name, t, WATCH_ARRIVAL, I.CLOCK_WATCHER, M.US)
+
+        return arrived
 
     def _launcher_pod(self, launcher_name: str) -> dict[str, Any] | None:
         """The newest launcher Pod of that name.  Why an index: a scan of every Pod per
@@ -993,6 +1054,15 @@ def _first_by(fs: list[DpcFact]) -> Any:
 _SLEEP_QUERY, _CREATE = F.SLEEP_QUERY, F.CREATE
 #: fact kind -> its DPC message (the API writes' spans and sources are named by it)
 _MESSAGE_OF: dict[str, str] = {kind: msg for msg, kind in F.MESSAGES.items() if kind}
+#: a live watch event's (or list's) arrival: the change it showed had happened by then
+WATCH_ARRIVAL = "watch:arrival"
+#: the Pod changes an arrival bounds (keys of :meth:`Correlator.add_arrival`)
+ARRIVAL_CREATED = "created"
+ARRIVAL_SCHEDULED = "scheduled"
+ARRIVAL_STARTED = "started"
+ARRIVAL_READY = "ready"
+#: arrivals kept per Pod (each Ready transition is one): bounded memory on a flapping Pod
+MAX_ARRIVALS = 64
 #: kind -> (how many per requester, keep the latest (else the earliest)): bounded memory on
 #: long logs; the ones kept are those that bound an instant
 SCHEDULED_EVENT = "k8s:event/Scheduled"

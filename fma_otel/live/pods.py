@@ -83,10 +83,13 @@ def rv_older(a: str | None, b: str | None) -> bool:
 class PodWatcher:
     """Runs in its own thread and hands items to ``emit`` (the main loop's queue).
 
-    Items: ``("pod", PodEvent, rv | None)``, ``("synced", rv)`` after each list,
+    Items: ``("pod", PodEvent, rv | None, arrival_s)``, ``("synced", rv)`` after each list,
     ``("gone", uid)`` for Pods missing from a relist, ``("rv", rv)`` for bookmarks.  The
     ``rv`` in an item is the position to checkpoint once the main loop has processed it,
-    so a checkpoint never claims more than the correlator has seen.
+    so a checkpoint never claims more than the correlator has seen.  ``arrival_s`` is
+    ``clock()`` when the object was read off the wire (after its list or watch answer
+    arrived, so every change it shows had happened by then: an upper bound on each, which
+    the queue's delay would only loosen).
 
     The list/watch/410 protocol is the resource's; a subclass watches another resource by
     overriding :meth:`_list`, :meth:`_open_watch` and :meth:`_object` (the Events watch).
@@ -108,8 +111,10 @@ class PodWatcher:
         watch_timeout_s: int = 300,
         backoff: Backoff | None = None,
         page_size: int = 500,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.kube = kube
+        self.clock = clock
         self.namespace = namespace
         self.emit = emit
         self.stop = stop
@@ -206,7 +211,7 @@ class PodWatcher:
             pod.setdefault("apiVersion", "v1")
             seen[md["uid"]] = md.get("name", "")
             self._index += 1
-            self.emit(("pod", PodEvent("LISTED", pod, self._index), None))
+            self.emit(("pod", PodEvent("LISTED", pod, self._index), None, self.clock()))
         for uid in set(self.known) - set(seen):
             self.stats.gone += 1
             self.emit(("gone", uid))
@@ -308,4 +313,4 @@ class PodWatcher:
         else:
             self.known[md["uid"]] = md.get("name", "")
         self._index += 1
-        self.emit(("pod", PodEvent(etype, obj, self._index), self.rv))
+        self.emit(("pod", PodEvent(etype, obj, self._index), self.rv, self.clock()))

@@ -326,6 +326,7 @@ class LiveWatcher:
             resume_rv=self.cp.pod_rv,
             watch_timeout_s=cfg.watch_timeout_s,
             backoff=Backoff(cfg.backoff_base_s, cfg.backoff_max_s),
+            clock=lambda: self.clock(),
         )
         self.pod_watcher.start()
         if cfg.events:
@@ -481,7 +482,7 @@ class LiveWatcher:
         kind = item[0]
         st = self.state
         if kind == "pod":
-            self._on_pod(item[1], item[2])
+            self._on_pod(item[1], item[2], item[3] if len(item) > 3 else None)
         elif kind == "dpc":
             _, _pod, rec, pos = item
             try:
@@ -531,7 +532,7 @@ class LiveWatcher:
             self.state.positions[pos.key] = pos
             self.state.dirty = True
 
-    def _on_pod(self, ev: PodEvent, rv: str | None) -> None:
+    def _on_pod(self, ev: PodEvent, rv: str | None, arrival_s: float | None = None) -> None:
         st = self.state
         self.metrics.pod_events += 1
         if rv:
@@ -551,6 +552,8 @@ class LiveWatcher:
                     uid,
                 )
                 return
+            # what this state shows had happened by its arrival (used where that narrows)
+            self.correlator.add_arrival(pod, int((self.clock() if arrival_s is None else arrival_s) * M.S))
             first_time = uid not in st.names
             st.names[uid] = P.name(pod) or ""
             rv = rv_number(P.resource_version(pod))
