@@ -337,37 +337,42 @@ _JSON_CONST: dict[str, Any] = {"true": True, "false": False, "null": None}
 def _parse_header(s: str) -> tuple[str, int, int, int, int, str, int, int]:
     """Match the header: (level, month, day, tod_us, pid, file, src_line, end) or raise.
 
-    Its two parts that repeat from line to line (``Lmmdd hh:mm:ss``, and the pid and
-    source location) are converted once each and remembered: only the microseconds are
-    new in each line."""
+    Its two parts that repeat from line to line (``Lmmdd hh:mm:``, and the pid and source
+    location) are converted once each and remembered: only the seconds are new in each
+    line."""
     m = _HEADER.match(s)
     if m is None:
         raise KlogParseError("not a klog line")
     end = m.end()
-    when = _WHEN.get(s[:14])
+    when = _WHEN.get(s[:12])
     if when is None:
-        when = _when(s[:14], *m.group(1, 2, 3, 4, 5, 6))
+        when = _when(s[:12], *m.group(1, 2, 3, 4, 5))
+    sec = int(m.group(6))
+    if sec > 60:
+        raise KlogParseError(_IMPOSSIBLE)
     where = _WHERE.get(s[m.start(8) : end])
     if where is None:
         where = _where(s[m.start(8) : end], *m.group(8, 9, 10))
-    lv, month, day, tod_s = when
-    return lv, month, day, tod_s * 1_000_000 + int(m.group(7)), *where, end
+    lv, month, day, minute_s = when
+    return lv, month, day, (minute_s + sec) * 1_000_000 + int(m.group(7)), *where, end
 
 
-#: ``Lmmdd hh:mm:ss`` -> (level, month, day, second of the day); ``pid file:line] `` ->
-#: (pid, file, line): what headers repeat, converted once (bounded: cleared when full)
+_IMPOSSIBLE = "klog header with an impossible date or time"
+#: ``Lmmdd hh:mm:`` -> (level, month, day, first second of the minute in the day);
+#: ``pid file:line] `` -> (pid, file, line): what headers repeat, converted once (a
+#: bounded memory: cleared when full)
 _WHEN: dict[str, tuple[str, int, int, int]] = {}
 _WHERE: dict[str, tuple[int, str, int]] = {}
-_CACHE_MAX = 1 << 16
+_CACHE_MAX = 4096
 
 
-def _when(key: str, lv: str, mo: str, dd: str, hh: str, mi: str, ss: str) -> tuple[str, int, int, int]:
-    month, day, h, mn, sec = int(mo), int(dd), int(hh), int(mi), int(ss)
-    if not (1 <= month <= 12 and 1 <= day <= 31 and h <= 23 and mn <= 59 and sec <= 60):
-        raise KlogParseError("klog header with an impossible date or time")
+def _when(key: str, lv: str, mo: str, dd: str, hh: str, mi: str) -> tuple[str, int, int, int]:
+    month, day, h, mn = int(mo), int(dd), int(hh), int(mi)
+    if not (1 <= month <= 12 and 1 <= day <= 31 and h <= 23 and mn <= 59):
+        raise KlogParseError(_IMPOSSIBLE)
     if len(_WHEN) >= _CACHE_MAX:
         _WHEN.clear()
-    when = _WHEN[key] = (lv, month, day, (h * 60 + mn) * 60 + sec)
+    when = _WHEN[key] = (lv, month, day, (h * 60 + mn) * 60)
     return when
 
 
