@@ -125,6 +125,9 @@ def build_trace(act: Actuation) -> list[M.SpanRecord]:
     # service -> resource attributes, shared by the trace's spans of that service (as the
     # decoder shares one per resource; the writer groups by it once, not once per span)
     resources: dict[str, dict[str, Any]] = {}
+    # id(instant) -> the instant as fused for a duration: most instants end one span and
+    # start another (the instants outlive this call, so no id is reused meanwhile)
+    fused: dict[int, I.Fused] = {}
     out: list[M.SpanRecord] = []
     for name, kind, metric, starts, e_name, ancestors, is_root, repeated in _plan(
         act.path, act.has_launcher_data
@@ -156,6 +159,7 @@ def build_trace(act: Actuation) -> list[M.SpanRecord]:
                         "",
                         tol,
                         resources,
+                        fused,
                     )
                 )
                 n += 1
@@ -211,6 +215,7 @@ def build_trace(act: Actuation) -> list[M.SpanRecord]:
                 message,
                 tol,
                 resources,
+                fused,
                 span_id=span_id,
                 last_seen=last_seen,
             )
@@ -232,6 +237,7 @@ def _record(
     message: str,
     tol: int,
     resources: dict[str, dict[str, Any]],
+    fused: dict[int, I.Fused],
     span_id: str | None = None,
     last_seen: bool = False,
 ) -> M.SpanRecord:
@@ -240,7 +246,13 @@ def _record(
     attrs[A_END_SRC] = f"last-seen:{end.source}" if last_seen else end.source
     attrs[A_START_PRECISION] = _seconds(start.precision_ns)
     attrs[A_END_PRECISION] = _seconds(end.precision_ns)
-    d = I.duration(_fused(start), _fused(end), tol)
+    f_start = fused.get(id(start))
+    if f_start is None:
+        f_start = fused[id(start)] = _fused(start)
+    f_end = fused.get(id(end))
+    if f_end is None:
+        f_end = fused[id(end)] = _fused(end)
+    d = I.duration(f_start, f_end, tol)
     attrs[A_MIN] = _seconds(d.min_ns)
     if d.max_ns is not None and not (last_seen and act.dpc_only):
         attrs[A_MAX] = _seconds(d.max_ns)

@@ -438,6 +438,37 @@ def test_prefilter_keeps_a_wanted_line_cut_before_the_narrowing_field():
     assert (st.read, st.understood, st.ignored, st.skipped) == (2, 1, 1, 0)
 
 
+def test_prefilter_search_passes_over_a_narrowed_message_only_where_the_test_would():
+    """The block search skips a narrowed message's lines whose field holds a whole unwanted
+    value, and finds the rest (a wanted value, the field missing, cut inside its value, a
+    wanted value in a later copy of the field): the file read gives the records and counts
+    of the line-by-line test (``run`` compares the two)."""
+    purpose = HTTP_CREATE.index(' purpose="')
+    head, tail = HTTP_CREATE[:purpose], HTTP_CREATE[purpose:]
+    lines = [
+        HTTP_CREATE,  # wanted value
+        HTTP_CREATE.replace('purpose="create_instance"', 'purpose="sleep"'),  # unwanted value
+        head,  # the field missing (cut before it)
+        head + ' purpose="create_ins',  # cut inside the value
+        head + ' purpose="sleep"' + tail,  # unwanted first, wanted later: the first decides
+        head + ' purpose="wake"' + tail.replace('purpose="create_instance"', 'purpose="sleep"'),
+        RELAYED,
+    ]
+    recs, st = run(
+        lines,
+        messages=frozenset({"HTTP call done", "Successfully relayed the readiness"}),
+        contains={"HTTP call done": ("purpose", ("create_instance", "wake"))},
+    )
+    assert [(r.line_no, r.get_all("purpose"), r.truncated) for r in recs] == [
+        (1, ["create_instance"], False),
+        (3, [], False),
+        (4, [], True),
+        (6, ["wake", "sleep"], False),
+        (7, [], False),
+    ]
+    assert (st.read, st.understood, st.ignored, st.skipped) == (7, 5, 2, 0)
+
+
 def _list_call(launcher: str, t: str) -> str:
     return (
         f'I0629 14:00:{t}.000000       1 inference-server.go:2251] "HTTP call done" worker=0 '

@@ -63,6 +63,17 @@ def test_list_is_streamed_item_by_item(chunk):
     assert (st.read, st.understood, st.skipped) == (2, 2, 0)
 
 
+def test_pods_share_the_strings_they_repeat():
+    """Every Pod is kept to the end: the values many Pods repeat are one string each."""
+    evs, _ = read(as_list(pod(), pod(L_UID, name="launcher-example-7xk2p")))
+    a, b = (e.pod for e in evs)
+    ca, cb = a["status"]["conditions"][0], b["status"]["conditions"][0]
+    assert ca == cb
+    assert all(ca[k] is cb[k] for k in ("type", "status", "lastTransitionTime"))
+    assert a["metadata"]["namespace"] is b["metadata"]["namespace"]
+    assert a["spec"]["nodeName"] is b["spec"]["nodeName"]
+
+
 def test_podlist_from_api_without_item_kind():
     evs, st = read(as_list(pod(kind=False), kind="PodList"))
     assert len(evs) == 1 and evs[0].event_type == "LISTED"

@@ -54,9 +54,18 @@ def any_value(v: Any) -> dict[str, Any]:
 
 
 def key_values(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Attributes as OTLP ``KeyValue`` s (a string, the most common value, inline)."""
+    """Attributes as OTLP ``KeyValue`` s.  A string and a finite float (``v - v == 0``
+    holds for no other float), the values of nearly every attribute, are written inline;
+    the others as :func:`any_value` writes them."""
     return [
-        {"key": k, "value": {"stringValue": v} if v.__class__ is str else any_value(v)}
+        {
+            "key": k,
+            "value": {"stringValue": v}
+            if v.__class__ is str
+            else {"doubleValue": v}
+            if v.__class__ is float and v - v == 0
+            else any_value(v),
+        }
         for k, v in attrs.items()
     ]
 

@@ -335,19 +335,56 @@ _JSON_CONST: dict[str, Any] = {"true": True, "false": False, "null": None}
 
 
 def _parse_header(s: str) -> tuple[str, int, int, int, int, str, int, int]:
-    """Match the header: (level, month, day, tod_us, pid, file, src_line, end) or raise."""
+    """Match the header: (level, month, day, tod_us, pid, file, src_line, end) or raise.
+
+    Its two parts that repeat from line to line (``Lmmdd hh:mm:``, and the pid and source
+    location) are converted once each and remembered: only the seconds are new in each
+    line."""
     m = _HEADER.match(s)
     if m is None:
         raise KlogParseError("not a klog line")
-    lv, mo, dd, hh, mi, ss, us, pid, file, src = m.groups()
-    month, day, h, mn, sec = int(mo), int(dd), int(hh), int(mi), int(ss)
-    if not (1 <= month <= 12 and 1 <= day <= 31 and h <= 23 and mn <= 59 and sec <= 60):
-        raise KlogParseError("klog header with an impossible date or time")
-    tod_us = ((h * 60 + mn) * 60 + sec) * 1_000_000 + int(us)
+    end = m.end()
+    when = _WHEN.get(s[:12])
+    if when is None:
+        when = _when(s[:12], *m.group(1, 2, 3, 4, 5))
+    sec = int(m.group(6))
+    if sec > 60:
+        raise KlogParseError(_IMPOSSIBLE)
+    where = _WHERE.get(s[m.start(8) : end])
+    if where is None:
+        where = _where(s[m.start(8) : end], *m.group(8, 9, 10))
+    lv, month, day, minute_s = when
+    return lv, month, day, (minute_s + sec) * 1_000_000 + int(m.group(7)), *where, end
+
+
+_IMPOSSIBLE = "klog header with an impossible date or time"
+#: ``Lmmdd hh:mm:`` -> (level, month, day, first second of the minute in the day);
+#: ``pid file:line] `` -> (pid, file, line): what headers repeat, converted once (a
+#: bounded memory: cleared when full)
+_WHEN: dict[str, tuple[str, int, int, int]] = {}
+_WHERE: dict[str, tuple[int, str, int]] = {}
+_CACHE_MAX = 4096
+
+
+def _when(key: str, lv: str, mo: str, dd: str, hh: str, mi: str) -> tuple[str, int, int, int]:
+    month, day, h, mn = int(mo), int(dd), int(hh), int(mi)
+    if not (1 <= month <= 12 and 1 <= day <= 31 and h <= 23 and mn <= 59):
+        raise KlogParseError(_IMPOSSIBLE)
+    if len(_WHEN) >= _CACHE_MAX:
+        _WHEN.clear()
+    when = _WHEN[key] = (lv, month, day, (h * 60 + mn) * 60)
+    return when
+
+
+def _where(key: str, pid: str, file: str, src: str) -> tuple[int, str, int]:
     try:
-        return lv, month, day, tod_us, int(pid), file, int(src), m.end()
+        where = (int(pid), file, int(src))
     except ValueError:  # more digits than int() converts (sys.get_int_max_str_digits)
         raise KlogParseError("klog header with a number too long") from None
+    if len(_WHERE) >= _CACHE_MAX:
+        _WHERE.clear()
+    _WHERE[key] = where
+    return where
 
 
 def _raw_value(s: str, j: int) -> tuple[str, int]:
@@ -589,15 +626,23 @@ class Prefilter:
             unless = {_quoted_body(v): t.encode("utf-8") for v, t in (rest[0] if rest else {}).items()}
             self.guards[_quoted_body(m)] = (k, frozenset(_quoted_body(v) for v in values), unless)
 
-    def finder(self) -> Find:
+    def finder(
+        self, wanted: Callable[[bytes], bool] | None = None, passed: list[bytes | None] | None = None
+    ) -> Find:
         """The search over a block of whole lines: ``find(block, pos, end)`` gives the
         bounds ``(start, stop)`` of the first line of ``block[pos:end]`` that may be wanted,
         or ``None``.  A regular expression finds each message as it follows a klog header,
         anywhere in a line (every line :meth:`function` passes holds one); the line it is
-        in is then given to :meth:`function`, so the two never disagree."""
-        alternatives = b"|".join(re.escape(q) for q in sorted(self.messages, key=len, reverse=True))
-        search = re.compile(b'\\] "(?:' + alternatives + b')"').search
-        wanted = self.function()
+        in is then given to the test ``wanted`` (a new :meth:`function` by default), so the
+        two never disagree.  The line found is put in ``passed[0]``: a reader that tests
+        the lines not found with the same ``wanted`` knows not to test it twice (a test
+        that remembers what it passed must see each line once)."""
+        alternatives = b"|".join(self._alternative(q) for q in sorted(self.messages, key=len, reverse=True))
+        search = re.compile(b'\\] "(?:' + alternatives + b")").search
+        if wanted is None:
+            wanted = self.function()
+        if passed is None:
+            passed = [None]
 
         def find(block: bytes, pos: int, end: int) -> tuple[int, int] | None:
             while True:
@@ -606,11 +651,31 @@ class Prefilter:
                     return None
                 start = block.rfind(b"\n", pos, m.start()) + 1 or pos
                 stop = block.find(b"\n", m.end(), end) + 1
-                if wanted(block[start:stop]):
+                line = block[start:stop]
+                if wanted(line):
+                    passed[0] = line
                     return start, stop
                 pos = stop
 
         return find
+
+    def _alternative(self, q: bytes) -> bytes:
+        """The search's pattern of one quoted message ``q`` (its closing quote added).
+
+        For a message narrowed by a field, the lines whose field holds a whole value none
+        of the wanted ones are not found at all (most of the DPC's chatter is such lines:
+        the search passes over them for a fraction of what cutting each out and testing
+        it costs).  Found are the lines whose field holds a wanted value somewhere, or
+        never a whole value: a superset of those the test passes, which still decides.
+        ``[^\\n]*`` is greedy on purpose: the field is looked for back from the line's
+        end, and the narrowing fields are near it."""
+        guard = self.guards.get(q)
+        msg = re.escape(q) + b'"'
+        if guard is None:
+            return msg
+        key = re.escape(guard[0])
+        values = b"|".join(re.escape(v) for v in sorted(guard[1]))
+        return msg + b"(?=[^\\n]*" + key + b"(?:" + values + b')"|(?![^\\n]*' + key + b'[^"\\n]*"))'
 
     def function(self) -> Callable[[bytes], bool]:
         """The test as a plain function of a raw line (a closure: cheaper to call per line)."""
@@ -780,7 +845,8 @@ def iter_klog(
     """
     prefilter = Prefilter(messages, contains) if messages is not None else None
     wanted = prefilter.function() if prefilter is not None else None
-    find = prefilter.finder() if prefilter is not None else None
+    passed: list[bytes | None] = [None]  # the line the search just found (and tested)
+    find = prefilter.finder(wanted, passed) if prefilter is not None else None
     pending: _Parsed | None = None  # a record whose multi-line block is still open
     read = understood = ignored = 0  # not yet written back to stats
     line_no = 0
@@ -821,7 +887,9 @@ def iter_klog(
                 line_no -= 1
                 read -= 1
                 continue
-            if pending is None and wanted is not None and not wanted(b):  # type: ignore[arg-type]
+            tested = passed[0] is not None and b == passed[0]  # found, so tested, by the search
+            passed[0] = None
+            if pending is None and wanted is not None and not tested and not wanted(b):  # type: ignore[arg-type]
                 ignored += 1
                 continue
             b = b.rstrip(b"\r\n")  # type: ignore[union-attr]

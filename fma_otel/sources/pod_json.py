@@ -35,6 +35,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Iterator
+from sys import intern
 from typing import IO, Any
 
 import msgspec
@@ -188,6 +189,40 @@ def _decode(data: bytes, typed: bool = True) -> Any:
     return _decode(data.decode("utf-8", "replace").encode(), typed)
 
 
+def _interned(doc: _Doc) -> _Doc:
+    """``doc`` with the strings that many Pods repeat interned (condition types, statuses
+    and times, container names, label values, namespace, node): the bridge keeps every
+    Pod until the end, and the decoder makes a new string for each value."""
+    meta, spec, status = doc.metadata, doc.spec, doc.status
+    if meta is not None:
+        if meta.namespace is not None:
+            meta.namespace = intern(meta.namespace)
+        if meta.labels:
+            meta.labels = {k: intern(v) for k, v in meta.labels.items()}
+    if spec is not None:
+        if spec.nodeName is not None:
+            spec.nodeName = intern(spec.nodeName)
+        for c in spec.containers or ():
+            if c.name is not None:
+                c.name = intern(c.name)
+    if status is not None:
+        for cond in status.conditions or ():
+            if cond.type is not None:
+                cond.type = intern(cond.type)
+            if cond.status is not None:
+                cond.status = intern(cond.status)
+            if cond.lastTransitionTime is not None:
+                cond.lastTransitionTime = intern(cond.lastTransitionTime)
+        for cs in status.containerStatuses or ():
+            if cs.name is not None:
+                cs.name = intern(cs.name)
+            state = cs.state
+            for started in (state.running, state.terminated) if state is not None else ():
+                if started is not None and started.startedAt is not None:
+                    started.startedAt = intern(started.startedAt)
+    return doc
+
+
 def _slim(obj: dict[str, Any]) -> dict[str, Any]:
     """An untyped Pod dict cut down to the kept fields (their values as they are)."""
     out: dict[str, Any] = {k: obj[k] for k in ("kind",) if k in obj}
@@ -313,7 +348,9 @@ class _Sink:
         if why:
             self.stats.skip(line, why)
         else:
-            yield from self._event(etype, _to_dict(pod) if pod.__class__ is _Doc else _slim(pod), line)
+            yield from self._event(
+                etype, _to_dict(_interned(pod)) if pod.__class__ is _Doc else _slim(pod), line
+            )
 
     def _watch_event(self, etype: str, obj: bytes, line: int) -> Iterator[PodEvent]:
         if etype == "BOOKMARK":
