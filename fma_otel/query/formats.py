@@ -41,7 +41,6 @@ ROW_KEYS: tuple[str, ...] = (
 )
 #: the interval of each percentile, after the original keys (json and csv)
 INTERVAL_KEYS: tuple[str, ...] = tuple(f"p{q}_{end}" for q in (50, 90, 95, 99) for end in ("lo", "hi"))
-HIT_KEYS: tuple[str, ...] = ("hot", "warm", "cold_launcher", "requesters")
 
 
 def row_json(r: MetricRow) -> dict[str, Any]:
@@ -209,17 +208,6 @@ def _secs(v: float | None) -> str:
     if v < 120:
         return f"{v:.2f}s"
     return f"{v / 60:.1f}m"
-
-
-def _bound(v: float | None, like: float | None) -> str:
-    """A bound in the unit :func:`_secs` chose for ``like``, without the unit."""
-    if v is None or like is None:
-        return "?"
-    if like < 1:
-        return f"{v * 1000:.0f}"
-    if like < 120:
-        return f"{v:.2f}"
-    return f"{v / 60:.1f}"
 
 
 def secs_interval(v: float | None, lo: float | None, hi: float | None) -> str:

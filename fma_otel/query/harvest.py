@@ -13,7 +13,7 @@ spans are keyed by their derived ``(trace_id, span_id)``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -111,15 +111,11 @@ class Harvest:
         """One ``ExportTraceServiceRequest``/``TracesData`` in JSON form (hex or base64 ids).
 
         Also takes Tempo's older ``batches`` wrapping and ``instrumentationLibrarySpans``.
-        This is the hot loop of ``slo --traces``: names are checked before anything else is
-        decoded, and ids in the usual hex form are taken as they are.
+        The hot loop of ``slo --traces``: names are checked before anything is decoded.
 
-        All or nothing: a request that is valid JSON but malformed OTLP where this reader
-        looks (a list where an object belongs, an attribute without ``key``, a start time
-        ``"x"``, or one outside OTLP's ``fixed64``, whose duration no float holds) adds
-        nothing, is counted in :attr:`malformed` and gives ``False``.  The
-        spans are gathered first and kept only when the whole request decoded, one
-        ``try`` per request, so the happy path pays nothing per span.
+        All or nothing: a request malformed where this reader looks (a time outside OTLP's
+        ``fixed64``, whose duration no float holds, an attribute without ``key`` ...) adds
+        nothing, is counted in :attr:`malformed` and gives ``False``.
         """
         wanted = WANTED_NAMES
         metric_of = METRIC_OF_SPAN
@@ -213,7 +209,7 @@ class Harvest:
         self.traces_seen.add(trace_id)
         path = attrs.get(A_PATH)
         if name == ROOT:
-            self._add_root(trace_id, start_ns, attrs)
+            self._requests[trace_id] = _request_obs(start_ns, attrs)
             return
         metric = attrs.get(A_METRIC) or METRIC_OF_SPAN[name]
         self._spans[(trace_id, span_id)] = (
@@ -225,10 +221,6 @@ class Harvest:
             number_or_none(attrs.get(A_MIN)),
             number_or_none(attrs.get(A_MAX)),
         )
-
-    def _add_root(self, trace_id: str, start_ns: int, attrs: Mapping[str, Any]) -> None:
-        self.traces_seen.add(trace_id)
-        self._requests[trace_id] = _request_obs(start_ns, attrs)
 
     # ------------------------------------------------------------------ output
 
@@ -330,11 +322,3 @@ def _opt_bool(v: Any) -> bool | None:
     if isinstance(v, str) and v.lower() in ("true", "false"):
         return v.lower() == "true"
     return None
-
-
-def harvest_requests(reqs: Iterable[Mapping[str, Any]]) -> Harvest:
-    """A harvest of several OTLP JSON requests (a helper for tests and small callers)."""
-    h = Harvest()
-    for r in reqs:
-        h.add_otlp(r)
-    return h
