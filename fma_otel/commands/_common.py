@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import os
+import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -36,6 +38,15 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     default: unusable arguments or input; 1 for a failure while working)."""
     click.echo(f"{prog_name()}: error: {message}", err=True)
     sys.exit(code)
+
+
+def terminal_width(tty: bool, default: int = 120) -> int | None:
+    """COLUMNS when set (also through a pipe), else the terminal's width; ``None`` through
+    a pipe without COLUMNS."""
+    env = os.environ.get("COLUMNS", "").strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    return shutil.get_terminal_size((default, 24)).columns if tty else None
 
 
 def _describe_os_error(path: str, exc: OSError) -> str:
