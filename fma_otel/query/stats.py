@@ -66,9 +66,6 @@ class MetricRow:
     p99_lo: float | None = None
     p99_hi: float | None = None
 
-    def stat(self, name: str) -> float | None:
-        return getattr(self, name)
-
     def interval(self, p: int) -> tuple[float | None, float | None]:
         """``(lo, hi)`` of the ``p``-th percentile (``None`` without data)."""
         return getattr(self, f"p{p}_lo"), getattr(self, f"p{p}_hi")
