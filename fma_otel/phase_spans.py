@@ -17,8 +17,9 @@ A span whose start or end record is missing is left out: fewer spans, never inve
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
+from datetime import datetime, timezone
 from typing import Any, NamedTuple
 
 from . import model as M
@@ -35,6 +36,7 @@ __all__ = [
     "vllm_clock",
     "vllm_key",
     "vllm_reference",
+    "read_dated",
     "SRC_VLLM",
     "number_spans",
     "plan_vllm",
@@ -543,6 +545,27 @@ def vllm_reference(act: Any) -> int | None:
         if i is not None:
             return int(i.t_ns)
     return None
+
+
+def read_dated(act: Any, parse: Callable[[int, int], list[VllmPhase]]) -> tuple[list[VllmPhase], bool] | None:
+    """The records of ``act``'s vLLM log read with its clock, and whether that clock was
+    assumed; ``None`` when the actuation has no instant to date the log by.  ``parse(year,
+    utc_offset_s)`` reads the log: first with offset 0 in the year of :func:`vllm_reference`
+    (the probe :func:`vllm_clock` reads), then, when the clock is not UTC, with it.  The
+    bridge and ``watch`` both read a log this way, so both give the same spans."""
+    ref = vllm_reference(act)
+    if ref is None:
+        return None
+    probe = parse(_year(ref), 0)
+    clock = vllm_clock(act, probe)
+    if clock is None:
+        return None
+    offset, assumed = clock
+    return (probe if offset == 0 else parse(_year(ref, offset), offset)), assumed
+
+
+def _year(t_ns: int, offset_s: int = 0) -> int:
+    return datetime.fromtimestamp(t_ns // NS + offset_s, timezone.utc).year
 
 
 def vllm_key(act: Any) -> str | None:
