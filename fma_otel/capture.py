@@ -230,15 +230,8 @@ def capture_namespace(
     result = CaptureResult(out)
     warn = result.warnings.append
     items, rv = kube.list_pods(namespace)
-    for pod in items:
-        pod.setdefault("apiVersion", "v1")
-        pod.setdefault("kind", "Pod")
+    _write_list(out / "pods.json", "Pod", items, rv)
     result.pods = len(items)
-    doc = {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": rv}, "items": items}
-    tmp = out / ".pods.json.tmp"
-    with _writing(out / "pods.json"):
-        tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-        tmp.replace(out / "pods.json")
 
     dpc_ns = dpc_namespace or namespace
     dpc_items = items if dpc_ns == namespace else kube.list_pods(dpc_ns)[0]
@@ -260,10 +253,7 @@ def capture_namespace(
             if P.role(pod, None) != P.ROLE_LAUNCHER:
                 continue
             name = P.name(pod) or ""
-            containers = [
-                c.get("name") for c in (pod.get("spec") or {}).get("containers") or () if isinstance(c, dict)
-            ]
-            if launcher_container not in containers:
+            if launcher_container not in _containers(pod):
                 warn(f"launcher {name} has no container {launcher_container!r}")
                 continue
             with _log_file(out / f"launcher-{name}.log") as fh:
@@ -309,15 +299,25 @@ def _capture_events(kube: Kube, namespace: str, out: Path, result: CaptureResult
     except KubeError as exc:
         result.warnings.append(f"events not recorded: {exc} (the Role needs list on events, see deploy/)")
         return
-    for ev in items:
-        ev.setdefault("apiVersion", "v1")
-        ev.setdefault("kind", "Event")
-    doc = {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": rv}, "items": items}
-    tmp = out / ".events.json.tmp"
-    with _writing(out / "events.json"):
-        tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-        tmp.replace(out / "events.json")
+    _write_list(out / "events.json", "Event", items, rv)
     result.events = len(items)
+
+
+def _write_list(path: Path, kind: str, items: list[dict[str, Any]], rv: Any) -> None:
+    """A v1 ``List`` of ``items`` as ``kubectl get -o json`` prints it, written whole or not
+    at all (a temporary file renamed)."""
+    for item in items:
+        item.setdefault("apiVersion", "v1")
+        item.setdefault("kind", kind)
+    doc = {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": rv}, "items": items}
+    tmp = path.with_name(f".{path.name}.tmp")
+    with _writing(path):
+        tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        tmp.replace(path)
+
+
+def _containers(pod: dict[str, Any]) -> list[Any]:
+    return [c.get("name") for c in (pod.get("spec") or {}).get("containers") or () if isinstance(c, dict)]
 
 
 def _vllm_dir(out: Path) -> Path:
@@ -343,9 +343,7 @@ def _capture_baseline_logs(
         if P.role(pod, selector) != P.ROLE_BASELINE:
             continue
         name = P.name(pod) or ""
-        names = [
-            c.get("name") for c in (pod.get("spec") or {}).get("containers") or () if isinstance(c, dict)
-        ]
+        names = _containers(pod)
         use = container or (names[0] if names else None)
         if not use or use not in names or not _SAFE_ID.match(name):
             result.warnings.append(f"baseline {name}: no container {use!r}; its vLLM log not recorded")
