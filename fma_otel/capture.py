@@ -70,8 +70,8 @@ def _labels_match(selector: dict[str, str], pod: dict[str, Any]) -> bool:
 class CaptureWriteError(Exception):
     """A file of the capture directory could not be written (disk full, read-only, ...).
 
-    Its own type because an ``OSError`` is also how a lost connection surfaces, and the
-    command reported "cannot reach the API server" for a directory it could not write.
+    Its own type because an ``OSError`` is also how a lost connection surfaces: the
+    command must not say "cannot reach the API server" for a directory it cannot write.
     """
 
     def __init__(self, path: str | os.PathLike[str], exc: OSError) -> None:
@@ -136,8 +136,8 @@ def _write_log(
     """Previous instance (if any) then current; returns bytes written.
 
     A log that stops sending for ``read_timeout_s`` (a kubelet on a dead node, a stalled
-    proxy) is a warning naming it; what it sent until then is kept, up to its last whole
-    line, and the capture goes on.  Without the timeout one such log hung the capture.
+    proxy) is a warning naming it, not a hung capture; what it sent until then is kept, up
+    to its last whole line, and the capture goes on.
     """
     name = P.name(pod) or ""
     path = getattr(fh, "name", "?")

@@ -1,8 +1,8 @@
 """Small pieces every subcommand shares: one-line errors, safe output files, progress.
 
-Why here: the brief asks for the same behaviour everywhere — a clear one-line error and
-exit 2 for unusable input, a clear error for a full or read-only disk, no traceback when
-the reader of a pipe goes away, and a progress bar only on a terminal.
+Why here: every command behaves the same — a clear one-line error and exit 2 for unusable
+input, a clear error for a full or read-only disk, no traceback when the reader of a pipe
+goes away, and a progress bar only on a terminal.
 """
 
 from __future__ import annotations

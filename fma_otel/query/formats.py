@@ -1,7 +1,6 @@
 """Output forms of ``fma-otel slo``: table, json (a contract), csv, clusterloader2 PerfData.
 
-The JSON form is a contract that other tools parse (the issue "Explore and query" fixes its
-keys): ``{"window", "metrics": [{metric, path, n, p50, p90, p95, p99, min, max, mean,
+The JSON form is a contract that other tools parse: ``{"window", "metrics": [{metric, path, n, p50, p90, p95, p99, min, max, mean,
 incomplete, p50_lo, p50_hi, ..., p99_lo, p99_hi}], "hit_rates": {hot, warm, cold_launcher,
 requesters}, "slo": [...]}``, every duration in seconds and ``null`` where there is no data.
 ``pXX_lo``/``pXX_hi`` bound the percentile (see :mod:`.stats`); they come after the original

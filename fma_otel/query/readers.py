@@ -1,7 +1,7 @@
 """One reader for every trace file the CLI reads (``show``, ``slo``, ``report``).
 
-Why one: people hand these commands whatever their tools wrote, and each command used to
-take only OTLP JSON *lines*.  Accepted here, told apart by content, never by file name:
+Why one: people hand these commands whatever their tools wrote.  Accepted here, told apart
+by content, never by file name:
 
 - OTLP JSON lines: one ``ExportTraceServiceRequest`` per line (the bridge, the
   collector's ``file`` exporter), streamed line by line;
