@@ -40,12 +40,7 @@ from ..query.breakdown import UNCOVERED, PathBreakdown
 from ..query.slo_spec import HIT_RATES, Verdict
 from ..query.stats import HitRates
 from ..sinks.show import tree_lines
-from .data import (
-    Distribution,
-    TraceSummary,
-    Trend,
-    thin,
-)
+from .data import Distribution, TraceSummary, Trend, thin
 from .svg import FIG_WIDTH_PX, Hover, size_in
 from .words import humanize
 
@@ -104,6 +99,8 @@ def short(name: str) -> str:
 _OP = {"<=": "≤", ">=": "≥", "<": "<", ">": ">"}
 #: the statistics an SLO threshold on a metric can be drawn for (a duration in seconds)
 _DRAWN_STATS = ("p50", "p90", "p95", "p99", "max", "mean")
+#: the bars of every horizontal bar chart
+_BARH: Mapping[str, Any] = {"height": 0.6, "linewidth": 0.8}
 
 
 def slo_label(v: Verdict, value: str) -> str:
@@ -116,10 +113,6 @@ def slo_label(v: Verdict, value: str) -> str:
 
 def _metric_slos(verdicts: Sequence[Verdict], metric: str) -> list[Verdict]:
     return [v for v in verdicts if v.kind == "metric" and v.subject == metric and v.stat in _DRAWN_STATS]
-
-
-def _barh_kw() -> dict[str, Any]:
-    return {"height": 0.6, "linewidth": 0.8}
 
 
 # --------------------------------------------------------------------------- distribution
@@ -431,7 +424,7 @@ def hit_figure(h: HitRates, verdicts: Sequence[Verdict]) -> tuple[Figure, Hover]
     for i, (path, name) in enumerate(rows):
         rate = getattr(h, path)
         value = 0.0 if rate is None else rate * 100
-        bars = ax.barh([i], [value], color=color_of_path(path), **_barh_kw())
+        bars = ax.barh([i], [value], color=color_of_path(path), **_BARH)
         text = "no data" if rate is None else f"{value:.1f}%"
         bars[0].set_url(hover.token(f"{name}: {text} of {h.requesters} FMA requesters", "bar"))
         ax.text(value + 1, i, text, va="center", fontsize=9)
@@ -514,7 +507,7 @@ def breakdown_figure(bds: Sequence[PathBreakdown]) -> tuple[Figure, Hover]:
                 color=UNCOVERED_COLOR if is_gap else colors.get(r.name, "#999"),
                 edgecolor="#777" if is_gap else "white",
                 hatch="//" if is_gap else None,
-                **_barh_kw(),
+                **_BARH,
             )[0]
             label = UNCOVERED + short(r.name) if is_gap else short(r.name)
             bar.set_url(
@@ -624,7 +617,7 @@ def waterfall_figure(t: TraceSummary, spans: Sequence[SpanRecord]) -> tuple[Figu
             color=color,
             hatch="xx" if incomplete else None,
             edgecolor=ERROR_COLOR if incomplete else color,
-            **_barh_kw(),
+            **_BARH,
         )[0]
         css = "wf-span wf-incomplete" if incomplete else "wf-span"
         bar.set_url(hover.token(_span_title(s, t0), css))
