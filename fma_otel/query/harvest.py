@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..jsonsafe import NS_LIMIT, number_or_none
+from ..jsonsafe import ns, number_or_none
 from ..model import (
     A_COMPLETE,
     A_DPC_SECS,
@@ -120,7 +120,6 @@ class Harvest:
         wanted = WANTED_NAMES
         metric_of = METRIC_OF_SPAN
         keys = _KEYS
-        ns_limit = NS_LIMIT
         new: dict[tuple[str, str], _Kept] = {}
         roots: dict[str, RequestObs] = {}  # hashed here, inside the try
         tids: set[str] = set()
@@ -139,20 +138,12 @@ class Harvest:
                             k = kv["key"]
                             if k in keys:
                                 attrs[k] = value_of(kv["value"])
-                        tid = sp.get("traceId") or ""
-                        if len(tid) != 32:
-                            tid = normalize_id(tid, 16) or ""
-                        start = int(sp.get("startTimeUnixNano") or 0)
-                        end = int(sp.get("endTimeUnixNano") or 0)
-                        # jsonsafe.ns() inlined: this is the hot loop
-                        if not (0 <= start < ns_limit and 0 <= end < ns_limit):
-                            raise ValueError("a time outside OTLP's fixed64")
+                        tid = _id(sp.get("traceId"), 16)
+                        start, end = ns(sp.get("startTimeUnixNano")), ns(sp.get("endTimeUnixNano"))
                         if name == ROOT:
                             roots[tid] = _request_obs(start, attrs)
                             continue
-                        sid = sp.get("spanId") or ""
-                        if len(sid) != 16:
-                            sid = normalize_id(sid, 8) or ""
+                        sid = _id(sp.get("spanId"), 8)
                         tids.add(tid)
                         complete = attrs.get(A_COMPLETE)
                         path = attrs.get(A_PATH)
@@ -269,19 +260,12 @@ def _tree_rows(req: Mapping[str, Any]) -> list[_TreeRow]:
     for rs in req.get("resourceSpans") or req.get("resource_spans") or req.get("batches") or ():
         for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or ():
             for sp in ss.get("spans") or ():
-                tid = sp.get("traceId") or ""
-                if len(tid) != 32:
-                    tid = normalize_id(tid, 16) or ""
-                sid = sp.get("spanId") or ""
-                if len(sid) != 16:
-                    sid = normalize_id(sid, 8) or ""
-                parent = sp.get("parentSpanId") or ""
-                if parent and len(parent) != 16:
-                    parent = normalize_id(parent, 8) or ""
-                start = int(sp.get("startTimeUnixNano") or 0)
-                end = int(sp.get("endTimeUnixNano") or 0)
-                if not (0 <= start < NS_LIMIT and 0 <= end < NS_LIMIT):
-                    raise ValueError("a time outside OTLP's fixed64")
+                tid, sid, parent = (
+                    _id(sp.get("traceId"), 16),
+                    _id(sp.get("spanId"), 8),
+                    _id(sp.get("parentSpanId"), 8),
+                )
+                start, end = ns(sp.get("startTimeUnixNano")), ns(sp.get("endTimeUnixNano"))
                 lo = hi = None
                 for kv in sp.get("attributes") or ():
                     k = kv["key"]
@@ -291,6 +275,12 @@ def _tree_rows(req: Mapping[str, Any]) -> list[_TreeRow]:
                         hi = number_or_none(value_of(kv["value"]))
                 rows.append((tid, sid, parent or None, str(sp.get("name") or ""), start, end, lo, hi))
     return rows
+
+
+def _id(raw: Any, nbytes: int) -> str:
+    """An id in the usual hex form as it is; any other (Tempo's base64) normalized."""
+    raw = raw or ""
+    return raw if len(raw) == 2 * nbytes else normalize_id(raw, nbytes) or ""
 
 
 def _request_obs(start_ns: int, attrs: Mapping[str, Any]) -> RequestObs:
