@@ -57,6 +57,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import NamedTuple
 
+from .k8s_events import rfc3339_time
+
 __all__ = [
     "PHASES",
     "VllmLogParser",
@@ -190,7 +192,7 @@ def _ns(seconds: float) -> int:
 # --------------------------------------------------------------------------- line layout
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_RFC3339_PREFIX = re.compile(r"^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d) ")
+_RFC3339_PREFIX = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d) ")
 _PROC = re.compile(r"\(([^()]*?) pid=(\d+)\)")
 _HEADER = re.compile(
     r"^(?P<pre>.*?)(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) "
@@ -204,16 +206,6 @@ _LAUNCHER_FIRST = re.compile(
 )
 # Parallel indices in a process name: any non-zero one marks a repeating rank.
 _RANK = re.compile(r"(?:rank=|(?:DP|PP|TP|EP|PCP|DCP)|EngineCore_|ApiServer_)(\d+)")
-
-
-def _rfc3339_ns(m: re.Match[str]) -> int:
-    y, mo, d, h, mi, s, frac, zone = m.groups()
-    base = datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), tzinfo=timezone.utc)
-    ns = int(base.timestamp()) * NS + int((frac or "0").ljust(9, "0"))
-    if zone != "Z":
-        sign = 1 if zone[0] == "+" else -1
-        ns -= sign * (int(zone[1:3]) * 3600 + int(zone[4:6]) * 60) * NS
-    return ns
 
 
 def _rank_is_zero(process: str | None) -> bool:
@@ -513,7 +505,7 @@ class VllmLogParser:
         m = _RFC3339_PREFIX.match(line)
         if m:
             try:
-                prefix_ns = _rfc3339_ns(m)
+                prefix_ns = rfc3339_time(m[0][:-1])[0]
             except ValueError:
                 prefix_ns = None
             line = line[m.end() :]
