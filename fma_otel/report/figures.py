@@ -167,7 +167,7 @@ def dist_figure(
     cdf.set_ylim(0, 1.02)
     cdf.grid(alpha=0.3)
     if paths:
-        cdf.legend(loc="lower right", fontsize=8, frameon=False)
+        cdf.legend(loc="lower right")
 
     for row, path in enumerate(paths):
         pts = dict(d.per_path)[path]
@@ -227,8 +227,6 @@ def dist_figure(
             loc="lower left",
             bbox_to_anchor=(0.065, 0.0),
             ncols=min(3, len(slo_lines)),
-            fontsize=8,
-            frameon=False,
         )
     # durations from zero, on one scale for both panels, without an offset like "+2.006e1"
     right = max(cdf.get_xlim()[1], box.get_xlim()[1]) * 1.02
@@ -383,8 +381,6 @@ def trend_figure(
         loc="upper left",
         bbox_to_anchor=(0.055, 1 - 34 / h_px),
         ncols=len(paths) or 1,
-        fontsize=8,
-        frameon=False,
     )
     if marks:
         fig.legend(
@@ -393,8 +389,6 @@ def trend_figure(
             loc="lower left",
             bbox_to_anchor=(0.06, 0.0),
             ncols=3,
-            fontsize=8,
-            frameon=False,
         )
     return fig, hover
 
@@ -444,8 +438,6 @@ def hit_figure(h: HitRates, verdicts: Sequence[Verdict]) -> tuple[Figure, Hover]
             ["SLO bound, met" if k else "SLO bound, NOT met" for k in sorted(marks, reverse=True)],
             loc="center left",
             bbox_to_anchor=(1.0, 0.5),
-            fontsize=8,
-            frameon=False,
         )
     ax.set_yticks(range(len(rows)), [name for _p, name in rows])
     ax.set_ylim(len(rows) - 0.5, -0.5)
@@ -543,7 +535,6 @@ def breakdown_figure(bds: Sequence[PathBreakdown]) -> tuple[Figure, Hover]:
             loc="center left",
             bbox_to_anchor=(1.01, 0.5),
             fontsize=7,
-            frameon=False,
         )
     return fig, hover
 

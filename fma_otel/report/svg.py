@@ -34,6 +34,8 @@ RC: dict[str, Any] = {
     "axes.titlesize": 10,
     "axes.spines.top": False,
     "axes.spines.right": False,
+    "legend.fontsize": 8,
+    "legend.frameon": False,
 }
 
 _TOKEN = "fmahover:"
