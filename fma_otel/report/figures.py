@@ -144,7 +144,7 @@ def dist_figure(
     title = f"{d.metric}: distribution per path"
     if inc_total:
         title += f"  ({inc_total} unfinished, not counted)"
-    fig.suptitle(title, x=0.07, ha="left", fontsize=11)
+    fig.suptitle(title, x=0.07, ha="left")
 
     for path, pts in d.per_path:
         if not pts:
@@ -320,7 +320,6 @@ def trend_figure(
         y=1 - 8 / h_px,
         va="top",
         ha="left",
-        fontsize=11,
     )
     handles: dict[str, Any] = {}  # path -> a dot of its colour
     marks: dict[str, Any] = {}  # SLO label -> its line
@@ -412,7 +411,6 @@ def hit_figure(h: HitRates, verdicts: Sequence[Verdict]) -> tuple[Figure, Hover]
         f"Hit rates over {h.requesters} FMA requesters (their first actuation; {h.actuations} actuations in all)",
         x=0.17,
         ha="left",
-        fontsize=11,
     )
     rows = list(HIT_RATES.items())
     for i, (path, name) in enumerate(rows):
@@ -480,7 +478,6 @@ def breakdown_figure(bds: Sequence[PathBreakdown]) -> tuple[Figure, Hover]:
         "Where did the time go: mean T_actuation per path, by leaf span (cold_no_fma: the baseline without FMA)",
         x=0.12,
         ha="left",
-        fontsize=11,
     )
     widest = max((b.total.mean for b in bds), default=0.0) or 1.0
     seen: dict[str, Any] = {}

@@ -35,6 +35,7 @@ RC: dict[str, Any] = {
     "axes.spines.top": False,
     "axes.spines.right": False,
     "legend.fontsize": 8,
+    "figure.titlesize": 11,
     "legend.frameon": False,
 }
 
