@@ -209,7 +209,6 @@ def capture_namespace(
     dpc_container: str = "controller",
     dpc_namespace: str | None = None,
     launcher_logs: bool = True,
-    launcher_container: str = LAUNCHER_CONTAINER,
     timestamps: bool = True,
     progress: Callable[[int], None] | None = None,
     log_read_timeout_s: float = LOG_READ_TIMEOUT_S,
@@ -253,15 +252,15 @@ def capture_namespace(
             if P.role(pod, None) != P.ROLE_LAUNCHER:
                 continue
             name = P.name(pod) or ""
-            if launcher_container not in _containers(pod):
-                warn(f"launcher {name} has no container {launcher_container!r}")
+            if LAUNCHER_CONTAINER not in _containers(pod):
+                warn(f"launcher {name} has no container {LAUNCHER_CONTAINER!r}")
                 continue
             with _log_file(out / f"launcher-{name}.log") as fh:
                 _write_log(
                     kube,
                     namespace,
                     pod,
-                    launcher_container,
+                    LAUNCHER_CONTAINER,
                     fh,
                     timestamps,
                     warn,

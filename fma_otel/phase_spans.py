@@ -667,7 +667,6 @@ def _k8s_plan(
     parent: str,
     *,
     boot_ns: int | None = None,
-    boot_prec_ns: int = MS,
     ready: M.Instant | None = None,
 ) -> list[PhaseSpan]:
     """The Pod startup spans its Events state (``docs/span-model.md``); with ``boot_ns`` (the
@@ -717,7 +716,7 @@ def _k8s_plan(
         add(CONTAINER_START, pull_end, _edge(started), attrs)
     if started is None or boot_ns is None or boot_ns < started.first_ns:
         return out
-    boot: _Edge = (boot_ns, boot_prec_ns, SRC_LAUNCHER_BOOT)
+    boot: _Edge = (boot_ns, MS, SRC_LAUNCHER_BOOT)  # the launcher log's asctime: 1 ms
     add(LAUNCHER_BOOT, _edge(started), boot, dict(cattr))
     if ready is not None:
         failures = sum(
