@@ -25,6 +25,7 @@ read as raw JSON/text, like the live watcher, so an odd Pod is recorded, not rej
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -238,14 +239,21 @@ def capture_namespace(
         (p for p in dpc_items if _labels_match(dpc_selector, p)),
         key=lambda p: (P.created_ns(p) or 0, P.name(p) or ""),
     )
+    # every log the same way: ``write_log(namespace, pod, container, fh)``
+    write_log = functools.partial(
+        _write_log,
+        kube,
+        timestamps=timestamps,
+        warn=warn,
+        progress=progress,
+        read_timeout_s=log_read_timeout_s,
+    )
     if not dpcs:
         warn(f"no dual-pods controller Pod in {dpc_ns} matches {dpc_selector}; no dpc.log written")
     else:
         with _log_file(out / "dpc.log") as fh:
             for pod in dpcs:
-                _write_log(
-                    kube, dpc_ns, pod, dpc_container, fh, timestamps, warn, progress, log_read_timeout_s
-                )
+                write_log(dpc_ns, pod, dpc_container, fh)
                 result.dpc_pods.append(P.name(pod) or "")
     if launcher_logs:
         for pod in items:
@@ -256,31 +264,13 @@ def capture_namespace(
                 warn(f"launcher {name} has no container {LAUNCHER_CONTAINER!r}")
                 continue
             with _log_file(out / f"launcher-{name}.log") as fh:
-                _write_log(
-                    kube,
-                    namespace,
-                    pod,
-                    LAUNCHER_CONTAINER,
-                    fh,
-                    timestamps,
-                    warn,
-                    progress,
-                    log_read_timeout_s,
-                )
+                write_log(namespace, pod, LAUNCHER_CONTAINER, fh)
             result.launcher_logs.append(name)
     if events:
         _capture_events(kube, namespace, out, result)
     if baseline_selector:
         _capture_baseline_logs(
-            kube,
-            namespace,
-            out,
-            items,
-            baseline_selector,
-            baseline_container,
-            result,
-            progress,
-            log_read_timeout_s,
+            write_log, namespace, out, items, baseline_selector, baseline_container, result
         )
     if vllm_logs:
         _capture_vllm_logs(
@@ -326,15 +316,13 @@ def _vllm_dir(out: Path) -> Path:
 
 
 def _capture_baseline_logs(
-    kube: Kube,
+    write_log: Callable[..., int],
     namespace: str,
     out: Path,
     items: list[dict[str, Any]],
     selector: dict[str, str],
     container: str | None,
     result: CaptureResult,
-    progress: Callable[[int], None] | None,
-    read_timeout_s: float,
 ) -> None:
     """``vllm/pod-<name>.log`` for each baseline Pod: its vLLM container's log (``pods/log``,
     which the base Role grants), previous instance first, with timestamps."""
@@ -348,7 +336,7 @@ def _capture_baseline_logs(
             result.warnings.append(f"baseline {name}: no container {use!r}; its vLLM log not recorded")
             continue
         with _log_file(_vllm_dir(out) / f"pod-{name}.log") as fh:
-            _write_log(kube, namespace, pod, use, fh, True, result.warnings.append, progress, read_timeout_s)
+            write_log(namespace, pod, use, fh, timestamps=True)
         result.baseline_logs.append(name)
 
 
