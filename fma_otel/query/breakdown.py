@@ -29,7 +29,7 @@ import heapq
 import sys
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
 from ..model import COLD_NO_FMA, S
@@ -367,24 +367,8 @@ def to_json(bds: Sequence[PathBreakdown]) -> list[dict[str, Any]]:
             "n": b.n,
             "min_covered_share": b.min_covered_share,
             "min_covered_trace": b.min_covered_trace,
-            "rows": [
-                {
-                    "kind": r.kind,
-                    "name": r.name,
-                    "seen": r.seen,
-                    "p50": r.p50,
-                    "p90": r.p90,
-                    "p99": r.p99,
-                    "mean": r.mean,
-                    "share": r.share,
-                    **{
-                        f"p{q}_{e}": getattr(r, f"p{q}_{e}")
-                        for q in BREAKDOWN_PERCENTILES
-                        for e in ("lo", "hi")
-                    },
-                }
-                for r in b.rows
-            ],
+            # every field of a row but part_s (the share says it), in the row's order
+            "rows": [{k: v for k, v in asdict(r).items() if k != "part_s"} for r in b.rows],
         }
         for b in bds
     ]
