@@ -97,7 +97,7 @@ class Harvest:
     """Accumulates spans from any source; :meth:`dataset` resolves them in a window."""
 
     def __init__(self, tree: TreeCollector | None = None) -> None:
-        #: when given, every span's place in its tree is kept too (``slo --breakdown``)
+        #: when given, :meth:`add_otlp` keeps every span's place in its tree too (``slo --breakdown``)
         self.tree = tree
         self._spans: dict[tuple[str, str], _Kept] = {}
         self._requests: dict[str, RequestObs] = {}
@@ -177,24 +177,11 @@ class Harvest:
         start_ns: int,
         end_ns: int,
         attrs: Mapping[str, Any],
-        parent_span_id: str | None = None,
     ) -> None:
-        """One span, whatever source decoded it (OTLP JSON, Jaeger v1 JSON).
-
-        The times must be in OTLP's range (``[0, jsonsafe.NS_LIMIT)``): the callers check,
-        each where it can drop the whole request or trace that holds a bad one.
+        """One span already decoded (the report reads whole spans; its summaries keep the
+        tree).  The times must be in OTLP's range (``[0, jsonsafe.NS_LIMIT)``): the reader
+        checks, where it can drop the whole request that holds a bad one.
         """
-        if self.tree is not None:
-            self.tree.add(
-                trace_id,
-                span_id,
-                parent_span_id,
-                name,
-                start_ns,
-                end_ns,
-                number_or_none(attrs.get(A_MIN)),
-                number_or_none(attrs.get(A_MAX)),
-            )
         if name not in WANTED_NAMES:
             return
         self.traces_seen.add(trace_id)
