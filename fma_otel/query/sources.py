@@ -345,13 +345,21 @@ class JaegerSource:
                     continue
                 warn(f"{self.http.base}: {n} traces in {rfc3339(a)}..{rfc3339(b)}; some may be missing")
             for r in results:
-                if isinstance(r, dict) and "v1" in r:  # converted as a file of Jaeger JSON is
-                    try:
-                        r = jaeger_trace_to_otlp(r["v1"])
-                    except MALFORMED:
-                        harvest.malformed += 1
-                        continue
-                harvest.add_otlp(r)  # OTLP, or malformed: add_otlp counts it
+                if isinstance(r, dict) and "v1" in r:
+                    _add_v1_trace(harvest, r["v1"])
+                else:
+                    harvest.add_otlp(r)  # OTLP, or malformed: add_otlp counts it
+
+
+def _add_v1_trace(harvest: Harvest, trace: Any) -> None:
+    """Jaeger's v1 JSON, converted as a file of it is; all or nothing, like the OTLP path
+    (a trace malformed anywhere is counted in ``harvest.malformed`` and adds nothing)."""
+    try:
+        req = jaeger_trace_to_otlp(trace)
+    except MALFORMED:
+        harvest.malformed += 1
+        return
+    harvest.add_otlp(req)
 
 
 def _trace_ids(results: list[Any]) -> set[Any]:
