@@ -268,8 +268,8 @@ class VllmLogs:
 
 def read_with_clock(act: Any, data: bytes) -> tuple[list[VllmPhase], bool]:
     """The log's records read with its clock, and whether that clock was assumed (UTC);
-    no records when the actuation has no instant to date the log by.  The bridge's reading
-    (``PhaseSources.vllm_for``), step for step."""
+    no records when the actuation has no instant to date the log by.  Read as the bridge
+    reads a captured one (both through :func:`~fma_otel.phase_spans.read_dated`)."""
     from ..phase_spans import read_dated
 
     # line by line as the bridge streams a file: an over-long line is an empty one
