@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .slo_spec import FAIL, HIT_RATES, PASS, Verdict
-from .stats import MetricRow, Report
+from .stats import Report
 
 if TYPE_CHECKING:
     from .breakdown import PathBreakdown
@@ -42,21 +42,17 @@ ROW_KEYS: tuple[str, ...] = (
 INTERVAL_KEYS: tuple[str, ...] = tuple(f"p{q}_{end}" for q in (50, 90, 95, 99) for end in ("lo", "hi"))
 
 
-def row_json(r: MetricRow) -> dict[str, Any]:
-    return {k: getattr(r, k) for k in (*ROW_KEYS, *INTERVAL_KEYS)}
-
-
-def to_json_obj(
+def to_json(
     report: Report,
     window: Mapping[str, Any],
     verdicts: Sequence[Verdict],
     dpc: list[dict[str, Any]] | None = None,
     breakdown: Sequence[PathBreakdown] | None = None,
-) -> dict[str, Any]:
+) -> str:
     h = report.hit_rates
     out: dict[str, Any] = {
         "window": dict(window),
-        "metrics": [row_json(r) for r in report.rows],
+        "metrics": [{k: getattr(r, k) for k in (*ROW_KEYS, *INTERVAL_KEYS)} for r in report.rows],
         "hit_rates": {
             "hot": h.hot,
             "warm": h.warm,
@@ -73,17 +69,7 @@ def to_json_obj(
         from .breakdown import to_json as breakdown_json
 
         out["breakdown"] = breakdown_json(breakdown)
-    return out
-
-
-def to_json(
-    report: Report,
-    window: Mapping[str, Any],
-    verdicts: Sequence[Verdict],
-    dpc: Any = None,
-    breakdown: Sequence[PathBreakdown] | None = None,
-) -> str:
-    return json.dumps(to_json_obj(report, window, verdicts, dpc, breakdown), indent=2) + "\n"
+    return json.dumps(out, indent=2) + "\n"
 
 
 BREAKDOWN_KEYS: tuple[str, ...] = (
