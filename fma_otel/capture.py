@@ -25,6 +25,7 @@ read as raw JSON/text, like the live watcher, so an odd Pod is recorded, not rej
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -70,8 +71,8 @@ def _labels_match(selector: dict[str, str], pod: dict[str, Any]) -> bool:
 class CaptureWriteError(Exception):
     """A file of the capture directory could not be written (disk full, read-only, ...).
 
-    Its own type because an ``OSError`` is also how a lost connection surfaces, and the
-    command reported "cannot reach the API server" for a directory it could not write.
+    Its own type because an ``OSError`` is also how a lost connection surfaces: the
+    command must not say "cannot reach the API server" for a directory it cannot write.
     """
 
     def __init__(self, path: str | os.PathLike[str], exc: OSError) -> None:
@@ -136,8 +137,8 @@ def _write_log(
     """Previous instance (if any) then current; returns bytes written.
 
     A log that stops sending for ``read_timeout_s`` (a kubelet on a dead node, a stalled
-    proxy) is a warning naming it; what it sent until then is kept, up to its last whole
-    line, and the capture goes on.  Without the timeout one such log hung the capture.
+    proxy) is a warning naming it, not a hung capture; what it sent until then is kept, up
+    to its last whole line, and the capture goes on.
     """
     name = P.name(pod) or ""
     path = getattr(fh, "name", "?")
@@ -209,7 +210,6 @@ def capture_namespace(
     dpc_container: str = "controller",
     dpc_namespace: str | None = None,
     launcher_logs: bool = True,
-    launcher_container: str = LAUNCHER_CONTAINER,
     timestamps: bool = True,
     progress: Callable[[int], None] | None = None,
     log_read_timeout_s: float = LOG_READ_TIMEOUT_S,
@@ -230,15 +230,8 @@ def capture_namespace(
     result = CaptureResult(out)
     warn = result.warnings.append
     items, rv = kube.list_pods(namespace)
-    for pod in items:
-        pod.setdefault("apiVersion", "v1")
-        pod.setdefault("kind", "Pod")
+    _write_list(out / "pods.json", "Pod", items, rv)
     result.pods = len(items)
-    doc = {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": rv}, "items": items}
-    tmp = out / ".pods.json.tmp"
-    with _writing(out / "pods.json"):
-        tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-        tmp.replace(out / "pods.json")
 
     dpc_ns = dpc_namespace or namespace
     dpc_items = items if dpc_ns == namespace else kube.list_pods(dpc_ns)[0]
@@ -246,52 +239,38 @@ def capture_namespace(
         (p for p in dpc_items if _labels_match(dpc_selector, p)),
         key=lambda p: (P.created_ns(p) or 0, P.name(p) or ""),
     )
+    # every log the same way: ``write_log(namespace, pod, container, fh)``
+    write_log = functools.partial(
+        _write_log,
+        kube,
+        timestamps=timestamps,
+        warn=warn,
+        progress=progress,
+        read_timeout_s=log_read_timeout_s,
+    )
     if not dpcs:
         warn(f"no dual-pods controller Pod in {dpc_ns} matches {dpc_selector}; no dpc.log written")
     else:
         with _log_file(out / "dpc.log") as fh:
             for pod in dpcs:
-                _write_log(
-                    kube, dpc_ns, pod, dpc_container, fh, timestamps, warn, progress, log_read_timeout_s
-                )
+                write_log(dpc_ns, pod, dpc_container, fh)
                 result.dpc_pods.append(P.name(pod) or "")
     if launcher_logs:
         for pod in items:
             if P.role(pod, None) != P.ROLE_LAUNCHER:
                 continue
             name = P.name(pod) or ""
-            containers = [
-                c.get("name") for c in (pod.get("spec") or {}).get("containers") or () if isinstance(c, dict)
-            ]
-            if launcher_container not in containers:
-                warn(f"launcher {name} has no container {launcher_container!r}")
+            if LAUNCHER_CONTAINER not in _containers(pod):
+                warn(f"launcher {name} has no container {LAUNCHER_CONTAINER!r}")
                 continue
             with _log_file(out / f"launcher-{name}.log") as fh:
-                _write_log(
-                    kube,
-                    namespace,
-                    pod,
-                    launcher_container,
-                    fh,
-                    timestamps,
-                    warn,
-                    progress,
-                    log_read_timeout_s,
-                )
+                write_log(namespace, pod, LAUNCHER_CONTAINER, fh)
             result.launcher_logs.append(name)
     if events:
         _capture_events(kube, namespace, out, result)
     if baseline_selector:
         _capture_baseline_logs(
-            kube,
-            namespace,
-            out,
-            items,
-            baseline_selector,
-            baseline_container,
-            result,
-            progress,
-            log_read_timeout_s,
+            write_log, namespace, out, items, baseline_selector, baseline_container, result
         )
     if vllm_logs:
         _capture_vllm_logs(
@@ -309,15 +288,25 @@ def _capture_events(kube: Kube, namespace: str, out: Path, result: CaptureResult
     except KubeError as exc:
         result.warnings.append(f"events not recorded: {exc} (the Role needs list on events, see deploy/)")
         return
-    for ev in items:
-        ev.setdefault("apiVersion", "v1")
-        ev.setdefault("kind", "Event")
-    doc = {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": rv}, "items": items}
-    tmp = out / ".events.json.tmp"
-    with _writing(out / "events.json"):
-        tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-        tmp.replace(out / "events.json")
+    _write_list(out / "events.json", "Event", items, rv)
     result.events = len(items)
+
+
+def _write_list(path: Path, kind: str, items: list[dict[str, Any]], rv: Any) -> None:
+    """A v1 ``List`` of ``items`` as ``kubectl get -o json`` prints it, written whole or not
+    at all (a temporary file renamed)."""
+    for item in items:
+        item.setdefault("apiVersion", "v1")
+        item.setdefault("kind", kind)
+    doc = {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": rv}, "items": items}
+    tmp = path.with_name(f".{path.name}.tmp")
+    with _writing(path):
+        tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        tmp.replace(path)
+
+
+def _containers(pod: dict[str, Any]) -> list[Any]:
+    return [c.get("name") for c in (pod.get("spec") or {}).get("containers") or () if isinstance(c, dict)]
 
 
 def _vllm_dir(out: Path) -> Path:
@@ -327,15 +316,13 @@ def _vllm_dir(out: Path) -> Path:
 
 
 def _capture_baseline_logs(
-    kube: Kube,
+    write_log: Callable[..., int],
     namespace: str,
     out: Path,
     items: list[dict[str, Any]],
     selector: dict[str, str],
     container: str | None,
     result: CaptureResult,
-    progress: Callable[[int], None] | None,
-    read_timeout_s: float,
 ) -> None:
     """``vllm/pod-<name>.log`` for each baseline Pod: its vLLM container's log (``pods/log``,
     which the base Role grants), previous instance first, with timestamps."""
@@ -343,15 +330,13 @@ def _capture_baseline_logs(
         if P.role(pod, selector) != P.ROLE_BASELINE:
             continue
         name = P.name(pod) or ""
-        names = [
-            c.get("name") for c in (pod.get("spec") or {}).get("containers") or () if isinstance(c, dict)
-        ]
+        names = _containers(pod)
         use = container or (names[0] if names else None)
         if not use or use not in names or not _SAFE_ID.match(name):
             result.warnings.append(f"baseline {name}: no container {use!r}; its vLLM log not recorded")
             continue
         with _log_file(_vllm_dir(out) / f"pod-{name}.log") as fh:
-            _write_log(kube, namespace, pod, use, fh, True, result.warnings.append, progress, read_timeout_s)
+            write_log(namespace, pod, use, fh, timestamps=True)
         result.baseline_logs.append(name)
 
 

@@ -1,8 +1,8 @@
 """Lines of any length, read without holding a whole one in memory.
 
-Why: every reader of a log or a trace file once held each line whole, so a 300 MB line (or
-``/dev/zero`` given as a log) took memory without bound.  A line longer than a reader's
-limit is now only measured: the reader counts it as skipped, with its length, and goes on.
+Why: a reader that held each line whole would hold a 300 MB line (or ``/dev/zero`` given
+as a log) without bound.  A line longer than a reader's limit is only measured: the reader
+counts it as skipped, with its length, and goes on.
 """
 
 from __future__ import annotations
@@ -12,12 +12,7 @@ from typing import Any
 
 
 class TooLong(int):
-    """The length of a line longer than a reader keeps (its line end included).
-
-    Why: a reader that held any line whole would hold a 300 MB line, or ``/dev/zero``,
-    in memory.  Such a line is not read into memory at all: the reader counts it as
-    skipped, with its length, and goes on after its end.
-    """
+    """The length of a line longer than a reader keeps (its line end included)."""
 
     __slots__ = ()
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from datetime import datetime, timezone
 from typing import IO, Any
 
 from . import model as M
@@ -21,9 +20,8 @@ from .phase_spans import (
     FMA_EVENT_REASONS,
     assign_fma_events,
     extra_spans,
-    vllm_clock,
+    read_dated,
     vllm_key,
-    vllm_reference,
     with_fma_events,
 )
 from .sources.k8s_events import KubeEvent, parse_events
@@ -33,14 +31,9 @@ from .sources.vllm_log import VllmLogStats, VllmPhase, parse_vllm_log
 
 __all__ = ["PhaseSources", "read_events"]
 
-NS = 1_000_000_000
 BOOT_LINE = "Application startup complete."
 #: how far into a launcher log its boot line is looked for
 _BOOT_SCAN_LINES = 2000
-
-
-def _year(t_ns: int, offset_s: int = 0) -> int:
-    return datetime.fromtimestamp(t_ns // NS + offset_s, timezone.utc).year
 
 
 def read_events(paths: Sequence[str], read: Any) -> tuple[list[KubeEvent], list[SourceStats]]:
@@ -134,15 +127,10 @@ class PhaseSources:
         """``(key, records, clock assumed)`` of the actuation's vLLM log, read with its clock."""
         key = vllm_key(act)
         path = self._paths.get(key) if key else None
-        ref = vllm_reference(act)
-        if path is None or ref is None:
+        if key is None or path is None:
             return None
-        probe = self._records(path, _year(ref), 0)
-        clock = vllm_clock(act, probe)
-        if clock is None:
-            return None
-        offset, assumed = clock
-        return key, self._records(path, _year(ref, offset), offset), assumed  # type: ignore[return-value]
+        got = read_dated(act, lambda year, offset: self._records(path, year, offset))
+        return None if got is None else (key, *got)
 
     def boot_ns(self, launcher: str) -> int | None:
         """The launcher log's first ``Application startup complete.`` (its asctime, 1 ms)."""

@@ -17,8 +17,9 @@ A span whose start or end record is missing is left out: fewer spans, never inve
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
+from datetime import datetime, timezone
 from typing import Any, NamedTuple
 
 from . import model as M
@@ -35,6 +36,7 @@ __all__ = [
     "vllm_clock",
     "vllm_key",
     "vllm_reference",
+    "read_dated",
     "SRC_VLLM",
     "number_spans",
     "plan_vllm",
@@ -42,6 +44,7 @@ __all__ = [
 ]
 
 NS = 1_000_000_000
+MS = 1_000_000
 
 #: ``service.name`` of the spans whose end vLLM's own log states
 SERVICE_VLLM = "vllm"
@@ -204,15 +207,8 @@ class _Planner:
         attrs = self.attrs(rec, logged=True)
         if extra:
             attrs.update(extra)
-        self._add(
-            name,
-            parent,
-            rec.start_lo_ns,
-            rec.end_lo_ns,
-            max(0.0, round(d - unc, 9)),
-            round(d + unc, 9),
-            attrs,
-        )
+        min_s, max_s = max(0.0, round(d - unc, 9)), round(d + unc, 9)
+        self._add(name, parent, rec.start_lo_ns, rec.end_lo_ns, min_s, max_s, attrs)
 
     def _add(
         self,
@@ -551,6 +547,27 @@ def vllm_reference(act: Any) -> int | None:
     return None
 
 
+def read_dated(act: Any, parse: Callable[[int, int], list[VllmPhase]]) -> tuple[list[VllmPhase], bool] | None:
+    """The records of ``act``'s vLLM log read with its clock, and whether that clock was
+    assumed; ``None`` when the actuation has no instant to date the log by.  ``parse(year,
+    utc_offset_s)`` reads the log: first with offset 0 in the year of :func:`vllm_reference`
+    (the probe :func:`vllm_clock` reads), then, when the clock is not UTC, with it.  The
+    bridge and ``watch`` both read a log this way, so both give the same spans."""
+    ref = vllm_reference(act)
+    if ref is None:
+        return None
+    probe = parse(_year(ref), 0)
+    clock = vllm_clock(act, probe)
+    if clock is None:
+        return None
+    offset, assumed = clock
+    return (probe if offset == 0 else parse(_year(ref, offset), offset)), assumed
+
+
+def _year(t_ns: int, offset_s: int = 0) -> int:
+    return datetime.fromtimestamp(t_ns // NS + offset_s, timezone.utc).year
+
+
 def vllm_key(act: Any) -> str | None:
     """The ``--vllm-log`` key of an actuation: its FMA instance id, or a baseline Pod's name."""
     if act.path == M.COLD_NO_FMA:
@@ -585,6 +602,14 @@ _SERVICE_OF: Mapping[str, str] = {LAUNCHER_BOOT: M.SERVICE_LAUNCHER, READINESS_P
 
 def _src(ev: KubeEvent) -> str:
     return f"k8s:event/{ev.raw_reason}"
+
+
+#: a boundary of a Kubernetes span: (instant ns, its precision ns, source)
+_Edge = tuple[int, int, str]
+
+
+def _edge(ev: KubeEvent) -> _Edge:
+    return (ev.first_ns, ev.first_prec_ns, _src(ev))
 
 
 def _pod_events(
@@ -642,7 +667,6 @@ def _k8s_plan(
     parent: str,
     *,
     boot_ns: int | None = None,
-    boot_prec_ns: int = 1_000_000,
     ready: M.Instant | None = None,
 ) -> list[PhaseSpan]:
     """The Pod startup spans its Events state (``docs/span-model.md``); with ``boot_ns`` (the
@@ -650,23 +674,10 @@ def _k8s_plan(
     readiness probe."""
     out: list[PhaseSpan] = []
 
-    def add(
-        name: str, a: int, a_prec: int, b: int, b_prec: int, src_a: str, src_b: str, attrs: dict[str, Any]
-    ) -> None:
-        out.append(
-            PhaseSpan(
-                name,
-                parent,
-                a,
-                b,
-                _s(max(0, b - (a + a_prec))),
-                _s(max(0, b + b_prec - a)),
-                K8S_METRICS.get(name),
-                attrs,
-                src_a,
-                src_b,
-            )
-        )
+    def add(name: str, start: _Edge, end: _Edge, attrs: dict[str, Any]) -> None:
+        (a, a_prec, src_a), (b, b_prec, src_b) = start, end
+        lo_s, hi_s = _s(max(0, b - (a + a_prec))), _s(max(0, b + b_prec - a))
+        out.append(PhaseSpan(name, parent, a, b, lo_s, hi_s, K8S_METRICS.get(name), attrs, src_a, src_b))
 
     container = _main_container(evs)
     sched = _first(evs, "Scheduled")
@@ -680,18 +691,9 @@ def _k8s_plan(
     )
     if sched is not None and setup_end is not None:
         attrs = {"k8s.scheduled.event_time_unix_nano": sched.first_ns}
-        add(
-            POD_SETUP,
-            sched.first_ns,
-            sched.first_prec_ns,
-            setup_end.first_ns,
-            setup_end.first_prec_ns,
-            _src(sched),
-            _src(setup_end),
-            attrs,
-        )
+        add(POD_SETUP, _edge(sched), _edge(setup_end), attrs)
     # the pull: its logged duration, ending at Pulled
-    pull_end: tuple[int, int, str] | None = None
+    pull_end: _Edge | None = None
     if pulled is not None and pulled.pull_s is not None:
         d = round(pulled.pull_s * NS)
         attrs = dict(cattr)
@@ -702,49 +704,20 @@ def _k8s_plan(
             attrs["k8s.image.size"] = pulled.image_size
         if pulled.pull_waiting_s is not None:
             attrs["k8s.image.pull_waiting_s"] = pulled.pull_waiting_s
-        out.append(
-            PhaseSpan(
-                IMAGE_PULL,
-                parent,
-                pulled.first_ns - d,
-                pulled.first_ns,
-                max(0.0, round(pulled.pull_s - 0.001, 9)),
-                round(pulled.pull_s + 0.001, 9),
-                K8S_METRICS[IMAGE_PULL],
-                attrs,
-                _src(pulled),
-                _src(pulled),
-            )
-        )
-        pull_end = (pulled.first_ns, pulled.first_prec_ns, _src(pulled))
+        # the logged duration, to the millisecond kubelet prints it
+        add(IMAGE_PULL, (pulled.first_ns - d, MS, _src(pulled)), (pulled.first_ns, MS, _src(pulled)), attrs)
+        pull_end = _edge(pulled)
     elif pulled is not None and pulled.image_present:
-        pull_end = (pulled.first_ns, pulled.first_prec_ns, _src(pulled))
+        pull_end = _edge(pulled)
     if pull_end is not None and started is not None:
         attrs = dict(cattr)
         if pulled is not None and pulled.image_present:
             attrs["k8s.image.present"] = True
-        add(
-            CONTAINER_START,
-            pull_end[0],
-            pull_end[1],
-            started.first_ns,
-            started.first_prec_ns,
-            pull_end[2],
-            _src(started),
-            attrs,
-        )
+        add(CONTAINER_START, pull_end, _edge(started), attrs)
     if started is None or boot_ns is None or boot_ns < started.first_ns:
         return out
-    add(
-        LAUNCHER_BOOT,
-        started.first_ns,
-        started.first_prec_ns,
-        boot_ns,
-        boot_prec_ns,
-        _src(started),
-        SRC_LAUNCHER_BOOT,
-        dict(cattr),
-    )
+    boot: _Edge = (boot_ns, MS, SRC_LAUNCHER_BOOT)  # the launcher log's asctime: 1 ms
+    add(LAUNCHER_BOOT, _edge(started), boot, dict(cattr))
     if ready is not None:
         failures = sum(
             e.count
@@ -755,16 +728,7 @@ def _k8s_plan(
         )
         attrs = dict(cattr)
         attrs["k8s.probe.failures"] = failures
-        add(
-            READINESS_PROBE,
-            boot_ns,
-            boot_prec_ns,
-            ready.t_ns,
-            ready.precision_ns,
-            SRC_LAUNCHER_BOOT,
-            ready.source,
-            attrs,
-        )
+        add(READINESS_PROBE, boot, (ready.t_ns, ready.precision_ns, ready.source), attrs)
     return out
 
 

@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from fma_otel.sources.vllm_log import (
     PHASES,
     VllmLogParser,
-    iter_vllm_log,
     parse_vllm_log,
 )
 
@@ -379,7 +378,8 @@ def test_incremental_feed_equals_offline_parse():
     p = VllmLogParser(year=2025)
     live = []
     for i in range(0, len(data), 7):  # as a growing file: a few lines at a time
-        live.extend(iter_vllm_log(data[i : i + 7], p))
+        for line in data[i : i + 7]:
+            live.extend(p.feed(line))
     assert live == offline
 
 

@@ -1,14 +1,16 @@
 """Small pieces every subcommand shares: one-line errors, safe output files, progress.
 
-Why here: the brief asks for the same behaviour everywhere — a clear one-line error and
-exit 2 for unusable input, a clear error for a full or read-only disk, no traceback when
-the reader of a pipe goes away, and a progress bar only on a terminal.
+Why here: every command behaves the same — a clear one-line error and exit 2 for unusable
+input, a clear error for a full or read-only disk, no traceback when the reader of a pipe
+goes away, and a progress bar only on a terminal.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import os
+import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -36,6 +38,15 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     default: unusable arguments or input; 1 for a failure while working)."""
     click.echo(f"{prog_name()}: error: {message}", err=True)
     sys.exit(code)
+
+
+def terminal_width(tty: bool, default: int = 120) -> int | None:
+    """COLUMNS when set (also through a pipe), else the terminal's width; ``None`` through
+    a pipe without COLUMNS."""
+    env = os.environ.get("COLUMNS", "").strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    return shutil.get_terminal_size((default, 24)).columns if tty else None
 
 
 def _describe_os_error(path: str, exc: OSError) -> str:

@@ -97,7 +97,7 @@ def command(
     except QueryError as exc:
         fail(str(exc))
     with reading_traces(traces), _readable_twice(traces) as path:
-        data = load(path, checks, top, progress=functools.partial(_progress, quiet=quiet))
+        data = load(path, checks, top, progress=functools.partial(byte_progress, quiet=quiet))
     if png_dir:
         try:
             os.makedirs(png_dir, exist_ok=True)
@@ -126,8 +126,3 @@ def _readable_twice(path: str) -> Iterator[str]:
         shutil.copyfileobj(sys.stdin.buffer, tmp)
         tmp.flush()
         yield tmp.name
-
-
-def _progress(label: str, total: int, quiet: bool):  # type: ignore[no-untyped-def]
-    """Adapts :func:`byte_progress` to the loader's ``progress(label, total)`` hook."""
-    return byte_progress(label, total, quiet)

@@ -11,7 +11,6 @@ unreadable or not OTLP JSON lines.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 
 import click
@@ -19,7 +18,7 @@ import click
 from ..model import A_REQ_NAME, SpanRecord
 from ..query.readers import read_spans
 from ..sinks.show import group_traces, render_waterfall
-from ._common import fail, reading_traces
+from ._common import fail, reading_traces, terminal_width
 
 #: Width when stdout is not a terminal: fixed, so piped output is the same everywhere.
 PIPE_WIDTH = 120
@@ -67,13 +66,7 @@ def _default_width(tty: bool) -> int:
     """COLUMNS when set (also through a pipe: ``COLUMNS=80 fma-otel show f | less``), else
     the terminal's width, else :data:`PIPE_WIDTH`; within ``[30, MAX_WIDTH]`` as for
     ``--width``, since COLUMNS may say anything."""
-    env = os.environ.get("COLUMNS", "").strip()
-    if env.isdigit() and int(env) > 0:
-        width = int(env)
-    elif tty:
-        width = shutil.get_terminal_size((PIPE_WIDTH, 24)).columns
-    else:
-        width = PIPE_WIDTH
+    width = terminal_width(tty, PIPE_WIDTH) or PIPE_WIDTH
     return min(max(width, 30), MAX_WIDTH)
 
 

@@ -8,7 +8,6 @@ arguments, unreadable files or an unusable server answer, always with one line o
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from collections.abc import Sequence
 from typing import IO
@@ -18,7 +17,7 @@ import click
 from ..query import QueryError
 from ..query.formats import FORMATS
 from . import params
-from ._common import byte_progress, fail, open_out
+from ._common import byte_progress, fail, open_out, terminal_width
 
 _HELP_EPILOG = """
 \b
@@ -220,10 +219,10 @@ def run(
         if bds is not None:
             sections.append(formats.breakdown_section(bds))
         if out.isatty():
-            width = _width(tty=True)
+            width = terminal_width(tty=True)
             formats.render_rich(formats.fit_sections(sections, width, gap=3), out, width)
         else:
-            out.write(formats.render_plain(formats.fit_sections(sections, _width(tty=False))))
+            out.write(formats.render_plain(formats.fit_sections(sections, terminal_width(tty=False))))
     if dpc is not None and fmt in ("csv", "perfdata"):
         click.echo("fma-otel slo: note: --dpc-metrics is shown in the table and json formats only", err=True)
     if bds is not None and fmt == "perfdata":
@@ -253,16 +252,6 @@ def _llmd_benchmark(traces: str, out: IO[str]) -> int:
     out.write(to_llmd_benchmark(spans))
     out.flush()
     return 0
-
-
-def _width(tty: bool) -> int | None:
-    """The table's width: COLUMNS when set, else the terminal's; none through a pipe."""
-    env = os.environ.get("COLUMNS", "").strip()
-    if env.isdigit() and int(env) > 0:
-        return int(env)
-    if tty:
-        return shutil.get_terminal_size((120, 24)).columns
-    return None
 
 
 def _prom_range(since: str | None) -> str:

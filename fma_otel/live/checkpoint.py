@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..jsonsafe import brief, finite_float, loads
+from .outfile import fsync_dir
 
 VERSION = 1
 
@@ -253,13 +254,4 @@ def _write(path: str, cp: Checkpoint) -> None:
         except OSError:
             pass
         raise
-    try:
-        dfd = os.open(directory, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms without directory fds
-        return
-    try:
-        os.fsync(dfd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(dfd)
+    fsync_dir(path)

@@ -209,13 +209,7 @@ class LogFollower:
 
     def _long_line(self, n: int) -> None:
         self.stats.long_lines += 1
-        log.warning(
-            "%s/%s: a log line of %d bytes dropped unread (over %d)",
-            self.pod,
-            self.container,
-            n,
-            MAX_LINE_BYTES,
-        )
+        log.warning("%s: a log line of %d bytes dropped unread (over %d)", self.key, n, MAX_LINE_BYTES)
 
     def _read(self, *, follow: bool, previous: bool) -> Iterator[tuple[bytes, StreamPos]]:
         resp = self.kube.pod_log(

@@ -32,9 +32,7 @@ from ..sinks.otlp_json import export_request
 
 _TRACE_ID = re.compile(rb'"traceId":"([0-9a-fA-F]{32})"')
 
-#: Default ``--out-max-bytes``: 100 MiB, about 7,700 traces of ~13.6 KB.
-DEFAULT_MAX_BYTES = 100 * 1024 * 1024
-#: Default ``--out-keep``: with the live file, at most 5 x 100 MiB on the volume.
+#: Default ``--out-keep``: with the live file, at most 5 files on the volume.
 DEFAULT_KEEP = 4
 
 
@@ -182,7 +180,7 @@ class OutFile:
                 except FileNotFoundError:
                     continue  # (fewer files so far, or a rotation cut short by a kill)
             self._fd = self._open()
-            _fsync_dir(self.path)
+            fsync_dir(self.path)
         except OSError as exc:
             self.failed = OutFileError(self.path, exc)
             raise self.failed from None
@@ -197,8 +195,9 @@ class OutFile:
                 pass
 
 
-def _fsync_dir(path: str) -> None:
-    """Make the renames durable (a power cut, not a kill, could otherwise undo them)."""
+def fsync_dir(path: str) -> None:
+    """Make renames into ``path``'s directory durable (a power cut, not a kill, could
+    otherwise undo them)."""
     try:
         fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
     except OSError:

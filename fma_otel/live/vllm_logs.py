@@ -36,7 +36,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from types import SimpleNamespace
 from typing import Any
 
@@ -267,27 +266,13 @@ class VllmLogs:
         return data, res
 
 
-def _year(t_ns: int, offset_s: int = 0) -> int:
-    return datetime.fromtimestamp(t_ns // M.S + offset_s, timezone.utc).year
-
-
 def read_with_clock(act: Any, data: bytes) -> tuple[list[VllmPhase], bool]:
     """The log's records read with its clock, and whether that clock was assumed (UTC);
-    no records when the actuation has no instant to date the log by.  The bridge's reading
-    (``PhaseSources.vllm_for``), step for step."""
-    from ..phase_spans import vllm_clock, vllm_reference
+    no records when the actuation has no instant to date the log by.  Read as the bridge
+    reads a captured one (both through :func:`~fma_otel.phase_spans.read_dated`)."""
+    from ..phase_spans import read_dated
 
-    ref = vllm_reference(act)
-    if ref is None:
-        return [], False
     # line by line as the bridge streams a file: an over-long line is an empty one
     lines = [ln if ln.__class__ is bytes else b"" for ln in bounded_lines(io.BytesIO(data), MAX_LINE_BYTES)]
-    probe, _ = parse_vllm_log(lines, year=_year(ref), utc_offset_s=0)
-    clock = vllm_clock(act, probe)
-    if clock is None:
-        return [], False
-    offset, assumed = clock
-    if offset == 0:
-        return probe, assumed
-    recs, _ = parse_vllm_log(lines, year=_year(ref, offset), utc_offset_s=offset)
-    return recs, assumed
+    got = read_dated(act, lambda year, offset: parse_vllm_log(lines, year=year, utc_offset_s=offset)[0])
+    return got or ([], False)

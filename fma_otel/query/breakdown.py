@@ -29,11 +29,11 @@ import heapq
 import sys
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
 from ..model import COLD_NO_FMA, S
-from .stats import PATH_ORDER, nearest_rank
+from .stats import nearest_rank, path_order, percentile_intervals
 
 ACTUATION = "fma.actuation"
 #: the percentiles the breakdown gives per leaf (nearest rank, as ``slo``)
@@ -260,13 +260,7 @@ def _row(
     v = sorted(values)
     p50, p90, p99 = (nearest_rank(v, q) for q in BREAKDOWN_PERCENTILES)
     part = part_sum / n if n else 0.0
-    iv: dict[str, float] = {}
-    if bounds:
-        lo = sorted(a for a, _ in bounds)
-        hi = sorted(b for _, b in bounds)
-        for q in BREAKDOWN_PERCENTILES:
-            iv[f"p{q}_lo"] = nearest_rank(lo, q)
-            iv[f"p{q}_hi"] = nearest_rank(hi, q)
+    iv = percentile_intervals(bounds, BREAKDOWN_PERCENTILES) if bounds else {}
     share = part / mean_total if mean_total else 0.0
     return Row(kind, name, len(v), p50, p90, p99, sum(v) / len(v), share, part, **iv)
 
@@ -277,7 +271,7 @@ def summarize_paths(splits: Iterable[tuple[str, ActuationSplit]]) -> list[PathBr
     for path, sp in splits:
         by_path[path].append(sp)
     out: list[PathBreakdown] = []
-    for path in sorted(by_path, key=_path_key):
+    for path in sorted(by_path, key=path_order):
         acts = by_path[path]
         n = len(acts)
         totals = [a.total_s for a in acts]
@@ -319,10 +313,6 @@ def summarize_paths(splits: Iterable[tuple[str, ActuationSplit]]) -> list[PathBr
             PathBreakdown(path, n, total, leaves, uncovered, covered, worst.covered_share, worst.trace_id)
         )
     return out
-
-
-def _path_key(path: str) -> tuple[int, str]:
-    return (PATH_ORDER.index(path), "") if path in PATH_ORDER else (len(PATH_ORDER), path)
 
 
 # --------------------------------------------------------------------------- collecting
@@ -377,24 +367,8 @@ def to_json(bds: Sequence[PathBreakdown]) -> list[dict[str, Any]]:
             "n": b.n,
             "min_covered_share": b.min_covered_share,
             "min_covered_trace": b.min_covered_trace,
-            "rows": [
-                {
-                    "kind": r.kind,
-                    "name": r.name,
-                    "seen": r.seen,
-                    "p50": r.p50,
-                    "p90": r.p90,
-                    "p99": r.p99,
-                    "mean": r.mean,
-                    "share": r.share,
-                    **{
-                        f"p{q}_{e}": getattr(r, f"p{q}_{e}")
-                        for q in BREAKDOWN_PERCENTILES
-                        for e in ("lo", "hi")
-                    },
-                }
-                for r in b.rows
-            ],
+            # every field of a row but part_s (the share says it), in the row's order
+            "rows": [{k: v for k, v in asdict(r).items() if k != "part_s"} for r in b.rows],
         }
         for b in bds
     ]

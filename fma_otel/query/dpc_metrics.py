@@ -186,18 +186,16 @@ def _agreement(a: list[float], b: list[int]) -> float | None:
 
 def summary_rows(comparison: list[Mapping[str, Any]]) -> list[tuple[str, str, str, str, str]]:
     """Rows for a plain table: path, DPC count, trace count, agreement, logged agreement."""
-    rows = []
-    for c in comparison:
-        rows.append(
-            (
-                c["path"],
-                f"{c['dpc_count']:g}",
-                str(c["trace_count"]),
-                _pct(c["agreement"]),
-                _pct(c["agreement_logged"]),
-            )
+    return [
+        (
+            c["path"],
+            f"{c['dpc_count']:g}",
+            str(c["trace_count"]),
+            _pct(c["agreement"]),
+            _pct(c["agreement_logged"]),
         )
-    return rows
+        for c in comparison
+    ]
 
 
 def _pct(v: float | None) -> str:

@@ -1,7 +1,6 @@
 """Output forms of ``fma-otel slo``: table, json (a contract), csv, clusterloader2 PerfData.
 
-The JSON form is a contract that other tools parse (the issue "Explore and query" fixes its
-keys): ``{"window", "metrics": [{metric, path, n, p50, p90, p95, p99, min, max, mean,
+The JSON form is a contract that other tools parse: ``{"window", "metrics": [{metric, path, n, p50, p90, p95, p99, min, max, mean,
 incomplete, p50_lo, p50_hi, ..., p99_lo, p99_hi}], "hit_rates": {hot, warm, cold_launcher,
 requesters}, "slo": [...]}``, every duration in seconds and ``null`` where there is no data.
 ``pXX_lo``/``pXX_hi`` bound the percentile (see :mod:`.stats`); they come after the original
@@ -20,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .slo_spec import FAIL, HIT_RATES, PASS, Verdict
-from .stats import MetricRow, Report
+from .stats import Report
 
 if TYPE_CHECKING:
     from .breakdown import PathBreakdown
@@ -41,24 +40,19 @@ ROW_KEYS: tuple[str, ...] = (
 )
 #: the interval of each percentile, after the original keys (json and csv)
 INTERVAL_KEYS: tuple[str, ...] = tuple(f"p{q}_{end}" for q in (50, 90, 95, 99) for end in ("lo", "hi"))
-HIT_KEYS: tuple[str, ...] = ("hot", "warm", "cold_launcher", "requesters")
 
 
-def row_json(r: MetricRow) -> dict[str, Any]:
-    return {k: getattr(r, k) for k in (*ROW_KEYS, *INTERVAL_KEYS)}
-
-
-def to_json_obj(
+def to_json(
     report: Report,
     window: Mapping[str, Any],
     verdicts: Sequence[Verdict],
     dpc: list[dict[str, Any]] | None = None,
     breakdown: Sequence[PathBreakdown] | None = None,
-) -> dict[str, Any]:
+) -> str:
     h = report.hit_rates
     out: dict[str, Any] = {
         "window": dict(window),
-        "metrics": [row_json(r) for r in report.rows],
+        "metrics": [{k: getattr(r, k) for k in (*ROW_KEYS, *INTERVAL_KEYS)} for r in report.rows],
         "hit_rates": {
             "hot": h.hot,
             "warm": h.warm,
@@ -75,17 +69,7 @@ def to_json_obj(
         from .breakdown import to_json as breakdown_json
 
         out["breakdown"] = breakdown_json(breakdown)
-    return out
-
-
-def to_json(
-    report: Report,
-    window: Mapping[str, Any],
-    verdicts: Sequence[Verdict],
-    dpc: Any = None,
-    breakdown: Sequence[PathBreakdown] | None = None,
-) -> str:
-    return json.dumps(to_json_obj(report, window, verdicts, dpc, breakdown), indent=2) + "\n"
+    return json.dumps(out, indent=2) + "\n"
 
 
 BREAKDOWN_KEYS: tuple[str, ...] = (
@@ -209,17 +193,6 @@ def _secs(v: float | None) -> str:
     if v < 120:
         return f"{v:.2f}s"
     return f"{v / 60:.1f}m"
-
-
-def _bound(v: float | None, like: float | None) -> str:
-    """A bound in the unit :func:`_secs` chose for ``like``, without the unit."""
-    if v is None or like is None:
-        return "?"
-    if like < 1:
-        return f"{v * 1000:.0f}"
-    if like < 120:
-        return f"{v:.2f}"
-    return f"{v / 60:.1f}"
 
 
 def secs_interval(v: float | None, lo: float | None, hi: float | None) -> str:

@@ -13,11 +13,11 @@ spans are keyed by their derived ``(trace_id, span_id)``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..jsonsafe import NS_LIMIT, number_or_none
+from ..jsonsafe import ns, number_or_none
 from ..model import (
     A_COMPLETE,
     A_DPC_SECS,
@@ -97,7 +97,7 @@ class Harvest:
     """Accumulates spans from any source; :meth:`dataset` resolves them in a window."""
 
     def __init__(self, tree: TreeCollector | None = None) -> None:
-        #: when given, every span's place in its tree is kept too (``slo --breakdown``)
+        #: when given, :meth:`add_otlp` keeps every span's place in its tree too (``slo --breakdown``)
         self.tree = tree
         self._spans: dict[tuple[str, str], _Kept] = {}
         self._requests: dict[str, RequestObs] = {}
@@ -111,20 +111,15 @@ class Harvest:
         """One ``ExportTraceServiceRequest``/``TracesData`` in JSON form (hex or base64 ids).
 
         Also takes Tempo's older ``batches`` wrapping and ``instrumentationLibrarySpans``.
-        This is the hot loop of ``slo --traces``: names are checked before anything else is
-        decoded, and ids in the usual hex form are taken as they are.
+        The hot loop of ``slo --traces``: names are checked before anything is decoded.
 
-        All or nothing: a request that is valid JSON but malformed OTLP where this reader
-        looks (a list where an object belongs, an attribute without ``key``, a start time
-        ``"x"``, or one outside OTLP's ``fixed64``, whose duration no float holds) adds
-        nothing, is counted in :attr:`malformed` and gives ``False``.  The
-        spans are gathered first and kept only when the whole request decoded, one
-        ``try`` per request, so the happy path pays nothing per span.
+        All or nothing: a request malformed where this reader looks (a time outside OTLP's
+        ``fixed64``, whose duration no float holds, an attribute without ``key`` ...) adds
+        nothing, is counted in :attr:`malformed` and gives ``False``.
         """
         wanted = WANTED_NAMES
         metric_of = METRIC_OF_SPAN
         keys = _KEYS
-        ns_limit = NS_LIMIT
         new: dict[tuple[str, str], _Kept] = {}
         roots: dict[str, RequestObs] = {}  # hashed here, inside the try
         tids: set[str] = set()
@@ -143,20 +138,12 @@ class Harvest:
                             k = kv["key"]
                             if k in keys:
                                 attrs[k] = value_of(kv["value"])
-                        tid = sp.get("traceId") or ""
-                        if len(tid) != 32:
-                            tid = normalize_id(tid, 16) or ""
-                        start = int(sp.get("startTimeUnixNano") or 0)
-                        end = int(sp.get("endTimeUnixNano") or 0)
-                        # jsonsafe.ns() inlined: this is the hot loop
-                        if not (0 <= start < ns_limit and 0 <= end < ns_limit):
-                            raise ValueError("a time outside OTLP's fixed64")
+                        tid = _id(sp.get("traceId"), 16)
+                        start, end = ns(sp.get("startTimeUnixNano")), ns(sp.get("endTimeUnixNano"))
                         if name == ROOT:
                             roots[tid] = _request_obs(start, attrs)
                             continue
-                        sid = sp.get("spanId") or ""
-                        if len(sid) != 16:
-                            sid = normalize_id(sid, 8) or ""
+                        sid = _id(sp.get("spanId"), 8)
                         tids.add(tid)
                         complete = attrs.get(A_COMPLETE)
                         path = attrs.get(A_PATH)
@@ -190,30 +177,17 @@ class Harvest:
         start_ns: int,
         end_ns: int,
         attrs: Mapping[str, Any],
-        parent_span_id: str | None = None,
     ) -> None:
-        """One span, whatever source decoded it (OTLP JSON, Jaeger v1 JSON).
-
-        The times must be in OTLP's range (``[0, jsonsafe.NS_LIMIT)``): the callers check,
-        each where it can drop the whole request or trace that holds a bad one.
+        """One span already decoded (the report reads whole spans; its summaries keep the
+        tree).  The times must be in OTLP's range (``[0, jsonsafe.NS_LIMIT)``): the reader
+        checks, where it can drop the whole request that holds a bad one.
         """
-        if self.tree is not None:
-            self.tree.add(
-                trace_id,
-                span_id,
-                parent_span_id,
-                name,
-                start_ns,
-                end_ns,
-                number_or_none(attrs.get(A_MIN)),
-                number_or_none(attrs.get(A_MAX)),
-            )
         if name not in WANTED_NAMES:
             return
         self.traces_seen.add(trace_id)
         path = attrs.get(A_PATH)
         if name == ROOT:
-            self._add_root(trace_id, start_ns, attrs)
+            self._requests[trace_id] = _request_obs(start_ns, attrs)
             return
         metric = attrs.get(A_METRIC) or METRIC_OF_SPAN[name]
         self._spans[(trace_id, span_id)] = (
@@ -225,10 +199,6 @@ class Harvest:
             number_or_none(attrs.get(A_MIN)),
             number_or_none(attrs.get(A_MAX)),
         )
-
-    def _add_root(self, trace_id: str, start_ns: int, attrs: Mapping[str, Any]) -> None:
-        self.traces_seen.add(trace_id)
-        self._requests[trace_id] = _request_obs(start_ns, attrs)
 
     # ------------------------------------------------------------------ output
 
@@ -277,19 +247,12 @@ def _tree_rows(req: Mapping[str, Any]) -> list[_TreeRow]:
     for rs in req.get("resourceSpans") or req.get("resource_spans") or req.get("batches") or ():
         for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or ():
             for sp in ss.get("spans") or ():
-                tid = sp.get("traceId") or ""
-                if len(tid) != 32:
-                    tid = normalize_id(tid, 16) or ""
-                sid = sp.get("spanId") or ""
-                if len(sid) != 16:
-                    sid = normalize_id(sid, 8) or ""
-                parent = sp.get("parentSpanId") or ""
-                if parent and len(parent) != 16:
-                    parent = normalize_id(parent, 8) or ""
-                start = int(sp.get("startTimeUnixNano") or 0)
-                end = int(sp.get("endTimeUnixNano") or 0)
-                if not (0 <= start < NS_LIMIT and 0 <= end < NS_LIMIT):
-                    raise ValueError("a time outside OTLP's fixed64")
+                tid, sid, parent = (
+                    _id(sp.get("traceId"), 16),
+                    _id(sp.get("spanId"), 8),
+                    _id(sp.get("parentSpanId"), 8),
+                )
+                start, end = ns(sp.get("startTimeUnixNano")), ns(sp.get("endTimeUnixNano"))
                 lo = hi = None
                 for kv in sp.get("attributes") or ():
                     k = kv["key"]
@@ -299,6 +262,12 @@ def _tree_rows(req: Mapping[str, Any]) -> list[_TreeRow]:
                         hi = number_or_none(value_of(kv["value"]))
                 rows.append((tid, sid, parent or None, str(sp.get("name") or ""), start, end, lo, hi))
     return rows
+
+
+def _id(raw: Any, nbytes: int) -> str:
+    """An id in the usual hex form as it is; any other (Tempo's base64) normalized."""
+    raw = raw or ""
+    return raw if len(raw) == 2 * nbytes else normalize_id(raw, nbytes) or ""
 
 
 def _request_obs(start_ns: int, attrs: Mapping[str, Any]) -> RequestObs:
@@ -330,11 +299,3 @@ def _opt_bool(v: Any) -> bool | None:
     if isinstance(v, str) and v.lower() in ("true", "false"):
         return v.lower() == "true"
     return None
-
-
-def harvest_requests(reqs: Iterable[Mapping[str, Any]]) -> Harvest:
-    """A harvest of several OTLP JSON requests (a helper for tests and small callers)."""
-    h = Harvest()
-    for r in reqs:
-        h.add_otlp(r)
-    return h

@@ -1,7 +1,7 @@
 """One reader for every trace file the CLI reads (``show``, ``slo``, ``report``).
 
-Why one: people hand these commands whatever their tools wrote, and each command used to
-take only OTLP JSON *lines*.  Accepted here, told apart by content, never by file name:
+Why one: people hand these commands whatever their tools wrote.  Accepted here, told apart
+by content, never by file name:
 
 - OTLP JSON lines: one ``ExportTraceServiceRequest`` per line (the bridge, the
   collector's ``file`` exporter), streamed line by line;
@@ -72,23 +72,17 @@ def _values(fh: IO[bytes], advance: Advance | None) -> Iterator[Any]:
     pretty-printed file).  Should that fail at its very start, the text is taken as lines
     after all, so a lines file whose first line is broken still yields its good lines.
     """
-    lines = bounded_lines(fh, MAX_TRACE_LINE_BYTES)
-    first: bytes | None = None
-    for raw in lines:
-        if advance is not None:
-            advance(int(raw) if raw.__class__ is TooLong else len(raw))
-        if raw.__class__ is TooLong:
-            yield _BAD
-            continue
-        if raw.strip():
-            first = raw
+    units = _units(fh, advance)
+    for first in units:
+        if first is not _BAD:
             break
-    if first is None:
+        yield _BAD
+    else:
         return
     value = _loads(first)
     if value is not _BAD or first.lstrip()[:1] not in (b"{", b"["):
         yield value
-        yield from _line_values(lines, advance)
+        yield from (u if u is _BAD else _loads(u) for u in units)
         return
     rest = fh.read()
     if advance is not None:
@@ -103,14 +97,15 @@ def _values(fh: IO[bytes], advance: Advance | None) -> Iterator[Any]:
     yield from docs
 
 
-def _line_values(lines: Iterator[bytes | TooLong], advance: Advance | None) -> Iterator[Any]:
-    for raw in lines:
+def _units(fh: IO[bytes], advance: Advance | None) -> Iterator[Any]:
+    """The non-blank lines, and ``_BAD`` for each line too long to read."""
+    for raw in bounded_lines(fh, MAX_TRACE_LINE_BYTES):
         if advance is not None:
             advance(int(raw) if raw.__class__ is TooLong else len(raw))
         if raw.__class__ is TooLong:
             yield _BAD
         elif raw.strip():
-            yield _loads(raw)
+            yield raw
 
 
 def _loads(raw: bytes) -> Any:

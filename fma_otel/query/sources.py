@@ -25,6 +25,7 @@ from ..model import ROOT
 from ..sinks.otlp_json import MALFORMED, OtlpJsonError
 from . import QueryError
 from .harvest import METRIC_OF_SPAN, Harvest
+from .readers import iter_requests, jaeger_trace_to_otlp
 from .window import Window, rfc3339, to_ns
 
 #: remote stores need explicit bounds; without --since, look back this far
@@ -61,8 +62,6 @@ class FileSource:
     def fill(self, harvest: Harvest, window: Window, warn: Warn = _stderr) -> None:
         """Stream the file through the one reader (:mod:`.readers`: OTLP JSON lines,
         pretty-printed OTLP JSON, Jaeger JSON; ``-`` is stdin) into the lean harvest."""
-        from .readers import iter_requests
-
         stats: dict[str, int] = {}
         good = 0
         add = harvest.add_otlp
@@ -346,10 +345,21 @@ class JaegerSource:
                     continue
                 warn(f"{self.http.base}: {n} traces in {rfc3339(a)}..{rfc3339(b)}; some may be missing")
             for r in results:
-                if isinstance(r, dict) and "v1" in r:  # else OTLP, or malformed: add_otlp counts it
+                if isinstance(r, dict) and "v1" in r:
                     _add_v1_trace(harvest, r["v1"])
                 else:
-                    harvest.add_otlp(r)
+                    harvest.add_otlp(r)  # OTLP, or malformed: add_otlp counts it
+
+
+def _add_v1_trace(harvest: Harvest, trace: Any) -> None:
+    """Jaeger's v1 JSON, converted as a file of it is; all or nothing, like the OTLP path
+    (a trace malformed anywhere is counted in ``harvest.malformed`` and adds nothing)."""
+    try:
+        req = jaeger_trace_to_otlp(trace)
+    except MALFORMED:
+        harvest.malformed += 1
+        return
+    harvest.add_otlp(req)
 
 
 def _trace_ids(results: list[Any]) -> set[Any]:
@@ -367,46 +377,6 @@ def _trace_ids(results: list[Any]) -> set[Any]:
         except MALFORMED:
             continue
     return ids
-
-
-def _add_v1_trace(harvest: Harvest, trace: dict[str, Any]) -> None:
-    """Jaeger's v1 UI JSON: µs times, ``tags`` with ``type``/``value``.
-
-    All or nothing, like the OTLP path: a malformed field anywhere drops the whole trace
-    (counted in ``harvest.malformed``) instead of crashing the query.  A time must be one
-    OTLP could carry (:func:`~fma_otel.jsonsafe.ns`), as on that path: a bigger one would
-    overflow the float arithmetic of its duration.
-    """
-    try:
-        rows = []
-        for sp in trace.get("spans") or ():
-            attrs = {t["key"]: t.get("value") for t in sp.get("tags") or ()}
-            parent = next(
-                (
-                    str(r.get("spanID", "")).lower().zfill(16)
-                    for r in sp.get("references") or ()
-                    if r.get("refType") == "CHILD_OF"
-                ),
-                None,
-            )
-            start_us = int(sp.get("startTime") or 0)
-            dur_us = int(sp.get("duration") or 0)
-            rows.append(
-                (
-                    str(sp.get("traceID", "")).lower().zfill(32),
-                    str(sp.get("spanID", "")).lower().zfill(16),
-                    str(sp.get("operationName", "")),
-                    jsonsafe.ns(start_us * 1000),
-                    jsonsafe.ns((start_us + dur_us) * 1000),
-                    attrs,
-                    parent,
-                )
-            )
-    except MALFORMED:
-        harvest.malformed += 1
-        return
-    for row in rows:
-        harvest.add_span(*row)
 
 
 # --------------------------------------------------------------------------- Tempo

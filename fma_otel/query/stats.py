@@ -66,9 +66,6 @@ class MetricRow:
     p99_lo: float | None = None
     p99_hi: float | None = None
 
-    def stat(self, name: str) -> float | None:
-        return getattr(self, name)
-
     def interval(self, p: int) -> tuple[float | None, float | None]:
         """``(lo, hi)`` of the ``p``-th percentile (``None`` without data)."""
         return getattr(self, f"p{p}_lo"), getattr(self, f"p{p}_hi")
@@ -87,19 +84,23 @@ def summarize(
     if not v:
         return MetricRow(metric, path, 0, None, None, None, None, None, None, None, incomplete)
     p = {q: nearest_rank(v, q) for q in PERCENTILES}
-    if bounds is None:
-        lo = hi = v
-    else:
-        pairs = list(bounds)
-        lo = sorted(a for a, _ in pairs)
-        hi = sorted(b for _, b in pairs)
-    iv = {}
-    for q in PERCENTILES:
-        iv[f"p{q}_lo"] = nearest_rank(lo, q)
-        iv[f"p{q}_hi"] = nearest_rank(hi, q)
+    iv = percentile_intervals([(x, x) for x in v] if bounds is None else list(bounds), PERCENTILES)
     return MetricRow(
         metric, path, len(v), p[50], p[90], p[95], p[99], v[0], v[-1], sum(v) / len(v), incomplete, **iv
     )
+
+
+def percentile_intervals(
+    bounds: Sequence[tuple[float, float]], percentiles: Iterable[int]
+) -> dict[str, float]:
+    """``{"p50_lo": .., "p50_hi": ..}``: each percentile of the lower and of the upper bounds."""
+    lo = sorted(a for a, _ in bounds)
+    hi = sorted(b for _, b in bounds)
+    out: dict[str, float] = {}
+    for q in percentiles:
+        out[f"p{q}_lo"] = nearest_rank(lo, q)
+        out[f"p{q}_hi"] = nearest_rank(hi, q)
+    return out
 
 
 @dataclass(frozen=True)
@@ -164,11 +165,13 @@ def _by_start(item: tuple[str, RequestObs]) -> tuple[int, str]:
     return (item[1].start_ns, item[0])
 
 
-def _metric_order(metric: str) -> tuple[int, str]:
+def metric_order(metric: str) -> tuple[int, str]:
+    """Sort key: the model's metrics in its order, then any other by name."""
     return (METRICS.index(metric), "") if metric in METRICS else (len(METRICS), metric)
 
 
-def _path_order(path: str) -> tuple[int, str]:
+def path_order(path: str) -> tuple[int, str]:
+    """Sort key: :data:`PATH_ORDER`, then any other path by name."""
     return (PATH_ORDER.index(path), "") if path in PATH_ORDER else (len(PATH_ORDER), path)
 
 
@@ -184,7 +187,7 @@ def build_report(ds: Dataset) -> Report:
             bounds[key].append((s.lo_s, s.hi_s))
         else:
             incomplete[key] += 1
-    keys = sorted(set(values) | set(incomplete), key=lambda k: (_metric_order(k[0]), _path_order(k[1])))
+    keys = sorted(set(values) | set(incomplete), key=lambda k: (metric_order(k[0]), path_order(k[1])))
     rows = [
         summarize(m, p, values.get((m, p), ()), incomplete.get((m, p), 0), bounds.get((m, p), ()))
         for m, p in keys

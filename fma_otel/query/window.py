@@ -118,11 +118,6 @@ class Window:
         if self.since and self.until and self.since >= self.until:
             raise QueryError(f"--since ({rfc3339(self.since)}) is not before --until ({rfc3339(self.until)})")
 
-    def contains_ns(self, t_ns: int) -> bool:
-        if self.since is not None and t_ns < to_ns(self.since):
-            return False
-        return not (self.until is not None and t_ns >= to_ns(self.until))
-
     def closed(self, default_back: float, now: datetime | None = None) -> tuple[datetime, datetime]:
         """Both ends, filling open ones: remote stores require explicit bounds."""
         end = self.until or now or datetime.now(timezone.utc)

@@ -28,7 +28,6 @@ from ..model import (
     A_PATH,
     A_REQ_NAME,
     A_REQ_UID,
-    METRICS,
     ROOT,
     STATUS_ERROR,
     UNKNOWN,
@@ -38,7 +37,7 @@ from ..model import (
 from ..query.breakdown import ActuationSplit, PathBreakdown, TreeCollector, summarize_paths
 from ..query.harvest import Harvest
 from ..query.slo_spec import Check, Verdict, evaluate
-from ..query.stats import PATH_ORDER, Report, build_report
+from ..query.stats import Report, build_report, metric_order, path_order
 
 #: the percentiles marked, with their intervals, on each distribution
 DRAWN_PERCENTILES: tuple[int, ...] = (50, 90, 99)
@@ -240,14 +239,13 @@ def distributions(
     for row in (report or build_report(ds)).rows:
         if row.n:
             marks[row.metric][row.path] = tuple(
-                (q, row.stat(f"p{q}"), *row.interval(q))  # type: ignore[misc]
-                for q in DRAWN_PERCENTILES
+                (q, getattr(row, f"p{q}"), *row.interval(q)) for q in DRAWN_PERCENTILES
             )
     out: list[Distribution] = []
-    for metric in sorted(vals, key=_metric_key):
+    for metric in sorted(vals, key=metric_order):
         per_path = tuple(
             (p, tuple(sorted(vals[metric][p], key=lambda x: (x.seconds, x.trace_id))))
-            for p in sorted(vals[metric], key=_path_key)
+            for p in sorted(vals[metric], key=path_order)
         )
         out.append(Distribution(metric, per_path, dict(inc[metric]), dict(marks[metric])))
     return out
@@ -309,9 +307,9 @@ def trends(summaries: Iterable[TraceSummary], limit: int = MAX_TREND_POINTS) -> 
             if metric not in t.open_metrics:
                 vals[metric][t.path].append(TrendPoint(x, secs, t.trace_id, t.label))
     out: list[Trend] = []
-    for metric in sorted(vals, key=_metric_key):
+    for metric in sorted(vals, key=metric_order):
         per_path = []
-        for path in sorted(vals[metric], key=_path_key):
+        for path in sorted(vals[metric], key=path_order):
             pts = sorted(vals[metric][path], key=lambda p: (p.x_ns, p.trace_id))
             per_path.append((path, tuple(thin_series(pts, limit)), len(pts)))
         out.append(Trend(metric, tuple(per_path)))
@@ -345,14 +343,6 @@ def time_range(summaries: Iterable[TraceSummary]) -> tuple[int, int] | None:
         if t.end_ns is not None and (hi is None or t.end_ns > hi):
             hi = t.end_ns
     return None if lo is None or hi is None else (lo, max(lo, hi))
-
-
-def _path_key(path: str) -> tuple[int, str]:
-    return (PATH_ORDER.index(path), "") if path in PATH_ORDER else (len(PATH_ORDER), path)
-
-
-def _metric_key(m: str) -> tuple[int, str]:
-    return (METRICS.index(m), "") if m in METRICS else (len(METRICS), m)
 
 
 # --------------------------------------------------------------------------- everything

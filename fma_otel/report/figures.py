@@ -40,12 +40,7 @@ from ..query.breakdown import UNCOVERED, PathBreakdown
 from ..query.slo_spec import HIT_RATES, Verdict
 from ..query.stats import HitRates
 from ..sinks.show import tree_lines
-from .data import (
-    Distribution,
-    TraceSummary,
-    Trend,
-    thin,
-)
+from .data import Distribution, TraceSummary, Trend, thin
 from .svg import FIG_WIDTH_PX, Hover, size_in
 from .words import humanize
 
@@ -104,6 +99,8 @@ def short(name: str) -> str:
 _OP = {"<=": "≤", ">=": "≥", "<": "<", ">": ">"}
 #: the statistics an SLO threshold on a metric can be drawn for (a duration in seconds)
 _DRAWN_STATS = ("p50", "p90", "p95", "p99", "max", "mean")
+#: the bars of every horizontal bar chart
+_BARH: Mapping[str, Any] = {"height": 0.6, "linewidth": 0.8}
 
 
 def slo_label(v: Verdict, value: str) -> str:
@@ -116,10 +113,6 @@ def slo_label(v: Verdict, value: str) -> str:
 
 def _metric_slos(verdicts: Sequence[Verdict], metric: str) -> list[Verdict]:
     return [v for v in verdicts if v.kind == "metric" and v.subject == metric and v.stat in _DRAWN_STATS]
-
-
-def _barh_kw() -> dict[str, Any]:
-    return {"height": 0.6, "linewidth": 0.8}
 
 
 # --------------------------------------------------------------------------- distribution
@@ -151,7 +144,7 @@ def dist_figure(
     title = f"{d.metric}: distribution per path"
     if inc_total:
         title += f"  ({inc_total} unfinished, not counted)"
-    fig.suptitle(title, x=0.07, ha="left", fontsize=11)
+    fig.suptitle(title, x=0.07, ha="left")
 
     for path, pts in d.per_path:
         if not pts:
@@ -174,7 +167,7 @@ def dist_figure(
     cdf.set_ylim(0, 1.02)
     cdf.grid(alpha=0.3)
     if paths:
-        cdf.legend(loc="lower right", fontsize=8, frameon=False)
+        cdf.legend(loc="lower right")
 
     for row, path in enumerate(paths):
         pts = dict(d.per_path)[path]
@@ -234,8 +227,6 @@ def dist_figure(
             loc="lower left",
             bbox_to_anchor=(0.065, 0.0),
             ncols=min(3, len(slo_lines)),
-            fontsize=8,
-            frameon=False,
         )
     # durations from zero, on one scale for both panels, without an offset like "+2.006e1"
     right = max(cdf.get_xlim()[1], box.get_xlim()[1]) * 1.02
@@ -329,7 +320,6 @@ def trend_figure(
         y=1 - 8 / h_px,
         va="top",
         ha="left",
-        fontsize=11,
     )
     handles: dict[str, Any] = {}  # path -> a dot of its colour
     marks: dict[str, Any] = {}  # SLO label -> its line
@@ -390,8 +380,6 @@ def trend_figure(
         loc="upper left",
         bbox_to_anchor=(0.055, 1 - 34 / h_px),
         ncols=len(paths) or 1,
-        fontsize=8,
-        frameon=False,
     )
     if marks:
         fig.legend(
@@ -400,8 +388,6 @@ def trend_figure(
             loc="lower left",
             bbox_to_anchor=(0.06, 0.0),
             ncols=3,
-            fontsize=8,
-            frameon=False,
         )
     return fig, hover
 
@@ -425,13 +411,12 @@ def hit_figure(h: HitRates, verdicts: Sequence[Verdict]) -> tuple[Figure, Hover]
         f"Hit rates over {h.requesters} FMA requesters (their first actuation; {h.actuations} actuations in all)",
         x=0.17,
         ha="left",
-        fontsize=11,
     )
     rows = list(HIT_RATES.items())
     for i, (path, name) in enumerate(rows):
         rate = getattr(h, path)
         value = 0.0 if rate is None else rate * 100
-        bars = ax.barh([i], [value], color=color_of_path(path), **_barh_kw())
+        bars = ax.barh([i], [value], color=color_of_path(path), **_BARH)
         text = "no data" if rate is None else f"{value:.1f}%"
         bars[0].set_url(hover.token(f"{name}: {text} of {h.requesters} FMA requesters", "bar"))
         ax.text(value + 1, i, text, va="center", fontsize=9)
@@ -451,8 +436,6 @@ def hit_figure(h: HitRates, verdicts: Sequence[Verdict]) -> tuple[Figure, Hover]
             ["SLO bound, met" if k else "SLO bound, NOT met" for k in sorted(marks, reverse=True)],
             loc="center left",
             bbox_to_anchor=(1.0, 0.5),
-            fontsize=8,
-            frameon=False,
         )
     ax.set_yticks(range(len(rows)), [name for _p, name in rows])
     ax.set_ylim(len(rows) - 0.5, -0.5)
@@ -495,7 +478,6 @@ def breakdown_figure(bds: Sequence[PathBreakdown]) -> tuple[Figure, Hover]:
         "Where did the time go: mean T_actuation per path, by leaf span (cold_no_fma: the baseline without FMA)",
         x=0.12,
         ha="left",
-        fontsize=11,
     )
     widest = max((b.total.mean for b in bds), default=0.0) or 1.0
     seen: dict[str, Any] = {}
@@ -514,7 +496,7 @@ def breakdown_figure(bds: Sequence[PathBreakdown]) -> tuple[Figure, Hover]:
                 color=UNCOVERED_COLOR if is_gap else colors.get(r.name, "#999"),
                 edgecolor="#777" if is_gap else "white",
                 hatch="//" if is_gap else None,
-                **_barh_kw(),
+                **_BARH,
             )[0]
             label = UNCOVERED + short(r.name) if is_gap else short(r.name)
             bar.set_url(
@@ -550,7 +532,6 @@ def breakdown_figure(bds: Sequence[PathBreakdown]) -> tuple[Figure, Hover]:
             loc="center left",
             bbox_to_anchor=(1.01, 0.5),
             fontsize=7,
-            frameon=False,
         )
     return fig, hover
 
@@ -624,7 +605,7 @@ def waterfall_figure(t: TraceSummary, spans: Sequence[SpanRecord]) -> tuple[Figu
             color=color,
             hatch="xx" if incomplete else None,
             edgecolor=ERROR_COLOR if incomplete else color,
-            **_barh_kw(),
+            **_BARH,
         )[0]
         css = "wf-span wf-incomplete" if incomplete else "wf-span"
         bar.set_url(hover.token(_span_title(s, t0), css))

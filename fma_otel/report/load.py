@@ -12,10 +12,9 @@ Files are read by the one reader of trace files, :func:`fma_otel.query.readers.r
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 
-from ..model import SpanRecord
 from ..query.harvest import Harvest
 from ..query.readers import read_spans
 from ..query.slo_spec import Check
@@ -23,17 +22,6 @@ from .data import ReportData, Summaries, prepare
 
 Advance = Callable[[int], None]
 Progress = Callable[[str, int], AbstractContextManager[Advance | None]]
-
-
-def iter_spans(path: str, stats: dict[str, int], advance: Advance | None = None) -> Iterator[SpanRecord]:
-    """Spans of a trace file; ``stats`` counts ``lines`` and ``skipped``.
-
-    The one reader of these files (:func:`fma_otel.query.readers.read_spans`): a malformed
-    request is skipped whole, a span time outside OTLP's ``fixed64`` range included.  Raises
-    :class:`OSError` for an unreadable file and :class:`OtlpJsonError` when no line is OTLP
-    JSON (an empty file is fine: it simply has no actuation).
-    """
-    return read_spans(path, stats, advance)
 
 
 def load(
@@ -53,7 +41,7 @@ def load(
     summaries = Summaries()
     stats: dict[str, int] = {}
     with _maybe(progress, "reading traces", size) as advance:
-        for s in iter_spans(path, stats, advance):
+        for s in read_spans(path, stats, advance):
             summaries.add(s)
             harvest.add_span(s.trace_id, s.span_id, s.name, s.start_ns, s.end_ns, s.attributes)
     data = prepare(path, harvest, summaries, checks, top)
@@ -61,7 +49,7 @@ def load(
     wanted = {t.trace_id for t in (*data.slowest, *data.unfinished)}
     if wanted:
         with _maybe(progress, "waterfalls", size) as advance:
-            for s in iter_spans(path, {}, advance):
+            for s in read_spans(path, {}, advance):
                 if s.trace_id in wanted:
                     data.spans.setdefault(s.trace_id, []).append(s)
     return data

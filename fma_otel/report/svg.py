@@ -34,6 +34,9 @@ RC: dict[str, Any] = {
     "axes.titlesize": 10,
     "axes.spines.top": False,
     "axes.spines.right": False,
+    "legend.fontsize": 8,
+    "figure.titlesize": 11,
+    "legend.frameon": False,
 }
 
 _TOKEN = "fmahover:"

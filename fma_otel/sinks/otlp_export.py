@@ -49,6 +49,7 @@ import os
 import re
 import threading
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -275,10 +276,7 @@ def screen(spans: Sequence[SpanRecord]) -> tuple[list[SpanRecord], list[Dropped]
     if not bad:
         return list(spans), []
     good = [s for s in spans if str(s.trace_id) not in bad]
-    counts: dict[str, int] = {}
-    for s in spans:
-        if str(s.trace_id) in bad:
-            counts[str(s.trace_id)] = counts.get(str(s.trace_id), 0) + 1
+    counts = Counter(str(s.trace_id) for s in spans if str(s.trace_id) in bad)
     return good, [Dropped(tid, counts[tid], why) for tid, why in bad.items()]
 
 

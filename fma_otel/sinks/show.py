@@ -290,14 +290,7 @@ def _shortest(piece: tuple[str, str]) -> int:
 def _forms(interval_text: str) -> list[str]:
     """The shorter forms of an interval piece (as :func:`interval_forms` writes it)."""
     lo_s, _, hi_s = interval_text.strip("[]").partition(",")
-    return interval_forms(float_or_none(_num(lo_s)), float_or_none(_num(hi_s)))
-
-
-def _num(text: str) -> float | None:
-    try:
-        return float(text)
-    except ValueError:
-        return None
+    return interval_forms(float_or_none(lo_s), float_or_none(hi_s))
 
 
 def _fit_piece(piece: tuple[str, str], room: int) -> str | None:

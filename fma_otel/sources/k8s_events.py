@@ -49,6 +49,7 @@ __all__ = [
     "parse_event_item",
     "parse_events",
     "parse_go_duration",
+    "rfc3339_time",
 ]
 
 NS = 1_000_000_000
@@ -196,7 +197,7 @@ class _Event(msgspec.Struct, rename="camel"):
 _RFC3339 = re.compile(r"^(\d{4})-(\d\d)-(\d\d)[Tt](\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?([Zz]|[+-]\d\d:\d\d)$")
 
 
-def _time(text: str) -> tuple[int, int]:
+def rfc3339_time(text: str) -> tuple[int, int]:
     """RFC 3339 -> (UTC ns, precision ns): 1 s without a fraction, 1 µs for six digits."""
     m = _RFC3339.match(text)
     if m is None:
@@ -382,17 +383,17 @@ def _record(index: int, wtype: str, ev: _Event, stats: KubeEventStats) -> KubeEv
     legacy_count = ev.deprecated_count if new_api else ev.count
 
     if ev.event_time:
-        first_ns, first_prec = _time(ev.event_time)
+        first_ns, first_prec = rfc3339_time(ev.event_time)
     elif first_ts:
-        first_ns, first_prec = _time(first_ts)
+        first_ns, first_prec = rfc3339_time(first_ts)
     elif last_ts:
-        first_ns, first_prec = _time(last_ts)
+        first_ns, first_prec = rfc3339_time(last_ts)
     else:
         raise ValueError("Event without eventTime, firstTimestamp or lastTimestamp")
     if ev.series is not None and ev.series.last_observed_time:
-        last_ns, last_prec = _time(ev.series.last_observed_time)
+        last_ns, last_prec = rfc3339_time(ev.series.last_observed_time)
     elif last_ts:
-        last_ns, last_prec = _time(last_ts)
+        last_ns, last_prec = rfc3339_time(last_ts)
     else:
         last_ns, last_prec = first_ns, first_prec
     # 0 is Go's zero value: "not set" (the new recorder leaves the legacy count empty).

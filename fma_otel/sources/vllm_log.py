@@ -52,10 +52,12 @@ removed, and a ``kubectl logs --timestamps`` RFC 3339 prefix is removed (kept in
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import NamedTuple
+
+from .k8s_events import rfc3339_time
 
 __all__ = [
     "PHASES",
@@ -190,7 +192,7 @@ def _ns(seconds: float) -> int:
 # --------------------------------------------------------------------------- line layout
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_RFC3339_PREFIX = re.compile(r"^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d) ")
+_RFC3339_PREFIX = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d) ")
 _PROC = re.compile(r"\(([^()]*?) pid=(\d+)\)")
 _HEADER = re.compile(
     r"^(?P<pre>.*?)(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) "
@@ -204,16 +206,6 @@ _LAUNCHER_FIRST = re.compile(
 )
 # Parallel indices in a process name: any non-zero one marks a repeating rank.
 _RANK = re.compile(r"(?:rank=|(?:DP|PP|TP|EP|PCP|DCP)|EngineCore_|ApiServer_)(\d+)")
-
-
-def _rfc3339_ns(m: re.Match[str]) -> int:
-    y, mo, d, h, mi, s, frac, zone = m.groups()
-    base = datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), tzinfo=timezone.utc)
-    ns = int(base.timestamp()) * NS + int((frac or "0").ljust(9, "0"))
-    if zone != "Z":
-        sign = 1 if zone[0] == "+" else -1
-        ns -= sign * (int(zone[1:3]) * 3600 + int(zone[4:6]) * 60) * NS
-    return ns
 
 
 def _rank_is_zero(process: str | None) -> bool:
@@ -244,9 +236,14 @@ class _Message(NamedTuple):
     also: str = ""  # a second substring the trigger needs (the logo's "version " row)
 
 
-def _w(pattern: str, family: str, detail: str | None = None) -> _Wording:
+def _w(pattern: str, family: str) -> _Wording:
+    """A wording; group ``s`` holds the duration, group ``x`` the record's ``detail``."""
     rx = re.compile(pattern)
-    return _Wording(rx, family, "s" in rx.groupindex, detail)
+    return _Wording(rx, family, "s" in rx.groupindex, "x" if "x" in rx.groupindex else None)
+
+
+def _m(phase: str, trigger: str, *wordings: _Wording, once: bool = False, also: str = "") -> _Message:
+    return _Message(phase, trigger, wordings, once, also)
 
 
 _S = rf"(?P<s>{_NUM[1:-1]})"
@@ -254,244 +251,179 @@ _TAG = r"(?:\[(?P<tag>[^\]]*)\] )?"  # 0.33+ "[tag] " before compile messages, k
 
 # Order matters only where one trigger contains another; they are checked in this order.
 _MESSAGES: tuple[_Message, ...] = (
-    _Message(
+    _m(
         PLATFORM_DETECTED,
         "Automatically detected platform",
-        (_w(r"^Automatically detected platform (?P<x>\w+)\.$", "0.7.3+", "x"),),
+        _w(r"^Automatically detected platform (?P<x>\w+)\.$", "0.7.3+"),
         once=True,
     ),
-    _Message(
-        API_SERVER_SETUP,
-        "vLLM API server version",
-        (_w(r"^vLLM API server version (?P<x>\S+)$", "<=0.14", "x"),),
-    ),
-    _Message(
+    _m(API_SERVER_SETUP, "vLLM API server version", _w(r"^vLLM API server version (?P<x>\S+)$", "<=0.14")),
+    _m(
         API_SERVER_SETUP,
         "vLLM server version",
-        (_w(r"^vLLM server version (?P<x>\S+), serving model \S+$", "0.15+ (one-line banner)", "x"),),
+        _w(r"^vLLM server version (?P<x>\S+), serving model \S+$", "0.15+ (one-line banner)"),
     ),
-    _Message(
+    _m(
         API_SERVER_SETUP,
         "\u2588",  # the 0.15+ logo; only its "version X" row is a record
-        (_w(r"\bversion (?P<x>\d\S*)", "0.15+ (logo)", "x"),),
+        _w(r"\bversion (?P<x>\d\S*)", "0.15+ (logo)"),
         also="version ",
     ),
-    _Message(
+    _m(
         OTLP_TRACES,
         "non-default args: ",
         # a record only when the args set it (the endpoint itself is not kept: it may hold
         # credentials); other args lines stay unknown lines
-        (_w(r"^non-default args: \{.*'otlp_traces_endpoint': '[^']+'.*\}$", "0.9+"),),
+        _w(r"^non-default args: \{.*'otlp_traces_endpoint': '[^']+'.*\}$", "0.9+"),
         once=True,
         also="'otlp_traces_endpoint': '",
     ),
-    _Message(
+    _m(
         ENGINE_CONFIG,
         "LLM engine (v",
-        (
-            _w(r"^Initializing a V1 LLM engine \(v(?P<x>[^)]+)\) with config: ", "0.7+ (V1)", "x"),
-            _w(r"^Initializing a V0 LLM engine \(v(?P<x>[^)]+)\) with config: ", "0.7-0.10 (V0)", "x"),
-            _w(r"^Initializing an LLM engine \(v(?P<x>[^)]+)\) with config: ", "<=0.6", "x"),
-        ),
+        _w(r"^Initializing a V1 LLM engine \(v(?P<x>[^)]+)\) with config: ", "0.7+ (V1)"),
+        _w(r"^Initializing a V0 LLM engine \(v(?P<x>[^)]+)\) with config: ", "0.7-0.10 (V0)"),
+        _w(r"^Initializing an LLM engine \(v(?P<x>[^)]+)\) with config: ", "<=0.6"),
     ),
-    _Message(
+    _m(
         MODEL_LOAD_START,
         "Starting to load model ",
-        (_w(r"^Starting to load model (?P<x>.+?)\.\.\.$", "<=0.33", "x"),),
+        _w(r"^Starting to load model (?P<x>.+?)\.\.\.$", "<=0.33"),
     ),
-    _Message(
-        MODEL_LOAD_START,
-        "Loading model from scratch",
-        (_w(r"^Loading model from scratch\.\.\.$", "0.9.2+"),),
-    ),
-    _Message(
+    _m(MODEL_LOAD_START, "Loading model from scratch", _w(r"^Loading model from scratch\.\.\.$", "0.9.2+")),
+    _m(
         WEIGHTS_DOWNLOAD,
         "Time spent downloading weights for ",
-        (_w(rf"^Time spent downloading weights for (?P<x>.+): {_S} seconds$", "0.7+", "x"),),
+        _w(rf"^Time spent downloading weights for (?P<x>.+): {_S} seconds$", "0.7+"),
     ),
-    _Message(
-        WEIGHTS_LOAD,
-        "Loading weights took",
-        (_w(rf"^Loading weights took {_S} seconds$", "0.8+"),),
-    ),
-    _Message(
+    _m(WEIGHTS_LOAD, "Loading weights took", _w(rf"^Loading weights took {_S} seconds$", "0.8+")),
+    _m(
         MODEL_LOAD,
         "Loading model weights took",
-        (_w(rf"^Loading model weights took (?P<x>{_NUM[1:-1]} GB)$", "<=0.7", "x"),),
+        _w(rf"^Loading model weights took (?P<x>{_NUM[1:-1]} GB)$", "<=0.7"),
     ),
-    _Message(
+    _m(
         MODEL_LOAD,
         "Model loading took",
-        (
-            _w(rf"^Model loading took (?P<x>{_NUM[1:-1]} GiB) memory and {_S} seconds$", "0.12+", "x"),
-            _w(
-                rf"^Model loading took (?P<x>{_NUM[1:-1]} GiB) and {_S} seconds$",
-                "0.8.x-0.11, MRV2<=0.26",
-                "x",
-            ),
-            _w(rf"^Model loading took (?P<x>{_NUM[1:-1]} GB) and {_S} seconds$", "0.8.0", "x"),
-        ),
+        _w(rf"^Model loading took (?P<x>{_NUM[1:-1]} GiB) memory and {_S} seconds$", "0.12+"),
+        _w(rf"^Model loading took (?P<x>{_NUM[1:-1]} GiB) and {_S} seconds$", "0.8.x-0.11, MRV2<=0.26"),
+        _w(rf"^Model loading took (?P<x>{_NUM[1:-1]} GB) and {_S} seconds$", "0.8.0"),
     ),
-    _Message(
-        MODEL_INIT,
-        "Initializing model took",
-        (_w(rf"^Initializing model took {_S} seconds$", "0.33+"),),
-    ),
-    _Message(
-        TORCH_COMPILE_START,
-        "Starting torch.compile",
-        (_w(rf"^{_TAG}Starting torch\.compile$", "0.33+"),),
-    ),
-    _Message(
+    _m(MODEL_INIT, "Initializing model took", _w(rf"^Initializing model took {_S} seconds$", "0.33+")),
+    _m(TORCH_COMPILE_START, "Starting torch.compile", _w(rf"^{_TAG}Starting torch\.compile$", "0.33+")),
+    _m(
         DYNAMO_TRANSFORM,
         "Dynamo bytecode transform time",
-        (_w(rf"^{_TAG}Dynamo bytecode transform time: {_S} s$", "0.6.6+"),),
+        _w(rf"^{_TAG}Dynamo bytecode transform time: {_S} s$", "0.6.6+"),
     ),
-    _Message(
+    _m(
         INDUCTOR_COMPILE,
         "Compiling a graph for ",
-        (
-            _w(rf"^{_TAG}Compiling a graph for (?P<x>compile range .+?) takes {_S} s$", "0.13+", "x"),
-            _w(rf"^{_TAG}Compiling a graph for (?P<x>dynamic shape) takes {_S} s$", "0.10-0.12", "x"),
-            _w(rf"^{_TAG}Compiling a graph for (?P<x>general shape) takes {_S} s$", "<=0.9", "x"),
-            _w(rf"^{_TAG}Compiling a graph for (?P<x>shape .+?) takes {_S} s$", "<=0.12", "x"),
-        ),
+        _w(rf"^{_TAG}Compiling a graph for (?P<x>compile range .+?) takes {_S} s$", "0.13+"),
+        _w(rf"^{_TAG}Compiling a graph for (?P<x>dynamic shape) takes {_S} s$", "0.10-0.12"),
+        _w(rf"^{_TAG}Compiling a graph for (?P<x>general shape) takes {_S} s$", "<=0.9"),
+        _w(rf"^{_TAG}Compiling a graph for (?P<x>shape .+?) takes {_S} s$", "<=0.12"),
     ),
-    _Message(
+    _m(
         COMPILE_CACHE_LOAD,
         "Directly load the compiled graph",
-        (
-            _w(
-                rf"^{_TAG}Directly load the compiled graph\(s\) for (?P<x>compile range .+?) from the cache, took {_S} s$",
-                "0.13+",
-                "x",
-            ),
-            _w(
-                rf"^{_TAG}Directly load the compiled graph\(s\) for (?P<x>dynamic shape) from the cache, took {_S} s$",
-                "0.10-0.12",
-                "x",
-            ),
-            _w(
-                rf"^Directly load the compiled graph\(s\) for (?P<x>shape .+?) from the cache, took {_S} s$",
-                "0.8-0.9",
-                "x",
-            ),
-            _w(r"^Directly load the compiled graph for (?P<x>shape .+?) from the cache$", "0.7", "x"),
+        _w(
+            rf"^{_TAG}Directly load the compiled graph\(s\) for (?P<x>compile range .+?) from the cache, took {_S} s$",
+            "0.13+",
         ),
+        _w(
+            rf"^{_TAG}Directly load the compiled graph\(s\) for (?P<x>dynamic shape) from the cache, took {_S} s$",
+            "0.10-0.12",
+        ),
+        _w(
+            rf"^Directly load the compiled graph\(s\) for (?P<x>shape .+?) from the cache, took {_S} s$",
+            "0.8-0.9",
+        ),
+        _w(r"^Directly load the compiled graph for (?P<x>shape .+?) from the cache$", "0.7"),
     ),
-    _Message(
+    _m(
         COMPILE_AND_PROFILING_RUN,
         "torch.compile and initial profiling/warmup run together took",
-        (
-            _w(
-                rf"^{_TAG}torch\.compile and initial profiling/warmup run together took {_S} s in total$",
-                "0.18+ (non-AOT)",
-            ),
+        _w(
+            rf"^{_TAG}torch\.compile and initial profiling/warmup run together took {_S} s in total$",
+            "0.18+ (non-AOT)",
         ),
     ),
-    _Message(
+    _m(
         TORCH_COMPILE,
         "torch.compile t",
-        (
-            _w(rf"^{_TAG}torch\.compile took {_S} s in total$", "0.18+"),
-            _w(rf"^{_TAG}torch\.compile takes {_S} s in total$", "<=0.17"),
-        ),
+        _w(rf"^{_TAG}torch\.compile took {_S} s in total$", "0.18+"),
+        _w(rf"^{_TAG}torch\.compile takes {_S} s in total$", "<=0.17"),
     ),
-    _Message(
+    _m(
         PROFILING_RUN,
         "Initial profiling/warmup run took",
-        (_w(rf"^{_TAG}Initial profiling/warmup run took {_S} s$", "0.18+"),),
+        _w(rf"^{_TAG}Initial profiling/warmup run took {_S} s$", "0.18+"),
     ),
-    _Message(
+    _m(
         MEMORY_PROFILE,
         "Memory profiling takes",
-        (_w(rf"^Memory profiling takes {_S} seconds(?:\.|$)", "V0 INFO <=0.10, V1 DEBUG 0.9+"),),
+        _w(rf"^Memory profiling takes {_S} seconds(?:\.|$)", "V0 INFO <=0.10, V1 DEBUG 0.9+"),
     ),
-    _Message(
+    _m(
         KV_CACHE_MEMORY,
         "Available KV cache memory:",
-        (_w(rf"^Available KV cache memory: (?P<x>{_NUM[1:-1]} GiB)$", "0.9.2+", "x"),),
+        _w(rf"^Available KV cache memory: (?P<x>{_NUM[1:-1]} GiB)$", "0.9.2+"),
     ),
-    _Message(
+    _m(
         KV_CACHE_SIZE,
         "KV cache size:",
-        (
-            _w(
-                r"^(?:GPU|XPU|GPU \+ host) KV cache size: (?P<x>[\d,]+ tokens)(?:, Maximum concurrency .*)?$",
-                "0.8+",
-                "x",
-            ),
+        _w(
+            r"^(?:GPU|XPU|GPU \+ host) KV cache size: (?P<x>[\d,]+ tokens)(?:, Maximum concurrency .*)?$",
+            "0.8+",
         ),
     ),
-    _Message(
+    _m(
         KV_CACHE_SIZE,
         "# GPU blocks: ",
-        (_w(r"^# GPU blocks: (?P<x>\d+)(?:, # CPU blocks: \d+)?$", "<=0.6 (V0), 0.7 (V1)", "x"),),
+        _w(r"^# GPU blocks: (?P<x>\d+)(?:, # CPU blocks: \d+)?$", "<=0.6 (V0), 0.7 (V1)"),
     ),
-    _Message(
+    _m(
         KV_CACHE_SIZE,
         "# cuda blocks: ",
-        (_w(r"^# cuda blocks: (?P<x>\d+), # CPU blocks: \d+$", "0.7-0.10 (V0)", "x"),),
+        _w(r"^# cuda blocks: (?P<x>\d+), # CPU blocks: \d+$", "0.7-0.10 (V0)"),
     ),
-    _Message(
+    _m(
         CUDA_GRAPH_CAPTURE,
         "Graph capturing finished in",
-        (
-            _w(rf"^Graph capturing finished in {_S} secs, took (?P<x>{_NUM[1:-1]} GiB)$", "0.6.6+", "x"),
-            _w(rf"^Graph capturing finished in {_S} secs\.$", "<0.6.6 (V0)"),
-        ),
+        _w(rf"^Graph capturing finished in {_S} secs, took (?P<x>{_NUM[1:-1]} GiB)$", "0.6.6+"),
+        _w(rf"^Graph capturing finished in {_S} secs\.$", "<0.6.6 (V0)"),
     ),
-    _Message(
+    _m(
         INIT_ENGINE,
         "init engine (profile, create kv cache, warmup model) took",
-        (
-            _w(
-                rf"^init engine \(profile, create kv cache, warmup model\) took {_S} s"
-                r"(?: \((?P<x>compilation: [^)]*)\))?$",
-                "0.20+",
-                "x",
-            ),
-            _w(rf"^init engine \(profile, create kv cache, warmup model\) took {_S} seconds$", "<=0.19"),
+        _w(
+            rf"^init engine \(profile, create kv cache, warmup model\) took {_S} s"
+            r"(?: \((?P<x>compilation: [^)]*)\))?$",
+            "0.20+",
         ),
+        _w(rf"^init engine \(profile, create kv cache, warmup model\) took {_S} seconds$", "<=0.19"),
     ),
-    _Message(
-        API_SERVER_START,
-        "Starting vLLM server on",
-        (_w(r"^Starting vLLM server on (?P<x>\S+)$", "0.18+", "x"),),
-    ),
-    _Message(
+    _m(API_SERVER_START, "Starting vLLM server on", _w(r"^Starting vLLM server on (?P<x>\S+)$", "0.18+")),
+    _m(
         API_SERVER_START,
         "Starting vLLM API server",
-        (
-            _w(r"^Starting vLLM API server \d+ on (?P<x>\S+)$", "0.9.2-0.17", "x"),
-            _w(r"^Starting vLLM API server on (?P<x>\S+)$", "<=0.9.0", "x"),
-        ),
+        _w(r"^Starting vLLM API server \d+ on (?P<x>\S+)$", "0.9.2-0.17"),
+        _w(r"^Starting vLLM API server on (?P<x>\S+)$", "<=0.9.0"),
     ),
-    _Message(
-        SLEEP_REQUEST,
-        "sleep the engine with level",
-        (_w(r"^sleep the engine with level (?P<x>\d+)$", "0.7", "x"),),
-    ),
-    _Message(
-        SLEEP,
-        "seconds to fall asleep",
-        (_w(rf"^It took {_S} seconds to fall asleep\.$", "0.7+"),),
-    ),
-    _Message(
+    _m(SLEEP_REQUEST, "sleep the engine with level", _w(r"^sleep the engine with level (?P<x>\d+)$", "0.7")),
+    _m(SLEEP, "seconds to fall asleep", _w(rf"^It took {_S} seconds to fall asleep\.$", "0.7+")),
+    _m(
         WAKE_REQUEST,
         "wake up the engine",
-        (
-            _w(r"^wake up the engine with tags: (?P<x>.+)$", "0.8+", "x"),
-            _w(r"^wake up the engine$", "0.7"),
-        ),
+        _w(r"^wake up the engine with tags: (?P<x>.+)$", "0.8+"),
+        _w(r"^wake up the engine$", "0.7"),
     ),
-    _Message(
+    _m(
         WAKE,
         "seconds to wake up",
-        (
-            _w(rf"^It took {_S} seconds to wake up tags (?P<x>.+)\.$", "0.8+", "x"),
-            _w(rf"^It took {_S} seconds to wake up\.$", "0.7"),
-        ),
+        _w(rf"^It took {_S} seconds to wake up tags (?P<x>.+)\.$", "0.8+"),
+        _w(rf"^It took {_S} seconds to wake up\.$", "0.7"),
     ),
 )
 
@@ -573,7 +505,7 @@ class VllmLogParser:
         m = _RFC3339_PREFIX.match(line)
         if m:
             try:
-                prefix_ns = _rfc3339_ns(m)
+                prefix_ns = rfc3339_time(m[0][:-1])[0]
             except ValueError:
                 prefix_ns = None
             line = line[m.end() :]
@@ -716,9 +648,3 @@ def parse_vllm_log(
     for line in lines:
         out.extend(p.feed(line))
     return out, p.stats
-
-
-def iter_vllm_log(lines: Iterable[str | bytes], parser: VllmLogParser) -> Iterator[VllmPhase]:
-    """Records as the lines arrive (for a log that is still growing)."""
-    for line in lines:
-        yield from parser.feed(line)
