@@ -5,7 +5,10 @@ phases under ``fma.vllm.ready``, image pulls and container starts under
 ``fma.launcher.startup``, the DPC's poll lag ...), and this view must show new spans the
 day they appear, without a list of names to keep up to date.  So it reads only the tree:
 
-- the *leaves* are the spans under ``fma.actuation`` that have no children;
+- the *leaves* are the spans under ``fma.actuation`` that have no children, except that a
+  span the model makes once per DPC call (``repeated``: its API writes, its reclaiming
+  deletes) is a leaf without making its parent a non-leaf: a write of a few ms inside
+  ``fma.dpc.bind`` times that call, it does not say what the rest of the wait was;
 - the share of ``T_actuation`` they cover is the length of the *union* of the leaves,
   each clipped to ``fma.actuation`` (overlapping leaves, such as ``fma.instance.create``
   beside ``fma.vllm.ready``, are not counted twice);
@@ -32,10 +35,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
-from ..model import COLD_NO_FMA, S
+from ..model import COLD_NO_FMA, SPANS, S
 from .stats import nearest_rank, path_order, percentile_intervals
 
 ACTUATION = "fma.actuation"
+#: spans made once per DPC call: they never turn their parent into a non-leaf
+_PER_CALL = frozenset(d.name for d in SPANS if d.repeated)
 #: the percentiles the breakdown gives per leaf (nearest rank, as ``slo``)
 BREAKDOWN_PERCENTILES: tuple[int, ...] = (50, 90, 99)
 #: the label of an "uncovered" row: ``uncovered in fma.vllm.ready``
@@ -110,8 +115,12 @@ def split_actuation(spans: Sequence[LeanSpan]) -> ActuationSplit | None:
             depth[c.span_id] = depth[node.span_id] + 1
             nodes.append(c)
             stack.append(c)
-    leaves = [n for n in nodes if not children.get(n.span_id)]
-    parents = [act, *(n for n in nodes if children.get(n.span_id))]
+
+    def splits(n: LeanSpan) -> bool:
+        return any(c.name not in _PER_CALL for c in children.get(n.span_id, ()))
+
+    leaves = [n for n in nodes if not splits(n)]
+    parents = [act, *(n for n in nodes if splits(n))]
     out = ActuationSplit(total_s=(a1 - a0) / S, covered_s=0.0, total_bounds=_bounds(act))
     for leaf in leaves:
         out.leaves[leaf.name] = out.leaves.get(leaf.name, 0.0) + max(0, leaf.end_ns - leaf.start_ns) / S

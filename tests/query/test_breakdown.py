@@ -53,6 +53,24 @@ def cold_tree(vllm_gap: float = 0.0, pull: float = 8.0) -> list[LeanSpan]:
     ]
 
 
+def test_a_per_call_span_does_not_turn_its_parent_into_a_non_leaf():
+    """The bind's API write (a few ms at the end of fma.dpc.bind) times that call; the rest
+    of the bind's wait stays the bind's, not "uncovered inside fma.dpc.bind"."""
+    tree = cold_tree()
+    tree.insert(3, _lean("b1", "b", "fma.dpc.bind_pod", 0.99, 1.0))
+    sp = split_actuation(tree)
+    assert sp is not None
+    assert "fma.dpc.bind" in sp.leaves and "fma.dpc.bind_pod" in sp.leaves
+    assert "fma.dpc.bind" not in sp.uncovered
+    assert sp.exclusive["fma.dpc.bind_pod"] == pytest.approx(0.01)
+    assert sp.exclusive["fma.dpc.bind"] == pytest.approx(0.99)
+    # a child that is not per-call still makes its parent a non-leaf
+    tree.insert(4, _lean("b2", "b", "k8s.other", 0.0, 0.5))
+    sp = split_actuation(tree)
+    assert sp is not None and "fma.dpc.bind" not in sp.leaves
+    assert sp.uncovered["fma.dpc.bind"] == pytest.approx(0.49)
+
+
 def test_split_names_leaves_counts_overlaps_once_and_charges_gaps_to_the_deepest_parent():
     sp = split_actuation(cold_tree(vllm_gap=3.0, pull=6.0))
     assert sp is not None and sp.total_s == 60.0
@@ -225,7 +243,8 @@ def test_breakdown_is_the_same_from_tempo_and_jaeger_v1():
 def test_breakdown_of_the_embedded_sample_adds_up_and_agrees_with_the_metrics(tmp_path):
     """The bridge's own traces of its sample: every path, the baseline last; per path the
     leaves and uncovered rows account for all of T_actuation, whose percentiles are the
-    metric table's, and every leaf named is a span without children in those traces."""
+    metric table's, and every leaf named is a span without children in those traces (a per-call span, such as
+    an API write, does not count as a child)."""
     from fma_otel.query.readers import read_spans
 
     traces = tmp_path / "sample.jsonl"
@@ -239,7 +258,10 @@ def test_breakdown_of_the_embedded_sample_adds_up_and_agrees_with_the_metrics(tm
     assert {p: b["n"] for p, b in bds.items()} == {"cold_launcher": 1, "warm": 1, "hot": 2, "cold_no_fma": 1}
     metric = {m["path"]: m for m in doc["metrics"] if m["metric"] == "T_actuation"}
     spans = list(read_spans(str(traces), {}))
-    parents = {s.parent_span_id for s in spans}
+    from fma_otel.model import SPANS
+
+    per_call = {d.name for d in SPANS if d.repeated}  # they never make their parent a non-leaf
+    parents = {s.parent_span_id for s in spans if s.name not in per_call}
     leaf_names = {s.name for s in spans if s.span_id not in parents}
     for path, b in bds.items():
         rows = b["rows"]
