@@ -2620,8 +2620,9 @@ def dense_capture(out_dir: str | Path, actuations: int, *, seed: int = 0) -> lis
     """A capture shaped like a busy real DPC log: actuations back to back, no padding.
 
     Why: the padded captures are mostly lines the bridge skips, which says little about
-    the work per wanted line.  Here about half the lines are wanted (every line of an
-    actuation's flow, with the DPC's own retries and enqueues around it), at roughly
+    the work per wanted line.  Here most lines are wanted (every line of an actuation's
+    flow, with the DPC's own retries and enqueues around it: about two thirds since the
+    bridge reads the DPC's API writes too), at roughly
     :data:`DENSE_BYTES_PER_ACTUATION` bytes and :data:`DENSE_LINES_PER_ACTUATION` lines per
     actuation: 8,000 actuations are ~115 MB and ~265k lines, with ~15k Pods in pods.json.
     """
