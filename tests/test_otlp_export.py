@@ -10,6 +10,7 @@ from fma_otel.model import SpanRecord, resource_attributes
 from fma_otel.sinks import otlp_export
 from fma_otel.sinks.otlp_export import ExportError, OtlpSink, otlp_configured
 from tests.support.otlp_receiver import free_port
+from tests.support.serving import serve_in_thread
 
 TRACE = "0af7651916cd43dd8448eb211c80319c"
 T0 = 1_700_000_000_123_456_789
@@ -311,11 +312,10 @@ def test_grpc_core_log_lines_stay_off_the_cli(tmp_path, clean_otlp_env):
     import os
     import subprocess
     import sys
-    import threading
     from http.server import BaseHTTPRequestHandler, HTTPServer
 
     server = HTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    serve_in_thread(server)
     endpoint = f"https://127.0.0.1:{server.server_address[1]}"
     env = {k: v for k, v in os.environ.items() if k != "GRPC_VERBOSITY"}
     args = ["bridge", "-q", "--out", str(tmp_path / "o.jsonl"), "--otlp-endpoint", endpoint]
@@ -344,7 +344,6 @@ def test_grpc_core_log_lines_stay_off_the_cli(tmp_path, clean_otlp_env):
 def test_retry_after_beyond_the_timeout_says_the_status(status, retry_after, clean_otlp_env):
     """The SDK gives up at once (logging no status) when asked to retry later than its
     timeout; the message said 'no success within 10 s' after 0.02 s."""
-    import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     class Busy(BaseHTTPRequestHandler):
@@ -362,7 +361,7 @@ def test_retry_after_beyond_the_timeout_says_the_status(status, retry_after, cle
             self.wfile.write(b"busy")
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Busy)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    serve_in_thread(server)
     endpoint = f"http://127.0.0.1:{server.server_address[1]}"
     try:
         with OtlpSink(endpoint, "http/protobuf", timeout_s=10) as sink:
