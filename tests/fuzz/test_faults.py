@@ -59,6 +59,7 @@ def _assert_export_failure(r, out: Path, want: list[str], endpoint_part: str) ->
     assert list(read_spans(str(out)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
 def test_receiver_down(tmp_path: Path, fast_sink: None, protocol: str) -> None:
     want = _expected_lines(tmp_path)
@@ -139,6 +140,7 @@ def test_out_on_read_only_file_system(tmp_path: Path, clean_otlp_env: pytest.Mon
     _assert_clear_out_error(_bridge("--out", target), target, "read-only file system")
 
 
+@pytest.mark.slow
 def test_show_into_head_exits_0_without_traceback(tmp_path: Path) -> None:
     """``fma-otel show FILE | head -1`` with far more output than a pipe buffer holds."""
     ref = tmp_path / "ref.jsonl"

@@ -65,6 +65,7 @@ def test_bad_slo_spec_exit_2(sample_traces, tmp_path):
     assert len(r.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_png_files_are_valid_and_of_the_stated_size(sample_report):
     assert sample_report.exit_code == 0, sample_report.stderr  # a failed SLO is shown; 'slo' is the gate
     assert "wrote" in sample_report.stderr
@@ -90,6 +91,7 @@ def test_png_files_are_valid_and_of_the_stated_size(sample_report):
     assert 'class="fail">FAIL' in html  # hot p95 of the sample is above 5 s
 
 
+@pytest.mark.slow
 def test_report_is_self_contained_and_small(sample_report):
     html = sample_report.html.read_text()
     for needle in ("<script src", "<link", "@import", "url(http", 'href="http', 'src="http', "<img"):
@@ -163,6 +165,7 @@ def test_trace_url_with_braces_of_its_own(sample_traces, tmp_path):
     assert f'<a class="trace" href="{want}"' in text
 
 
+@pytest.mark.slow
 def test_table_and_breakdown_say_what_a_person_needs(sample_report):
     text = sample_report.html.read_text()
     assert 'id="range">capture covers 2026-' in text and " UTC (" in text
