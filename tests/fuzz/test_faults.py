@@ -39,9 +39,13 @@ def _bridge(*args: str):
     return CliRunner().invoke(main, ["bridge", str(SAMPLE), "-q", *args], catch_exceptions=False)
 
 
-def _expected_lines(tmp_path: Path) -> list[str]:
-    ref = tmp_path / "ref.jsonl"
-    r = _bridge("--out", str(ref))
+@pytest.fixture(scope="module")
+def expected_lines(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """The sample's traces with no export: what every failed export must still have written
+    (made once for the module; the tests only read it)."""
+    ref = tmp_path_factory.mktemp("ref") / "ref.jsonl"
+    no_otel = {k: None for k in os.environ if k.startswith("OTEL_")}
+    r = CliRunner().invoke(main, ["bridge", str(SAMPLE), "-q", "--out", str(ref)], env=no_otel)
     assert r.exit_code == 0, r.stderr
     return ref.read_text().splitlines()
 
@@ -61,8 +65,8 @@ def _assert_export_failure(r, out: Path, want: list[str], endpoint_part: str) ->
 
 @pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
-def test_receiver_down(tmp_path: Path, fast_sink: None, protocol: str) -> None:
-    want = _expected_lines(tmp_path)
+def test_receiver_down(tmp_path: Path, fast_sink: None, expected_lines: list[str], protocol: str) -> None:
+    want = expected_lines
     out = tmp_path / "t.jsonl"
     endpoint = f"http://127.0.0.1:{free_port()}"
     r = _bridge("--out", str(out), "--otlp-endpoint", endpoint, "--otlp-protocol", protocol)
@@ -71,8 +75,8 @@ def test_receiver_down(tmp_path: Path, fast_sink: None, protocol: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
-def test_receiver_slow(tmp_path: Path, fast_sink: None, protocol: str) -> None:
-    want = _expected_lines(tmp_path)
+def test_receiver_slow(tmp_path: Path, fast_sink: None, expected_lines: list[str], protocol: str) -> None:
+    want = expected_lines
     out = tmp_path / "t.jsonl"
     rx_cls = GrpcOtlpReceiver if protocol == "grpc" else HttpOtlpReceiver
     with rx_cls() as rx:
@@ -87,8 +91,10 @@ def test_receiver_slow(tmp_path: Path, fast_sink: None, protocol: str) -> None:
     ("protocol", "answer"),
     [("grpc", "UNAVAILABLE"), ("grpc", "INVALID_ARGUMENT"), ("http/protobuf", 503), ("http/protobuf", 400)],
 )
-def test_receiver_answers_errors(tmp_path: Path, fast_sink: None, protocol: str, answer: str | int) -> None:
-    want = _expected_lines(tmp_path)
+def test_receiver_answers_errors(
+    tmp_path: Path, fast_sink: None, expected_lines: list[str], protocol: str, answer: str | int
+) -> None:
+    want = expected_lines
     out = tmp_path / "t.jsonl"
     rx_cls = GrpcOtlpReceiver if protocol == "grpc" else HttpOtlpReceiver
     with rx_cls() as rx:
