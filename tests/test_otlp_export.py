@@ -63,7 +63,6 @@ def _by_id(spans: list[SpanRecord]) -> dict[str, SpanRecord]:
     return {s.span_id: s for s in spans}
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
 def test_spans_arrive_intact(protocol, otlp_grpc_receiver, otlp_http_receiver, clean_otlp_env):
     rx = otlp_grpc_receiver if protocol == "grpc" else otlp_http_receiver
@@ -91,7 +90,6 @@ def test_spans_arrive_intact(protocol, otlp_grpc_receiver, otlp_http_receiver, c
     assert rx.requests[0].resource_spans[0].scope_spans[0].scope.name == "fma-otel"
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
 def test_headers_arrive(protocol, otlp_grpc_receiver, otlp_http_receiver, clean_otlp_env):
     rx = otlp_grpc_receiver if protocol == "grpc" else otlp_http_receiver
@@ -113,7 +111,6 @@ def test_env_configuration_grpc(otlp_grpc_receiver, clean_otlp_env):
     assert len(otlp_grpc_receiver.spans()) == 3
 
 
-@pytest.mark.slow
 def test_env_configuration_http_base_and_traces_url(otlp_http_receiver, clean_otlp_env):
     # the generic variable is a base URL: /v1/traces is appended
     clean_otlp_env.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", otlp_http_receiver.endpoint)
@@ -234,7 +231,6 @@ def test_closed_sink_and_bad_timeout(clean_otlp_env):
         OtlpSink("http://127.0.0.1:4318", timeout_s=0)
 
 
-@pytest.mark.slow
 def test_http_receiver_accepts_json(otlp_http_receiver):
     """The test receiver also takes OTLP/JSON, for helpers that post the file format."""
     import json
@@ -339,7 +335,6 @@ def test_grpc_core_log_lines_stay_off_the_cli(tmp_path, clean_otlp_env):
     assert (tmp_path / "o.jsonl").stat().st_size > 0  # the file is written whatever the export does
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(("status", "retry_after"), [(503, "30"), (429, "120")])
 def test_retry_after_beyond_the_timeout_says_the_status(status, retry_after, clean_otlp_env):
     """The SDK gives up at once (logging no status) when asked to retry later than its
@@ -423,7 +418,6 @@ def test_trace_id_problems_are_said() -> None:
     assert "start time -1" in otlp_export.span_problem(_with(_spans()[0], start_ns=-1))
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
 @pytest.mark.parametrize("edit", ["start-negative", "end-past-2**64", "int-attribute-past-int64"])
 def test_an_unencodable_trace_is_dropped_and_the_others_arrive(
