@@ -35,3 +35,18 @@ def clean_otlp_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
         if name.startswith("OTEL_"):
             monkeypatch.delenv(name)
     return monkeypatch
+
+
+@pytest.fixture
+def short_otlp_timeout(clean_otlp_env: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """``OtlpSink`` with a 0.5 s budget per batch instead of the CLI's 10 s.
+
+    For tests of an export that fails (collector down, refusing, slow): the budget only
+    bounds how long the failure takes to come; the message and exit code are the same.
+    """
+    import functools
+
+    from fma_otel.sinks import otlp_export
+
+    clean_otlp_env.setattr(otlp_export, "OtlpSink", functools.partial(otlp_export.OtlpSink, timeout_s=0.5))
+    return clean_otlp_env

@@ -203,7 +203,7 @@ def test_export_without_out_prints_the_summary(otlp_http_receiver, clean_otlp_en
 
 
 @pytest.mark.slow
-def test_export_failure_keeps_the_file_and_exits_1(tmp_path: Path, clean_otlp_env) -> None:
+def test_export_failure_keeps_the_file_and_exits_1(tmp_path: Path, short_otlp_timeout) -> None:
     from tests.support.otlp_receiver import free_port
 
     out = tmp_path / "t.jsonl"

@@ -10,6 +10,7 @@ from fma_otel.model import SpanRecord, resource_attributes
 from fma_otel.sinks import otlp_export
 from fma_otel.sinks.otlp_export import ExportError, OtlpSink, otlp_configured
 from tests.support.otlp_receiver import free_port
+from tests.support.serving import serve_in_thread
 
 TRACE = "0af7651916cd43dd8448eb211c80319c"
 T0 = 1_700_000_000_123_456_789
@@ -62,7 +63,6 @@ def _by_id(spans: list[SpanRecord]) -> dict[str, SpanRecord]:
     return {s.span_id: s for s in spans}
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
 def test_spans_arrive_intact(protocol, otlp_grpc_receiver, otlp_http_receiver, clean_otlp_env):
     rx = otlp_grpc_receiver if protocol == "grpc" else otlp_http_receiver
@@ -90,7 +90,6 @@ def test_spans_arrive_intact(protocol, otlp_grpc_receiver, otlp_http_receiver, c
     assert rx.requests[0].resource_spans[0].scope_spans[0].scope.name == "fma-otel"
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
 def test_headers_arrive(protocol, otlp_grpc_receiver, otlp_http_receiver, clean_otlp_env):
     rx = otlp_grpc_receiver if protocol == "grpc" else otlp_http_receiver
@@ -112,7 +111,6 @@ def test_env_configuration_grpc(otlp_grpc_receiver, clean_otlp_env):
     assert len(otlp_grpc_receiver.spans()) == 3
 
 
-@pytest.mark.slow
 def test_env_configuration_http_base_and_traces_url(otlp_http_receiver, clean_otlp_env):
     # the generic variable is a base URL: /v1/traces is appended
     clean_otlp_env.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", otlp_http_receiver.endpoint)
@@ -233,7 +231,6 @@ def test_closed_sink_and_bad_timeout(clean_otlp_env):
         OtlpSink("http://127.0.0.1:4318", timeout_s=0)
 
 
-@pytest.mark.slow
 def test_http_receiver_accepts_json(otlp_http_receiver):
     """The test receiver also takes OTLP/JSON, for helpers that post the file format."""
     import json
@@ -311,11 +308,10 @@ def test_grpc_core_log_lines_stay_off_the_cli(tmp_path, clean_otlp_env):
     import os
     import subprocess
     import sys
-    import threading
     from http.server import BaseHTTPRequestHandler, HTTPServer
 
     server = HTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    serve_in_thread(server)
     endpoint = f"https://127.0.0.1:{server.server_address[1]}"
     env = {k: v for k, v in os.environ.items() if k != "GRPC_VERBOSITY"}
     args = ["bridge", "-q", "--out", str(tmp_path / "o.jsonl"), "--otlp-endpoint", endpoint]
@@ -339,12 +335,10 @@ def test_grpc_core_log_lines_stay_off_the_cli(tmp_path, clean_otlp_env):
     assert (tmp_path / "o.jsonl").stat().st_size > 0  # the file is written whatever the export does
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(("status", "retry_after"), [(503, "30"), (429, "120")])
 def test_retry_after_beyond_the_timeout_says_the_status(status, retry_after, clean_otlp_env):
     """The SDK gives up at once (logging no status) when asked to retry later than its
     timeout; the message said 'no success within 10 s' after 0.02 s."""
-    import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     class Busy(BaseHTTPRequestHandler):
@@ -362,7 +356,7 @@ def test_retry_after_beyond_the_timeout_says_the_status(status, retry_after, cle
             self.wfile.write(b"busy")
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Busy)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    serve_in_thread(server)
     endpoint = f"http://127.0.0.1:{server.server_address[1]}"
     try:
         with OtlpSink(endpoint, "http/protobuf", timeout_s=10) as sink:
@@ -424,7 +418,6 @@ def test_trace_id_problems_are_said() -> None:
     assert "start time -1" in otlp_export.span_problem(_with(_spans()[0], start_ns=-1))
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
 @pytest.mark.parametrize("edit", ["start-negative", "end-past-2**64", "int-attribute-past-int64"])
 def test_an_unencodable_trace_is_dropped_and_the_others_arrive(

@@ -237,6 +237,7 @@ def test_tree_lines_keeps_the_tree_and_adds_the_cycle_after_it() -> None:
     assert got == [(0, root, False), (1, child, False), (0, c1, True), (1, c2, False)]
 
 
+@pytest.mark.slow
 def test_a_very_deep_chain_does_not_exhaust_the_stack() -> None:
     n = 5000
     spans = [

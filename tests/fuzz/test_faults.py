@@ -39,9 +39,13 @@ def _bridge(*args: str):
     return CliRunner().invoke(main, ["bridge", str(SAMPLE), "-q", *args], catch_exceptions=False)
 
 
-def _expected_lines(tmp_path: Path) -> list[str]:
-    ref = tmp_path / "ref.jsonl"
-    r = _bridge("--out", str(ref))
+@pytest.fixture(scope="module")
+def expected_lines(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """The sample's traces with no export: what every failed export must still have written
+    (made once for the module; the tests only read it)."""
+    ref = tmp_path_factory.mktemp("ref") / "ref.jsonl"
+    no_otel = {k: None for k in os.environ if k.startswith("OTEL_")}
+    r = CliRunner().invoke(main, ["bridge", str(SAMPLE), "-q", "--out", str(ref)], env=no_otel)
     assert r.exit_code == 0, r.stderr
     return ref.read_text().splitlines()
 
@@ -59,9 +63,10 @@ def _assert_export_failure(r, out: Path, want: list[str], endpoint_part: str) ->
     assert list(read_spans(str(out)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
-def test_receiver_down(tmp_path: Path, fast_sink: None, protocol: str) -> None:
-    want = _expected_lines(tmp_path)
+def test_receiver_down(tmp_path: Path, fast_sink: None, expected_lines: list[str], protocol: str) -> None:
+    want = expected_lines
     out = tmp_path / "t.jsonl"
     endpoint = f"http://127.0.0.1:{free_port()}"
     r = _bridge("--out", str(out), "--otlp-endpoint", endpoint, "--otlp-protocol", protocol)
@@ -70,8 +75,8 @@ def test_receiver_down(tmp_path: Path, fast_sink: None, protocol: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
-def test_receiver_slow(tmp_path: Path, fast_sink: None, protocol: str) -> None:
-    want = _expected_lines(tmp_path)
+def test_receiver_slow(tmp_path: Path, fast_sink: None, expected_lines: list[str], protocol: str) -> None:
+    want = expected_lines
     out = tmp_path / "t.jsonl"
     rx_cls = GrpcOtlpReceiver if protocol == "grpc" else HttpOtlpReceiver
     with rx_cls() as rx:
@@ -86,8 +91,10 @@ def test_receiver_slow(tmp_path: Path, fast_sink: None, protocol: str) -> None:
     ("protocol", "answer"),
     [("grpc", "UNAVAILABLE"), ("grpc", "INVALID_ARGUMENT"), ("http/protobuf", 503), ("http/protobuf", 400)],
 )
-def test_receiver_answers_errors(tmp_path: Path, fast_sink: None, protocol: str, answer: str | int) -> None:
-    want = _expected_lines(tmp_path)
+def test_receiver_answers_errors(
+    tmp_path: Path, fast_sink: None, expected_lines: list[str], protocol: str, answer: str | int
+) -> None:
+    want = expected_lines
     out = tmp_path / "t.jsonl"
     rx_cls = GrpcOtlpReceiver if protocol == "grpc" else HttpOtlpReceiver
     with rx_cls() as rx:
@@ -139,14 +146,14 @@ def test_out_on_read_only_file_system(tmp_path: Path, clean_otlp_env: pytest.Mon
     _assert_clear_out_error(_bridge("--out", target), target, "read-only file system")
 
 
-def test_show_into_head_exits_0_without_traceback(tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_show_into_head_exits_0_without_traceback(tmp_path: Path, expected_lines: list[str]) -> None:
     """``fma-otel show FILE | head -1`` with far more output than a pipe buffer holds."""
-    ref = tmp_path / "ref.jsonl"
-    assert _bridge("--out", str(ref)).exit_code == 0
-    lines = ref.read_text().splitlines()
+    lines = expected_lines
     many = tmp_path / "many.jsonl"
     with open(many, "w") as fh:
-        for k in range(60):  # distinct trace ids per copy so show renders every copy
+        # distinct trace ids per copy so show renders every copy: ~18 KB each, 5x a pipe's 64 KB
+        for k in range(20):
             for line in lines:
                 tid = json.loads(line)["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"]
                 fh.write(line.replace(tid, f"{k:04x}{tid[4:]}") + "\n")

@@ -33,6 +33,7 @@ def _counted(lines: list[bytes] | list[str], **kw: object) -> tuple[SourceStats,
     return st_, recs
 
 
+@pytest.mark.slow
 @FAST
 @given(st.lists(st.binary(max_size=200), max_size=20))
 def test_arbitrary_bytes_are_counted(lines: list[bytes]) -> None:
@@ -69,6 +70,7 @@ def test_parse_line_raises_only_its_own_error(line: bytes) -> None:
         assert isinstance(rec.msg, str) and isinstance(rec.kv, tuple)
 
 
+@pytest.mark.slow
 @FAST
 @given(st.lists(st.sampled_from(DPC), max_size=40))
 def test_real_lines_in_any_order_are_all_understood(lines: list[bytes]) -> None:

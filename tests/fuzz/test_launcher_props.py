@@ -34,6 +34,7 @@ def _counted(lines: list[bytes] | list[str]) -> SourceStats:
     return st_
 
 
+@pytest.mark.slow
 @FAST
 @given(st.lists(st.binary(max_size=200), max_size=20))
 def test_arbitrary_bytes_are_counted(lines: list[bytes]) -> None:
@@ -54,6 +55,7 @@ def test_mutated_real_lines_are_counted(lines: list[bytes]) -> None:
     _counted(lines)
 
 
+@pytest.mark.slow
 @FAST
 @given(mutated_line(LINES))
 def test_parse_line_raises_only_its_own_error(line: bytes) -> None:
@@ -63,6 +65,7 @@ def test_parse_line_raises_only_its_own_error(line: bytes) -> None:
         assert e.reason
 
 
+@pytest.mark.slow
 @FAST
 @given(st.lists(st.sampled_from(LINES), max_size=40))
 def test_real_header_lines_are_understood(lines: list[bytes]) -> None:

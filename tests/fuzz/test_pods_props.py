@@ -96,6 +96,7 @@ def _bridge_with(pods_path: Path) -> str:
     return dump_traces(s for t in res.traces for s in t)
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.permutations(range(len(EVENTS))), st.lists(st.integers(0, len(EVENTS) - 1), max_size=15))
 def test_pod_order_and_duplicates_do_not_change_traces(

@@ -110,6 +110,7 @@ def test_an_annotation_added_later_arrives_by_the_watch(k8s: FakeCluster, pod_in
     assert pod_info._rv == k8s.get_pod(NAME, NS)["metadata"]["resourceVersion"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("gone_mode", ["event", "http"])
 def test_410_gone_re_reads_the_pod_and_watches_from_the_new_version(
     gone_mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pod_info: PodInfo
@@ -133,6 +134,7 @@ def test_410_gone_re_reads_the_pod_and_watches_from_the_new_version(
         assert wait_until(lambda: _knows(pod_info, "inst-3"), 10)
 
 
+@pytest.mark.slow
 def test_a_dropped_watch_resumes_from_the_last_version_with_the_token_read_again(
     k8s: FakeCluster, pod_info: PodInfo, tmp_path: Path, auth_headers: list[tuple[str, str]]
 ) -> None:
@@ -234,6 +236,7 @@ with TestClient(launcher.app) as client:
 """
 
 
+@pytest.mark.slow
 def test_a_launcher_with_the_lookup_configured_never_imports_the_kubernetes_client(
     k8s: FakeCluster, tmp_path: Path
 ) -> None:

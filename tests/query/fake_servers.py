@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -23,6 +22,7 @@ from urllib.parse import parse_qs, unquote, urlparse
 
 from fma_otel.model import ROOT
 from fma_otel.sinks.otlp_json import export_request
+from tests.support.serving import serve_in_thread
 
 from .gen import Act, spans_of
 
@@ -61,10 +61,9 @@ class FakeServer:
 
         self.httpd = _Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     def __enter__(self) -> FakeServer:
-        self.thread.start()
+        self.thread = serve_in_thread(self.httpd)
         return self
 
     def __exit__(self, *exc: object) -> None:

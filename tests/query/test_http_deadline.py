@@ -19,6 +19,7 @@ from fma_otel.query import QueryError, sources
 from fma_otel.query.harvest import Harvest
 from fma_otel.query.sources import JaegerSource, TempoSource
 from fma_otel.query.stats import build_report
+from tests.support.serving import serve_in_thread
 
 from . import fake_servers
 from .conftest import mixed_acts
@@ -70,10 +71,9 @@ class Trickler:
 
         self.httpd = fake_servers._Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     def __enter__(self) -> Trickler:
-        self.thread.start()
+        self.thread = serve_in_thread(self.httpd)
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from fma_otel.cli import main
 from fma_otel.model import S, SpanRecord
+from tests.support.once import made_once_per_run
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "artifacts"
@@ -19,10 +20,14 @@ T0 = 1_780_000_000 * S
 @pytest.fixture(scope="session")
 def sample_traces(tmp_path_factory: pytest.TempPathFactory) -> str:
     """The bridge's output for its embedded sample: every path, one unfinished actuation."""
-    out = tmp_path_factory.mktemp("sample") / "traces.jsonl"
-    r = CliRunner().invoke(main, ["bridge", "--out", str(out)])
-    assert r.exit_code == 0, r.output
-    return str(out)
+
+    def make(d: Path) -> dict[str, str]:
+        out = d / "traces.jsonl"
+        r = CliRunner().invoke(main, ["bridge", "--out", str(out)])
+        assert r.exit_code == 0, r.output
+        return {"path": str(out)}
+
+    return made_once_per_run(tmp_path_factory, "sample", make)["path"]
 
 
 @dataclass(frozen=True)
@@ -37,16 +42,21 @@ class SampleReport:
 
 @pytest.fixture(scope="session")
 def sample_report(sample_traces: str, tmp_path_factory: pytest.TempPathFactory) -> SampleReport:
-    """The sample's report with an SLO spec (one check fails), two waterfalls and PNGs."""
-    d = tmp_path_factory.mktemp("report")
-    spec = d / "slo.yaml"
-    spec.write_text("- {metric: T_actuation, path: hot, p95: 5s}\n- {hit_rate: hot, min: 0.2}\n")
-    out, png = d / "report.html", d / "png"
-    r = CliRunner().invoke(
-        main,
-        ["report", sample_traces, "--slo", str(spec), "--png", str(png), "--top", "2", "--out", str(out)],
-    )
-    return SampleReport(out, png, r.stderr, r.exit_code)
+    """The sample's report with an SLO spec (one check fails), two waterfalls and PNGs
+    (drawn once per run: the tests only read it)."""
+
+    def make(d: Path) -> dict[str, object]:
+        spec = d / "slo.yaml"
+        spec.write_text("- {metric: T_actuation, path: hot, p95: 5s}\n- {hit_rate: hot, min: 0.2}\n")
+        out, png = d / "report.html", d / "png"
+        r = CliRunner().invoke(
+            main,
+            ["report", sample_traces, "--slo", str(spec), "--png", str(png), "--top", "2", "--out", str(out)],
+        )
+        return {"html": str(out), "png_dir": str(png), "stderr": r.stderr, "exit_code": r.exit_code}
+
+    made = made_once_per_run(tmp_path_factory, "report", make)
+    return SampleReport(Path(made["html"]), Path(made["png_dir"]), made["stderr"], made["exit_code"])
 
 
 def span(

@@ -203,6 +203,7 @@ def test_report_renders_in_chromium(browser, sample_report: SampleReport):
     assert shot.stat().st_size > 10_000
 
 
+@pytest.mark.slow
 def test_empty_report_in_chromium(browser, tmp_path):
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")

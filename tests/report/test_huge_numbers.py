@@ -17,7 +17,6 @@ from fma_otel.cli import main
 from fma_otel.model import A_DPC_SECS, A_MAX, ROOT
 from fma_otel.sinks.otlp_json import export_request
 
-from ..query.conftest import mixed_acts
 from ..query.gen import hot, spans_of, write
 
 pytestmark = pytest.mark.slow
@@ -41,9 +40,15 @@ def _line(span_name: str, key: str, raw: str) -> str:
     return json.dumps(req, separators=(",", ":")).replace(json.dumps(MARK), raw)
 
 
+#: two good hot actuations beside the bad line: enough for every figure kind the bad value
+#: reaches (distributions, trend, a waterfall), a quarter of the drawing of the query tests'
+#: twenty mixed ones (the drawing is nearly all of a report's time)
+BASE = [hot("ok1", 1.0, start_s=100.0), hot("ok2", 2.0, start_s=200.0)]
+
+
 def _report_with(tmp_path, line: str) -> str:
-    """The report page of the query tests' mixed actuations plus ``line``; exit 0 required."""
-    traces = write(str(tmp_path / "t.jsonl"), mixed_acts())
+    """The report page of :data:`BASE` plus ``line``; exit 0 required."""
+    traces = write(str(tmp_path / "t.jsonl"), BASE)
     with open(traces, "a", encoding="utf-8") as fh:
         fh.write(line + "\n")
     out = tmp_path / "r.html"

@@ -68,6 +68,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from tests.support.serving import serve_in_thread
+
 __all__ = [
     "FakeCluster",
     "FakeLauncher",
@@ -506,8 +508,7 @@ class FakeCluster:
         handler = type("Handler", (_Handler,), {"cluster": self})
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-k8s", daemon=True)
-        self._thread.start()
+        self._thread = serve_in_thread(self._server, "fake-k8s")
         return self
 
     def stop(self) -> None:

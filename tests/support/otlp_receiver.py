@@ -36,6 +36,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_serv
 
 from fma_otel.model import SpanRecord
 from fma_otel.sinks.otlp_json import spans_from_request
+from tests.support.serving import serve_in_thread
 
 ExportTraceServiceRequest = trace_service_pb2.ExportTraceServiceRequest
 
@@ -225,8 +226,7 @@ class HttpOtlpReceiver(_Base):
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
         self.endpoint = f"http://127.0.0.1:{self.port}"
-        self._thread = threading.Thread(target=self._server.serve_forever, name="otlp-http-rx", daemon=True)
-        self._thread.start()
+        self._thread = serve_in_thread(self._server, "otlp-http-rx")
         return self
 
     def stop(self) -> None:
