@@ -843,7 +843,10 @@ def iter_klog(
     before every yield and when the iterator ends or is closed, so they are exact whenever
     the caller looks at them between records.
     """
-    prefilter = Prefilter(messages, contains) if messages is not None else None
+    # the prefilter only says "maybe": a line it passes whose parsed message is not wanted
+    # (an unquoted message that quotes a wanted one further on) is ignored, as without it
+    wanted_msgs = frozenset(messages) if messages is not None else None
+    prefilter = Prefilter(wanted_msgs, contains) if wanted_msgs is not None else None
     wanted = prefilter.function() if prefilter is not None else None
     passed: list[bytes | None] = [None]  # the line the search just found (and tested)
     find = prefilter.finder(wanted, passed) if prefilter is not None else None
@@ -948,6 +951,9 @@ def iter_klog(
                 p = _Parsed(line_no, prefix_ns, s)
             except KlogParseError as e:
                 stats.skip(line_no, e.reason)
+                continue
+            if wanted_msgs is not None and p.msg not in wanted_msgs:
+                ignored += 1
                 continue
             understood += 1
             if p.block_key is not None:
