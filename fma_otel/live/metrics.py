@@ -201,7 +201,11 @@ class MetricsServer:
                 "choose another port, or -1 for none"
             ) from None
         self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, name="metrics", daemon=True)
+        # a stop is noticed within 50 ms (serve_forever's default 0.5 s held every watcher
+        # shutdown that long)
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, name="metrics", daemon=True
+        )
 
     @property
     def port(self) -> int:

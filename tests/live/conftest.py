@@ -7,21 +7,6 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.k8s_server import FakeCluster
-from tests.support.serving import POLL_INTERVAL_S
-
-
-@pytest.fixture(autouse=True)
-def _metrics_endpoint_stops_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The watcher's /metrics server, run in-process here, polls for ``shutdown()`` every
-    20 ms instead of ``serve_forever``'s 0.5 s: each stop of an in-process watcher waited
-    that long.  Only how soon a stop is noticed changes; what it serves does not."""
-    from fma_otel.live import metrics
-
-    class QuickToStop(metrics.ThreadingHTTPServer):
-        def serve_forever(self, poll_interval: float = POLL_INTERVAL_S) -> None:
-            super().serve_forever(poll_interval)
-
-    monkeypatch.setattr(metrics, "ThreadingHTTPServer", QuickToStop)
 
 
 @pytest.fixture
