@@ -23,7 +23,7 @@ from opentelemetry.instrumentation.utils import is_http_instrumentation_enabled,
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 from fma_otel import __version__
-from fma_otel.instrument.ids import FORCED_SPAN_ID, DerivedIdGenerator
+from fma_otel.instrument.ids import FORCED_SPAN_ID, FORCED_TRACE_ID, DerivedIdGenerator
 
 logger = logging.getLogger("fma_otel.instrument")
 
@@ -197,14 +197,19 @@ def start_span(
     attributes: dict[str, Any] | None = None,
     start_time: int | None = None,
     span_id: str | None = None,
+    trace_id: int | None = None,
 ) -> trace.Span:
-    """Start a span, with the given hex ``span_id`` when the tracer can honour it."""
+    """Start a span, with the given hex ``span_id`` when the tracer can honour it, and (a
+    root span) the given ``trace_id``."""
     token = FORCED_SPAN_ID.set(int(span_id, 16)) if span_id else None
+    ttoken = FORCED_TRACE_ID.set(trace_id) if trace_id else None
     try:
         return tracer.start_span(
             name, context=context, kind=kind, attributes=attributes, start_time=start_time
         )
     finally:
+        if ttoken is not None:
+            FORCED_TRACE_ID.reset(ttoken)
         if token is not None:
             FORCED_SPAN_ID.reset(token)
 
