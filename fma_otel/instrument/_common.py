@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import sys
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -126,6 +127,28 @@ def begin(instrumentor: Any, kwargs: dict[str, Any]) -> bool:
     return True
 
 
+def dependency_met(instrumentor: Any, name: str) -> bool:
+    """Does the imported module ``name`` meet the instrumentor's requirement on it
+    (``instrumentation_dependencies()``), going by its ``__version__``?
+
+    Why not the installed packages' metadata, as ``BaseInstrumentor`` checks by default:
+    reading it caches the whole site-packages listing in the process (~0.4 MB in the
+    launcher, for every fork to copy).  A module without ``__version__`` passes.
+    """
+    mod = sys.modules.get(name)
+    version = getattr(mod, "__version__", None)
+    if not isinstance(version, str):
+        return True
+    from packaging.requirements import Requirement
+
+    for spec in instrumentor.instrumentation_dependencies():
+        req = Requirement(spec)
+        if req.name == name and not req.specifier.contains(version, prereleases=True):
+            logger.warning("fma-otel: %s %s does not meet %s: not instrumented", name, version, spec)
+            return False
+    return True
+
+
 def wrap_when_imported(instrumentor: Any, module: str, targets: dict[str, Any]) -> None:
     """Wrap ``module``'s ``targets`` (``"Class.method": wrapper``) now if it is imported,
     else when the host imports it (a ``wrapt`` post-import hook).
@@ -138,7 +161,7 @@ def wrap_when_imported(instrumentor: Any, module: str, targets: dict[str, Any]) 
     import wrapt
 
     def hook(mod: Any) -> None:
-        if not getattr(instrumentor, "_on", False):
+        if not getattr(instrumentor, "_on", False) or not dependency_met(instrumentor, module.split(".")[0]):
             return
         for target, wrapper in targets.items():
             cls_name, attr = target.split(".")

@@ -903,6 +903,12 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         self._on = False
         if c.sdk_disabled():
             return
+        try:
+            import fastapi  # noqa: F401 - the launcher's own next import: its version is checked
+        except ImportError:  # pragma: no cover - nothing to patch then (_patch_stack_builder)
+            pass
+        if not c.dependency_met(self, "fastapi"):
+            return
         c.set_owner_pid()
         self._tracers = c.TracerSource(kwargs.get("tracer_provider"))
         self.podinfo: PodInfo = kwargs.get("pod_info") or PodInfo()
