@@ -366,7 +366,9 @@ class FmaLauncherMiddleware:
     ) -> tuple[_RequestState, Any]:
         """Open ``fma.launcher.create_instance``: all attributes in one dict, one SDK call -
         or, when no sampler can look at them (``_defer_attributes``), the span without its
-        attributes, which are built and set after the response (``_finish``)."""
+        attributes, which are built and set after the response (``_finish``); and when the
+        provider can also be given its ids (``_forcing``), not even the span: only its ids
+        are decided here, and it is opened after the response (``_LateSpan``)."""
         owner = self._owner
         tracer = owner.tracer()
         if _defer_attributes(tracer):
