@@ -41,7 +41,9 @@ every configuration alike:
 Usage: ``python benchmarks/bench_fork.py [--rounds 5 --forks 400] [--creates 200
 --copies 2 --seed 0] [--only HTTP] [--paired 150] [--boot 2000]`` (``--rounds 0``,
 ``--creates 0`` or ``--paired 0`` skips a part; ``--only`` keeps the create configurations
-whose name holds the word, plus the base and floors).  Run it on an otherwise idle
+whose name holds the word, plus the base and floors; ``--baseline DIR`` runs each wrapped
+create configuration a second time, ``[baseline]``, with the ``fma_otel`` of another
+checkout, in the same shuffled rounds).  Run it on an otherwise idle
 machine; the defaults take about six minutes, ``--rounds 0 --creates 150 --copies 4
 --only HTTP --paired 0`` about 1.5 minutes.
 """
@@ -565,6 +567,32 @@ def json_kubeconfig(path: str) -> str:
     return path
 
 
+#: Suffix of a wrapped configuration run with ``--baseline``'s ``fma_otel``.
+BASELINE = " [baseline]"
+
+
+def with_baseline(configs: Configs, code: str) -> Configs:
+    """``configs`` and, after them, each wrapped one again with ``fma_otel`` imported from
+    ``code`` (another checkout: ``git archive <commit> fma_otel | tar -x -C DIR``).
+
+    Why: the machine's load moves every create by more than a change to the wrappers does;
+    launchers of both versions in the same rounds, shuffled together, see the same load.
+    """
+    out = dict(configs)
+    for name, (extra, prelude) in configs.items():
+        if extra is not None and name.startswith("wrapped"):
+            out[name + BASELINE] = ({**extra, "PYTHONPATH": os.pathsep.join([code, str(REPO)])}, prelude)
+    return out
+
+
+def compile_baseline(code: str) -> None:
+    """Compile the baseline's ``fma_otel`` into its ``__pycache__`` (see ``installed_bytecode``)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPYCACHEPREFIX"}
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", str(Path(code) / "fma_otel")], env=env, check=True
+    )
+
+
 def select(configs: Configs, only: Sequence[str]) -> Configs:
     """The configurations whose name holds one of ``only`` (all when empty), with the
     unwrapped base and the floors always kept: every ratio needs them."""
@@ -609,6 +637,7 @@ def create_latencies(
     configs: Callable[[dict[str, str]], Configs] = create_configs,
     only: Sequence[str] = (),
     peaks: dict[str, float] | None = None,
+    baseline: str | None = None,
 ) -> PerCopy:
     """Client-side seconds per ``PUT`` create, per launcher of each configuration; with
     ``peaks``, each configuration's largest launcher peak RSS (MiB) after its creates.
@@ -631,6 +660,8 @@ def create_latencies(
         for kind, url in apis.items():
             rx[f"api-{kind}"] = json_kubeconfig(write_kubeconfig(tmp / f"{kind}.json", url))
         table_of = select(configs(rx), only)
+        if baseline:
+            table_of = with_baseline(table_of, baseline)
         running = {
             (name, k): stack.enter_context(launcher(extra, prelude))
             for name, (extra, prelude) in table_of.items()
@@ -885,13 +916,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=150,
         help="creates per mode per launcher of the paired part: --copies launchers, each in every mode (0: skip)",
     )
+    ap.add_argument(
+        "--baseline",
+        metavar="DIR",
+        help="also run each wrapped create configuration with the fma_otel in DIR (another checkout)",
+    )
     args = ap.parse_args(argv)
+    if args.baseline:
+        compile_baseline(args.baseline)
     if args.rounds:
         forks = fork_medians(args.rounds, args.forks)
         print(table("os.fork() in a launcher-like process", forks, BASE))
     if args.creates:
         peaks: dict[str, float] = {}
-        per_copy = create_latencies(args.creates, args.copies, args.seed, only=args.only, peaks=peaks)
+        per_copy = create_latencies(
+            args.creates, args.copies, args.seed, only=args.only, peaks=peaks, baseline=args.baseline
+        )
         ci = bootstrap(per_copy, n_boot=args.boot, seed=args.seed) if args.boot else None
         print()
         print(table("PUT create on the fake launcher", pooled(per_copy), BASE, FLOORS, spreads(per_copy), ci))

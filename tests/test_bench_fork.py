@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -152,6 +153,20 @@ def test_select_keeps_the_base_and_the_floors() -> None:
         "OTEL_EXPORTER_OTLP_ENDPOINT": "http://503"
     }
     assert configs["wrapped, gRPC, collector down"][0]["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://down"
+
+
+def test_baseline_runs_each_wrapped_row_again_with_the_other_fma_otel() -> None:
+    rx = {key: f"http://{key}" for key in [*bf.COLLECTORS, "down"]}
+    configs = bf.select(bf.create_configs(rx), ["HTTP (default), collector up"])
+    both = bf.with_baseline(configs, "/tmp/base")
+    wrapped = [n for n in configs if n.startswith("wrapped")]
+    assert list(both) == list(configs) + [n + bf.BASELINE for n in wrapped]
+    for name in wrapped:
+        env, prelude = both[name + bf.BASELINE]
+        assert env["PYTHONPATH"].split(os.pathsep) == ["/tmp/base", str(bf.REPO)]
+        assert {k: v for k, v in env.items() if k != "PYTHONPATH"} == configs[name][0]
+        assert prelude == configs[name][1]
+    assert "PYTHONPATH" not in configs[wrapped[0]][0]  # the rows of this checkout are unchanged
 
 
 @pytest.mark.slow

@@ -34,10 +34,15 @@ def instrumentors() -> list[Any]:
 def instrument_all(**kwargs: Any) -> None:
     """Instrument everything that is importable; same kwargs as the instrumentors.
 
+    Each instrumentor checks the version of what it wraps on the module itself, once it is
+    imported (``_common.dependency_met``), so the package-metadata check is skipped unless
+    the caller asks for it (``skip_dep_check=False``): it would cache the whole
+    site-packages listing in the launcher, which every fork then copies.
     Never raises: a part that cannot be instrumented is skipped (do no harm).
     """
     from fma_otel.instrument._common import logger
 
+    kwargs.setdefault("skip_dep_check", True)
     for inst in instrumentors():
         try:
             if not inst.is_instrumented_by_opentelemetry:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import sys
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,7 +24,7 @@ from opentelemetry.instrumentation.utils import is_http_instrumentation_enabled,
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 from fma_otel import __version__
-from fma_otel.instrument.ids import FORCED_SPAN_ID, DerivedIdGenerator
+from fma_otel.instrument.ids import FORCED_SPAN_ID, FORCED_TRACE_ID, DerivedIdGenerator
 
 logger = logging.getLogger("fma_otel.instrument")
 
@@ -126,6 +127,28 @@ def begin(instrumentor: Any, kwargs: dict[str, Any]) -> bool:
     return True
 
 
+def dependency_met(instrumentor: Any, name: str) -> bool:
+    """Does the imported module ``name`` meet the instrumentor's requirement on it
+    (``instrumentation_dependencies()``), going by its ``__version__``?
+
+    Why not the installed packages' metadata, as ``BaseInstrumentor`` checks by default:
+    reading it caches the whole site-packages listing in the process (~0.4 MB in the
+    launcher, for every fork to copy).  A module without ``__version__`` passes.
+    """
+    mod = sys.modules.get(name)
+    version = getattr(mod, "__version__", None)
+    if not isinstance(version, str):
+        return True
+    from packaging.requirements import Requirement
+
+    for spec in instrumentor.instrumentation_dependencies():
+        req = Requirement(spec)
+        if req.name == name and not req.specifier.contains(version, prereleases=True):
+            logger.warning("fma-otel: %s %s does not meet %s: not instrumented", name, version, spec)
+            return False
+    return True
+
+
 def wrap_when_imported(instrumentor: Any, module: str, targets: dict[str, Any]) -> None:
     """Wrap ``module``'s ``targets`` (``"Class.method": wrapper``) now if it is imported,
     else when the host imports it (a ``wrapt`` post-import hook).
@@ -138,7 +161,7 @@ def wrap_when_imported(instrumentor: Any, module: str, targets: dict[str, Any]) 
     import wrapt
 
     def hook(mod: Any) -> None:
-        if not getattr(instrumentor, "_on", False):
+        if not getattr(instrumentor, "_on", False) or not dependency_met(instrumentor, module.split(".")[0]):
             return
         for target, wrapper in targets.items():
             cls_name, attr = target.split(".")
@@ -197,14 +220,19 @@ def start_span(
     attributes: dict[str, Any] | None = None,
     start_time: int | None = None,
     span_id: str | None = None,
+    trace_id: int | None = None,
 ) -> trace.Span:
-    """Start a span, with the given hex ``span_id`` when the tracer can honour it."""
+    """Start a span, with the given hex ``span_id`` when the tracer can honour it, and (a
+    root span) the given ``trace_id``."""
     token = FORCED_SPAN_ID.set(int(span_id, 16)) if span_id else None
+    ttoken = FORCED_TRACE_ID.set(trace_id) if trace_id else None
     try:
         return tracer.start_span(
             name, context=context, kind=kind, attributes=attributes, start_time=start_time
         )
     finally:
+        if ttoken is not None:
+            FORCED_TRACE_ID.reset(ttoken)
         if token is not None:
             FORCED_SPAN_ID.reset(token)
 

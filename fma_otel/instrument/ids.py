@@ -22,10 +22,16 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 FORCED_SPAN_ID: contextvars.ContextVar[int | None] = contextvars.ContextVar(
     "fma_forced_span_id", default=None
 )
+#: The trace id the next ``generate_trace_id`` returns (once), or ``None``: a root span
+#: whose random trace id was drawn before the span was opened (a create span opened after
+#: its response, whose forked child already carries that trace id).
+FORCED_TRACE_ID: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "fma_forced_trace_id", default=None
+)
 
 
 class DerivedIdGenerator(IdGenerator):
-    """Random ids, except a span id a wrapper asked for (see module doc)."""
+    """Random ids, except a span or trace id a wrapper asked for (see module doc)."""
 
     def __init__(self, delegate: IdGenerator | None = None) -> None:
         self.delegate = delegate if delegate is not None else RandomIdGenerator()
@@ -38,6 +44,10 @@ class DerivedIdGenerator(IdGenerator):
         return self.delegate.generate_span_id()
 
     def generate_trace_id(self) -> int:
+        forced = FORCED_TRACE_ID.get()
+        if forced is not None:
+            FORCED_TRACE_ID.set(None)
+            return forced
         return self.delegate.generate_trace_id()
 
     def is_trace_id_random(self) -> bool:

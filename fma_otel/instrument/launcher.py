@@ -58,6 +58,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status,
 from fma_otel import model
 from fma_otel.instrument import _common as c
 from fma_otel.instrument import redact, vllm_phases
+from fma_otel.instrument.ids import DerivedIdGenerator
 from fma_otel.instrument.podinfo import PodInfo, PodLookup
 from fma_otel.instrument.vllm_watch import A_LAG_HINT, A_PORT, LAG_RULE, StartupWatch, instance_port
 
@@ -365,13 +366,21 @@ class FmaLauncherMiddleware:
     ) -> tuple[_RequestState, Any]:
         """Open ``fma.launcher.create_instance``: all attributes in one dict, one SDK call -
         or, when no sampler can look at them (``_defer_attributes``), the span without its
-        attributes, which are built and set after the response (``_finish``)."""
+        attributes, which are built and set after the response (``_finish``); and when the
+        provider can also be given its ids (``_forcing``), not even the span: only its ids
+        are decided here, and it is opened after the response (``_LateSpan``)."""
         owner = self._owner
-        if _defer_attributes(owner.tracer()):
+        tracer = owner.tracer()
+        if _defer_attributes(tracer):
             join_attrs: dict[str, Any] = {}
-            span, join, trace_hex, parent = _open_create(
-                owner, join_attrs, t0, parent, psc, look, trace_hex, deferred=True
-            )
+            if _forcing(tracer):
+                # Every id is known now: the span itself is opened after the response.
+                join, trace_hex, parent, span_id = _decide(owner, join_attrs, parent, psc, look, trace_hex)
+                span: Any = _LateSpan(tracer, parent, trace_hex, span_id, t0)
+            else:
+                span, join, trace_hex, parent = _open_create(
+                    owner, join_attrs, t0, parent, psc, look, trace_hex, deferred=True
+                )
             st = _RequestState(span, True, join, instance_id, trace_hex)
             st.scope, st.headers, st.deferred = scope, headers, join_attrs
             return st, trace.set_span_in_context(span, parent)
@@ -397,6 +406,32 @@ def _open_create(
 
     ``attrs`` gets the join's attributes; ``deferred``: the span is started without any
     (the caller sets them, after the request's own, once the response is sent)."""
+    join, trace_hex, parent, span_id = _decide(owner, attrs, parent, psc, look, trace_hex)
+    span = c.start_span(
+        owner.tracer(),
+        CREATE_SPAN,
+        context=parent,
+        kind=SpanKind.SERVER,
+        attributes=None if deferred else attrs,
+        start_time=t0,
+        span_id=span_id,
+    )
+    return span, join, trace_hex, parent
+
+
+def _decide(
+    owner: LauncherInstrumentor,
+    attrs: dict[str, Any],
+    parent: Any,
+    psc: SpanContext | None,
+    look: PodLookup | None,
+    trace_hex: str = "",
+) -> tuple[str, str, Any, str | None]:
+    """What the create span's start needs: ``(join, trace hex, parent context, span id)``
+    - the trace hex empty and the span id ``None`` for a trace of its own (random ids).
+
+    ``attrs`` gets the join's attributes.  The span's ordinal is taken here, in the order
+    the creates arrive, whenever the span itself is opened."""
     if psc is not None:
         join = JOIN_TRACEPARENT
         trace_hex = trace_hex or format(psc.trace_id, "032x")
@@ -420,16 +455,7 @@ def _open_create(
     if trace_hex:
         span_id = model.span_id_for(trace_hex, CREATE_SPAN, owner.ordinals.next(trace_hex, CREATE_SPAN))
     attrs[A_JOIN] = join
-    span = c.start_span(
-        owner.tracer(),
-        CREATE_SPAN,
-        context=parent,
-        kind=SpanKind.SERVER,
-        attributes=None if deferred else attrs,
-        start_time=t0,
-        span_id=span_id,
-    )
-    return span, join, trace_hex, parent
+    return join, trace_hex, parent, span_id
 
 
 def _create_attrs(scope: dict[str, Any], headers: dict[str, str], instance_id: str) -> dict[str, Any]:
@@ -535,33 +561,35 @@ def _annotation_parent(uid: str) -> tuple[str, str, Any]:
     return hit
 
 
-class _PendingSpan:
-    """Stands in for a deferred create span (``_defer_create``) during the request: keeps
-    what the request records, and on ``end`` queues itself for the resolver thread, which
-    opens the real span - receipt instant, derived ids once the Pod answer is known - and
-    replays it all.  The request never waits on the API server."""
+class _Buffered(trace.Span):
+    """A create span's stand-in during its request: keeps what the request records on it
+    (attributes, events, exceptions, a status, a name) for the real span, opened later
+    (``replay``).  A ``Span``, so that code inside the request finds it as the current span."""
 
-    __slots__ = ("owner", "attrs", "t0", "events", "status", "end_time", "state", "request", "deadline")
+    __slots__ = ("attrs", "events", "status", "t0", "exceptions", "name")
 
-    def __init__(self, owner: LauncherInstrumentor, attrs: dict[str, Any], t0: int) -> None:
-        self.owner = owner
+    def __init__(self, attrs: dict[str, Any], t0: int) -> None:
         self.attrs = attrs
         self.t0 = t0
         self.events: list[tuple[str, dict[str, Any], int]] = []
         self.status: Status | None = None
-        self.end_time: int | None = None
-        self.state: _RequestState | None = None
-        #: ``(scope, headers, instance id)``: the request's attributes are built from it at
-        #: ``end`` (after the response), before what the request set on the span.
-        self.request: tuple[dict[str, Any], dict[str, str], str] | None = None
-        #: ``time.monotonic()`` until which its Pod answer is waited for (set at ``end``).
-        self.deadline = 0.0
+        self.exceptions: list[tuple[BaseException, Any, int | None, bool]] = []
+        self.name: str | None = None
+
+    def update_name(self, name: str) -> None:
+        self.name = name
+
+    def record_exception(
+        self,
+        exception: BaseException,
+        attributes: Any = None,
+        timestamp: int | None = None,
+        escaped: bool = False,
+    ) -> None:
+        self.exceptions.append((exception, attributes, timestamp or time.time_ns(), escaped))
 
     def is_recording(self) -> bool:
         return True
-
-    def get_span_context(self) -> SpanContext:
-        return trace.INVALID_SPAN_CONTEXT
 
     def set_attribute(self, key: str, value: Any) -> None:
         self.attrs[key] = value
@@ -576,6 +604,124 @@ class _PendingSpan:
         self, name: str, attributes: dict[str, Any] | None = None, timestamp: int | None = None
     ) -> None:
         self.events.append((name, dict(attributes or {}), timestamp or time.time_ns()))
+
+    def replay(self, span: trace.Span, attributes: bool = True) -> None:
+        """Give ``span`` what was recorded here (``attributes``: the attributes too)."""
+        if attributes and self.attrs:
+            span.set_attributes(self.attrs)
+        for name, attrs, ts in self.events:
+            span.add_event(name, attrs, ts)
+        for exc, attrs, ts, escaped in self.exceptions:
+            span.record_exception(exc, attrs, ts, escaped)
+        if self.status is not None:
+            span.set_status(self.status)
+        if self.name is not None:
+            span.update_name(self.name)
+
+
+class _LateSpan(_Buffered):
+    """The create span during its request when all its ids are known at receipt (a
+    ``traceparent``, the Pod's cached answer, or a trace of its own): the request makes no
+    SDK call; the span is opened right after the response is sent (``_open_late``), with
+    the receipt instant and exactly these ids.
+
+    Why: opening a span on the request path cost about as much as a bare SDK span, and
+    every page it writes before the fork is one more the fork and the child share.  Its
+    context is the span's own (the forked child's ``TRACEPARENT``, and any span made inside
+    the request, hang from it).  A trace of its own draws its random ids here, from the
+    provider's ``DerivedIdGenerator``, which then gives them to the span; the sampling
+    decision is the tracer's sampler's, asked now with what the SDK will ask it (the
+    sampler is one of the SDK's own, which look at neither attributes nor time:
+    ``_defer_attributes``), so the child's flags are the span's.
+    """
+
+    __slots__ = ("tracer", "parent", "sc", "own_trace")
+
+    def __init__(self, tracer: Any, parent: Any, trace_hex: str, span_id: str | None, t0: int) -> None:
+        super().__init__({}, t0)
+        self.tracer = tracer
+        self.parent = parent
+        gen = tracer.id_generator
+        #: A trace of its own: the random trace id the span must be given.
+        self.own_trace = 0 if trace_hex else gen.generate_trace_id()
+        tid = int(trace_hex, 16) if trace_hex else self.own_trace
+        sid = int(span_id, 16) if span_id else gen.generate_span_id()
+        result = tracer.sampler.should_sample(parent, tid, CREATE_SPAN, SpanKind.SERVER)
+        flags = TraceFlags.SAMPLED if result.decision.is_sampled() else TraceFlags.DEFAULT
+        # The W3C "random trace id" flag, as the SDK sets it (where it knows the flag).
+        psc = trace.get_current_span(parent).get_span_context()
+        if _RANDOM_FLAG and (
+            gen.is_trace_id_random() if not psc.is_valid else psc.trace_flags & _RANDOM_FLAG
+        ):
+            flags |= _RANDOM_FLAG
+        self.sc = SpanContext(
+            trace_id=tid,
+            span_id=sid,
+            is_remote=False,
+            trace_flags=TraceFlags(flags),
+            trace_state=result.trace_state,
+        )
+
+    def get_span_context(self) -> SpanContext:
+        return self.sc
+
+    def end(self, end_time: int | None = None) -> None:
+        """Never opened (``_open_late`` failed): nothing to end."""
+
+
+#: ``TraceFlags.RANDOM_TRACE_ID`` where the API has it (W3C Trace Context Level 2), else 0.
+_RANDOM_FLAG = int(getattr(TraceFlags, "RANDOM_TRACE_ID", 0))
+
+
+def _forcing(tracer: Any) -> bool:
+    """Does the tracer take its ids from a ``DerivedIdGenerator`` (so a span opened later can
+    be given the ids its request already handed out)?"""
+    return isinstance(getattr(tracer, "id_generator", None), DerivedIdGenerator)
+
+
+def _open_late(st: _RequestState) -> None:
+    """Open the create span of a ``_LateSpan`` (after the response; never raises): the
+    receipt instant, the ids its request handed out, then what the request recorded."""
+    late = st.span
+    try:
+        assert isinstance(late, _LateSpan)
+        sc = late.sc
+        span = c.start_span(
+            late.tracer,
+            CREATE_SPAN,
+            context=late.parent,
+            kind=SpanKind.SERVER,
+            start_time=late.t0,
+            span_id=format(sc.span_id, "016x"),
+            trace_id=late.own_trace or None,
+        )
+        late.replay(span)
+        st.span = span
+    except Exception:  # noqa: BLE001 - do no harm
+        c.logger.debug("fma-otel: opening a create span after its response failed", exc_info=True)
+
+
+class _PendingSpan(_Buffered):
+    """Stands in for a deferred create span (``_defer_create``) during the request: keeps
+    what the request records, and on ``end`` queues itself for the resolver thread, which
+    opens the real span - receipt instant, derived ids once the Pod answer is known - and
+    replays it all.  The request never waits on the API server."""
+
+    __slots__ = ("owner", "end_time", "state", "request", "deadline")
+
+    def __init__(self, owner: LauncherInstrumentor, attrs: dict[str, Any], t0: int) -> None:
+        super().__init__(attrs, t0)
+        self.owner = owner
+        self.end_time: int | None = None
+        self.state: _RequestState | None = None
+        #: ``(scope, headers, instance id)``: the request's attributes are built from it at
+        #: ``end`` (after the response), before what the request set on the span.
+        self.request: tuple[dict[str, Any], dict[str, str], str] | None = None
+        #: ``time.monotonic()`` until which its Pod answer is waited for (set at ``end``).
+        self.deadline = 0.0
+
+    def get_span_context(self) -> SpanContext:
+        return trace.INVALID_SPAN_CONTEXT
 
     def end(self, end_time: int | None = None) -> None:
         self.end_time = end_time or time.time_ns()
@@ -649,10 +795,7 @@ def _resolve(pending: _PendingSpan) -> None:
     # holding its instance's process and sentinel pipe - would grow with the create rate).
     look = owner.podinfo.wait_for(st.instance_id, max(0.0, pending.deadline - time.monotonic()))
     span, join, trace_hex, _ = _open_create(owner, pending.attrs, pending.t0, None, None, look)
-    for name, attrs, ts in pending.events:
-        span.add_event(name, attrs, ts)
-    if pending.status is not None:
-        span.set_status(pending.status)
+    pending.replay(span, attributes=False)  # its attributes were given at the start
     st.span, st.join, st.trace_hex = span, join, trace_hex
     span.end(end_time=pending.end_time)
     if st.resolved is not None:
@@ -761,6 +904,12 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     def _instrument(self, **kwargs: Any) -> None:
         self._on = False
         if c.sdk_disabled():
+            return
+        try:
+            import fastapi  # noqa: F401 - the launcher's own next import: its version is checked
+        except ImportError:  # pragma: no cover - nothing to patch then (_patch_stack_builder)
+            pass
+        if not c.dependency_met(self, "fastapi"):
             return
         c.set_owner_pid()
         self._tracers = c.TracerSource(kwargs.get("tracer_provider"))
@@ -912,6 +1061,8 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         (or ``stop``) opens the span as before.
         """
         global _PENDING_CHILD_ENV
+        if st.span.__class__ is _LateSpan:
+            _open_late(st)  # first: the startup span's opener may hang from it
         if st.result is not None:
             _note_create_result(st)
         after = st.after

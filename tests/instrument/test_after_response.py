@@ -1,4 +1,5 @@
-"""The create path does nothing between the fork and the response that can wait.
+"""The create path does nothing between the fork and the response that can wait - and
+nothing before the fork either that can: its span is opened after the response.
 
 Why: after the fork every page the launcher writes is first copied while the child shares
 it (~5 us a page on these VMs), so registering the startup watch with the poller and
@@ -15,14 +16,18 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import StatusCode
 
+from fma_otel import model
 from fma_otel.instrument import launcher as lw
 from fma_otel.instrument import vllm_watch
 from fma_otel.instrument.launcher import STARTUP_SPAN
-from tests.instrument.conftest import Tracing, wait_until
+from tests.instrument.conftest import Tracing, no_pod, wait_until
 from tests.support.otlp_receiver import free_port
 
 
@@ -161,3 +166,81 @@ def test_a_start_after_the_response_was_sent_registers_at_once(
     (startup,) = tracing.spans(STARTUP_SPAN)
     assert startup.status.status_code is StatusCode.OK
     assert startup.parent.span_id == span.get_span_context().span_id
+
+
+class _Starts(SpanProcessor):
+    """Logs each span's start into ``events`` (the order against the response's sends)."""
+
+    def __init__(self, events: list[str]) -> None:
+        self.events = events
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        self.events.append(f"start {span.name}")
+
+
+@pytest.mark.parametrize("joined", [False, True], ids=["own-trace", "traceparent"])
+def test_the_create_span_is_opened_after_the_response_with_the_ids_its_child_got(
+    instrumented: tuple[Tracing, Any], joined: bool
+) -> None:
+    """The request makes no SDK call for its create span: the span is opened once the
+    response is sent, at the receipt instant, with the ids the request handed its child."""
+    tracing, launcher = instrumented
+    rec = _Recorder(launcher.app)
+    tracing.provider.add_span_processor(_Starts(rec.events))
+    port = free_port()
+    cfg = {"options": f"--model m --port {port} --fake-health-delay 0", "env_vars": {}}
+    trace_hex = "4bf92f3577b34da6a3ce929d0e0e4736"
+    headers = {"traceparent": f"00-{trace_hex}-00f067aa0ba902b7-01"} if joined else {}
+    with TestClient(rec) as client:
+        t_sent = time.time_ns()
+        assert client.put("/v2/vllm/instances/late-open", json=cfg, headers=headers).status_code == 201
+        assert wait_until(lambda: tracing.spans(STARTUP_SPAN), 5)
+        env = httpx.get(f"http://127.0.0.1:{port}/debug/env", timeout=2).json()
+        client.delete("/v2/vllm/instances/late-open")
+    assert rec.events[:3] == ["http.response.start", "http.response.body", f"start {lw.CREATE_SPAN}"]
+    (create,) = tracing.spans(lw.CREATE_SPAN)
+    (startup,) = tracing.spans(STARTUP_SPAN)
+    assert t_sent <= create.start_time < create.end_time
+    assert create.attributes[lw.A_JOIN] == (lw.JOIN_TRACEPARENT if joined else lw.JOIN_NONE)
+    sc = startup.context
+    assert sc.trace_id == create.context.trace_id
+    assert env["TRACEPARENT"] == f"00-{sc.trace_id:032x}-{sc.span_id:016x}-{int(sc.trace_flags):02x}"
+    if joined:
+        assert f"{sc.trace_id:032x}" == trace_hex
+        assert f"{create.context.span_id:016x}" == model.span_id_for(trace_hex, lw.CREATE_SPAN, 0)
+    else:
+        assert create.parent is None
+        assert startup.parent.span_id == create.context.span_id  # under the create span itself
+
+
+def test_a_provider_that_cannot_force_ids_opens_the_create_span_on_the_request(
+    fake_launcher: Any,
+) -> None:
+    """Without ``DerivedIdGenerator`` a span opened later could not be given the ids the
+    child already got: the span is opened at receipt, as before, and still matches them."""
+    tracing = Tracing()
+    tracing.provider = TracerProvider()
+    tracing.provider.add_span_processor(SimpleSpanProcessor(tracing.exporter))
+    rec = _Recorder(fake_launcher.app)
+    tracing.provider.add_span_processor(_Starts(rec.events))
+    inst = lw.LauncherInstrumentor()
+    inst.instrument(
+        tracer_provider=tracing.provider, pod_info=no_pod(), configure_sdk=False, skip_dep_check=True
+    )
+    port = free_port()
+    cfg = {"options": f"--model m --port {port} --fake-health-delay 0", "env_vars": {}}
+    try:
+        with TestClient(rec) as client:
+            assert client.put("/v2/vllm/instances/early-open", json=cfg).status_code == 201
+            assert wait_until(lambda: tracing.spans(STARTUP_SPAN), 5)
+            env = httpx.get(f"http://127.0.0.1:{port}/debug/env", timeout=2).json()
+            client.delete("/v2/vllm/instances/early-open")
+    finally:
+        inst.uninstrument()
+    assert rec.events[:2] == [f"start {lw.CREATE_SPAN}", "http.response.start"]
+    (create,) = tracing.spans(lw.CREATE_SPAN)
+    (startup,) = tracing.spans(STARTUP_SPAN)
+    assert startup.parent.span_id == create.context.span_id
+    # The child's trace is the create's (its span id is the derived one, which a provider
+    # without the generator does not give the startup span: it warns about that).
+    assert env["TRACEPARENT"].split("-")[1] == f"{create.context.trace_id:032x}"

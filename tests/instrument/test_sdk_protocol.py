@@ -160,7 +160,8 @@ def test_http_exporter_uses_urllib3_not_requests(monkeypatch: pytest.MonkeyPatch
 
 @pytest.mark.slow
 def test_wrapped_process_never_imports_requests(tmp_path: Path) -> None:
-    """The point of the urllib3 transport: ``requests`` stays out of the launcher."""
+    """The point of the urllib3 transport: ``requests`` stays out of the launcher; and with
+    no proxy variable, so does ``urllib.request`` (read only to apply a proxy)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_") and "PROXY" not in k.upper()}
     env["OTEL_EXPORTER_OTLP_ENDPOINT"] = "http://127.0.0.1:9"
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
@@ -169,10 +170,21 @@ def test_wrapped_process_never_imports_requests(tmp_path: Path) -> None:
         "from opentelemetry import trace\n"
         "trace.get_tracer('t').start_span('x').end()\n"
         "trace.get_tracer_provider().force_flush(2000)\n"
-        "print('requests' in sys.modules, 'urllib3' in sys.modules)\n"
+        "print('requests' in sys.modules, 'urllib3' in sys.modules, 'urllib.request' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
-    assert out.stdout.split() == ["False", "True"], out.stderr
+    assert out.stdout.split() == ["False", "True", "False"], out.stderr
+
+
+@pytest.mark.parametrize("name", ["HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"])
+def test_any_proxy_variable_is_still_seen(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    _no_proxy(monkeypatch)
+    url = f"{name[:-6].lower()}://collector.example:4318/v1/traces"
+    assert not _sdk.proxy_applies(url)
+    monkeypatch.setenv(name, "http://proxy.example:3128")
+    assert _sdk.proxy_applies(url)
+    monkeypatch.setenv("no_proxy", "collector.example")
+    assert not _sdk.proxy_applies(url)
 
 
 def test_proxied_endpoint_keeps_requests(monkeypatch: pytest.MonkeyPatch) -> None:
