@@ -208,6 +208,12 @@ _CL_W = frozenset({COLD_LAUNCHER, WARM})
 
 ROOT = "fma.request"
 
+
+def _api_write(name: str, paths: frozenset[str], parent: str) -> SpanDef:
+    """A DPC Kubernetes API write: ``k8sCallStartTime`` -> its line's log time, one per call."""
+    return SpanDef(name, None, "D.write.start", "D.write.end", paths, parent, CLIENT, repeated=True)
+
+
 SPANS: tuple[SpanDef, ...] = (
     SpanDef(ROOT, None, ("R.created", "D.unbound"), "R.ready", _ALL, None),
     SpanDef("fma.requester.schedule", None, "R.created", "R.scheduled", _ALL, ROOT),
@@ -217,36 +223,9 @@ SPANS: tuple[SpanDef, ...] = (
     # the DPC's Kubernetes API writes, one span per write line (``Actuation.calls``): start
     # ``k8sCallStartTime`` (exact), end the line's log time (1 µs; for the two binds that is
     # ``D.bound``, for the unbind ``D.unbound``)
-    SpanDef(
-        "fma.dpc.create_launcher_pod",
-        None,
-        "D.write.start",
-        "D.write.end",
-        frozenset({COLD_LAUNCHER}),
-        "fma.dpc.bind",
-        CLIENT,
-        repeated=True,
-    ),
-    SpanDef(
-        "fma.dpc.bind_pod",
-        None,
-        "D.write.start",
-        "D.write.end",
-        frozenset({WARM, HOT}),
-        "fma.dpc.bind",
-        CLIENT,
-        repeated=True,
-    ),
-    SpanDef(
-        "fma.dpc.unbind_pod",
-        None,
-        "D.write.start",
-        "D.write.end",
-        frozenset({COLD_LAUNCHER, WARM, HOT, UNKNOWN}),
-        ROOT,
-        CLIENT,
-        repeated=True,
-    ),
+    _api_write("fma.dpc.create_launcher_pod", frozenset({COLD_LAUNCHER}), "fma.dpc.bind"),
+    _api_write("fma.dpc.bind_pod", frozenset({WARM, HOT}), "fma.dpc.bind"),
+    _api_write("fma.dpc.unbind_pod", frozenset({COLD_LAUNCHER, WARM, HOT, UNKNOWN}), ROOT),
     SpanDef(
         "fma.launcher.cold_start",
         "T_cold_launcher",
@@ -347,26 +326,8 @@ SPANS: tuple[SpanDef, ...] = (
         "fma.readiness.relay",
         CLIENT,
     ),
-    SpanDef(
-        "fma.dpc.label_launcher_pod",
-        None,
-        "D.write.start",
-        "D.write.end",
-        FMA_PATHS,
-        "fma.readiness.relay",
-        CLIENT,
-        repeated=True,
-    ),
-    SpanDef(
-        "fma.dpc.set_requester_status",
-        None,
-        "D.write.start",
-        "D.write.end",
-        FMA_PATHS,
-        "fma.readiness.relay",
-        CLIENT,
-        repeated=True,
-    ),
+    _api_write("fma.dpc.label_launcher_pod", FMA_PATHS, "fma.readiness.relay"),
+    _api_write("fma.dpc.set_requester_status", FMA_PATHS, "fma.readiness.relay"),
     SpanDef("fma.kubelet.probe", None, "D.relayed", "R.ready", FMA_PATHS, "fma.actuation"),
 )
 
