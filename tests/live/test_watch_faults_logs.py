@@ -191,7 +191,9 @@ def test_trace_waits_for_a_launcher_log_that_is_reconnecting(k8s: FakeCluster, t
 def test_trace_waits_for_the_dpc_log_past_the_relay_wait(k8s: FakeCluster, tmp_path: Path) -> None:
     """The DPC log is down longer than the 30 s relay wait: the traces still wait for it.
 
-    The watcher's clock is moved 31 s ahead instead of waiting.
+    The watcher's clock is moved 31 s ahead instead of waiting.  ``--grace`` 2 s: once the
+    log is back, its backlog must be read before the traces go (under load it can take longer
+    than the replay's usual 0.3 s, and a trace would then miss the DPC's later lines).
     """
     import time
 
@@ -200,7 +202,7 @@ def test_trace_waits_for_the_dpc_log_past_the_relay_wait(k8s: FakeCluster, tmp_p
     want = _complete(offline_traces(cap, tmp_path))
     out = tmp_path / "out.jsonl"
     shift = [0.0]
-    iw = InProcessWatcher(k8s, tmp_path)
+    iw = InProcessWatcher(k8s, tmp_path, grace_s=2.0)
     iw.watcher.clock = lambda: time.time() + shift[0]
     with iw:
         k8s.inject_error("GET", f"/pods/{DPC_POD}/log$", 503, count=10**6)
