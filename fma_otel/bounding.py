@@ -87,7 +87,8 @@ class Bounds:
 
     def write(self, name: str, call_start_ns: int | None, log_ns: int, source: str) -> None:
         """A DPC API write: the object change lies in ``[k8sCallStartTime, log time]``."""
-        if call_start_ns is not None and call_start_ns <= log_ns + M.US - 1:
+        if _usable_write(call_start_ns, log_ns):
+            assert call_start_ns is not None
             self.add(name, I.api_write(call_start_ns, log_ns, source))
 
     def before(
@@ -177,11 +178,19 @@ def instant_of(f: I.Fused) -> M.Instant:
     )
 
 
+def _exact(t_ns: int, source: str) -> M.Instant:
+    """An exact instant on the DPC's clock, alone (one end of a span made per call)."""
+    return instant_of(I.fuse([I.Bound(t_ns, t_ns, source, I.CLOCK_DPC, value=t_ns)]))
+
+
+def _usable_write(call_start_ns: int | None, log_ns: int) -> bool:
+    """A write line's ``k8sCallStartTime`` is there and not after the line's own log time."""
+    return call_start_ns is not None and call_start_ns <= log_ns + M.US - 1
+
+
 def exact_call(start_ns: int, end_ns: int, source: str) -> tuple[M.Instant, M.Instant]:
     """An HTTP call's start and end as two exact instants (for spans made per call)."""
-    s = I.fuse([I.Bound(start_ns, start_ns, source, I.CLOCK_DPC, value=start_ns)])
-    e = I.fuse([I.Bound(end_ns, end_ns, source, I.CLOCK_DPC, value=end_ns)])
-    return instant_of(s), instant_of(e)
+    return _exact(start_ns, source), _exact(end_ns, source)
 
 
 def write_call(call_start_ns: int | None, log_ns: int, source: str) -> tuple[M.Instant, M.Instant] | None:
@@ -192,10 +201,9 @@ def write_call(call_start_ns: int | None, log_ns: int, source: str) -> tuple[M.I
     ``None`` when the line has no ``k8sCallStartTime`` (older DPCs) or one after its own log
     time: such a line gives no span, nothing is made up for it.
     """
-    if call_start_ns is None or call_start_ns > log_ns + M.US - 1:
+    if not _usable_write(call_start_ns, log_ns):
         return None
-    s = I.fuse(
-        [I.Bound(call_start_ns, call_start_ns, source + "/k8sCallStartTime", I.CLOCK_DPC, call_start_ns)]
+    assert call_start_ns is not None
+    return _exact(call_start_ns, source + "/k8sCallStartTime"), instant_of(
+        I.fuse([I.klog_time(log_ns, source)])
     )
-    e = I.fuse([I.klog_time(log_ns, source)])
-    return instant_of(s), instant_of(e)

@@ -668,16 +668,19 @@ class Correlator:
         relay = _last_call_by(fs, F.RELAY_CALL, relayed.t_ns + M.US - 1 if relayed else None)
 
         container = self.baseline_container if baseline else P.REQUESTER_CONTAINER
-        arrived = self._arrived_bounds(b)
         if rnd == 1:
             b.k8s("R.created", P.created_ns(pod), "k8s:creationTimestamp", apiserver)
             # PodScheduled=True is set by the API server when it records the binding
             b.k8s("R.scheduled", P.condition_true_ns(pod, "PodScheduled"), "k8s:PodScheduled", apiserver)
             b.before("R.scheduled", self._scheduled.get(uid), SCHEDULED_EVENT, I.CLOCK_SCHEDULER, M.US)
             b.k8s("R.started", P.container_started_ns(pod, container), "k8s:startedAt", kubelet)
-            arrived(uid, "R.created", ARRIVAL_CREATED, P.created_ns(pod))
-            arrived(uid, "R.scheduled", ARRIVAL_SCHEDULED, P.condition_true_ns(pod, "PodScheduled"))
-            arrived(uid, "R.started", ARRIVAL_STARTED, P.container_started_ns(pod, container))
+            self._bound_by_arrival(b, uid, "R.created", ARRIVAL_CREATED, P.created_ns(pod))
+            self._bound_by_arrival(
+                b, uid, "R.scheduled", ARRIVAL_SCHEDULED, P.condition_true_ns(pod, "PodScheduled")
+            )
+            self._bound_by_arrival(
+                b, uid, "R.started", ARRIVAL_STARTED, P.container_started_ns(pod, container)
+            )
             if relayed and relayed.ref_ns is not None:
                 b.k8s("R.created", relayed.ref_ns, "dpc:requesterCreateTime", apiserver)
             gpu_any = first(F.GPU_QUERY)
@@ -714,7 +717,7 @@ class Correlator:
         readies = sorted(t for t in (track.ready_true if track else ()) if lo_s <= t < hi)
         ready_s = readies[0] if readies else None
         b.k8s("R.ready", ready_s, "k8s:Ready", kubelet)
-        arrived(uid, "R.ready", ARRIVAL_READY, ready_s)
+        self._bound_by_arrival(b, uid, "R.ready", ARRIVAL_READY, ready_s)
         if ready_s is not None and relay is not None:
             # the requester turns Ready only after the DPC told it to become ready ...
             b.after("R.ready", relay.start_ns, "dpc:HTTP call done/relay_ready/start")
@@ -822,8 +825,8 @@ class Correlator:
             b.k8s("L.created", P.created_ns(lpod), "k8s:creationTimestamp", apiserver)
             l_sched = P.condition_true_ns(lpod, "PodScheduled")
             luid = P.uid(lpod) or ""
-            arrived(luid, "L.created", ARRIVAL_CREATED, P.created_ns(lpod))
-            arrived(luid, "L.scheduled", ARRIVAL_SCHEDULED, l_sched)
+            self._bound_by_arrival(b, luid, "L.created", ARRIVAL_CREATED, P.created_ns(lpod))
+            self._bound_by_arrival(b, luid, "L.scheduled", ARRIVAL_SCHEDULED, l_sched)
             b.k8s("L.scheduled", l_sched, "k8s:PodScheduled", apiserver)
             b.before(
                 "L.scheduled",
@@ -855,7 +858,7 @@ class Correlator:
             before = [t for t in lready if t <= cut]
             l_ready = before[-1] if before else (lready[0] if lready else None)
             b.k8s("L.ready", l_ready, "k8s:Ready", kubelet)
-            arrived(luid, "L.ready", ARRIVAL_READY, l_ready)
+            self._bound_by_arrival(b, luid, "L.ready", ARRIVAL_READY, l_ready)
 
         has_launcher_data = bool(launcher and launcher in self._launchers_with_logs)
         if has_launcher_data and instance and path in (M.COLD_LAUNCHER, M.WARM):
@@ -884,15 +887,8 @@ class Correlator:
         if relay_from is not None:
             w_hi = relay.start_ns if relay else (relayed.t_ns if relayed else hi)
             for kind in (F.LABELED, F.SET_STATUS):
-                last = None
-                for f in fs:
-                    if (
-                        f.kind == kind
-                        and relay_from.lo <= f.t_ns <= w_hi
-                        and (last is None or f.t_ns >= last.t_ns)
-                    ):
-                        last = f
-                writes.append(last)
+                inside = [f for f in fs if f.kind == kind and relay_from.lo <= f.t_ns <= w_hi]
+                writes.append(max(inside, key=lambda f: (f.t_ns, f.line_no), default=None))
         for f in writes:
             call = write_call(f.ref_ns, f.t_ns, "dpc:" + _MESSAGE_OF[f.kind]) if f else None
             if call is not None:
@@ -937,15 +933,10 @@ class Correlator:
             tolerance_ns=self.tolerance_ns,
         )
 
-    def _arrived_bounds(self, b: Bounds) -> Any:
-        """``arrived(uid, instant, change, stamp)``: bound ``instant`` by the first arrival
-        (live) of the Pod state showing ``change`` with ``stamp``, where that narrows it."""
-
-        def arrived(uid: str, name: str, change: str, stamp: int | None) -> None:
-            t = self._arrival(uid, change, stamp)
-            b.before_if_narrows(name, t, WATCH_ARRIVAL, I.CLOCK_WATCHER, M.US)
-
-        return arrived
+    def _bound_by_arrival(self, b: Bounds, uid: str, name: str, change: str, stamp: int | None) -> None:
+        """Bound ``name`` by the first arrival (live) of the Pod state showing ``change`` with
+        ``stamp``, where that narrows it."""
+        b.before_if_narrows(name, self._arrival(uid, change, stamp), WATCH_ARRIVAL, I.CLOCK_WATCHER, M.US)
 
     def _launcher_pod(self, launcher_name: str) -> dict[str, Any] | None:
         """The newest launcher Pod of that name.  Why an index: a scan of every Pod per
