@@ -68,12 +68,16 @@ FAKE_LAUNCHER = REPO / "tests" / "fixtures" / "fake_launcher"
 #: None, API server kind or None).
 CONFIGS: dict[str, tuple[bool, str | None, str | None]] = {
     "unwrapped": (False, None, None),
+    "bare SDK span": (False, "http", None),
     "collector up": (True, "http", None),
     "lookup healthy": (True, "http", "healthy"),
     "lookup hung": (True, "http", "hung"),
     "lookup down": (True, "http", "down"),
 }
 BASE = "unwrapped"
+#: No wrappers: ``bench_fork``'s create-shaped bare SDK span floor (its SDK, exporter and
+#: ASGI middleware) around the fake launcher's app.
+BARE = "bare SDK span"
 
 
 # ---------------------------------------------------------------- the worker (one config)
@@ -247,16 +251,46 @@ async def _run_creates(
     }
 
 
+def _anon_kib() -> int:
+    """This process's resident anonymous memory (``RssAnon``): what ``fork()`` copies the
+    page tables of, and what the child shares copy-on-write."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1])
+    return 0
+
+
 def worker(name: str, n: int, warmup: int, gap: float, fork: str, profile: Any = None) -> dict[str, Any]:
     """One configuration in this process (its environment already set by the caller); the
-    result says which ``fma_otel`` it ran."""
+    result says which ``fma_otel`` it ran, and the anonymous memory after the launcher's
+    own imports, after the wrappers' (or the floor's) and after the creates."""
+    import multiprocessing  # noqa: F401
+
+    import fastapi  # noqa: F401 - what the launcher imports anyway, measured before the wrappers
+    import pydantic  # noqa: F401
+    import uvicorn  # noqa: F401
+    from bench_fork import _FLOOR_MIDDLEWARE, _FLOOR_SPANS, _NO_FASTAPI_SPANS, BARE_SDK
+
+    anon = [_anon_kib()]
+    floor: dict[str, Any] = {}
     if CONFIGS[_config(name)][0]:
         import fma_otel.auto  # noqa: F401 - the wrappers, as bench_fork's launchers load them
+    elif _config(name) == BARE:
+        exec(
+            BARE_SDK + _NO_FASTAPI_SPANS + _FLOOR_SPANS + "create_span = shaped_span\n" + _FLOOR_MIDDLEWARE,
+            floor,
+        )
+    anon.append(_anon_kib())
     launcher = _load_launcher(fork)
+    if floor:
+        launcher.app = floor["traced"](launcher.app)
     out = asyncio.run(_run_creates(launcher, n, warmup, gap, fork, profile))
+    anon.append(_anon_kib())
     import fma_otel
 
     out["code"] = str(Path(fma_otel.__file__).parents[1])
+    out["anon_kib"] = anon
     return out
 
 
@@ -282,7 +316,7 @@ def _env_of(name: str, rx: dict[str, str], baseline: str | None = None) -> dict[
         extra["OTEL_EXPORTER_OTLP_ENDPOINT"] = rx[collector]
     if api:
         extra.update(POD_NAME=LOOKUP_POD[0], NAMESPACE=LOOKUP_POD[1], KUBECONFIG=rx[f"api-{api}"])
-    env = clean_env(extra if wrapped else None)
+    env = clean_env(extra if wrapped or collector else None)
     if name.endswith(BASELINE) and baseline:
         env["PYTHONPATH"] = os.pathsep.join([baseline, env["PYTHONPATH"]])
     return env
@@ -364,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
         # load then hits both alike); its bytecode compiled first, as bench_fork's.
         subprocess.run([sys.executable, "-m", "compileall", "-q", args.baseline], check=True)
         names += [n + BASELINE for n in names if n != BASE]
-    cols = ("response", "thread", "faults", "process") + (
+    cols = ("response", "thread", "faults", "process", "anon wrap", "anon end") + (
         ("fork", "fork-resp", "fork-resp faults") if args.fork == "real" else ()
     )
     got: dict[str, dict[str, list[float]]] = {c: {n: [] for n in names} for c in cols}
@@ -381,6 +415,9 @@ def main(argv: list[str] | None = None) -> int:
                 got["thread"][name].append(statistics.median(res["thread_ns"]) / 1e3)
                 got["faults"][name].append(statistics.median(res["faults"]))
                 got["process"][name].append(res["process_s"] / args.creates * 1e6)
+                anon = res["anon_kib"]
+                got["anon wrap"][name].append((anon[1] - anon[0]) / 1024)
+                got["anon end"][name].append(anon[2] / 1024)
                 if args.fork == "real":
                     got["fork"][name].append(statistics.median(res["fork_ns"]) / 1e3)
                     got["fork-resp"][name].append(statistics.median(res["after_fork_ns"]) / 1e3)
@@ -394,7 +431,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         "| configuration | request thread to response us | extra | request thread in all us | extra "
-        "| minor faults to response | extra | process CPU us / create | extra |"
+        "| minor faults to response | extra | process CPU us / create | extra "
+        "| anon MiB of the wrappers' imports | extra | anon MiB after the creates | extra |"
         + (
             " os.fork() us | extra | fork to response us | extra | faults fork to response | extra |"
             if args.fork == "real"
@@ -406,7 +444,8 @@ def main(argv: list[str] | None = None) -> int:
         cells = []
         for c in cols:
             v, b = statistics.median(got[c][name]), statistics.median(got[c][BASE])
-            cells += [f"{v:.1f}", "-" if name == BASE else f"{v - b:+.1f}"]
+            fmt = ".2f" if c.startswith("anon") else ".1f"
+            cells += [f"{v:{fmt}}", "-" if name == BASE else f"{v - b:+{fmt}}"]
         print(f"| {name} | " + " | ".join(cells) + " |")
     return 0
 
