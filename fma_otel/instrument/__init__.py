@@ -2,62 +2,90 @@
 
 ``instrument_all()`` turns on all three instrumentations (launcher, httpx by DPC purpose,
 ``kubernetes`` client); ``uninstrument_all()`` restores every original.  Each one is also a
-``BaseInstrumentor`` usable on its own.  The SDK is configured by the configurator
-(``fma_otel.instrument.configurator``), not here.  See ``docs/wrappers.md``.
+``BaseInstrumentor`` usable on its own (``fma_otel.instrument.base_instrumentors``).  The SDK is
+configured by the configurator (``fma_otel.instrument.configurator``), not here.  See
+``docs/wrappers.md``.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from fma_otel.instrument.actuation import actuation
 
-__all__ = ["actuation", "instrument_all", "uninstrument_all", "instrumentors"]
+__all__ = ["actuation", "instrument_all", "uninstrument_all", "instrumentors", "wrappers"]
+
+_INSTRUMENTORS = "fma_otel.instrument.base_instrumentors"
+
+
+def wrappers() -> list[Any]:
+    """The three ``_common.Wrappers`` objects, launcher first (imported lazily: fastapi is
+    optional), without importing ``BaseInstrumentor``."""
+    out: list[Any] = []
+    try:
+        from fma_otel.instrument.launcher import LauncherWrappers
+
+        out.append(LauncherWrappers())
+    except ImportError:  # pragma: no cover - fastapi missing: DPC-side tools still work
+        pass
+    from fma_otel.instrument.httpx_dpc import HttpxDpcWrappers
+    from fma_otel.instrument.k8s_client import KubernetesClientWrappers
+
+    return out + [HttpxDpcWrappers(), KubernetesClientWrappers()]
 
 
 def instrumentors() -> list[Any]:
-    """The singleton instrumentors, launcher first (imported lazily: fastapi is optional)."""
-    out: list[Any] = []
-    try:
-        from fma_otel.instrument.launcher import LauncherInstrumentor
+    """The singleton ``BaseInstrumentor`` of each of ``wrappers()``, launcher first."""
+    from fma_otel.instrument import base_instrumentors as i
 
-        out.append(LauncherInstrumentor())
-    except ImportError:  # pragma: no cover - fastapi missing: DPC-side tools still work
-        pass
-    from fma_otel.instrument.httpx_dpc import HttpxDpcInstrumentor
-    from fma_otel.instrument.k8s_client import KubernetesClientInstrumentor
-
-    out += [HttpxDpcInstrumentor(), KubernetesClientInstrumentor()]
-    return out
+    classes = (i.LauncherInstrumentor, i.HttpxDpcInstrumentor, i.KubernetesClientInstrumentor)
+    return [cls() for cls in classes]
 
 
 def instrument_all(**kwargs: Any) -> None:
     """Instrument everything that is importable; same kwargs as the instrumentors.
 
-    Each instrumentor checks the version of what it wraps on the module itself, once it is
+    Each wrapper checks the version of what it wraps on the module itself, once it is
     imported (``_common.dependency_met``), so the package-metadata check is skipped unless
     the caller asks for it (``skip_dep_check=False``): it would cache the whole
-    site-packages listing in the launcher, which every fork then copies.
+    site-packages listing in the launcher, which every fork then copies.  For the same
+    reason the wrappers are installed directly, without their ``BaseInstrumentor``s, unless
+    those are already imported (then through them, so that their state stays theirs) or
+    the metadata check is asked for.
     Never raises: a part that cannot be instrumented is skipped (do no harm).
     """
     from fma_otel.instrument._common import logger
 
     kwargs.setdefault("skip_dep_check", True)
-    for inst in instrumentors():
+    if _INSTRUMENTORS in sys.modules or not kwargs["skip_dep_check"]:
+        for inst in instrumentors():
+            try:
+                if not inst.is_instrumented_by_opentelemetry:
+                    inst.instrument(**kwargs)
+            except Exception:  # noqa: BLE001
+                logger.warning("fma-otel: %s failed to instrument", type(inst).__name__, exc_info=True)
+        return
+    kwargs.pop("skip_dep_check")
+    kwargs.pop("raise_exception_on_conflict", None)
+    for w in wrappers():
         try:
-            if not inst.is_instrumented_by_opentelemetry:
-                inst.instrument(**kwargs)
+            w.install(**kwargs)
         except Exception:  # noqa: BLE001
-            logger.warning("fma-otel: %s failed to instrument", type(inst).__name__, exc_info=True)
+            logger.warning("fma-otel: %s failed to instrument", type(w).__name__, exc_info=True)
 
 
 def uninstrument_all() -> None:
-    """Remove every wrapper that ``instrument_all()`` installed."""
+    """Remove every wrapper that ``instrument_all()`` (or an instrumentor) installed."""
     from fma_otel.instrument._common import logger
 
-    for inst in instrumentors():
+    both = _INSTRUMENTORS in sys.modules
+    for part in instrumentors() if both else wrappers():
         try:
-            if inst.is_instrumented_by_opentelemetry:
-                inst.uninstrument()
+            if both:
+                if part.is_instrumented_by_opentelemetry:
+                    part.uninstrument()
+            else:
+                part.uninstall()
         except Exception:  # noqa: BLE001
-            logger.warning("fma-otel: %s failed to uninstrument", type(inst).__name__, exc_info=True)
+            logger.warning("fma-otel: %s failed to uninstrument", type(part).__name__, exc_info=True)

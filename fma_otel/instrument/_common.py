@@ -12,9 +12,10 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 import sys
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -116,6 +117,48 @@ def swallow(default: Any = None) -> Callable[[F], F]:
 ForcingIdGenerator = DerivedIdGenerator
 
 
+class Wrappers:
+    """One instrumentation's wrappers and their state, one object per process: what its
+    ``BaseInstrumentor`` (``fma_otel.instrument.base_instrumentors``) installs and removes.
+
+    Why not the ``BaseInstrumentor`` itself: importing it brings in ``packaging`` and the
+    semantic-convention modules, about 1 MiB more of the launcher for every ``fork()`` of a
+    vLLM instance to copy the page tables of; ``import fma_otel.auto`` installs these
+    directly (``instrument_all``).  ``installed`` is the one on/off state both ways share,
+    so neither installs twice nor misses the other's wrappers on removal.
+    """
+
+    _instance: Wrappers | None = None
+    installed = False
+
+    def __new__(cls) -> Any:
+        if cls.__dict__.get("_instance") is None:
+            cls._instance = object.__new__(cls)
+        return cls._instance
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        """Requirements on the wrapped library, in ``BaseInstrumentor``'s format."""
+        raise NotImplementedError
+
+    def install(self, **kwargs: Any) -> None:
+        """Install the wrappers, once (again only after ``uninstall``)."""
+        if not self.installed:
+            self._install(**kwargs)
+            self.installed = True
+
+    def uninstall(self) -> None:
+        """Restore every original (and stop what the wrappers started)."""
+        if self.installed:
+            self._uninstall()
+            self.installed = False
+
+    def _install(self, **kwargs: Any) -> None:
+        raise NotImplementedError
+
+    def _uninstall(self) -> None:
+        raise NotImplementedError
+
+
 def begin(instrumentor: Any, kwargs: dict[str, Any]) -> bool:
     """The shared start of every ``_instrument``: off under ``OTEL_SDK_DISABLED``; else
     remember the owning process (fork guard) and the tracer source.  ``True`` to go on."""
@@ -127,23 +170,46 @@ def begin(instrumentor: Any, kwargs: dict[str, Any]) -> bool:
     return True
 
 
+#: ``name >= X.Y`` with a plain release: the only form of requirement the wrappers state.
+_AT_LEAST = re.compile(r"^\s*([A-Za-z0-9_.-]+)\s*>=\s*(\d+(?:\.\d+)*)\s*$")
+_RELEASE = re.compile(r"^\d+(?:\.\d+)*$")
+
+
+def _release(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
+
+
+def _at_least(version: str, floor: str) -> bool:
+    """PEP 440's ``>=`` between two plain releases (the shorter padded with zeros)."""
+    v, f = _release(version), _release(floor)
+    width = max(len(v), len(f))
+    return v + (0,) * (width - len(v)) >= f + (0,) * (width - len(f))
+
+
 def dependency_met(instrumentor: Any, name: str) -> bool:
     """Does the imported module ``name`` meet the instrumentor's requirement on it
     (``instrumentation_dependencies()``), going by its ``__version__``?
 
     Why not the installed packages' metadata, as ``BaseInstrumentor`` checks by default:
     reading it caches the whole site-packages listing in the process (~0.4 MB in the
-    launcher, for every fork to copy).  A module without ``__version__`` passes.
+    launcher, for every fork to copy).  A module without ``__version__`` passes.  A plain
+    ``name >= X.Y`` against a plain release is compared here; anything else goes to
+    ``packaging``, imported only then (its modules are about 0.6 MiB of the launcher).
     """
     mod = sys.modules.get(name)
     version = getattr(mod, "__version__", None)
     if not isinstance(version, str):
         return True
-    from packaging.requirements import Requirement
-
     for spec in instrumentor.instrumentation_dependencies():
-        req = Requirement(spec)
-        if req.name == name and not req.specifier.contains(version, prereleases=True):
+        plain = _AT_LEAST.match(spec)
+        if plain is not None and _RELEASE.match(version):
+            met = plain.group(1) != name or _at_least(version, plain.group(2))
+        else:
+            from packaging.requirements import Requirement
+
+            req = Requirement(spec)
+            met = req.name != name or req.specifier.contains(version, prereleases=True)
+        if not met:
             logger.warning("fma-otel: %s %s does not meet %s: not instrumented", name, version, spec)
             return False
     return True

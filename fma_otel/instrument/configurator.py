@@ -7,13 +7,15 @@ points - it loads a distro, then a configurator, then the instrumentors - as
 opentelemetry-python-contrib's ``opentelemetry-distro`` does; ``import fma_otel.auto`` calls
 the same configurator.  If another configurator is installed too, ``OTEL_PYTHON_CONFIGURATOR
 =fma_otel`` and ``OTEL_PYTHON_DISTRO=fma_otel`` choose these.
+
+``FmaDistro`` lives in ``fma_otel.instrument.distro`` and is imported only when asked for:
+``BaseDistro``'s module imports ``BaseInstrumentor``, which ``import fma_otel.auto`` keeps out
+of the launcher (``fma_otel.instrument.base_instrumentors`` says why).
 """
 
 from __future__ import annotations
 
 from typing import Any
-
-from opentelemetry.instrumentation.distro import BaseDistro
 
 from fma_otel import model
 
@@ -27,10 +29,10 @@ class FmaConfigurator:
         ensure_sdk(default_service=kwargs.get("default_service") or model.SERVICE_LAUNCHER)
 
 
-class FmaDistro(BaseDistro):  # type: ignore[misc]
-    """The distro ``opentelemetry-instrument`` loads: it sets no defaults of its own (the
-    exporter protocol rule lives in ``_sdk.otlp_protocol``) and loads instrumentors the
-    standard way."""
+def __getattr__(name: str) -> Any:
+    """``FmaDistro``, the distro entry point's name, imported from its module on first use."""
+    if name == "FmaDistro":
+        from fma_otel.instrument.distro import FmaDistro
 
-    def _configure(self, **kwargs: Any) -> None:
-        return None
+        return FmaDistro
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -24,7 +24,6 @@ from typing import Any
 
 import wrapt
 from opentelemetry import trace
-from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 from opentelemetry.instrumentation.utils import suppress_http_instrumentation, unwrap
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
@@ -87,18 +86,18 @@ def span_name_for(purpose: str) -> str:
     return model.dpc_call_span(purpose)
 
 
-class HttpxDpcInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+class HttpxDpcWrappers(c.Wrappers):
     """Wraps ``httpx.Client.send`` and ``httpx.AsyncClient.send`` (see module doc)."""
 
     def instrumentation_dependencies(self) -> Collection[str]:
         return ("httpx >= 0.23",)
 
-    def _instrument(self, **kwargs: Any) -> None:
+    def _install(self, **kwargs: Any) -> None:
         if not c.begin(self, kwargs):
             return
         c.wrap_when_imported(self, "httpx", {"Client.send": self._send, "AsyncClient.send": self._async_send})
 
-    def _uninstrument(self, **kwargs: Any) -> None:
+    def _uninstall(self) -> None:
         self._on = False
         httpx = sys.modules.get("httpx")  # never imported: nothing wrapped
         for cls in (httpx.Client, httpx.AsyncClient) if httpx is not None else ():
@@ -220,3 +219,13 @@ def _end(span: trace.Span, response: Any, exc: BaseException | None, secrets: li
         span.end()
     except Exception:  # noqa: BLE001 - do no harm
         c.logger.debug("fma-otel: httpx span end failed", exc_info=True)
+
+
+def __getattr__(name: str) -> Any:
+    """``HttpxDpcInstrumentor`` (the entry point's name) is defined with the other
+    ``BaseInstrumentor`` classes and imported only when asked for."""
+    if name == "HttpxDpcInstrumentor":
+        from fma_otel.instrument.base_instrumentors import HttpxDpcInstrumentor
+
+        return HttpxDpcInstrumentor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

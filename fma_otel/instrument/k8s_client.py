@@ -19,7 +19,6 @@ from urllib.parse import parse_qs, urlsplit
 
 import wrapt
 from opentelemetry import propagate, trace
-from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 from opentelemetry.instrumentation.utils import unwrap
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
@@ -71,18 +70,18 @@ def describe(method: str, url: str, query_params: Any = None) -> tuple[str, dict
     return span_name, attrs
 
 
-class KubernetesClientInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+class KubernetesClientWrappers(c.Wrappers):
     """Wrap ``kubernetes.client.rest.RESTClientObject.request`` (see module doc)."""
 
     def instrumentation_dependencies(self) -> Collection[str]:
         return ("kubernetes >= 20",)
 
-    def _instrument(self, **kwargs: Any) -> None:
+    def _install(self, **kwargs: Any) -> None:
         if not c.begin(self, kwargs):
             return
         c.wrap_when_imported(self, "kubernetes.client.rest", {"RESTClientObject.request": self._request})
 
-    def _uninstrument(self, **kwargs: Any) -> None:
+    def _uninstall(self) -> None:
         self._on = False
         rest = sys.modules.get("kubernetes.client.rest")  # never imported: nothing wrapped
         if rest is not None and isinstance(vars(rest.RESTClientObject).get("request"), wrapt.FunctionWrapper):
@@ -129,3 +128,13 @@ class KubernetesClientInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             span.set_attribute("error.type", type(exc).__qualname__)
             span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
         span.end()
+
+
+def __getattr__(name: str) -> Any:
+    """``KubernetesClientInstrumentor`` (the entry point's name) is defined with the other
+    ``BaseInstrumentor`` classes and imported only when asked for."""
+    if name == "KubernetesClientInstrumentor":
+        from fma_otel.instrument.base_instrumentors import KubernetesClientInstrumentor
+
+        return KubernetesClientInstrumentor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

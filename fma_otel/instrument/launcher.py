@@ -1,4 +1,4 @@
-"""``LauncherInstrumentor``: live spans from the FMA launcher that join the actuation trace.
+"""``LauncherInstrumentor`` (``LauncherWrappers``): live spans from the FMA launcher that join the actuation trace.
 
 What it does, and why each choice:
 
@@ -44,7 +44,6 @@ from typing import Any
 import wrapt
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
-from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 from opentelemetry.instrumentation.utils import suppress_instrumentation, unwrap
 from opentelemetry.sdk.trace.sampling import (
     ALWAYS_ON,
@@ -226,7 +225,7 @@ class FmaLauncherMiddleware:
     object, off the request path).
     """
 
-    def __init__(self, app: Any, owner: LauncherInstrumentor, fastapi_app: Any, generic: bool = True) -> None:
+    def __init__(self, app: Any, owner: LauncherWrappers, fastapi_app: Any, generic: bool = True) -> None:
         self.app = app
         self._owner = owner
         self._fastapi_app = fastapi_app
@@ -393,7 +392,7 @@ class FmaLauncherMiddleware:
 
 
 def _open_create(
-    owner: LauncherInstrumentor,
+    owner: LauncherWrappers,
     attrs: dict[str, Any],
     t0: int,
     parent: Any,
@@ -420,7 +419,7 @@ def _open_create(
 
 
 def _decide(
-    owner: LauncherInstrumentor,
+    owner: LauncherWrappers,
     attrs: dict[str, Any],
     parent: Any,
     psc: SpanContext | None,
@@ -709,7 +708,7 @@ class _PendingSpan(_Buffered):
 
     __slots__ = ("owner", "end_time", "state", "request", "deadline")
 
-    def __init__(self, owner: LauncherInstrumentor, attrs: dict[str, Any], t0: int) -> None:
+    def __init__(self, owner: LauncherWrappers, attrs: dict[str, Any], t0: int) -> None:
         super().__init__(attrs, t0)
         self.owner = owner
         self.end_time: int | None = None
@@ -887,10 +886,11 @@ def launcher_modules() -> list[ModuleType]:
     return found
 
 
-class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
-    """Instrument the FMA launcher (see the module docstring for what and why).
+class LauncherWrappers(c.Wrappers):
+    """The launcher's wrappers and their state, one per process (see the module docstring
+    for what and why); ``LauncherInstrumentor`` is its ``BaseInstrumentor``.
 
-    ``instrument(tracer_provider=None, pod_info=None, modules=None)``: ``pod_info``
+    ``install(tracer_provider=None, pod_info=None, modules=None)``: ``pod_info``
     replaces the Kubernetes lookup (tests); ``modules`` names launcher modules to patch now
     instead of waiting for the app's first ASGI call.  The SDK itself is configured once,
     by ``fma_otel``'s configurator (``fma_otel.instrument.configurator``), not here.
@@ -901,7 +901,7 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     # ------------------------------------------------------------------ lifecycle
 
-    def _instrument(self, **kwargs: Any) -> None:
+    def _install(self, **kwargs: Any) -> None:
         self._on = False
         if c.sdk_disabled():
             return
@@ -928,7 +928,7 @@ class LauncherInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         self._on = True
         self._prefetched = False
 
-    def _uninstrument(self, **kwargs: Any) -> None:
+    def _uninstall(self) -> None:
         self._on = False
         for cls, attr in getattr(self, "_stack_targets", []):
             unwrap(cls, attr)
@@ -1290,7 +1290,7 @@ class _StartupOrder:
     __slots__ = ("owner", "tracer", "cfg", "iid", "state", "n", "t0", "watch", "_ids")
 
     def __init__(
-        self, owner: LauncherInstrumentor, tracer: Any, instance: Any, st: _RequestState, n: int, t0: int
+        self, owner: LauncherWrappers, tracer: Any, instance: Any, st: _RequestState, n: int, t0: int
     ) -> None:
         self.owner = owner
         self.tracer = tracer
@@ -1473,3 +1473,13 @@ def _excluded_urls() -> Any:
         return urls if getattr(urls, "_excluded_urls", True) else None
     except Exception:  # noqa: BLE001
         return None
+
+
+def __getattr__(name: str) -> Any:
+    """``LauncherInstrumentor`` (the entry point's name) is defined with the other
+    ``BaseInstrumentor`` classes and imported only when asked for."""
+    if name == "LauncherInstrumentor":
+        from fma_otel.instrument.base_instrumentors import LauncherInstrumentor
+
+        return LauncherInstrumentor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

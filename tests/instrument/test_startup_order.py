@@ -58,7 +58,7 @@ _VOLATILE = {model.A_VLLM_PID, model.A_VLLM_POLLS, model.A_VLLM_HEALTHY_AT, mode
 def _general_path(monkeypatch: pytest.MonkeyPatch) -> None:
     """Send every create's ``start`` through ``_plan_startup`` (the path used before)."""
     monkeypatch.setattr(
-        LauncherInstrumentor, "_order_startup", lambda self, instance, st: self._plan_startup(instance)
+        L.LauncherWrappers, "_order_startup", lambda self, instance, st: self._plan_startup(instance)
     )
 
 
