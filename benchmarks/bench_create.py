@@ -270,8 +270,11 @@ def worker(name: str, n: int, warmup: int, gap: float, fork: str, profile: Any =
     import fastapi  # noqa: F401 - what the launcher imports anyway, measured before the wrappers
     import pydantic  # noqa: F401
     import uvicorn  # noqa: F401
+
+    path = sys.path[:]
     from bench_fork import _FLOOR_MIDDLEWARE, _FLOOR_SPANS, _NO_FASTAPI_SPANS, BARE_SDK
 
+    sys.path[:] = path  # bench_fork puts this checkout first: a --baseline worker's must stay first
     anon = [_anon_kib()]
     floor: dict[str, Any] = {}
     if CONFIGS[_config(name)][0]:
