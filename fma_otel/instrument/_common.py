@@ -314,20 +314,32 @@ def remote_context(trace_id: str, span_id: str) -> otel_context.Context:
     return trace.set_span_in_context(NonRecordingSpan(sc), otel_context.Context())
 
 
-class OrdinalCounter:
-    """Counts spans of one name per trace (the ``n`` of the span-id rule), bounded in memory."""
+#: Traces whose span counts the launcher keeps (``OrdinalCounter``, the vLLM phases' counts).
+#: Why this few: a count is needed only while its actuation can still start a span of that
+#: name in the launcher (seconds to minutes), when a launcher hosts a few instances; every
+#: trace kept is about 0.7 KiB more launcher for each ``fork()`` to copy the page tables of
+#: (4096 traces were 2.8 MiB, reached after a few thousand actuations).
+MAX_COUNTED_TRACES = 256
 
-    def __init__(self, max_traces: int = 4096) -> None:
-        self._seen: OrderedDict[tuple[str, str], int] = OrderedDict()
+
+class OrdinalCounter:
+    """Counts spans of each name per trace (the ``n`` of the span-id rule), for the
+    ``max_traces`` traces used last."""
+
+    def __init__(self, max_traces: int = MAX_COUNTED_TRACES) -> None:
+        self._by_trace: OrderedDict[str, dict[str, int]] = OrderedDict()
         self._max = max_traces
 
     def next(self, trace_id: str, name: str) -> int:
-        key = (trace_id, name)
-        n = self._seen.pop(key, -1) + 1
-        self._seen[key] = n
-        while len(self._seen) > self._max:
-            self._seen.popitem(last=False)
+        seen = self._by_trace.pop(trace_id, None) or {}
+        n = seen[name] = seen.get(name, -1) + 1
+        self._by_trace[trace_id] = seen
+        while len(self._by_trace) > self._max:
+            self._by_trace.popitem(last=False)
         return n
+
+    def __len__(self) -> int:
+        return len(self._by_trace)
 
 
 @contextmanager

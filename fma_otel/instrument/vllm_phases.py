@@ -110,9 +110,9 @@ def offset_from_process_start(local_as_utc_ns: int, fork_ns: int) -> int | None:
 
 class _Counts:
     """Spans of each ``vllm.*`` name already emitted per trace (the ``n`` of the id rule),
-    bounded in memory like ``OrdinalCounter``."""
+    for the ``max_traces`` traces used last, like ``OrdinalCounter``."""
 
-    def __init__(self, max_traces: int = 4096) -> None:
+    def __init__(self, max_traces: int = c.MAX_COUNTED_TRACES) -> None:
         self._by_trace: OrderedDict[str, dict[str, int]] = OrderedDict()
         self._max = max_traces
         self._lock = threading.Lock()
@@ -130,6 +130,9 @@ class _Counts:
             self._by_trace[trace_hex] = seen
             while len(self._by_trace) > self._max:
                 self._by_trace.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._by_trace)
 
 
 _COUNTS = _Counts()
