@@ -3,6 +3,7 @@
     python benchmarks/bench_create.py [--creates 1500] [--rounds 3] [--fork dummy|real]
     python benchmarks/bench_create.py --baseline /tmp/base   # also another checkout's fma_otel
     python benchmarks/bench_create.py --profile "lookup healthy" [--threads] [--top 40]
+    python benchmarks/bench_create.py --import-costs   # RssAnon each of the wrappers' imports adds
 
 Why this exists next to ``bench_fork.py``: ``bench_fork`` times creates at an HTTP client
 against separate launcher processes, so a fraction of a millisecond of the wrapper's own
@@ -385,6 +386,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--only", action="append", default=[], help="configurations holding this word")
     ap.add_argument("--profile", metavar="NAME", help="cProfile one configuration in this process")
+    ap.add_argument(
+        "--import-costs",
+        action="store_true",
+        help="the anonymous memory each import of the wrappers adds to a launcher with the bare SDK",
+    )
     ap.add_argument("--threads", action="store_true", help="profile the background threads instead")
     ap.add_argument("--top", type=int, default=35, help="rows of the profile")
     ap.add_argument("--worker", metavar="NAME", help=argparse.SUPPRESS)
@@ -395,6 +401,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.profile:
         return profile(args)
+    if args.import_costs:
+        return import_costs()
     names = [n for n in CONFIGS if n == BASE or not args.only or any(w in n for w in args.only)]
     if args.baseline:
         # The same configurations with the other code, in the same rounds (the machine's
@@ -450,6 +458,58 @@ def main(argv: list[str] | None = None) -> int:
             fmt = ".2f" if c.startswith("anon") else ".1f"
             cells += [f"{v:{fmt}}", "-" if name == BASE else f"{v - b:+{fmt}}"]
         print(f"| {name} | " + " | ".join(cells) + " |")
+    return 0
+
+
+#: ``--import-costs``: in this order, after the launcher's imports and the bare SDK; the
+#: last rows are what ``import fma_otel.auto`` leaves out (the ``BaseInstrumentor``s) or
+#: loads later (the vLLM phase tail, at an instance's first log line).
+IMPORT_STEPS = (
+    "import wrapt",
+    "import opentelemetry.instrumentation.utils",
+    "import fma_otel.model",
+    "import fma_otel.instrument",
+    "import fma_otel.instrument.launcher",
+    "import fma_otel.auto",
+    "import opentelemetry.instrumentation.instrumentor",
+    "import fma_otel.instrument.base_instrumentors, fma_otel.instrument.distro",
+    "import fma_otel.sources.vllm_log, fma_otel.phase_spans",
+)
+
+_IMPORT_PROBE = """
+import gc, json, sys
+sys.path.insert(0, {here!r})
+import multiprocessing, fastapi, pydantic, uvicorn
+from bench_create import _anon_kib
+from bench_fork import BARE_SDK
+sys.path[:] = [p for p in sys.path if p != {here!r}]
+exec(BARE_SDK)
+gc.collect()
+rows, prev = [("launcher imports + bare SDK", _anon_kib())], _anon_kib()
+for stmt in {steps!r}:
+    exec(stmt)
+    gc.collect()
+    now = _anon_kib()
+    rows.append((stmt, now - prev))
+    prev = now
+print(json.dumps(rows))
+"""
+
+
+def import_costs() -> int:
+    """``--import-costs``: each import's ``RssAnon`` growth, in a fresh launcher-shaped
+    interpreter (page granularity: a few KiB either way between runs)."""
+    from bench_fork import clean_env
+
+    env = clean_env({"OTEL_TRACES_EXPORTER": "none"})
+    code = _IMPORT_PROBE.format(here=str(HERE), steps=IMPORT_STEPS)
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=REPO)
+    if res.returncode != 0:
+        raise RuntimeError(res.stderr[-3000:])
+    rows = json.loads(res.stdout.strip().splitlines()[-1])
+    print("| import (in this order) | anon KiB |\n| --- | ---: |")
+    for stmt, kib in rows:
+        print(f"| `{stmt}` | {kib} |")
     return 0
 
 
