@@ -389,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--import-costs",
         action="store_true",
-        help="the anonymous memory each import of the wrappers adds to a launcher with the bare SDK",
+        help="the anonymous memory each import of the wrappers (and their span counts) adds to a launcher with the bare SDK",
     )
     ap.add_argument("--threads", action="store_true", help="profile the background threads instead")
     ap.add_argument("--top", type=int, default=35, help="rows of the profile")
@@ -463,7 +463,8 @@ def main(argv: list[str] | None = None) -> int:
 
 #: ``--import-costs``: in this order, after the launcher's imports and the bare SDK; the
 #: last rows are what ``import fma_otel.auto`` leaves out (the ``BaseInstrumentor``s) or
-#: loads later (the vLLM phase tail, at an instance's first log line).
+#: loads later (the vLLM phase tail, at an instance's first log line); then the span counts
+#: at ``MAX_COUNTED_TRACES`` traces and at 4096 (the former bound).
 IMPORT_STEPS = (
     "import wrapt",
     "import opentelemetry.instrumentation.utils",
@@ -492,6 +493,23 @@ for stmt in {steps!r}:
     now = _anon_kib()
     rows.append((stmt, now - prev))
     prev = now
+# The span counts a long-running launcher holds once every create was a trace of its own
+# (the Pod annotation: one trace per actuation), at their bound and at the former one.
+from fma_otel.instrument import _common, vllm_phases
+_PHASES = ["vllm.model_load", "vllm.weights", "vllm.kv_cache", "vllm.graph_capture", "vllm.api_server"]
+for bound in (_common.MAX_COUNTED_TRACES, 4096):
+    ordinals, counts = _common.OrdinalCounter(bound), vllm_phases._Counts(bound)
+    for i in range(bound):
+        t = f"{{i:032x}}"
+        ordinals.next(t, "fma.launcher.create_instance")
+        ordinals.next(t, "fma.vllm.startup")
+        counts.add(t, _PHASES)
+    gc.collect()
+    now = _anon_kib()
+    rows.append((f"span counts of {{bound}} traces", now - prev))
+    del ordinals, counts
+    gc.collect()
+    prev = _anon_kib()
 print(json.dumps(rows))
 """
 
@@ -507,7 +525,7 @@ def import_costs() -> int:
     if res.returncode != 0:
         raise RuntimeError(res.stderr[-3000:])
     rows = json.loads(res.stdout.strip().splitlines()[-1])
-    print("| import (in this order) | anon KiB |\n| --- | ---: |")
+    print("| step (in this order) | anon KiB |\n| --- | ---: |")
     for stmt, kib in rows:
         print(f"| `{stmt}` | {kib} |")
     return 0
