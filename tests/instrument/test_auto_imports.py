@@ -66,6 +66,17 @@ def test_auto_wraps_the_launcher_without_base_instrumentor_or_packaging() -> Non
 
 
 @pytest.mark.slow
+def test_instrument_all_and_uninstrument_all_stay_without_base_instrumentor() -> None:
+    code = (
+        "import fma_otel.instrument as fi\n"
+        "fi.uninstrument_all(); print(wrapped())\n"
+        "fi.instrument_all(); print(wrapped(), twice())\n"
+        f"print([m for m in {HEAVY!r} if m in sys.modules])"
+    )
+    assert _run(code).splitlines() == ["(False, False, False)", "(True, True, True) False", "[]"]
+
+
+@pytest.mark.slow
 def test_the_instrumentors_see_and_remove_what_auto_installed() -> None:
     """An instrumentor imported after ``fma_otel.auto`` reports the wrappers on, removes
     them, and puts them back once; ``instrument_all`` then goes through it."""
