@@ -13,9 +13,9 @@ from fma_otel.sources.klog import (
     go_unquote,
     iter_klog,
     parse_klog_line,
-    parse_rfc3339_ns,
 )
 from fma_otel.sources.records import SourceStats
+from fma_otel.timeutil import parse_rfc3339_ns
 
 UID = "811f8932-b608-416c-8a90-589b39ed9bde"
 REQ = "my-request-29-14-35-40-d45ml"
@@ -259,8 +259,8 @@ def test_timestamps_prefix_gives_prefix_ns_not_the_instant():
 
 
 def test_rfc3339_parser():
-    assert parse_rfc3339_ns("1970-01-01T00:00:00Z") == 0
-    assert parse_rfc3339_ns("1970-01-01T00:00:01.000000001Z") == 1_000_000_001
+    assert parse_rfc3339_ns("2000-01-01T00:00:00Z") == 946_684_800 * 10**9
+    assert parse_rfc3339_ns("2000-01-01T00:00:01.000000001Z") == 946_684_801_000_000_001
     assert parse_rfc3339_ns("2026-06-29T14:35:40Z") == 1782743740 * 10**9
     assert parse_rfc3339_ns("2026-06-29T14:36:20.4987654Z") == 1782743780 * 10**9 + 498765400
     assert parse_rfc3339_ns("2026-06-29T16:35:40+02:00") == parse_rfc3339_ns("2026-06-29T14:35:40Z")

@@ -41,12 +41,10 @@ Decisions (the tests pin them):
 
 from __future__ import annotations
 
-import calendar
 import json
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from functools import lru_cache
 from typing import Any
 
 from fma_otel.lines import (
@@ -59,6 +57,7 @@ from fma_otel.lines import (
     too_long_reason,
 )
 from fma_otel.sources.records import KlogRecord, SourceStats
+from fma_otel.timeutil import parse_rfc3339_ns
 
 __all__ = [
     "KlogParseError",
@@ -66,7 +65,6 @@ __all__ = [
     "go_unquote",
     "iter_klog",
     "parse_klog_line",
-    "parse_rfc3339_ns",
     "split_timestamp_prefix",
 ]
 
@@ -79,70 +77,9 @@ class KlogParseError(ValueError):
         self.reason = reason
 
 
-# --------------------------------------------------------------------------- RFC3339
+# --------------------------------------------------------------------------- prefix
 
 _DIGITS = frozenset("0123456789")
-
-
-@lru_cache(maxsize=4096)
-def _epoch_seconds_of_day(ymd: str) -> int:
-    """``YYYY-MM-DD`` -> seconds since the epoch at 00:00 UTC; cached (lines share dates)."""
-    if len(ymd) != 10 or ymd[4] != "-" or ymd[7] != "-":
-        raise ValueError(f"bad date {ymd!r}")
-    y, mo, d = ymd[0:4], ymd[5:7], ymd[8:10]
-    if not (_all_digits(y) and _all_digits(mo) and _all_digits(d)):
-        raise ValueError(f"bad date {ymd!r}")
-    year, month, day = int(y), int(mo), int(d)
-    if not 1 <= month <= 12 or not 1 <= day <= calendar.monthrange(year, month)[1]:
-        raise ValueError(f"bad date {ymd!r}")
-    return calendar.timegm((year, month, day, 0, 0, 0, 0, 0, 0))
-
-
-def _all_digits(s: str) -> bool:
-    # str.isdigit() accepts non-ASCII digits such as '²' that int() then rejects or misreads.
-    return bool(s) and s.isascii() and s.isdigit()
-
-
-def parse_rfc3339_ns(text: str) -> int:
-    """``2026-09-03T19:49:03.7972878Z`` -> UTC nanoseconds since the epoch.
-
-    Accepts what Go's ``time.RFC3339Nano`` and Kubernetes write: 0-9 fractional digits
-    (more are truncated to ns), ``Z``/``z`` or a ``±HH:MM`` offset.  Written by hand because
-    Python 3.10's ``datetime.fromisoformat`` rejects ``Z`` and 9 digits, and every datetime
-    API rounds to microseconds.  Raises ``ValueError`` on anything else.
-    """
-    s = text
-    n = len(s)
-    if n < 20 or s[10] not in "Tt" or s[13] != ":" or s[16] != ":":
-        raise ValueError(f"not an RFC3339 time: {text[:40]!r}")
-    day_s = _epoch_seconds_of_day(s[:10])
-    hh, mm, ss = s[11:13], s[14:16], s[17:19]
-    if not (_all_digits(hh) and _all_digits(mm) and _all_digits(ss)):
-        raise ValueError(f"not an RFC3339 time: {text[:40]!r}")
-    h, m, sec = int(hh), int(mm), int(ss)
-    if h > 23 or m > 59 or sec > 60:
-        raise ValueError(f"not an RFC3339 time: {text[:40]!r}")
-    i = 19
-    frac_ns = 0
-    if i < n and s[i] == ".":
-        j = i + 1
-        while j < n and s[j] in _DIGITS:
-            j += 1
-        digits = s[i + 1 : j]
-        if not digits:
-            raise ValueError(f"not an RFC3339 time: {text[:40]!r}")
-        frac_ns = int(digits[:9].ljust(9, "0"))
-        i = j
-    zone = s[i:]
-    if zone in ("Z", "z"):
-        offset = 0
-    elif len(zone) == 6 and zone[0] in "+-" and zone[3] == ":" and _all_digits(zone[1:3] + zone[4:6]):
-        offset = int(zone[1:3]) * 3600 + int(zone[4:6]) * 60
-        if zone[0] == "-":
-            offset = -offset
-    else:
-        raise ValueError(f"not an RFC3339 time (zone): {text[:40]!r}")
-    return (day_s + h * 3600 + m * 60 + sec - offset) * 1_000_000_000 + frac_ns
 
 
 def split_timestamp_prefix(line: str) -> tuple[int | None, str]:
