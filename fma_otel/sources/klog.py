@@ -522,141 +522,106 @@ def parse_klog_line(line: str | bytes, line_no: int = 0) -> KlogRecord | None:
 _DIGITS_B = frozenset(b"0123456789")
 
 
-Contains = Mapping[str, tuple]  # message -> (field, values[, unless[, first_by]])
+Contains = Mapping[str, tuple]  # message -> (field, values[, first_by])
 
 
 class Prefilter:
     """Which lines *may* be wanted, by literal search only: nothing is validated here.
 
-    A line may be wanted when the text between its first ``] "`` (the end of a klog
-    header) and the next ``"`` is one of ``messages`` (Go-quoted as klog writes them; a
-    message with an escape is searched for whole).  ``contains`` narrows a message further:
-    ``{message: (field, values, unless)}`` says that a line whose first `` field="..."``
-    (or, for a ``field`` ending in ``"``, the first value after that literal text)
-    holds a whole value other than ``values`` is not wanted (the DPC's most frequent line,
-    "HTTP call done", is wanted for three of its purposes only), nor one with a value in
-    ``unless`` whose text (e.g. `` err="``) it holds followed by more than a ``"``.  A line
-    that lacks the field, or is cut inside its value, stays wanted: every real one has it
-    whole, so such a line was cut short and must be reported.  An optional fourth element
-    ``{value: other_field}`` keeps, of the lines with that value, only the first for each
-    value of ``other_field`` (the DPC polls each launcher's ``list_instances`` for ever; only
-    its first call bounds an instant), so the test of one pass remembers what it passed.  :meth:`function` is the
-    test of a line; :meth:`finder` searches a block of lines for those that pass it.
+    One regular expression says it, over a block of lines (:meth:`find`) or one line
+    (:meth:`wanted`): a line may be wanted when it holds one of ``messages`` (Go-quoted as
+    klog writes them) right after a klog header's ``] "``.  ``contains`` narrows a message
+    further: ``{message: (field, values)}`` says that a line whose `` field="..."`` (or,
+    for a ``field`` ending in ``"``, the value after that literal text) holds whole values
+    only other than ``values`` is not wanted (the DPC's most frequent line, "HTTP call
+    done", is wanted for a few of its purposes only).  A line that lacks the field, or is
+    cut inside its value, stays wanted: every real one has it whole, so such a line was cut
+    short and must be reported.  An optional third element ``{value: other_field}`` keeps,
+    of the lines with that value, only the first for each value of ``other_field`` (the
+    DPC polls each launcher's ``list_instances`` for ever; only its first call bounds an
+    instant), so the prefilter remembers what it passed; a reader that tests a line the
+    search found (:attr:`passed`) must not test it again.
     """
 
-    __slots__ = ("escaped", "first_by", "guards", "messages")
+    __slots__ = ("_first_by", "_search", "_seen", "passed")
 
     def __init__(self, messages: Iterable[str], contains: Contains | None = None) -> None:
-        self.messages = frozenset(_quoted_body(m) for m in messages)
-        #: messages with an escape (a quote inside): found whole, as klog quoted them
-        self.escaped = tuple(b'] "' + q + b'"' for q in self.messages if b"\\" in q)
-        self.guards: dict[bytes, tuple[bytes, frozenset[bytes], dict[bytes, bytes]]] = {}
-        #: value -> the field whose each distinct value only its first line is wanted for
-        self.first_by: dict[bytes, bytes] = {}
-        for m, (key, values, *rest) in (contains or {}).items():
-            for v, field in (rest[1] if len(rest) > 1 else {}).items():
-                self.first_by[_quoted_body(v)] = b" " + field.encode("utf-8") + b'="'
+        contains = contains or {}
+        #: quoted message -> ((`` field="value"``, `` other_field="``), ...)
+        self._first_by: dict[bytes, tuple[tuple[bytes, bytes], ...]] = {}
+        self._seen: set[bytes] = set()  # value + other field's value, of each line passed
+        #: the line :meth:`find` found last
+        self.passed: bytes | None = None
+        alternatives = []
+        for m in sorted(messages, key=lambda m: len(_quoted_body(m)), reverse=True):
+            q = _quoted_body(m)
+            alternative = re.escape(q) + b'"'
+            if m in contains:
+                field, values, *rest = contains[m]
+                k = b" " + field.encode("utf-8") + (b"" if field.endswith('"') else b'="')
+                alternative += _guard(k, sorted(_quoted_body(v) for v in values))
+                first_by = rest[0] if rest else {}
+                if first_by:
+                    self._first_by[q] = tuple(
+                        (k + _quoted_body(v) + b'"', b" " + f.encode("utf-8") + b'="')
+                        for v, f in first_by.items()
+                    )
+            alternatives.append(alternative)
+        self._search = re.compile(b'\\] "(?:' + b"|".join(alternatives) + b")").search
 
-            # a field name (`` field="value"``), or the literal text before the value
-            # when that is not a plain quoted field (`` lastWrite={"Manager":"value"``)
-            k = b" " + key.encode("utf-8") + (b"" if key.endswith('"') else b'="')
-            unless = {_quoted_body(v): t.encode("utf-8") for v, t in (rest[0] if rest else {}).items()}
-            self.guards[_quoted_body(m)] = (k, frozenset(_quoted_body(v) for v in values), unless)
+    def find(self, block: bytes, pos: int, end: int) -> tuple[int, int] | None:
+        """The bounds ``(start, stop)`` of the first line of ``block[pos:end]`` (whole
+        lines) that may be wanted, or ``None``; that line is put in :attr:`passed`."""
+        hit = self._hit(block, pos, end)
+        if hit is not None:
+            self.passed = block[hit[0] : hit[1]]
+        return hit
 
-    def finder(
-        self, wanted: Callable[[bytes], bool] | None = None, passed: list[bytes | None] | None = None
-    ) -> Find:
-        """The search over a block of whole lines: ``find(block, pos, end)`` gives the
-        bounds ``(start, stop)`` of the first line of ``block[pos:end]`` that may be wanted,
-        or ``None``.  A regular expression finds each message as it follows a klog header,
-        anywhere in a line (every line :meth:`function` passes holds one); the line it is
-        in is then given to the test ``wanted`` (a new :meth:`function` by default), so the
-        two never disagree.  The line found is put in ``passed[0]``: a reader that tests
-        the lines not found with the same ``wanted`` knows not to test it twice (a test
-        that remembers what it passed must see each line once)."""
-        alternatives = b"|".join(self._alternative(q) for q in sorted(self.messages, key=len, reverse=True))
-        search = re.compile(b'\\] "(?:' + alternatives + b")").search
-        if wanted is None:
-            wanted = self.function()
-        if passed is None:
-            passed = [None]
+    def wanted(self, line: bytes) -> bool:
+        """Whether ``line`` (one line, its end included or not) may be wanted."""
+        return self._hit(line, 0, len(line)) is not None
 
-        def find(block: bytes, pos: int, end: int) -> tuple[int, int] | None:
-            while True:
-                m = search(block, pos, end)
-                if m is None:
-                    return None
-                start = block.rfind(b"\n", pos, m.start()) + 1 or pos
-                stop = block.find(b"\n", m.end(), end) + 1
-                line = block[start:stop]
-                if wanted(line):
-                    passed[0] = line
-                    return start, stop
-                pos = stop
+    def _hit(self, block: bytes, pos: int, end: int) -> tuple[int, int] | None:
+        search, first_by = self._search, self._first_by
+        while True:
+            m = search(block, pos, end)
+            if m is None:
+                return None
+            start = block.rfind(b"\n", pos, m.start()) + 1 or pos
+            stop = block.find(b"\n", m.end(), end) + 1 or end
+            rules = first_by.get(block[m.start() + 3 : m.end() - 1]) if first_by else None
+            if rules is None or self._first(block, m.end(), stop, rules):
+                return start, stop
+            pos = stop
 
-        return find
-
-    def _alternative(self, q: bytes) -> bytes:
-        """The search's pattern of one quoted message ``q`` (its closing quote added).
-
-        For a message narrowed by a field, the lines whose field holds a whole value none
-        of the wanted ones are not found at all (most of the DPC's chatter is such lines:
-        the search passes over them for a fraction of what cutting each out and testing
-        it costs).  Found are the lines whose field holds a wanted value somewhere, or
-        never a whole value: a superset of those the test passes, which still decides.
-        ``[^\\n]*`` is greedy on purpose: the field is looked for back from the line's
-        end, and the narrowing fields are near it."""
-        guard = self.guards.get(q)
-        msg = re.escape(q) + b'"'
-        if guard is None:
-            return msg
-        key = re.escape(guard[0])
-        values = b"|".join(re.escape(v) for v in sorted(guard[1]))
-        return msg + b"(?=[^\\n]*" + key + b"(?:" + values + b')"|(?![^\\n]*' + key + b'[^"\\n]*"))'
-
-    def function(self) -> Callable[[bytes], bool]:
-        """The test as a plain function of a raw line (a closure: cheaper to call per line)."""
-        messages, escaped, guards, first_by = self.messages, self.escaped, self.guards, self.first_by
-        seen: set[bytes] = set()  # (value, field value) pairs whose first line was passed
-
-        def maybe_wanted(b: bytes) -> bool:
-            j = b.find(b'] "')
-            if j < 0:
+    def _first(self, line: bytes, i: int, stop: int, rules: tuple[tuple[bytes, bytes], ...]) -> bool:
+        """Whether ``line[i:stop]`` is not a line with a ``first_by`` value whose other
+        field's value an earlier line passed already (and remember it if so)."""
+        for value, field in rules:
+            if line.find(value, i, stop) < 0:
+                continue
+            f = line.find(field, i, stop)
+            fe = line.find(b'"', f + len(field), stop) if f >= 0 else -1
+            if fe < 0:
+                return True  # no such field, or cut inside it: a line to report
+            seen = value + line[f + len(field) : fe]
+            if seen in self._seen:
                 return False
-            end = b.find(b'"', j + 3)
-            msg = b[j + 3 : end]
-            if end < 0 or msg not in messages:
-                return bool(escaped) and any(q in b for q in escaped)
-            guard = guards.get(msg)
-            if guard is None:
-                return True
-            key, values, unless = guard
-            k = b.find(key, end)
-            if k < 0:
-                return True
-            k += len(key)
-            e = b.find(b'"', k)
-            if e < 0:
-                return True
-            value = b[k:e]
-            if value not in values:
-                return False
-            field = first_by.get(value)
-            if field is not None:
-                f = b.find(field, end)
-                fe = b.find(b'"', f + len(field)) if f >= 0 else -1
-                if fe >= 0:
-                    seen_key = value + b"\0" + b[f + len(field) : fe]
-                    if seen_key in seen:
-                        return False
-                    seen.add(seen_key)
-            text = unless.get(value)
-            if text is None:
-                return True
-            t = b.find(text, e)
-            return t < 0 or b[t + len(text) : t + len(text) + 1] in (b'"', b"")
+            self._seen.add(seen)
+            return True
+        return True
 
-        return maybe_wanted
+
+def _guard(key: bytes, values: list[bytes]) -> bytes:
+    """The search's condition on a message's field: the lines whose field holds a whole
+    value none of the wanted ones are not found at all (most of the DPC's chatter is such
+    lines: the search passes over them for a fraction of what cutting each out and testing
+    it costs).  Found are the lines whose field holds a wanted value somewhere, or never a
+    whole value.  ``[^\\n]*`` is greedy on purpose: the field is looked for back from the
+    line's end, and the narrowing fields are near it."""
+    k = re.escape(key)
+    alternatives = b"|".join(re.escape(v) for v in values)
+    return b"(?=[^\\n]*" + k + b"(?:" + alternatives + b')"|(?![^\\n]*' + k + b'[^"\\n]*"))'
 
 
 def _quoted(s: str) -> bytes:
@@ -784,9 +749,8 @@ def iter_klog(
     # (an unquoted message that quotes a wanted one further on) is ignored, as without it
     wanted_msgs = frozenset(messages) if messages is not None else None
     prefilter = Prefilter(wanted_msgs, contains) if wanted_msgs is not None else None
-    wanted = prefilter.function() if prefilter is not None else None
-    passed: list[bytes | None] = [None]  # the line the search just found (and tested)
-    find = prefilter.finder(wanted, passed) if prefilter is not None else None
+    wanted = prefilter.wanted if prefilter is not None else None
+    find = prefilter.find if prefilter is not None else None
     pending: _Parsed | None = None  # a record whose multi-line block is still open
     read = understood = ignored = 0  # not yet written back to stats
     line_no = 0
@@ -827,11 +791,12 @@ def iter_klog(
                 line_no -= 1
                 read -= 1
                 continue
-            tested = passed[0] is not None and b == passed[0]  # found, so tested, by the search
-            passed[0] = None
-            if pending is None and wanted is not None and not tested and not wanted(b):  # type: ignore[arg-type]
-                ignored += 1
-                continue
+            if prefilter is not None:
+                found = b == prefilter.passed  # so tested already, by the search
+                prefilter.passed = None
+                if pending is None and not found and not prefilter.wanted(b):  # type: ignore[arg-type]
+                    ignored += 1
+                    continue
             b = b.rstrip(b"\r\n")  # type: ignore[union-attr]
             h = _header_offset_b(b)
             if pending is not None:
