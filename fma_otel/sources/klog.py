@@ -429,70 +429,58 @@ def _number(t: str) -> Any:
         return t
 
 
-class _Parsed:
-    """A line parsed as far as its pairs go; finished into a record by the caller."""
+def _parse(
+    line_no: int, prefix_ns: int | None, s: str
+) -> tuple[KlogRecord, list[tuple[str, Any]], str | None]:
+    """The record of one line (``s`` without its line end or prefix), its pairs as a list
+    (for a multi-line block's value and the pairs after it to be added to), and the key of
+    the block it opens at its end, if any.  Raises :class:`KlogParseError`."""
+    level, month, day, tod_us, pid, file, src_line, i = _parse_header(s)
+    kv: list[tuple[str, Any]] = []
+    block_key, cut = None, False
+    if i < len(s) and s[i] == '"':
+        end = _quoted_end(s, i)
+        if end < 0:
+            raise KlogParseError("line cut inside the message")
+        msg = s[i + 1 : end - 1]
+        if "\\" in msg:
+            try:
+                msg = go_unquote(s[i:end])
+            except ValueError:
+                pass  # kept as written
+        block_key, cut = _parse_pairs(s, end, kv)
+    else:
+        msg = s[i:]  # unstructured klog.Infof line
+    # positional: a NamedTuple takes them for less than keywords
+    rec = KlogRecord(line_no, level, month, day, tod_us, pid, file, src_line, msg, tuple(kv), prefix_ns, cut)
+    return rec, kv, block_key
 
-    __slots__ = (
-        "line_no",
-        "level",
-        "month",
-        "day",
-        "tod_us",
-        "pid",
-        "file",
-        "src_line",
-        "msg",
-        "kv",
-        "prefix_ns",
-        "block_key",
-        "block",
-        "block_bytes",
-        "truncated",
-    )
 
-    def __init__(self, line_no: int, prefix_ns: int | None, s: str) -> None:
-        (self.level, self.month, self.day, self.tod_us, self.pid, self.file, self.src_line, i) = (
-            _parse_header(s)
-        )
-        self.line_no = line_no
-        self.prefix_ns = prefix_ns
-        self.kv: list[tuple[str, Any]] = []
-        self.block_key: str | None = None
+class _Open:
+    """A record whose multi-line ``key=<`` block is still being read."""
+
+    __slots__ = ("block", "block_bytes", "key", "kv", "rec", "truncated")
+
+    def __init__(self, rec: KlogRecord, kv: list[tuple[str, Any]], key: str) -> None:
+        self.rec, self.kv, self.key = rec, kv, key
         self.block: list[str] = []
         self.block_bytes = 0
-        self.truncated = False
-        if i < len(s) and s[i] == '"':
-            end = _quoted_end(s, i)
-            if end < 0:
-                raise KlogParseError("line cut inside the message")
-            try:
-                self.msg = go_unquote(s[i:end])
-            except ValueError:
-                self.msg = s[i + 1 : end - 1]
-            self.more(s, end)
-        else:
-            self.msg = s[i:]  # unstructured klog.Infof line
+        self.truncated = rec.truncated
 
-    def more(self, s: str, i: int) -> None:
-        self.block_key, cut = _parse_pairs(s, i, self.kv)
+    def close(self, rest: str) -> bool:
+        """The block's closing `` >`` line, with ``rest`` after it: the value is added,
+        then the pairs of ``rest``; whether the record is whole (no further block)."""
+        self.kv.append((self.key, "\n".join(self.block)))
+        self.block = []
+        key, cut = _parse_pairs(rest, 0, self.kv)
         self.truncated = self.truncated or cut
+        if key is None:
+            return True
+        self.key = key
+        return False
 
     def record(self) -> KlogRecord:
-        # positional: a NamedTuple takes them for less than keywords
-        return KlogRecord(
-            self.line_no,
-            self.level,
-            self.month,
-            self.day,
-            self.tod_us,
-            self.pid,
-            self.file,
-            self.src_line,
-            self.msg,
-            tuple(self.kv),
-            self.prefix_ns,
-            self.truncated,
-        )
+        return self.rec._replace(kv=tuple(self.kv), truncated=self.truncated)
 
 
 def _decode(line: str | bytes) -> str:
@@ -514,7 +502,7 @@ def parse_klog_line(line: str | bytes, line_no: int = 0) -> KlogRecord | None:
         prefix_ns, s = split_timestamp_prefix(s)
     except ValueError as e:
         raise KlogParseError(f"bad timestamp prefix: {e}") from None
-    return _Parsed(line_no, prefix_ns, s).record()
+    return _parse(line_no, prefix_ns, s)[0]
 
 
 # --------------------------------------------------------------------------- stream
@@ -740,132 +728,103 @@ def iter_klog(
     counted in ``stats.skipped`` with its line number and why.  Records are yielded in line
     order; a record with a block is yielded when its closing `` >`` line (or the next
     header) is read.
-
-    ``stats.read``/``understood``/``ignored`` are kept in local counters and written back
-    before every yield and when the iterator ends or is closed, so they are exact whenever
-    the caller looks at them between records.
     """
     # the prefilter only says "maybe": a line it passes whose parsed message is not wanted
     # (an unquoted message that quotes a wanted one further on) is ignored, as without it
     wanted_msgs = frozenset(messages) if messages is not None else None
     prefilter = Prefilter(wanted_msgs, contains) if wanted_msgs is not None else None
-    wanted = prefilter.wanted if prefilter is not None else None
     find = prefilter.find if prefilter is not None else None
-    pending: _Parsed | None = None  # a record whose multi-line block is still open
-    read = understood = ignored = 0  # not yet written back to stats
+    pending: _Open | None = None  # a record whose multi-line block is still open
     line_no = 0
-
-    def flush() -> None:
-        nonlocal read, understood, ignored
-        stats.read += read
-        stats.understood += understood
-        stats.ignored += ignored
-        read = understood = ignored = 0
 
     def held() -> bool:  # lines are read one by one while a multi-line value is open
         return pending is not None
 
     pushback: list[bytes] = []
-    try:
-        for b in _lines(source, pushback, stats, find, held):
-            if b.__class__ is Ignored:
-                line_no += b  # type: ignore[operator]
-                read += b  # type: ignore[operator]
-                ignored += b  # type: ignore[operator]
+    for b in _lines(source, pushback, stats, find, held):
+        if b.__class__ is Ignored:
+            line_no += b  # type: ignore[operator]
+            stats.read += b  # type: ignore[operator]
+            stats.ignored += b  # type: ignore[operator]
+            continue
+        line_no += 1
+        if b.__class__ is TooLong or len(b) > MAX_LINE_BYTES:
+            stats.read += 1
+            stats.skip(line_no, too_long_reason(b if b.__class__ is TooLong else len(b)))  # type: ignore[arg-type]
+            if pending is not None:
+                yield pending.record()  # without the block's value, as for a cut block
+                pending = None
+            continue
+        if (line_no == 1 or len(b) > _CR_CHECK_BYTES) and b"\r" in b.rstrip(b"\r\n"):  # type: ignore[union-attr]
+            # A carriage return alone ends a line too: else a log written with CR-only
+            # line ends is one line, and every record in it is lost without a word.
+            # Such a log is one long first line, so only the first line and long lines
+            # are searched (the same ones whether a prefilter is given or not).
+            _cut_at_cr(b.rstrip(b"\r\n"), pushback, stats)  # type: ignore[union-attr]
+            line_no -= 1
+            continue
+        stats.read += 1
+        if prefilter is not None:
+            found = b == prefilter.passed  # so tested already, by the search
+            prefilter.passed = None
+            if pending is None and not found and not prefilter.wanted(b):  # type: ignore[arg-type]
+                stats.ignored += 1
                 continue
-            line_no += 1
-            read += 1
-            if b.__class__ is TooLong or len(b) > MAX_LINE_BYTES:
-                stats.skip(line_no, too_long_reason(b if b.__class__ is TooLong else len(b)))  # type: ignore[arg-type]
-                if pending is not None:
-                    flush()
-                    yield pending.record()  # without the block's value, as for a cut block
+        b = b.rstrip(b"\r\n")  # type: ignore[union-attr]
+        h = _header_offset_b(b)
+        if pending is not None:
+            if b[h : h + 1] == b"\t":
+                pending.block_bytes += len(b)
+                if pending.block_bytes > MAX_VALUE_BYTES:
+                    stats.skip(line_no, f"multi-line value longer than {MAX_VALUE_BYTES >> 20} MiB: dropped")
+                    pending.truncated = True
+                    yield pending.record()
+                    pending = None
+                    continue
+                stats.understood += 1
+                pending.block.append(b[h + 1 :].decode("utf-8", "replace"))
+                continue
+            if b.startswith(b" >", h):
+                stats.understood += 1
+                if pending.close(b[h + 2 :].decode("utf-8", "replace")):
+                    yield pending.record()
                     pending = None
                 continue
-            if (line_no == 1 or len(b) > _CR_CHECK_BYTES) and b"\r" in b.rstrip(b"\r\n"):  # type: ignore[union-attr]
-                # A carriage return alone ends a line too: else a log written with CR-only
-                # line ends is one line, and every record in it is lost without a word.
-                # Such a log is one long first line, so only the first line and long lines
-                # are searched (the same ones whether a prefilter is given or not).
-                _cut_at_cr(b.rstrip(b"\r\n"), pushback, stats)  # type: ignore[union-attr]
-                line_no -= 1
-                read -= 1
-                continue
-            if prefilter is not None:
-                found = b == prefilter.passed  # so tested already, by the search
-                prefilter.passed = None
-                if pending is None and not found and not prefilter.wanted(b):  # type: ignore[arg-type]
-                    ignored += 1
-                    continue
-            b = b.rstrip(b"\r\n")  # type: ignore[union-attr]
-            h = _header_offset_b(b)
-            if pending is not None:
-                if b[h : h + 1] == b"\t":
-                    understood += 1
-                    pending.block_bytes += len(b)
-                    if pending.block_bytes > MAX_VALUE_BYTES:
-                        stats.skip(
-                            line_no, f"multi-line value longer than {MAX_VALUE_BYTES >> 20} MiB: dropped"
-                        )
-                        understood -= 1
-                        pending.truncated = True
-                        flush()
-                        yield pending.record()
-                        pending = None
-                        continue
-                    pending.block.append(_decode(b[h + 1 :]))
-                    continue
-                if b.startswith(b" >", h):
-                    understood += 1
-                    assert pending.block_key is not None
-                    pending.kv.append((pending.block_key, "\n".join(pending.block)))
-                    pending.block = []
-                    pending.more(_decode(b[h + 2 :]), 0)
-                    if pending.block_key is None:
-                        flush()
-                        yield pending.record()
-                        pending = None
-                    continue
-                # The block was never closed (cut): its value is dropped, the record kept.
-                pending.truncated = True
-                flush()
-                yield pending.record()
-                pending = None
-                if wanted is not None and not wanted(b):
-                    ignored += 1
-                    continue
-            if wanted is not None and b[h : h + 1] in (b"\t", b" "):
-                ignored += 1  # a line of an ignored record's block: never a record
-                continue
-            s = _decode(b)
-            if not s.strip():
-                stats.skip(line_no, "blank line")
-                continue
-            try:
-                prefix_ns, s = split_timestamp_prefix(s)
-            except ValueError as e:
-                stats.skip(line_no, f"bad timestamp prefix: {e}")
-                continue
-            if s[:1] == "\t" or s.startswith(" >"):
-                stats.skip(line_no, "continuation line outside a multi-line value")
-                continue
-            try:
-                p = _Parsed(line_no, prefix_ns, s)
-            except KlogParseError as e:
-                stats.skip(line_no, e.reason)
-                continue
-            if wanted_msgs is not None and p.msg not in wanted_msgs:
-                ignored += 1
-                continue
-            understood += 1
-            if p.block_key is not None:
-                pending = p
-                continue
-            flush()
-            yield p.record()
-        if pending is not None:
+            # The block was never closed (cut): its value is dropped, the record kept.
             pending.truncated = True
-            flush()
             yield pending.record()
-    finally:
-        flush()
+            pending = None
+            if prefilter is not None and not prefilter.wanted(b):
+                stats.ignored += 1
+                continue
+        if prefilter is not None and b[h : h + 1] in (b"\t", b" "):
+            stats.ignored += 1  # a line of an ignored record's block: never a record
+            continue
+        s = b.decode("utf-8", "replace")
+        if not s or s.isspace():
+            stats.skip(line_no, "blank line")
+            continue
+        try:
+            prefix_ns, s = split_timestamp_prefix(s)
+        except ValueError as e:
+            stats.skip(line_no, f"bad timestamp prefix: {e}")
+            continue
+        if s[:1] == "\t" or s.startswith(" >"):
+            stats.skip(line_no, "continuation line outside a multi-line value")
+            continue
+        try:
+            rec, kv, block_key = _parse(line_no, prefix_ns, s)
+        except KlogParseError as e:
+            stats.skip(line_no, e.reason)
+            continue
+        if wanted_msgs is not None and rec.msg not in wanted_msgs:
+            stats.ignored += 1
+            continue
+        stats.understood += 1
+        if block_key is not None:
+            pending = _Open(rec, kv, block_key)
+            continue
+        yield rec
+    if pending is not None:
+        pending.truncated = True
+        yield pending.record()
