@@ -535,25 +535,29 @@ class Prefilter:
 
     def __init__(self, messages: Iterable[str], contains: Contains | None = None) -> None:
         contains = contains or {}
-        #: quoted message -> ((`` field="value"``, `` other_field="``), ...)
-        self._first_by: dict[bytes, tuple[tuple[bytes, bytes], ...]] = {}
+        #: name of the search's group around a message -> ((`` field="value"``,
+        #: `` other_field="``), ...): only the messages with a ``first_by`` have a group
+        self._first_by: dict[str, tuple[tuple[bytes, bytes], ...]] = {}
         self._seen: set[bytes] = set()  # value + other field's value, of each line passed
         #: the line :meth:`find` found last
         self.passed: bytes | None = None
         alternatives = []
         for m in sorted(messages, key=lambda m: len(_quoted_body(m)), reverse=True):
-            q = _quoted_body(m)
-            alternative = re.escape(q) + b'"'
+            alternative = re.escape(_quoted_body(m))
             if m in contains:
                 field, values, *rest = contains[m]
                 k = b" " + field.encode("utf-8") + (b"" if field.endswith('"') else b'="')
-                alternative += _guard(k, sorted(_quoted_body(v) for v in values))
-                first_by = rest[0] if rest else {}
-                if first_by:
-                    self._first_by[q] = tuple(
+                guard = _guard(k, sorted(_quoted_body(v) for v in values))
+                if rest and rest[0]:
+                    group = f"f{len(self._first_by)}"
+                    self._first_by[group] = tuple(
                         (k + _quoted_body(v) + b'"', b" " + f.encode("utf-8") + b'="')
-                        for v, f in first_by.items()
+                        for v, f in rest[0].items()
                     )
+                    alternative = b"(?P<" + group.encode() + b">" + alternative + b")"
+                alternative += b'"' + guard
+            else:
+                alternative += b'"'
             alternatives.append(alternative)
         self._search = re.compile(b'\\] "(?:' + b"|".join(alternatives) + b")").search
 
@@ -575,11 +579,10 @@ class Prefilter:
             m = search(block, pos, end)
             if m is None:
                 return None
-            start = block.rfind(b"\n", pos, m.start()) + 1 or pos
             stop = block.find(b"\n", m.end(), end) + 1 or end
-            rules = first_by.get(block[m.start() + 3 : m.end() - 1]) if first_by else None
-            if rules is None or self._first(block, m.end(), stop, rules):
-                return start, stop
+            group = m.lastgroup
+            if group is None or self._first(block, m.end(), stop, first_by[group]):
+                return block.rfind(b"\n", pos, m.start()) + 1 or pos, stop
             pos = stop
 
     def _first(self, line: bytes, i: int, stop: int, rules: tuple[tuple[bytes, bytes], ...]) -> bool:
