@@ -245,27 +245,20 @@ _HEADER = re.compile(_HEADER_SRC, re.ASCII)
 #: backtrack into it.  Only used where backtracking cannot find another match anyway.
 _POSS = "+" if sys.version_info >= (3, 11) else ""
 #: Any character but ``"`` and ``\``; any character but space, ``=`` and ``"``.  Negated
-#: classes, not ranges up to U+10FFFF: ``re`` spends ~10 ms compiling each such range (the
-#: three patterns below cost 55 ms at every import), and matching real lines with them was
-#: no faster.
+#: classes, not ranges up to U+10FFFF: ``re`` is slow to compile such a range (paid at every
+#: import), and matching real lines with them was no faster.
 _NOT_QUOTE_OR_BS = r'[^"\\]'
 _NOT_KEY_END = r'[^ ="]'
 
 
-def _pair_src(group: str) -> str:
-    """The pattern of one pair; ``group`` is ``"("`` to capture (key, quoted body, token)
-    or ``"(?:"`` not to."""
-    p = _POSS
-    q = _NOT_QUOTE_OR_BS
-    return (
-        rf" {group}{_NOT_KEY_END}+{p})="
-        rf'(?:"{group}{q}*{p}(?:\\.{q}*{p})*{p})"'
-        rf"|{group}-?\d+{p}(?:\.\d+{p})?{p}(?:[eE][-+]?\d+{p})?{p}|true|false|null))(?= |$)"
-    )
-
-
-#: One pair whose value is a Go-quoted string or a JSON scalar, followed by a space or the end.
-_PAIR = re.compile(_pair_src("("), re.ASCII)
+#: One pair whose value is a Go-quoted string or a JSON scalar, followed by a space or the
+#: end; captures (key, quoted body, token).
+_PAIR = re.compile(
+    rf" ({_NOT_KEY_END}+{_POSS})="
+    rf'(?:"({_NOT_QUOTE_OR_BS}*{_POSS}(?:\\.{_NOT_QUOTE_OR_BS}*{_POSS})*{_POSS})"'
+    rf"|(-?\d+{_POSS}(?:\.\d+{_POSS})?{_POSS}(?:[eE][-+]?\d+{_POSS})?{_POSS}|true|false|null))(?= |$)",
+    re.ASCII,
+)
 _RESYNC = re.compile(r" [A-Za-z_][A-Za-z0-9_.\-/]*=")
 _DECODER = json.JSONDecoder()
 _JSON_CONST: dict[str, Any] = {"true": True, "false": False, "null": None}
@@ -615,12 +608,9 @@ def _guard(key: bytes, values: list[bytes]) -> bytes:
     return b"(?=[^\\n]*" + k + b"(?:" + alternatives + b')"|(?![^\\n]*' + k + b'[^"\\n]*"))'
 
 
-def _quoted(s: str) -> bytes:
-    return go_quote(s).encode("utf-8")
-
-
 def _quoted_body(s: str) -> bytes:
-    return _quoted(s)[1:-1]
+    """``s`` as klog quotes it, without the quotes: what the prefilter searches for."""
+    return go_quote(s).encode("utf-8")[1:-1]
 
 
 def _header_offset_b(b: bytes) -> int:
