@@ -83,29 +83,37 @@ def parse_rfc3339_ns(text: str) -> int:
     minute = _MINUTE_SECONDS.get(text[:17])
     if minute is None:
         minute = _minute_seconds(text)
-    tail = text[17:]  # "SS", then ".<digits>" or nothing, then the zone
-    if tail[-1:] in ("Z", "z"):
-        offset = 0
-        middle = tail[2:-1]
-    elif len(tail) >= 8 and tail[-6] in "+-" and tail[-3] == ":" and _digits(tail[-5:-3] + tail[-2:]):
-        offset = int(tail[-5:-3]) * 3600 + int(tail[-2:]) * 60
-        if tail[-6] == "-":
-            offset = -offset
-        middle = tail[2:-6]
-    else:
-        raise ValueError(f"not an RFC3339 time (zone): {text[:40]!r}")
+    tail = text[17:]  # "SS", then "." and digits or nothing, then "Z"
+    offset = 0
+    if tail[-1:] != "Z":
+        offset, tail = _zone(text, tail)
     ss = tail[:2]
-    if not _digits(ss) or ss > "60":
+    # isascii() first: isdigit() alone takes '²' and '٠' too
+    if not (tail.isascii() and ss.isdigit()) or ss > "60":
         raise ValueError(f"not an RFC3339 time: {text[:40]!r}")
-    ns = (minute + int(ss) - offset) * 1_000_000_000
-    if middle:
-        digits = middle[1:10]  # digits past the ninth are dropped
-        if middle[0] != "." or not _digits(middle[1:]):
+    if len(tail) == 3:
+        ns = (minute + int(ss) - offset) * 1_000_000_000
+    else:
+        digits = tail[3:-1]
+        if tail[2] != "." or not digits.isdigit():
             raise ValueError(f"not an RFC3339 time: {text[:40]!r}")
-        ns += int(digits) * _FRAC_SCALE[len(digits)]
+        digits = digits[:9]  # digits past the ninth are dropped
+        ns = (minute + int(ss) - offset) * 1_000_000_000 + int(digits) * _FRAC_SCALE[len(digits)]
     if MIN_NS <= ns < END_NS:
         return ns
     return check_ns(ns)
+
+
+def _zone(text: str, tail: str) -> tuple[int, str]:
+    """The offset east of UTC in seconds of a time whose zone is not ``Z`` (``z``,
+    ``+HH:MM`` or ``-HH:MM``), and ``tail`` with its zone written ``Z``."""
+    if tail[-1:] == "z":
+        return 0, tail[:-1] + "Z"
+    zone = tail[-6:]
+    if len(tail) >= 8 and zone[0] in "+-" and zone[3] == ":" and _digits(zone[1:3] + zone[4:]):
+        offset = int(zone[1:3]) * 3600 + int(zone[4:]) * 60
+        return (offset if zone[0] == "+" else -offset), tail[:-6] + "Z"
+    raise ValueError(f"not an RFC3339 time (zone): {text[:40]!r}")
 
 
 def _digits(s: str) -> bool:
