@@ -78,7 +78,8 @@ def test_not_rfc3339_is_a_value_error(text: str) -> None:
 _IN_WINDOW = st.datetimes(datetime(2000, 1, 2), datetime(2199, 12, 30), timezones=st.just(timezone.utc))
 
 
-@settings(max_examples=300, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=200, deadline=None)
 @given(
     _IN_WINDOW,
     st.integers(0, 999_999_999),
@@ -145,3 +146,13 @@ def test_civil_time_of_day_past_the_window_end() -> None:
     assert civil_to_ns(2199, 12, 31, 0) < timeutil.END_NS
     with pytest.raises(ValueError, match="outside the accepted window"):
         civil_to_ns(2199, 12, 31, 86_400 * 10**6)
+
+
+def test_date_seconds_is_the_one_date_rule() -> None:
+    """The date rule RFC3339 times and the launcher's asctime share: a real calendar date
+    in ASCII digits, never rolled over."""
+    assert timeutil.date_seconds("2026-06-29") == 1782691200
+    assert timeutil.date_seconds("2028-02-29") == 1835395200
+    for bad in ["2027-02-29", "2026-13-01", "2026-06-00", "2026-6-29", "\uff12026-06-29", "2026/06/29"]:
+        with pytest.raises(ValueError, match="bad date"):
+            timeutil.date_seconds(bad)
