@@ -79,14 +79,14 @@ _HTTP_PURPOSES = {
 #: ``/is_sleeping`` polls are wanted since issue 21: the last one before vLLM answers
 #: bounds ``V.ready`` from below.
 _MANAGER = 'lastWrite={"Manager":"'
-WANTED_CONTAINS: dict[str, tuple[str, tuple[str, ...], dict[str, str]]] = {
+WANTED_CONTAINS: dict[str, tuple[str, tuple[str, ...]] | tuple[str, tuple[str, ...], dict[str, str]]] = {
     # only the first list_instances call to each launcher bounds an instant (L.ready)
-    MSG_HTTP: ("purpose", tuple(_HTTP_PURPOSES), {}, {"list_instances": "launcherPod"}),
+    MSG_HTTP: ("purpose", tuple(_HTTP_PURPOSES), {"list_instances": "launcherPod"}),
     # of the informer's notifications only the writes that bound an instant: the kubelet's
     # to a requester (R.ready) and the scheduler's to a launcher (L.scheduled); the rest of
     # this frequent chatter is passed over on a substring test
-    "Enqueuing inference server reference due to notification of update": (_MANAGER, ("kubelet",), {}),
-    "Enqueuing launcher reference due to notification of update": (_MANAGER, ("kube-scheduler",), {}),
+    "Enqueuing inference server reference due to notification of update": (_MANAGER, ("kubelet",)),
+    "Enqueuing launcher reference due to notification of update": (_MANAGER, ("kube-scheduler",)),
 }
 
 

@@ -5,11 +5,15 @@ Why not ``datetime.fromisoformat``: it truncates to microseconds (the DPC's
 fractions.  Integer nanoseconds keep every instant exact, so a span's duration is the
 difference of two integers and the bridge gives the same trace on every run.
 
-Speed: the bridge parses tens of thousands of times and klog headers, nearly all of one
-shape (``YYYY-MM-DDTHH:MM:SS[.f...]Z``, ASCII) and from a few hours.  That shape takes a
-path of slices with the minute's start cached; anything else takes the general regex path,
-which defines the result (the tests check that both agree).  ``civil_to_ns`` caches the
-start of each valid day.
+One grammar, used by every reader (Pod JSON, DPC fields, ``--timestamps`` prefixes, live
+logs): ``YYYY-MM-DD(T|t)HH:MM:SS[.digits](Z|z|+HH:MM|-HH:MM)``, ASCII digits, a date the
+calendar has (``02-30`` is an error, never rolled into March), hour <= 23, minute <= 59,
+second <= 60 (a leap second counts into the next minute), digits past the ninth of the
+fraction dropped.  A time without a zone is an error: Go's ``time.RFC3339Nano`` and
+Kubernetes always write one, so a zone-less value was made by hand and UTC would be a guess.
+The bridge parses tens of thousands of times, nearly all from a few hours, so the start of
+each minute (``YYYY-MM-DDTHH:MM:``, checked once) is cached and only the seconds, fraction
+and zone are read per call.
 
 The window: every instant returned lies in ``[2000-01-01, 2200-01-01)`` UTC
 (:data:`MIN_NS` .. :data:`END_NS`), or ``ValueError`` is raised.  OTLP carries times as
@@ -24,14 +28,7 @@ counts ``ValueError`` as a malformed line thus counts such a line too, by file:l
 from __future__ import annotations
 
 import calendar
-import datetime
-import re
 
-_RFC3339 = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?\d*(Z|z|[+-]\d{2}:?\d{2})?$"
-)
-
-_EPOCH_ORDINAL = datetime.date(1970, 1, 1).toordinal()
 #: bound of the caches below (a log spans a few days; this only guards odd inputs)
 _CACHE_MAX = 4096
 #: ``"YYYY-MM-DDTHH:MM:"`` -> seconds since the epoch at the start of that minute (UTC)
@@ -78,70 +75,87 @@ def _describe(ns: int) -> str:
 
 
 def parse_rfc3339_ns(text: str) -> int:
-    """``2026-06-29T14:36:20.4987654Z`` -> ns since the epoch (UTC when no zone is given).
+    """``2026-06-29T14:36:20.4987654Z`` -> ns since the epoch (the grammar: module docstring).
 
     Raises ``ValueError`` for anything else, and :class:`OutOfWindowError` (a
     ``ValueError``) for a time outside the window, so callers can count a bad value.
     """
-    # fast path, ASCII only: "YYYY-MM-DDTHH:MM:" (its minute cached) + "SSZ" or "SS.<digits>Z"
     minute = _MINUTE_SECONDS.get(text[:17])
     if minute is None:
-        minute = _minute_seconds(text[:17])
-    if minute is not None:
-        tail = text[17:]
-        if tail[-1:] == "Z" and tail.isascii():
-            ss = tail[:2]
-            if ss.isdigit():
-                if len(tail) == 3:
-                    ns = (minute + int(ss)) * 1_000_000_000
-                    if MIN_NS <= ns < END_NS:
-                        return ns
-                else:
-                    digits = tail[3:-1]
-                    if tail[2] == "." and digits.isdigit():
-                        frac = digits[:9]  # digits past the ninth are dropped, as by the general path
-                        ns = (minute + int(ss)) * 1_000_000_000 + int(frac) * _FRAC_SCALE[len(frac)]
-                        if MIN_NS <= ns < END_NS:
-                            return ns
-    return _parse_rfc3339_general(text)
+        minute = _minute_seconds(text)
+    tail = text[17:]  # "SS", then "." and digits or nothing, then "Z"
+    offset = 0
+    if tail[-1:] != "Z":
+        offset, tail = _zone(text, tail)
+    ss = tail[:2]
+    # isascii() first: isdigit() alone takes '²' and '٠' too
+    if not (tail.isascii() and ss.isdigit()) or ss > "60":
+        raise ValueError(f"not an RFC3339 time: {text[:40]!r}")
+    if len(tail) == 3:
+        ns = (minute + int(ss) - offset) * 1_000_000_000
+    else:
+        digits = tail[3:-1]
+        if tail[2] != "." or not digits.isdigit():
+            raise ValueError(f"not an RFC3339 time: {text[:40]!r}")
+        digits = digits[:9]  # digits past the ninth are dropped
+        ns = (minute + int(ss) - offset) * 1_000_000_000 + int(digits) * _FRAC_SCALE[len(digits)]
+    if MIN_NS <= ns < END_NS:
+        return ns
+    return check_ns(ns)
 
 
-def _minute_seconds(head: str) -> int | None:
-    """``"YYYY-MM-DDTHH:MM:"`` in ASCII digits -> epoch seconds of that minute, computed as
-    ``calendar.timegm`` does (day 00, day 31 of a 30-day month, hour 24 roll over as there);
-    ``None`` for any other text or a year or month ``datetime.date`` rejects, which the
-    general path then decides on."""
-    if len(head) != 17 or head[4] != "-" or head[7] != "-" or head[10] != "T":
-        return None
-    if head[13] != ":" or head[16] != ":":
-        return None
-    digits = head[:4] + head[5:7] + head[8:10] + head[11:13] + head[14:16]
-    if not (digits.isascii() and digits.isdigit()):
-        return None
+def _zone(text: str, tail: str) -> tuple[int, str]:
+    """The offset east of UTC in seconds of a time whose zone is not ``Z`` (``z``,
+    ``+HH:MM`` or ``-HH:MM``), and ``tail`` with its zone written ``Z``."""
+    if tail[-1:] == "z":
+        return 0, tail[:-1] + "Z"
+    zone = tail[-6:]
+    if len(tail) >= 8 and zone[0] in "+-" and zone[3] == ":" and _digits(zone[1:3] + zone[4:]):
+        offset = int(zone[1:3]) * 3600 + int(zone[4:]) * 60
+        return (offset if zone[0] == "+" else -offset), tail[:-6] + "Z"
+    raise ValueError(f"not an RFC3339 time (zone): {text[:40]!r}")
+
+
+def _digits(s: str) -> bool:
+    """ASCII digits only: ``str.isdigit`` alone takes ``'²'`` and ``'٠'`` too."""
+    return s.isdigit() and s.isascii()
+
+
+def _minute_seconds(text: str) -> int:
+    """Epoch seconds at the start of the minute ``text`` begins with
+    (``YYYY-MM-DDTHH:MM:``), checked and cached; ``ValueError`` for any other text."""
+    head = text[:17]
+    if len(head) != 17 or head[4] != "-" or head[7] != "-" or head[10] not in "Tt":
+        raise ValueError(f"not an RFC3339 time: {text[:40]!r}")
+    hh, mm = head[11:13], head[14:16]
+    if head[13] != ":" or head[16] != ":" or not _digits(hh + mm) or hh > "23" or mm > "59":
+        raise ValueError(f"not an RFC3339 time: {text[:40]!r}")
     try:
-        first = datetime.date(int(head[:4]), int(head[5:7]), 1).toordinal()
+        day = date_seconds(head[:10])
     except ValueError:
-        return None
-    days = first - _EPOCH_ORDINAL + int(head[8:10]) - 1
-    secs = days * 86400 + int(head[11:13]) * 3600 + int(head[14:16]) * 60
+        raise ValueError(f"not an RFC3339 time: {text[:40]!r}") from None
+    secs = day + int(hh) * 3600 + int(mm) * 60
     if len(_MINUTE_SECONDS) >= _CACHE_MAX:
         _MINUTE_SECONDS.clear()
     _MINUTE_SECONDS[head] = secs
     return secs
 
 
-def _parse_rfc3339_general(text: str) -> int:
-    m = _RFC3339.match(text.strip())
-    if not m:
-        raise ValueError(f"not an RFC3339 time: {text[:40]!r}")
-    y, mo, d, hh, mi, ss, frac, zone = m.groups()
-    secs = calendar.timegm((int(y), int(mo), int(d), int(hh), int(mi), int(ss), 0, 0, 0))
-    if zone and zone not in ("Z", "z"):
-        sign = 1 if zone[0] == "+" else -1
-        z = zone[1:].replace(":", "")
-        secs -= sign * (int(z[:2]) * 3600 + int(z[2:]) * 60)
-    ns = int((frac or "").ljust(9, "0")) if frac else 0
-    return check_ns(secs * 1_000_000_000 + ns)
+def date_seconds(ymd: str) -> int:
+    """``YYYY-MM-DD`` (ASCII digits, a date the calendar has) -> epoch seconds at 00:00 UTC.
+
+    Shared by every reader of a written date (RFC3339 here, the launcher's asctime), so
+    one rule decides which dates exist."""
+    if len(ymd) != 10 or ymd[4] != "-" or ymd[7] != "-" or not _digits(ymd[:4] + ymd[5:7] + ymd[8:]):
+        raise ValueError(f"bad date {ymd!r}")
+    key = int(ymd[:4]), int(ymd[5:7]), int(ymd[8:])
+    day_ns = _CIVIL_DAY_NS.get(key)
+    if day_ns is None:
+        try:
+            day_ns = _civil_day_ns(*key)
+        except ValueError:
+            raise ValueError(f"bad date {ymd!r}") from None
+    return day_ns // 1_000_000_000
 
 
 def format_rfc3339_ns(ns: int) -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from fma_otel.sources.klog import parse_rfc3339_ns
 from fma_otel.sources.launcher_log import (
     LauncherParseError,
     accepted_create_id,
@@ -14,6 +13,7 @@ from fma_otel.sources.launcher_log import (
     put_instance_id,
 )
 from fma_otel.sources.records import SourceStats
+from fma_otel.timeutil import parse_rfc3339_ns
 
 IID = "Iharnessxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxi"
 OBSERVED = f"""\

@@ -41,12 +41,10 @@ Decisions (the tests pin them):
 
 from __future__ import annotations
 
-import calendar
 import json
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from functools import lru_cache
 from typing import Any
 
 from fma_otel.lines import (
@@ -59,6 +57,7 @@ from fma_otel.lines import (
     too_long_reason,
 )
 from fma_otel.sources.records import KlogRecord, SourceStats
+from fma_otel.timeutil import parse_rfc3339_ns
 
 __all__ = [
     "KlogParseError",
@@ -66,7 +65,6 @@ __all__ = [
     "go_unquote",
     "iter_klog",
     "parse_klog_line",
-    "parse_rfc3339_ns",
     "split_timestamp_prefix",
 ]
 
@@ -79,70 +77,9 @@ class KlogParseError(ValueError):
         self.reason = reason
 
 
-# --------------------------------------------------------------------------- RFC3339
+# --------------------------------------------------------------------------- prefix
 
 _DIGITS = frozenset("0123456789")
-
-
-@lru_cache(maxsize=4096)
-def _epoch_seconds_of_day(ymd: str) -> int:
-    """``YYYY-MM-DD`` -> seconds since the epoch at 00:00 UTC; cached (lines share dates)."""
-    if len(ymd) != 10 or ymd[4] != "-" or ymd[7] != "-":
-        raise ValueError(f"bad date {ymd!r}")
-    y, mo, d = ymd[0:4], ymd[5:7], ymd[8:10]
-    if not (_all_digits(y) and _all_digits(mo) and _all_digits(d)):
-        raise ValueError(f"bad date {ymd!r}")
-    year, month, day = int(y), int(mo), int(d)
-    if not 1 <= month <= 12 or not 1 <= day <= calendar.monthrange(year, month)[1]:
-        raise ValueError(f"bad date {ymd!r}")
-    return calendar.timegm((year, month, day, 0, 0, 0, 0, 0, 0))
-
-
-def _all_digits(s: str) -> bool:
-    # str.isdigit() accepts non-ASCII digits such as '²' that int() then rejects or misreads.
-    return bool(s) and s.isascii() and s.isdigit()
-
-
-def parse_rfc3339_ns(text: str) -> int:
-    """``2026-09-03T19:49:03.7972878Z`` -> UTC nanoseconds since the epoch.
-
-    Accepts what Go's ``time.RFC3339Nano`` and Kubernetes write: 0-9 fractional digits
-    (more are truncated to ns), ``Z``/``z`` or a ``±HH:MM`` offset.  Written by hand because
-    Python 3.10's ``datetime.fromisoformat`` rejects ``Z`` and 9 digits, and every datetime
-    API rounds to microseconds.  Raises ``ValueError`` on anything else.
-    """
-    s = text
-    n = len(s)
-    if n < 20 or s[10] not in "Tt" or s[13] != ":" or s[16] != ":":
-        raise ValueError(f"not an RFC3339 time: {text[:40]!r}")
-    day_s = _epoch_seconds_of_day(s[:10])
-    hh, mm, ss = s[11:13], s[14:16], s[17:19]
-    if not (_all_digits(hh) and _all_digits(mm) and _all_digits(ss)):
-        raise ValueError(f"not an RFC3339 time: {text[:40]!r}")
-    h, m, sec = int(hh), int(mm), int(ss)
-    if h > 23 or m > 59 or sec > 60:
-        raise ValueError(f"not an RFC3339 time: {text[:40]!r}")
-    i = 19
-    frac_ns = 0
-    if i < n and s[i] == ".":
-        j = i + 1
-        while j < n and s[j] in _DIGITS:
-            j += 1
-        digits = s[i + 1 : j]
-        if not digits:
-            raise ValueError(f"not an RFC3339 time: {text[:40]!r}")
-        frac_ns = int(digits[:9].ljust(9, "0"))
-        i = j
-    zone = s[i:]
-    if zone in ("Z", "z"):
-        offset = 0
-    elif len(zone) == 6 and zone[0] in "+-" and zone[3] == ":" and _all_digits(zone[1:3] + zone[4:6]):
-        offset = int(zone[1:3]) * 3600 + int(zone[4:6]) * 60
-        if zone[0] == "-":
-            offset = -offset
-    else:
-        raise ValueError(f"not an RFC3339 time (zone): {text[:40]!r}")
-    return (day_s + h * 3600 + m * 60 + sec - offset) * 1_000_000_000 + frac_ns
 
 
 def split_timestamp_prefix(line: str) -> tuple[int | None, str]:
@@ -308,27 +245,20 @@ _HEADER = re.compile(_HEADER_SRC, re.ASCII)
 #: backtrack into it.  Only used where backtracking cannot find another match anyway.
 _POSS = "+" if sys.version_info >= (3, 11) else ""
 #: Any character but ``"`` and ``\``; any character but space, ``=`` and ``"``.  Negated
-#: classes, not ranges up to U+10FFFF: ``re`` spends ~10 ms compiling each such range (the
-#: three patterns below cost 55 ms at every import), and matching real lines with them was
-#: no faster.
+#: classes, not ranges up to U+10FFFF: ``re`` is slow to compile such a range (paid at every
+#: import), and matching real lines with them was no faster.
 _NOT_QUOTE_OR_BS = r'[^"\\]'
 _NOT_KEY_END = r'[^ ="]'
 
 
-def _pair_src(group: str) -> str:
-    """The pattern of one pair; ``group`` is ``"("`` to capture (key, quoted body, token)
-    or ``"(?:"`` not to."""
-    p = _POSS
-    q = _NOT_QUOTE_OR_BS
-    return (
-        rf" {group}{_NOT_KEY_END}+{p})="
-        rf'(?:"{group}{q}*{p}(?:\\.{q}*{p})*{p})"'
-        rf"|{group}-?\d+{p}(?:\.\d+{p})?{p}(?:[eE][-+]?\d+{p})?{p}|true|false|null))(?= |$)"
-    )
-
-
-#: One pair whose value is a Go-quoted string or a JSON scalar, followed by a space or the end.
-_PAIR = re.compile(_pair_src("("), re.ASCII)
+#: One pair whose value is a Go-quoted string or a JSON scalar, followed by a space or the
+#: end; captures (key, quoted body, token).
+_PAIR = re.compile(
+    rf" ({_NOT_KEY_END}+{_POSS})="
+    rf'(?:"({_NOT_QUOTE_OR_BS}*{_POSS}(?:\\.{_NOT_QUOTE_OR_BS}*{_POSS})*{_POSS})"'
+    rf"|(-?\d+{_POSS}(?:\.\d+{_POSS})?{_POSS}(?:[eE][-+]?\d+{_POSS})?{_POSS}|true|false|null))(?= |$)",
+    re.ASCII,
+)
 _RESYNC = re.compile(r" [A-Za-z_][A-Za-z0-9_.\-/]*=")
 _DECODER = json.JSONDecoder()
 _JSON_CONST: dict[str, Any] = {"true": True, "false": False, "null": None}
@@ -492,70 +422,58 @@ def _number(t: str) -> Any:
         return t
 
 
-class _Parsed:
-    """A line parsed as far as its pairs go; finished into a record by the caller."""
+def _parse(
+    line_no: int, prefix_ns: int | None, s: str
+) -> tuple[KlogRecord, list[tuple[str, Any]], str | None]:
+    """The record of one line (``s`` without its line end or prefix), its pairs as a list
+    (for a multi-line block's value and the pairs after it to be added to), and the key of
+    the block it opens at its end, if any.  Raises :class:`KlogParseError`."""
+    level, month, day, tod_us, pid, file, src_line, i = _parse_header(s)
+    kv: list[tuple[str, Any]] = []
+    block_key, cut = None, False
+    if i < len(s) and s[i] == '"':
+        end = _quoted_end(s, i)
+        if end < 0:
+            raise KlogParseError("line cut inside the message")
+        msg = s[i + 1 : end - 1]
+        if "\\" in msg:
+            try:
+                msg = go_unquote(s[i:end])
+            except ValueError:
+                pass  # kept as written
+        block_key, cut = _parse_pairs(s, end, kv)
+    else:
+        msg = s[i:]  # unstructured klog.Infof line
+    # positional: a NamedTuple takes them for less than keywords
+    rec = KlogRecord(line_no, level, month, day, tod_us, pid, file, src_line, msg, tuple(kv), prefix_ns, cut)
+    return rec, kv, block_key
 
-    __slots__ = (
-        "line_no",
-        "level",
-        "month",
-        "day",
-        "tod_us",
-        "pid",
-        "file",
-        "src_line",
-        "msg",
-        "kv",
-        "prefix_ns",
-        "block_key",
-        "block",
-        "block_bytes",
-        "truncated",
-    )
 
-    def __init__(self, line_no: int, prefix_ns: int | None, s: str) -> None:
-        (self.level, self.month, self.day, self.tod_us, self.pid, self.file, self.src_line, i) = (
-            _parse_header(s)
-        )
-        self.line_no = line_no
-        self.prefix_ns = prefix_ns
-        self.kv: list[tuple[str, Any]] = []
-        self.block_key: str | None = None
+class _Open:
+    """A record whose multi-line ``key=<`` block is still being read."""
+
+    __slots__ = ("block", "block_bytes", "key", "kv", "rec", "truncated")
+
+    def __init__(self, rec: KlogRecord, kv: list[tuple[str, Any]], key: str) -> None:
+        self.rec, self.kv, self.key = rec, kv, key
         self.block: list[str] = []
         self.block_bytes = 0
-        self.truncated = False
-        if i < len(s) and s[i] == '"':
-            end = _quoted_end(s, i)
-            if end < 0:
-                raise KlogParseError("line cut inside the message")
-            try:
-                self.msg = go_unquote(s[i:end])
-            except ValueError:
-                self.msg = s[i + 1 : end - 1]
-            self.more(s, end)
-        else:
-            self.msg = s[i:]  # unstructured klog.Infof line
+        self.truncated = rec.truncated
 
-    def more(self, s: str, i: int) -> None:
-        self.block_key, cut = _parse_pairs(s, i, self.kv)
+    def close(self, rest: str) -> bool:
+        """The block's closing `` >`` line, with ``rest`` after it: the value is added,
+        then the pairs of ``rest``; whether the record is whole (no further block)."""
+        self.kv.append((self.key, "\n".join(self.block)))
+        self.block = []
+        key, cut = _parse_pairs(rest, 0, self.kv)
         self.truncated = self.truncated or cut
+        if key is None:
+            return True
+        self.key = key
+        return False
 
     def record(self) -> KlogRecord:
-        # positional: a NamedTuple takes them for less than keywords
-        return KlogRecord(
-            self.line_no,
-            self.level,
-            self.month,
-            self.day,
-            self.tod_us,
-            self.pid,
-            self.file,
-            self.src_line,
-            self.msg,
-            tuple(self.kv),
-            self.prefix_ns,
-            self.truncated,
-        )
+        return self.rec._replace(kv=tuple(self.kv), truncated=self.truncated)
 
 
 def _decode(line: str | bytes) -> str:
@@ -577,7 +495,7 @@ def parse_klog_line(line: str | bytes, line_no: int = 0) -> KlogRecord | None:
         prefix_ns, s = split_timestamp_prefix(s)
     except ValueError as e:
         raise KlogParseError(f"bad timestamp prefix: {e}") from None
-    return _Parsed(line_no, prefix_ns, s).record()
+    return _parse(line_no, prefix_ns, s)[0]
 
 
 # --------------------------------------------------------------------------- stream
@@ -585,149 +503,114 @@ def parse_klog_line(line: str | bytes, line_no: int = 0) -> KlogRecord | None:
 _DIGITS_B = frozenset(b"0123456789")
 
 
-Contains = Mapping[str, tuple]  # message -> (field, values[, unless[, first_by]])
+Contains = Mapping[str, tuple]  # message -> (field, values[, first_by])
 
 
 class Prefilter:
     """Which lines *may* be wanted, by literal search only: nothing is validated here.
 
-    A line may be wanted when the text between its first ``] "`` (the end of a klog
-    header) and the next ``"`` is one of ``messages`` (Go-quoted as klog writes them; a
-    message with an escape is searched for whole).  ``contains`` narrows a message further:
-    ``{message: (field, values, unless)}`` says that a line whose first `` field="..."``
-    (or, for a ``field`` ending in ``"``, the first value after that literal text)
-    holds a whole value other than ``values`` is not wanted (the DPC's most frequent line,
-    "HTTP call done", is wanted for three of its purposes only), nor one with a value in
-    ``unless`` whose text (e.g. `` err="``) it holds followed by more than a ``"``.  A line
-    that lacks the field, or is cut inside its value, stays wanted: every real one has it
-    whole, so such a line was cut short and must be reported.  An optional fourth element
-    ``{value: other_field}`` keeps, of the lines with that value, only the first for each
-    value of ``other_field`` (the DPC polls each launcher's ``list_instances`` for ever; only
-    its first call bounds an instant), so the test of one pass remembers what it passed.  :meth:`function` is the
-    test of a line; :meth:`finder` searches a block of lines for those that pass it.
+    One regular expression says it, over a block of lines (:meth:`find`) or one line
+    (:meth:`wanted`): a line may be wanted when it holds one of ``messages`` (Go-quoted as
+    klog writes them) right after a klog header's ``] "``.  ``contains`` narrows a message
+    further: ``{message: (field, values)}`` says that a line whose `` field="..."`` (or,
+    for a ``field`` ending in ``"``, the value after that literal text) holds whole values
+    only other than ``values`` is not wanted (the DPC's most frequent line, "HTTP call
+    done", is wanted for a few of its purposes only).  A line that lacks the field, or is
+    cut inside its value, stays wanted: every real one has it whole, so such a line was cut
+    short and must be reported.  An optional third element ``{value: other_field}`` keeps,
+    of the lines with that value, only the first for each value of ``other_field`` (the
+    DPC polls each launcher's ``list_instances`` for ever; only its first call bounds an
+    instant), so the prefilter remembers what it passed; a reader that tests a line the
+    search found (:attr:`passed`) must not test it again.
     """
 
-    __slots__ = ("escaped", "first_by", "guards", "messages")
+    __slots__ = ("_first_by", "_search", "_seen", "passed")
 
     def __init__(self, messages: Iterable[str], contains: Contains | None = None) -> None:
-        self.messages = frozenset(_quoted_body(m) for m in messages)
-        #: messages with an escape (a quote inside): found whole, as klog quoted them
-        self.escaped = tuple(b'] "' + q + b'"' for q in self.messages if b"\\" in q)
-        self.guards: dict[bytes, tuple[bytes, frozenset[bytes], dict[bytes, bytes]]] = {}
-        #: value -> the field whose each distinct value only its first line is wanted for
-        self.first_by: dict[bytes, bytes] = {}
-        for m, (key, values, *rest) in (contains or {}).items():
-            for v, field in (rest[1] if len(rest) > 1 else {}).items():
-                self.first_by[_quoted_body(v)] = b" " + field.encode("utf-8") + b'="'
+        contains = contains or {}
+        #: name of the search's group around a message -> ((`` field="value"``,
+        #: `` other_field="``), ...): only the messages with a ``first_by`` have a group
+        self._first_by: dict[str, tuple[tuple[bytes, bytes], ...]] = {}
+        self._seen: set[bytes] = set()  # value + other field's value, of each line passed
+        #: the line :meth:`find` found last
+        self.passed: bytes | None = None
+        alternatives = []
+        for m in sorted(messages, key=lambda m: len(_quoted_body(m)), reverse=True):
+            alternative = re.escape(_quoted_body(m))
+            if m in contains:
+                field, values, *rest = contains[m]
+                k = b" " + field.encode("utf-8") + (b"" if field.endswith('"') else b'="')
+                guard = _guard(k, sorted(_quoted_body(v) for v in values))
+                if rest and rest[0]:
+                    group = f"f{len(self._first_by)}"
+                    self._first_by[group] = tuple(
+                        (k + _quoted_body(v) + b'"', b" " + f.encode("utf-8") + b'="')
+                        for v, f in rest[0].items()
+                    )
+                    alternative = b"(?P<" + group.encode() + b">" + alternative + b")"
+                alternative += b'"' + guard
+            else:
+                alternative += b'"'
+            alternatives.append(alternative)
+        self._search = re.compile(b'\\] "(?:' + b"|".join(alternatives) + b")").search
 
-            # a field name (`` field="value"``), or the literal text before the value
-            # when that is not a plain quoted field (`` lastWrite={"Manager":"value"``)
-            k = b" " + key.encode("utf-8") + (b"" if key.endswith('"') else b'="')
-            unless = {_quoted_body(v): t.encode("utf-8") for v, t in (rest[0] if rest else {}).items()}
-            self.guards[_quoted_body(m)] = (k, frozenset(_quoted_body(v) for v in values), unless)
+    def find(self, block: bytes, pos: int, end: int) -> tuple[int, int] | None:
+        """The bounds ``(start, stop)`` of the first line of ``block[pos:end]`` (whole
+        lines) that may be wanted, or ``None``; that line is put in :attr:`passed`."""
+        hit = self._hit(block, pos, end)
+        if hit is not None:
+            self.passed = block[hit[0] : hit[1]]
+        return hit
 
-    def finder(
-        self, wanted: Callable[[bytes], bool] | None = None, passed: list[bytes | None] | None = None
-    ) -> Find:
-        """The search over a block of whole lines: ``find(block, pos, end)`` gives the
-        bounds ``(start, stop)`` of the first line of ``block[pos:end]`` that may be wanted,
-        or ``None``.  A regular expression finds each message as it follows a klog header,
-        anywhere in a line (every line :meth:`function` passes holds one); the line it is
-        in is then given to the test ``wanted`` (a new :meth:`function` by default), so the
-        two never disagree.  The line found is put in ``passed[0]``: a reader that tests
-        the lines not found with the same ``wanted`` knows not to test it twice (a test
-        that remembers what it passed must see each line once)."""
-        alternatives = b"|".join(self._alternative(q) for q in sorted(self.messages, key=len, reverse=True))
-        search = re.compile(b'\\] "(?:' + alternatives + b")").search
-        if wanted is None:
-            wanted = self.function()
-        if passed is None:
-            passed = [None]
+    def wanted(self, line: bytes) -> bool:
+        """Whether ``line`` (one line, its end included or not) may be wanted."""
+        return self._hit(line, 0, len(line)) is not None
 
-        def find(block: bytes, pos: int, end: int) -> tuple[int, int] | None:
-            while True:
-                m = search(block, pos, end)
-                if m is None:
-                    return None
-                start = block.rfind(b"\n", pos, m.start()) + 1 or pos
-                stop = block.find(b"\n", m.end(), end) + 1
-                line = block[start:stop]
-                if wanted(line):
-                    passed[0] = line
-                    return start, stop
-                pos = stop
+    def _hit(self, block: bytes, pos: int, end: int) -> tuple[int, int] | None:
+        search, first_by = self._search, self._first_by
+        while True:
+            m = search(block, pos, end)
+            if m is None:
+                return None
+            stop = block.find(b"\n", m.end(), end) + 1 or end
+            group = m.lastgroup
+            if group is None or self._first(block, m.end(), stop, first_by[group]):
+                return block.rfind(b"\n", pos, m.start()) + 1 or pos, stop
+            pos = stop
 
-        return find
-
-    def _alternative(self, q: bytes) -> bytes:
-        """The search's pattern of one quoted message ``q`` (its closing quote added).
-
-        For a message narrowed by a field, the lines whose field holds a whole value none
-        of the wanted ones are not found at all (most of the DPC's chatter is such lines:
-        the search passes over them for a fraction of what cutting each out and testing
-        it costs).  Found are the lines whose field holds a wanted value somewhere, or
-        never a whole value: a superset of those the test passes, which still decides.
-        ``[^\\n]*`` is greedy on purpose: the field is looked for back from the line's
-        end, and the narrowing fields are near it."""
-        guard = self.guards.get(q)
-        msg = re.escape(q) + b'"'
-        if guard is None:
-            return msg
-        key = re.escape(guard[0])
-        values = b"|".join(re.escape(v) for v in sorted(guard[1]))
-        return msg + b"(?=[^\\n]*" + key + b"(?:" + values + b')"|(?![^\\n]*' + key + b'[^"\\n]*"))'
-
-    def function(self) -> Callable[[bytes], bool]:
-        """The test as a plain function of a raw line (a closure: cheaper to call per line)."""
-        messages, escaped, guards, first_by = self.messages, self.escaped, self.guards, self.first_by
-        seen: set[bytes] = set()  # (value, field value) pairs whose first line was passed
-
-        def maybe_wanted(b: bytes) -> bool:
-            j = b.find(b'] "')
-            if j < 0:
+    def _first(self, line: bytes, i: int, stop: int, rules: tuple[tuple[bytes, bytes], ...]) -> bool:
+        """Whether ``line[i:stop]`` is not a line with a ``first_by`` value whose other
+        field's value an earlier line passed already (and remember it if so)."""
+        for value, field in rules:
+            if line.find(value, i, stop) < 0:
+                continue
+            f = line.find(field, i, stop)
+            fe = line.find(b'"', f + len(field), stop) if f >= 0 else -1
+            if fe < 0:
+                return True  # no such field, or cut inside it: a line to report
+            seen = value + line[f + len(field) : fe]
+            if seen in self._seen:
                 return False
-            end = b.find(b'"', j + 3)
-            msg = b[j + 3 : end]
-            if end < 0 or msg not in messages:
-                return bool(escaped) and any(q in b for q in escaped)
-            guard = guards.get(msg)
-            if guard is None:
-                return True
-            key, values, unless = guard
-            k = b.find(key, end)
-            if k < 0:
-                return True
-            k += len(key)
-            e = b.find(b'"', k)
-            if e < 0:
-                return True
-            value = b[k:e]
-            if value not in values:
-                return False
-            field = first_by.get(value)
-            if field is not None:
-                f = b.find(field, end)
-                fe = b.find(b'"', f + len(field)) if f >= 0 else -1
-                if fe >= 0:
-                    seen_key = value + b"\0" + b[f + len(field) : fe]
-                    if seen_key in seen:
-                        return False
-                    seen.add(seen_key)
-            text = unless.get(value)
-            if text is None:
-                return True
-            t = b.find(text, e)
-            return t < 0 or b[t + len(text) : t + len(text) + 1] in (b'"', b"")
-
-        return maybe_wanted
+            self._seen.add(seen)
+            return True
+        return True
 
 
-def _quoted(s: str) -> bytes:
-    return go_quote(s).encode("utf-8")
+def _guard(key: bytes, values: list[bytes]) -> bytes:
+    """The search's condition on a message's field: the lines whose field holds a whole
+    value none of the wanted ones are not found at all (most of the DPC's chatter is such
+    lines: the search passes over them for a fraction of what cutting each out and testing
+    it costs).  Found are the lines whose field holds a wanted value somewhere, or never a
+    whole value.  ``[^\\n]*`` is greedy on purpose: the field is looked for back from the
+    line's end, and the narrowing fields are near it."""
+    k = re.escape(key)
+    alternatives = b"|".join(re.escape(v) for v in values)
+    return b"(?=[^\\n]*" + k + b"(?:" + alternatives + b')"|(?![^\\n]*' + k + b'[^"\\n]*"))'
 
 
 def _quoted_body(s: str) -> bytes:
-    return _quoted(s)[1:-1]
+    """``s`` as klog quotes it, without the quotes: what the prefilter searches for."""
+    return go_quote(s).encode("utf-8")[1:-1]
 
 
 def _header_offset_b(b: bytes) -> int:
@@ -838,132 +721,103 @@ def iter_klog(
     counted in ``stats.skipped`` with its line number and why.  Records are yielded in line
     order; a record with a block is yielded when its closing `` >`` line (or the next
     header) is read.
-
-    ``stats.read``/``understood``/``ignored`` are kept in local counters and written back
-    before every yield and when the iterator ends or is closed, so they are exact whenever
-    the caller looks at them between records.
     """
     # the prefilter only says "maybe": a line it passes whose parsed message is not wanted
     # (an unquoted message that quotes a wanted one further on) is ignored, as without it
     wanted_msgs = frozenset(messages) if messages is not None else None
     prefilter = Prefilter(wanted_msgs, contains) if wanted_msgs is not None else None
-    wanted = prefilter.function() if prefilter is not None else None
-    passed: list[bytes | None] = [None]  # the line the search just found (and tested)
-    find = prefilter.finder(wanted, passed) if prefilter is not None else None
-    pending: _Parsed | None = None  # a record whose multi-line block is still open
-    read = understood = ignored = 0  # not yet written back to stats
+    find = prefilter.find if prefilter is not None else None
+    pending: _Open | None = None  # a record whose multi-line block is still open
     line_no = 0
-
-    def flush() -> None:
-        nonlocal read, understood, ignored
-        stats.read += read
-        stats.understood += understood
-        stats.ignored += ignored
-        read = understood = ignored = 0
 
     def held() -> bool:  # lines are read one by one while a multi-line value is open
         return pending is not None
 
     pushback: list[bytes] = []
-    try:
-        for b in _lines(source, pushback, stats, find, held):
-            if b.__class__ is Ignored:
-                line_no += b  # type: ignore[operator]
-                read += b  # type: ignore[operator]
-                ignored += b  # type: ignore[operator]
+    for b in _lines(source, pushback, stats, find, held):
+        if b.__class__ is Ignored:
+            line_no += b  # type: ignore[operator]
+            stats.read += b  # type: ignore[operator]
+            stats.ignored += b  # type: ignore[operator]
+            continue
+        line_no += 1
+        if b.__class__ is TooLong or len(b) > MAX_LINE_BYTES:
+            stats.read += 1
+            stats.skip(line_no, too_long_reason(b if b.__class__ is TooLong else len(b)))  # type: ignore[arg-type]
+            if pending is not None:
+                yield pending.record()  # without the block's value, as for a cut block
+                pending = None
+            continue
+        if (line_no == 1 or len(b) > _CR_CHECK_BYTES) and b"\r" in b.rstrip(b"\r\n"):  # type: ignore[union-attr]
+            # A carriage return alone ends a line too: else a log written with CR-only
+            # line ends is one line, and every record in it is lost without a word.
+            # Such a log is one long first line, so only the first line and long lines
+            # are searched (the same ones whether a prefilter is given or not).
+            _cut_at_cr(b.rstrip(b"\r\n"), pushback, stats)  # type: ignore[union-attr]
+            line_no -= 1
+            continue
+        stats.read += 1
+        if prefilter is not None:
+            found = b == prefilter.passed  # so tested already, by the search
+            prefilter.passed = None
+            if pending is None and not found and not prefilter.wanted(b):  # type: ignore[arg-type]
+                stats.ignored += 1
                 continue
-            line_no += 1
-            read += 1
-            if b.__class__ is TooLong or len(b) > MAX_LINE_BYTES:
-                stats.skip(line_no, too_long_reason(b if b.__class__ is TooLong else len(b)))  # type: ignore[arg-type]
-                if pending is not None:
-                    flush()
-                    yield pending.record()  # without the block's value, as for a cut block
+        b = b.rstrip(b"\r\n")  # type: ignore[union-attr]
+        h = _header_offset_b(b)
+        if pending is not None:
+            if b[h : h + 1] == b"\t":
+                pending.block_bytes += len(b)
+                if pending.block_bytes > MAX_VALUE_BYTES:
+                    stats.skip(line_no, f"multi-line value longer than {MAX_VALUE_BYTES >> 20} MiB: dropped")
+                    pending.truncated = True
+                    yield pending.record()
+                    pending = None
+                    continue
+                stats.understood += 1
+                pending.block.append(b[h + 1 :].decode("utf-8", "replace"))
+                continue
+            if b.startswith(b" >", h):
+                stats.understood += 1
+                if pending.close(b[h + 2 :].decode("utf-8", "replace")):
+                    yield pending.record()
                     pending = None
                 continue
-            if (line_no == 1 or len(b) > _CR_CHECK_BYTES) and b"\r" in b.rstrip(b"\r\n"):  # type: ignore[union-attr]
-                # A carriage return alone ends a line too: else a log written with CR-only
-                # line ends is one line, and every record in it is lost without a word.
-                # Such a log is one long first line, so only the first line and long lines
-                # are searched (the same ones whether a prefilter is given or not).
-                _cut_at_cr(b.rstrip(b"\r\n"), pushback, stats)  # type: ignore[union-attr]
-                line_no -= 1
-                read -= 1
-                continue
-            tested = passed[0] is not None and b == passed[0]  # found, so tested, by the search
-            passed[0] = None
-            if pending is None and wanted is not None and not tested and not wanted(b):  # type: ignore[arg-type]
-                ignored += 1
-                continue
-            b = b.rstrip(b"\r\n")  # type: ignore[union-attr]
-            h = _header_offset_b(b)
-            if pending is not None:
-                if b[h : h + 1] == b"\t":
-                    understood += 1
-                    pending.block_bytes += len(b)
-                    if pending.block_bytes > MAX_VALUE_BYTES:
-                        stats.skip(
-                            line_no, f"multi-line value longer than {MAX_VALUE_BYTES >> 20} MiB: dropped"
-                        )
-                        understood -= 1
-                        pending.truncated = True
-                        flush()
-                        yield pending.record()
-                        pending = None
-                        continue
-                    pending.block.append(_decode(b[h + 1 :]))
-                    continue
-                if b.startswith(b" >", h):
-                    understood += 1
-                    assert pending.block_key is not None
-                    pending.kv.append((pending.block_key, "\n".join(pending.block)))
-                    pending.block = []
-                    pending.more(_decode(b[h + 2 :]), 0)
-                    if pending.block_key is None:
-                        flush()
-                        yield pending.record()
-                        pending = None
-                    continue
-                # The block was never closed (cut): its value is dropped, the record kept.
-                pending.truncated = True
-                flush()
-                yield pending.record()
-                pending = None
-                if wanted is not None and not wanted(b):
-                    ignored += 1
-                    continue
-            if wanted is not None and b[h : h + 1] in (b"\t", b" "):
-                ignored += 1  # a line of an ignored record's block: never a record
-                continue
-            s = _decode(b)
-            if not s.strip():
-                stats.skip(line_no, "blank line")
-                continue
-            try:
-                prefix_ns, s = split_timestamp_prefix(s)
-            except ValueError as e:
-                stats.skip(line_no, f"bad timestamp prefix: {e}")
-                continue
-            if s[:1] == "\t" or s.startswith(" >"):
-                stats.skip(line_no, "continuation line outside a multi-line value")
-                continue
-            try:
-                p = _Parsed(line_no, prefix_ns, s)
-            except KlogParseError as e:
-                stats.skip(line_no, e.reason)
-                continue
-            if wanted_msgs is not None and p.msg not in wanted_msgs:
-                ignored += 1
-                continue
-            understood += 1
-            if p.block_key is not None:
-                pending = p
-                continue
-            flush()
-            yield p.record()
-        if pending is not None:
+            # The block was never closed (cut): its value is dropped, the record kept.
             pending.truncated = True
-            flush()
             yield pending.record()
-    finally:
-        flush()
+            pending = None
+            if prefilter is not None and not prefilter.wanted(b):
+                stats.ignored += 1
+                continue
+        if prefilter is not None and b[h : h + 1] in (b"\t", b" "):
+            stats.ignored += 1  # a line of an ignored record's block: never a record
+            continue
+        s = b.decode("utf-8", "replace")
+        if not s or s.isspace():
+            stats.skip(line_no, "blank line")
+            continue
+        try:
+            prefix_ns, s = split_timestamp_prefix(s)
+        except ValueError as e:
+            stats.skip(line_no, f"bad timestamp prefix: {e}")
+            continue
+        if s[:1] == "\t" or s.startswith(" >"):
+            stats.skip(line_no, "continuation line outside a multi-line value")
+            continue
+        try:
+            rec, kv, block_key = _parse(line_no, prefix_ns, s)
+        except KlogParseError as e:
+            stats.skip(line_no, e.reason)
+            continue
+        if wanted_msgs is not None and rec.msg not in wanted_msgs:
+            stats.ignored += 1
+            continue
+        stats.understood += 1
+        if block_key is not None:
+            pending = _Open(rec, kv, block_key)
+            continue
+        yield rec
+    if pending is not None:
+        pending.truncated = True
+        yield pending.record()

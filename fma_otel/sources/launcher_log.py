@@ -32,9 +32,10 @@ from typing import Any
 from urllib.parse import unquote
 
 from fma_otel.lines import MAX_LINE_BYTES, MAX_VALUE_BYTES, Ignored, TooLong, searched_lines, too_long_reason
-from fma_otel.sources.klog import _epoch_seconds_of_day, split_timestamp_prefix
+from fma_otel.sources.klog import split_timestamp_prefix
 from fma_otel.sources.records import LauncherRecord, SourceStats
 from fma_otel.timeutil import check_ns
+from fma_otel.timeutil import date_seconds as _epoch_seconds_of_day
 
 __all__ = [
     "LauncherParseError",
