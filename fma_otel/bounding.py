@@ -146,7 +146,7 @@ class Bounds:
         out: dict[str, M.Instant] = {}
         partial: dict[str, I.Fused] = {}
         for name, f in fused.items():
-            if f.lo is None or f.hi is None or f.value() is None:
+            if f.lo is None or f.hi is None:  # two-sided always has a point (the midpoint)
                 partial[name] = f.result()
             else:
                 out[name] = instant_of(f)

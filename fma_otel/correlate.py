@@ -20,7 +20,7 @@ import bisect
 import contextlib
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -511,7 +511,8 @@ class Correlator:
 
     def _arrival(self, uid: str, change: str, stamp: int | None) -> int | None:
         """The first arrival of a Pod state that showed ``change`` stamped ``stamp``."""
-        return None if stamp is None else self._arrivals.get(uid, {}).get((change, stamp))
+        mine = self._arrivals.get(uid) if stamp is not None else None
+        return mine.get((change, stamp)) if mine else None
 
     def forget_pod(self, uid: str) -> None:
         """Drop a deleted Pod whose actuations were all emitted: its Pod, its facts, its track."""
@@ -669,18 +670,17 @@ class Correlator:
 
         container = self.baseline_container if baseline else P.REQUESTER_CONTAINER
         if rnd == 1:
-            b.k8s("R.created", P.created_ns(pod), "k8s:creationTimestamp", apiserver)
+            created = P.created_ns(pod)
+            scheduled = P.condition_true_ns(pod, "PodScheduled")
+            started = P.container_started_ns(pod, container)
+            b.k8s("R.created", created, "k8s:creationTimestamp", apiserver)
             # PodScheduled=True is set by the API server when it records the binding
-            b.k8s("R.scheduled", P.condition_true_ns(pod, "PodScheduled"), "k8s:PodScheduled", apiserver)
+            b.k8s("R.scheduled", scheduled, "k8s:PodScheduled", apiserver)
             b.before("R.scheduled", self._scheduled.get(uid), SCHEDULED_EVENT, I.CLOCK_SCHEDULER, M.US)
-            b.k8s("R.started", P.container_started_ns(pod, container), "k8s:startedAt", kubelet)
-            self._bound_by_arrival(b, uid, "R.created", ARRIVAL_CREATED, P.created_ns(pod))
-            self._bound_by_arrival(
-                b, uid, "R.scheduled", ARRIVAL_SCHEDULED, P.condition_true_ns(pod, "PodScheduled")
-            )
-            self._bound_by_arrival(
-                b, uid, "R.started", ARRIVAL_STARTED, P.container_started_ns(pod, container)
-            )
+            b.k8s("R.started", started, "k8s:startedAt", kubelet)
+            self._bound_by_arrival(b, uid, "R.created", ARRIVAL_CREATED, created)
+            self._bound_by_arrival(b, uid, "R.scheduled", ARRIVAL_SCHEDULED, scheduled)
+            self._bound_by_arrival(b, uid, "R.started", ARRIVAL_STARTED, started)
             if relayed and relayed.ref_ns is not None:
                 b.k8s("R.created", relayed.ref_ns, "dpc:requesterCreateTime", apiserver)
             gpu_any = first(F.GPU_QUERY)
@@ -714,8 +714,7 @@ class Correlator:
             b.log_time("D.unbound", lo if lo > -INF else None, "dpc:Unbound server-providing Pod")
         track = self._tracks.get(uid)
         lo_s = lo - lo % M.S if lo > -INF else -INF
-        readies = sorted(t for t in (track.ready_true if track else ()) if lo_s <= t < hi)
-        ready_s = readies[0] if readies else None
+        ready_s = min((t for t in (track.ready_true if track else ()) if lo_s <= t < hi), default=None)
         b.k8s("R.ready", ready_s, "k8s:Ready", kubelet)
         self._bound_by_arrival(b, uid, "R.ready", ARRIVAL_READY, ready_s)
         if ready_s is not None and relay is not None:
@@ -822,27 +821,23 @@ class Correlator:
                 )
         lpod = self._launcher_pod(launcher) if launcher else None
         if lpod is not None and path == M.COLD_LAUNCHER:
-            b.k8s("L.created", P.created_ns(lpod), "k8s:creationTimestamp", apiserver)
+            l_created = P.created_ns(lpod)
             l_sched = P.condition_true_ns(lpod, "PodScheduled")
             luid = P.uid(lpod) or ""
-            self._bound_by_arrival(b, luid, "L.created", ARRIVAL_CREATED, P.created_ns(lpod))
+            b.k8s("L.created", l_created, "k8s:creationTimestamp", apiserver)
+            self._bound_by_arrival(b, luid, "L.created", ARRIVAL_CREATED, l_created)
             self._bound_by_arrival(b, luid, "L.scheduled", ARRIVAL_SCHEDULED, l_sched)
             b.k8s("L.scheduled", l_sched, "k8s:PodScheduled", apiserver)
-            b.before(
-                "L.scheduled",
-                self._scheduled.get(P.uid(lpod) or ""),
-                SCHEDULED_EVENT,
-                I.CLOCK_SCHEDULER,
-                M.US,
-            )
+            b.before("L.scheduled", self._scheduled.get(luid), SCHEDULED_EVENT, I.CLOCK_SCHEDULER, M.US)
             # the scheduler writes a Pod to bind it: the DPC saw its write of that second
-            note = next(
-                (
-                    f
-                    for f in sorted(self._launcher_notes.get(launcher or "", ()), key=lambda f: f.t_ns)
-                    if l_sched is not None and f.ref_ns == l_sched
-                ),
-                None,
+            note = (
+                min(
+                    (f for f in self._launcher_notes.get(launcher or "", ()) if f.ref_ns == l_sched),
+                    key=lambda f: f.t_ns,
+                    default=None,
+                )
+                if l_sched is not None
+                else None
             )
             if note is not None:
                 b.before(
@@ -852,7 +847,7 @@ class Correlator:
                     dpc,
                     M.US,
                 )
-            ltrack = self._tracks.get(P.uid(lpod) or "")
+            ltrack = self._tracks.get(luid)
             lready = sorted(ltrack.ready_true) if ltrack else []
             cut = create.start_ns if create else INF
             before = [t for t in lready if t <= cut]
@@ -1028,16 +1023,21 @@ def _last_call_by(fs: list[DpcFact], kind: str, until_ns: int | None) -> DpcFact
     return best
 
 
-def _first_by(fs: list[DpcFact]) -> Any:
+def _first_by(fs: list[DpcFact]) -> Callable[..., DpcFact | None]:
+    """``first(kind, ok=None)``: the earliest fact of a kind (by call start, else log time;
+    the first in ``fs`` on a tie), of any outcome or of the one given.  Why one pass: an
+    actuation asks for a dozen kinds, and a scan of its facts per kind was most of it."""
+    best: dict[tuple[str, bool | None], tuple[int, DpcFact]] = {}
+    for f in fs:
+        t = f.start_ns if f.start_ns is not None else f.t_ns
+        for key in ((f.kind, None), (f.kind, f.ok)):
+            old = best.get(key)
+            if old is None or t < old[0]:
+                best[key] = (t, f)
+
     def first(kind: str, ok: bool | None = None) -> DpcFact | None:
-        best = None
-        for f in fs:
-            if f.kind != kind or (ok is not None and f.ok != ok):
-                continue
-            t = f.start_ns if f.start_ns is not None else f.t_ns
-            if best is None or t < (best.start_ns if best.start_ns is not None else best.t_ns):
-                best = f
-        return best
+        found = best.get((kind, ok))
+        return found[1] if found else None
 
     return first
 
