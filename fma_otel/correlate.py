@@ -101,10 +101,8 @@ class YearResolver:
         return bool(self._refs)
 
     def resolve(self, rec: KlogRecord) -> int:
-        return self.resolve_fields(rec.month, rec.day, rec.tod_us, rec.prefix_ns)
-
-    def resolve_fields(self, month: int, day: int, tod_us: int, prefix_ns: int | None) -> int:
-        """:meth:`resolve` from a record's date fields (raises ``ValueError`` as it does)."""
+        """The line's time (ns); raises ``ValueError`` for a date its year does not have."""
+        month, day, tod_us, prefix_ns = rec.month, rec.day, rec.tod_us, rec.prefix_ns
         if prefix_ns is not None:
             tm = time.gmtime(prefix_ns // M.S)
             year = tm.tm_year
@@ -224,23 +222,28 @@ class Correlator:
         return self._add_fact(fact)
 
     def _add_fact(self, fact: DpcFact) -> DpcFact:
-        if fact.kind == F.LAUNCHER_NOTIFIED:
+        kind = fact.kind
+        if kind == F.LAUNCHER_NOTIFIED:
             return self._add_launcher_note(fact)
         key = fact.uid or (f"name:{fact.name}" if fact.name else None)
         if key is None:
             return fact
-        kind = fact.kind
-        if kind == F.SLEEP_QUERY and fact.ok and not self._keep_query(key, fact):
-            return fact
         if kind == F.NOTIFIED and fact.manager != "kubelet":
             return fact  # only the kubelet's writes bound an instant (R.ready)
-        cap = _CAPPED.get(kind) if kind != F.SLEEP_QUERY else None if fact.ok else (MAX_FAILED_POLLS, True)
-        if cap is not None and not self._within_cap(key, fact, *cap):
-            return fact
         facts = self._dpc.get(key)
         if facts is None:
             self._dpc[key] = [fact]
         else:
+            # the first fact of a requester is always kept: no cap is reached yet
+            if kind == _SLEEP_QUERY:
+                keep = (
+                    _keep_query(facts, fact) if fact.ok else _within_cap(facts, fact, MAX_FAILED_POLLS, True)
+                )
+            else:
+                cap = _CAPPED.get(kind)
+                keep = cap is None or _within_cap(facts, fact, *cap)
+            if not keep:
+                return fact
             facts.append(fact)
         self._updated[key] = self._clock()
         return fact
@@ -305,45 +308,6 @@ class Correlator:
     def mark_launcher_log(self, launcher: str) -> None:
         """Say that a launcher's log is part of the input even if it holds no create."""
         self._launchers_with_logs.add(launcher)
-
-    def _within_cap(self, key: str, fact: DpcFact, cap: int, keep_latest: bool) -> bool:
-        """Keep at most ``cap`` facts of a kind (and outcome) per requester: the earliest (calls whose first
-        one is the bound) or the latest (failed polls, whose last one before success is).
-        Whichever way the facts arrive, the same ones are kept."""
-        facts = self._dpc.get(key)
-        if not facts:
-            return True
-        same = [f for f in facts if f.kind == fact.kind and f.ok == fact.ok]
-        if len(same) < cap:
-            return True
-
-        def order(f: DpcFact) -> tuple[int, int]:
-            return (f.start_ns if f.start_ns is not None else f.t_ns, f.line_no)
-
-        drop = min(same, key=order) if keep_latest else max(same, key=order)
-        if (order(fact) < order(drop)) if keep_latest else (order(fact) > order(drop)):
-            return False
-        facts.remove(drop)
-        return True
-
-    def _keep_query(self, key: str, q: DpcFact) -> bool:
-        """Keep only the first successful /is_sleeping answer after each create call."""
-        if not q.ok:
-            return False
-        # one pass: the last successful create that ended by the query's start, and the
-        # starts of the queries already kept
-        at = q.start_ns
-        last = None
-        kept: list[int] = []
-        for f in self._dpc.get(key, ()):
-            kind = f.kind
-            if kind == _SLEEP_QUERY and f.ok:
-                kept.append(f.start_ns)
-            elif kind == _CREATE and f.ok and f.end_ns <= at and (last is None or f.end_ns > last):
-                last = f.end_ns
-        if last is not None and any(last <= t <= at for t in kept):
-            return False
-        return len(kept) < MAX_QUERIES
 
     # ------------------------------------------------------------------ asking
 
@@ -492,11 +456,12 @@ class Correlator:
         if not u:
             return
         role = P.role(pod, self.baseline_selector)
-        container = self.baseline_container if role == P.ROLE_BASELINE else P.REQUESTER_CONTAINER
         seen = {
             ARRIVAL_CREATED: P.created_ns(pod),
             ARRIVAL_SCHEDULED: P.condition_true_ns(pod, "PodScheduled"),
-            ARRIVAL_STARTED: P.container_started_ns(pod, container) if role != P.ROLE_LAUNCHER else None,
+            ARRIVAL_STARTED: self._started_ns(pod, role == P.ROLE_BASELINE)
+            if role != P.ROLE_LAUNCHER
+            else None,
             ARRIVAL_READY: P.condition_true_ns(pod, "Ready"),
         }
         mine = self._arrivals.setdefault(u, {})
@@ -668,11 +633,10 @@ class Correlator:
         observed = first(F.OBSERVED)
         relay = _last_call_by(fs, F.RELAY_CALL, relayed.t_ns + M.US - 1 if relayed else None)
 
-        container = self.baseline_container if baseline else P.REQUESTER_CONTAINER
         if rnd == 1:
             created = P.created_ns(pod)
             scheduled = P.condition_true_ns(pod, "PodScheduled")
-            started = P.container_started_ns(pod, container)
+            started = self._started_ns(pod, baseline)
             b.k8s("R.created", created, "k8s:creationTimestamp", apiserver)
             # PodScheduled=True is set by the API server when it records the binding
             b.k8s("R.scheduled", scheduled, "k8s:PodScheduled", apiserver)
@@ -928,6 +892,10 @@ class Correlator:
             tolerance_ns=self.tolerance_ns,
         )
 
+    def _started_ns(self, pod: dict[str, Any], baseline: bool) -> int | None:
+        """When the requester's (or baseline's) serving container started: ``R.started``."""
+        return P.container_started_ns(pod, self.baseline_container if baseline else P.REQUESTER_CONTAINER)
+
     def _bound_by_arrival(self, b: Bounds, uid: str, name: str, change: str, stamp: int | None) -> None:
         """Bound ``name`` by the first arrival (live) of the Pod state showing ``change`` with
         ``stamp``, where that narrows it."""
@@ -1010,6 +978,47 @@ def _rfc3339_in(rec: KlogRecord) -> int | None:
             except ValueError:
                 continue
     return None
+
+
+def _within_cap(facts: list[DpcFact], fact: DpcFact, cap: int, keep_latest: bool) -> bool:
+    """Keep at most ``cap`` facts of a kind (and outcome) in a requester's ``facts``: the
+    earliest (calls whose first one is the bound) or the latest (failed polls, whose last
+    one before success is); makes room in ``facts`` when ``fact`` is to be kept.  Whichever
+    way the facts arrive, the same ones are kept."""
+    if len(facts) < cap:
+        return True  # fewer facts of any kind than the cap
+    kind, ok = fact.kind, fact.ok
+    same = [f for f in facts if f.kind == kind and f.ok == ok]
+    if len(same) < cap:
+        return True
+
+    def order(f: DpcFact) -> tuple[int, int]:
+        return (f.start_ns if f.start_ns is not None else f.t_ns, f.line_no)
+
+    drop = min(same, key=order) if keep_latest else max(same, key=order)
+    if (order(fact) < order(drop)) if keep_latest else (order(fact) > order(drop)):
+        return False
+    facts.remove(drop)
+    return True
+
+
+def _keep_query(facts: list[DpcFact], q: DpcFact) -> bool:
+    """Keep only the first successful /is_sleeping answer after each create call (``q`` is
+    one, ``facts`` the requester's so far)."""
+    # one pass: the last successful create that ended by the query's start, and the
+    # starts of the queries already kept
+    at = q.start_ns
+    last = None
+    kept: list[int] = []
+    for f in facts:
+        kind = f.kind
+        if kind == _SLEEP_QUERY and f.ok:
+            kept.append(f.start_ns)
+        elif kind == _CREATE and f.ok and f.end_ns <= at and (last is None or f.end_ns > last):
+            last = f.end_ns
+    if last is not None and any(last <= t <= at for t in kept):
+        return False
+    return len(kept) < MAX_QUERIES
 
 
 def _last_call_by(fs: list[DpcFact], kind: str, until_ns: int | None) -> DpcFact | None:
