@@ -133,14 +133,13 @@ class Bounds:
             f = I.fusing(self._b[name], tol)
             earlier = _EARLIER.get(name)
             prev = fused.get(earlier) if earlier else None
-            if prev is not None and prev.lo is not None:
-                # the order is named as a source only where it narrows the instant; being
-                # one-sided, it is fused after every other bound, as fuse() would order it
-                lo = prev.lo if prev.clock == f.clock else prev.lo - tol
-                if f.lo is None or lo > f.lo:
-                    f.add(I.observed_before(prev.lo, f"order:after {earlier}", prev.clock))
+            # the order is named as a source only where it narrows the instant; being
+            # one-sided, it (like a narrowing bound) is fused after every other bound, where
+            # fuse() would sort it
+            if prev is not None and prev.lo is not None and _narrows(prev.lo, None, prev.clock, f, tol):
+                f.add(I.observed_before(prev.lo, f"order:after {earlier}", prev.clock))
             for nb in self._narrowing.get(name, ()):
-                if _narrows(nb, f, tol):
+                if _narrows(nb.lo, nb.hi, nb.clock, f, tol):
                     f.add(nb)
             fused[name] = f
         out: dict[str, M.Instant] = {}
@@ -153,13 +152,13 @@ class Bounds:
         return Fusion(out, partial)
 
 
-def _narrows(b: I.Bound, f: I.Fusing, tolerance_ns: int) -> bool:
-    """Whether ``b``, as seen from ``f``'s clock (widened by the tolerance when its own clock
-    differs), cuts ``f``'s interval on either side."""
-    tol = 0 if b.clock == f.clock else tolerance_ns
-    if b.hi is not None and (f.hi is None or b.hi + tol < f.hi):
+def _narrows(lo: int | None, hi: int | None, clock: str, f: I.Fusing, tolerance_ns: int) -> bool:
+    """Whether a bound ``[lo, hi]`` on ``clock``, as seen from ``f``'s clock (widened by the
+    tolerance when they differ), cuts ``f``'s interval on either side."""
+    tol = 0 if clock == f.clock else tolerance_ns
+    if hi is not None and (f.hi is None or hi + tol < f.hi):
         return True
-    return b.lo is not None and (f.lo is None or b.lo - tol > f.lo)
+    return lo is not None and (f.lo is None or lo - tol > f.lo)
 
 
 def instant_of(f: I.Fusing) -> M.Instant:

@@ -363,9 +363,7 @@ class Correlator:
         """Requesters the DPC log talks about whose Pod is not in the input (not traced)."""
         if self.dpc_only and not len(self.store):
             return 0
-        uids = {P.uid(p) for p in self.store.pods()}
-        names = {P.name(p) for p in self.store.pods()}
-        return sum(1 for k in self._dpc if (k[5:] not in names if k.startswith("name:") else k not in uids))
+        return len(self._unknown_keys())
 
     def unknown_requester_lines(self) -> list[tuple[int, str]]:
         """``(line_no, requester)`` of every kept DPC fact about a requester that no Pod in
@@ -376,16 +374,13 @@ class Correlator:
         Empty when no Pod was given at all (then nothing could be matched)."""
         if not len(self.store):
             return []
+        return sorted((f.line_no, key) for key in self._unknown_keys() for f in self._dpc[key])
+
+    def _unknown_keys(self) -> list[str]:
+        """The keys of DPC facts (a uid, or ``name:`` and a name) that no Pod in the input is."""
         uids = {P.uid(p) for p in self.store.pods()}
         names = {P.name(p) for p in self.store.pods()}
-        out = [
-            (f.line_no, key)
-            for key, facts in self._dpc.items()
-            if (key[5:] not in names if key.startswith("name:") else key not in uids)
-            for f in facts
-        ]
-        out.sort()
-        return out
+        return [k for k in self._dpc if (k[5:] not in names if k.startswith("name:") else k not in uids)]
 
     def finished(self, now_ns: int, grace_ns: int, incomplete_after_ns: int) -> list[Actuation]:
         """Actuations ready to emit live: complete and quiet for ``grace_ns``, or too old.
