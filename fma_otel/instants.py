@@ -31,7 +31,8 @@ Representation (all times are integer nanoseconds since the Unix epoch):
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 US = 1_000
 MS = 1_000_000
@@ -50,8 +51,10 @@ CLOCK_LAUNCHER = "launcher"
 CLOCK_WATCHER = "watcher"
 
 
-@dataclass(frozen=True, slots=True)
-class Bound:
+# Why msgspec Structs for these records: frozen and validated like a frozen dataclass, but
+# built in C (a frozen dataclass sets each field through ``object.__setattr__``, and every
+# actuation makes dozens of bounds).
+class Bound(msgspec.Struct, frozen=True):
     """One observation's bound on an instant: ``lo <= T <= hi`` (ns, inclusive; None = unbounded).
 
     ``source`` is the human-readable origin (it goes into ``fma.start.source`` /
@@ -229,8 +232,7 @@ def started_from_actuation_secs(
 # --------------------------------------------------------------------------- fusion
 
 
-@dataclass(frozen=True, slots=True)
-class Fused:
+class Fused(msgspec.Struct, frozen=True):
     """An instant fused from every bound: ``lo <= T <= hi`` on ``clock``, with a point value.
 
     ``sources`` lists every source whose bound was used (in order of precision);
@@ -402,8 +404,7 @@ def _point(kept: Sequence[Bound], lo: int | None, hi: int | None) -> int | None:
 # --------------------------------------------------------------------------- durations
 
 
-@dataclass(frozen=True, slots=True)
-class Duration:
+class Duration(msgspec.Struct, frozen=True):
     """A span's duration from two fused instants.
 
     ``min_ns``/``max_ns`` bound the true duration (never below 0; ``max_ns`` is None when an
