@@ -20,7 +20,7 @@ import bisect
 import contextlib
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -620,13 +620,24 @@ class Correlator:
         b = Bounds(self.tolerance_ns)
         apiserver, kubelet, dpc = I.CLOCK_APISERVER, I.CLOCK_KUBELET, I.CLOCK_DPC
 
-        first = _first_by(fs)
+        # the round's facts by kind (each in log order): an actuation asks for a dozen kinds
+        by_kind: dict[str, list[DpcFact]] = {}
+        for f in fs:
+            by_kind.setdefault(f.kind, []).append(f)
+
+        def of(kind: str) -> list[DpcFact]:
+            return by_kind.get(kind, [])
+
+        def first(kind: str, ok: bool | None = None) -> DpcFact | None:
+            """The earliest fact of a kind (by call start, else log time), of any or one outcome."""
+            return min((f for f in of(kind) if ok is None or f.ok == ok), key=_when, default=None)
+
         bound = first(F.BOUND_COLD) or first(F.BOUND)
         create = first(F.CREATE, ok=True)
         wake = first(F.WAKE, ok=True)
         relayed = first(F.RELAYED)
         observed = first(F.OBSERVED)
-        relay = _last_call_by(fs, F.RELAY_CALL, relayed.t_ns + M.US - 1 if relayed else None)
+        relay = _last_call_by(of(F.RELAY_CALL), relayed.t_ns + M.US - 1 if relayed else None)
 
         if rnd == 1:
             created = P.created_ns(pod)
@@ -683,11 +694,8 @@ class Correlator:
             seen = next(
                 (
                     f
-                    for f in fs
-                    if f.kind == F.NOTIFIED
-                    and f.manager == "kubelet"
-                    and f.ref_ns == ready_s
-                    and f.t_ns >= relay.start_ns
+                    for f in of(F.NOTIFIED)
+                    if f.manager == "kubelet" and f.ref_ns == ready_s and f.t_ns >= relay.start_ns
                 ),
                 None,
             )
@@ -709,7 +717,7 @@ class Correlator:
             b.exact("D.create.start", create.start_ns, "dpc:HTTP call done/create_instance")
             b.exact("D.create.end", create.end_ns, "dpc:HTTP call done/create_instance")
             polls = sorted(
-                (f for f in fs if f.kind == F.SLEEP_QUERY and f.start_ns >= create.end_ns),
+                (f for f in of(F.SLEEP_QUERY) if f.start_ns >= create.end_ns),
                 key=lambda f: (f.start_ns, f.line_no),
             )
             ok = next((f for f in polls if f.ok), None)
@@ -769,10 +777,8 @@ class Correlator:
             # the DPC calls a launcher it created only once it has seen it Ready
             listed = [
                 f
-                for f in fs
-                if f.kind == F.LIST
-                and f.start_ns >= bound.t_ns
-                and (launcher is None or f.launcher == launcher)
+                for f in of(F.LIST)
+                if f.start_ns >= bound.t_ns and (launcher is None or f.launcher == launcher)
             ]
             if listed:
                 b.before(
@@ -824,7 +830,7 @@ class Correlator:
         calls: list[tuple[str, M.Instant, M.Instant, Mapping[str, Any]]] = []
         if path == M.WARM:
             cut = bound.t_ns if bound else (create.start_ns if create else INF)
-            for f in sorted((f for f in fs if f.kind == F.DELETE and f.ok), key=lambda f: f.start_ns):
+            for f in sorted((f for f in of(F.DELETE) if f.ok), key=lambda f: f.start_ns):
                 if f.end_ns <= cut:
                     s_i, e_i = exact_call(f.start_ns, f.end_ns, "dpc:HTTP call done/delete_instance")
                     extra = {M.A_INSTANCE: f.instance_id} if f.instance_id else {}
@@ -841,7 +847,7 @@ class Correlator:
         if relay_from is not None:
             w_hi = relay.start_ns if relay else (relayed.t_ns if relayed else hi)
             for kind in (F.LABELED, F.SET_STATUS):
-                inside = [f for f in fs if f.kind == kind and relay_from.lo <= f.t_ns <= w_hi]
+                inside = [f for f in of(kind) if relay_from.lo <= f.t_ns <= w_hi]
                 writes.append(max(inside, key=lambda f: (f.t_ns, f.line_no), default=None))
         for f in writes:
             call = write_call(f.ref_ns, f.t_ns, "dpc:" + _MESSAGE_OF[f.kind]) if f else None
@@ -865,7 +871,7 @@ class Correlator:
         if node:
             attrs[M.A_NODE] = node
         if path == M.WARM:
-            attrs[M.A_DELETED] = sum(1 for f in fs if f.kind == F.RECLAIM)
+            attrs[M.A_DELETED] = len(of(F.RECLAIM))
 
         complete = ("D.relayed" in inst) if dpc_only else ("R.ready" in inst)
         expected = _expected_instants(path, has_launcher_data, rnd)
@@ -1016,34 +1022,20 @@ def _keep_query(facts: list[DpcFact], q: DpcFact) -> bool:
     return len(kept) < MAX_QUERIES
 
 
-def _last_call_by(fs: list[DpcFact], kind: str, until_ns: int | None) -> DpcFact | None:
-    """The last successful call of ``kind`` that ended by ``until_ns`` (None: no such bound)."""
+def _last_call_by(calls: list[DpcFact], until_ns: int | None) -> DpcFact | None:
+    """The last successful one of ``calls`` that ended by ``until_ns`` (None: no such bound)."""
     if until_ns is None:
         return None
     best = None
-    for f in fs:
-        if f.kind == kind and f.ok and f.end_ns <= until_ns and (best is None or f.start_ns > best.start_ns):
+    for f in calls:
+        if f.ok and f.end_ns <= until_ns and (best is None or f.start_ns > best.start_ns):
             best = f
     return best
 
 
-def _first_by(fs: list[DpcFact]) -> Callable[..., DpcFact | None]:
-    """``first(kind, ok=None)``: the earliest fact of a kind (by call start, else log time;
-    the first in ``fs`` on a tie), of any outcome or of the one given.  Why one pass: an
-    actuation asks for a dozen kinds, and a scan of its facts per kind was most of it."""
-    best: dict[tuple[str, bool | None], tuple[int, DpcFact]] = {}
-    for f in fs:
-        t = f.start_ns if f.start_ns is not None else f.t_ns
-        for key in ((f.kind, None), (f.kind, f.ok)):
-            old = best.get(key)
-            if old is None or t < old[0]:
-                best[key] = (t, f)
-
-    def first(kind: str, ok: bool | None = None) -> DpcFact | None:
-        found = best.get((kind, ok))
-        return found[1] if found else None
-
-    return first
+def _when(f: DpcFact) -> int:
+    """A fact's time: its call's start, else its log time."""
+    return f.start_ns if f.start_ns is not None else f.t_ns
 
 
 _SLEEP_QUERY, _CREATE = F.SLEEP_QUERY, F.CREATE
