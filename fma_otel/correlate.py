@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import functools
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from . import facts as F
@@ -71,14 +72,6 @@ class Actuation:
     @property
     def last_ns(self) -> int:
         return max((i.t_ns for i in self.instants.values()), default=0)
-
-
-@dataclass
-class _PodTrack:
-    """Everything seen of one Pod across versions: Ready transitions are kept as a set."""
-
-    ready_true: set[int] = field(default_factory=set)
-    updated_wall_ns: int = 0
 
 
 class YearResolver:
@@ -159,7 +152,8 @@ class Correlator:
         self.baseline_container = baseline_container
         self._clock = clock_ns or time.time_ns
         self.store = PodStore()
-        self._tracks: dict[str, _PodTrack] = {}
+        #: Pod uid -> every Ready=True transition seen across its versions
+        self._ready: dict[str, set[int]] = {}
         self._dpc: dict[str, list[DpcFact]] = {}
         self._launcher: dict[tuple[str, str], list[LauncherFact]] = {}
         self._launchers_with_logs: set[str] = set()
@@ -201,12 +195,11 @@ class Correlator:
             return False
         self.store.add(ev)
         self._launcher_index = self._name_index = None
-        track = self._tracks.setdefault(u, _PodTrack())
+        readies = self._ready.setdefault(u, set())
         ready = P.condition_true_ns(pod, "Ready")
         if ready is not None:
-            track.ready_true.add(ready)
-        track.updated_wall_ns = self._clock()
-        self._updated[u] = track.updated_wall_ns
+            readies.add(ready)
+        self._updated[u] = self._clock()
         self.years.add_reference(P.created_ns(pod))
         return True
 
@@ -489,7 +482,7 @@ class Correlator:
         self.store.remove(uid)
         self._launcher_index = self._name_index = None
         self._dpc.pop(uid, None)
-        self._tracks.pop(uid, None)
+        self._ready.pop(uid, None)
         self._updated.pop(uid, None)
         self._seeds.pop(uid, None)
         self._scheduled.pop(uid, None)
@@ -682,9 +675,8 @@ class Correlator:
             # starts waiting again when the DPC unbinds it
             # (unknown when a seeded count reaches back past the unbinds re-read)
             b.log_time("D.unbound", lo if lo > -INF else None, "dpc:Unbound server-providing Pod")
-        track = self._tracks.get(uid)
         lo_s = lo - lo % M.S if lo > -INF else -INF
-        ready_s = min((t for t in (track.ready_true if track else ()) if lo_s <= t < hi), default=None)
+        ready_s = min((t for t in self._ready.get(uid, ()) if lo_s <= t < hi), default=None)
         b.k8s("R.ready", ready_s, "k8s:Ready", kubelet)
         self._bound_by_arrival(b, uid, "R.ready", ARRIVAL_READY, ready_s)
         if ready_s is not None and relay is not None:
@@ -812,8 +804,7 @@ class Correlator:
                     dpc,
                     M.US,
                 )
-            ltrack = self._tracks.get(luid)
-            lready = sorted(ltrack.ready_true) if ltrack else []
+            lready = sorted(self._ready.get(luid, ()))
             cut = create.start_ns if create else INF
             before = [t for t in lready if t <= cut]
             l_ready = before[-1] if before else (lready[0] if lready else None)
@@ -874,7 +865,7 @@ class Correlator:
             attrs[M.A_DELETED] = len(of(F.RECLAIM))
 
         complete = ("D.relayed" in inst) if dpc_only else ("R.ready" in inst)
-        expected = _expected_instants(path, has_launcher_data, rnd)
+        expected = _expected_instants(path, has_launcher_data, rnd > 1)
         missing = tuple(n for n in expected if n not in inst and n not in fusion.partial)
         one_sided = tuple(n for n in expected if n in fusion.partial)
         return Actuation(
@@ -1076,21 +1067,10 @@ _ACTUATION_KINDS = _ROUND_MARKERS | {F.OBSERVED, F.HINT_HOT, F.HINT_WARM}
 _OPTIONAL_SPANS = frozenset({"fma.dpc.relay_ready"})
 
 
-def _expected_instants(path: str, launcher_data: bool, rnd: int) -> tuple[str, ...]:
-    """The instants a full tree of this path needs (re-actuations start at D.unbound)."""
-    key = (path, launcher_data, rnd > 1)
-    names = _EXPECTED.get(key)
-    if names is None:
-        names = _EXPECTED[key] = _expected_instants_uncached(path, launcher_data, rnd)
-    return names
-
-
-#: (path, launcher data, re-actuation) -> expected instants: a function of the span model
-#: only, which was recomputed for every actuation
-_EXPECTED: dict[tuple[str, bool, bool], tuple[str, ...]] = {}
-
-
-def _expected_instants_uncached(path: str, launcher_data: bool, rnd: int) -> tuple[str, ...]:
+@functools.cache
+def _expected_instants(path: str, launcher_data: bool, reactuation: bool) -> tuple[str, ...]:
+    """The instants a full tree of this path needs (re-actuations start at D.unbound): a
+    function of the span model only, so computed once per combination."""
     names: list[str] = []
     for d in M.SPANS:
         if path not in d.paths or (d.needs_launcher_data and not launcher_data) or d.repeated:
@@ -1098,7 +1078,7 @@ def _expected_instants_uncached(path: str, launcher_data: bool, rnd: int) -> tup
         if d.name in _OPTIONAL_SPANS:
             continue
         for n in (d.start_instant(path), d.end_instant(path)):
-            if rnd > 1 and n in _OWN_REQUESTER_INSTANTS:
+            if reactuation and n in _OWN_REQUESTER_INSTANTS:
                 n = "D.unbound"
             if n and n not in names:
                 names.append(n)

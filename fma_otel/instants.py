@@ -30,7 +30,7 @@ Representation (all times are integer nanoseconds since the Unix epoch):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 import msgspec
 
@@ -328,8 +328,20 @@ class Fusing:
             self.hi = bhi
 
     def value(self) -> int | None:
-        """The point value (see :func:`_point`)."""
-        return _point(self.kept, self.lo, self.hi)
+        """The point value: the most precise kept source's own value clamped in, else the midpoint.
+
+        Where the most precise source has no value of its own, a less precise source's value
+        is not used: it would put the point at that source's truncation edge (the bias
+        intervals exist to remove).  A half-unbounded interval with no such value has no point.
+        """
+        v, lo, hi = self.kept[0].value, self.lo, self.hi
+        if v is None:
+            return None if lo is None or hi is None else lo + (hi - lo) // 2
+        if lo is not None and v < lo:
+            return lo
+        if hi is not None and v > hi:
+            return hi
+        return v
 
     def source_text(self) -> str:
         """Every kept source, most precise first (as :meth:`Fused.source_text`)."""
@@ -380,25 +392,6 @@ def fuse(bounds: Iterable[Bound], tolerance_ns: int = DEFAULT_TOLERANCE_NS) -> F
     Raises ValueError for no bounds (an instant nobody observed is missing, not fused).
     """
     return fusing(bounds, tolerance_ns).result()
-
-
-def _point(kept: Sequence[Bound], lo: int | None, hi: int | None) -> int | None:
-    """The point value: the most precise kept source's own value clamped in, else the midpoint.
-
-    Where the most precise source has no value of its own, a less precise source's value is
-    not used: it would put the point at that source's truncation edge (the bias intervals
-    exist to remove).  A half-unbounded interval with no such value has no point.
-    """
-    v = kept[0].value
-    if v is None:
-        if lo is None or hi is None:
-            return None
-        return lo + (hi - lo) // 2
-    if lo is not None and v < lo:
-        return lo
-    if hi is not None and v > hi:
-        return hi
-    return v
 
 
 # --------------------------------------------------------------------------- durations

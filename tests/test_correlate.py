@@ -258,7 +258,7 @@ def test_forget_pod_drops_all_state() -> None:
     assert c.actuations()
     c.forget_pod(UID)
     assert c.actuations() == [] and len(c.store) == 0
-    assert UID not in c._dpc and UID not in c._tracks
+    assert UID not in c._dpc and UID not in c._ready
 
 
 def _hot_round(hour: int) -> list[KlogRecord]:
