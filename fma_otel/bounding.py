@@ -68,9 +68,6 @@ class Bounds:
         if bound is not None:
             self._b.setdefault(name, []).append(bound)
 
-    def has(self, name: str) -> bool:
-        return name in self._b
-
     # ---------------------------------------------------------------- the sources' shapes
 
     def k8s(self, name: str, t_ns: int | None, source: str, clock: str) -> None:
@@ -86,7 +83,7 @@ class Bounds:
     def exact(self, name: str, t_ns: int | None, source: str, clock: str = I.CLOCK_DPC) -> None:
         """An exact instant (an HTTP call's start or end: ``httpCallStartTime`` ``+ latencySecs``)."""
         if t_ns is not None:
-            self.add(name, I.Bound(t_ns, t_ns, source, clock, value=t_ns))
+            self.add(name, I.exact(t_ns, source, clock))
 
     def write(self, name: str, call_start_ns: int | None, log_ns: int, source: str) -> None:
         """A DPC API write: the object change lies in ``[k8sCallStartTime, log time]``."""
@@ -183,11 +180,6 @@ def _alone(b: I.Bound) -> M.Instant:
     return instant_of(I.Fusing(b, I.DEFAULT_TOLERANCE_NS))
 
 
-def _exact(t_ns: int, source: str) -> M.Instant:
-    """An exact instant on the DPC's clock, alone."""
-    return _alone(I.Bound(t_ns, t_ns, source, I.CLOCK_DPC, value=t_ns))
-
-
 def _usable_write(call_start_ns: int | None, log_ns: int) -> bool:
     """A write line's ``k8sCallStartTime`` is there and not after the line's own log time."""
     return call_start_ns is not None and call_start_ns <= log_ns + M.US - 1
@@ -195,7 +187,7 @@ def _usable_write(call_start_ns: int | None, log_ns: int) -> bool:
 
 def exact_call(start_ns: int, end_ns: int, source: str) -> tuple[M.Instant, M.Instant]:
     """An HTTP call's start and end as two exact instants (for spans made per call)."""
-    return _exact(start_ns, source), _exact(end_ns, source)
+    return _alone(I.exact(start_ns, source)), _alone(I.exact(end_ns, source))
 
 
 def write_call(call_start_ns: int | None, log_ns: int, source: str) -> tuple[M.Instant, M.Instant] | None:
@@ -209,4 +201,4 @@ def write_call(call_start_ns: int | None, log_ns: int, source: str) -> tuple[M.I
     if not _usable_write(call_start_ns, log_ns):
         return None
     assert call_start_ns is not None
-    return _exact(call_start_ns, source + "/k8sCallStartTime"), _alone(I.klog_time(log_ns, source))
+    return _alone(I.exact(call_start_ns, source + "/k8sCallStartTime")), _alone(I.klog_time(log_ns, source))

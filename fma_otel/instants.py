@@ -144,11 +144,12 @@ def http_call(start_ns: int, latency_ns: int, source: str, clock: str = CLOCK_DP
     """
     if latency_ns < 0:
         raise ValueError(f"{source}: negative latency {latency_ns} ns")
-    end = start_ns + latency_ns
-    return (
-        Bound(start_ns, start_ns, source + "/start", clock, value=start_ns),
-        Bound(end, end, source + "/end", clock, value=end),
-    )
+    return exact(start_ns, source + "/start", clock), exact(start_ns + latency_ns, source + "/end", clock)
+
+
+def exact(t_ns: int, source: str, clock: str = CLOCK_DPC) -> Bound:
+    """An instant known to the ns on ``clock`` (an HTTP call's start or end): ``[t, t]``."""
+    return Bound(t_ns, t_ns, source, clock, value=t_ns)
 
 
 def observed_after(t_ns: int, source: str, clock: str, precision_ns: int = 1) -> Bound:
