@@ -349,6 +349,7 @@ class Fusing:
         return " + ".join([k.source for k in self.kept])
 
     def result(self) -> Fused:
+        """What has been fused so far, as the immutable :class:`Fused`."""
         return Fused(
             self.lo,
             self.hi,
