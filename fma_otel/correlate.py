@@ -776,8 +776,8 @@ class Correlator:
                 b.before(
                     "L.ready", min(f.start_ns for f in listed), "dpc:HTTP call done/list_instances/start"
                 )
-        lpod = self._launcher_pod(launcher) if launcher else None
-        if lpod is not None and path == M.COLD_LAUNCHER:
+        lpod = self._launchers().get(launcher) if launcher and path == M.COLD_LAUNCHER else None
+        if lpod is not None:
             l_created = P.created_ns(lpod)
             l_sched = P.condition_true_ns(lpod, "PodScheduled")
             luid = P.uid(lpod) or ""
@@ -893,13 +893,9 @@ class Correlator:
         ``stamp``, where that narrows it."""
         b.before_if_narrows(name, self._arrival(uid, change, stamp), WATCH_ARRIVAL, I.CLOCK_WATCHER, M.US)
 
-    def _launcher_pod(self, launcher_name: str) -> dict[str, Any] | None:
-        """The newest launcher Pod of that name.  Why an index: a scan of every Pod per
-        actuation made ``actuations()`` quadratic (60% of the bridge on 2000 actuations)."""
-        return self._launchers().get(launcher_name)
-
     def _launchers(self) -> dict[str, dict[str, Any]]:
-        """Launcher name -> its newest Pod (rebuilt after any ``add_pod``)."""
+        """Launcher name -> its newest Pod (rebuilt after any ``add_pod``).  Why an index: a
+        scan of every Pod per actuation made ``actuations()`` quadratic."""
         index = self._launcher_index
         if index is None:
             index = {}
