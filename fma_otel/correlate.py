@@ -981,7 +981,7 @@ def _within_cap(facts: list[DpcFact], fact: DpcFact, cap: int, keep_latest: bool
         return True
 
     def order(f: DpcFact) -> tuple[int, int]:
-        return (f.start_ns if f.start_ns is not None else f.t_ns, f.line_no)
+        return (_when(f), f.line_no)
 
     drop = min(same, key=order) if keep_latest else max(same, key=order)
     if (order(fact) < order(drop)) if keep_latest else (order(fact) > order(drop)):
