@@ -405,3 +405,19 @@ def test_a_capped_kind_keeps_the_same_facts_whatever_order_they_arrive_in(revers
     assert _kept(c, F.PROCESSING) == [1, 2, 3, 4]
     assert _kept(c, F.SLEEP_QUERY) == list(range(2_005, 2_000 + MAX_FAILED_POLLS + 5))
     assert len(_kept(c, F.BOUND)) == 10
+
+
+def test_only_the_first_answered_poll_after_each_create_is_kept() -> None:
+    """Why: the first successful /is_sleeping answer after a create call is D.serving; the
+    polls after it say nothing more, and a long-running requester makes many."""
+    c = Correlator()
+
+    def call(kind: str, t: int) -> None:
+        c._add_fact(DpcFact(kind, t, UID, NAME, t, start_ns=t, end_ns=t + 1))
+
+    for kind, t in ((F.CREATE, 10), (F.SLEEP_QUERY, 12), (F.SLEEP_QUERY, 14), (F.SLEEP_QUERY, 16)):
+        call(kind, t)
+    for kind, t in ((F.CREATE, 20), (F.SLEEP_QUERY, 22), (F.SLEEP_QUERY, 24)):
+        call(kind, t)
+    assert _kept(c, F.SLEEP_QUERY) == [12, 22]
+    assert _kept(c, F.CREATE) == [10, 20]
