@@ -30,6 +30,9 @@ CAUSAL_ORDER: tuple[tuple[str, str], ...] = (
     ("V.ready", "D.create.start"),
 )
 
+#: later -> earlier
+_EARLIER: dict[str, str] = dict(CAUSAL_ORDER)
+
 #: the order instants are fused in: an instant's causal predecessor first
 _FUSE_ORDER: tuple[str, ...] = (
     "R.created",
@@ -65,9 +68,6 @@ class Bounds:
         if bound is not None:
             self._b.setdefault(name, []).append(bound)
 
-    def has(self, name: str) -> bool:
-        return name in self._b
-
     # ---------------------------------------------------------------- the sources' shapes
 
     def k8s(self, name: str, t_ns: int | None, source: str, clock: str) -> None:
@@ -83,7 +83,7 @@ class Bounds:
     def exact(self, name: str, t_ns: int | None, source: str, clock: str = I.CLOCK_DPC) -> None:
         """An exact instant (an HTTP call's start or end: ``httpCallStartTime`` ``+ latencySecs``)."""
         if t_ns is not None:
-            self.add(name, I.Bound(t_ns, t_ns, source, clock, value=t_ns))
+            self.add(name, I.exact(t_ns, source, clock))
 
     def write(self, name: str, call_start_ns: int | None, log_ns: int, source: str) -> None:
         """A DPC API write: the object change lies in ``[k8sCallStartTime, log time]``."""
@@ -122,65 +122,62 @@ class Bounds:
 
     def fuse_all(self) -> Fusion:
         """Fuse every instant; the causal order adds a lower bound from each predecessor."""
-        fused: dict[str, I.Fused] = {}
+        tol = self.tolerance_ns
+        fused: dict[str, I.Fusing] = {}
         order = [n for n in _FUSE_ORDER if n in self._b]
         order += [n for n in self._b if n not in _FUSE_ORDER]
-        later_of = {later: earlier for later, earlier in CAUSAL_ORDER}
         for name in order:
-            bounds = self._b[name]
-            f = I.fuse(bounds, self.tolerance_ns)
-            earlier = later_of.get(name)
+            f = I.fusing(self._b[name], tol)
+            earlier = _EARLIER.get(name)
             prev = fused.get(earlier) if earlier else None
-            if prev is not None and prev.lo is not None:
-                # the order is named as a source only where it narrows the instant
-                lo = prev.lo if prev.clock == f.clock else prev.lo - self.tolerance_ns
-                if f.lo is None or lo > f.lo:
-                    order_bound = I.observed_before(prev.lo, f"order:after {earlier}", prev.clock)
-                    bounds = [*bounds, order_bound]
-                    f = I.fuse(bounds, self.tolerance_ns)
+            # the order is named as a source only where it narrows the instant; being
+            # one-sided, it (like a narrowing bound) is fused after every other bound, where
+            # fuse() would sort it
+            if prev is not None and prev.lo is not None and _narrows(prev.lo, None, prev.clock, f, tol):
+                f.add(I.observed_before(prev.lo, f"order:after {earlier}", prev.clock))
             for nb in self._narrowing.get(name, ()):
-                if _narrows(nb, f, self.tolerance_ns):
-                    bounds = [*bounds, nb]
-                    f = I.fuse(bounds, self.tolerance_ns)
+                if _narrows(nb.lo, nb.hi, nb.clock, f, tol):
+                    f.add(nb)
             fused[name] = f
         out: dict[str, M.Instant] = {}
         partial: dict[str, I.Fused] = {}
         for name, f in fused.items():
-            if f.value is None or f.lo is None or f.hi is None:
-                partial[name] = f
-                continue
-            out[name] = instant_of(f)
+            if f.lo is None or f.hi is None:  # two-sided always has a point (the midpoint)
+                partial[name] = f.result()
+            else:
+                out[name] = instant_of(f)
         return Fusion(out, partial)
 
 
-def _narrows(b: I.Bound, f: I.Fused, tolerance_ns: int) -> bool:
-    """Whether ``b``, as seen from ``f``'s clock (widened by the tolerance when its own clock
-    differs), cuts ``f``'s interval on either side."""
-    tol = 0 if b.clock == f.clock else tolerance_ns
-    if b.hi is not None and (f.hi is None or b.hi + tol < f.hi):
+def _narrows(lo: int | None, hi: int | None, clock: str, f: I.Fusing, tolerance_ns: int) -> bool:
+    """Whether a bound ``[lo, hi]`` on ``clock``, as seen from ``f``'s clock (widened by the
+    tolerance when they differ), cuts ``f``'s interval on either side."""
+    tol = 0 if clock == f.clock else tolerance_ns
+    if hi is not None and (f.hi is None or hi + tol < f.hi):
         return True
-    return b.lo is not None and (f.lo is None or b.lo - tol > f.lo)
+    return lo is not None and (f.lo is None or lo - tol > f.lo)
 
 
-def instant_of(f: I.Fused) -> M.Instant:
+def instant_of(f: I.Fusing) -> M.Instant:
     """A fused interval as the builder's :class:`~fma_otel.model.Instant` (two-sided, with a point)."""
-    assert f.value is not None and f.lo is not None and f.hi is not None
+    value = f.value()
+    assert value is not None and f.lo is not None and f.hi is not None
     return M.Instant(
-        f.value,
+        value,
         f.hi - f.lo + 1,
         f.source_text(),
         M.CLOCK_SERVICE.get(f.clock, M.SERVICE_DPC),
         lo=f.lo,
         hi=f.hi,
         clock=f.clock,
-        inconsistent=f.inconsistent,
-        disagreed=f.disagreed,
+        inconsistent=bool(f.rejected),
+        disagreed=tuple(f.disagreed),
     )
 
 
-def _exact(t_ns: int, source: str) -> M.Instant:
-    """An exact instant on the DPC's clock, alone (one end of a span made per call)."""
-    return instant_of(I.fuse([I.Bound(t_ns, t_ns, source, I.CLOCK_DPC, value=t_ns)]))
+def _alone(b: I.Bound) -> M.Instant:
+    """One bound as an instant of its own (one end of a span made per call)."""
+    return instant_of(I.Fusing(b, I.DEFAULT_TOLERANCE_NS))
 
 
 def _usable_write(call_start_ns: int | None, log_ns: int) -> bool:
@@ -190,7 +187,7 @@ def _usable_write(call_start_ns: int | None, log_ns: int) -> bool:
 
 def exact_call(start_ns: int, end_ns: int, source: str) -> tuple[M.Instant, M.Instant]:
     """An HTTP call's start and end as two exact instants (for spans made per call)."""
-    return _exact(start_ns, source), _exact(end_ns, source)
+    return _alone(I.exact(start_ns, source)), _alone(I.exact(end_ns, source))
 
 
 def write_call(call_start_ns: int | None, log_ns: int, source: str) -> tuple[M.Instant, M.Instant] | None:
@@ -204,6 +201,4 @@ def write_call(call_start_ns: int | None, log_ns: int, source: str) -> tuple[M.I
     if not _usable_write(call_start_ns, log_ns):
         return None
     assert call_start_ns is not None
-    return _exact(call_start_ns, source + "/k8sCallStartTime"), instant_of(
-        I.fuse([I.klog_time(log_ns, source)])
-    )
+    return _alone(I.exact(call_start_ns, source + "/k8sCallStartTime")), _alone(I.klog_time(log_ns, source))

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import functools
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from . import facts as F
@@ -73,14 +74,6 @@ class Actuation:
         return max((i.t_ns for i in self.instants.values()), default=0)
 
 
-@dataclass
-class _PodTrack:
-    """Everything seen of one Pod across versions: Ready transitions are kept as a set."""
-
-    ready_true: set[int] = field(default_factory=set)
-    updated_wall_ns: int = 0
-
-
 class YearResolver:
     """klog prints no year: take it from a ``--timestamps`` prefix, else nearest Pod time."""
 
@@ -101,10 +94,8 @@ class YearResolver:
         return bool(self._refs)
 
     def resolve(self, rec: KlogRecord) -> int:
-        return self.resolve_fields(rec.month, rec.day, rec.tod_us, rec.prefix_ns)
-
-    def resolve_fields(self, month: int, day: int, tod_us: int, prefix_ns: int | None) -> int:
-        """:meth:`resolve` from a record's date fields (raises ``ValueError`` as it does)."""
+        """The line's time (ns); raises ``ValueError`` for a date its year does not have."""
+        month, day, tod_us, prefix_ns = rec.month, rec.day, rec.tod_us, rec.prefix_ns
         if prefix_ns is not None:
             tm = time.gmtime(prefix_ns // M.S)
             year = tm.tm_year
@@ -161,7 +152,8 @@ class Correlator:
         self.baseline_container = baseline_container
         self._clock = clock_ns or time.time_ns
         self.store = PodStore()
-        self._tracks: dict[str, _PodTrack] = {}
+        #: Pod uid -> every Ready=True transition seen across its versions
+        self._ready: dict[str, set[int]] = {}
         self._dpc: dict[str, list[DpcFact]] = {}
         self._launcher: dict[tuple[str, str], list[LauncherFact]] = {}
         self._launchers_with_logs: set[str] = set()
@@ -203,12 +195,11 @@ class Correlator:
             return False
         self.store.add(ev)
         self._launcher_index = self._name_index = None
-        track = self._tracks.setdefault(u, _PodTrack())
+        readies = self._ready.setdefault(u, set())
         ready = P.condition_true_ns(pod, "Ready")
         if ready is not None:
-            track.ready_true.add(ready)
-        track.updated_wall_ns = self._clock()
-        self._updated[u] = track.updated_wall_ns
+            readies.add(ready)
+        self._updated[u] = self._clock()
         self.years.add_reference(P.created_ns(pod))
         return True
 
@@ -224,23 +215,28 @@ class Correlator:
         return self._add_fact(fact)
 
     def _add_fact(self, fact: DpcFact) -> DpcFact:
-        if fact.kind == F.LAUNCHER_NOTIFIED:
+        kind = fact.kind
+        if kind == F.LAUNCHER_NOTIFIED:
             return self._add_launcher_note(fact)
         key = fact.uid or (f"name:{fact.name}" if fact.name else None)
         if key is None:
             return fact
-        kind = fact.kind
-        if kind == F.SLEEP_QUERY and fact.ok and not self._keep_query(key, fact):
-            return fact
         if kind == F.NOTIFIED and fact.manager != "kubelet":
             return fact  # only the kubelet's writes bound an instant (R.ready)
-        cap = _CAPPED.get(kind) if kind != F.SLEEP_QUERY else None if fact.ok else (MAX_FAILED_POLLS, True)
-        if cap is not None and not self._within_cap(key, fact, *cap):
-            return fact
         facts = self._dpc.get(key)
         if facts is None:
             self._dpc[key] = [fact]
         else:
+            # the first fact of a requester is always kept: no cap is reached yet
+            if kind == _SLEEP_QUERY:
+                keep = (
+                    _keep_query(facts, fact) if fact.ok else _within_cap(facts, fact, MAX_FAILED_POLLS, True)
+                )
+            else:
+                cap = _CAPPED.get(kind)
+                keep = cap is None or _within_cap(facts, fact, *cap)
+            if not keep:
+                return fact
             facts.append(fact)
         self._updated[key] = self._clock()
         return fact
@@ -306,45 +302,6 @@ class Correlator:
         """Say that a launcher's log is part of the input even if it holds no create."""
         self._launchers_with_logs.add(launcher)
 
-    def _within_cap(self, key: str, fact: DpcFact, cap: int, keep_latest: bool) -> bool:
-        """Keep at most ``cap`` facts of a kind (and outcome) per requester: the earliest (calls whose first
-        one is the bound) or the latest (failed polls, whose last one before success is).
-        Whichever way the facts arrive, the same ones are kept."""
-        facts = self._dpc.get(key)
-        if not facts:
-            return True
-        same = [f for f in facts if f.kind == fact.kind and f.ok == fact.ok]
-        if len(same) < cap:
-            return True
-
-        def order(f: DpcFact) -> tuple[int, int]:
-            return (f.start_ns if f.start_ns is not None else f.t_ns, f.line_no)
-
-        drop = min(same, key=order) if keep_latest else max(same, key=order)
-        if (order(fact) < order(drop)) if keep_latest else (order(fact) > order(drop)):
-            return False
-        facts.remove(drop)
-        return True
-
-    def _keep_query(self, key: str, q: DpcFact) -> bool:
-        """Keep only the first successful /is_sleeping answer after each create call."""
-        if not q.ok:
-            return False
-        # one pass: the last successful create that ended by the query's start, and the
-        # starts of the queries already kept
-        at = q.start_ns
-        last = None
-        kept: list[int] = []
-        for f in self._dpc.get(key, ()):
-            kind = f.kind
-            if kind == _SLEEP_QUERY and f.ok:
-                kept.append(f.start_ns)
-            elif kind == _CREATE and f.ok and f.end_ns <= at and (last is None or f.end_ns > last):
-                last = f.end_ns
-        if last is not None and any(last <= t <= at for t in kept):
-            return False
-        return len(kept) < MAX_QUERIES
-
     # ------------------------------------------------------------------ asking
 
     def requesters(self) -> list[dict[str, Any]]:
@@ -399,9 +356,7 @@ class Correlator:
         """Requesters the DPC log talks about whose Pod is not in the input (not traced)."""
         if self.dpc_only and not len(self.store):
             return 0
-        uids = {P.uid(p) for p in self.store.pods()}
-        names = {P.name(p) for p in self.store.pods()}
-        return sum(1 for k in self._dpc if (k[5:] not in names if k.startswith("name:") else k not in uids))
+        return len(self._unknown_keys())
 
     def unknown_requester_lines(self) -> list[tuple[int, str]]:
         """``(line_no, requester)`` of every kept DPC fact about a requester that no Pod in
@@ -412,16 +367,13 @@ class Correlator:
         Empty when no Pod was given at all (then nothing could be matched)."""
         if not len(self.store):
             return []
+        return sorted((f.line_no, key) for key in self._unknown_keys() for f in self._dpc[key])
+
+    def _unknown_keys(self) -> list[str]:
+        """The keys of DPC facts (a uid, or ``name:`` and a name) that no Pod in the input is."""
         uids = {P.uid(p) for p in self.store.pods()}
         names = {P.name(p) for p in self.store.pods()}
-        out = [
-            (f.line_no, key)
-            for key, facts in self._dpc.items()
-            if (key[5:] not in names if key.startswith("name:") else key not in uids)
-            for f in facts
-        ]
-        out.sort()
-        return out
+        return [k for k in self._dpc if (k[5:] not in names if k.startswith("name:") else k not in uids)]
 
     def finished(self, now_ns: int, grace_ns: int, incomplete_after_ns: int) -> list[Actuation]:
         """Actuations ready to emit live: complete and quiet for ``grace_ns``, or too old.
@@ -492,11 +444,12 @@ class Correlator:
         if not u:
             return
         role = P.role(pod, self.baseline_selector)
-        container = self.baseline_container if role == P.ROLE_BASELINE else P.REQUESTER_CONTAINER
         seen = {
             ARRIVAL_CREATED: P.created_ns(pod),
             ARRIVAL_SCHEDULED: P.condition_true_ns(pod, "PodScheduled"),
-            ARRIVAL_STARTED: P.container_started_ns(pod, container) if role != P.ROLE_LAUNCHER else None,
+            ARRIVAL_STARTED: self._started_ns(pod, role == P.ROLE_BASELINE)
+            if role != P.ROLE_LAUNCHER
+            else None,
             ARRIVAL_READY: P.condition_true_ns(pod, "Ready"),
         }
         mine = self._arrivals.setdefault(u, {})
@@ -511,7 +464,8 @@ class Correlator:
 
     def _arrival(self, uid: str, change: str, stamp: int | None) -> int | None:
         """The first arrival of a Pod state that showed ``change`` stamped ``stamp``."""
-        return None if stamp is None else self._arrivals.get(uid, {}).get((change, stamp))
+        mine = self._arrivals.get(uid) if stamp is not None else None
+        return mine.get((change, stamp)) if mine else None
 
     def forget_pod(self, uid: str) -> None:
         """Drop a deleted Pod whose actuations were all emitted: its Pod, its facts, its track."""
@@ -528,7 +482,7 @@ class Correlator:
         self.store.remove(uid)
         self._launcher_index = self._name_index = None
         self._dpc.pop(uid, None)
-        self._tracks.pop(uid, None)
+        self._ready.pop(uid, None)
         self._updated.pop(uid, None)
         self._seeds.pop(uid, None)
         self._scheduled.pop(uid, None)
@@ -659,28 +613,37 @@ class Correlator:
         b = Bounds(self.tolerance_ns)
         apiserver, kubelet, dpc = I.CLOCK_APISERVER, I.CLOCK_KUBELET, I.CLOCK_DPC
 
-        first = _first_by(fs)
+        # the round's facts by kind (each in log order): an actuation asks for a dozen kinds
+        by_kind: dict[str, list[DpcFact]] = {}
+        for f in fs:
+            by_kind.setdefault(f.kind, []).append(f)
+
+        def of(kind: str) -> list[DpcFact]:
+            return by_kind.get(kind, [])
+
+        def first(kind: str, ok: bool | None = None) -> DpcFact | None:
+            """The earliest fact of a kind (by call start, else log time), of any or one outcome."""
+            return min((f for f in of(kind) if ok is None or f.ok == ok), key=_when, default=None)
+
         bound = first(F.BOUND_COLD) or first(F.BOUND)
         create = first(F.CREATE, ok=True)
         wake = first(F.WAKE, ok=True)
         relayed = first(F.RELAYED)
         observed = first(F.OBSERVED)
-        relay = _last_call_by(fs, F.RELAY_CALL, relayed.t_ns + M.US - 1 if relayed else None)
+        relay = _last_call_by(of(F.RELAY_CALL), relayed.t_ns + M.US - 1 if relayed else None)
 
-        container = self.baseline_container if baseline else P.REQUESTER_CONTAINER
         if rnd == 1:
-            b.k8s("R.created", P.created_ns(pod), "k8s:creationTimestamp", apiserver)
+            created = P.created_ns(pod)
+            scheduled = P.condition_true_ns(pod, "PodScheduled")
+            started = self._started_ns(pod, baseline)
+            b.k8s("R.created", created, "k8s:creationTimestamp", apiserver)
             # PodScheduled=True is set by the API server when it records the binding
-            b.k8s("R.scheduled", P.condition_true_ns(pod, "PodScheduled"), "k8s:PodScheduled", apiserver)
+            b.k8s("R.scheduled", scheduled, "k8s:PodScheduled", apiserver)
             b.before("R.scheduled", self._scheduled.get(uid), SCHEDULED_EVENT, I.CLOCK_SCHEDULER, M.US)
-            b.k8s("R.started", P.container_started_ns(pod, container), "k8s:startedAt", kubelet)
-            self._bound_by_arrival(b, uid, "R.created", ARRIVAL_CREATED, P.created_ns(pod))
-            self._bound_by_arrival(
-                b, uid, "R.scheduled", ARRIVAL_SCHEDULED, P.condition_true_ns(pod, "PodScheduled")
-            )
-            self._bound_by_arrival(
-                b, uid, "R.started", ARRIVAL_STARTED, P.container_started_ns(pod, container)
-            )
+            b.k8s("R.started", started, "k8s:startedAt", kubelet)
+            self._bound_by_arrival(b, uid, "R.created", ARRIVAL_CREATED, created)
+            self._bound_by_arrival(b, uid, "R.scheduled", ARRIVAL_SCHEDULED, scheduled)
+            self._bound_by_arrival(b, uid, "R.started", ARRIVAL_STARTED, started)
             if relayed and relayed.ref_ns is not None:
                 b.k8s("R.created", relayed.ref_ns, "dpc:requesterCreateTime", apiserver)
             gpu_any = first(F.GPU_QUERY)
@@ -712,10 +675,8 @@ class Correlator:
             # starts waiting again when the DPC unbinds it
             # (unknown when a seeded count reaches back past the unbinds re-read)
             b.log_time("D.unbound", lo if lo > -INF else None, "dpc:Unbound server-providing Pod")
-        track = self._tracks.get(uid)
         lo_s = lo - lo % M.S if lo > -INF else -INF
-        readies = sorted(t for t in (track.ready_true if track else ()) if lo_s <= t < hi)
-        ready_s = readies[0] if readies else None
+        ready_s = min((t for t in self._ready.get(uid, ()) if lo_s <= t < hi), default=None)
         b.k8s("R.ready", ready_s, "k8s:Ready", kubelet)
         self._bound_by_arrival(b, uid, "R.ready", ARRIVAL_READY, ready_s)
         if ready_s is not None and relay is not None:
@@ -725,11 +686,8 @@ class Correlator:
             seen = next(
                 (
                     f
-                    for f in fs
-                    if f.kind == F.NOTIFIED
-                    and f.manager == "kubelet"
-                    and f.ref_ns == ready_s
-                    and f.t_ns >= relay.start_ns
+                    for f in of(F.NOTIFIED)
+                    if f.manager == "kubelet" and f.ref_ns == ready_s and f.t_ns >= relay.start_ns
                 ),
                 None,
             )
@@ -751,7 +709,7 @@ class Correlator:
             b.exact("D.create.start", create.start_ns, "dpc:HTTP call done/create_instance")
             b.exact("D.create.end", create.end_ns, "dpc:HTTP call done/create_instance")
             polls = sorted(
-                (f for f in fs if f.kind == F.SLEEP_QUERY and f.start_ns >= create.end_ns),
+                (f for f in of(F.SLEEP_QUERY) if f.start_ns >= create.end_ns),
                 key=lambda f: (f.start_ns, f.line_no),
             )
             ok = next((f for f in polls if f.ok), None)
@@ -811,38 +769,32 @@ class Correlator:
             # the DPC calls a launcher it created only once it has seen it Ready
             listed = [
                 f
-                for f in fs
-                if f.kind == F.LIST
-                and f.start_ns >= bound.t_ns
-                and (launcher is None or f.launcher == launcher)
+                for f in of(F.LIST)
+                if f.start_ns >= bound.t_ns and (launcher is None or f.launcher == launcher)
             ]
             if listed:
                 b.before(
                     "L.ready", min(f.start_ns for f in listed), "dpc:HTTP call done/list_instances/start"
                 )
-        lpod = self._launcher_pod(launcher) if launcher else None
-        if lpod is not None and path == M.COLD_LAUNCHER:
-            b.k8s("L.created", P.created_ns(lpod), "k8s:creationTimestamp", apiserver)
+        lpod = self._launchers().get(launcher) if launcher and path == M.COLD_LAUNCHER else None
+        if lpod is not None:
+            l_created = P.created_ns(lpod)
             l_sched = P.condition_true_ns(lpod, "PodScheduled")
             luid = P.uid(lpod) or ""
-            self._bound_by_arrival(b, luid, "L.created", ARRIVAL_CREATED, P.created_ns(lpod))
+            b.k8s("L.created", l_created, "k8s:creationTimestamp", apiserver)
+            self._bound_by_arrival(b, luid, "L.created", ARRIVAL_CREATED, l_created)
             self._bound_by_arrival(b, luid, "L.scheduled", ARRIVAL_SCHEDULED, l_sched)
             b.k8s("L.scheduled", l_sched, "k8s:PodScheduled", apiserver)
-            b.before(
-                "L.scheduled",
-                self._scheduled.get(P.uid(lpod) or ""),
-                SCHEDULED_EVENT,
-                I.CLOCK_SCHEDULER,
-                M.US,
-            )
+            b.before("L.scheduled", self._scheduled.get(luid), SCHEDULED_EVENT, I.CLOCK_SCHEDULER, M.US)
             # the scheduler writes a Pod to bind it: the DPC saw its write of that second
-            note = next(
-                (
-                    f
-                    for f in sorted(self._launcher_notes.get(launcher or "", ()), key=lambda f: f.t_ns)
-                    if l_sched is not None and f.ref_ns == l_sched
-                ),
-                None,
+            note = (
+                min(
+                    (f for f in self._launcher_notes.get(launcher or "", ()) if f.ref_ns == l_sched),
+                    key=lambda f: f.t_ns,
+                    default=None,
+                )
+                if l_sched is not None
+                else None
             )
             if note is not None:
                 b.before(
@@ -852,8 +804,7 @@ class Correlator:
                     dpc,
                     M.US,
                 )
-            ltrack = self._tracks.get(P.uid(lpod) or "")
-            lready = sorted(ltrack.ready_true) if ltrack else []
+            lready = sorted(self._ready.get(luid, ()))
             cut = create.start_ns if create else INF
             before = [t for t in lready if t <= cut]
             l_ready = before[-1] if before else (lready[0] if lready else None)
@@ -870,7 +821,7 @@ class Correlator:
         calls: list[tuple[str, M.Instant, M.Instant, Mapping[str, Any]]] = []
         if path == M.WARM:
             cut = bound.t_ns if bound else (create.start_ns if create else INF)
-            for f in sorted((f for f in fs if f.kind == F.DELETE and f.ok), key=lambda f: f.start_ns):
+            for f in sorted((f for f in of(F.DELETE) if f.ok), key=lambda f: f.start_ns):
                 if f.end_ns <= cut:
                     s_i, e_i = exact_call(f.start_ns, f.end_ns, "dpc:HTTP call done/delete_instance")
                     extra = {M.A_INSTANCE: f.instance_id} if f.instance_id else {}
@@ -887,7 +838,7 @@ class Correlator:
         if relay_from is not None:
             w_hi = relay.start_ns if relay else (relayed.t_ns if relayed else hi)
             for kind in (F.LABELED, F.SET_STATUS):
-                inside = [f for f in fs if f.kind == kind and relay_from.lo <= f.t_ns <= w_hi]
+                inside = [f for f in of(kind) if relay_from.lo <= f.t_ns <= w_hi]
                 writes.append(max(inside, key=lambda f: (f.t_ns, f.line_no), default=None))
         for f in writes:
             call = write_call(f.ref_ns, f.t_ns, "dpc:" + _MESSAGE_OF[f.kind]) if f else None
@@ -911,10 +862,10 @@ class Correlator:
         if node:
             attrs[M.A_NODE] = node
         if path == M.WARM:
-            attrs[M.A_DELETED] = sum(1 for f in fs if f.kind == F.RECLAIM)
+            attrs[M.A_DELETED] = len(of(F.RECLAIM))
 
         complete = ("D.relayed" in inst) if dpc_only else ("R.ready" in inst)
-        expected = _expected_instants(path, has_launcher_data, rnd)
+        expected = _expected_instants(path, has_launcher_data, rnd > 1)
         missing = tuple(n for n in expected if n not in inst and n not in fusion.partial)
         one_sided = tuple(n for n in expected if n in fusion.partial)
         return Actuation(
@@ -933,18 +884,18 @@ class Correlator:
             tolerance_ns=self.tolerance_ns,
         )
 
+    def _started_ns(self, pod: dict[str, Any], baseline: bool) -> int | None:
+        """When the requester's (or baseline's) serving container started: ``R.started``."""
+        return P.container_started_ns(pod, self.baseline_container if baseline else P.REQUESTER_CONTAINER)
+
     def _bound_by_arrival(self, b: Bounds, uid: str, name: str, change: str, stamp: int | None) -> None:
         """Bound ``name`` by the first arrival (live) of the Pod state showing ``change`` with
         ``stamp``, where that narrows it."""
         b.before_if_narrows(name, self._arrival(uid, change, stamp), WATCH_ARRIVAL, I.CLOCK_WATCHER, M.US)
 
-    def _launcher_pod(self, launcher_name: str) -> dict[str, Any] | None:
-        """The newest launcher Pod of that name.  Why an index: a scan of every Pod per
-        actuation made ``actuations()`` quadratic (60% of the bridge on 2000 actuations)."""
-        return self._launchers().get(launcher_name)
-
     def _launchers(self) -> dict[str, dict[str, Any]]:
-        """Launcher name -> its newest Pod (rebuilt after any ``add_pod``)."""
+        """Launcher name -> its newest Pod (rebuilt after any ``add_pod``).  Why an index: a
+        scan of every Pod per actuation made ``actuations()`` quadratic."""
         index = self._launcher_index
         if index is None:
             index = {}
@@ -1017,29 +968,61 @@ def _rfc3339_in(rec: KlogRecord) -> int | None:
     return None
 
 
-def _last_call_by(fs: list[DpcFact], kind: str, until_ns: int | None) -> DpcFact | None:
-    """The last successful call of ``kind`` that ended by ``until_ns`` (None: no such bound)."""
+def _within_cap(facts: list[DpcFact], fact: DpcFact, cap: int, keep_latest: bool) -> bool:
+    """Keep at most ``cap`` facts of a kind (and outcome) in a requester's ``facts``: the
+    earliest (calls whose first one is the bound) or the latest (failed polls, whose last
+    one before success is); makes room in ``facts`` when ``fact`` is to be kept.  Whichever
+    way the facts arrive, the same ones are kept."""
+    if len(facts) < cap:
+        return True  # fewer facts of any kind than the cap
+    kind, ok = fact.kind, fact.ok
+    same = [f for f in facts if f.kind == kind and f.ok == ok]
+    if len(same) < cap:
+        return True
+
+    def order(f: DpcFact) -> tuple[int, int]:
+        return (_when(f), f.line_no)
+
+    drop = min(same, key=order) if keep_latest else max(same, key=order)
+    if (order(fact) < order(drop)) if keep_latest else (order(fact) > order(drop)):
+        return False
+    facts.remove(drop)
+    return True
+
+
+def _keep_query(facts: list[DpcFact], q: DpcFact) -> bool:
+    """Keep only the first successful /is_sleeping answer after each create call (``q`` is
+    one, ``facts`` the requester's so far)."""
+    # one pass: the last successful create that ended by the query's start, and the
+    # starts of the queries already kept
+    at = q.start_ns
+    last = None
+    kept: list[int] = []
+    for f in facts:
+        kind = f.kind
+        if kind == _SLEEP_QUERY and f.ok:
+            kept.append(f.start_ns)
+        elif kind == _CREATE and f.ok and f.end_ns <= at and (last is None or f.end_ns > last):
+            last = f.end_ns
+    if last is not None and any(last <= t <= at for t in kept):
+        return False
+    return len(kept) < MAX_QUERIES
+
+
+def _last_call_by(calls: list[DpcFact], until_ns: int | None) -> DpcFact | None:
+    """The last successful one of ``calls`` that ended by ``until_ns`` (None: no such bound)."""
     if until_ns is None:
         return None
     best = None
-    for f in fs:
-        if f.kind == kind and f.ok and f.end_ns <= until_ns and (best is None or f.start_ns > best.start_ns):
+    for f in calls:
+        if f.ok and f.end_ns <= until_ns and (best is None or f.start_ns > best.start_ns):
             best = f
     return best
 
 
-def _first_by(fs: list[DpcFact]) -> Any:
-    def first(kind: str, ok: bool | None = None) -> DpcFact | None:
-        best = None
-        for f in fs:
-            if f.kind != kind or (ok is not None and f.ok != ok):
-                continue
-            t = f.start_ns if f.start_ns is not None else f.t_ns
-            if best is None or t < (best.start_ns if best.start_ns is not None else best.t_ns):
-                best = f
-        return best
-
-    return first
+def _when(f: DpcFact) -> int:
+    """A fact's time: its call's start, else its log time."""
+    return f.start_ns if f.start_ns is not None else f.t_ns
 
 
 _SLEEP_QUERY, _CREATE = F.SLEEP_QUERY, F.CREATE
@@ -1080,21 +1063,10 @@ _ACTUATION_KINDS = _ROUND_MARKERS | {F.OBSERVED, F.HINT_HOT, F.HINT_WARM}
 _OPTIONAL_SPANS = frozenset({"fma.dpc.relay_ready"})
 
 
-def _expected_instants(path: str, launcher_data: bool, rnd: int) -> tuple[str, ...]:
-    """The instants a full tree of this path needs (re-actuations start at D.unbound)."""
-    key = (path, launcher_data, rnd > 1)
-    names = _EXPECTED.get(key)
-    if names is None:
-        names = _EXPECTED[key] = _expected_instants_uncached(path, launcher_data, rnd)
-    return names
-
-
-#: (path, launcher data, re-actuation) -> expected instants: a function of the span model
-#: only, which was recomputed for every actuation
-_EXPECTED: dict[tuple[str, bool, bool], tuple[str, ...]] = {}
-
-
-def _expected_instants_uncached(path: str, launcher_data: bool, rnd: int) -> tuple[str, ...]:
+@functools.cache
+def _expected_instants(path: str, launcher_data: bool, reactuation: bool) -> tuple[str, ...]:
+    """The instants a full tree of this path needs (re-actuations start at D.unbound): a
+    function of the span model only, so computed once per combination."""
     names: list[str] = []
     for d in M.SPANS:
         if path not in d.paths or (d.needs_launcher_data and not launcher_data) or d.repeated:
@@ -1102,7 +1074,7 @@ def _expected_instants_uncached(path: str, launcher_data: bool, rnd: int) -> tup
         if d.name in _OPTIONAL_SPANS:
             continue
         for n in (d.start_instant(path), d.end_instant(path)):
-            if rnd > 1 and n in _OWN_REQUESTER_INSTANTS:
+            if reactuation and n in _OWN_REQUESTER_INSTANTS:
                 n = "D.unbound"
             if n and n not in names:
                 names.append(n)

@@ -30,8 +30,9 @@ Representation (all times are integer nanoseconds since the Unix epoch):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable
+
+import msgspec
 
 US = 1_000
 MS = 1_000_000
@@ -50,8 +51,10 @@ CLOCK_LAUNCHER = "launcher"
 CLOCK_WATCHER = "watcher"
 
 
-@dataclass(frozen=True, slots=True)
-class Bound:
+# Why msgspec Structs for these records: frozen and validated like a frozen dataclass, but
+# built in C (a frozen dataclass sets each field through ``object.__setattr__``, and every
+# actuation makes dozens of bounds).
+class Bound(msgspec.Struct, frozen=True):
     """One observation's bound on an instant: ``lo <= T <= hi`` (ns, inclusive; None = unbounded).
 
     ``source`` is the human-readable origin (it goes into ``fma.start.source`` /
@@ -141,11 +144,12 @@ def http_call(start_ns: int, latency_ns: int, source: str, clock: str = CLOCK_DP
     """
     if latency_ns < 0:
         raise ValueError(f"{source}: negative latency {latency_ns} ns")
-    end = start_ns + latency_ns
-    return (
-        Bound(start_ns, start_ns, source + "/start", clock, value=start_ns),
-        Bound(end, end, source + "/end", clock, value=end),
-    )
+    return exact(start_ns, source + "/start", clock), exact(start_ns + latency_ns, source + "/end", clock)
+
+
+def exact(t_ns: int, source: str, clock: str = CLOCK_DPC) -> Bound:
+    """An instant known to the ns on ``clock`` (an HTTP call's start or end): ``[t, t]``."""
+    return Bound(t_ns, t_ns, source, clock, value=t_ns)
 
 
 def observed_after(t_ns: int, source: str, clock: str, precision_ns: int = 1) -> Bound:
@@ -229,8 +233,7 @@ def started_from_actuation_secs(
 # --------------------------------------------------------------------------- fusion
 
 
-@dataclass(frozen=True, slots=True)
-class Fused:
+class Fused(msgspec.Struct, frozen=True):
     """An instant fused from every bound: ``lo <= T <= hi`` on ``clock``, with a point value.
 
     ``sources`` lists every source whose bound was used (in order of precision);
@@ -261,11 +264,10 @@ class Fused:
         return " + ".join(self.sources)
 
 
-def _precision_key(item: tuple[int, Bound]) -> tuple[int, int, int]:
-    """Sort key: two-sided bounds by width, then one-sided, then input order."""
-    i, b = item
-    w = b.width_ns
-    return (0, w, i) if w is not None else (1, 0, i)
+def _precision_key(b: Bound) -> tuple[int, int]:
+    """Sort key: two-sided bounds by width, then one-sided (a stable sort keeps input order)."""
+    lo, hi = b.lo, b.hi
+    return (0, hi - lo) if lo is not None and hi is not None else (1, 0)
 
 
 def _widened(b: Bound, clock: str, tolerance_ns: int) -> tuple[int | None, int | None]:
@@ -280,6 +282,97 @@ def _widened(b: Bound, clock: str, tolerance_ns: int) -> tuple[int | None, int |
 
 def _overlaps(lo1: int | None, hi1: int | None, lo2: int | None, hi2: int | None) -> bool:
     return (lo1 is None or hi2 is None or lo1 <= hi2) and (lo2 is None or hi1 is None or lo2 <= hi1)
+
+
+class Fusing:
+    """One instant being fused: bounds are taken one at a time, most precise first.
+
+    Why a running state: a caller that adds a bound only where it narrows what is already
+    fused (the causal order, a live arrival; see :mod:`fma_otel.bounding`) needs the fused
+    interval before it decides, and a one-sided bound taken after the others is exactly
+    where :func:`fuse` would have placed it, so nothing is fused twice.
+    """
+
+    __slots__ = ("tolerance_ns", "clock", "lo", "hi", "kept", "rejected", "disagreed")
+
+    def __init__(self, ref: Bound, tolerance_ns: int) -> None:
+        self.tolerance_ns = tolerance_ns
+        #: the reference clock: the most precise bound's
+        self.clock = ref.clock
+        self.lo: int | None = ref.lo
+        self.hi: int | None = ref.hi
+        self.kept: list[Bound] = [ref]
+        self.rejected: list[str] = []
+        self.disagreed: list[str] = []
+
+    def add(self, b: Bound) -> None:
+        """Intersect ``b`` (no more precise than any taken before), or reject it as a conflict."""
+        clock, tol = self.clock, self.tolerance_ns
+        blo, bhi = _widened(b, clock, tol)
+        lo, hi = self.lo, self.hi
+        if not _overlaps(lo, hi, blo, bhi):
+            self.rejected.append(b.source)
+            # name the kept sources it conflicts with one by one; if none alone, all of them
+            kept = self.kept
+            against = [k.source for k in kept if not _overlaps(*_widened(k, clock, tol), blo, bhi)] or [
+                k.source for k in kept
+            ]
+            disagreed = self.disagreed
+            for name in (*against, b.source):
+                if name not in disagreed:
+                    disagreed.append(name)
+            return
+        self.kept.append(b)
+        if blo is not None and (lo is None or blo > lo):
+            self.lo = blo
+        if bhi is not None and (hi is None or bhi < hi):
+            self.hi = bhi
+
+    def value(self) -> int | None:
+        """The point value: the most precise kept source's own value clamped in, else the midpoint.
+
+        Where the most precise source has no value of its own, a less precise source's value
+        is not used: it would put the point at that source's truncation edge (the bias
+        intervals exist to remove).  A half-unbounded interval with no such value has no point.
+        """
+        v, lo, hi = self.kept[0].value, self.lo, self.hi
+        if v is None:
+            return None if lo is None or hi is None else lo + (hi - lo) // 2
+        if lo is not None and v < lo:
+            return lo
+        if hi is not None and v > hi:
+            return hi
+        return v
+
+    def source_text(self) -> str:
+        """Every kept source, most precise first (as :meth:`Fused.source_text`)."""
+        return " + ".join([k.source for k in self.kept])
+
+    def result(self) -> Fused:
+        """What has been fused so far, as the immutable :class:`Fused`."""
+        return Fused(
+            self.lo,
+            self.hi,
+            self.value(),
+            self.clock,
+            tuple([k.source for k in self.kept]),
+            inconsistent=bool(self.rejected),
+            rejected=tuple(self.rejected),
+            disagreed=tuple(self.disagreed),
+        )
+
+
+def fusing(bounds: Iterable[Bound], tolerance_ns: int = DEFAULT_TOLERANCE_NS) -> Fusing:
+    """:func:`fuse`'s running state after every bound in ``bounds`` (more may be added)."""
+    if tolerance_ns < 0:
+        raise ValueError(f"clock tolerance must not be negative, got {tolerance_ns}")
+    ordered = sorted(bounds, key=_precision_key)
+    if not ordered:
+        raise ValueError("no bounds to fuse: the instant was not observed")
+    f = Fusing(ordered[0], tolerance_ns)
+    for b in ordered[1:]:
+        f.add(b)
+    return f
 
 
 def fuse(bounds: Iterable[Bound], tolerance_ns: int = DEFAULT_TOLERANCE_NS) -> Fused:
@@ -300,71 +393,13 @@ def fuse(bounds: Iterable[Bound], tolerance_ns: int = DEFAULT_TOLERANCE_NS) -> F
 
     Raises ValueError for no bounds (an instant nobody observed is missing, not fused).
     """
-    if tolerance_ns < 0:
-        raise ValueError(f"clock tolerance must not be negative, got {tolerance_ns}")
-    ordered = [b for _, b in sorted(enumerate(bounds), key=_precision_key)]
-    if not ordered:
-        raise ValueError("no bounds to fuse: the instant was not observed")
-    ref = ordered[0]
-    clock = ref.clock
-    lo, hi = ref.lo, ref.hi
-    kept: list[Bound] = [ref]
-    rejected: list[str] = []
-    disagreed: list[str] = []
-    for b in ordered[1:]:
-        blo, bhi = _widened(b, clock, tolerance_ns)
-        if not _overlaps(lo, hi, blo, bhi):
-            rejected.append(b.source)
-            # name the kept sources it conflicts with one by one; if none alone, all of them
-            against = [
-                k.source for k in kept if not _overlaps(*_widened(k, clock, tolerance_ns), blo, bhi)
-            ] or [k.source for k in kept]
-            for name in (*against, b.source):
-                if name not in disagreed:
-                    disagreed.append(name)
-            continue
-        kept.append(b)
-        if blo is not None and (lo is None or blo > lo):
-            lo = blo
-        if bhi is not None and (hi is None or bhi < hi):
-            hi = bhi
-    value = _point(kept, lo, hi)
-    return Fused(
-        lo,
-        hi,
-        value,
-        clock,
-        tuple(k.source for k in kept),
-        inconsistent=bool(rejected),
-        rejected=tuple(rejected),
-        disagreed=tuple(disagreed),
-    )
-
-
-def _point(kept: Sequence[Bound], lo: int | None, hi: int | None) -> int | None:
-    """The point value: the most precise kept source's own value clamped in, else the midpoint.
-
-    Where the most precise source has no value of its own, a less precise source's value is
-    not used: it would put the point at that source's truncation edge (the bias intervals
-    exist to remove).  A half-unbounded interval with no such value has no point.
-    """
-    v = kept[0].value
-    if v is None:
-        if lo is None or hi is None:
-            return None
-        return lo + (hi - lo) // 2
-    if lo is not None and v < lo:
-        return lo
-    if hi is not None and v > hi:
-        return hi
-    return v
+    return fusing(bounds, tolerance_ns).result()
 
 
 # --------------------------------------------------------------------------- durations
 
 
-@dataclass(frozen=True, slots=True)
-class Duration:
+class Duration(msgspec.Struct, frozen=True):
     """A span's duration from two fused instants.
 
     ``min_ns``/``max_ns`` bound the true duration (never below 0; ``max_ns`` is None when an

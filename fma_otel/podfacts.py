@@ -157,20 +157,18 @@ def container_started_ns(pod: Mapping[str, Any], container: str | None) -> int |
     statuses = status.get("containerStatuses") if isinstance(status, dict) else None
     if not statuses:
         return None
-    chosen = None
-    if container is None:
+    if container is None:  # the first container of the spec, else the first status
         spec = pod.get("spec")
         containers = spec.get("containers") if isinstance(spec, dict) else None
-        first = containers[0].get("name") if containers and isinstance(containers[0], dict) else None
-        for cs in statuses:
-            if isinstance(cs, dict) and (first is None or cs.get("name") == first):
-                chosen = cs
-                break
-    else:
-        for cs in statuses:
-            if isinstance(cs, dict) and cs.get("name") == container:
-                chosen = cs
-                break
+        container = containers[0].get("name") if containers and isinstance(containers[0], dict) else None
+    chosen = next(
+        (
+            cs
+            for cs in statuses
+            if isinstance(cs, dict) and (container is None or cs.get("name") == container)
+        ),
+        None,
+    )
     if not chosen:
         return None
     # running while it runs; terminated once the Pod is deleted (the last state a watch

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from fma_otel import facts as F
 from fma_otel import model as M
 from fma_otel.build import build_trace
-from fma_otel.correlate import Actuation, Correlator, YearResolver
+from fma_otel.correlate import MAX_FAILED_POLLS, Actuation, Correlator, YearResolver
+from fma_otel.facts import DpcFact
 from fma_otel.sources.klog import parse_klog_line
 from fma_otel.sources.records import KlogRecord, PodEvent
 from fma_otel.timeutil import parse_rfc3339_ns
@@ -258,7 +260,7 @@ def test_forget_pod_drops_all_state() -> None:
     assert c.actuations()
     c.forget_pod(UID)
     assert c.actuations() == [] and len(c.store) == 0
-    assert UID not in c._dpc and UID not in c._tracks
+    assert UID not in c._dpc and UID not in c._ready
 
 
 def _hot_round(hour: int) -> list[KlogRecord]:
@@ -379,3 +381,43 @@ def test_year_references_do_not_grow_with_events() -> None:
     for rv in range(1, 200):
         c.add_pod(PodEvent("MODIFIED", requester(rv=str(rv))))
     assert len(c.years._refs) == 1
+
+
+def _kept(c: Correlator, kind: str) -> list[int]:
+    return sorted(f.t_ns for f in c._dpc.get(UID, ()) if f.kind == kind)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_a_capped_kind_keeps_the_same_facts_whatever_order_they_arrive_in(reverse: bool) -> None:
+    """Per requester, at most 4 "Processing inference server" lines (the earliest) and 256
+    failed /is_sleeping polls (the latest, the last one before vLLM answered bounds V.ready)
+    are kept; facts of other kinds do not count against a kind's cap."""
+    c = Correlator()
+    for i in range(10):  # other kinds first: the requester has more facts than a cap
+        c._add_fact(DpcFact(F.BOUND, 1_000 + i, UID, NAME, 1_000 + i))
+    processing = [DpcFact(F.PROCESSING, t, UID, NAME, t) for t in range(1, 7)]
+    polls = [
+        DpcFact(F.SLEEP_QUERY, t, UID, NAME, t, start_ns=t, end_ns=t, ok=False)
+        for t in range(2_000, 2_000 + MAX_FAILED_POLLS + 5)
+    ]
+    for f in (processing + polls)[:: -1 if reverse else 1]:
+        c._add_fact(f)
+    assert _kept(c, F.PROCESSING) == [1, 2, 3, 4]
+    assert _kept(c, F.SLEEP_QUERY) == list(range(2_005, 2_000 + MAX_FAILED_POLLS + 5))
+    assert len(_kept(c, F.BOUND)) == 10
+
+
+def test_only_the_first_answered_poll_after_each_create_is_kept() -> None:
+    """Why: the first successful /is_sleeping answer after a create call is D.serving; the
+    polls after it say nothing more, and a long-running requester makes many."""
+    c = Correlator()
+
+    def call(kind: str, t: int) -> None:
+        c._add_fact(DpcFact(kind, t, UID, NAME, t, start_ns=t, end_ns=t + 1))
+
+    for kind, t in ((F.CREATE, 10), (F.SLEEP_QUERY, 12), (F.SLEEP_QUERY, 14), (F.SLEEP_QUERY, 16)):
+        call(kind, t)
+    for kind, t in ((F.CREATE, 20), (F.SLEEP_QUERY, 22), (F.SLEEP_QUERY, 24)):
+        call(kind, t)
+    assert _kept(c, F.SLEEP_QUERY) == [12, 22]
+    assert _kept(c, F.CREATE) == [10, 20]

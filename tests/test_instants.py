@@ -573,3 +573,29 @@ def test_dpc_only_l_created_is_the_create_call_window_not_a_second() -> None:
     t = cold["T_cold_launcher"]
     assert isinstance(t, I.Duration)
     assert t.max_ns - t.min_ns < 13 * MS  # the API write's ~12 ms, not the 1 s creationTimestamp
+
+
+@st.composite
+def one_sided(draw: st.DrawFn) -> I.Bound:
+    """A one-sided bound anywhere near the scenarios' instants (it may conflict with them)."""
+    t = T0 + draw(st.integers(-10 * S, 110 * S))
+    clock = draw(st.sampled_from(CLOCKS))
+    if draw(st.booleans()):
+        return I.observed_after(t, "later observer", clock)
+    return I.observed_before(t, "earlier observer", clock)
+
+
+@pytest.mark.slow
+@settings(max_examples=300, deadline=None)
+@given(scenario(), st.lists(one_sided(), min_size=1, max_size=3))
+def test_a_one_sided_bound_added_after_fusing_is_what_fusing_it_with_the_rest_gives(
+    case: tuple[int, dict[str, int], list[I.Bound]], extra: list[I.Bound]
+) -> None:
+    """Why: ``Bounds.fuse_all`` adds the causal order and live arrivals to an instant already
+    fused (only where they narrow it) instead of fusing its bounds again; that is the same
+    only because a one-sided bound sorts after every other one."""
+    _, _, bounds = case
+    f = I.fusing(bounds, tolerance_ns=TOL)
+    for b in extra:
+        f.add(b)
+    assert f.result() == I.fuse([*bounds, *extra], tolerance_ns=TOL)
