@@ -113,6 +113,14 @@ def _plan(path: str, has_launcher_data: bool) -> tuple[_Step, ...]:
 _ABSENT: Any = object()
 
 
+class _Seen(NamedTuple):
+    """What the spans of a trace need of one instant, made once: most instants end one
+    span and start another (keyed by ``id``: the instants outlive the trace's build)."""
+
+    fused: I.Fused  # as :func:`fma_otel.instants.duration` takes it
+    precision_s: float
+
+
 def build_trace(act: Actuation) -> list[M.SpanRecord]:
     """The span tree of one actuation, root first, in the model's table order."""
     trace_id = act.trace_id
@@ -125,9 +133,7 @@ def build_trace(act: Actuation) -> list[M.SpanRecord]:
     # service -> resource attributes, shared by the trace's spans of that service (as the
     # decoder shares one per resource; the writer groups by it once, not once per span)
     resources: dict[str, dict[str, Any]] = {}
-    # id(instant) -> the instant as fused for a duration: most instants end one span and
-    # start another (the instants outlive this call, so no id is reused meanwhile)
-    fused: dict[int, I.Fused] = {}
+    seen: dict[int, _Seen] = {}
     out: list[M.SpanRecord] = []
     for name, kind, metric, starts, e_name, ancestors, is_root, repeated in _plan(
         act.path, act.has_launcher_data
@@ -144,23 +150,9 @@ def build_trace(act: Actuation) -> list[M.SpanRecord]:
                     continue
                 attrs = dict(base)
                 attrs.update(extra)
+                span_id = M.span_id_for(trace_id, name, n)
                 out.append(
-                    _record(
-                        act,
-                        trace_id,
-                        name,
-                        n,
-                        kind,
-                        parent,
-                        s_i,
-                        e_i,
-                        attrs,
-                        STATUS_UNSET,
-                        "",
-                        tol,
-                        resources,
-                        fused,
-                    )
+                    _record(act, trace_id, span_id, name, kind, parent, s_i, e_i, attrs, tol, resources, seen)
                 )
                 n += 1
             continue
@@ -204,20 +196,19 @@ def build_trace(act: Actuation) -> list[M.SpanRecord]:
             _record(
                 act,
                 trace_id,
+                span_id,
                 name,
-                0,
                 kind,
                 parent,
                 start,
                 end,
                 attrs,
-                status,
-                message,
                 tol,
                 resources,
-                fused,
-                span_id=span_id,
-                last_seen=last_seen,
+                seen,
+                status,
+                message,
+                last_seen,
             )
         )
     return out
@@ -226,45 +217,39 @@ def build_trace(act: Actuation) -> list[M.SpanRecord]:
 def _record(
     act: Actuation,
     trace_id: str,
+    span_id: str,
     name: str,
-    n: int,
     kind: str,
     parent: str | None,
     start: M.Instant,
     end: M.Instant,
     attrs: dict[str, Any],
-    status: str,
-    message: str,
     tol: int,
     resources: dict[str, dict[str, Any]],
-    fused: dict[int, I.Fused],
-    span_id: str | None = None,
+    seen: dict[int, _Seen],
+    status: str = STATUS_UNSET,
+    message: str = "",
     last_seen: bool = False,
 ) -> M.SpanRecord:
     """One span between two instants: its point times inside their intervals, and how sure."""
+    seen_start = seen.get(id(start)) or _see(seen, start)
+    seen_end = seen.get(id(end)) or _see(seen, end)
     attrs[A_START_SRC] = start.source
     attrs[A_END_SRC] = f"last-seen:{end.source}" if last_seen else end.source
-    attrs[A_START_PRECISION] = _seconds(start.precision_ns)
-    attrs[A_END_PRECISION] = _seconds(end.precision_ns)
-    f_start = fused.get(id(start))
-    if f_start is None:
-        f_start = fused[id(start)] = _fused(start)
-    f_end = fused.get(id(end))
-    if f_end is None:
-        f_end = fused[id(end)] = _fused(end)
-    d = I.duration(f_start, f_end, tol)
+    attrs[A_START_PRECISION] = seen_start.precision_s
+    attrs[A_END_PRECISION] = seen_end.precision_s
+    d = I.duration(seen_start.fused, seen_end.fused, tol)
     attrs[A_MIN] = _seconds(d.min_ns)
     if d.max_ns is not None and not (last_seen and act.dpc_only):
         attrs[A_MAX] = _seconds(d.max_ns)
     start_ns = start.t_ns
-    point = d.point_ns if d.point_ns is not None else 0
-    end_ns = start_ns + point
-    disagreed = [*start.disagreed, *(s for s in end.disagreed if s not in start.disagreed)]
+    end_ns = start_ns + (d.point_ns or 0)
     if d.inconsistent:
         attrs[A_RAW] = _seconds(end.t_ns - start.t_ns)
         end_ns = start_ns
     if d.inconsistent or start.inconsistent or end.inconsistent:
         attrs[A_INCONSISTENT] = True
+        disagreed = [*start.disagreed, *(s for s in end.disagreed if s not in start.disagreed)]
         if d.inconsistent:
             for s in (*start.source.split(" + "), *end.source.split(" + ")):
                 if s not in disagreed:
@@ -275,24 +260,15 @@ def _record(
     if resource is None:
         resource = resources[service] = M.resource_attributes(service)
     return M.SpanRecord(
-        trace_id,
-        span_id or M.span_id_for(trace_id, name, n),
-        parent,
-        name,
-        kind,
-        start_ns,
-        end_ns,
-        service,
-        attrs,
-        status,
-        message,
-        resource,
+        trace_id, span_id, parent, name, kind, start_ns, end_ns, service, attrs, status, message, resource
     )
 
 
-def _fused(i: M.Instant) -> I.Fused:
-    """An instant as :mod:`fma_otel.instants` fuses it (its interval and clock)."""
-    return I.Fused(i.lo, i.hi, i.t_ns, i.clock, (i.source,))
+def _see(seen: dict[int, _Seen], i: M.Instant) -> _Seen:
+    """An instant as :mod:`fma_otel.instants` fuses it (its interval and clock), and its
+    precision in seconds; remembered in ``seen``."""
+    s = seen[id(i)] = _Seen(I.Fused(i.lo, i.hi, i.t_ns, i.clock, (i.source,)), _seconds(i.precision_ns))
+    return s
 
 
 def _root_attributes(act: Actuation, attrs: dict[str, Any]) -> None:

@@ -14,8 +14,10 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 # --------------------------------------------------------------------------- paths
 
@@ -452,18 +454,22 @@ STATUS_OK = "OK"
 STATUS_ERROR = "ERROR"
 
 
-@dataclass(frozen=True)
-class SpanEvent:
+class SpanEvent(msgspec.Struct, frozen=True):
     """A span event: an instant with attributes on a span (FMA's own Kubernetes Events)."""
 
     name: str
     time_ns: int
-    attributes: Mapping[str, Any] = field(default_factory=dict)
+    attributes: Mapping[str, Any] = {}
 
 
-@dataclass(frozen=True)
-class SpanRecord:
-    """A finished span, immutable: what the builder makes and every sink consumes."""
+class SpanRecord(msgspec.Struct, frozen=True):
+    """A finished span, immutable: what the builder makes and every sink consumes.
+
+    A frozen ``msgspec.Struct`` rather than a frozen dataclass: the bridge makes one per
+    span, and a frozen dataclass's ``__init__`` sets each field through
+    ``object.__setattr__``; a Struct is built by its own C constructor.  Edit a copy with
+    ``msgspec.structs.replace``.
+    """
 
     trace_id: str
     span_id: str
@@ -473,20 +479,15 @@ class SpanRecord:
     start_ns: int
     end_ns: int
     service: str
-    attributes: Mapping[str, Any] = field(default_factory=dict)
+    attributes: Mapping[str, Any] = {}
     status_code: str = STATUS_UNSET
     status_message: str = ""
-    resource: Mapping[str, Any] = field(default_factory=dict)
+    resource: Mapping[str, Any] = {}
     events: tuple[SpanEvent, ...] = ()
 
     @property
     def duration_s(self) -> float:
         return (self.end_ns - self.start_ns) / S
-
-
-#: The constructor under its old name, so a caller not yet changed keeps working; new code
-#: calls ``SpanRecord(...)`` (records are built only by the dataclass's own ``__init__``).
-_new_span_record = SpanRecord
 
 
 def resource_attributes(service: str, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:

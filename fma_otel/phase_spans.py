@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any, NamedTuple
+
+from msgspec.structs import replace
 
 from . import model as M
 from .sources import vllm_log as V
