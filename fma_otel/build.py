@@ -42,22 +42,8 @@ from .model import (
     A_START_SRC,
     STATUS_ERROR,
     STATUS_UNSET,
+    seconds,
 )
-from .model import S as _S_NS
-
-#: ``round(ns / S, 9)`` is ``ns / S`` for any integer ``ns`` with ``|ns / S| < 2**23``:
-#: there a double's spacing is below 1e-9, so ``ns / S`` (correctly rounded) is within
-#: half of 1e-9 of the 9-decimal number ``ns / S`` exactly is; ``round`` finds that number
-#: and converts it back to the same double.  (Longer durations, over 97 days, keep the
-#: ``round``.)  ``round`` was a fifth of the build time.
-_EXACT_NS = 2**23 * _S_NS
-
-
-def _seconds(ns: int) -> float:
-    """``round(ns / S, 9)``, the same float, skipping ``round`` where it cannot change it."""
-    if ns.__class__ is int and -_EXACT_NS < ns < _EXACT_NS:
-        return ns / _S_NS
-    return round(ns / _S_NS, 9)
 
 
 class _Step(NamedTuple):
@@ -239,13 +225,13 @@ def _record(
     attrs[A_START_PRECISION] = seen_start.precision_s
     attrs[A_END_PRECISION] = seen_end.precision_s
     d = I.duration(seen_start.fused, seen_end.fused, tol)
-    attrs[A_MIN] = _seconds(d.min_ns)
+    attrs[A_MIN] = seconds(d.min_ns)
     if d.max_ns is not None and not (last_seen and act.dpc_only):
-        attrs[A_MAX] = _seconds(d.max_ns)
+        attrs[A_MAX] = seconds(d.max_ns)
     start_ns = start.t_ns
     end_ns = start_ns + (d.point_ns or 0)
     if d.inconsistent:
-        attrs[A_RAW] = _seconds(end.t_ns - start.t_ns)
+        attrs[A_RAW] = seconds(end.t_ns - start.t_ns)
         end_ns = start_ns
     if d.inconsistent or start.inconsistent or end.inconsistent:
         attrs[A_INCONSISTENT] = True
@@ -267,7 +253,7 @@ def _record(
 def _see(seen: dict[int, _Seen], i: M.Instant) -> _Seen:
     """An instant as :mod:`fma_otel.instants` fuses it (its interval and clock), and its
     precision in seconds; remembered in ``seen``."""
-    s = seen[id(i)] = _Seen(I.Fused(i.lo, i.hi, i.t_ns, i.clock, (i.source,)), _seconds(i.precision_ns))
+    s = seen[id(i)] = _Seen(I.Fused(i.lo, i.hi, i.t_ns, i.clock, (i.source,)), seconds(i.precision_ns))
     return s
 
 
