@@ -101,10 +101,93 @@ _ABSENT: Any = object()
 
 class _Seen(NamedTuple):
     """What the spans of a trace need of one instant, made once: most instants end one
-    span and start another (keyed by ``id``: the instants outlive the trace's build)."""
+    span and start another."""
 
     fused: I.Fused  # as :func:`fma_otel.instants.duration` takes it
     precision_s: float
+    #: the resource of a span that ends here (its service observed the end), one mapping
+    #: per service in a trace (as the decoder shares one per resource; the writer groups
+    #: by it once, not once per span)
+    resource: dict[str, Any]
+
+
+class _Trace:
+    """The spans of one actuation as they are made, and what they share."""
+
+    __slots__ = ("act", "trace_id", "tolerance_ns", "seen", "resources", "spans")
+
+    def __init__(self, act: Actuation) -> None:
+        self.act = act
+        self.trace_id = act.trace_id
+        self.tolerance_ns = act.tolerance_ns
+        #: id(instant) -> what its spans need (the instants outlive the build: no id reuse)
+        self.seen: dict[int, _Seen] = {}
+        self.resources: dict[str, dict[str, Any]] = {}
+        self.spans: list[M.SpanRecord] = []
+
+    def see(self, i: M.Instant) -> _Seen:
+        s = self.seen.get(id(i))
+        if s is None:
+            resource = self.resources.get(i.service)
+            if resource is None:
+                resource = self.resources[i.service] = M.resource_attributes(i.service)
+            fused = I.Fused(i.lo, i.hi, i.t_ns, i.clock, (i.source,))
+            s = self.seen[id(i)] = _Seen(fused, seconds(i.precision_ns), resource)
+        return s
+
+    def add(
+        self,
+        span_id: str,
+        name: str,
+        kind: str,
+        parent: str | None,
+        start: M.Instant,
+        end: M.Instant,
+        attrs: dict[str, Any],
+        status: str = STATUS_UNSET,
+        message: str = "",
+        last_seen: bool = False,
+    ) -> None:
+        """One span between two instants: its point times inside their intervals, and how sure."""
+        seen_start = self.see(start)
+        seen_end = self.see(end)
+        attrs[A_START_SRC] = start.source
+        attrs[A_END_SRC] = f"last-seen:{end.source}" if last_seen else end.source
+        attrs[A_START_PRECISION] = seen_start.precision_s
+        attrs[A_END_PRECISION] = seen_end.precision_s
+        d = I.duration(seen_start.fused, seen_end.fused, self.tolerance_ns)
+        attrs[A_MIN] = seconds(d.min_ns)
+        if d.max_ns is not None and not (last_seen and self.act.dpc_only):
+            attrs[A_MAX] = seconds(d.max_ns)
+        start_ns = start.t_ns
+        end_ns = start_ns + (d.point_ns or 0)
+        if d.inconsistent:
+            attrs[A_RAW] = seconds(end.t_ns - start.t_ns)
+            end_ns = start_ns
+        if d.inconsistent or start.inconsistent or end.inconsistent:
+            attrs[A_INCONSISTENT] = True
+            disagreed = [*start.disagreed, *(s for s in end.disagreed if s not in start.disagreed)]
+            if d.inconsistent:
+                for s in (*start.source.split(" + "), *end.source.split(" + ")):
+                    if s not in disagreed:
+                        disagreed.append(s)
+            attrs[A_DISAGREED] = disagreed
+        self.spans.append(
+            M.SpanRecord(
+                self.trace_id,
+                span_id,
+                parent,
+                name,
+                kind,
+                start_ns,
+                end_ns,
+                end.service,
+                attrs,
+                status,
+                message,
+                seen_end.resource,
+            )
+        )
 
 
 def build_trace(act: Actuation) -> list[M.SpanRecord]:
@@ -113,14 +196,9 @@ def build_trace(act: Actuation) -> list[M.SpanRecord]:
     instants: Mapping[str, M.Instant] = act.instants
     base = act.attributes
     complete = act.complete
-    tol = act.tolerance_ns
     last: M.Instant | None = None  # the latest instant: computed if an end is missing
     present: dict[str, str] = {}  # span name -> span id
-    # service -> resource attributes, shared by the trace's spans of that service (as the
-    # decoder shares one per resource; the writer groups by it once, not once per span)
-    resources: dict[str, dict[str, Any]] = {}
-    seen: dict[int, _Seen] = {}
-    out: list[M.SpanRecord] = []
+    trace = _Trace(act)
     for name, kind, metric, starts, e_name, ancestors, is_root, repeated in _plan(
         act.path, act.has_launcher_data
     ):
@@ -136,10 +214,7 @@ def build_trace(act: Actuation) -> list[M.SpanRecord]:
                     continue
                 attrs = dict(base)
                 attrs.update(extra)
-                span_id = M.span_id_for(trace_id, name, n)
-                out.append(
-                    _record(act, trace_id, span_id, name, kind, parent, s_i, e_i, attrs, tol, resources, seen)
-                )
+                trace.add(M.span_id_for(trace_id, name, n), name, kind, parent, s_i, e_i, attrs)
                 n += 1
             continue
         start = _ABSENT
@@ -178,83 +253,8 @@ def build_trace(act: Actuation) -> list[M.SpanRecord]:
                 else:
                     message = "incomplete: missing " + ", ".join(act.missing or ("R.ready",))
         span_id = present[name] = M.span_id_for(trace_id, name, 0)
-        out.append(
-            _record(
-                act,
-                trace_id,
-                span_id,
-                name,
-                kind,
-                parent,
-                start,
-                end,
-                attrs,
-                tol,
-                resources,
-                seen,
-                status,
-                message,
-                last_seen,
-            )
-        )
-    return out
-
-
-def _record(
-    act: Actuation,
-    trace_id: str,
-    span_id: str,
-    name: str,
-    kind: str,
-    parent: str | None,
-    start: M.Instant,
-    end: M.Instant,
-    attrs: dict[str, Any],
-    tol: int,
-    resources: dict[str, dict[str, Any]],
-    seen: dict[int, _Seen],
-    status: str = STATUS_UNSET,
-    message: str = "",
-    last_seen: bool = False,
-) -> M.SpanRecord:
-    """One span between two instants: its point times inside their intervals, and how sure."""
-    seen_start = seen.get(id(start)) or _see(seen, start)
-    seen_end = seen.get(id(end)) or _see(seen, end)
-    attrs[A_START_SRC] = start.source
-    attrs[A_END_SRC] = f"last-seen:{end.source}" if last_seen else end.source
-    attrs[A_START_PRECISION] = seen_start.precision_s
-    attrs[A_END_PRECISION] = seen_end.precision_s
-    d = I.duration(seen_start.fused, seen_end.fused, tol)
-    attrs[A_MIN] = seconds(d.min_ns)
-    if d.max_ns is not None and not (last_seen and act.dpc_only):
-        attrs[A_MAX] = seconds(d.max_ns)
-    start_ns = start.t_ns
-    end_ns = start_ns + (d.point_ns or 0)
-    if d.inconsistent:
-        attrs[A_RAW] = seconds(end.t_ns - start.t_ns)
-        end_ns = start_ns
-    if d.inconsistent or start.inconsistent or end.inconsistent:
-        attrs[A_INCONSISTENT] = True
-        disagreed = [*start.disagreed, *(s for s in end.disagreed if s not in start.disagreed)]
-        if d.inconsistent:
-            for s in (*start.source.split(" + "), *end.source.split(" + ")):
-                if s not in disagreed:
-                    disagreed.append(s)
-        attrs[A_DISAGREED] = disagreed
-    service = end.service
-    resource = resources.get(service)
-    if resource is None:
-        resource = resources[service] = M.resource_attributes(service)
-    return M.SpanRecord(
-        trace_id, span_id, parent, name, kind, start_ns, end_ns, service, attrs, status, message, resource
-    )
-
-
-def _see(seen: dict[int, _Seen], i: M.Instant) -> _Seen:
-    """An instant as :mod:`fma_otel.instants` fuses it (its interval and clock), and its
-    precision in seconds; remembered in ``seen``."""
-    s = seen[id(i)] = _Seen(I.Fused(i.lo, i.hi, i.t_ns, i.clock, (i.source,)), seconds(i.precision_ns))
-    return s
+        trace.add(span_id, name, kind, parent, start, end, attrs, status, message, last_seen)
+    return trace.spans
 
 
 def _root_attributes(act: Actuation, attrs: dict[str, Any]) -> None:
