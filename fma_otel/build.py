@@ -22,6 +22,7 @@ resource do), which also lets the writer group them once.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -59,41 +60,31 @@ class _Step(NamedTuple):
     repeated: bool  # one span per call in ``Actuation.calls``
 
 
-#: ``(path, has_launcher_data)`` -> the steps that may apply, in table order; made from
-#: ``_PLANS_TABLE``, which is ``M.SPANS`` unless a test swapped the table.
-_PLANS: dict[tuple[str, bool], tuple[_Step, ...]] = {}
-_PLANS_TABLE: list[tuple[M.SpanDef, ...]] = [M.SPANS]
-
-
+@functools.cache
 def _plan(path: str, has_launcher_data: bool) -> tuple[_Step, ...]:
-    if _PLANS_TABLE[0] is not M.SPANS:
-        _PLANS.clear()
-        _PLANS_TABLE[0] = M.SPANS
-    plan = _PLANS.get((path, has_launcher_data))
-    if plan is None:
-        steps = []
-        for d in M.SPANS:
-            if path not in d.paths or (d.needs_launcher_data and not has_launcher_data):
-                continue
-            ancestors = []
-            name = d.parent_name(path)
-            while name is not None:
-                ancestors.append(name)
-                name = M.SPANS_BY_NAME[name].parent_name(path)
-            steps.append(
-                _Step(
-                    d.name,
-                    d.kind,
-                    d.metric,
-                    d.start_options(path),
-                    d.end_instant(path),
-                    tuple(ancestors),
-                    d.name == M.ROOT,
-                    d.repeated,
-                )
+    """The steps of the model's table that may apply to an actuation, in table order."""
+    steps = []
+    for d in M.SPANS:
+        if path not in d.paths or (d.needs_launcher_data and not has_launcher_data):
+            continue
+        ancestors = []
+        name = d.parent_name(path)
+        while name is not None:
+            ancestors.append(name)
+            name = M.SPANS_BY_NAME[name].parent_name(path)
+        steps.append(
+            _Step(
+                d.name,
+                d.kind,
+                d.metric,
+                d.start_options(path),
+                d.end_instant(path),
+                tuple(ancestors),
+                d.name == M.ROOT,
+                d.repeated,
             )
-        plan = _PLANS[path, has_launcher_data] = tuple(steps)
-    return plan
+        )
+    return tuple(steps)
 
 
 _ABSENT: Any = object()
