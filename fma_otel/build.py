@@ -117,13 +117,12 @@ class _Trace:
         self.spans: list[M.SpanRecord] = []
 
     def see(self, i: M.Instant) -> _Seen:
-        s = self.seen.get(id(i))
-        if s is None:
-            resource = self.resources.get(i.service)
-            if resource is None:
-                resource = self.resources[i.service] = M.resource_attributes(i.service)
-            fused = I.Fused(i.lo, i.hi, i.t_ns, i.clock, (i.source,))
-            s = self.seen[id(i)] = _Seen(fused, seconds(i.precision_ns), resource)
+        """What the spans need of ``i``, made the first time it is seen."""
+        resource = self.resources.get(i.service)
+        if resource is None:
+            resource = self.resources[i.service] = M.resource_attributes(i.service)
+        fused = I.Fused(i.lo, i.hi, i.t_ns, i.clock, (i.source,))
+        s = self.seen[id(i)] = _Seen(fused, seconds(i.precision_ns), resource)
         return s
 
     def add(
@@ -140,8 +139,9 @@ class _Trace:
         last_seen: bool = False,
     ) -> None:
         """One span between two instants: its point times inside their intervals, and how sure."""
-        seen_start = self.see(start)
-        seen_end = self.see(end)
+        seen = self.seen
+        seen_start = seen.get(id(start)) or self.see(start)
+        seen_end = seen.get(id(end)) or self.see(end)
         attrs[A_START_SRC] = start.source
         attrs[A_END_SRC] = f"last-seen:{end.source}" if last_seen else end.source
         attrs[A_START_PRECISION] = seen_start.precision_s
