@@ -53,19 +53,16 @@ MS = 1_000_000
 S = 1_000_000_000
 
 
-#: ``round(ns / S, 9)`` is ``ns / S`` for any integer ``ns`` with ``|ns / S| < 2**23``:
-#: there a double's spacing is below 1e-9, so ``ns / S`` (correctly rounded) is within
-#: half of 1e-9 of the 9-decimal number ``ns / S`` exactly is; ``round`` finds that number
-#: and converts it back to the same double.  (Longer durations, over 97 days, keep the
-#: ``round``.)
-_EXACT_NS = 2**23 * S
-
-
 def seconds(ns: int) -> float:
-    """Nanoseconds as the seconds every duration attribute is written in, ``round(ns / S,
-    9)``; ``round`` is skipped where it cannot change the float (the builder converts
-    several durations per span)."""
-    if ns.__class__ is int and -_EXACT_NS < ns < _EXACT_NS:
+    """Nanoseconds as the seconds every duration attribute is written in, ``round(ns / S, 9)``.
+
+    For an integer ``ns`` that is ``ns / S`` itself: the division is correctly rounded, so
+    it is the double nearest the 9-decimal number ``ns / S`` exactly is, and the 9-decimal
+    number ``round`` finds is within half a nanosecond of it with no other double nearer,
+    so ``round`` gives the same double back.  Only another kind of number is rounded (the
+    builder converts several durations per span).
+    """
+    if ns.__class__ is int:
         return ns / S
     return round(ns / S, 9)
 
