@@ -12,7 +12,6 @@ re-export is idempotent and live spans parent into the bridge's tree.
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -510,58 +509,3 @@ def resource_attributes(service: str, extra: Mapping[str, Any] | None = None) ->
     if extra:
         attrs.update(extra)
     return attrs
-
-
-# --------------------------------------------------------------------------- redaction
-
-REDACTED = "<redacted>"
-_SECRET_FLAG = re.compile(
-    r"(--[A-Za-z0-9_-]*(?:key|token|secret|password|passwd|credential)[A-Za-z0-9_-]*)(=|\s+)"
-    r"(\"[^\"]*\"?|'[^']*'?|\S+)",
-    re.I,
-)
-
-
-def redact_options(options: str) -> str:
-    """Hide the values of secret-looking vLLM flags (``--api-key X``, ``--hf-token=X``)."""
-    return _SECRET_FLAG.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", options)
-
-
-def redact_structure(value: Any) -> Any:
-    """Redact a vLLM config-like structure: every env value, secret flags in options.
-
-    Accepts dicts (``options``, ``env_vars``, nested JSON strings such as the
-    ``dual-pods.llm-d.ai/vllm-config`` annotation); returns a redacted copy.
-    """
-    import json
-
-    if isinstance(value, dict):
-        out: dict[str, Any] = {}
-        for k, v in value.items():
-            if k in ("env_vars", "env", "environment") and isinstance(v, dict):
-                out[k] = {ek: REDACTED for ek in v}
-            elif k in ("env_vars", "env", "environment") and isinstance(v, list):
-                # the Kubernetes form: [{"name": ..., "value": ...}]
-                out[k] = [
-                    ({**e, "value": REDACTED} if "value" in e else e) if isinstance(e, dict) else REDACTED
-                    for e in v
-                ]
-            elif k == "options" and isinstance(v, str):
-                out[k] = redact_options(v)
-            elif k.endswith("vllm-config") and isinstance(v, str):
-                try:
-                    out[k] = json.dumps(redact_structure(json.loads(v)), separators=(",", ":"))
-                except ValueError:
-                    out[k] = REDACTED
-            elif isinstance(v, (dict, list)):
-                out[k] = redact_structure(v)
-            elif isinstance(v, str) and re.search(r"key|token|secret|password", k, re.I):
-                out[k] = REDACTED
-            else:
-                out[k] = v
-        return out
-    if isinstance(value, list):
-        return [redact_structure(v) for v in value]
-    if isinstance(value, str):
-        return redact_options(value)
-    return value

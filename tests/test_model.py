@@ -72,37 +72,6 @@ def test_relay_start_depends_on_path() -> None:
     assert relay.parent_name(M.COLD_LAUNCHER) == "fma.instance.ready"
 
 
-@pytest.mark.parametrize(
-    ("options", "expected"),
-    [
-        ("--model m --api-key sk-123 --port 8005", "--model m --api-key <redacted> --port 8005"),
-        ("--hf-token=hf_abc --x 1", "--hf-token=<redacted> --x 1"),
-        ("--model m", "--model m"),
-        ('--api-key "abc def" --port 1', "--api-key <redacted> --port 1"),
-        ("--api-key 'abc def'", "--api-key <redacted>"),
-    ],
-)
-def test_redact_options(options: str, expected: str) -> None:
-    assert M.redact_options(options) == expected
-
-
-def test_redact_vllm_config_annotation() -> None:
-    import json
-
-    cfg = {"options": "--api-key s3cret", "env_vars": {"HF_TOKEN": "hf_secret", "USER": "x"}}
-    out = M.redact_structure({"dual-pods.llm-d.ai/vllm-config": json.dumps(cfg), "other": "v"})
-    assert "hf_secret" not in json.dumps(out) and "s3cret" not in json.dumps(out)
-    inner = json.loads(out["dual-pods.llm-d.ai/vllm-config"])
-    assert inner["env_vars"] == {"HF_TOKEN": "<redacted>", "USER": "<redacted>"}
-    assert out["other"] == "v"
-
-
-def test_redact_kubernetes_env_list() -> None:
-    out = M.redact_structure({"env": [{"name": "HF_TOKEN", "value": "hf_x"}, {"name": "A", "valueFrom": {}}]})
-    assert out["env"][0] == {"name": "HF_TOKEN", "value": "<redacted>"}
-    assert out["env"][1] == {"name": "A", "valueFrom": {}}
-
-
 def test_span_id_when_the_first_eight_bytes_are_zero(monkeypatch: pytest.MonkeyPatch) -> None:
     """The fast check of the first 8 bytes still falls back to the next 8 (2**-64 odds)."""
 
