@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -135,8 +135,19 @@ CLOCK_SERVICE: Mapping[str, str] = {
 }
 
 
-@dataclass(frozen=True)
-class Instant:
+class _InstantFields(NamedTuple):
+    t_ns: int
+    precision_ns: int
+    source: str
+    service: str
+    lo: int
+    hi: int
+    clock: str
+    inconsistent: bool
+    disagreed: tuple[str, ...]
+
+
+class Instant(_InstantFields):
     """An observed instant: the point ``t_ns`` inside the interval ``[lo, hi]`` (ns, inclusive).
 
     ``source`` is the human-readable origin written to ``fma.start.source`` /
@@ -146,25 +157,39 @@ class Instant:
     the first four fields (one source), the interval is ``[t_ns, t_ns + precision_ns)`` on
     the service's clock.  ``inconsistent``/``disagreed``: the fusion dropped a source that
     conflicted beyond the clock tolerance, and who disagreed (``fma_otel.instants.fuse``).
+
+    An immutable ``NamedTuple`` whose constructor fills in what the short form leaves out
+    (the correlator makes one per instant of every actuation).
     """
 
-    t_ns: int
-    precision_ns: int
-    source: str
-    service: str
-    lo: int | None = None
-    hi: int | None = None
-    clock: str = ""
-    inconsistent: bool = False
-    disagreed: tuple[str, ...] = ()
+    __slots__ = ()
 
-    def __post_init__(self) -> None:
-        if self.lo is None:
-            object.__setattr__(self, "lo", self.t_ns)
-        if self.hi is None:
-            object.__setattr__(self, "hi", self.t_ns + max(1, self.precision_ns) - 1)
-        if not self.clock:
-            object.__setattr__(self, "clock", _SERVICE_CLOCK.get(self.service, self.service))
+    def __new__(
+        cls,
+        t_ns: int,
+        precision_ns: int,
+        source: str,
+        service: str,
+        lo: int | None = None,
+        hi: int | None = None,
+        clock: str = "",
+        inconsistent: bool = False,
+        disagreed: tuple[str, ...] = (),
+    ) -> Instant:
+        return tuple.__new__(
+            cls,
+            (
+                t_ns,
+                precision_ns,
+                source,
+                service,
+                t_ns if lo is None else lo,
+                t_ns + max(1, precision_ns) - 1 if hi is None else hi,
+                clock or _SERVICE_CLOCK.get(service, service),
+                inconsistent,
+                disagreed,
+            ),
+        )
 
 
 # --------------------------------------------------------------------------- the tree
