@@ -125,3 +125,26 @@ def test_span_record_is_a_frozen_record_built_by_its_constructor() -> None:
     # a default mapping is the record's own, never shared with another record
     a, b = (M.SpanRecord(*args[:8]) for _ in range(2))
     assert a.attributes == {} and a.attributes is not b.attributes
+
+
+def test_instant_short_form_fills_its_interval_and_clock() -> None:
+    import pickle
+
+    i = M.Instant(1_000, M.S, "k8s:creationTimestamp", M.SERVICE_K8S)
+    assert (i.lo, i.hi, i.clock) == (1_000, 1_000 + M.S - 1, "k8s-apiserver")
+    assert (i.inconsistent, i.disagreed) == (False, ())
+    assert M.Instant(5, 0, "x", "some-service").hi == 5  # a zero precision is one nanosecond wide
+    assert M.Instant(5, 1, "x", "some-service").clock == "some-service"  # no clock known: its own
+    full = M.Instant(
+        7, 3, "a + b", M.SERVICE_DPC, lo=0, hi=9, clock="kubelet", inconsistent=True, disagreed=("b",)
+    )
+    assert (full.lo, full.hi, full.clock, full.inconsistent, full.disagreed) == (
+        0,
+        9,
+        "kubelet",
+        True,
+        ("b",),
+    )
+    assert pickle.loads(pickle.dumps(full)) == full
+    with pytest.raises(AttributeError):
+        full.t_ns = 1  # type: ignore[misc]
