@@ -90,40 +90,19 @@ def _plan(path: str, has_launcher_data: bool) -> tuple[_Step, ...]:
 _ABSENT: Any = object()
 
 
-class _Seen(NamedTuple):
-    """What the spans of a trace need of one instant, made once: most instants end one
-    span and start another."""
-
-    fused: I.Fused  # as :func:`fma_otel.instants.duration` takes it
-    precision_s: float
-    #: the resource of a span that ends here (its service observed the end), one mapping
-    #: per service in a trace (as the decoder shares one per resource; the writer groups
-    #: by it once, not once per span)
-    resource: dict[str, Any]
-
-
 class _Trace:
     """The spans of one actuation as they are made, and what they share."""
 
-    __slots__ = ("act", "trace_id", "tolerance_ns", "seen", "resources", "spans")
+    __slots__ = ("act", "trace_id", "tolerance_ns", "resources", "spans")
 
     def __init__(self, act: Actuation) -> None:
         self.act = act
         self.trace_id = act.trace_id
         self.tolerance_ns = act.tolerance_ns
-        #: id(instant) -> what its spans need (the instants outlive the build: no id reuse)
-        self.seen: dict[int, _Seen] = {}
+        #: service -> resource attributes, shared by the trace's spans of that service (as
+        #: the decoder shares one per resource; the writer groups by it once, not per span)
         self.resources: dict[str, dict[str, Any]] = {}
         self.spans: list[M.SpanRecord] = []
-
-    def see(self, i: M.Instant) -> _Seen:
-        """What the spans need of ``i``, made the first time it is seen."""
-        resource = self.resources.get(i.service)
-        if resource is None:
-            resource = self.resources[i.service] = M.resource_attributes(i.service)
-        fused = I.Fused(i.lo, i.hi, i.t_ns, i.clock, (i.source,))
-        s = self.seen[id(i)] = _Seen(fused, seconds(i.precision_ns), resource)
-        return s
 
     def add(
         self,
@@ -139,14 +118,11 @@ class _Trace:
         last_seen: bool = False,
     ) -> None:
         """One span between two instants: its point times inside their intervals, and how sure."""
-        seen = self.seen
-        seen_start = seen.get(id(start)) or self.see(start)
-        seen_end = seen.get(id(end)) or self.see(end)
         attrs[A_START_SRC] = start.source
         attrs[A_END_SRC] = f"last-seen:{end.source}" if last_seen else end.source
-        attrs[A_START_PRECISION] = seen_start.precision_s
-        attrs[A_END_PRECISION] = seen_end.precision_s
-        d = I.duration(seen_start.fused, seen_end.fused, self.tolerance_ns)
+        attrs[A_START_PRECISION] = seconds(start.precision_ns)
+        attrs[A_END_PRECISION] = seconds(end.precision_ns)
+        d = I.duration(start, end, self.tolerance_ns)  # an Instant is a fused instant
         attrs[A_MIN] = seconds(d.min_ns)
         if d.max_ns is not None and not (last_seen and self.act.dpc_only):
             attrs[A_MAX] = seconds(d.max_ns)
@@ -176,9 +152,13 @@ class _Trace:
                 attrs,
                 status,
                 message,
-                seen_end.resource,
+                self.resources.get(end.service) or self._resource(end.service),
             )
         )
+
+    def _resource(self, service: str) -> dict[str, Any]:
+        resource = self.resources[service] = M.resource_attributes(service)
+        return resource
 
 
 def build_trace(act: Actuation) -> list[M.SpanRecord]:

@@ -164,6 +164,10 @@ class Instant(_InstantFields):
 
     __slots__ = ()
 
+    #: the point, under the name :class:`fma_otel.instants.Fused` gives it: an Instant is a
+    #: fused instant, and :func:`fma_otel.instants.duration` reads it so
+    value = _InstantFields.t_ns
+
     def __new__(
         cls,
         t_ns: int,

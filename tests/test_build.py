@@ -1,5 +1,5 @@
-"""The builder's per-trace sharing: what every span of a trace has in common is made once,
-and sharing it changes nothing a reader sees."""
+"""The builder: what the spans of a trace share (resources, instants) reads the same in each,
+and the seconds every duration attribute is written in."""
 
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ def test_spans_of_one_service_share_one_resource_mapping(actuations) -> None:
 
 
 def test_an_instant_shared_by_two_spans_reads_the_same_in_both(actuations) -> None:
-    """An instant that ends one span and starts another (made once per trace) gives both the
-    same source and precision, and two builds of one actuation give equal traces."""
+    """An instant that ends one span and starts another gives both the same source and
+    precision, and two builds of one actuation give equal traces."""
     checked = 0
     for act in actuations:
         trace = build_trace(act)
