@@ -58,3 +58,19 @@ def test_seconds_is_round_to_the_nanosecond(ns: int) -> None:
 @pytest.mark.parametrize("ns", [0, 1, -1, 2**23 * M.S - 1, 2**23 * M.S, -(2**23) * M.S, 10**18 + 7])
 def test_seconds_at_the_edges(ns: int) -> None:
     assert M.seconds(ns) == round(ns / M.S, 9)
+
+
+def test_an_instant_gives_the_duration_its_fused_form_gives() -> None:
+    """The builder hands its Instants to ``instants.duration`` as they are: same result as
+    the ``Fused`` form of each (interval, point, clock)."""
+    from fma_otel import instants as I
+
+    def fused(i: M.Instant) -> I.Fused:
+        return I.Fused(i.lo, i.hi, i.value, i.clock, (i.source,))
+
+    a = M.Instant(10 * M.S, M.S, "k8s:a", M.SERVICE_K8S)
+    b = M.Instant(12 * M.S + 5, 1, "dpc:b", M.SERVICE_DPC)
+    c = M.Instant(11 * M.S, M.US, "dpc:c", M.SERVICE_DPC, lo=11 * M.S - 7, hi=11 * M.S + 9, clock="kubelet")
+    for start, end in ((a, b), (b, a), (a, c), (c, b), (b, b)):
+        assert start.value == start.t_ns
+        assert I.duration(start, end, M.MS) == I.duration(fused(start), fused(end), M.MS)
