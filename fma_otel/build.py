@@ -22,6 +22,7 @@ resource do), which also lets the writer group them once.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -42,22 +43,8 @@ from .model import (
     A_START_SRC,
     STATUS_ERROR,
     STATUS_UNSET,
+    seconds,
 )
-from .model import S as _S_NS
-
-#: ``round(ns / S, 9)`` is ``ns / S`` for any integer ``ns`` with ``|ns / S| < 2**23``:
-#: there a double's spacing is below 1e-9, so ``ns / S`` (correctly rounded) is within
-#: half of 1e-9 of the 9-decimal number ``ns / S`` exactly is; ``round`` finds that number
-#: and converts it back to the same double.  (Longer durations, over 97 days, keep the
-#: ``round``.)  ``round`` was a fifth of the build time.
-_EXACT_NS = 2**23 * _S_NS
-
-
-def _seconds(ns: int) -> float:
-    """``round(ns / S, 9)``, the same float, skipping ``round`` where it cannot change it."""
-    if ns.__class__ is int and -_EXACT_NS < ns < _EXACT_NS:
-        return ns / _S_NS
-    return round(ns / _S_NS, 9)
 
 
 class _Step(NamedTuple):
@@ -73,44 +60,105 @@ class _Step(NamedTuple):
     repeated: bool  # one span per call in ``Actuation.calls``
 
 
-#: ``(path, has_launcher_data)`` -> the steps that may apply, in table order; made from
-#: ``_PLANS_TABLE``, which is ``M.SPANS`` unless a test swapped the table.
-_PLANS: dict[tuple[str, bool], tuple[_Step, ...]] = {}
-_PLANS_TABLE: list[tuple[M.SpanDef, ...]] = [M.SPANS]
-
-
+@functools.cache
 def _plan(path: str, has_launcher_data: bool) -> tuple[_Step, ...]:
-    if _PLANS_TABLE[0] is not M.SPANS:
-        _PLANS.clear()
-        _PLANS_TABLE[0] = M.SPANS
-    plan = _PLANS.get((path, has_launcher_data))
-    if plan is None:
-        steps = []
-        for d in M.SPANS:
-            if path not in d.paths or (d.needs_launcher_data and not has_launcher_data):
-                continue
-            ancestors = []
-            name = d.parent_name(path)
-            while name is not None:
-                ancestors.append(name)
-                name = M.SPANS_BY_NAME[name].parent_name(path)
-            steps.append(
-                _Step(
-                    d.name,
-                    d.kind,
-                    d.metric,
-                    d.start_options(path),
-                    d.end_instant(path),
-                    tuple(ancestors),
-                    d.name == M.ROOT,
-                    d.repeated,
-                )
+    """The steps of the model's table that may apply to an actuation, in table order."""
+    steps = []
+    for d in M.SPANS:
+        if path not in d.paths or (d.needs_launcher_data and not has_launcher_data):
+            continue
+        ancestors = []
+        name = d.parent_name(path)
+        while name is not None:
+            ancestors.append(name)
+            name = M.SPANS_BY_NAME[name].parent_name(path)
+        steps.append(
+            _Step(
+                d.name,
+                d.kind,
+                d.metric,
+                d.start_options(path),
+                d.end_instant(path),
+                tuple(ancestors),
+                d.name == M.ROOT,
+                d.repeated,
             )
-        plan = _PLANS[path, has_launcher_data] = tuple(steps)
-    return plan
+        )
+    return tuple(steps)
 
 
 _ABSENT: Any = object()
+
+
+class _Trace:
+    """The spans of one actuation as they are made, and what they share."""
+
+    __slots__ = ("act", "trace_id", "tolerance_ns", "resources", "spans")
+
+    def __init__(self, act: Actuation) -> None:
+        self.act = act
+        self.trace_id = act.trace_id
+        self.tolerance_ns = act.tolerance_ns
+        #: service -> resource attributes, shared by the trace's spans of that service (as
+        #: the decoder shares one per resource; the writer groups by it once, not per span)
+        self.resources: dict[str, dict[str, Any]] = {}
+        self.spans: list[M.SpanRecord] = []
+
+    def add(
+        self,
+        span_id: str,
+        name: str,
+        kind: str,
+        parent: str | None,
+        start: M.Instant,
+        end: M.Instant,
+        attrs: dict[str, Any],
+        status: str = STATUS_UNSET,
+        message: str = "",
+        last_seen: bool = False,
+    ) -> None:
+        """One span between two instants: its point times inside their intervals, and how sure."""
+        attrs[A_START_SRC] = start.source
+        attrs[A_END_SRC] = f"last-seen:{end.source}" if last_seen else end.source
+        attrs[A_START_PRECISION] = seconds(start.precision_ns)
+        attrs[A_END_PRECISION] = seconds(end.precision_ns)
+        d = I.duration(start, end, self.tolerance_ns)  # an Instant is a fused instant
+        attrs[A_MIN] = seconds(d.min_ns)
+        if d.max_ns is not None and not (last_seen and self.act.dpc_only):
+            attrs[A_MAX] = seconds(d.max_ns)
+        start_ns = start.t_ns
+        end_ns = start_ns + (d.point_ns or 0)
+        if d.inconsistent:
+            attrs[A_RAW] = seconds(end.t_ns - start.t_ns)
+            end_ns = start_ns
+        if d.inconsistent or start.inconsistent or end.inconsistent:
+            attrs[A_INCONSISTENT] = True
+            disagreed = [*start.disagreed, *(s for s in end.disagreed if s not in start.disagreed)]
+            if d.inconsistent:
+                for s in (*start.source.split(" + "), *end.source.split(" + ")):
+                    if s not in disagreed:
+                        disagreed.append(s)
+            attrs[A_DISAGREED] = disagreed
+        self.spans.append(
+            M.SpanRecord(
+                self.trace_id,
+                span_id,
+                parent,
+                name,
+                kind,
+                start_ns,
+                end_ns,
+                end.service,
+                attrs,
+                status,
+                message,
+                self.resources.get(end.service) or self._resource(end.service),
+            )
+        )
+
+    def _resource(self, service: str) -> dict[str, Any]:
+        resource = self.resources[service] = M.resource_attributes(service)
+        return resource
 
 
 def build_trace(act: Actuation) -> list[M.SpanRecord]:
@@ -119,16 +167,9 @@ def build_trace(act: Actuation) -> list[M.SpanRecord]:
     instants: Mapping[str, M.Instant] = act.instants
     base = act.attributes
     complete = act.complete
-    tol = act.tolerance_ns
     last: M.Instant | None = None  # the latest instant: computed if an end is missing
     present: dict[str, str] = {}  # span name -> span id
-    # service -> resource attributes, shared by the trace's spans of that service (as the
-    # decoder shares one per resource; the writer groups by it once, not once per span)
-    resources: dict[str, dict[str, Any]] = {}
-    # id(instant) -> the instant as fused for a duration: most instants end one span and
-    # start another (the instants outlive this call, so no id is reused meanwhile)
-    fused: dict[int, I.Fused] = {}
-    out: list[M.SpanRecord] = []
+    trace = _Trace(act)
     for name, kind, metric, starts, e_name, ancestors, is_root, repeated in _plan(
         act.path, act.has_launcher_data
     ):
@@ -144,24 +185,7 @@ def build_trace(act: Actuation) -> list[M.SpanRecord]:
                     continue
                 attrs = dict(base)
                 attrs.update(extra)
-                out.append(
-                    _record(
-                        act,
-                        trace_id,
-                        name,
-                        n,
-                        kind,
-                        parent,
-                        s_i,
-                        e_i,
-                        attrs,
-                        STATUS_UNSET,
-                        "",
-                        tol,
-                        resources,
-                        fused,
-                    )
-                )
+                trace.add(M.span_id_for(trace_id, name, n), name, kind, parent, s_i, e_i, attrs)
                 n += 1
             continue
         start = _ABSENT
@@ -200,99 +224,8 @@ def build_trace(act: Actuation) -> list[M.SpanRecord]:
                 else:
                     message = "incomplete: missing " + ", ".join(act.missing or ("R.ready",))
         span_id = present[name] = M.span_id_for(trace_id, name, 0)
-        out.append(
-            _record(
-                act,
-                trace_id,
-                name,
-                0,
-                kind,
-                parent,
-                start,
-                end,
-                attrs,
-                status,
-                message,
-                tol,
-                resources,
-                fused,
-                span_id=span_id,
-                last_seen=last_seen,
-            )
-        )
-    return out
-
-
-def _record(
-    act: Actuation,
-    trace_id: str,
-    name: str,
-    n: int,
-    kind: str,
-    parent: str | None,
-    start: M.Instant,
-    end: M.Instant,
-    attrs: dict[str, Any],
-    status: str,
-    message: str,
-    tol: int,
-    resources: dict[str, dict[str, Any]],
-    fused: dict[int, I.Fused],
-    span_id: str | None = None,
-    last_seen: bool = False,
-) -> M.SpanRecord:
-    """One span between two instants: its point times inside their intervals, and how sure."""
-    attrs[A_START_SRC] = start.source
-    attrs[A_END_SRC] = f"last-seen:{end.source}" if last_seen else end.source
-    attrs[A_START_PRECISION] = _seconds(start.precision_ns)
-    attrs[A_END_PRECISION] = _seconds(end.precision_ns)
-    f_start = fused.get(id(start))
-    if f_start is None:
-        f_start = fused[id(start)] = _fused(start)
-    f_end = fused.get(id(end))
-    if f_end is None:
-        f_end = fused[id(end)] = _fused(end)
-    d = I.duration(f_start, f_end, tol)
-    attrs[A_MIN] = _seconds(d.min_ns)
-    if d.max_ns is not None and not (last_seen and act.dpc_only):
-        attrs[A_MAX] = _seconds(d.max_ns)
-    start_ns = start.t_ns
-    point = d.point_ns if d.point_ns is not None else 0
-    end_ns = start_ns + point
-    disagreed = [*start.disagreed, *(s for s in end.disagreed if s not in start.disagreed)]
-    if d.inconsistent:
-        attrs[A_RAW] = _seconds(end.t_ns - start.t_ns)
-        end_ns = start_ns
-    if d.inconsistent or start.inconsistent or end.inconsistent:
-        attrs[A_INCONSISTENT] = True
-        if d.inconsistent:
-            for s in (*start.source.split(" + "), *end.source.split(" + ")):
-                if s not in disagreed:
-                    disagreed.append(s)
-        attrs[A_DISAGREED] = disagreed
-    service = end.service
-    resource = resources.get(service)
-    if resource is None:
-        resource = resources[service] = M.resource_attributes(service)
-    return M.SpanRecord(
-        trace_id,
-        span_id or M.span_id_for(trace_id, name, n),
-        parent,
-        name,
-        kind,
-        start_ns,
-        end_ns,
-        service,
-        attrs,
-        status,
-        message,
-        resource,
-    )
-
-
-def _fused(i: M.Instant) -> I.Fused:
-    """An instant as :mod:`fma_otel.instants` fuses it (its interval and clock)."""
-    return I.Fused(i.lo, i.hi, i.t_ns, i.clock, (i.source,))
+        trace.add(span_id, name, kind, parent, start, end, attrs, status, message, last_seen)
+    return trace.spans
 
 
 def _root_attributes(act: Actuation, attrs: dict[str, Any]) -> None:

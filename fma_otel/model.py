@@ -12,10 +12,11 @@ re-export is idempotent and live spans parent into the bridge's tree.
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import msgspec
 
 # --------------------------------------------------------------------------- paths
 
@@ -49,6 +50,20 @@ NS = 1
 US = 1_000
 MS = 1_000_000
 S = 1_000_000_000
+
+
+def seconds(ns: int) -> float:
+    """Nanoseconds as the seconds every duration attribute is written in, ``round(ns / S, 9)``.
+
+    For an integer ``ns`` that is ``ns / S`` itself: the division is correctly rounded, so
+    it is the double nearest the 9-decimal number ``ns / S`` exactly is, and the 9-decimal
+    number ``round`` finds is within half a nanosecond of it with no other double nearer,
+    so ``round`` gives the same double back.  Only another kind of number is rounded (the
+    builder converts several durations per span).
+    """
+    if ns.__class__ is int:
+        return ns / S
+    return round(ns / S, 9)
 
 
 @dataclass(frozen=True)
@@ -120,8 +135,19 @@ CLOCK_SERVICE: Mapping[str, str] = {
 }
 
 
-@dataclass(frozen=True)
-class Instant:
+class _InstantFields(NamedTuple):
+    t_ns: int
+    precision_ns: int
+    source: str
+    service: str
+    lo: int
+    hi: int
+    clock: str
+    inconsistent: bool
+    disagreed: tuple[str, ...]
+
+
+class Instant(_InstantFields):
     """An observed instant: the point ``t_ns`` inside the interval ``[lo, hi]`` (ns, inclusive).
 
     ``source`` is the human-readable origin written to ``fma.start.source`` /
@@ -131,25 +157,43 @@ class Instant:
     the first four fields (one source), the interval is ``[t_ns, t_ns + precision_ns)`` on
     the service's clock.  ``inconsistent``/``disagreed``: the fusion dropped a source that
     conflicted beyond the clock tolerance, and who disagreed (``fma_otel.instants.fuse``).
+
+    An immutable ``NamedTuple`` whose constructor fills in what the short form leaves out
+    (the correlator makes one per instant of every actuation).
     """
 
-    t_ns: int
-    precision_ns: int
-    source: str
-    service: str
-    lo: int | None = None
-    hi: int | None = None
-    clock: str = ""
-    inconsistent: bool = False
-    disagreed: tuple[str, ...] = ()
+    __slots__ = ()
 
-    def __post_init__(self) -> None:
-        if self.lo is None:
-            object.__setattr__(self, "lo", self.t_ns)
-        if self.hi is None:
-            object.__setattr__(self, "hi", self.t_ns + max(1, self.precision_ns) - 1)
-        if not self.clock:
-            object.__setattr__(self, "clock", _SERVICE_CLOCK.get(self.service, self.service))
+    #: the point, under the name :class:`fma_otel.instants.Fused` gives it: an Instant is a
+    #: fused instant, and :func:`fma_otel.instants.duration` reads it so
+    value = _InstantFields.t_ns
+
+    def __new__(
+        cls,
+        t_ns: int,
+        precision_ns: int,
+        source: str,
+        service: str,
+        lo: int | None = None,
+        hi: int | None = None,
+        clock: str = "",
+        inconsistent: bool = False,
+        disagreed: tuple[str, ...] = (),
+    ) -> Instant:
+        return tuple.__new__(
+            cls,
+            (
+                t_ns,
+                precision_ns,
+                source,
+                service,
+                t_ns if lo is None else lo,
+                t_ns + max(1, precision_ns) - 1 if hi is None else hi,
+                clock or _SERVICE_CLOCK.get(service, service),
+                inconsistent,
+                disagreed,
+            ),
+        )
 
 
 # --------------------------------------------------------------------------- the tree
@@ -452,18 +496,22 @@ STATUS_OK = "OK"
 STATUS_ERROR = "ERROR"
 
 
-@dataclass(frozen=True)
-class SpanEvent:
+class SpanEvent(msgspec.Struct, frozen=True):
     """A span event: an instant with attributes on a span (FMA's own Kubernetes Events)."""
 
     name: str
     time_ns: int
-    attributes: Mapping[str, Any] = field(default_factory=dict)
+    attributes: Mapping[str, Any] = {}
 
 
-@dataclass(frozen=True)
-class SpanRecord:
-    """A finished span, immutable: what the builder makes and every sink consumes."""
+class SpanRecord(msgspec.Struct, frozen=True):
+    """A finished span, immutable: what the builder makes and every sink consumes.
+
+    A frozen ``msgspec.Struct`` rather than a frozen dataclass: the bridge makes one per
+    span, and a frozen dataclass's ``__init__`` sets each field through
+    ``object.__setattr__``; a Struct is built by its own C constructor.  Edit a copy with
+    ``msgspec.structs.replace``.
+    """
 
     trace_id: str
     span_id: str
@@ -473,20 +521,15 @@ class SpanRecord:
     start_ns: int
     end_ns: int
     service: str
-    attributes: Mapping[str, Any] = field(default_factory=dict)
+    attributes: Mapping[str, Any] = {}
     status_code: str = STATUS_UNSET
     status_message: str = ""
-    resource: Mapping[str, Any] = field(default_factory=dict)
+    resource: Mapping[str, Any] = {}
     events: tuple[SpanEvent, ...] = ()
 
     @property
     def duration_s(self) -> float:
         return (self.end_ns - self.start_ns) / S
-
-
-#: The constructor under its old name, so a caller not yet changed keeps working; new code
-#: calls ``SpanRecord(...)`` (records are built only by the dataclass's own ``__init__``).
-_new_span_record = SpanRecord
 
 
 def resource_attributes(service: str, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -495,58 +538,3 @@ def resource_attributes(service: str, extra: Mapping[str, Any] | None = None) ->
     if extra:
         attrs.update(extra)
     return attrs
-
-
-# --------------------------------------------------------------------------- redaction
-
-REDACTED = "<redacted>"
-_SECRET_FLAG = re.compile(
-    r"(--[A-Za-z0-9_-]*(?:key|token|secret|password|passwd|credential)[A-Za-z0-9_-]*)(=|\s+)"
-    r"(\"[^\"]*\"?|'[^']*'?|\S+)",
-    re.I,
-)
-
-
-def redact_options(options: str) -> str:
-    """Hide the values of secret-looking vLLM flags (``--api-key X``, ``--hf-token=X``)."""
-    return _SECRET_FLAG.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", options)
-
-
-def redact_structure(value: Any) -> Any:
-    """Redact a vLLM config-like structure: every env value, secret flags in options.
-
-    Accepts dicts (``options``, ``env_vars``, nested JSON strings such as the
-    ``dual-pods.llm-d.ai/vllm-config`` annotation); returns a redacted copy.
-    """
-    import json
-
-    if isinstance(value, dict):
-        out: dict[str, Any] = {}
-        for k, v in value.items():
-            if k in ("env_vars", "env", "environment") and isinstance(v, dict):
-                out[k] = {ek: REDACTED for ek in v}
-            elif k in ("env_vars", "env", "environment") and isinstance(v, list):
-                # the Kubernetes form: [{"name": ..., "value": ...}]
-                out[k] = [
-                    ({**e, "value": REDACTED} if "value" in e else e) if isinstance(e, dict) else REDACTED
-                    for e in v
-                ]
-            elif k == "options" and isinstance(v, str):
-                out[k] = redact_options(v)
-            elif k.endswith("vllm-config") and isinstance(v, str):
-                try:
-                    out[k] = json.dumps(redact_structure(json.loads(v)), separators=(",", ":"))
-                except ValueError:
-                    out[k] = REDACTED
-            elif isinstance(v, (dict, list)):
-                out[k] = redact_structure(v)
-            elif isinstance(v, str) and re.search(r"key|token|secret|password", k, re.I):
-                out[k] = REDACTED
-            else:
-                out[k] = v
-        return out
-    if isinstance(value, list):
-        return [redact_structure(v) for v in value]
-    if isinstance(value, str):
-        return redact_options(value)
-    return value

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any, NamedTuple
 
+from msgspec.structs import replace
+
 from . import model as M
+from .model import seconds
 from .sources import vllm_log as V
 from .sources.k8s_events import KubeEvent
 from .sources.vllm_log import VllmPhase
@@ -153,8 +155,13 @@ def _start(p: VllmPhase) -> _B:
     return _B(p.start_lo_ns, p.start_hi_ns)
 
 
-def _s(ns: int) -> float:
-    return round(ns / NS, 9)
+def _between_s(start: _B, end: _B) -> tuple[float, float | None]:
+    """The least and most seconds from ``start`` to ``end`` (never below 0): from the
+    start's upper end to the end's lower end, and from lower to upper (``None``: the end is
+    open)."""
+    least = end.lo - (start.hi if start.hi is not None else start.lo)
+    most = None if end.hi is None else seconds(max(0, end.hi - start.lo))
+    return seconds(max(0, least)), most
 
 
 _COMPILATION = re.compile(r"compilation: (\d+(?:\.\d+)?) s")
@@ -188,17 +195,19 @@ class _Planner:
         start: _B,
         end_rec: VllmPhase,
         *,
+        end: _B | None = None,
         start_source: str = SRC_VLLM,
         extra: Mapping[str, Any] | None = None,
     ) -> None:
-        """A span from one instant to the end of ``end_rec`` (no duration of its own)."""
-        end = _end(end_rec)
-        lo = end.lo - (start.hi if start.hi is not None else start.lo)
-        max_s = None if end.hi is None else _s(max(0, end.hi - start.lo))
+        """A span from one instant to the end of ``end_rec`` (no duration of its own), or to
+        ``end`` where another record's logged duration puts it (``end_rec`` then only
+        gives the attributes)."""
+        if end is None:
+            end = _end(end_rec)
         attrs = self.attrs(end_rec, logged=False)
         if extra:
             attrs.update(extra)
-        self._add(name, parent, start.lo, end.lo, _s(max(0, lo)), max_s, attrs, start_source)
+        self._add(name, parent, start.lo, end.lo, *_between_s(start, end), attrs, start_source)
 
     def logged(self, name: str, parent: str, rec: VllmPhase, extra: Mapping[str, Any] | None = None) -> None:
         """A span whose end and duration the record states: ``[end - d, end]``."""
@@ -261,28 +270,15 @@ class _Planner:
         # engine config -> model load start; the load itself
         load = f.get(V.MODEL_LOAD)
         load_start = f.get(V.MODEL_LOAD_START)
+        # the load begins where its logged duration puts its start, else at its start line
         load_begin: _B | None = None
-        load_begin_rec: VllmPhase | None = None
+        begin_rec = load  # the record the spawn's attributes name
         if load is not None and load.duration_s is not None:
             load_begin = _start(load)
         elif load is not None and load_start is not None and load_start.line_no < load.line_no:
-            load_begin, load_begin_rec = _end(load_start), load_start
-        if config is not None and load_begin is not None:
-            end_rec = load_begin_rec if load_begin_rec is not None else load
-            assert end_rec is not None
-            if load_begin_rec is not None:
-                self.between(ENGINE_SPAWN, top, _end(config), load_begin_rec)
-            else:
-                # ends where the load's logged duration puts its start
-                self._add(
-                    ENGINE_SPAWN,
-                    top,
-                    config.end_lo_ns,
-                    load_begin.lo,
-                    _s(max(0, load_begin.lo - (config.end_hi_ns or config.end_lo_ns))),
-                    None if load_begin.hi is None else _s(max(0, load_begin.hi - config.end_lo_ns)),
-                    self.attrs(end_rec, logged=False),
-                )
+            load_begin, begin_rec = _end(load_start), load_start
+        if config is not None and load_begin is not None and begin_rec is not None:
+            self.between(ENGINE_SPAWN, top, _end(config), begin_rec, end=load_begin)
         if load is not None and load_begin is not None:
             mem = {A_MODEL_MEMORY: load.detail} if load.detail else {}
             if load.duration_s is not None:
@@ -466,7 +462,7 @@ def number_spans(
         attrs[M.A_MIN] = sp.min_s
         max_s = sp.max_s
         if max_s is None and ready_hi_ns is not None:
-            max_s = max(_s(ready_hi_ns - sp.start_ns), sp.min_s)
+            max_s = max(seconds(ready_hi_ns - sp.start_ns), sp.min_s)
         if max_s is not None:
             attrs[M.A_MAX] = max_s
         start, end = sp.start_ns, sp.end_ns
@@ -475,7 +471,7 @@ def number_spans(
                 end = start  # the end's interval reaches past the start: at least 0 long
             else:
                 attrs[M.A_INCONSISTENT] = True
-                attrs[M.A_RAW] = _s(end - start)
+                attrs[M.A_RAW] = seconds(end - start)
                 end = start
         svc = _SERVICE_OF.get(sp.name, service)
         resource = resources.get(svc)
@@ -676,7 +672,7 @@ def _k8s_plan(
 
     def add(name: str, start: _Edge, end: _Edge, attrs: dict[str, Any]) -> None:
         (a, a_prec, src_a), (b, b_prec, src_b) = start, end
-        lo_s, hi_s = _s(max(0, b - (a + a_prec))), _s(max(0, b + b_prec - a))
+        lo_s, hi_s = _between_s(_B(a, a + a_prec), _B(b, b + b_prec))
         out.append(PhaseSpan(name, parent, a, b, lo_s, hi_s, K8S_METRICS.get(name), attrs, src_a, src_b))
 
     container = _main_container(evs)
@@ -859,7 +855,7 @@ def extra_spans(
                         up.end_lo_ns,
                         ready.t_ns,
                         0.0,
-                        _s(max(0, ready.t_ns + ready.precision_ns - up.end_lo_ns)),
+                        seconds(max(0, ready.t_ns + ready.precision_ns - up.end_lo_ns)),
                         K8S_METRICS[READINESS_PROBE],
                         {A_LINE: up.line_no},
                         SRC_VLLM,

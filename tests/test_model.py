@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
+import msgspec
 import pytest
 
 from fma_otel import model as M
@@ -71,37 +72,6 @@ def test_relay_start_depends_on_path() -> None:
     assert relay.parent_name(M.COLD_LAUNCHER) == "fma.instance.ready"
 
 
-@pytest.mark.parametrize(
-    ("options", "expected"),
-    [
-        ("--model m --api-key sk-123 --port 8005", "--model m --api-key <redacted> --port 8005"),
-        ("--hf-token=hf_abc --x 1", "--hf-token=<redacted> --x 1"),
-        ("--model m", "--model m"),
-        ('--api-key "abc def" --port 1', "--api-key <redacted> --port 1"),
-        ("--api-key 'abc def'", "--api-key <redacted>"),
-    ],
-)
-def test_redact_options(options: str, expected: str) -> None:
-    assert M.redact_options(options) == expected
-
-
-def test_redact_vllm_config_annotation() -> None:
-    import json
-
-    cfg = {"options": "--api-key s3cret", "env_vars": {"HF_TOKEN": "hf_secret", "USER": "x"}}
-    out = M.redact_structure({"dual-pods.llm-d.ai/vllm-config": json.dumps(cfg), "other": "v"})
-    assert "hf_secret" not in json.dumps(out) and "s3cret" not in json.dumps(out)
-    inner = json.loads(out["dual-pods.llm-d.ai/vllm-config"])
-    assert inner["env_vars"] == {"HF_TOKEN": "<redacted>", "USER": "<redacted>"}
-    assert out["other"] == "v"
-
-
-def test_redact_kubernetes_env_list() -> None:
-    out = M.redact_structure({"env": [{"name": "HF_TOKEN", "value": "hf_x"}, {"name": "A", "valueFrom": {}}]})
-    assert out["env"][0] == {"name": "HF_TOKEN", "value": "<redacted>"}
-    assert out["env"][1] == {"name": "A", "valueFrom": {}}
-
-
 def test_span_id_when_the_first_eight_bytes_are_zero(monkeypatch: pytest.MonkeyPatch) -> None:
     """The fast check of the first 8 bytes still falls back to the next 8 (2**-64 odds)."""
 
@@ -125,13 +95,11 @@ def test_span_id_matches_the_documented_rule(name: str, n: int) -> None:
         assert M.span_id_for(tid, name, n) == expected
 
 
-def test_span_record_is_a_frozen_dataclass_built_by_its_constructor() -> None:
-    """Every record comes from ``SpanRecord.__init__`` (no hand-built ``__dict__``): the
-    old name of the fast path is the constructor itself."""
-    import dataclasses
+def test_span_record_is_a_frozen_record_built_by_its_constructor() -> None:
+    """Every record comes from ``SpanRecord``'s own constructor; it is immutable, compares
+    by value, pickles, and is edited only as a copy."""
     import pickle
 
-    assert M._new_span_record is M.SpanRecord
     args = (
         "t" * 32,
         "s" * 16,
@@ -147,9 +115,36 @@ def test_span_record_is_a_frozen_dataclass_built_by_its_constructor() -> None:
         M.resource_attributes(M.SERVICE_DPC),
     )
     rec = M.SpanRecord(*args)
-    assert tuple(getattr(rec, f.name) for f in dataclasses.fields(rec)) == (*args, ())  # no span events
-    assert dataclasses.replace(rec, name="x").name == "x"
+    assert msgspec.structs.astuple(rec) == (*args, ())  # no span events
+    assert msgspec.structs.replace(rec, name="x").name == "x"
+    assert rec.name == "fma.request"
     assert pickle.loads(pickle.dumps(rec)) == rec
     assert rec.duration_s == 1e-9
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError):
         rec.name = "x"  # type: ignore[misc]
+    # a default mapping is the record's own, never shared with another record
+    a, b = (M.SpanRecord(*args[:8]) for _ in range(2))
+    assert a.attributes == {} and a.attributes is not b.attributes
+
+
+def test_instant_short_form_fills_its_interval_and_clock() -> None:
+    import pickle
+
+    i = M.Instant(1_000, M.S, "k8s:creationTimestamp", M.SERVICE_K8S)
+    assert (i.lo, i.hi, i.clock) == (1_000, 1_000 + M.S - 1, "k8s-apiserver")
+    assert (i.inconsistent, i.disagreed) == (False, ())
+    assert M.Instant(5, 0, "x", "some-service").hi == 5  # a zero precision is one nanosecond wide
+    assert M.Instant(5, 1, "x", "some-service").clock == "some-service"  # no clock known: its own
+    full = M.Instant(
+        7, 3, "a + b", M.SERVICE_DPC, lo=0, hi=9, clock="kubelet", inconsistent=True, disagreed=("b",)
+    )
+    assert (full.lo, full.hi, full.clock, full.inconsistent, full.disagreed) == (
+        0,
+        9,
+        "kubelet",
+        True,
+        ("b",),
+    )
+    assert pickle.loads(pickle.dumps(full)) == full
+    with pytest.raises(AttributeError):
+        full.t_ns = 1  # type: ignore[misc]

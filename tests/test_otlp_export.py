@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import msgspec
 import pytest
 
 from fma_otel.model import SpanRecord, resource_attributes
@@ -390,15 +391,11 @@ BAD_EDITS = {
 
 
 def _with(rec: SpanRecord, **edit) -> SpanRecord:
-    import dataclasses
-
-    return dataclasses.replace(rec, **edit)
+    return msgspec.structs.replace(rec, **edit)
 
 
 def _other_trace() -> list[SpanRecord]:
-    import dataclasses
-
-    return [dataclasses.replace(s, trace_id=OTHER) for s in _spans()]
+    return [msgspec.structs.replace(s, trace_id=OTHER) for s in _spans()]
 
 
 @pytest.mark.parametrize("edit", BAD_EDITS.values(), ids=BAD_EDITS.keys())

@@ -9,13 +9,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
 import math
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from click.testing import CliRunner
 
@@ -317,7 +317,7 @@ def test_non_finite_floats_round_trip_as_strict_json(tmp_path: Path) -> None:
 
     p = tmp_path / "n.jsonl"
     with p.open("w") as fh:
-        write_trace_line(fh, [dataclasses.replace(_rec("a", None, ROOT), attributes=attrs)])
+        write_trace_line(fh, [msgspec.structs.replace(_rec("a", None, ROOT), attributes=attrs)])
     text = p.read_text()
     for line in text.splitlines():
         _strict_loads(line)

@@ -184,6 +184,7 @@ def _reference_startup_attrs(cfg: Any, iid: str) -> dict[str, Any]:
     """The startup span's attributes computed the plain way (options redacted on their own)."""
     import json
 
+    from fma_otel.instrument import redact
     from fma_otel.instrument.vllm_watch import instance_port
 
     options, annotations = getattr(cfg, "options", None), getattr(cfg, "annotations", None)
@@ -197,9 +198,9 @@ def _reference_startup_attrs(cfg: Any, iid: str) -> dict[str, Any]:
     if port is not None:
         attrs["server.port"] = port
     if isinstance(options, str):
-        attrs[model.A_VLLM_OPTIONS] = model.redact_options(options)
+        attrs[model.A_VLLM_OPTIONS] = redact.redact_options(options)[0]
     if callable(getattr(cfg, "model_dump", None)):
-        dumped = model.redact_structure(cfg.model_dump(exclude_none=True))
+        dumped = redact.redact_config(cfg.model_dump(exclude_none=True))[0]
         attrs[model.A_VLLM_CONFIG] = json.dumps(dumped, separators=(",", ":"))
     if annotations and annotations.get("isc-name"):
         attrs[model.A_ISC] = annotations["isc-name"]

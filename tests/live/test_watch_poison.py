@@ -10,11 +10,11 @@ in-process gRPC and HTTP receivers.
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from fma_otel import build
@@ -64,7 +64,7 @@ def test_an_unencodable_trace_is_dropped_and_later_traces_still_arrive(
         spans = real(a)
         if not victim and spans:  # the first trace built gets a start before 1970
             victim.append(spans[0].trace_id)
-            spans = [dataclasses.replace(spans[0], start_ns=-1), *spans[1:]]
+            spans = [msgspec.structs.replace(spans[0], start_ns=-1), *spans[1:]]
         return spans
 
     monkeypatch.setattr(build, "build_trace", poisoning)

@@ -8,6 +8,7 @@ import csv
 import io
 import json
 
+import msgspec
 import pytest
 from click.testing import CliRunner
 
@@ -316,8 +317,8 @@ def test_a_malformed_request_is_one_skipped_line_with_breakdown_too(tmp_path, ho
 def test_bounds_that_are_no_finite_number_count_as_exact(tmp_path):
     p = tmp_path / "t.jsonl"
     spans = _hot_trace("1" * 32, 2.0)
-    spans[1] = SpanRecord(**{**spans[1].__dict__, "attributes": {**spans[1].attributes,
-                             "fma.duration.min_s": float("nan"), "fma.duration.max_s": "7"}})  # fmt: skip
+    spans[1] = msgspec.structs.replace(spans[1], attributes={**spans[1].attributes,
+                                       "fma.duration.min_s": float("nan"), "fma.duration.max_s": "7"})  # fmt: skip
     with p.open("w") as fh:
         write_trace_line(fh, spans)
     r = CliRunner().invoke(main, ["slo", str(p), "-o", "json"])

@@ -6,6 +6,7 @@ import csv
 import io
 import json
 
+import msgspec
 import pytest
 from click.testing import CliRunner
 
@@ -23,7 +24,7 @@ def _with_bounds(act: Act, lo: float, hi: float) -> list:
     out = []
     for s in spans_of(act):
         if s.attributes.get("fma.metric") == "T_actuation":
-            s = s.__class__(**{**s.__dict__, "attributes": {**s.attributes, A_MIN: lo, A_MAX: hi}})
+            s = msgspec.structs.replace(s, attributes={**s.attributes, A_MIN: lo, A_MAX: hi})
         out.append(s)
     return out
 
