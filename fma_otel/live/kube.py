@@ -232,48 +232,57 @@ class Kube:
 
     # ---------------------------------------------------------------- pods
 
-    def list_pods(
-        self, namespace: str, label_selector: str | None = None, page_size: int = 500
+    def _list_all(
+        self, call: Any, namespace: str, page_size: int, **extra: Any
     ) -> tuple[list[dict[str, Any]], str]:
-        """All Pods (raw dicts) and the list's resourceVersion, following ``continue``."""
+        """Every item of a paginated list (following ``continue``) and the list's resourceVersion."""
         items: list[dict[str, Any]] = []
         cont: str | None = None
         rv = ""
         while True:
-            kwargs: dict[str, Any] = {"limit": page_size, "_request_timeout": (self.connect_timeout_s, 60)}
-            if label_selector:
-                kwargs["label_selector"] = label_selector
+            kwargs: dict[str, Any] = {
+                "limit": page_size,
+                "_request_timeout": (self.connect_timeout_s, 60),
+                **extra,
+            }
             if cont:
                 kwargs["_continue"] = cont
-            doc = _object(_raw(self.core.list_namespaced_pod, namespace, **kwargs))
+            doc = _object(_raw(call, namespace, **kwargs))
             meta = doc.get("metadata") or {}
             rv = rv or str(meta.get("resourceVersion") or "")
-            for it in doc.get("items") or []:
-                if isinstance(it, dict):
-                    items.append(it)
+            items += [it for it in doc.get("items") or [] if isinstance(it, dict)]
             cont = meta.get("continue")
             if not cont:
                 return items, rv
 
-    def watch_pods(
-        self,
-        namespace: str,
-        resource_version: str,
-        timeout_s: int,
-        label_selector: str | None = None,
-    ) -> Any:
+    def _watch(self, call: Any, namespace: str, resource_version: str, timeout_s: int, **extra: Any) -> Any:
         """Open a watch from ``resource_version``; the caller reads it with :func:`iter_lines`."""
-        kwargs: dict[str, Any] = {
-            "watch": True,
-            "resource_version": resource_version,
-            "allow_watch_bookmarks": True,
-            "timeout_seconds": int(timeout_s),
-            # the read timeout is a safety net a bit longer than the server-side timeout
-            "_request_timeout": (self.connect_timeout_s, timeout_s + 15),
-        }
-        if label_selector:
-            kwargs["label_selector"] = label_selector
-        return self._track(_raw(self.core.list_namespaced_pod, namespace, **kwargs))
+        return self._track(
+            _raw(
+                call,
+                namespace,
+                watch=True,
+                resource_version=resource_version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=int(timeout_s),
+                # the read timeout is a safety net a bit longer than the server-side timeout
+                _request_timeout=(self.connect_timeout_s, timeout_s + 15),
+                **extra,
+            )
+        )
+
+    def list_pods(
+        self, namespace: str, label_selector: str | None = None, page_size: int = 500
+    ) -> tuple[list[dict[str, Any]], str]:
+        """All Pods (raw dicts) and the list's resourceVersion."""
+        extra = {"label_selector": label_selector} if label_selector else {}
+        return self._list_all(self.core.list_namespaced_pod, namespace, page_size, **extra)
+
+    def watch_pods(
+        self, namespace: str, resource_version: str, timeout_s: int, label_selector: str | None = None
+    ) -> Any:
+        extra = {"label_selector": label_selector} if label_selector else {}
+        return self._watch(self.core.list_namespaced_pod, namespace, resource_version, timeout_s, **extra)
 
     def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         """One Pod as a raw dict, or ``None`` when it does not exist."""
@@ -388,38 +397,14 @@ class Kube:
     def list_events(self, namespace: str, page_size: int = 500) -> tuple[list[dict[str, Any]], str]:
         """All Events of the namespace through events.k8s.io/v1 (raw dicts, with
         ``apiVersion``/``kind`` set, as list items lack them) and the list's resourceVersion."""
-        items: list[dict[str, Any]] = []
-        cont: str | None = None
-        rv = ""
-        while True:
-            kwargs: dict[str, Any] = {"limit": page_size, "_request_timeout": (self.connect_timeout_s, 60)}
-            if cont:
-                kwargs["_continue"] = cont
-            doc = _object(_raw(self.events_v1.list_namespaced_event, namespace, **kwargs))
-            meta = doc.get("metadata") or {}
-            rv = rv or str(meta.get("resourceVersion") or "")
-            for it in doc.get("items") or []:
-                if isinstance(it, dict):
-                    it.setdefault("apiVersion", "events.k8s.io/v1")
-                    it.setdefault("kind", "Event")
-                    items.append(it)
-            cont = meta.get("continue")
-            if not cont:
-                return items, rv
+        items, rv = self._list_all(self.events_v1.list_namespaced_event, namespace, page_size)
+        for it in items:
+            it.setdefault("apiVersion", "events.k8s.io/v1")
+            it.setdefault("kind", "Event")
+        return items, rv
 
     def watch_events(self, namespace: str, resource_version: str, timeout_s: int) -> Any:
-        """Open an Events watch from ``resource_version`` (read it with :func:`iter_lines`)."""
-        return self._track(
-            _raw(
-                self.events_v1.list_namespaced_event,
-                namespace,
-                watch=True,
-                resource_version=resource_version,
-                allow_watch_bookmarks=True,
-                timeout_seconds=int(timeout_s),
-                _request_timeout=(self.connect_timeout_s, timeout_s + 15),
-            )
-        )
+        return self._watch(self.events_v1.list_namespaced_event, namespace, resource_version, timeout_s)
 
 
 def rfc3339_seconds(ns: int) -> str:
