@@ -14,6 +14,7 @@ final checkpoint on SIGTERM/SIGINT that could not be written.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
@@ -27,7 +28,6 @@ from ._common import _describe_os_error, fail
 from .params import default_namespace
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-_SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 
 #: The longest duration the watcher takes: its clocks are int64 nanoseconds (about 292
@@ -256,39 +256,20 @@ def command(**kw: object) -> None:
             otlp_export.OtlpSink(kw["otlp_endpoint"], kw["otlp_protocol"]).close()  # type: ignore[arg-type]
         except otlp_export.ExportError as exc:
             fail(str(exc))
+    # each flag is the field of its name, a duration's with "_s"; the rest are spelled out
+    fields = {f.name for f in dataclasses.fields(WatchConfig)}
+    given = {k if k in fields else f"{k}_s": v for k, v in kw.items() if k in fields or f"{k}_s" in fields}
     port = int(kw["metrics_port"])  # type: ignore[call-overload]
-    cfg = WatchConfig(
+    given.update(
         namespace=str(namespace),
-        kubeconfig=kw["kubeconfig"],  # type: ignore[arg-type]
-        context=kw["context"],  # type: ignore[arg-type]
-        launcher_logs=bool(kw["launcher_logs"]),
+        out=out,
         events=not kw["no_events"],
-        vllm_logs=bool(kw["vllm_logs"]),
         vllm_log_max_bytes=max(1, int(kw["vllm_log_max_bytes"])),  # type: ignore[call-overload]
-        vllm_log_timeout_s=float(kw["vllm_log_timeout"]),  # type: ignore[arg-type]
-        launcher_port=int(kw["launcher_port"]),  # type: ignore[call-overload]
-        baseline_selector=kw["baseline_selector"],  # type: ignore[arg-type]
-        baseline_container=kw["baseline_container"],  # type: ignore[arg-type]
-        checkpoint=kw["checkpoint"],  # type: ignore[arg-type]
-        out=out,  # type: ignore[arg-type]
         out_max_bytes=int(kw["out_max_bytes"]) or None,  # type: ignore[call-overload]
-        out_keep=int(kw["out_keep"]),  # type: ignore[call-overload]
-        otlp_endpoint=kw["otlp_endpoint"],  # type: ignore[arg-type]
-        otlp_protocol=kw["otlp_protocol"],  # type: ignore[arg-type]
-        incomplete_after_s=float(kw["incomplete_after"]),  # type: ignore[arg-type]
-        grace_s=float(kw["grace"]),  # type: ignore[arg-type]
-        dpc_selector=str(kw["dpc_selector"]),
-        dpc_container=str(kw["dpc_container"]),
         metrics_port=None if port < 0 else port,
-        tick_s=float(kw["tick"]),  # type: ignore[arg-type]
-        checkpoint_interval_s=float(kw["checkpoint_interval"]),  # type: ignore[arg-type]
-        watch_timeout_s=int(kw["watch_timeout"]),  # type: ignore[call-overload]
-        backoff_base_s=float(kw["backoff_base"]),  # type: ignore[arg-type]
-        backoff_max_s=float(kw["backoff_max"]),  # type: ignore[arg-type]
-        log_read_timeout_s=float(kw["log_read_timeout"]),  # type: ignore[arg-type]
-        replay_margin_s=float(kw["replay_margin"]),  # type: ignore[arg-type]
         clock_tolerance_ns=round(float(kw["clock_tolerance_ms"]) * 1e6),  # type: ignore[arg-type]
     )
+    cfg = WatchConfig(**given)  # type: ignore[arg-type]
     watcher = LiveWatcher(cfg, api_client=api_client)
     signal.signal(signal.SIGTERM, watcher.request_stop)
     signal.signal(signal.SIGINT, watcher.request_stop)
@@ -301,15 +282,3 @@ def command(**kw: object) -> None:
             fail(f"cannot write to standard output: {exc.error.strerror or exc.error}", 1)
         fail(f"cannot write --out {_describe_os_error(exc.path, exc.error)}", 1)
     raise SystemExit(code)
-
-
-def _own_namespace() -> str | None:
-    """In a Pod, the ServiceAccount's namespace (so the Deployment needs no flag)."""
-    env = os.environ.get("POD_NAMESPACE")
-    if env:
-        return env
-    try:
-        with open(_SA_NAMESPACE, encoding="utf-8") as fh:
-            return fh.read().strip() or None
-    except OSError:
-        return None
