@@ -27,33 +27,17 @@ from . import params
 from ._common import _describe_os_error, fail
 from .params import default_namespace
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-
-
 #: The longest duration the watcher takes: its clocks are int64 nanoseconds (about 292
 #: years from 1970) and its waits must fit ``threading.TIMEOUT_MAX``; a century is beyond
 #: any real setting and well inside both.
 MAX_DURATION_S = 100 * 365 * 86400.0
 
 
-def parse_duration(text: str) -> float:
-    """``15m``, ``90s``, ``1.5h``, ``500ms`` or plain seconds -> seconds.
-
-    At most :data:`MAX_DURATION_S`: 400 digits pass the pattern and ``float()`` makes them
-    infinity, which once stopped the watcher at its first tick (``int(inf)``) with a
-    traceback instead of at start with a usage error.
-    """
-    m = _DURATION.match(str(text))
-    if not m:
-        raise ValueError(f"not a duration: {brief(text)} (use e.g. 15m, 90s, 500ms)")
-    value = float(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
-    if not value <= MAX_DURATION_S:
-        raise ValueError(f"too long a duration: {brief(text)} (at most 100 years)")
-    return value
-
-
 class Duration(click.ParamType):
-    """A duration of at least ``min_s`` seconds (a usage error below it)."""
+    """A duration as ``slo`` reads one (``500ms``, ``90s``, ``15m``, ``1h30m``, plain
+    seconds: :func:`fma_otel.query.window.parse_duration`) of at least ``min_s`` seconds
+    and at most :data:`MAX_DURATION_S` (400 digits are a float's infinity, which would
+    stop the watcher at its first tick instead of at start with a usage error)."""
 
     name = "DURATION"
 
@@ -61,15 +45,15 @@ class Duration(click.ParamType):
         self.min_s = min_s
 
     def convert(self, value, param, ctx):  # noqa: ANN001, ANN201 - click's signature
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            if not 0 <= value <= MAX_DURATION_S:  # NaN too
-                self.fail(f"not a duration in 0..{MAX_DURATION_S:.0f}s: {brief(value)}", param, ctx)
-            seconds = float(value)
-        else:
-            try:
-                seconds = parse_duration(value)
-            except ValueError as exc:
-                self.fail(str(exc), param, ctx)
+        from ..query import QueryError
+        from ..query.window import parse_duration
+
+        try:
+            seconds = parse_duration(value)
+        except QueryError as exc:
+            self.fail(str(exc), param, ctx)
+        if seconds > MAX_DURATION_S:
+            self.fail(f"too long a duration: {brief(value)} (at most 100 years)", param, ctx)
         if seconds < self.min_s:
             self.fail(f"{brief(value)} is too short (at least {self.min_s * 1000:g}ms)", param, ctx)
         return seconds
