@@ -232,16 +232,14 @@ class Kube:
 
     # ---------------------------------------------------------------- pods
 
-    def _list_all(
-        self, call: Any, namespace: str, page_size: int, **extra: Any
-    ) -> tuple[list[dict[str, Any]], str]:
+    def _list_all(self, call: Any, namespace: str, **extra: Any) -> tuple[list[dict[str, Any]], str]:
         """Every item of a paginated list (following ``continue``) and the list's resourceVersion."""
         items: list[dict[str, Any]] = []
         cont: str | None = None
         rv = ""
         while True:
             kwargs: dict[str, Any] = {
-                "limit": page_size,
+                "limit": 500,  # items per request (``continue`` asks for the next page)
                 "_request_timeout": (self.connect_timeout_s, 60),
                 **extra,
             }
@@ -272,11 +270,11 @@ class Kube:
         )
 
     def list_pods(
-        self, namespace: str, label_selector: str | None = None, page_size: int = 500
+        self, namespace: str, label_selector: str | None = None
     ) -> tuple[list[dict[str, Any]], str]:
         """All Pods (raw dicts) and the list's resourceVersion."""
         extra = {"label_selector": label_selector} if label_selector else {}
-        return self._list_all(self.core.list_namespaced_pod, namespace, page_size, **extra)
+        return self._list_all(self.core.list_namespaced_pod, namespace, **extra)
 
     def watch_pods(
         self, namespace: str, resource_version: str, timeout_s: int, label_selector: str | None = None
@@ -394,10 +392,10 @@ class Kube:
 
     # ---------------------------------------------------------------- events (core/v1)
 
-    def list_events(self, namespace: str, page_size: int = 500) -> tuple[list[dict[str, Any]], str]:
+    def list_events(self, namespace: str) -> tuple[list[dict[str, Any]], str]:
         """All Events of the namespace through events.k8s.io/v1 (raw dicts, with
         ``apiVersion``/``kind`` set, as list items lack them) and the list's resourceVersion."""
-        items, rv = self._list_all(self.events_v1.list_namespaced_event, namespace, page_size)
+        items, rv = self._list_all(self.events_v1.list_namespaced_event, namespace)
         for it in items:
             it.setdefault("apiVersion", "events.k8s.io/v1")
             it.setdefault("kind", "Event")

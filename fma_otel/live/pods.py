@@ -110,7 +110,6 @@ class PodWatcher:
         resume_rv: str | None = None,
         watch_timeout_s: int = 300,
         backoff: Backoff | None = None,
-        page_size: int = 500,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.kube = kube
@@ -122,7 +121,6 @@ class PodWatcher:
         self.resume_rv = resume_rv
         self.watch_timeout_s = watch_timeout_s
         self.backoff = backoff or Backoff()
-        self.page_size = page_size
         self.rv: str | None = None
         self.known: dict[str, str] = {}  # uid -> name, to report Pods gone across a relist
         self.stats = PodWatchStats()
@@ -196,11 +194,9 @@ class PodWatcher:
     # ---------------------------------------------------------------- list
 
     def _list(self) -> None:
-        items, rv = self.kube.list_pods(self.namespace, self.label_selector, self.page_size)
-        relist = self.stats.lists > 0
+        items, rv = self.kube.list_pods(self.namespace, self.label_selector)
+        self.stats.relists += self.stats.lists > 0
         self.stats.lists += 1
-        if relist:
-            self.stats.relists += 1
         seen: dict[str, str] = {}
         for pod in items:
             md = pod.get("metadata") if isinstance(pod, dict) else None
