@@ -45,6 +45,7 @@ from typing import Any
 
 from .. import model as M
 from .. import podfacts as P
+from ..phase_inputs import BOOT_LINE  # the launcher's boot, read as the bridge reads it
 from ..sources.records import LauncherRecord, PodEvent, SourceStats
 from . import checkpoint as CP
 from .events import EventStore, EventWatcher
@@ -54,9 +55,6 @@ from .metrics import Metrics, MetricsServer
 from .outfile import OutFile, OutFileError
 from .pods import PodWatcher, rv_number
 from .vllm_logs import VllmLogs
-
-#: the launcher's uvicorn line that ends its boot (as ``fma_otel.phase_inputs`` reads it)
-BOOT_LINE = "Application startup complete."
 
 log = logging.getLogger(__name__)
 
