@@ -28,7 +28,7 @@ import stat
 from collections.abc import Sequence
 
 from ..model import SpanRecord
-from ..sinks.otlp_json import export_request
+from ..sinks.otlp_json import export_request_text
 
 _TRACE_ID = re.compile(rb'"traceId":"([0-9a-fA-F]{32})"')
 
@@ -110,12 +110,12 @@ class OutFile:
         return [p for p in [*rotated_paths(self.path, self.keep), self.path] if os.path.exists(p)]
 
     def write(self, traces: Sequence[Sequence[SpanRecord]]) -> None:
-        import json
+        """The traces, one line each, as the bridge writes them (:func:`export_request_text`)."""
         import sys
 
         if self.failed is not None:
             raise self.failed
-        lines = [json.dumps(export_request(t), separators=(",", ":")) + "\n" for t in traces]
+        lines = [export_request_text(t) + "\n" for t in traces]
         if self._fd is None:
             try:
                 sys.stdout.write("".join(lines))
