@@ -65,10 +65,7 @@ SAMPLE_BASELINE_SELECTOR = "app=vllm"
 @click.option(
     "--out", "out", type=click.Path(), callback=check_out, help="Write OTLP JSON lines here ('-' for stdout)."
 )
-@click.option(
-    "--otlp-endpoint", metavar="URL", help="Export over OTLP (else OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT)."
-)
-@params.otlp_protocol_option
+@params.otlp_options
 @params.clock_tolerance_option
 @click.option("--strict", is_flag=True, help="Fail (exit 1) naming file and line if any line was skipped.")
 @click.option("--quiet", "-q", is_flag=True, help="No summary or progress on stderr.")

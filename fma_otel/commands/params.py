@@ -150,14 +150,18 @@ def _otlp_protocol(ctx: click.Context, param: click.Parameter, value: str | None
     return DEFAULT_OTLP_PROTOCOL
 
 
-def otlp_protocol_option(func: F) -> F:
-    """``--otlp-protocol``: the one rule of :func:`_otlp_protocol`, for bridge and watch."""
-    return click.option(
+def otlp_options(func: F) -> F:
+    """``--otlp-endpoint`` and ``--otlp-protocol`` (the one rule of :func:`_otlp_protocol`),
+    for bridge and watch."""
+    func = click.option(
         "--otlp-protocol",
         type=click.Choice(["grpc", DEFAULT_OTLP_PROTOCOL]),
         callback=_otlp_protocol,
         help="OTLP protocol (default: OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL, else http/protobuf; "
         "never guessed from the port).",
+    )(func)
+    return click.option(
+        "--otlp-endpoint", metavar="URL", help="Export over OTLP (else OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT)."
     )(func)
 
 

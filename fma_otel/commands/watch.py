@@ -152,10 +152,7 @@ MIN_TICK_S = 0.05
     default=4,
     help="Rotated --out files kept (OUT.1 newest .. OUT.N oldest); older ones are deleted.",
 )
-@click.option(
-    "--otlp-endpoint", metavar="URL", help="Export over OTLP (else OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT)."
-)
-@params.otlp_protocol_option
+@params.otlp_options
 @click.option(
     "--incomplete-after",
     type=DURATION,
