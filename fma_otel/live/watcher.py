@@ -176,9 +176,10 @@ def launcher_parser(
     from ..sources.launcher_log import LauncherParseError, parse_launcher_line
 
     for n, raw in enumerate(lines, 1):
-        s = raw.decode("utf-8", "replace").rstrip("\r\n")
+        prefix, body = None, raw.decode("utf-8", "replace").rstrip("\r\n")
         try:
-            prefix, body = split_timestamp_prefix(s) if s[10:11] in ("T", "t") else (None, s)
+            if body[10:11] in ("T", "t"):  # the kubelet's timestamp prefix (a bad one: a skip)
+                prefix, body = split_timestamp_prefix(body)
             yield parse_launcher_line(body, n, prefix)
         except (LauncherParseError, ValueError):
             if on_skip is not None and body[:1].isdigit():  # (continuation lines are not records)
