@@ -13,6 +13,7 @@ ourselves keeps auth, TLS and the base URL the client's while adding the paramet
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import threading
@@ -116,10 +117,8 @@ def _check(resp: Any) -> Any:
     except Exception:  # noqa: BLE001 - best effort for the message only
         msg = ""
     finally:
-        try:
+        with contextlib.suppress(Exception):
             resp.release_conn()
-        except Exception:  # noqa: BLE001
-            pass
     raise KubeError(int(status), msg or getattr(resp, "reason", "") or "")
 
 
@@ -131,10 +130,8 @@ def _raw(call: Any, *args: Any, **kwargs: Any) -> Any:
         return _check(call(*args, _preload_content=False, **kwargs))
     except ApiException as exc:
         msg = ""
-        try:
+        with contextlib.suppress(ValueError, AttributeError):
             msg = loads(exc.body or "{}").get("message", "")
-        except (ValueError, AttributeError):
-            pass
         raise KubeError(int(exc.status or 0), msg or str(exc.reason)) from None
 
 
@@ -215,20 +212,16 @@ class Kube:
     def release(self, resp: Any) -> None:
         with self._lock:
             self._open.discard(resp)
-        try:
+        with contextlib.suppress(Exception):
             resp.release_conn()
-        except Exception:  # noqa: BLE001
-            pass
 
     def shutdown(self) -> None:
         """Unblock every thread reading a stream (used on stop)."""
         with self._lock:
             victims = list(self._open)
         for r in victims:
-            try:
+            with contextlib.suppress(Exception):
                 r.shutdown()
-            except Exception:  # noqa: BLE001
-                pass
 
     # ---------------------------------------------------------------- pods
 

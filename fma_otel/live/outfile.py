@@ -21,6 +21,7 @@ files of ``max_bytes`` (plus at most one line each) are on disk.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
@@ -159,10 +160,8 @@ class OutFile:
             os.fsync(fd)
         except OSError as exc:
             if size is not None:
-                try:
+                with contextlib.suppress(OSError):
                     os.ftruncate(fd, size)  # no torn line for the next run to repair
-                except OSError:
-                    pass
             self.failed = OutFileError(self.path, exc)
             raise self.failed from None
         self.present.update(ids)
@@ -189,10 +188,8 @@ class OutFile:
     def close(self) -> None:
         if self._fd is not None:
             fd, self._fd = self._fd, None
-            try:
+            with contextlib.suppress(OSError):  # pragma: no cover - everything was fsync-ed already
                 os.close(fd)
-            except OSError:  # pragma: no cover - everything was fsync-ed already
-                pass
 
 
 def fsync_dir(path: str) -> None:

@@ -44,6 +44,7 @@ never a silent drop and never a hang.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -514,10 +515,8 @@ class OtlpSink:
             for lg in loggers:
                 lg.removeFilter(capture)
         if capture.complaints:
-            try:
+            with contextlib.suppress(Exception):  # the setting is the news
                 exporter.shutdown()
-            except Exception:  # noqa: BLE001 - the setting is the news
-                pass
             fail(capture.complaints[0])
         # The HTTP exporter gives up at once, logging no status, when a 429/503 asks to
         # retry later than its timeout allows: remember the last answer to say what it was.
@@ -527,10 +526,8 @@ class OtlpSink:
         return exporter
 
     def _on_response(self, response: Any, *args: Any, **kwargs: Any) -> None:
-        try:
+        with contextlib.suppress(Exception):  # only ever a detail of an error message
             self._last_answer = (int(response.status_code), response.headers.get("Retry-After"))
-        except Exception:  # noqa: BLE001 - only ever a detail of an error message
-            pass
 
     def _exporter_factory(self) -> Any:
         """Import the exporter (so its loggers exist) and return what builds it."""
@@ -647,13 +644,11 @@ class OtlpSink:
         if self._closed:
             return
         self._closed = True
-        try:
+        with contextlib.suppress(Exception):  # closing a broken channel must not mask the export error
             if self.protocol == GRPC:
                 self._exporter.shutdown(timeout_millis=100)
             else:
                 self._exporter.shutdown()
-        except Exception:  # closing a broken channel must not mask the export error
-            pass
 
     def close(self) -> None:
         """Release the channel / HTTP session; safe to call twice."""
