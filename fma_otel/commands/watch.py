@@ -98,7 +98,7 @@ class Size(click.ParamType):
             self.fail(str(exc), param, ctx)
 
 
-#: The main loop's tick: below this it only burns CPU (``--tick 0`` spun at 96%).
+#: The main loop's shortest tick: below it the loop only burns CPU.
 MIN_TICK_S = 0.05
 
 

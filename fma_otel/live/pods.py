@@ -157,11 +157,9 @@ class PodWatcher:
 
     def _after_watch(self, outcome: str) -> None:
         """Relist at once after a 410, re-watch at once after a watch that ran its course;
-        back off (the jittered, capped backoff of errors) when that makes no progress.
-
-        A 410 right after the relist it caused (an API server whose watch window lags its
-        list) relisted in a hot loop: 323 full lists in 5 s; a proxy that ends every watch
-        at once without an event made 93 watch requests in 5 s.
+        back off (the jittered, capped backoff of errors) when that makes no progress: an
+        API server whose watch window lags its list (a 410 right after the relist it caused),
+        or a proxy that ends every watch at once, would otherwise be asked in a hot loop.
         """
         if outcome == _GONE:
             self.rv = None
