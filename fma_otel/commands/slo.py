@@ -17,7 +17,7 @@ import click
 from ..query import QueryError
 from ..query.formats import FORMATS
 from . import params
-from ._common import byte_progress, fail, open_out, terminal_width
+from ._common import byte_progress, fail, open_out, reading_traces, terminal_width
 
 _HELP_EPILOG = """
 \b
@@ -236,15 +236,10 @@ def run(
 def _llmd_benchmark(traces: str, out: IO[str]) -> int:
     from ..query.llmdbench import to_llmd_benchmark
     from ..query.readers import read_spans
-    from ..sinks.otlp_json import OtlpJsonError
 
     stats: dict[str, int] = {}
-    try:
+    with reading_traces(traces):  # (as show and report read a trace file)
         spans = list(read_spans(traces, stats))
-    except OtlpJsonError as exc:
-        raise QueryError(str(exc)) from None
-    except OSError as exc:
-        raise QueryError(f"{traces}: {exc.strerror or exc}") from None
     if stats.get("skipped"):
         click.echo(
             f"fma-otel slo: warning: {traces}: skipped {stats['skipped']} of {stats['lines']} lines", err=True
