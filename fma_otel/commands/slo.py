@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from typing import IO
+from typing import IO, Any
 
 import click
 
@@ -85,21 +85,12 @@ Examples:
 def command(
     traces_file: str | None,
     traces_alias: str | None,
-    jaeger: str | None,
-    tempo: str | None,
-    since: str | None,
-    until: str | None,
     metrics: tuple[str, ...],
     paths: tuple[str, ...],
-    slo_file: str | None,
-    fmt: str,
     out: str,
-    print_queries: bool,
-    dpc_metrics: str | None,
-    limit: int | None,
-    breakdown: bool,
-    quiet: bool,
+    **kw: Any,
 ) -> None:
+    """The options as :func:`run` takes them (the others by their names, as they are)."""
     from ..model import ALL_PATHS, METRICS
     from ..query.stats import PATH_ORDER
 
@@ -109,23 +100,7 @@ def command(
     want_paths = params.pick("path", params.split_list(paths), valid_paths)
     try:
         with open_out(out) as fh:
-            code = run(
-                traces,
-                jaeger,
-                tempo,
-                since,
-                until,
-                slo_file,
-                fmt,
-                print_queries,
-                dpc_metrics,
-                limit,
-                quiet,
-                out=fh,
-                metrics=want_metrics,
-                paths=want_paths,
-                breakdown=breakdown,
-            )
+            code = run(traces, out=fh, metrics=want_metrics, paths=want_paths, **kw)
     except QueryError as exc:
         fail(str(exc))
     sys.exit(code)
