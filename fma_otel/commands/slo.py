@@ -159,9 +159,9 @@ def run(
     if traces:
         src = sources.FileSource(traces)
     elif jaeger:
-        src = sources.JaegerSource(jaeger, limit=limit or 1000)
+        src = sources.JaegerSource(jaeger, limit=limit)
     else:
-        src = sources.TempoSource(tempo or "", limit=limit or 500)
+        src = sources.TempoSource(tempo or "", limit=limit)
     harvest = Harvest(bd_mod.TreeCollector() if breakdown else None)
     total = os.path.getsize(traces) if traces and traces != "-" and os.path.isfile(traces) else 0
     with byte_progress("reading traces", total, quiet) as advance:
