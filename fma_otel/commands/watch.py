@@ -88,12 +88,8 @@ class Size(click.ParamType):
     name = "SIZE"
 
     def convert(self, value, param, ctx):  # noqa: ANN001, ANN201 - click's signature
-        if isinstance(value, int) and not isinstance(value, bool):
-            if not 0 <= value <= MAX_SIZE:
-                self.fail(f"not a size in 0..{MAX_SIZE}: {value}", param, ctx)
-            return value
         try:
-            return parse_size(value)
+            return parse_size(value)  # (an int as its digits: a negative one is no size)
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
 
