@@ -214,10 +214,8 @@ def _run(inputs: B.BridgeInputs, selector, container, quiet: bool, tolerance_ns:
 
     total = 0
     if inputs.dpc_log:
-        try:
+        with contextlib.suppress(OSError):
             total = Path(inputs.dpc_log).stat().st_size
-        except OSError:
-            total = 0
     with byte_progress("bridge", total, quiet) as advance:
         return B.run_bridge(
             inputs,
