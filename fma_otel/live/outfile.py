@@ -174,10 +174,8 @@ class OutFile:
                 os.close(fd)
             chain = [*rotated_paths(self.path, self.keep), self.path]  # oldest first
             for dst, src in zip(chain, chain[1:], strict=False):
-                try:
+                with contextlib.suppress(FileNotFoundError):  # (fewer files so far, or a cut rotation)
                     os.replace(src, dst)
-                except FileNotFoundError:
-                    continue  # (fewer files so far, or a rotation cut short by a kill)
             self._fd = self._open()
             fsync_dir(self.path)
         except OSError as exc:
