@@ -79,12 +79,9 @@ class LazyGroup(click.Group):
 
         try:
             return super().main(*args, standalone_mode=False, **kwargs)
-        except click.UsageError as exc:
-            name = prog_name(exc.ctx)
+        except click.ClickException as exc:  # a UsageError knows its command's context
+            name = prog_name(getattr(exc, "ctx", None))
             click.echo(f"{name}: error: {one_line(exc.format_message())}", err=True)
-            sys.exit(exc.exit_code)
-        except click.ClickException as exc:
-            click.echo(f"{prog_name(None)}: error: {one_line(exc.format_message())}", err=True)
             sys.exit(exc.exit_code)
         except click.exceptions.Abort:
             click.echo("fma-otel: aborted", err=True)
