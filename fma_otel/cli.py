@@ -56,10 +56,6 @@ class _Stdout(io.FileIO):
 _stdout_raw: _Stdout | None = None
 
 
-def _pipe_closed(exc: OSError) -> bool:
-    return exc.errno == errno.EPIPE
-
-
 @contextlib.contextmanager
 def _pipe_guard() -> Iterator[None]:
     """An EPIPE as :class:`_PipeClosed`: click's standalone mode turns EPIPE into exit 1
@@ -67,7 +63,7 @@ def _pipe_guard() -> Iterator[None]:
     try:
         yield
     except OSError as exc:
-        if _pipe_closed(exc):
+        if exc.errno == errno.EPIPE:
             raise _PipeClosed from exc
         raise
 
@@ -83,12 +79,9 @@ class LazyGroup(click.Group):
 
         try:
             return super().main(*args, standalone_mode=False, **kwargs)
-        except click.UsageError as exc:
-            name = prog_name(exc.ctx)
+        except click.ClickException as exc:  # a UsageError knows its command's context
+            name = prog_name(getattr(exc, "ctx", None))
             click.echo(f"{name}: error: {one_line(exc.format_message())}", err=True)
-            sys.exit(exc.exit_code)
-        except click.ClickException as exc:
-            click.echo(f"{prog_name(None)}: error: {one_line(exc.format_message())}", err=True)
             sys.exit(exc.exit_code)
         except click.exceptions.Abort:
             click.echo("fma-otel: aborted", err=True)
@@ -192,7 +185,7 @@ def run() -> None:
         if failed is None:
             raise
         _stdout_to_devnull()
-        if _pipe_closed(failed):
+        if failed.errno == errno.EPIPE:
             sys.exit(0)
         reason = failed.strerror or str(failed)
         click.echo(f"fma-otel: cannot write to standard output: {reason}", err=True)

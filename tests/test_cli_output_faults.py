@@ -144,8 +144,7 @@ def test_otlp_protocol_is_the_environments_or_the_default_never_the_ports(
     from fma_otel.commands import params
 
     @click.command("probe")
-    @click.option("--otlp-endpoint")
-    @params.otlp_protocol_option
+    @params.otlp_options
     def probe(otlp_endpoint: str | None, otlp_protocol: str) -> None:
         click.echo(otlp_protocol)
 

@@ -90,13 +90,9 @@ def open_out(path: str) -> Iterator[IO[str]]:
         sys.stdout.flush()
         return
     try:
-        fh = open(path, "w", encoding="utf-8")
-    except OSError as exc:
-        fail(f"cannot write {_describe_os_error(path, exc)}", 1)
-    try:
-        with fh:
+        with open(path, "w", encoding="utf-8") as fh:
             yield fh
-    except OSError as exc:
+    except OSError as exc:  # opening, writing or the last flush
         fail(f"cannot write {_describe_os_error(path, exc)}", 1)
 
 

@@ -65,10 +65,7 @@ SAMPLE_BASELINE_SELECTOR = "app=vllm"
 @click.option(
     "--out", "out", type=click.Path(), callback=check_out, help="Write OTLP JSON lines here ('-' for stdout)."
 )
-@click.option(
-    "--otlp-endpoint", metavar="URL", help="Export over OTLP (else OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT)."
-)
-@params.otlp_protocol_option
+@params.otlp_options
 @params.clock_tolerance_option
 @click.option("--strict", is_flag=True, help="Fail (exit 1) naming file and line if any line was skipped.")
 @click.option("--quiet", "-q", is_flag=True, help="No summary or progress on stderr.")
@@ -217,10 +214,8 @@ def _run(inputs: B.BridgeInputs, selector, container, quiet: bool, tolerance_ns:
 
     total = 0
     if inputs.dpc_log:
-        try:
+        with contextlib.suppress(OSError):
             total = Path(inputs.dpc_log).stat().st_size
-        except OSError:
-            total = 0
     with byte_progress("bridge", total, quiet) as advance:
         return B.run_bridge(
             inputs,

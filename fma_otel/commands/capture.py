@@ -9,6 +9,7 @@ that cannot be used, an ``--out`` where no directory can be written), in one lin
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import click
 
@@ -77,17 +78,14 @@ def command(
     kubeconfig: str | None,
     context: str | None,
     dpc_selector: str,
-    dpc_container: str,
-    dpc_namespace: str | None,
     no_launcher_logs: bool,
     no_events: bool,
     vllm_logs: bool,
     baseline_selector: str | None,
-    baseline_container: str | None,
     vllm_log_max_bytes: int,
-    launcher_port: int,
     quiet: bool,
     log_read_timeout: float,
+    **kw: Any,  # dpc_container, dpc_namespace, baseline_container, launcher_port: as they are
 ) -> None:
     """Record Pods and logs of a live namespace into a capture directory."""
     from ..capture import CaptureWriteError, capture_namespace, prepare_directory
@@ -121,16 +119,13 @@ def command(
                 namespace,
                 directory,
                 dpc_selector=selector,
-                dpc_container=dpc_container,
-                dpc_namespace=dpc_namespace,
                 launcher_logs=not no_launcher_logs,
                 progress=advance,
                 log_read_timeout_s=log_read_timeout,
                 events=not no_events,
                 vllm_logs=vllm_logs,
                 baseline_selector=baseline,
-                baseline_container=baseline_container,
-                launcher_port=launcher_port,
+                **kw,
                 vllm_max_bytes=vllm_log_max_bytes,
             )
     except CaptureWriteError as exc:

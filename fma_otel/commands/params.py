@@ -122,7 +122,6 @@ def default_namespace(kubeconfig: str | None = None, context: str | None = None)
 #: the OTLP protocol when neither ``--otlp-protocol`` nor the environment names one: the
 #: OpenTelemetry specification's default, as for the wrappers (docs/wrappers.md)
 DEFAULT_OTLP_PROTOCOL = "http/protobuf"
-OTLP_GRPC_PORT = 4317
 
 
 def _otlp_protocol(ctx: click.Context, param: click.Parameter, value: str | None) -> str:
@@ -131,18 +130,15 @@ def _otlp_protocol(ctx: click.Context, param: click.Parameter, value: str | None
     the endpoint's port.  An endpoint on 4317 (the OTLP/gRPC port) that gets the default
     is warned about once, naming the two fixes; an unknown value from the environment is
     passed on for the exporter set-up to refuse in one line."""
+    from ..sinks import otlp_export as X
+
     if value:
         return value
-    for name in ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
-        env = os.environ.get(name, "").strip()
-        if env:
-            return env
-    endpoint = (
-        ctx.params.get("otlp_endpoint")
-        or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
-        or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
-    )
-    if endpoint and _port(str(endpoint)) == OTLP_GRPC_PORT:
+    env = X.env_value(X.ENV_TRACES_PROTOCOL, X.ENV_PROTOCOL)
+    if env:
+        return env
+    endpoint = ctx.params.get("otlp_endpoint") or X.env_value(X.ENV_TRACES_ENDPOINT, X.ENV_ENDPOINT)
+    if endpoint and X.endpoint_port(str(endpoint)) == X.GRPC_PORT:
         from ._common import prog_name
 
         click.echo(
@@ -154,23 +150,18 @@ def _otlp_protocol(ctx: click.Context, param: click.Parameter, value: str | None
     return DEFAULT_OTLP_PROTOCOL
 
 
-def _port(endpoint: str) -> int | None:
-    from urllib.parse import urlparse
-
-    try:
-        return urlparse(endpoint if "://" in endpoint else f"//{endpoint}").port
-    except ValueError:
-        return None
-
-
-def otlp_protocol_option(func: F) -> F:
-    """``--otlp-protocol``: the one rule of :func:`_otlp_protocol`, for bridge and watch."""
-    return click.option(
+def otlp_options(func: F) -> F:
+    """``--otlp-endpoint`` and ``--otlp-protocol`` (the one rule of :func:`_otlp_protocol`),
+    for bridge and watch."""
+    func = click.option(
         "--otlp-protocol",
         type=click.Choice(["grpc", DEFAULT_OTLP_PROTOCOL]),
         callback=_otlp_protocol,
         help="OTLP protocol (default: OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL, else http/protobuf; "
         "never guessed from the port).",
+    )(func)
+    return click.option(
+        "--otlp-endpoint", metavar="URL", help="Export over OTLP (else OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT)."
     )(func)
 
 

@@ -98,14 +98,11 @@ def command(
         fail(str(exc))
     with reading_traces(traces), _readable_twice(traces) as path:
         data = load(path, checks, top, progress=functools.partial(byte_progress, quiet=quiet))
-    if png_dir:
-        try:
-            os.makedirs(png_dir, exist_ok=True)
-        except OSError as exc:
-            fail(f"--png {png_dir}: {exc.strerror or exc}", 1)
     try:
+        if png_dir:
+            os.makedirs(png_dir, exist_ok=True)
         result = render_report(data, png_dir, trace_url=trace_url)
-    except OSError as exc:  # a PNG that cannot be written
+    except OSError as exc:  # the folder, or a PNG in it, cannot be written
         fail(f"--png {png_dir}: {exc.strerror or exc}", 1)
     with open_out(out) as fh:
         fh.write(result.html)

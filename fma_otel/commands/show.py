@@ -18,7 +18,7 @@ import click
 from ..model import A_REQ_NAME, SpanRecord
 from ..query.readers import read_spans
 from ..sinks.show import group_traces, render_waterfall
-from ._common import fail, reading_traces, terminal_width
+from ._common import fail, prog_name, reading_traces, terminal_width
 
 #: Width when stdout is not a terminal: fixed, so piped output is the same everywhere.
 PIPE_WIDTH = 120
@@ -29,8 +29,7 @@ MAX_WIDTH = 10_000
 
 def _warn(message: str) -> None:
     """A note on stderr, prefixed like :func:`fail`'s errors."""
-    ctx = click.get_current_context(silent=True)
-    click.echo(f"{ctx.command_path if ctx else 'fma-otel show'}: {message}", err=True)
+    click.echo(f"{prog_name()}: {message}", err=True)
 
 
 def _load(path: str) -> list[SpanRecord]:
@@ -70,18 +69,6 @@ def _default_width(tty: bool) -> int:
     return min(max(width, 30), MAX_WIDTH)
 
 
-def _write(text: str) -> None:
-    """Write, treating a closed pipe as the reader having seen enough (exit 0, no noise)."""
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        # Point stdout at /dev/null so the interpreter's final flush cannot fail again.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        sys.exit(0)
-
-
 @click.command(
     "show",
     help="Print a terminal waterfall of the traces in FILE ('-': stdin): OTLP JSON lines, "
@@ -107,6 +94,8 @@ def command(
     color = tty and not no_color and not os.environ.get("NO_COLOR")
     if width is None:
         width = _default_width(tty)
-    # One trace at a time: `show big.jsonl | head` stops early instead of rendering all.
+    # One trace at a time: `show big.jsonl | head` stops early instead of rendering all (a
+    # closed pipe is the reader having seen enough: ``cli.run`` makes it exit 0, no noise).
     for i, trace in enumerate(group_traces(spans)):
-        _write(("\n" if i else "") + render_waterfall(trace, width, color))
+        sys.stdout.write(("\n" if i else "") + render_waterfall(trace, width, color))
+        sys.stdout.flush()

@@ -10,14 +10,14 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from typing import IO
+from typing import IO, Any
 
 import click
 
 from ..query import QueryError
 from ..query.formats import FORMATS
 from . import params
-from ._common import byte_progress, fail, open_out, terminal_width
+from ._common import byte_progress, fail, open_out, reading_traces, terminal_width
 
 _HELP_EPILOG = """
 \b
@@ -85,21 +85,12 @@ Examples:
 def command(
     traces_file: str | None,
     traces_alias: str | None,
-    jaeger: str | None,
-    tempo: str | None,
-    since: str | None,
-    until: str | None,
     metrics: tuple[str, ...],
     paths: tuple[str, ...],
-    slo_file: str | None,
-    fmt: str,
     out: str,
-    print_queries: bool,
-    dpc_metrics: str | None,
-    limit: int | None,
-    breakdown: bool,
-    quiet: bool,
+    **kw: Any,
 ) -> None:
+    """The options as :func:`run` takes them (the others by their names, as they are)."""
     from ..model import ALL_PATHS, METRICS
     from ..query.stats import PATH_ORDER
 
@@ -109,23 +100,7 @@ def command(
     want_paths = params.pick("path", params.split_list(paths), valid_paths)
     try:
         with open_out(out) as fh:
-            code = run(
-                traces,
-                jaeger,
-                tempo,
-                since,
-                until,
-                slo_file,
-                fmt,
-                print_queries,
-                dpc_metrics,
-                limit,
-                quiet,
-                out=fh,
-                metrics=want_metrics,
-                paths=want_paths,
-                breakdown=breakdown,
-            )
+            code = run(traces, out=fh, metrics=want_metrics, paths=want_paths, **kw)
     except QueryError as exc:
         fail(str(exc))
     sys.exit(code)
@@ -184,9 +159,9 @@ def run(
     if traces:
         src = sources.FileSource(traces)
     elif jaeger:
-        src = sources.JaegerSource(jaeger, limit=limit or 1000)
+        src = sources.JaegerSource(jaeger, limit=limit)
     else:
-        src = sources.TempoSource(tempo or "", limit=limit or 500)
+        src = sources.TempoSource(tempo or "", limit=limit)
     harvest = Harvest(bd_mod.TreeCollector() if breakdown else None)
     total = os.path.getsize(traces) if traces and traces != "-" and os.path.isfile(traces) else 0
     with byte_progress("reading traces", total, quiet) as advance:
@@ -236,15 +211,10 @@ def run(
 def _llmd_benchmark(traces: str, out: IO[str]) -> int:
     from ..query.llmdbench import to_llmd_benchmark
     from ..query.readers import read_spans
-    from ..sinks.otlp_json import OtlpJsonError
 
     stats: dict[str, int] = {}
-    try:
+    with reading_traces(traces):  # (as show and report read a trace file)
         spans = list(read_spans(traces, stats))
-    except OtlpJsonError as exc:
-        raise QueryError(str(exc)) from None
-    except OSError as exc:
-        raise QueryError(f"{traces}: {exc.strerror or exc}") from None
     if stats.get("skipped"):
         click.echo(
             f"fma-otel slo: warning: {traces}: skipped {stats['skipped']} of {stats['lines']} lines", err=True

@@ -14,6 +14,7 @@ final checkpoint on SIGTERM/SIGINT that could not be written.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
@@ -26,34 +27,17 @@ from . import params
 from ._common import _describe_os_error, fail
 from .params import default_namespace
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-_SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-
-
 #: The longest duration the watcher takes: its clocks are int64 nanoseconds (about 292
 #: years from 1970) and its waits must fit ``threading.TIMEOUT_MAX``; a century is beyond
 #: any real setting and well inside both.
 MAX_DURATION_S = 100 * 365 * 86400.0
 
 
-def parse_duration(text: str) -> float:
-    """``15m``, ``90s``, ``1.5h``, ``500ms`` or plain seconds -> seconds.
-
-    At most :data:`MAX_DURATION_S`: 400 digits pass the pattern and ``float()`` makes them
-    infinity, which once stopped the watcher at its first tick (``int(inf)``) with a
-    traceback instead of at start with a usage error.
-    """
-    m = _DURATION.match(str(text))
-    if not m:
-        raise ValueError(f"not a duration: {brief(text)} (use e.g. 15m, 90s, 500ms)")
-    value = float(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
-    if not value <= MAX_DURATION_S:
-        raise ValueError(f"too long a duration: {brief(text)} (at most 100 years)")
-    return value
-
-
 class Duration(click.ParamType):
-    """A duration of at least ``min_s`` seconds (a usage error below it)."""
+    """A duration as ``slo`` reads one (``500ms``, ``90s``, ``15m``, ``1h30m``, plain
+    seconds: :func:`fma_otel.query.window.parse_duration`) of at least ``min_s`` seconds
+    and at most :data:`MAX_DURATION_S` (400 digits are a float's infinity, which would
+    stop the watcher at its first tick instead of at start with a usage error)."""
 
     name = "DURATION"
 
@@ -61,15 +45,15 @@ class Duration(click.ParamType):
         self.min_s = min_s
 
     def convert(self, value, param, ctx):  # noqa: ANN001, ANN201 - click's signature
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            if not 0 <= value <= MAX_DURATION_S:  # NaN too
-                self.fail(f"not a duration in 0..{MAX_DURATION_S:.0f}s: {brief(value)}", param, ctx)
-            seconds = float(value)
-        else:
-            try:
-                seconds = parse_duration(value)
-            except ValueError as exc:
-                self.fail(str(exc), param, ctx)
+        from ..query import QueryError
+        from ..query.window import parse_duration
+
+        try:
+            seconds = parse_duration(value)
+        except QueryError as exc:
+            self.fail(str(exc), param, ctx)
+        if seconds > MAX_DURATION_S:
+            self.fail(f"too long a duration: {brief(value)} (at most 100 years)", param, ctx)
         if seconds < self.min_s:
             self.fail(f"{brief(value)} is too short (at least {self.min_s * 1000:g}ms)", param, ctx)
         return seconds
@@ -104,17 +88,13 @@ class Size(click.ParamType):
     name = "SIZE"
 
     def convert(self, value, param, ctx):  # noqa: ANN001, ANN201 - click's signature
-        if isinstance(value, int) and not isinstance(value, bool):
-            if not 0 <= value <= MAX_SIZE:
-                self.fail(f"not a size in 0..{MAX_SIZE}: {value}", param, ctx)
-            return value
         try:
-            return parse_size(value)
+            return parse_size(value)  # (an int as its digits: a negative one is no size)
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
 
 
-#: The main loop's tick: below this it only burns CPU (``--tick 0`` spun at 96%).
+#: The main loop's shortest tick: below it the loop only burns CPU.
 MIN_TICK_S = 0.05
 
 
@@ -168,10 +148,7 @@ MIN_TICK_S = 0.05
     default=4,
     help="Rotated --out files kept (OUT.1 newest .. OUT.N oldest); older ones are deleted.",
 )
-@click.option(
-    "--otlp-endpoint", metavar="URL", help="Export over OTLP (else OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT)."
-)
-@params.otlp_protocol_option
+@params.otlp_options
 @click.option(
     "--incomplete-after",
     type=DURATION,
@@ -256,39 +233,20 @@ def command(**kw: object) -> None:
             otlp_export.OtlpSink(kw["otlp_endpoint"], kw["otlp_protocol"]).close()  # type: ignore[arg-type]
         except otlp_export.ExportError as exc:
             fail(str(exc))
+    # each flag is the field of its name, a duration's with "_s"; the rest are spelled out
+    fields = {f.name for f in dataclasses.fields(WatchConfig)}
+    given = {k if k in fields else f"{k}_s": v for k, v in kw.items() if k in fields or f"{k}_s" in fields}
     port = int(kw["metrics_port"])  # type: ignore[call-overload]
-    cfg = WatchConfig(
+    given.update(
         namespace=str(namespace),
-        kubeconfig=kw["kubeconfig"],  # type: ignore[arg-type]
-        context=kw["context"],  # type: ignore[arg-type]
-        launcher_logs=bool(kw["launcher_logs"]),
+        out=out,
         events=not kw["no_events"],
-        vllm_logs=bool(kw["vllm_logs"]),
         vllm_log_max_bytes=max(1, int(kw["vllm_log_max_bytes"])),  # type: ignore[call-overload]
-        vllm_log_timeout_s=float(kw["vllm_log_timeout"]),  # type: ignore[arg-type]
-        launcher_port=int(kw["launcher_port"]),  # type: ignore[call-overload]
-        baseline_selector=kw["baseline_selector"],  # type: ignore[arg-type]
-        baseline_container=kw["baseline_container"],  # type: ignore[arg-type]
-        checkpoint=kw["checkpoint"],  # type: ignore[arg-type]
-        out=out,  # type: ignore[arg-type]
         out_max_bytes=int(kw["out_max_bytes"]) or None,  # type: ignore[call-overload]
-        out_keep=int(kw["out_keep"]),  # type: ignore[call-overload]
-        otlp_endpoint=kw["otlp_endpoint"],  # type: ignore[arg-type]
-        otlp_protocol=kw["otlp_protocol"],  # type: ignore[arg-type]
-        incomplete_after_s=float(kw["incomplete_after"]),  # type: ignore[arg-type]
-        grace_s=float(kw["grace"]),  # type: ignore[arg-type]
-        dpc_selector=str(kw["dpc_selector"]),
-        dpc_container=str(kw["dpc_container"]),
         metrics_port=None if port < 0 else port,
-        tick_s=float(kw["tick"]),  # type: ignore[arg-type]
-        checkpoint_interval_s=float(kw["checkpoint_interval"]),  # type: ignore[arg-type]
-        watch_timeout_s=int(kw["watch_timeout"]),  # type: ignore[call-overload]
-        backoff_base_s=float(kw["backoff_base"]),  # type: ignore[arg-type]
-        backoff_max_s=float(kw["backoff_max"]),  # type: ignore[arg-type]
-        log_read_timeout_s=float(kw["log_read_timeout"]),  # type: ignore[arg-type]
-        replay_margin_s=float(kw["replay_margin"]),  # type: ignore[arg-type]
         clock_tolerance_ns=round(float(kw["clock_tolerance_ms"]) * 1e6),  # type: ignore[arg-type]
     )
+    cfg = WatchConfig(**given)  # type: ignore[arg-type]
     watcher = LiveWatcher(cfg, api_client=api_client)
     signal.signal(signal.SIGTERM, watcher.request_stop)
     signal.signal(signal.SIGINT, watcher.request_stop)
@@ -301,15 +259,3 @@ def command(**kw: object) -> None:
             fail(f"cannot write to standard output: {exc.error.strerror or exc.error}", 1)
         fail(f"cannot write --out {_describe_os_error(exc.path, exc.error)}", 1)
     raise SystemExit(code)
-
-
-def _own_namespace() -> str | None:
-    """In a Pod, the ServiceAccount's namespace (so the Deployment needs no flag)."""
-    env = os.environ.get("POD_NAMESPACE")
-    if env:
-        return env
-    try:
-        with open(_SA_NAMESPACE, encoding="utf-8") as fh:
-            return fh.read().strip() or None
-    except OSError:
-        return None

@@ -42,6 +42,7 @@ of bytes per live requester), by a sidecar that syncs the file, at the price of 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import logging
@@ -249,9 +250,7 @@ def _write(path: str, cp: Checkpoint) -> None:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise
     fsync_dir(path)

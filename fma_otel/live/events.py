@@ -44,15 +44,13 @@ class EventWatcher(PodWatcher):
 
     def _list(self) -> None:
         try:
-            items, rv = self.kube.list_events(self.namespace, self.page_size)
+            items, rv = self.kube.list_events(self.namespace)
         except KubeError as exc:
             if exc.status == 403:
                 self._forbidden(exc)
             raise
-        relist = self.stats.lists > 0
+        self.stats.relists += self.stats.lists > 0
         self.stats.lists += 1
-        if relist:
-            self.stats.relists += 1
         for item in items:
             self._emit_item("LISTED", item)
         self.rv = rv

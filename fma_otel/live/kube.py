@@ -13,6 +13,7 @@ ourselves keeps auth, TLS and the base URL the client's while adding the paramet
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import threading
@@ -116,10 +117,8 @@ def _check(resp: Any) -> Any:
     except Exception:  # noqa: BLE001 - best effort for the message only
         msg = ""
     finally:
-        try:
+        with contextlib.suppress(Exception):
             resp.release_conn()
-        except Exception:  # noqa: BLE001
-            pass
     raise KubeError(int(status), msg or getattr(resp, "reason", "") or "")
 
 
@@ -131,10 +130,8 @@ def _raw(call: Any, *args: Any, **kwargs: Any) -> Any:
         return _check(call(*args, _preload_content=False, **kwargs))
     except ApiException as exc:
         msg = ""
-        try:
+        with contextlib.suppress(ValueError, AttributeError):
             msg = loads(exc.body or "{}").get("message", "")
-        except (ValueError, AttributeError):
-            pass
         raise KubeError(int(exc.status or 0), msg or str(exc.reason)) from None
 
 
@@ -215,65 +212,68 @@ class Kube:
     def release(self, resp: Any) -> None:
         with self._lock:
             self._open.discard(resp)
-        try:
+        with contextlib.suppress(Exception):
             resp.release_conn()
-        except Exception:  # noqa: BLE001
-            pass
 
     def shutdown(self) -> None:
         """Unblock every thread reading a stream (used on stop)."""
         with self._lock:
             victims = list(self._open)
         for r in victims:
-            try:
+            with contextlib.suppress(Exception):
                 r.shutdown()
-            except Exception:  # noqa: BLE001
-                pass
 
     # ---------------------------------------------------------------- pods
 
-    def list_pods(
-        self, namespace: str, label_selector: str | None = None, page_size: int = 500
-    ) -> tuple[list[dict[str, Any]], str]:
-        """All Pods (raw dicts) and the list's resourceVersion, following ``continue``."""
+    def _list_all(self, call: Any, namespace: str, **extra: Any) -> tuple[list[dict[str, Any]], str]:
+        """Every item of a paginated list (following ``continue``) and the list's resourceVersion."""
         items: list[dict[str, Any]] = []
         cont: str | None = None
         rv = ""
         while True:
-            kwargs: dict[str, Any] = {"limit": page_size, "_request_timeout": (self.connect_timeout_s, 60)}
-            if label_selector:
-                kwargs["label_selector"] = label_selector
+            kwargs: dict[str, Any] = {
+                "limit": 500,  # items per request (``continue`` asks for the next page)
+                "_request_timeout": (self.connect_timeout_s, 60),
+                **extra,
+            }
             if cont:
                 kwargs["_continue"] = cont
-            doc = _object(_raw(self.core.list_namespaced_pod, namespace, **kwargs))
+            doc = _object(_raw(call, namespace, **kwargs))
             meta = doc.get("metadata") or {}
             rv = rv or str(meta.get("resourceVersion") or "")
-            for it in doc.get("items") or []:
-                if isinstance(it, dict):
-                    items.append(it)
+            items += [it for it in doc.get("items") or [] if isinstance(it, dict)]
             cont = meta.get("continue")
             if not cont:
                 return items, rv
 
-    def watch_pods(
-        self,
-        namespace: str,
-        resource_version: str,
-        timeout_s: int,
-        label_selector: str | None = None,
-    ) -> Any:
+    def _watch(self, call: Any, namespace: str, resource_version: str, timeout_s: int, **extra: Any) -> Any:
         """Open a watch from ``resource_version``; the caller reads it with :func:`iter_lines`."""
-        kwargs: dict[str, Any] = {
-            "watch": True,
-            "resource_version": resource_version,
-            "allow_watch_bookmarks": True,
-            "timeout_seconds": int(timeout_s),
-            # the read timeout is a safety net a bit longer than the server-side timeout
-            "_request_timeout": (self.connect_timeout_s, timeout_s + 15),
-        }
-        if label_selector:
-            kwargs["label_selector"] = label_selector
-        return self._track(_raw(self.core.list_namespaced_pod, namespace, **kwargs))
+        return self._track(
+            _raw(
+                call,
+                namespace,
+                watch=True,
+                resource_version=resource_version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=int(timeout_s),
+                # the read timeout is a safety net a bit longer than the server-side timeout
+                _request_timeout=(self.connect_timeout_s, timeout_s + 15),
+                **extra,
+            )
+        )
+
+    def list_pods(
+        self, namespace: str, label_selector: str | None = None
+    ) -> tuple[list[dict[str, Any]], str]:
+        """All Pods (raw dicts) and the list's resourceVersion."""
+        extra = {"label_selector": label_selector} if label_selector else {}
+        return self._list_all(self.core.list_namespaced_pod, namespace, **extra)
+
+    def watch_pods(
+        self, namespace: str, resource_version: str, timeout_s: int, label_selector: str | None = None
+    ) -> Any:
+        extra = {"label_selector": label_selector} if label_selector else {}
+        return self._watch(self.core.list_namespaced_pod, namespace, resource_version, timeout_s, **extra)
 
     def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         """One Pod as a raw dict, or ``None`` when it does not exist."""
@@ -385,41 +385,17 @@ class Kube:
 
     # ---------------------------------------------------------------- events (core/v1)
 
-    def list_events(self, namespace: str, page_size: int = 500) -> tuple[list[dict[str, Any]], str]:
+    def list_events(self, namespace: str) -> tuple[list[dict[str, Any]], str]:
         """All Events of the namespace through events.k8s.io/v1 (raw dicts, with
         ``apiVersion``/``kind`` set, as list items lack them) and the list's resourceVersion."""
-        items: list[dict[str, Any]] = []
-        cont: str | None = None
-        rv = ""
-        while True:
-            kwargs: dict[str, Any] = {"limit": page_size, "_request_timeout": (self.connect_timeout_s, 60)}
-            if cont:
-                kwargs["_continue"] = cont
-            doc = _object(_raw(self.events_v1.list_namespaced_event, namespace, **kwargs))
-            meta = doc.get("metadata") or {}
-            rv = rv or str(meta.get("resourceVersion") or "")
-            for it in doc.get("items") or []:
-                if isinstance(it, dict):
-                    it.setdefault("apiVersion", "events.k8s.io/v1")
-                    it.setdefault("kind", "Event")
-                    items.append(it)
-            cont = meta.get("continue")
-            if not cont:
-                return items, rv
+        items, rv = self._list_all(self.events_v1.list_namespaced_event, namespace)
+        for it in items:
+            it.setdefault("apiVersion", "events.k8s.io/v1")
+            it.setdefault("kind", "Event")
+        return items, rv
 
     def watch_events(self, namespace: str, resource_version: str, timeout_s: int) -> Any:
-        """Open an Events watch from ``resource_version`` (read it with :func:`iter_lines`)."""
-        return self._track(
-            _raw(
-                self.events_v1.list_namespaced_event,
-                namespace,
-                watch=True,
-                resource_version=resource_version,
-                allow_watch_bookmarks=True,
-                timeout_seconds=int(timeout_s),
-                _request_timeout=(self.connect_timeout_s, timeout_s + 15),
-            )
-        )
+        return self._watch(self.events_v1.list_namespaced_event, namespace, resource_version, timeout_s)
 
 
 def rfc3339_seconds(ns: int) -> str:

@@ -22,6 +22,7 @@ instance wrote in that window (milliseconds).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -126,10 +127,8 @@ def split_prefix(line: bytes) -> tuple[int | None, bytes]:
     """``b"2026-06-29T14:36:20.498765432Z text"`` -> (ns, b"text"); no prefix -> (None, line)."""
     sp = line.find(b" ")
     if 20 <= sp <= 40 and line[4:5] == b"-" and line[10:11] == b"T":
-        try:
+        with contextlib.suppress(ValueError, UnicodeDecodeError):
             return parse_rfc3339_ns(line[:sp].decode("ascii")), line[sp + 1 :]
-        except (ValueError, UnicodeDecodeError):
-            pass
     return None, line
 
 

@@ -51,114 +51,103 @@ class Metrics:
 
     def render(self) -> str:
         out: list[str] = []
-
-        def metric(name: str, kind: str, help_: str, samples: list[tuple[str, float]]) -> None:
-            out.append(f"# HELP {name} {help_}")
-            out.append(f"# TYPE {name} {kind}")
-            for labels, value in samples:
-                out.append(
-                    f"{name}{labels} {value:g}" if isinstance(value, float) else f"{name}{labels} {value}"
-                )
-
         with self.lock:
-            metric(
-                "fma_otel_actuations_emitted_total",
-                "counter",
-                "Actuation traces emitted, by completeness.",
-                [(f'{{complete="{k}"}}', v) for k, v in sorted(self.emitted.items())],
-            )
-            metric(
-                "fma_otel_actuations_incomplete_total",
-                "counter",
-                "Actuations emitted as incomplete (--incomplete-after reached).",
-                [("", self.emitted["false"])],
-            )
-            metric(
-                "fma_otel_actuations_open",
-                "gauge",
-                "Actuations seen and not yet emitted.",
-                [("", self.open_actuations)],
-            )
-            metric("fma_otel_spans_emitted_total", "counter", "Spans emitted.", [("", self.spans)])
-            metric(
-                "fma_otel_export_lag_seconds",
-                "gauge",
-                "Time from the requester's Ready (1 s precision) to the export of its trace, last actuation.",
-                [("", round(self.export_lag_s, 6))],
-            )
-            metric(
-                "fma_otel_ready_to_export_seconds",
-                "summary",
-                "Time from receiving the requester's Ready event to exporting its trace.",
-                [("_sum", round(self.ready_to_export_sum, 6)), ("_count", self.ready_to_export_count)],
-            )
-            metric(
-                "fma_otel_ready_to_export_seconds_max",
-                "gauge",
-                "Largest Ready-event-to-export time seen.",
-                [("", round(self.ready_to_export_max, 6))],
-            )
-            metric(
-                "fma_otel_export_errors_total", "counter", "Failed OTLP exports.", [("", self.export_errors)]
-            )
-            metric(
-                "fma_otel_export_dropped_traces_total",
-                "counter",
-                "Traces not exported because a span cannot be encoded as OTLP.",
-                [("", self.export_dropped)],
-            )
-            metric(
-                "fma_otel_export_isolated_traces",
-                "gauge",
-                "Traces whose export failed on its own, retried alone so others go on.",
-                [("", self.export_isolated)],
-            )
-            metric(
-                "fma_otel_dpc_lines_skipped_total",
-                "counter",
-                "DPC log records the correlator refused (a bad or out-of-window time, a bad field).",
-                [("", self.dpc_skipped)],
-            )
-            metric(
-                "fma_otel_launcher_lines_skipped_total",
-                "counter",
-                "Launcher log lines that start like a record but are not one (a bad or out-of-window time).",
-                [("", self.launcher_skipped)],
-            )
-            metric(
-                "fma_otel_checkpoint_writes_total", "counter", "Checkpoint writes.", [("", self.checkpoints)]
-            )
-            metric("fma_otel_pod_events_total", "counter", "Pod states received.", [("", self.pod_events)])
-            metric(
-                "fma_otel_odd_pods_total",
-                "counter",
-                "Pods the correlator could not use.",
-                [("", self.odd_pods)],
-            )
-            metric(
-                "fma_otel_pod_uid_conflicts_total",
-                "counter",
-                "Pod states refused because another Pod (name, namespace) has their uid.",
-                [("", self.uid_conflicts)],
-            )
-            metric(
-                "fma_otel_log_records_total",
-                "counter",
-                "Log records handed to the correlator.",
-                [('{source="dpc"}', self.dpc_records), ('{source="launcher"}', self.launcher_records)],
-            )
-            metric("fma_otel_log_gaps_total", "counter", "Log stretches known lost.", [("", self.log_gaps)])
-            metric(
-                "fma_otel_last_tick_timestamp_seconds",
-                "gauge",
-                "Last main-loop tick.",
-                [("", round(self.last_tick, 3))],
-            )
+            for name, kind, help_, samples in _METRICS:
+                out.append(f"# HELP {name} {help_}")
+                out.append(f"# TYPE {name} {kind}")
+                for labels, value in samples(self):
+                    out.append(
+                        f"{name}{labels} {value:g}" if isinstance(value, float) else f"{name}{labels} {value}"
+                    )
             extra = self.extra() if self.extra else {}
         for name, value in sorted(extra.items()):
             out.append(f"# TYPE {name.split('{')[0]} counter")
             out.append(f"{name} {value}")
         return "\n".join(out) + "\n"
+
+
+def _one(attr: str, digits: int | None = None) -> Callable[[Metrics], list[tuple[str, float]]]:
+    """The one unlabelled sample of a metric: the attribute ``attr`` (rounded to ``digits``)."""
+    return lambda m: [("", getattr(m, attr) if digits is None else round(getattr(m, attr), digits))]
+
+
+#: name, type, help and samples of each metric, in the order ``/metrics`` lists them
+_METRICS: tuple[tuple[str, str, str, Callable[[Metrics], list[tuple[str, float]]]], ...] = (
+    (
+        "fma_otel_actuations_emitted_total",
+        "counter",
+        "Actuation traces emitted, by completeness.",
+        lambda m: [(f'{{complete="{k}"}}', v) for k, v in sorted(m.emitted.items())],
+    ),
+    (
+        "fma_otel_actuations_incomplete_total",
+        "counter",
+        "Actuations emitted as incomplete (--incomplete-after reached).",
+        lambda m: [("", m.emitted["false"])],
+    ),
+    ("fma_otel_actuations_open", "gauge", "Actuations seen and not yet emitted.", _one("open_actuations")),
+    ("fma_otel_spans_emitted_total", "counter", "Spans emitted.", _one("spans")),
+    (
+        "fma_otel_export_lag_seconds",
+        "gauge",
+        "Time from the requester's Ready (1 s precision) to the export of its trace, last actuation.",
+        _one("export_lag_s", 6),
+    ),
+    (
+        "fma_otel_ready_to_export_seconds",
+        "summary",
+        "Time from receiving the requester's Ready event to exporting its trace.",
+        lambda m: [("_sum", round(m.ready_to_export_sum, 6)), ("_count", m.ready_to_export_count)],
+    ),
+    (
+        "fma_otel_ready_to_export_seconds_max",
+        "gauge",
+        "Largest Ready-event-to-export time seen.",
+        _one("ready_to_export_max", 6),
+    ),
+    ("fma_otel_export_errors_total", "counter", "Failed OTLP exports.", _one("export_errors")),
+    (
+        "fma_otel_export_dropped_traces_total",
+        "counter",
+        "Traces not exported because a span cannot be encoded as OTLP.",
+        _one("export_dropped"),
+    ),
+    (
+        "fma_otel_export_isolated_traces",
+        "gauge",
+        "Traces whose export failed on its own, retried alone so others go on.",
+        _one("export_isolated"),
+    ),
+    (
+        "fma_otel_dpc_lines_skipped_total",
+        "counter",
+        "DPC log records the correlator refused (a bad or out-of-window time, a bad field).",
+        _one("dpc_skipped"),
+    ),
+    (
+        "fma_otel_launcher_lines_skipped_total",
+        "counter",
+        "Launcher log lines that start like a record but are not one (a bad or out-of-window time).",
+        _one("launcher_skipped"),
+    ),
+    ("fma_otel_checkpoint_writes_total", "counter", "Checkpoint writes.", _one("checkpoints")),
+    ("fma_otel_pod_events_total", "counter", "Pod states received.", _one("pod_events")),
+    ("fma_otel_odd_pods_total", "counter", "Pods the correlator could not use.", _one("odd_pods")),
+    (
+        "fma_otel_pod_uid_conflicts_total",
+        "counter",
+        "Pod states refused because another Pod (name, namespace) has their uid.",
+        _one("uid_conflicts"),
+    ),
+    (
+        "fma_otel_log_records_total",
+        "counter",
+        "Log records handed to the correlator.",
+        lambda m: [('{source="dpc"}', m.dpc_records), ('{source="launcher"}', m.launcher_records)],
+    ),
+    ("fma_otel_log_gaps_total", "counter", "Log stretches known lost.", _one("log_gaps")),
+    ("fma_otel_last_tick_timestamp_seconds", "gauge", "Last main-loop tick.", _one("last_tick", 3)),
+)
 
 
 class MetricsPortError(ValueError):

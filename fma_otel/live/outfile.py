@@ -21,6 +21,7 @@ files of ``max_bytes`` (plus at most one line each) are on disk.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
@@ -28,7 +29,7 @@ import stat
 from collections.abc import Sequence
 
 from ..model import SpanRecord
-from ..sinks.otlp_json import export_request
+from ..sinks.otlp_json import export_request_text
 
 _TRACE_ID = re.compile(rb'"traceId":"([0-9a-fA-F]{32})"')
 
@@ -110,12 +111,12 @@ class OutFile:
         return [p for p in [*rotated_paths(self.path, self.keep), self.path] if os.path.exists(p)]
 
     def write(self, traces: Sequence[Sequence[SpanRecord]]) -> None:
-        import json
+        """The traces, one line each, as the bridge writes them (:func:`export_request_text`)."""
         import sys
 
         if self.failed is not None:
             raise self.failed
-        lines = [json.dumps(export_request(t), separators=(",", ":")) + "\n" for t in traces]
+        lines = [export_request_text(t) + "\n" for t in traces]
         if self._fd is None:
             try:
                 sys.stdout.write("".join(lines))
@@ -159,10 +160,8 @@ class OutFile:
             os.fsync(fd)
         except OSError as exc:
             if size is not None:
-                try:
+                with contextlib.suppress(OSError):
                     os.ftruncate(fd, size)  # no torn line for the next run to repair
-                except OSError:
-                    pass
             self.failed = OutFileError(self.path, exc)
             raise self.failed from None
         self.present.update(ids)
@@ -175,10 +174,8 @@ class OutFile:
                 os.close(fd)
             chain = [*rotated_paths(self.path, self.keep), self.path]  # oldest first
             for dst, src in zip(chain, chain[1:], strict=False):
-                try:
+                with contextlib.suppress(FileNotFoundError):  # (fewer files so far, or a cut rotation)
                     os.replace(src, dst)
-                except FileNotFoundError:
-                    continue  # (fewer files so far, or a rotation cut short by a kill)
             self._fd = self._open()
             fsync_dir(self.path)
         except OSError as exc:
@@ -189,10 +186,8 @@ class OutFile:
     def close(self) -> None:
         if self._fd is not None:
             fd, self._fd = self._fd, None
-            try:
+            with contextlib.suppress(OSError):  # pragma: no cover - everything was fsync-ed already
                 os.close(fd)
-            except OSError:  # pragma: no cover - everything was fsync-ed already
-                pass
 
 
 def fsync_dir(path: str) -> None:

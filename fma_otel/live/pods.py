@@ -110,7 +110,6 @@ class PodWatcher:
         resume_rv: str | None = None,
         watch_timeout_s: int = 300,
         backoff: Backoff | None = None,
-        page_size: int = 500,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.kube = kube
@@ -122,7 +121,6 @@ class PodWatcher:
         self.resume_rv = resume_rv
         self.watch_timeout_s = watch_timeout_s
         self.backoff = backoff or Backoff()
-        self.page_size = page_size
         self.rv: str | None = None
         self.known: dict[str, str] = {}  # uid -> name, to report Pods gone across a relist
         self.stats = PodWatchStats()
@@ -159,11 +157,9 @@ class PodWatcher:
 
     def _after_watch(self, outcome: str) -> None:
         """Relist at once after a 410, re-watch at once after a watch that ran its course;
-        back off (the jittered, capped backoff of errors) when that makes no progress.
-
-        A 410 right after the relist it caused (an API server whose watch window lags its
-        list) relisted in a hot loop: 323 full lists in 5 s; a proxy that ends every watch
-        at once without an event made 93 watch requests in 5 s.
+        back off (the jittered, capped backoff of errors) when that makes no progress: an
+        API server whose watch window lags its list (a 410 right after the relist it caused),
+        or a proxy that ends every watch at once, would otherwise be asked in a hot loop.
         """
         if outcome == _GONE:
             self.rv = None
@@ -196,11 +192,9 @@ class PodWatcher:
     # ---------------------------------------------------------------- list
 
     def _list(self) -> None:
-        items, rv = self.kube.list_pods(self.namespace, self.label_selector, self.page_size)
-        relist = self.stats.lists > 0
+        items, rv = self.kube.list_pods(self.namespace, self.label_selector)
+        self.stats.relists += self.stats.lists > 0
         self.stats.lists += 1
-        if relist:
-            self.stats.relists += 1
         seen: dict[str, str] = {}
         for pod in items:
             md = pod.get("metadata") if isinstance(pod, dict) else None

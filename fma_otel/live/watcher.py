@@ -45,6 +45,7 @@ from typing import Any
 
 from .. import model as M
 from .. import podfacts as P
+from ..phase_inputs import BOOT_LINE  # the launcher's boot, read as the bridge reads it
 from ..sources.records import LauncherRecord, PodEvent, SourceStats
 from . import checkpoint as CP
 from .events import EventStore, EventWatcher
@@ -54,9 +55,6 @@ from .metrics import Metrics, MetricsServer
 from .outfile import OutFile, OutFileError
 from .pods import PodWatcher, rv_number
 from .vllm_logs import VllmLogs
-
-#: the launcher's uvicorn line that ends its boot (as ``fma_otel.phase_inputs`` reads it)
-BOOT_LINE = "Application startup complete."
 
 log = logging.getLogger(__name__)
 
@@ -178,9 +176,10 @@ def launcher_parser(
     from ..sources.launcher_log import LauncherParseError, parse_launcher_line
 
     for n, raw in enumerate(lines, 1):
-        s = raw.decode("utf-8", "replace").rstrip("\r\n")
+        prefix, body = None, raw.decode("utf-8", "replace").rstrip("\r\n")
         try:
-            prefix, body = split_timestamp_prefix(s) if s[10:11] in ("T", "t") else (None, s)
+            if body[10:11] in ("T", "t"):  # the kubelet's timestamp prefix (a bad one: a skip)
+                prefix, body = split_timestamp_prefix(body)
             yield parse_launcher_line(body, n, prefix)
         except (LauncherParseError, ValueError):
             if on_skip is not None and body[:1].isdigit():  # (continuation lines are not records)

@@ -29,20 +29,19 @@ def prom_label(attribute: str) -> str:
 
 L_METRIC = prom_label(A_METRIC)
 L_PATH = prom_label(A_PATH)
-L_NAMESPACE = prom_label(A_NAMESPACE)
 L_COMPLETE = prom_label(A_COMPLETE)
 
 
-def promql_quantile(q: float, metric: str, rng: str = "$__rate_interval", extra: str = "") -> str:
+def promql_quantile(q: float, metric: str, rng: str = "$__rate_interval") -> str:
     """``histogram_quantile`` of one FMA metric per path, complete actuations only."""
-    sel = f'{L_METRIC}="{metric}", {L_COMPLETE}!="false"{extra}'
+    sel = f'{L_METRIC}="{metric}", {L_COMPLETE}!="false"'
     return f"histogram_quantile({q:g}, sum by (le, {L_PATH}) (rate({DURATION_BUCKET}{{{sel}}}[{rng}])))"
 
 
-def promql_hit_rate(path: str, rng: str = "$__range", extra: str = "") -> str:
+def promql_hit_rate(path: str, rng: str = "$__range") -> str:
     """Requesters on ``path`` over all FMA requesters (the baseline left out)."""
-    num = f'sum(increase({CALLS}{{span_name="{ROOT}", {L_PATH}="{path}"{extra}}}[{rng}]))'
-    den = f'sum(increase({CALLS}{{span_name="{ROOT}", {L_PATH}!="{COLD_NO_FMA}"{extra}}}[{rng}]))'
+    num = f'sum(increase({CALLS}{{span_name="{ROOT}", {L_PATH}="{path}"}}[{rng}]))'
+    den = f'sum(increase({CALLS}{{span_name="{ROOT}", {L_PATH}!="{COLD_NO_FMA}"}}[{rng}]))'
     return f"{num} / {den}"
 
 
@@ -66,9 +65,8 @@ def traceql_slowest(metric: str = "T_actuation", over: str = "30s") -> str:
     return "{ " + f'span.{A_METRIC} = "{metric}" && duration > {over}' + " }"
 
 
-def render(window: str = "24h", namespace: str | None = None) -> str:
+def render(window: str = "24h") -> str:
     """All queries as text: comments first, one query per line."""
-    extra = f', {L_NAMESPACE}="{namespace}"' if namespace else ""
     lines = [
         "# TraceQL (Tempo): the actuation traces, as `fma-otel slo --tempo` searches them",
         traceql_roots(),
@@ -84,14 +82,14 @@ def render(window: str = "24h", namespace: str | None = None) -> str:
     lines.append(f"# PromQL over spanmetrics ({DURATION_BUCKET}); time series, per path")
     for m in METRICS:
         for p in (50, 95, 99):
-            lines.append(promql_quantile(p / 100, m, "$__rate_interval", extra))
+            lines.append(promql_quantile(p / 100, m))
     lines.append(f"# PromQL: the same over the whole window ({window}), a single figure per path")
     for m in METRICS:
-        lines.append(promql_quantile(0.95, m, window, extra).replace("rate(", "increase(", 1))
+        lines.append(promql_quantile(0.95, m, window).replace("rate(", "increase(", 1))
     lines.append("# PromQL: hit rates over FMA requesters in the window")
     for path, name in HIT_RATES.items():
         lines.append(f"# {name}")
-        lines.append(promql_hit_rate(path, window, extra))
+        lines.append(promql_hit_rate(path, window))
     lines.append("# Caveats: spanmetrics counts spans on arrival (a backfill lands at once) and")
     lines.append("# histogram_quantile interpolates within buckets; `fma-otel slo` is exact.")
     return "\n".join(lines) + "\n"

@@ -217,10 +217,8 @@ def evaluate(checks: list[Check], report: Report) -> list[Verdict]:
                 lo, hi = row.interval(int(c.stat[1:]))
         if value is None:
             status = NO_DATA
-        elif c.op == "<=":
-            status = PASS if value <= c.threshold else FAIL
         else:
-            status = PASS if value >= c.threshold else FAIL
+            status = PASS if _holds(c.op, value, c.threshold) else FAIL
         certain = None
         if value is not None and lo is not None and hi is not None:
             sides = {_holds(c.op, x, c.threshold) for x in (lo, hi, value)}

@@ -218,7 +218,28 @@ def _halves(start: datetime, end: datetime) -> tuple[tuple[datetime, datetime], 
 # --------------------------------------------------------------------------- Jaeger
 
 
-class JaegerSource:
+class _Remote:
+    """A trace store over HTTP: its URL, the search page size (``limit``, else the store's
+    ``LIMIT``) and lookback, and the bounds of each request (:class:`_Http`)."""
+
+    what = ""
+    LIMIT = 0
+
+    def __init__(
+        self,
+        base: str,
+        client: httpx.Client | None = None,
+        limit: int | None = None,
+        lookback_s: float = DEFAULT_LOOKBACK_S,
+        deadline_s: float | None = None,
+        max_body: int | None = None,
+    ) -> None:
+        self.http = _Http(base, self.what, client, deadline_s=deadline_s, max_body=max_body)
+        self.limit = limit or self.LIMIT
+        self.lookback_s = lookback_s
+
+
+class JaegerSource(_Remote):
     """Jaeger's query service: api/v3 (OTLP JSON), falling back to the v1 ``/api/traces``.
 
     api/v3's FindTraces needs a service name, so every service is asked which operations
@@ -226,21 +247,10 @@ class JaegerSource:
     service has a root, for the spans that carry FMA metrics).
     """
 
-    def __init__(
-        self,
-        base: str,
-        client: httpx.Client | None = None,
-        limit: int = 1000,
-        lookback_s: float = DEFAULT_LOOKBACK_S,
-        min_window: timedelta = timedelta(milliseconds=1),
-        deadline_s: float | None = None,
-        max_body: int | None = None,
-    ) -> None:
-        self.http = _Http(base, "jaeger", client, deadline_s=deadline_s, max_body=max_body)
-        self.limit = limit
-        self.lookback_s = lookback_s
-        self.min_window = min_window
-        self.api = "v3"
+    what = "jaeger"
+    LIMIT = 1000
+    MIN_WINDOW = timedelta(milliseconds=1)  # the shortest stretch a search is split down to
+    api = "v3"  # until /api/v3 answers 404: then "v1"
 
     @property
     def description(self) -> str:
@@ -336,7 +346,7 @@ class JaegerSource:
         while stack:
             a, b, limit = stack.pop()
             n, results = find(a, b, limit)
-            if n >= limit and b - a > self.min_window:
+            if n >= limit and b - a > self.MIN_WINDOW:
                 stack.extend((x, y, limit) for x, y in _halves(a, b))
                 continue
             if n >= limit:
@@ -382,7 +392,7 @@ def _trace_ids(results: list[Any]) -> set[Any]:
 # --------------------------------------------------------------------------- Tempo
 
 
-class TempoSource:
+class TempoSource(_Remote):
     """Grafana Tempo: TraceQL ``/api/search`` for the roots, then each trace by id.
 
     Search times are whole seconds; trace bodies come back in Tempo's OTLP JSON with
@@ -391,21 +401,10 @@ class TempoSource:
 
     QUERY = "{ " + f'name = "{ROOT}"' + " }"
 
-    def __init__(
-        self,
-        base: str,
-        client: httpx.Client | None = None,
-        limit: int = 500,
-        lookback_s: float = DEFAULT_LOOKBACK_S,
-        workers: int = 8,
-        deadline_s: float | None = None,
-        max_body: int | None = None,
-    ) -> None:
-        self.http = _Http(base, "tempo", client, deadline_s=deadline_s, max_body=max_body)
-        self.limit = limit
-        self.lookback_s = lookback_s
-        self.workers = workers
-        self._by_id_path: str | None = None
+    what = "tempo"
+    LIMIT = 500
+    WORKERS = 8  # traces fetched by id at once
+    _by_id_path: str | None = None  # the by-id endpoint this Tempo has, once the first fetch says
 
     @property
     def description(self) -> str:
@@ -422,7 +421,7 @@ class TempoSource:
         first = self._trace(ids[0])
         if first is not None:
             harvest.add_otlp(first)
-        with ThreadPoolExecutor(max_workers=max(1, self.workers)) as pool:
+        with ThreadPoolExecutor(max_workers=self.WORKERS) as pool:
             for body in pool.map(self._trace, ids[1:]):
                 if body is not None:
                     harvest.add_otlp(body)

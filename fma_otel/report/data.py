@@ -169,12 +169,6 @@ def actuation_splits(summaries: Summaries) -> list[tuple[str, ActuationSplit]]:
     return summaries.tree.splits(done)
 
 
-def breakdowns(summaries: Summaries) -> list[PathBreakdown]:
-    """Where the time of each path's finished actuations goes, the ``cold_no_fma``
-    baseline after the FMA paths."""
-    return summarize_paths(actuation_splits(summaries))
-
-
 # --------------------------------------------------------------------------- selection
 
 

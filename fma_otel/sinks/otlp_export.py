@@ -44,6 +44,7 @@ never a silent drop and never a hang.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -107,7 +108,8 @@ def otlp_configured(endpoint_flag: str | None) -> bool:
 # --------------------------------------------------------------------------- configuration
 
 
-def _env(*names: str) -> str | None:
+def env_value(*names: str) -> str | None:
+    """The first of these environment variables that is set to more than blanks, stripped."""
     for name in names:
         value = os.environ.get(name, "").strip()
         if value:
@@ -117,7 +119,7 @@ def _env(*names: str) -> str | None:
 
 def resolve_protocol(protocol: str | None, endpoint: str | None) -> str:
     """The OTLP protocol to use; see the module docstring for the order of precedence."""
-    chosen = protocol or _env(ENV_TRACES_PROTOCOL, ENV_PROTOCOL)
+    chosen = protocol or env_value(ENV_TRACES_PROTOCOL, ENV_PROTOCOL)
     if chosen:
         chosen = chosen.strip().lower()
         if chosen == "http":  # a common shorthand
@@ -128,14 +130,15 @@ def resolve_protocol(protocol: str | None, endpoint: str | None) -> str:
                 + (" (http/json is not offered by the Python exporters)" if chosen == "http/json" else "")
             )
         return chosen
-    if endpoint:
-        try:
-            port = urlparse(endpoint if "://" in endpoint else f"//{endpoint}").port
-        except ValueError:
-            port = None
-        if port == GRPC_PORT:
-            return GRPC
-    return HTTP_PROTOBUF
+    return GRPC if endpoint and endpoint_port(endpoint) == GRPC_PORT else HTTP_PROTOBUF
+
+
+def endpoint_port(endpoint: str) -> int | None:
+    """The port of an endpoint URL or ``host:port``; ``None`` when it has none or a bad one."""
+    try:
+        return urlparse(endpoint if "://" in endpoint else f"//{endpoint}").port
+    except ValueError:
+        return None
 
 
 def _parse(url: str) -> Any:
@@ -160,9 +163,9 @@ def resolve_endpoint(endpoint: str | None, protocol: str) -> str:
     if endpoint:
         url = endpoint.strip()
         append = _parse(url).path in ("", "/")  # a bare host means the base URL
-    elif traces := _env(ENV_TRACES_ENDPOINT):
+    elif traces := env_value(ENV_TRACES_ENDPOINT):
         url, append = traces, False  # the signal-specific variable is the full URL
-    elif generic := _env(ENV_ENDPOINT):
+    elif generic := env_value(ENV_ENDPOINT):
         url, append = generic, True  # the generic variable is always a base URL
     else:
         url, append = ("http://localhost:4317" if protocol == GRPC else "http://localhost:4318"), True
@@ -182,7 +185,7 @@ def resolve_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
 
     out = {
         k.lower(): v
-        for k, v in parse_env_headers(_env(ENV_TRACES_HEADERS, ENV_HEADERS) or "", liberal=True).items()
+        for k, v in parse_env_headers(env_value(ENV_TRACES_HEADERS, ENV_HEADERS) or "", liberal=True).items()
     }
     out.update({str(k).lower(): str(v) for k, v in (headers or {}).items()})
     return out
@@ -472,7 +475,7 @@ class OtlpSink:
     ) -> None:
         if timeout_s <= 0:
             raise ExportError(f"OTLP timeout must be positive, got {timeout_s}")
-        self.protocol = resolve_protocol(protocol, endpoint or _env(ENV_TRACES_ENDPOINT, ENV_ENDPOINT))
+        self.protocol = resolve_protocol(protocol, endpoint or env_value(ENV_TRACES_ENDPOINT, ENV_ENDPOINT))
         self.endpoint = resolve_endpoint(endpoint, self.protocol)
         self.timeout_s = float(timeout_s)
         self._headers = resolve_headers(headers)
@@ -512,10 +515,8 @@ class OtlpSink:
             for lg in loggers:
                 lg.removeFilter(capture)
         if capture.complaints:
-            try:
+            with contextlib.suppress(Exception):  # the setting is the news
                 exporter.shutdown()
-            except Exception:  # noqa: BLE001 - the setting is the news
-                pass
             fail(capture.complaints[0])
         # The HTTP exporter gives up at once, logging no status, when a 429/503 asks to
         # retry later than its timeout allows: remember the last answer to say what it was.
@@ -525,10 +526,8 @@ class OtlpSink:
         return exporter
 
     def _on_response(self, response: Any, *args: Any, **kwargs: Any) -> None:
-        try:
+        with contextlib.suppress(Exception):  # only ever a detail of an error message
             self._last_answer = (int(response.status_code), response.headers.get("Retry-After"))
-        except Exception:  # noqa: BLE001 - only ever a detail of an error message
-            pass
 
     def _exporter_factory(self) -> Any:
         """Import the exporter (so its loggers exist) and return what builds it."""
@@ -645,13 +644,11 @@ class OtlpSink:
         if self._closed:
             return
         self._closed = True
-        try:
+        with contextlib.suppress(Exception):  # closing a broken channel must not mask the export error
             if self.protocol == GRPC:
                 self._exporter.shutdown(timeout_millis=100)
             else:
                 self._exporter.shutdown()
-        except Exception:  # closing a broken channel must not mask the export error
-            pass
 
     def close(self) -> None:
         """Release the channel / HTTP session; safe to call twice."""

@@ -16,7 +16,7 @@ import pytest
 
 from fma_otel.live.outfile import OutFile, rotated_paths
 from fma_otel.model import SpanRecord, trace_id_for
-from fma_otel.sinks.otlp_json import export_request
+from fma_otel.sinks.otlp_json import export_request_bytes
 from tests.live.replay import (
     InProcessWatcher,
     dpc_pod,
@@ -47,7 +47,7 @@ def _trace(i: int, pad: int = 0) -> list[SpanRecord]:
 
 
 def _line(t: list[SpanRecord]) -> bytes:
-    return (json.dumps(export_request(t), separators=(",", ":")) + "\n").encode()
+    return export_request_bytes(t) + b"\n"
 
 
 def _files(path: Path, keep: int) -> list[Path]:

@@ -141,6 +141,7 @@ def test_launcher_lines_out_of_the_window_are_counted_not_used() -> None:
     from fma_otel.live.watcher import launcher_parser
 
     lines = [
+        b"2026-99-29T13:58:50.0Z 2026-06-29 13:58:50,001 - __main__ - INFO - a bad prefix, first\n",
         b"2026-06-29 13:58:51,078 - __main__ - INFO - Accepted request to create vLLM instance with id=a\n",
         b"1969-06-29 13:58:51,078 - __main__ - INFO - Accepted request to create vLLM instance with id=b\n",
         b"2026-06-29T13:58:52.0Z 2600-06-29 13:58:52,001 - __main__ - INFO - Accepted request id=c\n",
@@ -149,7 +150,7 @@ def test_launcher_lines_out_of_the_window_are_counted_not_used() -> None:
     skipped: list[int] = []
     recs = list(launcher_parser(lines, on_skip=lambda: skipped.append(1)))
     assert [r.message[-4:] for r in recs] == ["id=a"]
-    assert len(skipped) == 2
+    assert len(skipped) == 3
 
 
 class _Screening:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import pytest
 
 from fma_otel.model import COLD_LAUNCHER, COLD_NO_FMA, HOT, S
+from fma_otel.query.breakdown import PathBreakdown, summarize_paths
 from fma_otel.query.harvest import Harvest
 from fma_otel.query.stats import build_report
 from fma_otel.report.data import (
     Point,
     Summaries,
     TrendPoint,
-    breakdowns,
+    actuation_splits,
     distributions,
     slowest,
     thin,
@@ -22,6 +23,11 @@ from fma_otel.report.data import (
 )
 
 from .conftest import T0, span
+
+
+def breakdowns(sm: Summaries) -> list[PathBreakdown]:
+    """Where the time of each path's finished actuations goes, as the report draws it."""
+    return summarize_paths(actuation_splits(sm))
 
 
 def _s(x: float) -> int:
