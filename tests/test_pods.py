@@ -102,6 +102,21 @@ def test_kept_fields_of_unexpected_types_are_read_as_they_are():
     assert "phase" not in got["status"] and "apiVersion" not in got
 
 
+@pytest.mark.parametrize(
+    ("part", "field", "value"),
+    [("status", "conditions", 5), ("status", "containerStatuses", True), ("spec", "containers", {"a": 1})],
+)
+def test_a_list_field_holding_a_number_or_an_object_is_a_counted_skip(part, field, value):
+    """The accessors iterate these fields (and index ``spec.containers``): a number there
+    once stopped the bridge with a traceback."""
+    p = pod()
+    p.setdefault(part, {})[field] = value
+    evs, st = read(json.dumps(p) + "\n" + json.dumps(pod(L_UID)) + "\n")
+    assert [e.pod["metadata"]["uid"] for e in evs] == [L_UID]
+    assert (st.read, st.understood, st.skipped) == (2, 1, 1)
+    assert st.skipped_lines == [(1, f"{part}.{field} is not a list")]
+
+
 @pytest.mark.parametrize("chunk", CHUNKS)
 def test_watch_stream_pretty_printed_without_event_wrappers(chunk):
     text = "\n".join(json.dumps(pod(rv=str(rv)), indent=4) for rv in (1, 2, 3)) + "\n"
