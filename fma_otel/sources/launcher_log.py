@@ -26,16 +26,15 @@ Decisions (the tests pin them):
 
 from __future__ import annotations
 
-import datetime
 import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 from urllib.parse import unquote
 
 from fma_otel.lines import MAX_LINE_BYTES, MAX_VALUE_BYTES, Ignored, TooLong, searched_lines, too_long_reason
-from fma_otel.sources.klog import split_timestamp_prefix
+from fma_otel.sources.klog import _epoch_seconds_of_day, split_timestamp_prefix
 from fma_otel.sources.records import LauncherRecord, SourceStats
-from fma_otel.timeutil import END_NS, MIN_NS
+from fma_otel.timeutil import check_ns
 
 __all__ = [
     "LauncherParseError",
@@ -76,19 +75,19 @@ def parse_access(message: str) -> tuple[str, str, str, str, int] | None:
 #: ``YYYY-MM-DD HH:MM:SS,mmm`` in ASCII digits (``str.isdigit`` would take ``'²'``)
 _ASCTIME = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}", re.ASCII)
 _DATE = re.compile(r"\d{4}-\d\d-\d\d", re.ASCII)
-_EPOCH_DAY = datetime.date(1970, 1, 1).toordinal()
 #: ``YYYY-MM-DD HH:MM`` -> the epoch seconds of that minute, ``None`` when it is none: a
 #: launcher log's lines fall in few minutes, so each is read once
 _MINUTES: dict[str, int | None] = {}
 
 
 def _minute(head: str) -> int | None:
+    h, mi = int(head[11:13]), int(head[14:16])
+    if h > 23 or mi > 59:
+        return None
     try:
-        day = datetime.date(int(head[:4]), int(head[5:7]), int(head[8:10])).toordinal() - _EPOCH_DAY
+        return _epoch_seconds_of_day(head[:10]) + h * 3600 + mi * 60
     except ValueError:
         return None
-    h, mi = int(head[11:13]), int(head[14:16])
-    return day * 86400 + h * 3600 + mi * 60 if h <= 23 and mi <= 59 else None
 
 
 def _split_line(line: str) -> tuple[int, str, str, str]:
@@ -105,9 +104,12 @@ def _split_line(line: str) -> tuple[int, str, str, str]:
             _MINUTES.clear()
         minute = _MINUTES[head] = _minute(head)
     sec = int(line[17:19])
-    t_ns = (minute + sec) * 1_000_000_000 if minute is not None and sec <= 60 else 0
-    if not MIN_NS <= t_ns < END_NS:
-        raise LauncherParseError("line starts with a date but not with a launcher asctime")
+    try:
+        if minute is None or sec > 60:
+            raise ValueError("not an asctime")
+        t_ns = check_ns((minute + sec) * 1_000_000_000 + int(line[20:23]) * 1_000_000)
+    except ValueError:
+        raise LauncherParseError("line starts with a date but not with a launcher asctime") from None
     if line[23:26] != " - ":
         raise LauncherParseError("timestamped line not in the launcher format")
     a = line.find(" - ", 26)
@@ -121,7 +123,7 @@ def _split_line(line: str) -> tuple[int, str, str, str]:
     level = line[a + 3 : b]
     if not logger or not level or " " in logger:
         raise LauncherParseError("timestamped line not in the launcher format")
-    return t_ns + int(line[20:23]) * 1_000_000, logger, level, line[b + 3 :]
+    return t_ns, logger, level, line[b + 3 :]
 
 
 def parse_launcher_line(line: str, line_no: int = 0, prefix_ns: int | None = None) -> LauncherRecord:
