@@ -11,7 +11,7 @@ Forms accepted, in any mix and in one file:
 
 How: ``kubectl`` starts every top-level value at the start of a line, and indents what is
 inside one.  So a value runs from a line that begins with ``{`` or ``[`` to the next such
-line, and is decoded with ``msgspec`` into typed Structs that hold only the fields the
+line, and is decoded with ``msgspec`` into TypedDicts that hold only the fields the
 bridge reads (:class:`_Doc`): everything else of a Pod is skipped by the decoder and never
 built, which is what keeps a big List cheap.  A pretty-printed List (what ``kubectl get
 pods -o json`` writes) is read item by item, by the same rule at the items' indentation,
@@ -36,7 +36,7 @@ import re
 import sys
 from collections.abc import Iterator
 from sys import intern
-from typing import IO, Any
+from typing import IO, Any, TypedDict
 
 import msgspec
 
@@ -80,78 +80,75 @@ _ITEMS_VALUE = re.compile(rb"\s*:\s*\[")
 # --------------------------------------------------------------------------- the kept fields
 
 
-class _Struct(msgspec.Struct, omit_defaults=True, gc=False):
-    """Fields absent from the JSON stay out of the dict a Pod becomes (``to_builtins``);
-    ``gc=False``: these hold no cycles, and tracking thousands of them made the collector
-    run often for nothing."""
+# msgspec decodes a TypedDict straight into a plain ``dict`` of the fields present (what
+# podfacts reads): no objects of its own to convert afterwards.
 
 
-class _Meta(_Struct):
-    name: str | None = None
-    namespace: str | None = None
-    uid: str | None = None
-    resourceVersion: str | None = None  # noqa: N815 (the JSON name)
-    creationTimestamp: str | None = None  # noqa: N815
-    labels: dict[str, str] | None = None
-    annotations: dict[str, str] | None = None
+class _Meta(TypedDict, total=False):
+    name: str | None
+    namespace: str | None
+    uid: str | None
+    resourceVersion: str | None
+    creationTimestamp: str | None
+    labels: dict[str, str] | None
+    annotations: dict[str, str] | None
 
 
-class _Named(_Struct):
-    name: str | None = None
+class _Named(TypedDict, total=False):
+    name: str | None
 
 
-class _Spec(_Struct):
-    nodeName: str | None = None  # noqa: N815
-    containers: list[_Named] | None = None
+class _Spec(TypedDict, total=False):
+    nodeName: str | None
+    containers: list[_Named] | None
 
 
-class _Condition(_Struct):
-    type: str | None = None
-    status: str | None = None
-    lastTransitionTime: str | None = None  # noqa: N815
+class _Condition(TypedDict, total=False):
+    type: str | None
+    status: str | None
+    lastTransitionTime: str | None
 
 
-class _Started(_Struct):
-    startedAt: str | None = None  # noqa: N815
+class _Started(TypedDict, total=False):
+    startedAt: str | None
 
 
-class _State(_Struct):
-    running: _Started | None = None
-    terminated: _Started | None = None
+class _State(TypedDict, total=False):
+    running: _Started | None
+    terminated: _Started | None
 
 
-class _ContainerStatus(_Struct):
-    name: str | None = None
-    state: _State | None = None
+class _ContainerStatus(TypedDict, total=False):
+    name: str | None
+    state: _State | None
 
 
-class _Status(_Struct):
-    conditions: list[_Condition] | None = None
-    containerStatuses: list[_ContainerStatus] | None = None  # noqa: N815
+class _Status(TypedDict, total=False):
+    conditions: list[_Condition] | None
+    containerStatuses: list[_ContainerStatus] | None
 
 
-class _Doc(_Struct):
+class _Doc(TypedDict, total=False):
     """Any top-level value or List item: a Pod, a watch event, or a List (raw items)."""
 
-    kind: Any = None
-    type: Any = None
-    object: msgspec.Raw = msgspec.Raw()  # empty when absent (msgspec takes no ``Raw | None``)
-    items: list[msgspec.Raw] | None = None
-    metadata: _Meta | None = None
-    spec: _Spec | None = None
-    status: _Status | None = None
+    kind: Any
+    type: Any
+    object: msgspec.Raw
+    items: list[msgspec.Raw] | None
+    metadata: _Meta | None
+    spec: _Spec | None
+    status: _Status | None
 
 
 _DECODE_DOC = msgspec.json.Decoder(_Doc).decode
 #: a top-level array (``jq`` output): its elements decoded one by one, as a List's items
 _DECODE_ARRAY = msgspec.json.Decoder(list[msgspec.Raw]).decode
 _DECODE_ANY = msgspec.json.Decoder().decode
-_to_dict = msgspec.to_builtins
 #: the kept fields, for a Pod whose kept fields have unexpected types (decoded untyped)
 _KEEP: dict[str, tuple[str, ...]] = {
-    "metadata": tuple(_Meta.__struct_fields__),
-    "spec": tuple(_Spec.__struct_fields__),
-    "status": tuple(_Status.__struct_fields__),
+    "metadata": tuple(_Meta.__annotations__),
+    "spec": tuple(_Spec.__annotations__),
+    "status": tuple(_Status.__annotations__),
 }
 #: msgspec's word for a whole value followed by more text (the byte counted from 1)
 _TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
@@ -175,13 +172,14 @@ def _why(err: Exception) -> str:
     return text[:120]
 
 
-def _decode(data: bytes, typed: bool = True) -> Any:
-    """One value: a :class:`_Doc` (a list of raw elements for an array), else (kept fields
-    of unexpected types) the value untyped; :class:`_Malformed` if it is no JSON."""
+def _decode(data: bytes, typed: bool = True) -> tuple[Any, bool]:
+    """One value and whether it is typed: a :class:`_Doc` (a list of raw elements for an
+    array), else (kept fields of unexpected types) the value untyped; :class:`_Malformed`
+    if it is no JSON."""
     try:
         if not typed:
-            return _DECODE_ANY(data)
-        return (_DECODE_ARRAY if data[:1] == b"[" else _DECODE_DOC)(data)
+            return _DECODE_ANY(data), False
+        return (_DECODE_ARRAY if data[:1] == b"[" else _DECODE_DOC)(data), True
     except msgspec.ValidationError as e:
         if typed:
             return _decode(data, typed=False)
@@ -291,13 +289,21 @@ def _shared(d: Any, keys: tuple[str, ...], instant: str = "") -> str | None:
     return None
 
 
-def _pod_reason(kind: Any, meta: Any, has_spec_or_status: bool) -> str | None:
+def _pod_reason(pod: Any, typed: bool) -> str | None:
     """``None`` if this is a Pod we can key, else the reason it is not."""
+    if not isinstance(pod, dict):
+        return "not a JSON object"
+    kind = pod.get("kind")
     if kind not in (None, "Pod"):
         return f"not a Pod (kind={kind})"
-    uid = meta.get("uid") if isinstance(meta, dict) else getattr(meta, "uid", None)
+    meta = pod.get("metadata")
+    uid = meta.get("uid") if isinstance(meta, dict) else None
     if not isinstance(uid, str) or not uid:
         return "Pod without metadata.uid"
+    if typed:  # a null is a field's default there, as good as absent
+        has_spec_or_status = pod.get("spec") is not None or pod.get("status") is not None
+    else:
+        has_spec_or_status = "spec" in pod or "status" in pod
     if kind is None and not has_spec_or_status:
         return "not a Pod (no kind, spec or status)"
     return None
@@ -320,10 +326,9 @@ class _Sink:
     def value(self, data: bytes, line: int) -> Iterator[PodEvent]:
         """One top-level value or element, or raise :class:`_Malformed`; the items of a
         List or array are counted one by one (a bad one a skip of its own)."""
-        doc = _decode(data)
-        if doc.__class__ is list or (doc.__class__ is _Doc and doc.items is not None and doc.type is None):
-            items = doc if doc.__class__ is list else doc.items
-            for item in items:
+        doc, typed = _decode(data)
+        if typed and (doc.__class__ is list or (doc.get("items") is not None and doc.get("type") is None)):
+            for item in doc if doc.__class__ is list else doc["items"]:
                 try:
                     yield from self.value(bytes(item), line)
                 except _Malformed as e:
@@ -331,28 +336,24 @@ class _Sink:
             return
         if _may_hold_huge(data):
             _decode(data, typed=False)  # raises for a number (not only text) Python will not build
-        if doc.__class__ is not _Doc:
+        if not typed:
             yield from self._untyped(doc, line)
             return
         self.stats.read += 1
-        if isinstance(doc.type, str) and doc.object:
-            ev = self._watch_event(doc.type, bytes(doc.object), line)
+        if isinstance(doc.get("type"), str) and doc.get("object"):
+            ev = self._watch_event(doc["type"], bytes(doc["object"]), line)
         else:
-            ev = self._pod("LISTED", doc, line)
+            ev = self._pod("LISTED", doc, True, line)
         if ev is not None:
             yield ev
 
-    def _pod(self, etype: str, pod: Any, line: int) -> PodEvent | None:
+    def _pod(self, etype: str, pod: Any, typed: bool, line: int) -> PodEvent | None:
         """A Pod, typed or (kept fields of unexpected types) plain, or a counted skip."""
-        if pod.__class__ is _Doc:
-            why = _pod_reason(pod.kind, pod.metadata, pod.spec is not None or pod.status is not None)
-            pod = _to_dict(pod)
-        elif isinstance(pod, dict):
-            why = _pod_reason(pod.get("kind"), pod.get("metadata"), "spec" in pod or "status" in pod)
-            pod = _slim(pod)
-        else:
-            why = "not a JSON object"
-        why = why or _checked(pod)
+        why = _pod_reason(pod, typed)
+        if not why:
+            if not typed:
+                pod = _slim(pod)
+            why = _checked(pod)
         if why:
             self.stats.skip(line, why)
             return None
@@ -364,13 +365,13 @@ class _Sink:
         if etype == "BOOKMARK":
             self.stats.understood += 1
         elif etype == "ERROR":
-            inner = _decode(obj, typed=False)
+            inner = _decode(obj, typed=False)[0]
             msg = inner.get("message", "") if isinstance(inner, dict) else ""
             self.stats.skip(line, f"watch ERROR event: {msg}"[:200])
         elif etype not in _WATCH_TYPES:
             self.stats.skip(line, f"unknown watch event type {etype!r}")
         else:
-            return self._pod(etype, _decode(obj), line)
+            return self._pod(etype, *_decode(obj), line)
         return None
 
     def _untyped(self, obj: Any, line: int) -> Iterator[PodEvent]:
@@ -383,7 +384,7 @@ class _Sink:
         if isinstance(obj, dict) and "object" in obj and isinstance(obj.get("type"), str):
             ev = self._watch_event(obj["type"], msgspec.json.encode(obj["object"]), line)
         else:
-            ev = self._pod("LISTED", obj, line)
+            ev = self._pod("LISTED", obj, False, line)
         if ev is not None:
             yield ev
 
