@@ -480,8 +480,12 @@ class _Window:
                 return len(self.buf)
 
     def next_start(self, start: int) -> int:
-        """Where the next line beginning with ``{`` or ``[`` after ``start`` begins, or the end."""
-        i, j = self.find(b"\n{", start), self.buf.find(b"\n[", start)
+        """Where the next line beginning with ``{`` or ``[`` after ``start`` begins, or the end.
+        A ``[`` line is looked for only before the ``{`` one: in a watch stream there is
+        none, and searching the rest of the window for it after every value made reading
+        the stream quadratic in the window."""
+        i = self.find(b"\n{", start)
+        j = self.buf.find(b"\n[", start, i if i >= 0 else len(self.buf))
         ends = [k + 1 for k in (i, j) if k >= 0]
         return min(ends) if ends else len(self.buf)
 
