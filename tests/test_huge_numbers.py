@@ -145,6 +145,18 @@ def test_a_pod_python_will_not_build_is_a_counted_skip(
     assert st.skipped_lines[0][1].startswith("malformed JSON object: " + reason)
 
 
+def test_a_pod_number_one_digit_too_long_is_found_wherever_it_starts() -> None:
+    """The reader looks at a whole Pod only when one of every limit-th bytes is a digit:
+    a run one digit past the limit is found at every offset, one at the limit never."""
+    from fma_otel.sources.pod_json import _may_hold_huge
+
+    limit = sys.get_int_max_str_digits() if hasattr(sys, "get_int_max_str_digits") else 4300
+    for start in [0, 1, 2, limit // 2, limit - 1, limit, limit + 1, 2 * limit - 3]:
+        pad = b"x" * start
+        assert _may_hold_huge(pad + b"7" * (limit + 1) + b"x" * 5), start
+        assert not _may_hold_huge(pad + b"7" * limit + b"x" * (limit + 5)), start
+
+
 @pytest.mark.parametrize(
     ("older", "newer"),
     [("9" * 30, "1" + "0" * 30), (BIG, "1" + BIG), ("0007", "8"), ("5", "0000006")],

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from fma_otel.sources.pods import PodStore, detect_kind, iter_pod_events
+from fma_otel.sources.pods import PodStore, iter_pod_events
 from fma_otel.sources.records import PodEvent, SourceStats
 
 R_UID = "811f8932-b608-416c-8a90-589b39ed9bde"
@@ -100,6 +100,21 @@ def test_kept_fields_of_unexpected_types_are_read_as_they_are():
     got = evs[0].pod
     assert got["metadata"]["labels"] == {"n": 5} and got["status"]["conditions"] == "odd"
     assert "phase" not in got["status"] and "apiVersion" not in got
+
+
+@pytest.mark.parametrize(
+    ("part", "field", "value"),
+    [("status", "conditions", 5), ("status", "containerStatuses", True), ("spec", "containers", {"a": 1})],
+)
+def test_a_list_field_holding_a_number_or_an_object_is_a_counted_skip(part, field, value):
+    """The accessors iterate these fields (and index ``spec.containers``): a number there
+    once stopped the bridge with a traceback."""
+    p = pod()
+    p.setdefault(part, {})[field] = value
+    evs, st = read(json.dumps(p) + "\n" + json.dumps(pod(L_UID)) + "\n")
+    assert [e.pod["metadata"]["uid"] for e in evs] == [L_UID]
+    assert (st.read, st.understood, st.skipped) == (2, 1, 1)
+    assert st.skipped_lines == [(1, f"{part}.{field} is not a list")]
 
 
 @pytest.mark.parametrize("chunk", CHUNKS)
@@ -208,7 +223,7 @@ def test_store_keeps_newest_by_resource_version_whatever_the_order():
             store.add(e)
         assert store.get(R_UID)["metadata"]["resourceVersion"] == "105"
         assert store.get(L_UID)["metadata"]["resourceVersion"] == "12"
-        assert len(store) == 2 and not store.is_deleted(R_UID)
+        assert len(store) == 2
 
 
 def test_store_add_reports_changes():
@@ -226,14 +241,14 @@ def test_store_deleted_keeps_last_state_and_ignores_older_events():
     store = PodStore()
     store.add(ev("MODIFIED", "20", ready="2026-06-29T14:36:47Z"))
     assert store.add(ev("DELETED", "25", ready="2026-06-29T14:36:47Z")) is True
-    assert store.is_deleted(R_UID)
     assert store.add(ev("MODIFIED", "21")) is False
     assert store.get(R_UID)["metadata"]["resourceVersion"] == "25"
     assert store.pods() == [store.get(R_UID)]
-    # a DELETED that arrives before older updates still marks and wins
+    # a DELETED that arrives before older updates still wins
     store2 = PodStore()
     store2.add(ev("DELETED", "30"))
-    assert store2.add(ev("MODIFIED", "29")) is False and store2.is_deleted(R_UID)
+    assert store2.add(ev("MODIFIED", "29")) is False
+    assert store2.get(R_UID)["metadata"]["resourceVersion"] == "30"
 
 
 def test_store_non_integer_resource_versions_later_arrival_wins():
@@ -251,34 +266,6 @@ def test_store_pods_in_first_arrival_order():
         store.add(ev("ADDED", "1", uid=uid))
     store.add(ev("MODIFIED", "2", uid="c"))
     assert [p["metadata"]["uid"] for p in store.pods()] == ["c", "a", "b"]
-
-
-# --------------------------------------------------------------------------- detect_kind
-
-
-@pytest.mark.parametrize(
-    "content, kind",
-    [
-        (as_list(pod()), "pods"),
-        (json.dumps({"type": "ADDED", "object": pod()}), "pods"),
-        (json.dumps(pod(), indent=2), "pods"),
-        ('{"resourceSpans":[{"resource":{},"scopeSpans":[]}]}\n', "otlp-json"),
-        (
-            'I0629 14:36:45.563150       1 inference-server.go:595] "Successfully relayed the readiness"\n',
-            "klog",
-        ),
-        ('2026-09-03T19:49:03.7972878Z I0903 19:38:46.319013       1 a.go:1] "m"\n', "klog"),
-        ("2026-06-29 14:36:12,131 - uvicorn.error - INFO - Started server process [1]\n", "launcher"),
-        ("INFO:     Started server process [1]\n", "launcher"),
-        ('{"some": "json"}', "unknown"),
-        ("hello\nworld\n", "unknown"),
-        ("", "unknown"),
-    ],
-)
-def test_detect_kind(tmp_path, content, kind):
-    path = tmp_path / "f"
-    path.write_text(content)
-    assert detect_kind(str(path)) == kind
 
 
 @pytest.mark.slow

@@ -74,33 +74,41 @@ def parse_access(message: str) -> tuple[str, str, str, str, int] | None:
 
 
 #: ``YYYY-MM-DD HH:MM:SS,mmm`` in ASCII digits (``str.isdigit`` would take ``'²'``)
-_ASCTIME = re.compile(r"(\d{4}-\d\d-\d\d) (\d\d):(\d\d):(\d\d),(\d{3})", re.ASCII)
+_ASCTIME = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}", re.ASCII)
 _DATE = re.compile(r"\d{4}-\d\d-\d\d", re.ASCII)
+#: ``YYYY-MM-DD HH:MM`` -> the epoch seconds of that minute, ``None`` when it is none: a
+#: launcher log's lines fall in few minutes, so each is read once
+_MINUTES: dict[str, int | None] = {}
 
 
-def _asctime_ns(s: str) -> int:
-    """``YYYY-MM-DD HH:MM:SS,mmm`` (the first 23 characters of ``s``) as UTC ns."""
-    m = _ASCTIME.match(s)
-    if m is None:
-        raise ValueError("not an asctime")
-    ymd, hh, mm, ss, ms = m.groups()
-    h, mi, sec = int(hh), int(mm), int(ss)
-    if h > 23 or mi > 59 or sec > 60:
-        raise ValueError("not an asctime")
-    day = _epoch_seconds_of_day(ymd)
-    return check_ns((day + h * 3600 + mi * 60 + sec) * 1_000_000_000 + int(ms) * 1_000_000)
-
-
-def _starts_with_date(s: str) -> bool:
-    return _DATE.match(s) is not None
-
-
-def parse_launcher_line(line: str, line_no: int = 0, prefix_ns: int | None = None) -> LauncherRecord:
-    """Parse one header line (no ``--timestamps`` prefix); raise :class:`LauncherParseError`."""
-    if len(line) < 26 or not _starts_with_date(line):
-        raise LauncherParseError("not a launcher log line")
+def _minute(head: str) -> int | None:
+    h, mi = int(head[11:13]), int(head[14:16])
+    if h > 23 or mi > 59:
+        return None
     try:
-        t_ns = _asctime_ns(line)
+        return _epoch_seconds_of_day(head[:10]) + h * 3600 + mi * 60
+    except ValueError:
+        return None
+
+
+def _split_line(line: str) -> tuple[int, str, str, str]:
+    """``(t_ns, logger, level, message)`` of a header line (no ``--timestamps`` prefix);
+    raise :class:`LauncherParseError`."""
+    if len(line) < 26 or _ASCTIME.match(line) is None:
+        if len(line) < 26 or _DATE.match(line) is None:
+            raise LauncherParseError("not a launcher log line")
+        raise LauncherParseError("line starts with a date but not with a launcher asctime")
+    head = line[:16]
+    minute = _MINUTES.get(head, -1)
+    if minute == -1:
+        if len(_MINUTES) >= 4096:
+            _MINUTES.clear()
+        minute = _MINUTES[head] = _minute(head)
+    sec = int(line[17:19])
+    try:
+        if minute is None or sec > 60:
+            raise ValueError("not an asctime")
+        t_ns = check_ns((minute + sec) * 1_000_000_000 + int(line[20:23]) * 1_000_000)
     except ValueError:
         raise LauncherParseError("line starts with a date but not with a launcher asctime") from None
     if line[23:26] != " - ":
@@ -114,9 +122,14 @@ def parse_launcher_line(line: str, line_no: int = 0, prefix_ns: int | None = Non
             raise LauncherParseError("timestamped line not in the launcher format")
     logger = line[26:a]
     level = line[a + 3 : b]
-    message = line[b + 3 :]
     if not logger or not level or " " in logger:
         raise LauncherParseError("timestamped line not in the launcher format")
+    return t_ns, logger, level, line[b + 3 :]
+
+
+def parse_launcher_line(line: str, line_no: int = 0, prefix_ns: int | None = None) -> LauncherRecord:
+    """Parse one header line (no ``--timestamps`` prefix); raise :class:`LauncherParseError`."""
+    t_ns, logger, level, message = _split_line(line)
     access = parse_access(message) if logger == ACCESS_LOGGER else None
     return LauncherRecord(line_no, t_ns, logger, level, message, access, prefix_ns)
 
@@ -124,15 +137,7 @@ def parse_launcher_line(line: str, line_no: int = 0, prefix_ns: int | None = Non
 def _with_more(rec: LauncherRecord, more: list[str]) -> LauncherRecord:
     if not more:
         return rec
-    return LauncherRecord(
-        rec.line_no,
-        rec.t_ns,
-        rec.logger,
-        rec.level,
-        "\n".join([rec.message, *more]),
-        rec.access,
-        rec.prefix_ns,
-    )
+    return rec._replace(message="\n".join([rec.message, *more]))
 
 
 def _is_fact(rec: LauncherRecord) -> bool:
@@ -141,6 +146,46 @@ def _is_fact(rec: LauncherRecord) -> bool:
     if acc is not None and acc[1] == "PUT" and acc[2].startswith(INSTANCES_PATH):
         return True
     return rec.message.startswith(ACCEPTED_PREFIX)
+
+
+_FACT_TEXTS = (ACCEPTED_PREFIX, '"PUT ')
+_FACT_BYTES = tuple(t.encode() for t in _FACT_TEXTS)
+
+
+def _may_be_fact(raw: bytes | str) -> bool:
+    """Whether a line may hold a fact the bridge reads: a literal search, nothing checked
+    (a record without either text is no fact, :func:`_is_fact`)."""
+    texts: tuple[Any, ...] = _FACT_BYTES if raw.__class__ is bytes else _FACT_TEXTS
+    return texts[0] in raw or texts[1] in raw
+
+
+class _FactFinder:
+    """``find`` for :func:`searched_lines`: the bounds of the first line of
+    ``block[pos:end]`` that may hold a fact (the test of :func:`_may_be_fact`, over a block).
+
+    Each text is looked for with ``bytes.find`` (a regular expression of the two tried
+    them at every byte), and where it occurs next in the block is kept: a block is
+    searched once per text, however many lines hold the other one."""
+
+    __slots__ = ("_block", "_next")
+
+    def __init__(self) -> None:
+        self._block = b""
+        self._next = [-1] * len(_FACT_BYTES)  # -1: not searched yet; ``end``: none left
+
+    def __call__(self, block: bytes, pos: int, end: int) -> tuple[int, int] | None:
+        nxt = self._next
+        if block is not self._block:
+            self._block = block
+            nxt[:] = [-1] * len(nxt)
+        for k, text in enumerate(_FACT_BYTES):
+            if nxt[k] < pos:
+                i = block.find(text, pos, end)
+                nxt[k] = end if i < 0 else i
+        at = min(nxt)
+        if at >= end:
+            return None
+        return block.rfind(b"\n", pos, at) + 1 or pos, block.find(b"\n", at, end) + 1
 
 
 def iter_launcher_log(
@@ -154,45 +199,19 @@ def iter_launcher_log(
     ``facts_only=True`` yields only the records the bridge uses (a message starting with
     :data:`ACCEPTED_PREFIX`, or an access line ``PUT`` under :data:`INSTANCES_PATH`): the
     subset of the records yielded without it.  Lines that hold neither text, outside such
-    a record, are then counted in ``stats.ignored`` unread (most lines of a launcher log).
+    a record, are then counted in ``stats.ignored`` unread (most lines of a launcher log);
+    a header line that ends such a record is only checked (counted, not built).
     """
-    for rec in _iter_items(fh_or_lines, stats, facts_only):
-        if not facts_only or _is_fact(rec):
-            yield rec
-
-
-_FACT_TEXTS = (ACCEPTED_PREFIX, '"PUT ')
-_FACT_BYTES = tuple(t.encode() for t in _FACT_TEXTS)
-_FACT_SEARCH = re.compile(b"|".join(re.escape(t) for t in _FACT_BYTES)).search
-
-
-def _may_be_fact(raw: bytes | str) -> bool:
-    """Whether a line may hold a fact the bridge reads: a literal search, nothing checked."""
-    texts: tuple[Any, ...] = _FACT_BYTES if raw.__class__ is bytes else _FACT_TEXTS
-    return texts[0] in raw or texts[1] in raw
-
-
-def _find_fact(block: bytes, pos: int, end: int) -> tuple[int, int] | None:
-    """The bounds of the first line of ``block[pos:end]`` that may hold a fact (the same
-    literal search as :func:`_may_be_fact`, over a block: :func:`searched_lines`)."""
-    m = _FACT_SEARCH(block, pos, end)
-    if m is None:
-        return None
-    return block.rfind(b"\n", pos, m.start()) + 1 or pos, block.find(b"\n", m.end(), end) + 1
-
-
-def _iter_items(src: Iterable[Any], stats: SourceStats, facts_only: bool = False) -> Iterator[LauncherRecord]:
     pending: LauncherRecord | None = None
     more: list[str] = []
     more_bytes = 0
     line_no = 0
-
-    def held() -> bool:  # lines are read one by one while a record may take more of them
-        return pending is not None
-
-    items: Iterable[Any] = src
-    if callable(getattr(src, "readline", None)):
-        items = searched_lines(src, _find_fact if facts_only else None, held)
+    items: Iterable[Any] = fh_or_lines
+    if callable(getattr(fh_or_lines, "readline", None)):
+        # lines come one by one while a record may take more of them
+        items = searched_lines(
+            fh_or_lines, _FactFinder() if facts_only else None, lambda: pending is not None
+        )
     for raw in items:
         if raw.__class__ is Ignored:  # lines with neither text, outside a record
             line_no += raw
@@ -221,7 +240,7 @@ def _iter_items(src: Iterable[Any], stats: SourceStats, facts_only: bool = False
             except ValueError:
                 stats.skip(line_no, "bad timestamp prefix")
                 continue
-        if not _starts_with_date(body):
+        if _DATE.match(body) is None:
             if _UVICORN_CLI.match(body):
                 if pending is not None:
                     yield _with_more(pending, more)
@@ -243,12 +262,15 @@ def _iter_items(src: Iterable[Any], stats: SourceStats, facts_only: bool = False
             yield _with_more(pending, more)
             pending, more = None, []
         try:
-            pending = parse_launcher_line(body, line_no, prefix_ns)
+            if facts_only and not _may_be_fact(body):
+                _split_line(body)  # it ends a kept record; no fact itself
+            else:
+                pending = parse_launcher_line(body, line_no, prefix_ns)
         except LauncherParseError as e:
             stats.skip(line_no, e.reason)
             continue
         stats.understood += 1
-        if facts_only and not _is_fact(pending):
+        if facts_only and pending is not None and not _is_fact(pending):
             pending = None  # its continuation lines are passed over with the other lines
     if pending is not None:
         yield _with_more(pending, more)

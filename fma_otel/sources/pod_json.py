@@ -11,7 +11,7 @@ Forms accepted, in any mix and in one file:
 
 How: ``kubectl`` starts every top-level value at the start of a line, and indents what is
 inside one.  So a value runs from a line that begins with ``{`` or ``[`` to the next such
-line, and is decoded with ``msgspec`` into typed Structs that hold only the fields the
+line, and is decoded with ``msgspec`` into TypedDicts that hold only the fields the
 bridge reads (:class:`_Doc`): everything else of a Pod is skipped by the decoder and never
 built, which is what keeps a big List cheap.  A pretty-printed List (what ``kubectl get
 pods -o json`` writes) is read item by item, by the same rule at the items' indentation,
@@ -36,7 +36,7 @@ import re
 import sys
 from collections.abc import Iterator
 from sys import intern
-from typing import IO, Any
+from typing import IO, Any, TypedDict
 
 import msgspec
 
@@ -53,14 +53,22 @@ _BOM = b"\xef\xbb\xbf"
 #: skips such a number unseen in a field it does not keep, so it is looked for (digits
 #: mapped to "0", then one literal search: a regex over every byte is far slower)
 _MAX_DIGITS = getattr(sys, "get_int_max_str_digits", lambda: 4300)()  # 0: no limit
-_DIGITS_AS_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
+_DIGITS = b"0123456789"
+_DIGITS_AS_ZERO = bytes.maketrans(_DIGITS, b"0" * 10)
 _DIGIT_RUN = b"0" * (_MAX_DIGITS + 1)
 
 
 def _may_hold_huge(data: bytes) -> bool:
     """Whether ``data`` has more digits in a row than Python builds into an ``int`` (in a
-    string or a number: the untyped decoder then tells which)."""
-    return bool(_MAX_DIGITS) and len(data) > _MAX_DIGITS and _DIGIT_RUN in data.translate(_DIGITS_AS_ZERO)
+    string or a number: the untyped decoder then tells which).  Such a run covers one of
+    every ``_MAX_DIGITS``-th bytes, so unless one of those is a digit there is none, and
+    the whole is not looked at."""
+    if not _MAX_DIGITS or len(data) <= _MAX_DIGITS:
+        return False
+    every = data[::_MAX_DIGITS]
+    if len(every.translate(None, _DIGITS)) == len(every):
+        return False
+    return _DIGIT_RUN in data.translate(_DIGITS_AS_ZERO)
 
 
 #: what the recovery scanner looks at: a whole string on one line, a bracket, a comma, or a
@@ -72,78 +80,75 @@ _ITEMS_VALUE = re.compile(rb"\s*:\s*\[")
 # --------------------------------------------------------------------------- the kept fields
 
 
-class _Struct(msgspec.Struct, omit_defaults=True, gc=False):
-    """Fields absent from the JSON stay out of the dict a Pod becomes (``to_builtins``);
-    ``gc=False``: these hold no cycles, and tracking thousands of them made the collector
-    run often for nothing."""
+# msgspec decodes a TypedDict straight into a plain ``dict`` of the fields present (what
+# podfacts reads): no objects of its own to convert afterwards.
 
 
-class _Meta(_Struct):
-    name: str | None = None
-    namespace: str | None = None
-    uid: str | None = None
-    resourceVersion: str | None = None  # noqa: N815 (the JSON name)
-    creationTimestamp: str | None = None  # noqa: N815
-    labels: dict[str, str] | None = None
-    annotations: dict[str, str] | None = None
+class _Meta(TypedDict, total=False):
+    name: str | None
+    namespace: str | None
+    uid: str | None
+    resourceVersion: str | None
+    creationTimestamp: str | None
+    labels: dict[str, str] | None
+    annotations: dict[str, str] | None
 
 
-class _Named(_Struct):
-    name: str | None = None
+class _Named(TypedDict, total=False):
+    name: str | None
 
 
-class _Spec(_Struct):
-    nodeName: str | None = None  # noqa: N815
-    containers: list[_Named] | None = None
+class _Spec(TypedDict, total=False):
+    nodeName: str | None
+    containers: list[_Named] | None
 
 
-class _Condition(_Struct):
-    type: str | None = None
-    status: str | None = None
-    lastTransitionTime: str | None = None  # noqa: N815
+class _Condition(TypedDict, total=False):
+    type: str | None
+    status: str | None
+    lastTransitionTime: str | None
 
 
-class _Started(_Struct):
-    startedAt: str | None = None  # noqa: N815
+class _Started(TypedDict, total=False):
+    startedAt: str | None
 
 
-class _State(_Struct):
-    running: _Started | None = None
-    terminated: _Started | None = None
+class _State(TypedDict, total=False):
+    running: _Started | None
+    terminated: _Started | None
 
 
-class _ContainerStatus(_Struct):
-    name: str | None = None
-    state: _State | None = None
+class _ContainerStatus(TypedDict, total=False):
+    name: str | None
+    state: _State | None
 
 
-class _Status(_Struct):
-    conditions: list[_Condition] | None = None
-    containerStatuses: list[_ContainerStatus] | None = None  # noqa: N815
+class _Status(TypedDict, total=False):
+    conditions: list[_Condition] | None
+    containerStatuses: list[_ContainerStatus] | None
 
 
-class _Doc(_Struct):
+class _Doc(TypedDict, total=False):
     """Any top-level value or List item: a Pod, a watch event, or a List (raw items)."""
 
-    kind: Any = None
-    type: Any = None
-    object: msgspec.Raw = msgspec.Raw()  # empty when absent (msgspec takes no ``Raw | None``)
-    items: list[msgspec.Raw] | None = None
-    metadata: _Meta | None = None
-    spec: _Spec | None = None
-    status: _Status | None = None
+    kind: Any
+    type: Any
+    object: msgspec.Raw
+    items: list[msgspec.Raw] | None
+    metadata: _Meta | None
+    spec: _Spec | None
+    status: _Status | None
 
 
 _DECODE_DOC = msgspec.json.Decoder(_Doc).decode
 #: a top-level array (``jq`` output): its elements decoded one by one, as a List's items
 _DECODE_ARRAY = msgspec.json.Decoder(list[msgspec.Raw]).decode
 _DECODE_ANY = msgspec.json.Decoder().decode
-_to_dict = msgspec.to_builtins
 #: the kept fields, for a Pod whose kept fields have unexpected types (decoded untyped)
 _KEEP: dict[str, tuple[str, ...]] = {
-    "metadata": tuple(_Meta.__struct_fields__),
-    "spec": tuple(_Spec.__struct_fields__),
-    "status": tuple(_Status.__struct_fields__),
+    "metadata": tuple(_Meta.__annotations__),
+    "spec": tuple(_Spec.__annotations__),
+    "status": tuple(_Status.__annotations__),
 }
 #: msgspec's word for a whole value followed by more text (the byte counted from 1)
 _TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
@@ -167,13 +172,14 @@ def _why(err: Exception) -> str:
     return text[:120]
 
 
-def _decode(data: bytes, typed: bool = True) -> Any:
-    """One value: a :class:`_Doc` (a list of raw elements for an array), else (kept fields
-    of unexpected types) the value untyped; :class:`_Malformed` if it is no JSON."""
+def _decode(data: bytes, typed: bool = True) -> tuple[Any, bool]:
+    """One value and whether it is typed: a :class:`_Doc` (a list of raw elements for an
+    array), else (kept fields of unexpected types) the value untyped; :class:`_Malformed`
+    if it is no JSON."""
     try:
         if not typed:
-            return _DECODE_ANY(data)
-        return (_DECODE_ARRAY if data[:1] == b"[" else _DECODE_DOC)(data)
+            return _DECODE_ANY(data), False
+        return (_DECODE_ARRAY if data[:1] == b"[" else _DECODE_DOC)(data), True
     except msgspec.ValidationError as e:
         if typed:
             return _decode(data, typed=False)
@@ -189,40 +195,6 @@ def _decode(data: bytes, typed: bool = True) -> Any:
     return _decode(data.decode("utf-8", "replace").encode(), typed)
 
 
-def _interned(doc: _Doc) -> _Doc:
-    """``doc`` with the strings that many Pods repeat interned (condition types, statuses
-    and times, container names, label values, namespace, node): the bridge keeps every
-    Pod until the end, and the decoder makes a new string for each value."""
-    meta, spec, status = doc.metadata, doc.spec, doc.status
-    if meta is not None:
-        if meta.namespace is not None:
-            meta.namespace = intern(meta.namespace)
-        if meta.labels:
-            meta.labels = {k: intern(v) for k, v in meta.labels.items()}
-    if spec is not None:
-        if spec.nodeName is not None:
-            spec.nodeName = intern(spec.nodeName)
-        for c in spec.containers or ():
-            if c.name is not None:
-                c.name = intern(c.name)
-    if status is not None:
-        for cond in status.conditions or ():
-            if cond.type is not None:
-                cond.type = intern(cond.type)
-            if cond.status is not None:
-                cond.status = intern(cond.status)
-            if cond.lastTransitionTime is not None:
-                cond.lastTransitionTime = intern(cond.lastTransitionTime)
-        for cs in status.containerStatuses or ():
-            if cs.name is not None:
-                cs.name = intern(cs.name)
-            state = cs.state
-            for started in (state.running, state.terminated) if state is not None else ():
-                if started is not None and started.startedAt is not None:
-                    started.startedAt = intern(started.startedAt)
-    return doc
-
-
 def _slim(obj: dict[str, Any]) -> dict[str, Any]:
     """An untyped Pod dict cut down to the kept fields (their values as they are)."""
     out: dict[str, Any] = {k: obj[k] for k in ("kind",) if k in obj}
@@ -234,57 +206,104 @@ def _slim(obj: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _time_reason(pod: dict[str, Any]) -> str | None:
-    """``None`` if every instant the Pod gives (the fields podfacts reads) can be read,
-    else which one and why not.
+def _checked(pod: dict[str, Any]) -> str | None:
+    """Why the Pod is skipped, or ``None``, its strings that many Pods repeat shared.
 
-    Why the whole Pod is skipped (counted, with its line) rather than the one field read as
-    missing: an instant that cannot be read, or lies outside what OTLP can carry (a time in
+    One walk over the fields podfacts reads, for two ends.  Every instant must be read
+    well: an instant that cannot be read, or lies outside what OTLP can carry (a time in
     year 1 or 2600), is bad input, and a Pod quietly missing its Ready time would make its
-    actuation look unfinished with nothing said.  The field's name is made only for a bad
-    one: every Pod passes through here."""
+    actuation look unfinished with nothing said; so the whole Pod is a counted skip, with
+    which field and why.  A list field holding a number, ``true`` or an object is one too
+    (a string is kept: the accessors pass over its characters).  And the values many Pods
+    repeat (namespace, node, label values, condition types, statuses and times, container
+    names and start times) become one string each: the bridge keeps every Pod until the
+    end, and the decoder makes a new string for each value."""
     meta = pod.get("metadata")
-    if isinstance(meta, dict) and (why := _bad_time(meta.get("creationTimestamp"))):
-        return f"metadata.creationTimestamp: {why}"[:200]
+    if isinstance(meta, dict):
+        if why := _shared(meta, ("namespace",), "creationTimestamp"):
+            return f"metadata.creationTimestamp: {why}"[:200]
+        labels = meta.get("labels")
+        if isinstance(labels, dict):
+            meta["labels"] = {k: intern(v) if v.__class__ is str else v for k, v in labels.items()}
+    spec = pod.get("spec")
+    if isinstance(spec, dict):
+        _shared(spec, ("nodeName",))
+        containers = spec.get("containers")
+        if not _is_list(containers):
+            return "spec.containers is not a list"
+        for c in containers or ():
+            _shared(c, ("name",))
     status = pod.get("status")
     if not isinstance(status, dict):
         return None
-    for c in status.get("conditions") or ():
-        if isinstance(c, dict) and (why := _bad_time(c.get("lastTransitionTime"))):
+    conditions, statuses = status.get("conditions"), status.get("containerStatuses")
+    if not _is_list(conditions):
+        return "status.conditions is not a list"
+    if not _is_list(statuses):
+        return "status.containerStatuses is not a list"
+    for c in conditions or ():
+        if why := _shared(c, ("type", "status"), "lastTransitionTime"):
             return f"condition {c.get('type')} lastTransitionTime: {why}"[:200]
-    for cs in status.get("containerStatuses") or ():
+    for cs in statuses or ():
+        _shared(cs, ("name",))
         state = cs.get("state") if isinstance(cs, dict) else None
         for phase in ("running", "terminated"):
             st = state.get(phase) if isinstance(state, dict) else None
-            if isinstance(st, dict) and (why := _bad_time(st.get("startedAt"))):
+            if why := _shared(st, (), "startedAt"):
                 return f"container {cs.get('name')} {phase}.startedAt: {why}"[:200]
     return None
 
 
-#: times already read well (a Pod's conditions, and Pods made together, share many)
-_GOOD_TIMES: set[str] = set()
+def _is_list(value: Any) -> bool:
+    return value is None or isinstance(value, (list, str))
 
 
-def _bad_time(value: Any) -> str | None:
-    """Why a time field cannot be read, or ``None`` (absent and empty ones are fine)."""
-    if isinstance(value, str) and value and value not in _GOOD_TIMES:
+#: instants already read well, each as its one shared string (a Pod's conditions, and
+#: Pods made together, share many)
+_INSTANTS: dict[str, str] = {}
+
+
+def _shared(d: Any, keys: tuple[str, ...], instant: str = "") -> str | None:
+    """Why ``d[instant]`` is no instant, else ``None`` (absent and empty ones are fine),
+    with ``d``'s strings at ``keys`` and at ``instant`` made shared ones; nothing for a
+    ``d`` that is no dict."""
+    if d.__class__ is not dict:
+        return None
+    for k in keys:
+        v = d.get(k)
+        if v.__class__ is str:
+            d[k] = intern(v)
+    v = d.get(instant)
+    if v.__class__ is not str or not v:
+        return None
+    same = _INSTANTS.get(v)
+    if same is None:
         try:
-            parse_rfc3339_ns(value)
+            parse_rfc3339_ns(v)
         except ValueError as exc:
             return str(exc)
-        if len(_GOOD_TIMES) >= 4096:
-            _GOOD_TIMES.clear()
-        _GOOD_TIMES.add(value)
+        if len(_INSTANTS) >= 4096:
+            _INSTANTS.clear()
+        same = _INSTANTS[v] = intern(v)
+    d[instant] = same
     return None
 
 
-def _pod_reason(kind: Any, meta: Any, has_spec_or_status: bool) -> str | None:
+def _pod_reason(pod: Any, typed: bool) -> str | None:
     """``None`` if this is a Pod we can key, else the reason it is not."""
+    if not isinstance(pod, dict):
+        return "not a JSON object"
+    kind = pod.get("kind")
     if kind not in (None, "Pod"):
         return f"not a Pod (kind={kind})"
-    uid = meta.get("uid") if isinstance(meta, dict) else getattr(meta, "uid", None)
+    meta = pod.get("metadata")
+    uid = meta.get("uid") if isinstance(meta, dict) else None
     if not isinstance(uid, str) or not uid:
         return "Pod without metadata.uid"
+    if typed:  # a null is a field's default there, as good as absent
+        has_spec_or_status = pod.get("spec") is not None or pod.get("status") is not None
+    else:
+        has_spec_or_status = "spec" in pod or "status" in pod
     if kind is None and not has_spec_or_status:
         return "not a Pod (no kind, spec or status)"
     return None
@@ -304,23 +323,12 @@ class _Sink:
         self.stats.read += 1
         self.stats.skip(line, why)
 
-    def _event(self, etype: str, pod: dict[str, Any], line: int) -> Iterator[PodEvent]:
-        """The Pod as an event, or a counted skip when one of its instants is unusable."""
-        why = _time_reason(pod)
-        if why:
-            self.stats.skip(line, why)
-            return
-        self.stats.understood += 1
-        yield PodEvent(etype, pod, self.index)
-        self.index += 1
-
     def value(self, data: bytes, line: int) -> Iterator[PodEvent]:
         """One top-level value or element, or raise :class:`_Malformed`; the items of a
         List or array are counted one by one (a bad one a skip of its own)."""
-        doc = _decode(data)
-        if doc.__class__ is list or (doc.__class__ is _Doc and doc.items is not None and doc.type is None):
-            items = doc if doc.__class__ is list else doc.items
-            for item in items:
+        doc, typed = _decode(data)
+        if typed and (doc.__class__ is list or (doc.get("items") is not None and doc.get("type") is None)):
+            for item in doc if doc.__class__ is list else doc["items"]:
                 try:
                     yield from self.value(bytes(item), line)
                 except _Malformed as e:
@@ -328,41 +336,43 @@ class _Sink:
             return
         if _may_hold_huge(data):
             _decode(data, typed=False)  # raises for a number (not only text) Python will not build
-        if doc.__class__ is not _Doc:
+        if not typed:
             yield from self._untyped(doc, line)
             return
         self.stats.read += 1
-        if isinstance(doc.type, str) and doc.object:
-            yield from self._watch_event(doc.type, bytes(doc.object), line)
+        if isinstance(doc.get("type"), str) and doc.get("object"):
+            ev = self._watch_event(doc["type"], bytes(doc["object"]), line)
         else:
-            yield from self._pod("LISTED", doc, line)
+            ev = self._pod("LISTED", doc, True, line)
+        if ev is not None:
+            yield ev
 
-    def _pod(self, etype: str, pod: Any, line: int) -> Iterator[PodEvent]:
+    def _pod(self, etype: str, pod: Any, typed: bool, line: int) -> PodEvent | None:
         """A Pod, typed or (kept fields of unexpected types) plain, or a counted skip."""
-        if pod.__class__ is _Doc:
-            why = _pod_reason(pod.kind, pod.metadata, pod.spec is not None or pod.status is not None)
-        elif isinstance(pod, dict):
-            why = _pod_reason(pod.get("kind"), pod.get("metadata"), "spec" in pod or "status" in pod)
-        else:
-            why = "not a JSON object"
+        why = _pod_reason(pod, typed)
+        if not why:
+            if not typed:
+                pod = _slim(pod)
+            why = _checked(pod)
         if why:
             self.stats.skip(line, why)
-        else:
-            yield from self._event(
-                etype, _to_dict(_interned(pod)) if pod.__class__ is _Doc else _slim(pod), line
-            )
+            return None
+        self.stats.understood += 1
+        self.index += 1
+        return PodEvent(etype, pod, self.index - 1)
 
-    def _watch_event(self, etype: str, obj: bytes, line: int) -> Iterator[PodEvent]:
+    def _watch_event(self, etype: str, obj: bytes, line: int) -> PodEvent | None:
         if etype == "BOOKMARK":
             self.stats.understood += 1
         elif etype == "ERROR":
-            inner = _decode(obj, typed=False)
+            inner = _decode(obj, typed=False)[0]
             msg = inner.get("message", "") if isinstance(inner, dict) else ""
             self.stats.skip(line, f"watch ERROR event: {msg}"[:200])
         elif etype not in _WATCH_TYPES:
             self.stats.skip(line, f"unknown watch event type {etype!r}")
         else:
-            yield from self._pod(etype, _decode(obj), line)
+            return self._pod(etype, *_decode(obj), line)
+        return None
 
     def _untyped(self, obj: Any, line: int) -> Iterator[PodEvent]:
         """A value whose kept fields have unexpected types: read as plain JSON."""
@@ -372,9 +382,11 @@ class _Sink:
             return
         self.stats.read += 1
         if isinstance(obj, dict) and "object" in obj and isinstance(obj.get("type"), str):
-            yield from self._watch_event(obj["type"], msgspec.json.encode(obj["object"]), line)
+            ev = self._watch_event(obj["type"], msgspec.json.encode(obj["object"]), line)
         else:
-            yield from self._pod("LISTED", obj, line)
+            ev = self._pod("LISTED", obj, False, line)
+        if ev is not None:
+            yield ev
 
     def framed(self, data: bytes, line: int) -> Iterator[PodEvent]:
         """A value cut out of the file by lines: a bad one is a counted skip (its List or
@@ -468,8 +480,12 @@ class _Window:
                 return len(self.buf)
 
     def next_start(self, start: int) -> int:
-        """Where the next line beginning with ``{`` or ``[`` after ``start`` begins, or the end."""
-        i, j = self.find(b"\n{", start), self.buf.find(b"\n[", start)
+        """Where the next line beginning with ``{`` or ``[`` after ``start`` begins, or the end.
+        A ``[`` line is looked for only before the ``{`` one: in a watch stream there is
+        none, and searching the rest of the window for it after every value made reading
+        the stream quadratic in the window."""
+        i = self.find(b"\n{", start)
+        j = self.buf.find(b"\n[", start, i if i >= 0 else len(self.buf))
         ends = [k + 1 for k in (i, j) if k >= 0]
         return min(ends) if ends else len(self.buf)
 
