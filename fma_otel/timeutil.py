@@ -80,6 +80,16 @@ def parse_rfc3339_ns(text: str) -> int:
     Raises ``ValueError`` for anything else, and :class:`OutOfWindowError` (a
     ``ValueError``) for a time outside the window, so callers can count a bad value.
     """
+    return parse_rfc3339(text)[0]
+
+
+def parse_rfc3339(text: str) -> tuple[int, int]:
+    """:func:`parse_rfc3339_ns` and the number of fraction digits kept (0 to 9).
+
+    The digits say how precise the writer was (none: whole seconds, six: microseconds),
+    which a reader of Kubernetes Events reports beside the instant; one parse gives both,
+    so there is one grammar for the time and its precision.
+    """
     minute = _MINUTE_SECONDS.get(text[:17])
     if minute is None:
         minute = _minute_seconds(text)
@@ -93,6 +103,7 @@ def parse_rfc3339_ns(text: str) -> int:
         raise ValueError(f"not an RFC3339 time: {text[:40]!r}")
     if len(tail) == 3:
         ns = (minute + int(ss) - offset) * 1_000_000_000
+        digits = ""
     else:
         digits = tail[3:-1]
         if tail[2] != "." or not digits.isdigit():
@@ -100,8 +111,8 @@ def parse_rfc3339_ns(text: str) -> int:
         digits = digits[:9]  # digits past the ninth are dropped
         ns = (minute + int(ss) - offset) * 1_000_000_000 + int(digits) * _FRAC_SCALE[len(digits)]
     if MIN_NS <= ns < END_NS:
-        return ns
-    return check_ns(ns)
+        return ns, len(digits)
+    return check_ns(ns), len(digits)
 
 
 def _zone(text: str, tail: str) -> tuple[int, str]:
@@ -133,7 +144,7 @@ def _minute_seconds(text: str) -> int:
     try:
         day = date_seconds(head[:10])
     except ValueError:
-        raise ValueError(f"not an RFC3339 time: {text[:40]!r}") from None
+        raise ValueError(f"not an RFC3339 time (no such date): {text[:40]!r}") from None
     secs = day + int(hh) * 3600 + int(mm) * 60
     if len(_MINUTE_SECONDS) >= _CACHE_MAX:
         _MINUTE_SECONDS.clear()

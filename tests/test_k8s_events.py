@@ -10,12 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fma_otel import timeutil
 from fma_otel.sources.k8s_events import (
     KNOWN,
     KubeEventStats,
     parse_event_item,
     parse_events,
     parse_go_duration,
+    rfc3339_time,
 )
 
 FIX = Path(__file__).parent / "fixtures" / "events"
@@ -92,7 +94,7 @@ def test_core_v1_bad_items_are_counted_skips_with_their_index():
     assert reasons[9] == "Event without involvedObject/regarding"
     assert "$.count" in reasons[10]
     assert reasons[11] == "Event without eventTime, firstTimestamp or lastTimestamp"
-    assert "impossible time '2026-13-29T14:35:45Z'" in reasons[12]
+    assert "not an RFC3339 time (no such date): '2026-13-29T14:35:45Z'" in reasons[12]
 
 
 def test_events_k8s_io_v1_list():
@@ -294,3 +296,26 @@ def test_live_items_one_at_a_time_equal_the_stream():
             live.append(rec)
     assert live == stream
     assert (stats.records, stats.ignored, stats.skipped) == (4, 1, 1)
+
+
+@pytest.mark.parametrize(
+    ("text", "prec"),
+    [
+        ("2026-06-29T14:35:42Z", NS),
+        ("2026-06-29T14:35:42.118264Z", 1000),
+        ("2026-06-29T14:35:42.5+02:00", 10**8),
+    ],
+)
+def test_rfc3339_time_reads_the_one_grammar_with_its_precision(text: str, prec: int) -> None:
+    assert rfc3339_time(text) == (timeutil.parse_rfc3339_ns(text), prec)
+
+
+@pytest.mark.parametrize("text", ["1969-12-31T23:59:59Z", "2026-06-29T14:35:42.1234567891Z"])
+def test_rfc3339_time_applies_the_window_and_the_ninth_digit_rule(text: str) -> None:
+    """The same grammar as every other reader: a year outside 2000..2200 is an error (it
+    was once read), and digits past the ninth are dropped (they were once an error)."""
+    if text.startswith("1969"):
+        with pytest.raises(ValueError, match="outside the accepted window"):
+            rfc3339_time(text)
+    else:
+        assert rfc3339_time(text) == (timeutil.parse_rfc3339_ns(text), 1)

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fma_otel import timeutil
-from fma_otel.timeutil import civil_to_ns, format_rfc3339_ns, parse_rfc3339_ns
+from fma_otel.timeutil import civil_to_ns, format_rfc3339_ns, parse_rfc3339, parse_rfc3339_ns
 
 
 @pytest.mark.parametrize(
@@ -25,6 +25,24 @@ from fma_otel.timeutil import civil_to_ns, format_rfc3339_ns, parse_rfc3339_ns
 )
 def test_parse_exact_ns(text: str, ns: int) -> None:
     assert parse_rfc3339_ns(text) == ns
+
+
+@pytest.mark.parametrize(
+    ("text", "digits"),
+    [
+        ("2026-06-29T14:35:40Z", 0),
+        ("2026-06-29T14:35:40.5+02:00", 1),
+        ("2026-06-29T14:35:40.118264z", 6),
+        ("2026-06-29T14:35:40.1234567891Z", 9),  # past ns: dropped, so 9
+    ],
+)
+def test_parse_gives_the_fraction_digits_with_the_instant(text: str, digits: int) -> None:
+    assert parse_rfc3339(text) == (parse_rfc3339_ns(text), digits)
+
+
+def test_a_date_the_calendar_lacks_is_named_in_the_error() -> None:
+    with pytest.raises(ValueError, match=r"not an RFC3339 time \(no such date\): '2026-13-29T14:35:45Z'"):
+        parse_rfc3339_ns("2026-13-29T14:35:45Z")
 
 
 def test_roundtrip_and_errors() -> None:

@@ -37,10 +37,11 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any, NamedTuple
 
 import msgspec
+
+from ..timeutil import parse_rfc3339
 
 __all__ = [
     "KNOWN",
@@ -194,25 +195,15 @@ class _Event(msgspec.Struct, rename="camel"):
 
 # --------------------------------------------------------------------------- values
 
-_RFC3339 = re.compile(r"^(\d{4})-(\d\d)-(\d\d)[Tt](\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?([Zz]|[+-]\d\d:\d\d)$")
-
 
 def rfc3339_time(text: str) -> tuple[int, int]:
-    """RFC 3339 -> (UTC ns, precision ns): 1 s without a fraction, 1 µs for six digits."""
-    m = _RFC3339.match(text)
-    if m is None:
-        raise ValueError(f"not an RFC 3339 time: {text[:60]!r}")
-    y, mo, d, h, mi, s, frac, zone = m.groups()
-    try:
-        base = datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), tzinfo=timezone.utc)
-    except ValueError as e:
-        raise ValueError(f"impossible time {text[:60]!r}: {e}") from None
-    ns = int(base.timestamp()) * NS + int((frac or "0").ljust(9, "0"))
-    if zone not in ("Z", "z"):
-        sign = 1 if zone[0] == "+" else -1
-        ns -= sign * (int(zone[1:3]) * 3600 + int(zone[4:6]) * 60) * NS
-    prec = NS if not frac else 10 ** (9 - len(frac))
-    return ns, prec
+    """RFC 3339 -> (UTC ns, precision ns): 1 s without a fraction, 1 µs for six digits.
+
+    The grammar and the window are :func:`fma_otel.timeutil.parse_rfc3339`'s, as for every
+    other time the bridge reads; ``ValueError`` for a time it rejects.
+    """
+    ns, digits = parse_rfc3339(text)
+    return ns, 10 ** (9 - digits)
 
 
 _GO_DUR = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
