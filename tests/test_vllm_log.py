@@ -489,3 +489,19 @@ def test_years_stay_in_range_whatever_the_stamps():
     assert p.stats.skipped > 0 and p.stats.records + p.stats.skipped == 16
     with pytest.raises(ValueError, match="year out of range"):
         VllmLogParser(year=9999)
+
+
+def test_timestamps_prefix_is_read_by_the_one_rfc3339_grammar():
+    """The prefix is klog's ``--timestamps`` prefix, read by the same function: ``t``/``z``
+    are RFC3339 too (once not removed, so the undated uvicorn line was lost), and a prefix
+    that grammar rejects (outside the window) leaves the line whole, its dated vLLM
+    message still read."""
+    p = VllmLogParser(year=2027)
+    line = (
+        "9999-03-01T10:05:00Z (EngineCore pid=90) INFO 03-01 10:05:00 [abstract.py:330]"
+        " It took 2.004913 seconds to fall asleep."
+    )
+    (asleep,) = p.feed(line)
+    assert asleep.prefix_ns is None and asleep.end_lo_ns == utc_ns("2027-03-01 10:05:00")
+    (up,) = p.feed("2027-03-01t10:05:00.53z INFO:     Application startup complete.\n")
+    assert (up.phase, up.prefix_ns) == ("api_server_up", utc_ns("2027-03-01 10:05:00.530000"))

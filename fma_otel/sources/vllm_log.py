@@ -46,7 +46,10 @@ What the text gives (``/work/shared/vllm-reference.md``, §0-§2):
 
 Physical lines are split on ``\\r`` (tqdm, the multi-line formatter), ANSI colour codes are
 removed, and a ``kubectl logs --timestamps`` RFC 3339 prefix is removed (kept in
-``prefix_ns``: the container runtime's read time, never used as the phase instant).
+``prefix_ns``: the container runtime's read time, never used as the phase instant).  The
+prefix is read by :func:`fma_otel.sources.klog.split_timestamp_prefix`, the one reader of
+that prefix; a line starting with a digit that is not such a prefix is kept whole.  vLLM's
+own ``INFO 06-29 14:36:20`` stamp and the launcher's asctime are other formats, read here.
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import NamedTuple
 
-from .k8s_events import rfc3339_time
+from .klog import split_timestamp_prefix
 
 __all__ = [
     "PHASES",
@@ -192,7 +195,6 @@ def _ns(seconds: float) -> int:
 # --------------------------------------------------------------------------- line layout
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_RFC3339_PREFIX = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d) ")
 _PROC = re.compile(r"\(([^()]*?) pid=(\d+)\)")
 _HEADER = re.compile(
     r"^(?P<pre>.*?)(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) "
@@ -501,14 +503,10 @@ class VllmLogParser:
         if isinstance(line, bytes):
             line = line.decode("utf-8", errors="replace")
         line = line.rstrip("\n")
-        prefix_ns: int | None = None
-        m = _RFC3339_PREFIX.match(line)
-        if m:
-            try:
-                prefix_ns = rfc3339_time(m[0][:-1])[0]
-            except ValueError:
-                prefix_ns = None
-            line = line[m.end() :]
+        try:
+            prefix_ns, line = split_timestamp_prefix(line)
+        except ValueError:  # starts with a digit but no prefix the one grammar reads: kept whole
+            prefix_ns = None
         out: list[VllmPhase] = []
         if "\x1b" in line:
             line = _ANSI.sub("", line)
