@@ -29,7 +29,7 @@ from typing import IO, Any
 from ..jsonsafe import ns
 from ..lines import MAX_TRACE_LINE_BYTES, TooLong, bounded_lines
 from ..model import SpanRecord
-from ..sinks.otlp_json import MALFORMED, OtlpJsonError, decode_request
+from ..sinks.otlp_json import MALFORMED, OtlpJsonError, decode_request, key_values
 
 Advance = Callable[[int], None]
 
@@ -173,22 +173,6 @@ def _tag_value(tag: Mapping[str, Any]) -> Any:
     return "" if v is None else str(v)
 
 
-def _key_values(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Tag values (bool, int, float, str: all Jaeger has) as OTLP JSON ``KeyValue`` s."""
-    out = []
-    for k, v in attrs.items():
-        if isinstance(v, bool):
-            value: dict[str, Any] = {"boolValue": v}
-        elif isinstance(v, int):
-            value = {"intValue": str(v)}
-        elif isinstance(v, float):
-            value = {"doubleValue": v}
-        else:
-            value = {"stringValue": str(v)}
-        out.append({"key": k, "value": value})
-    return out
-
-
 def _hex(raw: Any, digits: int) -> str:
     text = str(raw or "").lower()
     int(text or "0", 16)  # not hex: ValueError, the trace is malformed
@@ -212,7 +196,7 @@ def jaeger_trace_to_otlp(trace: Mapping[str, Any]) -> dict[str, Any]:
         if key not in groups:
             res = {"service.name": str(proc.get("serviceName", ""))}
             res.update({str(t["key"]): _tag_value(t) for t in proc.get("tags") or ()})
-            groups[key] = ({"attributes": _key_values(res)}, [])
+            groups[key] = ({"attributes": key_values(res)}, [])
         groups[key][1].append(_jaeger_span(sp))
     return {
         "resourceSpans": [
@@ -239,7 +223,7 @@ def _jaeger_span(sp: Mapping[str, Any]) -> dict[str, Any]:
         "kind": _KINDS.get(str(tags.get("span.kind", "internal")).lower(), 1),
         "startTimeUnixNano": str(start),
         "endTimeUnixNano": str(end),
-        "attributes": _key_values({k: v for k, v in tags.items() if k not in _SPECIAL_TAGS}),
+        "attributes": key_values({k: v for k, v in tags.items() if k not in _SPECIAL_TAGS}),
         "status": {"code": code, "message": str(tags.get("otel.status_description", ""))},
     }
     if parent and str(parent).strip("0"):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fma_otel.query.readers import read_spans
+from fma_otel.query.readers import jaeger_trace_to_otlp, read_spans
 from fma_otel.sinks.otlp_json import OtlpJsonError
 
 TID = "0af7651916cd43dd8448eb211c80319c"
@@ -99,3 +99,23 @@ def test_bad_units_counted_and_wrong_kind_of_file(tmp_path):
     with pytest.raises(OtlpJsonError):
         _read(tmp_path, json.dumps({"kind": "PodList", "items": []}, indent=2))
     assert _read(tmp_path, "\n\n") == ([], {"lines": 0, "skipped": 0})
+
+
+def test_jaeger_float_tags_are_written_as_the_otlp_sink_writes_them(tmp_path):
+    """One ``KeyValue`` encoder for both: a non-finite ``float64`` tag becomes the protobuf
+    JSON string ("Infinity"), so the converted request is strict JSON, and reads back."""
+    tags = [
+        {"key": "inf", "type": "float64", "value": "Infinity"},
+        {"key": "x", "type": "float64", "value": 0.5},
+    ]
+    trace = {"traceID": TID, "processes": {"p": {"serviceName": "s"}}, "spans": [
+        {"traceID": TID, "spanID": "1", "operationName": "op", "startTime": 1_700_000_000_000_000,
+         "duration": 1, "processID": "p", "tags": tags}]}  # fmt: skip
+    req = jaeger_trace_to_otlp(trace)
+    attrs = req["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["attributes"]
+    assert attrs == [
+        {"key": "inf", "value": {"doubleValue": "Infinity"}},
+        {"key": "x", "value": {"doubleValue": 0.5}},
+    ]
+    (span,), _ = _read(tmp_path, json.dumps(req, allow_nan=False))
+    assert span.attributes == {"inf": float("inf"), "x": 0.5}
