@@ -3,7 +3,7 @@
 Pure accessors over raw Pod JSON (``dict``), so they work the same on ``kubectl get -o
 json`` output, watch-stream objects and the live watcher's raw API answers.  The bridge's
 reader (:mod:`fma_otel.sources.pod_json`) keeps only the fields read here: an accessor that
-reads a new field needs it added to the reader's Structs (``tests/test_pods.py`` compares
+reads a new field needs it added to the reader's TypedDicts (``tests/test_pods.py`` compares
 every accessor on whole and kept Pods).  Kubernetes
 truncates these timestamps to whole seconds, which is why every instant taken here has a
 precision of one second.
