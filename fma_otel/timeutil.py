@@ -5,8 +5,9 @@ Why not ``datetime.fromisoformat``: it truncates to microseconds (the DPC's
 fractions.  Integer nanoseconds keep every instant exact, so a span's duration is the
 difference of two integers and the bridge gives the same trace on every run.
 
-One grammar, used by every reader (Pod JSON, DPC fields, ``--timestamps`` prefixes, live
-logs): ``YYYY-MM-DD(T|t)HH:MM:SS[.digits](Z|z|+HH:MM|-HH:MM)``, ASCII digits, a date the
+One grammar, used by every reader (Pod JSON, DPC fields, ``--timestamps`` prefixes of klog,
+launcher and vLLM logs, Kubernetes Events, live logs):
+``YYYY-MM-DD(T|t)HH:MM:SS[.digits](Z|z|+HH:MM|-HH:MM)``, ASCII digits, a date the
 calendar has (``02-30`` is an error, never rolled into March), hour <= 23, minute <= 59,
 second <= 60 (a leap second counts into the next minute), digits past the ninth of the
 fraction dropped.  A time without a zone is an error: Go's ``time.RFC3339Nano`` and
