@@ -4,21 +4,19 @@ or ``packaging``, and the instrumentors still drive the very same wrappers.
 Why: those modules (``packaging`` and the semantic-convention modules
 ``opentelemetry.instrumentation.instrumentor`` imports) are about 1 MiB of the launcher,
 and ``fork()`` of every vLLM instance copies the page tables of all of it.  Run in fresh
-interpreters, as a launcher starts: this one has them all imported.
+interpreters, as a launcher starts: this one has them all imported (one interpreter for
+the module, each test in a fork of it just after the prelude: ``forked_sections``).
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from fma_otel.instrument import _common as c
 
-ROOT = Path(__file__).resolve().parents[2]
+from .forked_sections import Sections, run_sections
 
 #: What a launcher imports, then the wrappers; ``wrapped()``: are the launcher's app and
 #: the DPC-side libraries wrapped (each once)?
@@ -44,43 +42,54 @@ HEAVY = (
 )
 
 
-def _run(code: str) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    env["OTEL_TRACES_EXPORTER"] = "none"
-    env["PYTHONPATH"] = str(ROOT)
-    out = subprocess.run(
-        [sys.executable, "-c", PRELUDE + code], env=env, capture_output=True, text=True, timeout=60
-    )
-    assert out.returncode == 0, out.stderr
-    return out.stdout.strip()
+#: Each test's snippet, run after ``PRELUDE`` in a fork of one fresh interpreter.
+SECTIONS: dict[str, str] = {}
 
 
-@pytest.mark.slow
-def test_auto_wraps_the_launcher_without_base_instrumentor_or_packaging() -> None:
-    code = (
+def _section(name: str, code: str) -> str:
+    SECTIONS[name] = code
+    return name
+
+
+@pytest.fixture(scope="module")
+def ran() -> Sections:
+    return run_sections(PRELUDE, SECTIONS)
+
+
+AUTO = _section(
+    "auto",
+    (
         "from fma_otel.instrument.launcher import LauncherWrappers\n"
         f"print([m for m in {HEAVY!r} if m in sys.modules], LauncherWrappers().installed,"
         " isinstance(vars(fastapi.FastAPI)['build_middleware_stack'], wrapt.FunctionWrapper))"
-    )
-    assert _run(code) == "[] True True"
+    ),
+)
 
 
 @pytest.mark.slow
-def test_instrument_all_and_uninstrument_all_stay_without_base_instrumentor() -> None:
-    code = (
+def test_auto_wraps_the_launcher_without_base_instrumentor_or_packaging(ran: Sections) -> None:
+    assert ran[AUTO] == "[] True True"
+
+
+TOGGLE = _section(
+    "toggle",
+    (
         "import fma_otel.instrument as fi\n"
         "fi.uninstrument_all(); print(wrapped())\n"
         "fi.instrument_all(); print(wrapped(), twice())\n"
         f"print([m for m in {HEAVY!r} if m in sys.modules])"
-    )
-    assert _run(code).splitlines() == ["(False, False, False)", "(True, True, True) False", "[]"]
+    ),
+)
 
 
 @pytest.mark.slow
-def test_the_instrumentors_see_and_remove_what_auto_installed() -> None:
-    """An instrumentor imported after ``fma_otel.auto`` reports the wrappers on, removes
-    them, and puts them back once; ``instrument_all`` then goes through it."""
-    code = (
+def test_instrument_all_and_uninstrument_all_stay_without_base_instrumentor(ran: Sections) -> None:
+    assert ran[TOGGLE].splitlines() == ["(False, False, False)", "(True, True, True) False", "[]"]
+
+
+INSTRUMENTORS = _section(
+    "instrumentors",
+    (
         "from fma_otel.instrument.launcher import LauncherInstrumentor\n"
         "from fma_otel.instrument.httpx_dpc import HttpxDpcInstrumentor\n"
         "from opentelemetry.instrumentation.instrumentor import BaseInstrumentor\n"
@@ -93,8 +102,15 @@ def test_the_instrumentors_see_and_remove_what_auto_installed() -> None:
         "fi.instrument_all(); print(wrapped(), twice())\n"
         "fi.uninstrument_all(); print(wrapped())\n"
         "HttpxDpcInstrumentor().instrument(skip_dep_check=True); fi.instrument_all(); print(wrapped(), twice())\n"
-    )
-    assert _run(code).splitlines() == [
+    ),
+)
+
+
+@pytest.mark.slow
+def test_the_instrumentors_see_and_remove_what_auto_installed(ran: Sections) -> None:
+    """An instrumentor imported after ``fma_otel.auto`` reports the wrappers on, removes
+    them, and puts them back once; ``instrument_all`` then goes through it."""
+    assert ran[INSTRUMENTORS].splitlines() == [
         "True [True, True, True]",
         "(True, True, True)",
         "(False, False, True) [False, False, True]",
@@ -104,11 +120,9 @@ def test_the_instrumentors_see_and_remove_what_auto_installed() -> None:
     ]
 
 
-@pytest.mark.slow
-def test_the_entry_point_names_resolve() -> None:
-    """``pyproject.toml``'s entry points name the classes on the wrapper modules and the
-    configurator: they load (only then importing ``BaseInstrumentor``/``BaseDistro``)."""
-    code = (
+ENTRY_POINTS = _section(
+    "entry_points",
+    (
         "import importlib\n"
         "from opentelemetry.instrumentation.instrumentor import BaseInstrumentor\n"
         "from opentelemetry.instrumentation.distro import BaseDistro\n"
@@ -120,8 +134,15 @@ def test_the_entry_point_names_resolve() -> None:
         "print(all(issubclass(g, BaseInstrumentor) for g in got), issubclass(conf.FmaDistro, BaseDistro),"
         " hasattr(conf, 'FmaConfigurator'))\n"
         "try:\n    conf.Nothing\nexcept AttributeError as e:\n    print('AttributeError', e)\n"
-    )
-    assert _run(code).splitlines() == [
+    ),
+)
+
+
+@pytest.mark.slow
+def test_the_entry_point_names_resolve(ran: Sections) -> None:
+    """``pyproject.toml``'s entry points name the classes on the wrapper modules and the
+    configurator: they load (only then importing ``BaseInstrumentor``/``BaseDistro``)."""
+    assert ran[ENTRY_POINTS].splitlines() == [
         "True True True",
         "AttributeError module 'fma_otel.instrument.configurator' has no attribute 'Nothing'",
     ]

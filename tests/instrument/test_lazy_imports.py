@@ -3,21 +3,17 @@ them, and does not import them itself.
 
 Why: a launcher that uses neither grew by ~36 MB from importing them for the wrappers, and
 ``fork()`` of each vLLM instance takes longer the bigger the process (+3 to +6 ms a create
-with ``import fma_otel.auto``).  Run in fresh interpreters: this one has both imported.
+with ``import fma_otel.auto``).  Run in fresh interpreters: this one has both imported (one interpreter for the module,
+each test in a fork of it just after the prelude: ``forked_sections``).
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-pytestmark = pytest.mark.slow
+from .forked_sections import Sections, run_sections
 
-ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
 
 PRELUDE = """
 import sys, wrapt
@@ -31,60 +27,69 @@ def wrapped():
 """
 
 
-def _run(code: str) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    env["OTEL_TRACES_EXPORTER"] = "none"
-    env["PYTHONPATH"] = str(ROOT)
-    out = subprocess.run(
-        [sys.executable, "-c", PRELUDE + code],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    return out.stdout.strip()
+#: Each test's snippet, run after ``PRELUDE`` in a fork of one fresh interpreter.
+SECTIONS: dict[str, str] = {}
 
 
-def test_instrument_imports_neither_httpx_nor_the_kubernetes_client():
-    assert _run("print('httpx' in sys.modules, 'kubernetes' in sys.modules)") == "False False"
+def _section(name: str, code: str) -> str:
+    SECTIONS[name] = code
+    return name
 
 
-def test_they_are_wrapped_when_the_host_imports_them():
-    assert _run("print(wrapped())") == "(True, True, True)"
+@pytest.fixture(scope="module")
+def ran() -> Sections:
+    return run_sections(PRELUDE, SECTIONS)
+
+
+NEITHER = _section("neither", "print('httpx' in sys.modules, 'kubernetes' in sys.modules)")
+WRAPPED = _section("wrapped", "print(wrapped())")
+OFF = _section("off", "fma_otel.instrument.uninstrument_all()\nprint(wrapped())")
+OFF_ON = _section(
+    "off-then-on",
+    "fma_otel.instrument.uninstrument_all()\nfma_otel.instrument.instrument_all()\nprint(wrapped())",
+)
+AFTER = _section("after", "wrapped(); fma_otel.instrument.uninstrument_all(); print(wrapped())")
+PLAIN = _section(
+    "plain",
+    "import types\nprint(type(fma_otel.instrument) is types.ModuleType, callable(fma_otel.instrument))\n"
+    "fma_otel.instrument.uninstrument_all()\nfma_otel.instrument.instrument_all()\nprint(wrapped())",
+)
+METADATA = _section(
+    "metadata",
+    "import opentelemetry.instrumentation.instrumentor as bi\n"
+    "calls = []\n"
+    "bi.get_dependency_conflicts = lambda deps: calls.append(deps)\n"
+    "fma_otel.instrument.uninstrument_all(); fma_otel.instrument.instrument_all()\n"
+    "print(len(calls), wrapped())",
+)
+
+
+def test_instrument_imports_neither_httpx_nor_the_kubernetes_client(ran: Sections) -> None:
+    assert ran[NEITHER] == "False False"
+
+
+def test_they_are_wrapped_when_the_host_imports_them(ran: Sections) -> None:
+    assert ran[WRAPPED] == "(True, True, True)"
 
 
 @pytest.mark.parametrize("again", [False, True], ids=["off", "off-then-on"])
-def test_uninstrument_before_the_import_leaves_them_unwrapped_or_wrapped_once(again: bool):
-    code = "fma_otel.instrument.uninstrument_all()\n"
-    code += ("fma_otel.instrument.instrument_all()\n" if again else "") + "print(wrapped())"
-    assert _run(code) == ("(True, True, True)" if again else "(False, False, False)")
+def test_uninstrument_before_the_import_leaves_them_unwrapped_or_wrapped_once(
+    ran: Sections, again: bool
+) -> None:
+    assert ran[OFF_ON if again else OFF] == ("(True, True, True)" if again else "(False, False, False)")
 
 
-def test_uninstrument_after_the_import_unwraps():
-    assert (
-        _run("wrapped(); fma_otel.instrument.uninstrument_all(); print(wrapped())") == "(False, False, False)"
-    )
+def test_uninstrument_after_the_import_unwraps(ran: Sections) -> None:
+    assert ran[AFTER] == "(False, False, False)"
 
 
-def test_fma_otel_instrument_is_a_plain_package() -> None:
+def test_fma_otel_instrument_is_a_plain_package(ran: Sections) -> None:
     """No callable-module trick: ``fma_otel.instrument`` is an ordinary package whose
     ``instrument_all()`` works again after ``uninstrument_all()``."""
-    code = (
-        "import types\nprint(type(fma_otel.instrument) is types.ModuleType, callable(fma_otel.instrument))\n"
-    )
-    code += "fma_otel.instrument.uninstrument_all()\nfma_otel.instrument.instrument_all()\nprint(wrapped())"
-    assert _run(code) == "True False\n(True, True, True)"
+    assert ran[PLAIN] == "True False\n(True, True, True)"
 
 
-def test_instrument_all_reads_no_package_metadata() -> None:
+def test_instrument_all_reads_no_package_metadata(ran: Sections) -> None:
     """Versions are checked on the modules themselves: the metadata check would cache the
     whole site-packages listing in the launcher (~0.4 MB more for every fork to copy)."""
-    code = (
-        "import opentelemetry.instrumentation.instrumentor as bi\n"
-        "calls = []\n"
-        "bi.get_dependency_conflicts = lambda deps: calls.append(deps)\n"
-        "fma_otel.instrument.uninstrument_all(); fma_otel.instrument.instrument_all()\n"
-        "print(len(calls), wrapped())"
-    )
-    assert _run(code) == "0 (True, True, True)"
+    assert ran[METADATA] == "0 (True, True, True)"
