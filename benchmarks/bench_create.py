@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import random
@@ -156,6 +157,48 @@ def _mark_before_fork() -> None:
 def _mark_fork() -> None:
     _AT_FORK[0] = time.thread_time_ns()
     _AT_FORK[1] = _minflt()
+    _STEPS["gcs at fork"] = _GCS[0]
+
+
+#: ``--steps``: the thread's minor faults when the launcher's ``VllmInstance.start`` and
+#: ``create_instance`` returned (outside every wrapper) and when the response's start was
+#: sent: where between the fork and the response the faulting writes happen.
+_STEPS: dict[str, int] = {}
+STEP_NAMES = ("start returned", "create_instance returned", "response start sent", "response sent")
+
+
+#: ``--steps``: garbage collections so far (a collection in the window walks every young
+#: object, writing their pages).
+_GCS: list[int] = [0]
+
+
+def _count_gc(phase: str, info: dict[str, Any]) -> None:
+    if phase == "start":
+        _GCS[0] += 1
+
+
+def _mark_step(name: str) -> None:
+    _STEPS[name] = _minflt()
+
+
+def _watch_steps(launcher: Any) -> None:
+    """Wrap the launcher's ``start`` and ``create_instance`` outside the wrappers (which
+    patch them when the app's stack is built: call this after its first request)."""
+    start = launcher.VllmInstance.start
+    create = launcher.VllmMultiProcessManager.create_instance
+
+    def start_marked(self: Any, *a: Any, **k: Any) -> Any:
+        out = start(self, *a, **k)
+        _mark_step(STEP_NAMES[0])
+        return out
+
+    def create_marked(self: Any, *a: Any, **k: Any) -> Any:
+        out = create(self, *a, **k)
+        _mark_step(STEP_NAMES[1])
+        return out
+
+    launcher.VllmInstance.start = start_marked
+    launcher.VllmMultiProcessManager.create_instance = create_marked
 
 
 async def _call(app: Any, scope: dict[str, Any], body: bytes) -> int:
@@ -172,6 +215,8 @@ async def _call(app: Any, scope: dict[str, Any], body: bytes) -> int:
 
     async def send(msg: dict[str, Any]) -> None:
         if msg["type"] == "http.response.start":
+            _STEPS[STEP_NAMES[2]] = _minflt()
+            _STEPS["gcs at response"] = _GCS[0]
             status.append(msg["status"])
         elif msg["type"] == "http.response.body" and not msg.get("more_body"):
             _AT_RESPONSE[0] = time.thread_time_ns()
@@ -194,7 +239,7 @@ def _kill_child(launcher: Any, iid: str) -> None:
 
 
 async def _run_creates(
-    launcher: Any, n: int, warmup: int, gap: float, fork: str, profile: Any = None
+    launcher: Any, n: int, warmup: int, gap: float, fork: str, profile: Any = None, steps: bool = False
 ) -> dict[str, Any]:
     """``warmup`` untimed creates, then ``n`` timed ones: request-thread ns of each (in all
     and up to the response), its minor page faults up to the response, and the process's
@@ -202,6 +247,11 @@ async def _run_creates(
     app = launcher.app
     assert await _call(app, _scope("GET", "/health"), b"") == 200  # builds the stack
     await asyncio.sleep(1.0)  # the Pod lookup's first read (or failure), the exporter's start
+    if steps:
+        _watch_steps(launcher)
+        gc.callbacks.append(_count_gc)
+    step_faults: dict[str, list[int]] = {name: [] for name in STEP_NAMES}
+    gcs_in_window = 0
     samples: list[int] = []
     to_response: list[int] = []
     faults: list[int] = []
@@ -235,6 +285,13 @@ async def _run_creates(
                 after_fork.append(_AT_RESPONSE[1] - _AT_FORK[1])
                 after_fork_ns.append(_AT_RESPONSE[0] - _AT_FORK[0])
                 fork_ns.append(_AT_FORK[0] - _BEFORE_FORK[0])
+                if steps:
+                    _STEPS[STEP_NAMES[3]] = _AT_RESPONSE[1]
+                    gcs_in_window += _STEPS["gcs at response"] - _STEPS["gcs at fork"]
+                    prev = _AT_FORK[1]
+                    for name in STEP_NAMES:
+                        step_faults[name].append(_STEPS[name] - prev)
+                        prev = _STEPS[name]
         if fork == "real":
             _kill_child(launcher, iid)
         else:
@@ -248,6 +305,8 @@ async def _run_creates(
         "after_fork_faults": after_fork,
         "after_fork_ns": after_fork_ns,
         "fork_ns": fork_ns,
+        "step_faults": step_faults,
+        "gcs_in_window": gcs_in_window,
         "process_s": time.process_time() - cpu0,
     }
 
@@ -262,7 +321,9 @@ def _anon_kib() -> int:
     return 0
 
 
-def worker(name: str, n: int, warmup: int, gap: float, fork: str, profile: Any = None) -> dict[str, Any]:
+def worker(
+    name: str, n: int, warmup: int, gap: float, fork: str, profile: Any = None, steps: bool = False
+) -> dict[str, Any]:
     """One configuration in this process (its environment already set by the caller); the
     result says which ``fma_otel`` it ran, and the anonymous memory after the launcher's
     own imports, after the wrappers' (or the floor's) and after the creates."""
@@ -289,7 +350,7 @@ def worker(name: str, n: int, warmup: int, gap: float, fork: str, profile: Any =
     launcher = _load_launcher(fork)
     if floor:
         launcher.app = floor["traced"](launcher.app)
-    out = asyncio.run(_run_creates(launcher, n, warmup, gap, fork, profile))
+    out = asyncio.run(_run_creates(launcher, n, warmup, gap, fork, profile, steps))
     anon.append(_anon_kib())
     import fma_otel
 
@@ -363,7 +424,7 @@ def run_one(name: str, rx: dict[str, str], args: argparse.Namespace) -> dict[str
         str(args.gap),
         "--fork",
         args.fork,
-    ]
+    ] + (["--steps"] if args.steps else [])
     env = _env_of(name, rx, args.baseline)
     res = subprocess.run(argv, env=env, capture_output=True, text=True, cwd=REPO)
     if res.returncode != 0:
@@ -393,10 +454,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--threads", action="store_true", help="profile the background threads instead")
     ap.add_argument("--top", type=int, default=35, help="rows of the profile")
+    ap.add_argument(
+        "--steps",
+        action="store_true",
+        help="with --fork real: split the faults from the fork to the response by where they happen",
+    )
     ap.add_argument("--worker", metavar="NAME", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
-        out = worker(args.worker, args.creates, args.warmup, args.gap, args.fork)
+        out = worker(args.worker, args.creates, args.warmup, args.gap, args.fork, steps=args.steps)
         print(json.dumps(out))
         return 0
     if args.profile:
@@ -409,8 +475,12 @@ def main(argv: list[str] | None = None) -> int:
         # load then hits both alike); its bytecode compiled first, as bench_fork's.
         subprocess.run([sys.executable, "-m", "compileall", "-q", args.baseline], check=True)
         names += [n + BASELINE for n in names if n != BASE]
-    cols = ("response", "thread", "faults", "process", "anon wrap", "anon end") + (
-        ("fork", "fork-resp", "fork-resp faults") if args.fork == "real" else ()
+    steps = STEP_NAMES if args.steps and args.fork == "real" else ()
+    cols = (
+        ("response", "thread", "faults", "process", "anon wrap", "anon end")
+        + (("fork", "fork-resp", "fork-resp faults") if args.fork == "real" else ())
+        + tuple(f"faults to {s}" for s in steps)
+        + (("gc runs in the window",) if steps else ())
     )
     got: dict[str, dict[str, list[float]]] = {c: {n: [] for n in names} for c in cols}
     rng = random.Random(0)
@@ -433,6 +503,10 @@ def main(argv: list[str] | None = None) -> int:
                     got["fork"][name].append(statistics.median(res["fork_ns"]) / 1e3)
                     got["fork-resp"][name].append(statistics.median(res["after_fork_ns"]) / 1e3)
                     got["fork-resp faults"][name].append(statistics.median(res["after_fork_faults"]))
+                for step in steps:
+                    got[f"faults to {step}"][name].append(statistics.mean(res["step_faults"][step]))
+                if steps:
+                    got["gc runs in the window"][name].append(res["gcs_in_window"])
                 print(
                     f"round {r} {name}: " + ", ".join(f"{c} {got[c][name][-1]:.1f}" for c in cols),
                     file=sys.stderr,
@@ -449,6 +523,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.fork == "real"
             else ""
         )
+        + "".join(f" faults to {step} (mean) | extra |" for step in steps)
+        + (" gc runs from fork to response (all creates) | extra |" if steps else "")
     )
     print("| --- |" + " ---: |" * (2 * len(cols)))
     for name in names:
