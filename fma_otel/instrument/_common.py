@@ -170,9 +170,10 @@ def begin(instrumentor: Any, kwargs: dict[str, Any]) -> bool:
     return True
 
 
-#: ``name >= X.Y`` with a plain release: the only form of requirement the wrappers state.
+#: ``name >= X.Y``: the one form of requirement the wrappers state (a test holds them to it).
 _AT_LEAST = re.compile(r"^\s*([A-Za-z0-9_.-]+)\s*>=\s*(\d+(?:\.\d+)*)\s*$")
-_RELEASE = re.compile(r"^\d+(?:\.\d+)*$")
+#: The release at the start of a ``__version__`` (``1.0.0rc1`` -> ``1.0.0``).
+_RELEASE = re.compile(r"\d+(?:\.\d+)*")
 
 
 def _release(text: str) -> tuple[int, ...]:
@@ -180,7 +181,7 @@ def _release(text: str) -> tuple[int, ...]:
 
 
 def _at_least(version: str, floor: str) -> bool:
-    """PEP 440's ``>=`` between two plain releases (the shorter padded with zeros)."""
+    """PEP 440's ``>=`` between two releases (the shorter padded with zeros)."""
     v, f = _release(version), _release(floor)
     width = max(len(v), len(f))
     return v + (0,) * (width - len(v)) >= f + (0,) * (width - len(f))
@@ -192,24 +193,20 @@ def dependency_met(instrumentor: Any, name: str) -> bool:
 
     Why not the installed packages' metadata, as ``BaseInstrumentor`` checks by default:
     reading it caches the whole site-packages listing in the process (~0.4 MB in the
-    launcher, for every fork to copy).  A module without ``__version__`` passes.  A plain
-    ``name >= X.Y`` against a plain release is compared here; anything else goes to
-    ``packaging``, imported only then (its modules are about 0.6 MiB of the launcher).
+    launcher, for every fork to copy); nor ``packaging``, about 0.6 MiB more.  The
+    requirements are our own, each a ``name >= X.Y``, so the release at the start of the
+    version is compared with ``X.Y`` (a pre-release or local suffix counts as its release).
+    A module without a ``__version__`` that starts with a release passes.
     """
-    mod = sys.modules.get(name)
-    version = getattr(mod, "__version__", None)
-    if not isinstance(version, str):
+    version = getattr(sys.modules.get(name), "__version__", None)
+    release = _RELEASE.match(version) if isinstance(version, str) else None
+    if release is None:
         return True
     for spec in instrumentor.instrumentation_dependencies():
         plain = _AT_LEAST.match(spec)
-        if plain is not None and _RELEASE.match(version):
-            met = plain.group(1) != name or _at_least(version, plain.group(2))
-        else:
-            from packaging.requirements import Requirement
-
-            req = Requirement(spec)
-            met = req.name != name or req.specifier.contains(version, prereleases=True)
-        if not met:
+        if plain is None:
+            raise ValueError(f"not a 'name >= X.Y' requirement: {spec!r}")
+        if plain.group(1) == name and not _at_least(release.group(), plain.group(2)):
             logger.warning("fma-otel: %s %s does not meet %s: not instrumented", name, version, spec)
             return False
     return True

@@ -47,3 +47,33 @@ def test_a_launcher_on_a_too_old_fastapi_is_left_alone(monkeypatch: pytest.Monke
             assert not isinstance(vars(cls).get("build_middleware_stack"), wrapt.FunctionWrapper)
     finally:
         inst.uninstrument()
+
+
+@pytest.mark.parametrize(("version", "met"), [("0.23.0.post1", True), ("0.22+local", False), ("dev", True)])
+def test_suffixes_count_as_their_release(monkeypatch: pytest.MonkeyPatch, version: str, met: bool) -> None:
+    fake = types.ModuleType("httpx")
+    fake.__version__ = version  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "httpx", fake)
+    assert c.dependency_met(HttpxDpcInstrumentor(), "httpx") is met
+
+
+def test_every_requirement_is_a_plain_at_least() -> None:
+    """``dependency_met`` reads only ``name >= X.Y``: every wrapper must state that form."""
+    from fma_otel.instrument import wrappers
+
+    specs = [s for w in wrappers() for s in w.instrumentation_dependencies()]
+    assert len(specs) == 3
+    assert all(c._AT_LEAST.match(s) for s in specs), specs
+
+
+def test_another_form_of_requirement_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = types.ModuleType("httpx")
+    fake.__version__ = "0.28.1"  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "httpx", fake)
+
+    class Odd:
+        def instrumentation_dependencies(self) -> tuple[str, ...]:
+            return ("httpx ~= 0.23",)
+
+    with pytest.raises(ValueError, match="not a 'name >= X.Y' requirement"):
+        c.dependency_met(Odd(), "httpx")
