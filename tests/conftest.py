@@ -5,11 +5,27 @@ The OTLP receivers run in-process on ephemeral ports so export tests need no col
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 
 import pytest
 
 from tests.support.otlp_receiver import GrpcOtlpReceiver, HttpOtlpReceiver
+
+
+@pytest.fixture(autouse=True)
+def _restore_signal_handlers() -> Iterator[None]:
+    """Put back SIGTERM/SIGINT handlers a test installed in this process.
+
+    ``fma-otel watch`` run in-process (``CliRunner``) installs its own; left behind, a
+    child forked by a later test inherits a SIGTERM handler that does not exit, and
+    whatever stops that child waits out its kill timeout (seconds per test) first.
+    """
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    yield
+    for sig, handler in saved.items():
+        if handler is not None and signal.getsignal(sig) is not handler:  # None: not set from Python
+            signal.signal(sig, handler)
 
 
 @pytest.fixture

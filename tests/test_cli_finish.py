@@ -30,6 +30,7 @@ def test_bridge_to_stdout_is_complete_and_equal_to_the_file(tmp_path: Path) -> N
     assert [json.loads(line)["resourceSpans"] for line in piped.stdout.splitlines()]  # whole lines
 
 
+@pytest.mark.slow
 def test_bridge_summary_and_strict_exit_code_from_the_console_entry_point(tmp_path: Path) -> None:
     cap = tmp_path / "cap"
     shutil.copytree(sample_dir(), cap)

@@ -202,6 +202,7 @@ def test_slo_on_only_malformed_lines_is_a_wrong_kind_of_file(tmp_path: Path) -> 
     assert r.exit_code == 2 and "not OTLP JSON lines" in r.stderr
 
 
+@pytest.mark.slow
 def test_report_skips_a_malformed_line(tmp_path: Path) -> None:
     bad, _ = MALFORMED["start time not a number"]
     out = tmp_path / "r.html"

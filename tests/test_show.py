@@ -248,6 +248,7 @@ def test_cli_a_width_no_terminal_has_is_a_usage_error(trace_file, width):
     assert "Traceback" not in res.output
 
 
+@pytest.mark.slow
 def test_pipe_to_head_is_quiet(tmp_path: Path):
     big = tmp_path / "big.jsonl"
     with big.open("w") as fh:

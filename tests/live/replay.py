@@ -237,10 +237,17 @@ class InProcessWatcher:
         before = self.k8s.open_streams("watch")
         logs = self.k8s.open_streams("log")
         self.thread.start()
-        # play nothing before the watch is open: a list would only show final states
-        assert self.k8s.wait_for_streams("watch", before + 1, timeout=10)
-        if self.wait_logs:
-            assert self.k8s.wait_for_streams("log", logs + self.wait_logs, timeout=10)
+        # play nothing before the watch is open: a list would only show final states.
+        # The timeouts only bound how long a failure takes (a loaded machine needs more
+        # than 10 s); a failure stops the thread, else it would go on watching (and
+        # drawing on ``random`` under later tests' Hypothesis) for the rest of the run.
+        try:
+            assert self.k8s.wait_for_streams("watch", before + 1, timeout=30)
+            if self.wait_logs:
+                assert self.k8s.wait_for_streams("log", logs + self.wait_logs, timeout=30)
+        except BaseException:
+            self.__exit__()
+            raise
         return self
 
     def __exit__(self, *exc: object) -> None:

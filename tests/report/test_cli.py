@@ -27,6 +27,7 @@ def png_size(path: Path) -> tuple[int, int]:
     return struct.unpack(">II", head[16:24])
 
 
+@pytest.mark.slow
 def test_empty_file_says_so(tmp_path):
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
@@ -224,6 +225,7 @@ def test_without_matplotlib_says_which_extra(sample_traces, tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_only_unfinished_actuations_still_list_them(tmp_path):
     """Nothing finished: no trend, no breakdown, no warning; the table still has them all."""
     import warnings
