@@ -244,6 +244,7 @@ def test_a_launcher_with_the_lookup_configured_never_imports_the_kubernetes_clie
     env.update(
         PYTHONPATH=str(ROOT),
         OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{free_port()}",  # OTLP/HTTP, collector down
+        OTEL_EXPORTER_OTLP_TIMEOUT="1",  # its exit gives up on the absent collector soon
         POD_NAME=NAME,
         NAMESPACE=NS,
         KUBECONFIG=str(tmp_path / "kc"),
@@ -276,6 +277,7 @@ def test_a_json_kubeconfig_is_read_without_pyyaml(k8s: FakeCluster, tmp_path: Pa
     env.update(
         PYTHONPATH=str(ROOT),
         OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{free_port()}",
+        OTEL_EXPORTER_OTLP_TIMEOUT="1",
         POD_NAME=NAME,
         NAMESPACE=NS,
         KUBECONFIG=str(kc),

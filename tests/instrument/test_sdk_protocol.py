@@ -164,6 +164,7 @@ def test_wrapped_process_never_imports_requests(tmp_path: Path) -> None:
     no proxy variable, so does ``urllib.request`` (read only to apply a proxy)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_") and "PROXY" not in k.upper()}
     env["OTEL_EXPORTER_OTLP_ENDPOINT"] = "http://127.0.0.1:9"
+    env["OTEL_EXPORTER_OTLP_TIMEOUT"] = "1"  # its exit gives up on the absent collector soon
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
     code = (
         "import sys, fma_otel.auto\n"
