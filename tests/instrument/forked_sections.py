@@ -69,3 +69,19 @@ def run_sections(prelude: str, sections: dict[str, str], timeout: float = 120) -
     )
     assert out.returncode == 0, out.stderr
     return Sections(out.stdout, out.stderr)
+
+
+class SectionSet:
+    """A test module's snippets, registered by name as the module is read (``add``) and
+    run together once (``run``, from a module-scoped fixture)."""
+
+    def __init__(self, prelude: str) -> None:
+        self.prelude = prelude
+        self.sections: dict[str, str] = {}
+
+    def add(self, name: str, code: str) -> str:
+        self.sections[name] = code
+        return name
+
+    def run(self) -> Sections:
+        return run_sections(self.prelude, self.sections)

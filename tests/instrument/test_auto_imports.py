@@ -16,7 +16,7 @@ import pytest
 
 from fma_otel.instrument import _common as c
 
-from .forked_sections import Sections, run_sections
+from .forked_sections import Sections, SectionSet
 
 #: What a launcher imports, then the wrappers; ``wrapped()``: are the launcher's app and
 #: the DPC-side libraries wrapped (each once)?
@@ -43,17 +43,13 @@ HEAVY = (
 
 
 #: Each test's snippet, run after ``PRELUDE`` in a fork of one fresh interpreter.
-SECTIONS: dict[str, str] = {}
-
-
-def _section(name: str, code: str) -> str:
-    SECTIONS[name] = code
-    return name
+SNIPPETS = SectionSet(PRELUDE)
+_section = SNIPPETS.add
 
 
 @pytest.fixture(scope="module")
 def ran() -> Sections:
-    return run_sections(PRELUDE, SECTIONS)
+    return SNIPPETS.run()
 
 
 AUTO = _section(

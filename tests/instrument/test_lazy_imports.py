@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from .forked_sections import Sections, run_sections
+from .forked_sections import Sections, SectionSet
 
 pytestmark = pytest.mark.slow
 
@@ -28,17 +28,13 @@ def wrapped():
 
 
 #: Each test's snippet, run after ``PRELUDE`` in a fork of one fresh interpreter.
-SECTIONS: dict[str, str] = {}
-
-
-def _section(name: str, code: str) -> str:
-    SECTIONS[name] = code
-    return name
+SNIPPETS = SectionSet(PRELUDE)
+_section = SNIPPETS.add
 
 
 @pytest.fixture(scope="module")
 def ran() -> Sections:
-    return run_sections(PRELUDE, SECTIONS)
+    return SNIPPETS.run()
 
 
 NEITHER = _section("neither", "print('httpx' in sys.modules, 'kubernetes' in sys.modules)")
