@@ -14,6 +14,7 @@ import logging
 import os
 import re
 import sys
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
@@ -117,7 +118,7 @@ def swallow(default: Any = None) -> Callable[[F], F]:
 ForcingIdGenerator = DerivedIdGenerator
 
 
-class Wrappers:
+class Wrappers(ABC):
     """One instrumentation's wrappers and their state, one object per process: what its
     ``BaseInstrumentor`` (``fma_otel.instrument.base_instrumentors``) installs and removes.
 
@@ -136,9 +137,9 @@ class Wrappers:
             cls._instance = object.__new__(cls)
         return cls._instance
 
+    @abstractmethod
     def instrumentation_dependencies(self) -> Collection[str]:
-        """Requirements on the wrapped library, in ``BaseInstrumentor``'s format."""
-        raise NotImplementedError
+        """Requirements on the wrapped library, each a ``name >= X.Y`` (``dependency_met``)."""
 
     def install(self, **kwargs: Any) -> None:
         """Install the wrappers, once (again only after ``uninstall``)."""
@@ -152,11 +153,13 @@ class Wrappers:
             self._uninstall()
             self.installed = False
 
+    @abstractmethod
     def _install(self, **kwargs: Any) -> None:
-        raise NotImplementedError
+        """Put the wrappers in place (called once per ``install``)."""
 
+    @abstractmethod
     def _uninstall(self) -> None:
-        raise NotImplementedError
+        """Restore the originals (called once per ``uninstall``)."""
 
 
 def begin(instrumentor: Any, kwargs: dict[str, Any]) -> bool:
