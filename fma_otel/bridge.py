@@ -120,10 +120,6 @@ class BridgeResult:
     def traces(self) -> list[list[M.SpanRecord]]:
         return [self._build(a) for a in self.actuations]
 
-    @property
-    def span_count(self) -> int:
-        return sum(len(t) for t in self.traces)
-
 
 @dataclass
 class Tally:

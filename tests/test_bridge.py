@@ -17,7 +17,7 @@ import pytest
 
 from fma_otel import model as M
 from fma_otel.bridge import BridgeInputs, InputError, inputs_from_capture, run_bridge, sample_dir
-from fma_otel.sinks.dump import dump_traces
+from tests.support.dump import dump_traces
 from tests.support.synth import (
     MAX_LAUNCHER_SKEW_NS,
     load_truth,

@@ -11,8 +11,8 @@ import pytest
 
 from fma_otel import model as M
 from fma_otel.bridge import inputs_from_capture, run_bridge, sample_dir
-from fma_otel.sinks.dump import dump_traces
 from fma_otel.sources.vllm_log import parse_vllm_log
+from tests.support.dump import dump_traces
 
 SAMPLE = sample_dir()
 SELECTOR = {"app": "vllm"}

@@ -3,7 +3,7 @@
 Why order independence is tested through the whole bridge: ``kubectl get -w`` output is
 often merged from several watches, re-listed after a resync, or concatenated by hand, so
 the same Pod states arrive in another order and more than once.  The traces must not
-change: they are compared as :func:`fma_otel.sinks.dump.dump_traces` text, so a failure
+change: they are compared as :func:`tests.support.dump.dump_traces` text, so a failure
 shows which span moved.
 """
 
@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fma_otel.bridge import BridgeInputs, inputs_from_capture, run_bridge
-from fma_otel.sinks.dump import dump_traces
 from fma_otel.sources.pods import PodStore, iter_pod_events
 from fma_otel.sources.records import SourceStats
+from tests.support.dump import dump_traces
 
 from ._mutate import SAMPLE
 

@@ -1,4 +1,5 @@
-"""A readable, deterministic dump of span trees, for replay tests and debugging.
+"""A readable, deterministic dump of span trees, for replay tests and debugging (a test helper:
+not shipped in the package).
 
 kspan's lesson: compare a whole trace as text, so a failing replay shows exactly which
 span moved.  One line per span, depth-first, children by start time then name:
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .. import model as M
+from fma_otel import model as M
 
 DEFAULT_KEYS = (M.A_PATH, M.A_METRIC, M.A_START_SRC, M.A_END_SRC, M.A_COMPLETE, M.A_INCONSISTENT)
 
