@@ -22,7 +22,6 @@ instance wrote in that window (milliseconds).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
@@ -31,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..lines import MAX_LINE_BYTES
-from ..timeutil import parse_rfc3339_ns
+from ..sources.klog import split_timestamp_prefix
 from .kube import TRANSIENT_ERRORS, Backoff, Kube, KubeError, iter_lines
 
 log = logging.getLogger(__name__)
@@ -123,13 +122,13 @@ class FollowStats:
     long_lines: int = 0  # lines past MAX_LINE_BYTES, dropped unread (kube.iter_lines)
 
 
-def split_prefix(line: bytes) -> tuple[int | None, bytes]:
-    """``b"2026-06-29T14:36:20.498765432Z text"`` -> (ns, b"text"); no prefix -> (None, line)."""
-    sp = line.find(b" ")
-    if 20 <= sp <= 40 and line[4:5] == b"-" and line[10:11] == b"T":
-        with contextlib.suppress(ValueError, UnicodeDecodeError):
-            return parse_rfc3339_ns(line[:sp].decode("ascii")), line[sp + 1 :]
-    return None, line
+def prefix_ns(line: bytes) -> int | None:
+    """The instant of a ``--timestamps`` prefix (``b"2026-06-29T14:36:20.498765432Z
+    text"``), read by the one reader of that prefix; ``None`` when there is none."""
+    try:  # latin-1 never fails; a prefix is ASCII, and at most 40 bytes long
+        return split_timestamp_prefix(line[:41].decode("latin-1"))[0]
+    except ValueError:
+        return None
 
 
 def restart_count_of(pod: dict[str, Any] | None, container: str) -> int | None:
@@ -227,7 +226,7 @@ class LogFollower:
             self.connected_at = time.monotonic()
         try:
             for line in iter_lines(resp, on_long=self._long_line):
-                ts, _text = split_prefix(line)
+                ts = prefix_ns(line)
                 if ts is not None and not self.pos.admit(ts, time.time_ns()):
                     self.stats.duplicates += 1
                     continue
