@@ -18,12 +18,12 @@ import os
 import random
 import threading
 from collections.abc import Callable, Iterator
-from datetime import datetime, timezone
 from typing import Any
 
 from ..errtext import one_line
 from ..jsonsafe import loads
 from ..lines import MAX_LINE_BYTES
+from ..timeutil import format_rfc3339_ns
 
 #: errors on the wire that mean "reconnect", as opposed to a bug in our code
 try:  # pragma: no cover - import shape differs across urllib3 versions
@@ -311,7 +311,8 @@ class Kube:
         if previous:
             query.append(("previous", True))
         if since_ns:
-            query.append(("sinceTime", rfc3339_seconds(since_ns)))
+            # whole seconds, rounded down: what ``sinceTime`` (a ``metav1.Time``) carries
+            query.append(("sinceTime", format_rfc3339_ns(since_ns - since_ns % 1_000_000_000)))
         if limit_bytes:
             query.append(("limitBytes", int(limit_bytes)))
         resp = self._get(
@@ -396,11 +397,6 @@ class Kube:
 
     def watch_events(self, namespace: str, resource_version: str, timeout_s: int) -> Any:
         return self._watch(self.events_v1.list_namespaced_event, namespace, resource_version, timeout_s)
-
-
-def rfc3339_seconds(ns: int) -> str:
-    """Whole seconds, rounded down: what ``sinceTime`` (a ``metav1.Time``) can carry."""
-    return datetime.fromtimestamp(ns // 1_000_000_000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Backoff:
