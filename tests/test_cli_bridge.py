@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from fma_otel import model as M
 from fma_otel.bridge import sample_dir
 from fma_otel.cli import main
-from fma_otel.sinks.otlp_json import read_spans
+from fma_otel.query.readers import read_spans
 
 SAMPLE = sample_dir()
 SAMPLE_LAUNCHER = "launcher-example-4lgw5"

@@ -17,9 +17,10 @@ import pytest
 from fma_otel.bridge import inputs_from_capture, run_bridge, sample_dir
 from fma_otel.lines import MAX_LINE_BYTES, MAX_TRACE_LINE_BYTES, MAX_VALUE_BYTES, TooLong, bounded_lines
 from fma_otel.query.harvest import Harvest
+from fma_otel.query.readers import read_spans
 from fma_otel.query.sources import FileSource
 from fma_otel.query.window import Window
-from fma_otel.sinks.otlp_json import export_request_text, read_spans
+from fma_otel.sinks.otlp_json import export_request_text
 from fma_otel.sources.klog import iter_klog
 from fma_otel.sources.launcher_log import iter_launcher_log
 from fma_otel.sources.records import SourceStats

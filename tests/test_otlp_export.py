@@ -450,7 +450,7 @@ def test_bridge_export_drops_an_unencodable_trace_says_so_and_exits_1(
 
     from fma_otel.bridge import sample_dir
     from fma_otel.cli import main
-    from fma_otel.sinks.otlp_json import read_spans
+    from fma_otel.query.readers import read_spans
 
     rx = otlp_grpc_receiver if protocol == "grpc" else otlp_http_receiver
     out = tmp_path / "t.jsonl"

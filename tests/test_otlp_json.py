@@ -23,11 +23,11 @@ from hypothesis import strategies as st
 from fma_otel import model as M
 from fma_otel.bridge import sample_dir
 from fma_otel.cli import main
+from fma_otel.query.readers import read_spans
 from fma_otel.sinks.otlp_json import (
     decode_request,
     export_request,
     export_request_bytes,
-    read_spans,
     write_trace_line,
 )
 from tests.support.synth import synth_capture, write_capture

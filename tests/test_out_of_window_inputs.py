@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from fma_otel import timeutil
 from fma_otel.bridge import sample_dir
 from fma_otel.cli import main
-from fma_otel.sinks.otlp_json import read_spans
+from fma_otel.query.readers import read_spans
 
 LAUNCHER_LOG = "launcher-launcher-example-4lgw5.log"
 

@@ -379,7 +379,7 @@ def test_flags_add_vllm_logs_and_events_to_explicit_inputs(tmp_path, clean_otlp_
         str(full),
     )
     assert r.exit_code == 0, r.stderr
-    from fma_otel.sinks.otlp_json import read_spans
+    from fma_otel.query.readers import read_spans
 
     got = {s.name for s in read_spans(str(full))} - {s.name for s in read_spans(str(bare))}
     assert {"vllm.process.boot", "k8s.pod.setup", "fma.launcher.boot", "k8s.readiness.probe"} <= got

@@ -397,8 +397,9 @@ def test_fma_events_become_span_events_on_the_actuation_they_concern(tmp_path):
     import io
 
     from fma_otel.phase_spans import assign_fma_events, with_fma_events
+    from fma_otel.query.readers import read_spans
     from fma_otel.sinks.otlp_export import to_readable_spans
-    from fma_otel.sinks.otlp_json import read_spans, write_trace_line
+    from fma_otel.sinks.otlp_json import write_trace_line
 
     new = _fixture_events("events-v1-list.json")
     ev = next(e for e in new if e.raw_reason == "OutdatedRoutingMetadata")

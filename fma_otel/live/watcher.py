@@ -390,7 +390,7 @@ class LiveWatcher:
                     log.warning("pending trace of %s in the checkpoint is unreadable", key)
         want = {M.trace_id_for(k): k for k in pending if k not in found and M.trace_id_for(k) in present}
         if want and self.out is not None:
-            from ..sinks.otlp_json import read_spans
+            from ..query.readers import read_spans
 
             for path in self.out.paths():  # (rotated files too: a rotation may follow the write)
                 try:

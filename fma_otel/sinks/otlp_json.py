@@ -12,14 +12,13 @@ import base64
 import binascii
 import json
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import IO, Any
 
 import orjson
 
 from .. import __version__
 from ..jsonsafe import ns
-from ..lines import MAX_TRACE_LINE_BYTES, TooLong, bounded_lines
 from ..model import STATUS_ERROR, STATUS_OK, STATUS_UNSET, SpanEvent, SpanRecord, resource_attributes
 
 SCOPE_NAME = "fma-otel"
@@ -257,48 +256,3 @@ def spans_from_request(req: Mapping[str, Any]) -> Iterator[SpanRecord]:
 
 class OtlpJsonError(ValueError):
     """A file that is not OTLP JSON lines."""
-
-
-def read_spans(
-    path: str, stats: dict[str, int] | None = None, advance: Callable[[int], None] | None = None
-) -> Iterator[SpanRecord]:
-    """Stream spans from an OTLP JSON lines file.
-
-    Bad lines are counted in ``stats['skipped']`` (never fatal): not JSON, not an object
-    with ``resourceSpans``, or valid JSON that is malformed OTLP anywhere in it (the whole
-    line is skipped, never part of it).  A file with no good line at all raises
-    :class:`OtlpJsonError` so the CLI can say "wrong kind of file".  ``advance`` is told
-    the bytes of every line read (a progress bar).
-    """
-    st = stats if stats is not None else {}
-    st.setdefault("lines", 0)
-    st.setdefault("skipped", 0)
-    good = 0
-    with open(path, "rb") as fh:
-        for raw in bounded_lines(fh, MAX_TRACE_LINE_BYTES):
-            if advance is not None:
-                advance(int(raw) if raw.__class__ is TooLong else len(raw))
-            if raw.__class__ is TooLong:
-                st["lines"] += 1
-                st["skipped"] += 1  # never held, never decoded (lines.py)
-                continue
-            if not raw.strip():
-                continue
-            st["lines"] += 1
-            try:
-                req = json.loads(raw)
-            except (ValueError, RecursionError):
-                st["skipped"] += 1
-                continue
-            if not isinstance(req, dict) or not ("resourceSpans" in req or "resource_spans" in req):
-                st["skipped"] += 1
-                continue
-            try:
-                spans = decode_request(req)
-            except MALFORMED:
-                st["skipped"] += 1
-                continue
-            good += 1
-            yield from spans
-    if st["lines"] and not good:
-        raise OtlpJsonError(f"{path}: not OTLP JSON lines (no line holds resourceSpans)")

@@ -21,8 +21,8 @@ from click.testing import CliRunner
 
 from fma_otel.bridge import sample_dir
 from fma_otel.cli import main
+from fma_otel.query.readers import read_spans
 from fma_otel.sinks import otlp_export
-from fma_otel.sinks.otlp_json import read_spans
 from tests.support.otlp_receiver import GrpcOtlpReceiver, HttpOtlpReceiver, free_port
 
 SAMPLE = sample_dir()
