@@ -363,11 +363,14 @@ class PhaseTail:
             self._finish()
 
     def _emit(self, startup: Any) -> None:
-        from fma_otel.phase_spans import number_spans, plan_vllm
-
         sc = startup.get_span_context()
         if not sc.is_valid or not sc.trace_flags.sampled or not self.records:
             return
+        # Imported only with records to plan: an instance that logged nothing (stopped or
+        # failed before its first line) loads no planner into the launcher, whose every
+        # page the next fork copies the page tables of.
+        from fma_otel.phase_spans import number_spans, plan_vllm
+
         trace_hex = format(sc.trace_id, "032x")
         ready_id = model.span_id_for(trace_hex, READY_SPAN, 0)
         parent = getattr(startup, "parent", None)
@@ -464,6 +467,7 @@ class _Follower:
                             left.append(t)
                     except Exception:  # noqa: BLE001 - the thread must outlive any one tail
                         t.close()
+                t = None  # the loop variable would keep the last tail (and its records) alive
                 tails = left  # each finished one closed its file (under its own lock)
                 self._wake.wait(c.env_float(ENV_INTERVAL, 0.2))
                 self._wake.clear()

@@ -158,6 +158,7 @@ class _Poller:
                             w.step()
                             w.due = time.monotonic() + (w.interval or 0.1)
                         next_due = min(next_due, w.due)
+                    w = None  # the loop variable would keep the last watch (and its tail) alive while idle
                     watches = [w for w in watches if not w.ended]
                     now = time.monotonic()
                     if watches:
