@@ -26,7 +26,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = """
-import gc, json, os, sys, tempfile, time
+import gc, json, os, sys, tempfile, threading, time
 from pathlib import Path
 import fma_otel.auto
 from opentelemetry import trace
@@ -58,6 +58,7 @@ def create_and_delete(client, iid, log_line=None):
         with open(Path(LOGS) / ("fake-launcher-%d-%s.log" % (os.getpid(), iid)), "ab") as f:
             f.write(log_line)
         time.sleep(0.2)  # the tail reads it
+        out["threads"] = sorted(t.name for t in threading.enumerate() if t.name.startswith("fma-otel-"))
     assert client.delete("/v2/vllm/instances/" + iid).status_code == 200
 
 def alive(*types):
@@ -107,3 +108,8 @@ def test_an_instance_that_logged_a_line_loads_the_parser(ran: dict[str, Any]) ->
 def test_nothing_of_a_deleted_instance_is_kept(ran: dict[str, Any]) -> None:
     assert ran["tails gone"] and ran["all gone"]
     assert ran["kept"] == 0
+
+
+def test_one_thread_polls_the_instances_and_follows_their_logs(ran: dict[str, Any]) -> None:
+    # Taken while an instance was starting, its log followed.
+    assert ran["threads"] == ["fma-otel-vllm-startup"]
