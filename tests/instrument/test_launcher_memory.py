@@ -29,6 +29,7 @@ SCRIPT = """
 import gc, json, os, sys, tempfile, threading, time
 from pathlib import Path
 import fma_otel.auto
+AT_IMPORT = sorted(m for m in ("msgspec", "fma_otel.span_records") if m in sys.modules)
 from opentelemetry import trace
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -66,9 +67,10 @@ def alive(*types):
     return sum(1 for o in gc.get_objects() if isinstance(o, types))
 
 def loaded():
-    return sorted(m for m in sys.modules if m in ("fma_otel.phase_spans", "fma_otel.sources.vllm_log"))
+    names = ("fma_otel.phase_spans", "fma_otel.sources.vllm_log", "msgspec")
+    return sorted(m for m in sys.modules if m in names)
 
-out = {}
+out = {"at import": AT_IMPORT}
 with TestClient(launcher.app) as client:
     create_and_delete(client, "a")
     out["tails gone"] = wait(lambda: alive(VP.PhaseTail) == 0)
@@ -96,13 +98,18 @@ def ran() -> dict[str, Any]:
     return out
 
 
+def test_the_wrappers_load_no_span_records_or_msgspec(ran: dict[str, Any]) -> None:
+    # They use the model's names and ids, never a SpanRecord (msgspec: ~0.4 MiB, 5 mappings).
+    assert ran["at import"] == []
+
+
 def test_an_instance_that_logged_nothing_loads_no_log_parser_or_planner(ran: dict[str, Any]) -> None:
     assert ran["no log"] == []
 
 
 def test_an_instance_that_logged_a_line_loads_the_parser(ran: dict[str, Any]) -> None:
     # The control: the test above would see the import if it were made.
-    assert "fma_otel.sources.vllm_log" in ran["a line"]
+    assert "fma_otel.sources.vllm_log" in ran["a line"] and "msgspec" in ran["a line"]
 
 
 def test_nothing_of_a_deleted_instance_is_kept(ran: dict[str, Any]) -> None:
