@@ -14,9 +14,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-import msgspec
+if TYPE_CHECKING:
+    from fma_otel.span_records import SpanEvent, SpanRecord  # noqa: F401 - read through __getattr__
 
 # --------------------------------------------------------------------------- paths
 
@@ -496,40 +497,22 @@ STATUS_OK = "OK"
 STATUS_ERROR = "ERROR"
 
 
-class SpanEvent(msgspec.Struct, frozen=True):
-    """A span event: an instant with attributes on a span (FMA's own Kubernetes Events)."""
+#: The span records (``SpanEvent``, ``SpanRecord``) live in ``fma_otel.span_records``
+#: and are read from here as before (``__getattr__``): defining them imports ``msgspec``,
+#: which the in-process wrappers - which use this module's names and ids, never a record -
+#: would otherwise load into every launcher, whose every page each fork of a vLLM instance
+#: copies the page tables of.
+_RECORDS = frozenset({"SpanEvent", "SpanRecord"})
 
-    name: str
-    time_ns: int
-    attributes: Mapping[str, Any] = {}
 
+def __getattr__(name: str) -> Any:
+    if name in _RECORDS:
+        from fma_otel import span_records
 
-class SpanRecord(msgspec.Struct, frozen=True):
-    """A finished span, immutable: what the builder makes and every sink consumes.
-
-    A frozen ``msgspec.Struct`` rather than a frozen dataclass: the bridge makes one per
-    span, and a frozen dataclass's ``__init__`` sets each field through
-    ``object.__setattr__``; a Struct is built by its own C constructor.  Edit a copy with
-    ``msgspec.structs.replace``.
-    """
-
-    trace_id: str
-    span_id: str
-    parent_span_id: str | None
-    name: str
-    kind: str
-    start_ns: int
-    end_ns: int
-    service: str
-    attributes: Mapping[str, Any] = {}
-    status_code: str = STATUS_UNSET
-    status_message: str = ""
-    resource: Mapping[str, Any] = {}
-    events: tuple[SpanEvent, ...] = ()
-
-    @property
-    def duration_s(self) -> float:
-        return (self.end_ns - self.start_ns) / S
+        value = getattr(span_records, name)
+        globals()[name] = value  # later reads are plain module attributes
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def resource_attributes(service: str, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -11,9 +11,10 @@ span ids: they are the same spans.
 
 What it costs and when it stops, and why:
 
-* One shared daemon thread follows every starting instance (``_Follower``); the create path
-  only appends to a queue after its response has been sent (``follow``), with no I/O.  The
-  thread exits when nothing is left to follow.
+* The start-up poller's thread (``vllm_watch._Poller``, which also polls each instance's
+  ``GET /health``) follows every starting instance's log: no thread of its own.  The
+  create path only appends to its queue after its response has been sent (``follow``),
+  with no I/O.
 * Reads are bounded (``_STEP_BYTES`` per instance per step, lines past ``_MAX_LINE`` are not
   kept, at most ``_MAX_TOTAL`` bytes per instance), the file is kept open once found so the
   launcher deleting it on ``stop`` does not lose its end.
@@ -36,7 +37,6 @@ What it costs and when it stops, and why:
 
 from __future__ import annotations
 
-import collections
 import os
 import re
 import threading
@@ -46,7 +46,7 @@ from typing import Any
 
 from fma_otel import model
 from fma_otel.instrument import _common as c
-from fma_otel.instrument.vllm_watch import A_PHASES, _exited
+from fma_otel.instrument.vllm_watch import _POLLER, A_PHASES, _exited
 
 __all__ = ["A_PHASES", "LOG", "NATIVE", "PhaseTail", "enabled", "follow", "native_option"]
 
@@ -142,7 +142,7 @@ class PhaseTail:
     """One instance's log, followed until its start-up phases are emitted (or given up).
 
     ``watch`` is the instance's ``StartupWatch``: its span (once opened) gives the trace and
-    the parent, its end the healthy instant; ``step`` runs on the follower thread,
+    the parent, its end the healthy instant; ``step`` runs on the poller thread,
     ``mode`` on whichever thread ends ``fma.vllm.startup``.
     """
 
@@ -160,7 +160,7 @@ class PhaseTail:
     ) -> None:
         self.watch = watch
         self.path = path
-        self.options = options  # read for the native rule on the follower thread, not here
+        self.options = options  # read for the native rule on the poller thread, not here
         self._native_opt: bool | None = None
         #: The child got a ``TRACEPARENT``: vLLM's own spans can join the actuation.
         self.child_traced = child_traced
@@ -181,6 +181,10 @@ class PhaseTail:
         self.version: tuple[int, int] | None = None
         self._up_at: int | None = None  # when "Application startup complete." was read
         self._healthy_ns: int | None = None
+        #: When the poller steps it next (``time.monotonic()``), and how often (read from
+        #: the environment on the poller thread, not on the create path).
+        self.due = 0.0
+        self.interval: float | None = None
 
     # ------------------------------------------------------------------ reading
 
@@ -280,7 +284,7 @@ class PhaseTail:
         """``fma.vllm.phases`` for ``fma.vllm.startup``: ``native`` when vLLM's own spans
         cover the phases, else ``log``.  Only an instance started with
         ``--otlp-traces-endpoint`` needs its version: then the log is read up to now
-        (bounded) if the follower has not met the engine's version line yet."""
+        (bounded) if the poller has not met the engine's version line yet."""
         try:
             if not (self.child_traced and self.native_opt):
                 return LOG
@@ -299,7 +303,7 @@ class PhaseTail:
     def note_end(self, ok_end_ns: int | None) -> None:
         """``fma.vllm.startup`` ended (at the healthy instant when ``ok_end_ns`` is given)."""
         self._healthy_ns = ok_end_ns
-        _FOLLOWER.wake()  # emit now, not at the next interval
+        self.due = 0.0  # emit now, not at the next interval
 
     def _ended(self) -> bool:
         if getattr(self.watch, "ended", False):
@@ -307,6 +311,17 @@ class PhaseTail:
         return self.process is not None and _exited(self.process)
 
     # ------------------------------------------------------------------ the step
+
+    @property
+    def ended(self) -> bool:
+        return self.done
+
+    def poll(self) -> None:
+        """The startup poller's call (``vllm_watch._Poller``, the one thread that also
+        polls ``GET /health``): one step."""
+        if self.interval is None:
+            self.interval = c.env_float(ENV_INTERVAL, 0.2)
+        self.step(time.time_ns())
 
     def step(self, now_ns: int) -> bool:
         """Read what is new; emit when the start-up is complete.  ``True`` when done."""
@@ -363,11 +378,14 @@ class PhaseTail:
             self._finish()
 
     def _emit(self, startup: Any) -> None:
-        from fma_otel.phase_spans import number_spans, plan_vllm
-
         sc = startup.get_span_context()
         if not sc.is_valid or not sc.trace_flags.sampled or not self.records:
             return
+        # Imported only with records to plan: an instance that logged nothing (stopped or
+        # failed before its first line) loads no planner into the launcher, whose every
+        # page the next fork copies the page tables of.
+        from fma_otel.phase_spans import number_spans, plan_vllm
+
         trace_hex = format(sc.trace_id, "032x")
         ready_id = model.span_id_for(trace_hex, READY_SPAN, 0)
         parent = getattr(startup, "parent", None)
@@ -380,7 +398,7 @@ class PhaseTail:
         ]
         if not planned:
             return
-        records = number_spans(  # only the follower thread emits: get, then add, is safe
+        records = number_spans(  # only the poller thread emits: get, then add, is safe
             trace_hex,
             planned,
             {READY_SPAN: top},
@@ -403,81 +421,12 @@ class PhaseTail:
         self.emitted = records
 
 
-class _Follower:
-    """The one daemon thread that steps every followed log; it exits when none is left
-    (and is started again by the next ``add``)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()  # only to start or end the thread
-        self._incoming: collections.deque[PhaseTail] = collections.deque()
-        self._thread: threading.Thread | None = None
-        self._wake = threading.Event()
-        self._pid = os.getpid()
-
-    def add(self, tail: PhaseTail) -> None:
-        """O(1), no lock unless the thread must be started: an append (atomic under the
-        GIL), then a look at the thread.  ``_run`` clears ``_thread`` before its last look
-        at ``_incoming`` (under the lock), so an add is either seen by the running thread
-        or sees no thread and starts one."""
-        if self._pid != os.getpid():  # forked: the old thread is gone
-            self._pid, self._thread, self._incoming = os.getpid(), None, collections.deque()
-        self._incoming.append(tail)
-        thread = self._thread
-        if thread is None or not thread.is_alive():
-            with self._lock:
-                if self._thread is thread:
-                    self._thread = threading.Thread(
-                        target=self._run, name="fma-otel-vllm-phases", daemon=True
-                    )
-                    self._thread.start()
-
-    def wake(self) -> None:
-        self._wake.set()
-
-    @property
-    def thread(self) -> threading.Thread | None:
-        return self._thread
-
-    def _run(self) -> None:
-        from opentelemetry.instrumentation.utils import suppress_instrumentation
-
-        tails: list[PhaseTail] = []
-        incoming = self._incoming
-        with suppress_instrumentation():
-            while True:
-                while incoming:
-                    tails.append(incoming.popleft())
-                if not tails:
-                    with self._lock:
-                        # Cleared *before* the last look: an add that appended after
-                        # this look reads no thread and starts one.
-                        self._thread = None
-                        if not incoming:
-                            return
-                        self._thread = threading.current_thread()
-                    continue
-                now = time.time_ns()
-                left = []
-                for t in tails:
-                    try:
-                        if not t.step(now):
-                            left.append(t)
-                    except Exception:  # noqa: BLE001 - the thread must outlive any one tail
-                        t.close()
-                tails = left  # each finished one closed its file (under its own lock)
-                self._wake.wait(c.env_float(ENV_INTERVAL, 0.2))
-                self._wake.clear()
-
-
-_FOLLOWER = _Follower()
-
-
 @c.swallow()
 def follow(watch: Any, instance: Any, tracer: Any, child_traced: bool = True) -> PhaseTail | None:
     """Follow ``instance``'s log for its ``watch`` (``fma.vllm.startup``); ``None`` when
     switched off or the launcher names no log file.  ``child_traced``: the vLLM child got a
     ``TRACEPARENT`` (else vLLM's own spans cannot join, and the native rule does not apply).
-    Called after the create's response: no I/O here, the follower thread does it all."""
+    Called after the create's response: no I/O here, the poller thread does it all."""
     if watch is None or not enabled():
         return None
     path = getattr(instance, "_log_file_path", None)
@@ -494,5 +443,5 @@ def follow(watch: Any, instance: Any, tracer: Any, child_traced: bool = True) ->
         child_traced=child_traced,
     )
     watch.tail = tail
-    _FOLLOWER.add(tail)
+    _POLLER.add(tail)
     return tail

@@ -105,12 +105,17 @@ def _exit_code(process: Any) -> int | None:
 
 
 class _Poller:
-    """One daemon thread polls every watched instance.
+    """One daemon thread polls every watched instance and follows every instance's log.
+
+    What it steps is anything with ``due``, ``interval``, ``poll()`` and ``ended``: each
+    ``StartupWatch`` (``GET /health``) and each ``vllm_phases.PhaseTail`` (the log).  One
+    thread rather than one each: every thread of the launcher is a stack and a ``malloc``
+    arena of its own, pages the fork of each vLLM instance copies the page tables of.
 
     Registering is O(1) and never waits on a lock the poller holds: the create path
     appends to a deque (atomic under the GIL).  It does not even wake the poller unless
-    the poller is fully idle: while watches are active - and for ``_LINGER`` seconds after
-    the last one - the poller drains new watches within one poll interval by itself, so
+    the poller is fully idle: while anything is active - and for ``_LINGER`` seconds after
+    the last one - the poller drains new items within one poll interval by itself, so
     it does not compete for the GIL with the create request that is still building its
     response.  The span's start time is the fork instant either way.  (A thread per
     create, or waking the poller per create, cost measurably more on the create path.)
@@ -121,15 +126,19 @@ class _Poller:
     def __init__(self) -> None:
         self._start_lock = threading.Lock()
         self._wake = threading.Event()
-        self._incoming: collections.deque[StartupWatch] = collections.deque()
+        self._incoming: collections.deque[Any] = collections.deque()
         self._thread: threading.Thread | None = None
         self._idle = True
         self._pid = os.getpid()
 
-    def add(self, watch: StartupWatch) -> None:
+    @property
+    def thread(self) -> threading.Thread | None:
+        return self._thread
+
+    def add(self, item: Any) -> None:
         if self._pid != os.getpid():  # forked: the old thread is gone
             self._pid, self._thread, self._incoming, self._idle = os.getpid(), None, collections.deque(), True
-        self._incoming.append(watch)
+        self._incoming.append(item)
         thread = self._thread
         if thread is None or not thread.is_alive():
             with self._start_lock:  # only the first create (or after a fork) gets here
@@ -143,26 +152,27 @@ class _Poller:
             self._wake.set()
 
     def _run(self) -> None:
-        watches: list[StartupWatch] = []
+        items: list[Any] = []
         incoming = self._incoming
         last_busy = time.monotonic()
         with suppress_instrumentation():
             while True:
                 try:
                     while incoming:
-                        watches.append(incoming.popleft())
+                        items.append(incoming.popleft())
                     now = time.monotonic()
-                    next_due = now + 1.0
-                    for w in watches:
+                    for w in items:
                         if w.due <= now:
-                            w.step()
+                            w.poll()
                             w.due = time.monotonic() + (w.interval or 0.1)
-                        next_due = min(next_due, w.due)
-                    watches = [w for w in watches if not w.ended]
+                    w = None  # the loop variable would keep the last item (and its span) alive while idle
+                    items = [w for w in items if not w.ended]
                     now = time.monotonic()
-                    if watches:
+                    if items:
                         last_busy = now
-                        time.sleep(max(0.0, next_due - now))
+                        # After the steps: an item made due by one of them (a log tail whose
+                        # watch just ended) is stepped at once.
+                        time.sleep(min(1.0, max(0.0, min(w.due for w in items) - now)))
                     elif now - last_busy < self._LINGER:
                         time.sleep(env_float(ENV_INTERVAL, 0.1))
                     else:
@@ -174,8 +184,9 @@ class _Poller:
                             self._wake.wait()
                         self._idle = False
                         last_busy = time.monotonic()
-                except Exception:  # noqa: BLE001 - the poller must outlive any one watch
+                except Exception:  # noqa: BLE001 - the poller must outlive any one item
                     logger.debug("fma-otel: startup poller iteration failed", exc_info=True)
+                    items = [w for w in items if not w.ended]
                     time.sleep(0.1)
 
 
@@ -302,6 +313,10 @@ class StartupWatch:
     @property
     def ended(self) -> bool:
         return self._ended
+
+    def poll(self) -> None:
+        """The poller's call (``_Poller``): one step."""
+        self.step()
 
     def step(self) -> None:
         """One poll: exited?  healthy?  out of time?  (Runs on the poller thread.)"""

@@ -52,13 +52,15 @@ class _Recorder:
 
 @pytest.fixture
 def adds(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
-    """Every watch handed to the startup poller, in order (the poller still gets it)."""
+    """Every watch handed to the startup poller, in order (the poller still gets it, and
+    the instance's log tail, which it also steps)."""
     seen: list[Any] = []
     real = vllm_watch._POLLER.add
 
-    def add(watch: Any) -> None:
-        seen.append(watch)
-        real(watch)
+    def add(item: Any) -> None:
+        if isinstance(item, vllm_watch.StartupWatch):
+            seen.append(item)
+        real(item)
 
     monkeypatch.setattr(vllm_watch._POLLER, "add", add)
     yield seen

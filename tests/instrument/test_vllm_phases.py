@@ -22,6 +22,7 @@ from opentelemetry.trace import StatusCode
 from fma_otel import model
 from fma_otel.instrument import _common as c
 from fma_otel.instrument import vllm_phases as VP
+from fma_otel.instrument import vllm_watch as VW
 from fma_otel.instrument.vllm_watch import StartupWatch
 from fma_otel.phase_spans import number_spans, plan_vllm
 from fma_otel.sources.vllm_log import parse_vllm_log
@@ -331,9 +332,11 @@ def test_a_vanished_or_unreadable_file_is_swallowed(tracing: Tracing, tmp_path: 
     assert tail.mode() == "log"
 
 
-def test_follower_thread_steps_every_tail_and_exits_when_none_is_left(
+def test_the_startup_poller_steps_every_tail_on_its_one_thread(
     tracing: Tracing, tmp_path: Path, monkeypatch: Any
 ) -> None:
+    """One thread polls ``GET /health`` and follows the logs: each thread is a stack and a
+    ``malloc`` arena of the launcher's that every fork copies the page tables of."""
     monkeypatch.setenv(VP.ENV_INTERVAL, "0.02")
     traces, tails = [], []
     for k in range(2):
@@ -346,14 +349,15 @@ def test_follower_thread_steps_every_tail_and_exits_when_none_is_left(
         assert tail is not None and watch.tail is tail
         tail.fork_ns = FORK_026  # as if forked when the fixture says
         tails.append((watch, log, tail))
-    assert VP._FOLLOWER.thread is not None
+    poller = VW._POLLER.thread
+    assert poller is not None and poller.is_alive()
+    assert [t for t in threading.enumerate() if t.name.startswith("fma-otel-")] == [poller]
     for watch, log, _ in tails:
         with open(log, "ab") as out:
             out.write(V026.read_bytes()[300:])
         watch.stop()
     assert wait_until(lambda: all(t.done for _, _, t in tails))
-    assert wait_until(lambda: VP._FOLLOWER.thread is None)
-    assert not any(t.name == "fma-otel-vllm-phases" for t in threading.enumerate())
+    assert [t for t in threading.enumerate() if t.name.startswith("fma-otel-")] == [poller]
     for trace_hex in traces:
         got = {f"{s.context.span_id:016x}" for s in tracing.spans("vllm.model.load")}
         assert model.span_id_for(trace_hex, "vllm.model.load", 0) in got

@@ -8,6 +8,7 @@ stamps moved to now, local time UTC-7 as in the fixture) in chunks, as vLLM woul
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
 import time
@@ -27,6 +28,16 @@ from tests.support.otlp_receiver import free_port
 pytestmark = pytest.mark.slow
 
 OFFSET = -7 * 3600
+
+
+def _tails_done() -> bool:
+    """Every instance log followed so far is done with (its phases emitted or given up)."""
+    return all(t.done for t in gc.get_objects() if isinstance(t, VP.PhaseTail))
+
+
+def _own_threads() -> list[str]:
+    """The wrappers' threads: only the start-up poller's follows the logs."""
+    return sorted(t.name for t in threading.enumerate() if t.name.startswith("fma-otel-vllm"))
 
 
 def _config(port: int, extra: str = "") -> dict[str, Any]:
@@ -57,9 +68,8 @@ def _run(instrumented: Any, tmp_path: Path, iid: str, extra: str = "") -> tuple[
                 out.flush()
                 time.sleep(0.03)
         assert wait_until(lambda: tracing.spans(STARTUP_SPAN), 10)
-        assert wait_until(
-            lambda: not any(t.name == "fma-otel-vllm-phases" for t in threading.enumerate()), 10
-        )
+        assert wait_until(_tails_done, 10)
+        assert _own_threads() == ["fma-otel-vllm-startup"]
         captured = tmp_path / "captured.log"
         captured.write_bytes(log.read_bytes())
         client.delete(f"/v2/vllm/instances/{iid}")
@@ -119,9 +129,8 @@ def test_an_instance_deleted_before_it_is_up_gets_its_phases_so_far_and_no_threa
         time.sleep(0.5)  # the follower has read it; vLLM is not up
         assert live_spans(tracing) == []
         assert client.delete(f"/v2/vllm/instances/{iid}").status_code == 200
-        assert wait_until(
-            lambda: not any(t.name == "fma-otel-vllm-phases" for t in threading.enumerate()), 10
-        )
+        assert wait_until(_tails_done, 10)
+        assert _own_threads() == ["fma-otel-vllm-startup"]
     captured = tmp_path / "captured.log"
     captured.write_bytes(part)
     year = time.gmtime(now // 1_000_000_000 + OFFSET).tm_year
