@@ -7,11 +7,31 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from collections.abc import Iterator
 
 import pytest
 
 from tests.support.otlp_receiver import GrpcOtlpReceiver, HttpOtlpReceiver
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session: pytest.Session) -> Iterator[object]:
+    """Keep pytest's assertion-rewritten test modules in ``__pycache__`` while collecting,
+    even when the shell sets ``PYTHONDONTWRITEBYTECODE``.
+
+    Why: pytest then rewrites every test module from source at every run, in every xdist
+    worker, and that was most of the collection's CPU.  Only this process is affected,
+    only during collection (subprocesses keep the shell's setting); the files are the
+    ordinary, gitignored caches, and pytest checks them against the source's mtime.
+    """
+    saved = sys.dont_write_bytecode
+    sys.dont_write_bytecode = False
+    try:
+        return (yield)
+    finally:
+        sys.dont_write_bytecode = saved
+
 
 #: The longest module (a real browser, and the shared sample report its first test draws):
 #: started first under xdist, so that no worker is left running it alone at the end.
