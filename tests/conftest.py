@@ -43,7 +43,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     Why: xdist hands tests out in collection order, and a worker that draws a long test
     near the end runs it while the other one idles.  Long tests first and the many short
-    ones last (with ``--maxschedchunk`` keeping each worker's queue short) let the short
+    ones last (``--maxschedchunk`` keeping each worker's queue short) let the short
     ones fill in at the end.  The sort is stable: each group keeps its collection order,
     identical on every worker as xdist requires.  Runs without xdist keep pytest's order.
     """
