@@ -67,7 +67,7 @@ def _descendants(pid: int) -> list[int]:
 
 def _stop(proc: subprocess.Popen[bytes]) -> str:
     """Stop the launcher, and every fake vLLM it forked: those run in process groups of
-    their own with the launcher's SIGTERM handler, so nothing else would end them."""
+    their own, so one the launcher did not stop (it crashed, or timed out) would outlive it."""
     forked = _descendants(proc.pid)
     proc.send_signal(signal.SIGTERM)
     try:
