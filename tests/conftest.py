@@ -5,12 +5,57 @@ The OTLP receivers run in-process on ephemeral ports so export tests need no col
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 from collections.abc import Iterator
 
 import pytest
 
 from tests.support.otlp_receiver import GrpcOtlpReceiver, HttpOtlpReceiver
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session: pytest.Session) -> Iterator[object]:
+    """Keep pytest's assertion-rewritten test modules in ``__pycache__`` while collecting,
+    even when the shell sets ``PYTHONDONTWRITEBYTECODE``.
+
+    Why: pytest then rewrites every test module from source at every run, in every xdist
+    worker, and that was most of the collection's CPU.  Only this process is affected,
+    only during collection (subprocesses keep the shell's setting); the files are the
+    ordinary, gitignored caches, and pytest checks them against the source's mtime.
+    """
+    saved = sys.dont_write_bytecode
+    sys.dont_write_bytecode = False
+    try:
+        return (yield)
+    finally:
+        sys.dont_write_bytecode = saved
+
+
+#: The longest module (a real browser, and the shared sample report its first test draws):
+#: started first under xdist, so that no worker is left running it alone at the end.
+_FIRST = ("tests/report/test_browser.py",)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist, the longest module first, then the slow tests, then the fast tier.
+
+    Why: xdist hands tests out in collection order, and a worker that draws a long test
+    near the end runs it while the other one idles.  Long tests first and the many short
+    ones last (``--maxschedchunk`` keeping each worker's queue short) let the short
+    ones fill in at the end.  The sort is stable: each group keeps its collection order,
+    identical on every worker as xdist requires.  Runs without xdist keep pytest's order.
+    """
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+
+    def rank(item: pytest.Item) -> int:
+        if item.nodeid.startswith(_FIRST):
+            return 0
+        return 1 if item.get_closest_marker("slow") is not None else 2
+
+    items.sort(key=rank)
 
 
 @pytest.fixture(autouse=True)

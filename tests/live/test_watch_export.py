@@ -86,6 +86,10 @@ def resend_after_forgetting(k8s: FakeCluster, tmp_path: Path, cp: Path, want: di
     for name in {t[0].attributes[A_REQ_NAME] for t in want.values()}:
         k8s.delete_pod(name, NS)
     k8s.compact()
+    # the stopped watcher's streams closed on the server too: ``InProcessWatcher`` waits for
+    # one more open stream than it finds, and one closing meanwhile would hide the new one
+    k8s.drop_connections()
+    assert wait_for(lambda: k8s.open_streams("watch") == 0 and k8s.open_streams("log") == 0, 30)
     up = FakeSink()
     w = InProcessWatcher(k8s, tmp_path, export_retry_s=0.2, **extra)
     w.watcher.sink = up

@@ -190,6 +190,15 @@ def checkpoint(tmp: Path) -> dict[str, Any]:
     return json.loads((tmp / "checkpoint.json").read_text())
 
 
+def checkpoint_read_past(path: str | Path, t_ns: int) -> bool:
+    """Whether the checkpoint at ``path`` records the DPC log read up to ``t_ns`` or later."""
+    try:
+        logs = json.loads(Path(path).read_text())["logs"]
+    except (OSError, ValueError, KeyError):
+        return False
+    return logs.get(f"{DPC_POD}/controller", {}).get("ts_ns", 0) >= t_ns
+
+
 def first_two_rounds_then_a_third_bound(sc: Scenario, w: InProcessWatcher, out: Path) -> dict[str, int]:
     """Rounds 1 and 2 (emitted), round 3 bound and still open."""
     sc.start()
@@ -202,7 +211,8 @@ def first_two_rounds_then_a_third_bound(sc: Scenario, w: InProcessWatcher, out: 
     u2 = sc.unbind(200)
     b3 = sc.bind(210)
     assert wait_for(lambda: dpc_read_past(w, b3), 30)
-    time.sleep(0.5)  # a checkpoint with round 3 open (it is written every 0.2 s)
+    # a checkpoint with round 3 open: one written after the watcher read its bind
+    assert wait_for(lambda: checkpoint_read_past(w.cfg.checkpoint, b3), 30)
     return {"u1": u1, "u2": u2, "b3": b3}
 
 
@@ -301,14 +311,7 @@ def test_sigkill_while_the_third_round_is_open(k8s: FakeCluster, tmp_path: Path)
     u2 = sc.unbind(200)
     b3 = sc.bind(210)
 
-    def read_past_b3() -> bool:
-        try:
-            logs = json.loads(cp_file.read_text())["logs"]
-        except (OSError, ValueError, KeyError):
-            return False
-        return logs.get(f"{DPC_POD}/controller", {}).get("ts_ns", 0) >= b3
-
-    assert wait_for(read_past_b3, 60)
+    assert wait_for(lambda: checkpoint_read_past(cp_file, b3), 60)
     kill9(p)
     replay = json.loads(cp_file.read_text())["replay_from_ns"]
     assert u1 < replay < u2

@@ -73,6 +73,41 @@ def _open(driver: Any, path: Path) -> list[dict[str, Any]]:
     return driver.get_log("browser")
 
 
+# One round trip per question instead of one per element: each WebDriver call is an HTTP
+# request to chromedriver, and reading hundreds of titles one by one was most of these
+# tests' time.  ``textContent`` is what ``get_attribute("textContent")`` returns; the
+# visible text of a cell is ``innerText``, what ``WebElement.text`` returns for these
+# plain cells (no hidden parts, no CSS text transforms).
+_JS_TEXTS = """
+return Array.from(document.querySelectorAll(arguments[0]), e => e.textContent);
+"""
+_JS_RECTS = """
+return Array.from(document.querySelectorAll(arguments[0]), e => {
+    const r = e.getBoundingClientRect();
+    return {width: r.width, height: r.height};
+});
+"""
+_JS_CELLS = """
+const [css, cell] = arguments;
+return Array.from(document.querySelectorAll(css), tr => Array.from(tr.querySelectorAll(cell), c => c.innerText));
+"""
+
+
+def _texts(driver: Any, css: str) -> list[str]:
+    """The ``textContent`` of every element ``css`` matches."""
+    return driver.execute_script(_JS_TEXTS, css)
+
+
+def _rects(driver: Any, css: str) -> list[dict[str, float]]:
+    """The laid-out width and height of every element ``css`` matches."""
+    return driver.execute_script(_JS_RECTS, css)
+
+
+def _cells(driver: Any, rows_css: str, cell: str = "td") -> list[list[str]]:
+    """The visible text of the ``cell`` elements of every table row ``rows_css`` matches."""
+    return driver.execute_script(_JS_CELLS, rows_css, cell)
+
+
 def _screenshot(driver: Any, name: str) -> Path:
     """A full-page screenshot under artifacts/ (gitignored), kept for people to look at."""
     ARTIFACTS.mkdir(exist_ok=True)
@@ -95,21 +130,20 @@ def test_report_renders_in_chromium(browser, sample_report: SampleReport):
     q = browser.find_elements
 
     # every figure is an inline SVG the browser laid out at a real size
-    figs = q(By.CSS_SELECTOR, "svg.fig")
+    figs = _rects(browser, "svg.fig")
     n_png = len(list(sample_report.png_dir.glob("*.png")))
     assert len(figs) == n_png >= 8
-    for f in figs:
-        box = f.rect
+    for box in figs:
         assert box["width"] > 600 and box["height"] > 80, box
     assert len(q(By.CSS_SELECTOR, "figure.dist svg.fig")) >= 5
     assert len(q(By.CSS_SELECTOR, "figure.hit a.bar")) == 3
     # time no leaf covers is drawn, hatched, and named; every path has a bar, the baseline too
-    gaps = [g.get_attribute("textContent") for g in q(By.CSS_SELECTOR, "figure.time a.gap > title")]
-    parts = [g.get_attribute("textContent") for g in q(By.CSS_SELECTOR, "figure.time a.part > title")]
+    gaps = _texts(browser, "figure.time a.gap > title")
+    parts = _texts(browser, "figure.time a.part > title")
     assert gaps and all(re.match(r"[a-z_]+: uncovered in [\w.]+ ", g) for g in gaps), gaps
     assert {t.split(":")[0] for t in gaps + parts} == {"cold_launcher", "warm", "hot", "cold_no_fma"}
     # every percentile mark says the interval it can be in: 4 paths, p50/p90/p99
-    marks = [m.get_attribute("textContent") for m in q(By.CSS_SELECTOR, "#dist-T_actuation a.pctl > title")]
+    marks = _texts(browser, "#dist-T_actuation a.pctl > title")
     assert len(marks) == 4 * 3, marks
     assert all(
         re.match(r"[a-z_]+: p(50|90|99) [\d.]+ s, can be anywhere in \[[\d.]+ s, [\d.]+ s\]", m)
@@ -117,15 +151,22 @@ def test_report_renders_in_chromium(browser, sample_report: SampleReport):
     )
 
     # waterfalls: 2 slowest + the unfinished one, each span a row with a hover
-    sections = q(By.CSS_SELECTOR, "section.wf")
+    sections = browser.execute_script(
+        """return Array.from(document.querySelectorAll("section.wf"), s => {
+            const path = s.querySelector("a.wf-span path");
+            const r = path && path.getBoundingClientRect();
+            return {id: s.id, spans: s.querySelectorAll("a.wf-span").length,
+                    drawn: r && {width: r.width, height: r.height}};
+        });"""
+    )
     assert len(sections) == 3
     rows = q(By.CSS_SELECTOR, "section.wf a.wf-span")
     assert len(rows) >= 20
     for s in sections:
-        assert s.find_elements(By.CSS_SELECTOR, "a.wf-span"), s.get_attribute("id")
-        drawn = s.find_element(By.CSS_SELECTOR, "a.wf-span path").rect
-        assert drawn["width"] > 0 and drawn["height"] > 0
-    titles = [t.get_attribute("textContent") for t in q(By.CSS_SELECTOR, "a.wf-span > title")]
+        assert s["spans"], s["id"]
+        drawn = s["drawn"]
+        assert drawn and drawn["width"] > 0 and drawn["height"] > 0, s
+    titles = _texts(browser, "a.wf-span > title")
     assert len(titles) == len(rows)
     assert any("start: k8s:" in t and "end: " in t for t in titles)
     assert any("dpc:HTTP call done" in t for t in titles)
@@ -135,8 +176,8 @@ def test_report_renders_in_chromium(browser, sample_report: SampleReport):
     assert not any("D.serving not seen" in t for t in titles)
 
     # distribution dots name their actuation; those with a waterfall link to it
-    dots = q(By.CSS_SELECTOR, "a.pt > title")
-    assert dots and all(" / " in d.get_attribute("textContent") for d in dots)
+    dots = _texts(browser, "a.pt > title")
+    assert dots and all(" / " in d for d in dots)
     linked = q(By.CSS_SELECTOR, 'a.pt[href^="#trace-"]')
     assert linked
     target = linked[0].get_dom_attribute("href").split("#", 1)[1]
@@ -155,7 +196,7 @@ def test_report_renders_in_chromium(browser, sample_report: SampleReport):
     trend_text = trend.get_attribute("textContent")
     for metric in ("T_actuation", "T_wake", "T_launcher_startup", "cold_no_fma"):
         assert metric in trend_text
-    tdots = [t.get_attribute("textContent") for t in q(By.CSS_SELECTOR, "figure.trend a.tp > title")]
+    tdots = _texts(browser, "figure.trend a.tp > title")
     assert len(tdots) >= 5 and all("began 2026-" in t for t in tdots)
 
     # the breakdown: the baseline beside the FMA paths, percentiles per phase
@@ -169,14 +210,11 @@ def test_report_renders_in_chromium(browser, sample_report: SampleReport):
     assert len(rows) == 6
     assert "the requester never became Ready" in table.text and "R.ready" not in table.text
     headers = table.find_elements(By.CSS_SELECTOR, "thead th")
-    names = [h.get_attribute("textContent") for h in headers]
+    names = _texts(browser, "#actuations thead th")
     col = names.index("T_actuation")
 
     def column() -> list[str]:
-        return [
-            r.find_elements(By.TAG_NAME, "td")[col].text
-            for r in table.find_elements(By.CSS_SELECTOR, "tbody tr")
-        ]
+        return [r[col] for r in _cells(browser, "#actuations tbody tr")]
 
     headers[col].click()
     assert headers[col].get_attribute("aria-sort") == "ascending"
@@ -186,9 +224,7 @@ def test_report_renders_in_chromium(browser, sample_report: SampleReport):
     assert headers[col].get_attribute("aria-sort") == "descending"
     assert column() == up[::-1]
     headers[names.index("requester")].click()
-    reqs = [
-        r.find_elements(By.TAG_NAME, "td")[0].text for r in table.find_elements(By.CSS_SELECTOR, "tbody tr")
-    ]
+    reqs = [r[0] for r in _cells(browser, "#actuations tbody tr")]
     assert reqs == sorted(reqs, key=str.lower) or reqs == sorted(reqs)
     from selenium.webdriver.common.keys import Keys
 
@@ -223,8 +259,6 @@ def test_breakdown_with_leaves_the_bridge_does_not_make_yet(browser, tmp_path):
     """Hand-made traces with vLLM phases under fma.vllm.ready and an image pull under
     fma.launcher.startup: the breakdown names them, shows the gaps they leave, and the
     page renders without a console error."""
-    from selenium.webdriver.common.by import By
-
     from fma_otel.sinks.otlp_json import write_trace_line
 
     from .test_data import cold_trace
@@ -238,16 +272,12 @@ def test_breakdown_with_leaves_the_bridge_does_not_make_yet(browser, tmp_path):
     assert r.exit_code == 0, r.output
     logs = _open(browser, out)
     assert not [e for e in logs if e.get("level") in ("SEVERE", "ERROR")], logs
-    q = browser.find_elements
-    parts = [t.get_attribute("textContent") for t in q(By.CSS_SELECTOR, "figure.time a.part > title")]
+    parts = _texts(browser, "figure.time a.part > title")
     assert any(p.startswith("cold_launcher: vllm.load_weights ") and "p99 5.00 s" in p for p in parts), parts
     assert any(p.startswith("cold_launcher: k8s.image.pull 4.00 s") for p in parts), parts
-    gaps = [t.get_attribute("textContent") for t in q(By.CSS_SELECTOR, "figure.time a.gap > title")]
+    gaps = _texts(browser, "figure.time a.gap > title")
     assert any(g.startswith("cold_launcher: uncovered in vllm.ready ") for g in gaps), gaps
-    rows = {
-        tr.find_elements(By.TAG_NAME, "td")[1].text: [td.text for td in tr.find_elements(By.TAG_NAME, "td")]
-        for tr in q(By.CSS_SELECTOR, "#phases tbody tr")
-    }
+    rows = {cells[1]: cells for cells in _cells(browser, "#phases tbody tr")}
     # each leaf's percentiles with the interval each can be in (these spans say no bounds: exact)
     assert rows["vllm.load_weights"][2:6] == [
         "5/5",
@@ -260,10 +290,7 @@ def test_breakdown_with_leaves_the_bridge_does_not_make_yet(browser, tmp_path):
     # 8 s on average): 46 of 60 s covered on average, 44 at least
     assert rows["named leaves together"][7] == "76.7% (min 73.3%)"
     # each actuation's share in named leaves, in the table of all actuations
-    table = q(By.ID, "actuations")[0]
-    col = [h.text for h in table.find_elements(By.CSS_SELECTOR, "thead th")].index("in leaves")
-    shares = sorted(
-        r.find_elements(By.TAG_NAME, "td")[col].text for r in table.find_elements(By.CSS_SELECTOR, "tbody tr")
-    )
+    col = _cells(browser, "#actuations thead tr", "th")[0].index("in leaves")
+    shares = sorted(r[col] for r in _cells(browser, "#actuations tbody tr"))
     assert shares == ["73.3%", "75.0%", "76.7%", "78.3%", "80.0%"]
     _screenshot(browser, "report-breakdown.png")
