@@ -370,8 +370,8 @@ def launcher(
         yield proc, port
     finally:
         # Its forked vLLM children first: each is in a process group of its own
-        # (``setpgrp``) and inherited uvicorn's SIGTERM handler, so neither the group
-        # kill nor a SIGTERM would end them; orphaned, they would outlive the benchmark.
+        # (``setpgrp``), so the group kill below would not reach them; orphaned, they
+        # would outlive the benchmark.
         kill_descendants(proc.pid)
         try:
             os.killpg(proc.pid, signal.SIGKILL)

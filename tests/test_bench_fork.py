@@ -296,8 +296,8 @@ def test_timed_create_leaves_the_launcher_no_instance_and_no_child() -> None:
             )
             forked = bf.children_of(proc.pid)
             bf.timed_create(client, proc, port, "dup", "unwrapped")  # 409: it exists
-    # The launcher's fake vLLM child (its own process group, SIGTERM ignored) was ended
-    # with it, not left running under init.
+    # The launcher's fake vLLM child (in a process group of its own, out of reach of the
+    # launcher's group kill) was ended with it, not left running under init.
     assert forked
     assert wait_until(lambda: not any(_running(pid) for pid in forked), 5), forked
 
