@@ -209,10 +209,8 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
     if rec.truncated:
         raise ValueError(f"{msg!r} line cut short inside a value (its last fields are lost)")
 
-    def fact(*fields: Any, **named: Any) -> DpcFact:
-        """This line's fact: what every fact has, then the kind's own fields."""
-        return DpcFact(kind, t_ns, uid, name, rec.line_no, *fields, **named)
-
+    # what every fact has; each kind adds its own fields
+    head = (kind, t_ns, uid, name, rec.line_no)
     if msg == MSG_HTTP:
         start_s = get("httpCallStartTime")
         lat = _finite(get("latencySecs"))
@@ -222,7 +220,8 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
         code = _finite(get("statusCode"))
         status = int(code) if code is not None else 0
         ok = 200 <= status < 300 and get("err") in (None, "", "null")
-        return fact(
+        return DpcFact(
+            *head,
             start,
             start + round(lat * 1e9),
             status,
@@ -238,7 +237,8 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
     if kind == RELAYED:
         if get("readiness") != "ready":
             return None
-        return fact(
+        return DpcFact(
+            *head,
             launcher=_str(get("providerName")),
             instance_id=_str(get("instanceID")),
             ref_ns=_time_or_none(get("requesterCreateTime")),
@@ -250,7 +250,8 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
             return None
         if kind == NOTIFIED and get("infSvrItemType") != "requester":
             return None
-        return fact(
+        return DpcFact(
+            *head,
             launcher=_str(get("launcherPod")) if kind == LAUNCHER_NOTIFIED else None,
             ref_ns=_time_or_none(write.get("Time")),
             manager=_str(write.get("Manager")),
@@ -260,10 +261,11 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
         started = _running_started_at(get("requesterRCS"))
         if started is None:
             return None
-        return fact(ref_ns=started if started > 0 else None)
+        return DpcFact(*head, ref_ns=started if started > 0 else None)
     if kind == UNBOUND or kind == SET_STATUS or kind == LABELED:
         # API writes: the change lies in [k8sCallStartTime, log time]
-        return fact(
+        return DpcFact(
+            *head,
             launcher=_str(get("providerName") or get("launcherPod")),
             instance_id=_str(get("instanceID")),
             ref_ns=_time_or_none(get("k8sCallStartTime")),
@@ -275,7 +277,8 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
         if kind == BOUND_COLD and isinstance(annotations, dict):
             instance = annotations.get("dual-pods.llm-d.ai/instance-id")
             isc = _isc_from_vllm_config(annotations.get("dual-pods.llm-d.ai/vllm-config"))
-        return fact(
+        return DpcFact(
+            *head,
             launcher=_str(get("name")),
             instance_id=_str(instance),
             isc_name=isc,
@@ -283,13 +286,15 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
             ref_ns=_time_or_none(get("k8sCallStartTime")),
         )
     if kind == OBSERVED:
-        return fact(
+        return DpcFact(
+            *head,
             path_label=_str(get("path")),
             secs=_finite(get("actuationSecs")),
         )
     if kind == CREATED_INSTANCE:
-        return fact(instance_id=_str(get("instance_id")))
-    return fact(
+        return DpcFact(*head, instance_id=_str(get("instance_id")))
+    return DpcFact(
+        *head,
         launcher=_str(get("providerName") or get("launcherPod")),
         instance_id=_str(get("instanceID")),
     )
