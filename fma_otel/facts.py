@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 import msgspec
 
 from .jsonsafe import number_or_none
+from .podfacts import time_or_none
 from .sources.launcher_log import accepted_create_id, put_instance_id
 from .sources.records import KlogRecord, LauncherRecord
 from .timeutil import parse_rfc3339_ns
@@ -133,12 +134,8 @@ class LauncherFact(NamedTuple):
     status: int | None = None
 
 
-def requester_of(rec: KlogRecord | Mapping[str, Any]) -> tuple[str | None, str | None]:
-    """(uid, name) of the requester a DPC line is about, by the span model's rule."""
-    return _requester_of(rec if isinstance(rec, Mapping) else dict(rec.kv))
-
-
 def _requester_of(kv: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """(uid, name) of the requester a DPC line is about, by the span model's rule."""
     uid = kv.get("serverUID")
     name = kv.get("requesterName")
     if not uid and not name:
@@ -166,17 +163,6 @@ def _finite(v: Any) -> float | None:
         except ValueError:
             return None
     return number_or_none(v)
-
-
-def _time_or_none(v: Any) -> int | None:
-    """An RFC3339 value (``k8sCallStartTime``, ...) in ns; None when absent or unreadable
-    (these fields only narrow an instant: a line without them still means what it says)."""
-    if not isinstance(v, str) or not v:
-        return None
-    try:
-        return parse_rfc3339_ns(v)
-    except ValueError:
-        return None
 
 
 def _str(v: Any) -> str | None:
@@ -241,7 +227,7 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
             *head,
             launcher=_str(get("providerName")),
             instance_id=_str(get("instanceID")),
-            ref_ns=_time_or_none(get("requesterCreateTime")),
+            ref_ns=time_or_none(get("requesterCreateTime")),
         )
     if kind == NOTIFIED or kind == LAUNCHER_NOTIFIED:
         # the DPC's informer saw a write to the Pod by ``Manager``, stamped ``Time``
@@ -253,7 +239,7 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
         return DpcFact(
             *head,
             launcher=_str(get("launcherPod")) if kind == LAUNCHER_NOTIFIED else None,
-            ref_ns=_time_or_none(write.get("Time")),
+            ref_ns=time_or_none(write.get("Time")),
             manager=_str(write.get("Manager")),
         )
     if kind == PROCESSING:
@@ -268,7 +254,7 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
             *head,
             launcher=_str(get("providerName") or get("launcherPod")),
             instance_id=_str(get("instanceID")),
-            ref_ns=_time_or_none(get("k8sCallStartTime")),
+            ref_ns=time_or_none(get("k8sCallStartTime")),
         )
     if kind == BOUND_COLD or kind == BOUND:
         # a cold bind names the new launcher's instance in its annotations; a warm/hot one says it
@@ -283,7 +269,7 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
             instance_id=_str(instance),
             isc_name=isc,
             node=_str(get("node")),
-            ref_ns=_time_or_none(get("k8sCallStartTime")),
+            ref_ns=time_or_none(get("k8sCallStartTime")),
         )
     if kind == OBSERVED:
         return DpcFact(
@@ -312,7 +298,7 @@ def _running_started_at(rcs: Any) -> int | None:
     running = state.get("running", state.get("Running"))
     if not isinstance(running, dict):
         return None
-    return _time_or_none(running.get("startedAt", running.get("StartedAt"))) or 0
+    return time_or_none(running.get("startedAt", running.get("StartedAt"))) or 0
 
 
 def _victim(url: Any) -> str | None:
