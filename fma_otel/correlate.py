@@ -696,16 +696,7 @@ class Correlator:
                 b.before("R.ready", seen.t_ns, "dpc:notification of update (kubelet)", dpc, M.US)
 
         if bound:
-            b.log_time(
-                "D.bound",
-                bound.t_ns,
-                "dpc:"
-                + (
-                    "Created launcher-based server-providing pod"
-                    if bound.kind == F.BOUND_COLD
-                    else "Bound server-providing Pod"
-                ),
-            )
+            b.log_time("D.bound", bound.t_ns, "dpc:" + _MESSAGE_OF[bound.kind])
         if create:
             b.exact("D.create.start", create.start_ns, "dpc:HTTP call done/create_instance")
             b.exact("D.create.end", create.end_ns, "dpc:HTTP call done/create_instance")
