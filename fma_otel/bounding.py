@@ -160,24 +160,20 @@ def _narrows(lo: int | None, hi: int | None, clock: str, f: I.Fusing, tolerance_
 
 def instant_of(f: I.Fusing) -> M.Instant:
     """A fused interval as the builder's :class:`~fma_otel.model.Instant` (two-sided, with a point)."""
-    value = f.value()
-    assert value is not None and f.lo is not None and f.hi is not None
+    value, lo, hi = f.value(), f.lo, f.hi
+    assert value is not None and lo is not None and hi is not None
+    clock = f.clock
     return M.Instant(
         value,
-        f.hi - f.lo + 1,
+        hi - lo + 1,
         f.source_text(),
-        M.CLOCK_SERVICE.get(f.clock, M.SERVICE_DPC),
-        lo=f.lo,
-        hi=f.hi,
-        clock=f.clock,
-        inconsistent=bool(f.rejected),
-        disagreed=tuple(f.disagreed),
+        M.CLOCK_SERVICE.get(clock, M.SERVICE_DPC),
+        lo,
+        hi,
+        clock,
+        bool(f.rejected),
+        tuple(f.disagreed),
     )
-
-
-def _alone(b: I.Bound) -> M.Instant:
-    """One bound as an instant of its own (one end of a span made per call)."""
-    return instant_of(I.Fusing(b, I.DEFAULT_TOLERANCE_NS))
 
 
 def _usable_write(call_start_ns: int | None, log_ns: int) -> bool:
@@ -186,8 +182,9 @@ def _usable_write(call_start_ns: int | None, log_ns: int) -> bool:
 
 
 def exact_call(start_ns: int, end_ns: int, source: str) -> tuple[M.Instant, M.Instant]:
-    """An HTTP call's start and end as two exact instants (for spans made per call)."""
-    return _alone(I.exact(start_ns, source)), _alone(I.exact(end_ns, source))
+    """An HTTP call's start and end as two exact instants on the DPC's clock (for spans made
+    per call): one source each, so made directly, with nothing to fuse."""
+    return M.Instant(start_ns, 1, source, M.SERVICE_DPC), M.Instant(end_ns, 1, source, M.SERVICE_DPC)
 
 
 def write_call(call_start_ns: int | None, log_ns: int, source: str) -> tuple[M.Instant, M.Instant] | None:
@@ -201,4 +198,7 @@ def write_call(call_start_ns: int | None, log_ns: int, source: str) -> tuple[M.I
     if not _usable_write(call_start_ns, log_ns):
         return None
     assert call_start_ns is not None
-    return _alone(I.exact(call_start_ns, source + "/k8sCallStartTime")), _alone(I.klog_time(log_ns, source))
+    return (
+        M.Instant(call_start_ns, 1, source + "/k8sCallStartTime", M.SERVICE_DPC),
+        M.Instant(log_ns, M.US, source, M.SERVICE_DPC),
+    )

@@ -163,13 +163,13 @@ class _Trace:
 
 def build_trace(act: Actuation) -> list[M.SpanRecord]:
     """The span tree of one actuation, root first, in the model's table order."""
-    trace_id = act.trace_id
+    trace = _Trace(act)
+    trace_id = trace.trace_id  # derived from the key once per trace
     instants: Mapping[str, M.Instant] = act.instants
     base = act.attributes
     complete = act.complete
     last: M.Instant | None = None  # the latest instant: computed if an end is missing
     present: dict[str, str] = {}  # span name -> span id
-    trace = _Trace(act)
     for name, kind, metric, starts, e_name, ancestors, is_root, repeated in _plan(
         act.path, act.has_launcher_data
     ):

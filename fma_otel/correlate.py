@@ -23,6 +23,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from . import facts as F
@@ -249,7 +250,7 @@ class Correlator:
             notes = self._launcher_notes.setdefault(fact.launcher, [])
             notes.append(fact)
             if len(notes) > MAX_QUERIES:
-                notes.remove(max(notes, key=lambda f: (f.t_ns, f.line_no)))
+                notes.remove(max(notes, key=_LOG_ORDER))
         return fact
 
     def add_launcher(self, launcher: str, rec: LauncherRecord) -> LauncherFact | None:
@@ -497,7 +498,7 @@ class Correlator:
             if by_name:
                 lo, hi = self._lifetime(uid, name)
                 facts.extend(f for f in by_name if lo <= f.t_ns < hi)
-        facts.sort(key=lambda f: (f.t_ns, f.line_no))
+        facts.sort(key=_LOG_ORDER)
         return facts
 
     def _lifetime(self, uid: str, name: str) -> tuple[int, int]:
@@ -695,22 +696,13 @@ class Correlator:
                 b.before("R.ready", seen.t_ns, "dpc:notification of update (kubelet)", dpc, M.US)
 
         if bound:
-            b.log_time(
-                "D.bound",
-                bound.t_ns,
-                "dpc:"
-                + (
-                    "Created launcher-based server-providing pod"
-                    if bound.kind == F.BOUND_COLD
-                    else "Bound server-providing Pod"
-                ),
-            )
+            b.log_time("D.bound", bound.t_ns, "dpc:" + _MESSAGE_OF[bound.kind])
         if create:
             b.exact("D.create.start", create.start_ns, "dpc:HTTP call done/create_instance")
             b.exact("D.create.end", create.end_ns, "dpc:HTTP call done/create_instance")
             polls = sorted(
                 (f for f in of(F.SLEEP_QUERY) if f.start_ns >= create.end_ns),
-                key=lambda f: (f.start_ns, f.line_no),
+                key=attrgetter("start_ns", "line_no"),
             )
             ok = next((f for f in polls if f.ok), None)
             if ok is not None:
@@ -839,7 +831,7 @@ class Correlator:
             w_hi = relay.start_ns if relay else (relayed.t_ns if relayed else hi)
             for kind in (F.LABELED, F.SET_STATUS):
                 inside = [f for f in of(kind) if relay_from.lo <= f.t_ns <= w_hi]
-                writes.append(max(inside, key=lambda f: (f.t_ns, f.line_no), default=None))
+                writes.append(max(inside, key=_LOG_ORDER, default=None))
         for f in writes:
             call = write_call(f.ref_ns, f.t_ns, "dpc:" + _MESSAGE_OF[f.kind]) if f else None
             if call is not None:
@@ -1018,6 +1010,10 @@ def _last_call_by(calls: list[DpcFact], until_ns: int | None) -> DpcFact | None:
         if f.ok and f.end_ns <= until_ns and (best is None or f.start_ns > best.start_ns):
             best = f
     return best
+
+
+#: facts in the order of the log: by log time, then line
+_LOG_ORDER = attrgetter("t_ns", "line_no")
 
 
 def _when(f: DpcFact) -> int:

@@ -14,7 +14,10 @@ from collections.abc import Mapping
 from sys import intern
 from typing import Any, NamedTuple
 
+import msgspec
+
 from .jsonsafe import number_or_none
+from .podfacts import time_or_none
 from .sources.launcher_log import accepted_create_id, put_instance_id
 from .sources.records import KlogRecord, LauncherRecord
 from .timeutil import parse_rfc3339_ns
@@ -90,8 +93,11 @@ WANTED_CONTAINS: dict[str, tuple[str, tuple[str, ...]] | tuple[str, tuple[str, .
 }
 
 
-class DpcFact(NamedTuple):
-    """One meaningful DPC line.  ``t_ns`` is the klog header time (year resolved)."""
+class DpcFact(msgspec.Struct, frozen=True):
+    """One meaningful DPC line.  ``t_ns`` is the klog header time (year resolved).
+
+    A msgspec Struct: built in C (every wanted DPC line makes one, and most of its fields
+    are left at their defaults), and the correlator keeps them until assembly."""
 
     kind: str
     t_ns: int
@@ -128,12 +134,8 @@ class LauncherFact(NamedTuple):
     status: int | None = None
 
 
-def requester_of(rec: KlogRecord | Mapping[str, Any]) -> tuple[str | None, str | None]:
-    """(uid, name) of the requester a DPC line is about, by the span model's rule."""
-    return _requester_of(rec if isinstance(rec, Mapping) else dict(rec.kv))
-
-
 def _requester_of(kv: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """(uid, name) of the requester a DPC line is about, by the span model's rule."""
     uid = kv.get("serverUID")
     name = kv.get("requesterName")
     if not uid and not name:
@@ -161,17 +163,6 @@ def _finite(v: Any) -> float | None:
         except ValueError:
             return None
     return number_or_none(v)
-
-
-def _time_or_none(v: Any) -> int | None:
-    """An RFC3339 value (``k8sCallStartTime``, ...) in ns; None when absent or unreadable
-    (these fields only narrow an instant: a line without them still means what it says)."""
-    if not isinstance(v, str) or not v:
-        return None
-    try:
-        return parse_rfc3339_ns(v)
-    except ValueError:
-        return None
 
 
 def _str(v: Any) -> str | None:
@@ -204,10 +195,8 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
     if rec.truncated:
         raise ValueError(f"{msg!r} line cut short inside a value (its last fields are lost)")
 
-    def fact(*fields: Any, **named: Any) -> DpcFact:
-        """This line's fact: what every fact has, then the kind's own fields."""
-        return DpcFact(kind, t_ns, uid, name, rec.line_no, *fields, **named)
-
+    # what every fact has; each kind adds its own fields
+    head = (kind, t_ns, uid, name, rec.line_no)
     if msg == MSG_HTTP:
         start_s = get("httpCallStartTime")
         lat = _finite(get("latencySecs"))
@@ -217,7 +206,8 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
         code = _finite(get("statusCode"))
         status = int(code) if code is not None else 0
         ok = 200 <= status < 300 and get("err") in (None, "", "null")
-        return fact(
+        return DpcFact(
+            *head,
             start,
             start + round(lat * 1e9),
             status,
@@ -233,10 +223,11 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
     if kind == RELAYED:
         if get("readiness") != "ready":
             return None
-        return fact(
+        return DpcFact(
+            *head,
             launcher=_str(get("providerName")),
             instance_id=_str(get("instanceID")),
-            ref_ns=_time_or_none(get("requesterCreateTime")),
+            ref_ns=time_or_none(get("requesterCreateTime")),
         )
     if kind == NOTIFIED or kind == LAUNCHER_NOTIFIED:
         # the DPC's informer saw a write to the Pod by ``Manager``, stamped ``Time``
@@ -245,9 +236,10 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
             return None
         if kind == NOTIFIED and get("infSvrItemType") != "requester":
             return None
-        return fact(
+        return DpcFact(
+            *head,
             launcher=_str(get("launcherPod")) if kind == LAUNCHER_NOTIFIED else None,
-            ref_ns=_time_or_none(write.get("Time")),
+            ref_ns=time_or_none(write.get("Time")),
             manager=_str(write.get("Manager")),
         )
     if kind == PROCESSING:
@@ -255,13 +247,14 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
         started = _running_started_at(get("requesterRCS"))
         if started is None:
             return None
-        return fact(ref_ns=started if started > 0 else None)
+        return DpcFact(*head, ref_ns=started if started > 0 else None)
     if kind == UNBOUND or kind == SET_STATUS or kind == LABELED:
         # API writes: the change lies in [k8sCallStartTime, log time]
-        return fact(
+        return DpcFact(
+            *head,
             launcher=_str(get("providerName") or get("launcherPod")),
             instance_id=_str(get("instanceID")),
-            ref_ns=_time_or_none(get("k8sCallStartTime")),
+            ref_ns=time_or_none(get("k8sCallStartTime")),
         )
     if kind == BOUND_COLD or kind == BOUND:
         # a cold bind names the new launcher's instance in its annotations; a warm/hot one says it
@@ -270,21 +263,24 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
         if kind == BOUND_COLD and isinstance(annotations, dict):
             instance = annotations.get("dual-pods.llm-d.ai/instance-id")
             isc = _isc_from_vllm_config(annotations.get("dual-pods.llm-d.ai/vllm-config"))
-        return fact(
+        return DpcFact(
+            *head,
             launcher=_str(get("name")),
             instance_id=_str(instance),
             isc_name=isc,
             node=_str(get("node")),
-            ref_ns=_time_or_none(get("k8sCallStartTime")),
+            ref_ns=time_or_none(get("k8sCallStartTime")),
         )
     if kind == OBSERVED:
-        return fact(
+        return DpcFact(
+            *head,
             path_label=_str(get("path")),
             secs=_finite(get("actuationSecs")),
         )
     if kind == CREATED_INSTANCE:
-        return fact(instance_id=_str(get("instance_id")))
-    return fact(
+        return DpcFact(*head, instance_id=_str(get("instance_id")))
+    return DpcFact(
+        *head,
         launcher=_str(get("providerName") or get("launcherPod")),
         instance_id=_str(get("instanceID")),
     )
@@ -302,7 +298,7 @@ def _running_started_at(rcs: Any) -> int | None:
     running = state.get("running", state.get("Running"))
     if not isinstance(running, dict):
         return None
-    return _time_or_none(running.get("startedAt", running.get("StartedAt"))) or 0
+    return time_or_none(running.get("startedAt", running.get("StartedAt"))) or 0
 
 
 def _victim(url: Any) -> str | None:

@@ -128,7 +128,10 @@ def role(pod: Mapping[str, Any], baseline_selector: Mapping[str, str] | None) ->
     return None
 
 
-def _ts(value: Any) -> int | None:
+def time_or_none(value: Any) -> int | None:
+    """An RFC3339 value in ns; None when absent or unreadable (a Pod field, or a DPC line's
+    ``k8sCallStartTime``, ...: these only narrow an instant, so without them the rest still
+    means what it says)."""
     if not isinstance(value, str) or not value:
         return None
     try:
@@ -138,7 +141,7 @@ def _ts(value: Any) -> int | None:
 
 
 def created_ns(pod: Mapping[str, Any]) -> int | None:
-    return _ts(meta(pod).get("creationTimestamp"))
+    return time_or_none(meta(pod).get("creationTimestamp"))
 
 
 def condition_true_ns(pod: Mapping[str, Any], ctype: str) -> int | None:
@@ -147,7 +150,7 @@ def condition_true_ns(pod: Mapping[str, Any], ctype: str) -> int | None:
     conds = status.get("conditions") if isinstance(status, dict) else None
     for c in conds or ():
         if isinstance(c, dict) and c.get("type") == ctype and c.get("status") == "True":
-            return _ts(c.get("lastTransitionTime"))
+            return time_or_none(c.get("lastTransitionTime"))
     return None
 
 
@@ -179,7 +182,7 @@ def container_started_ns(pod: Mapping[str, Any], container: str | None) -> int |
     for phase in ("running", "terminated"):
         st = state.get(phase)
         if isinstance(st, dict) and st.get("startedAt"):
-            return _ts(st.get("startedAt"))
+            return time_or_none(st.get("startedAt"))
     return None
 
 
