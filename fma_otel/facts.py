@@ -17,10 +17,9 @@ from typing import Any, NamedTuple
 import msgspec
 
 from .jsonsafe import number_or_none
-from .podfacts import time_or_none
 from .sources.launcher_log import accepted_create_id, put_instance_id
 from .sources.records import KlogRecord, LauncherRecord
-from .timeutil import parse_rfc3339_ns
+from .timeutil import parse_rfc3339_ns, time_or_none
 
 # fact kinds
 BOUND_COLD = "bound_cold"  # "Created launcher-based server-providing pod"

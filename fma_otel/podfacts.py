@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .timeutil import parse_rfc3339_ns
+from .timeutil import time_or_none
 
 A_ISC_CONFIG = "dual-pods.llm-d.ai/inference-server-config"
 A_SERVER_PATCH = "dual-pods.llm-d.ai/server-patch"
@@ -126,18 +126,6 @@ def role(pod: Mapping[str, Any], baseline_selector: Mapping[str, str] | None) ->
     if baseline_selector and all(lab.get(k) == v for k, v in baseline_selector.items()):
         return ROLE_BASELINE
     return None
-
-
-def time_or_none(value: Any) -> int | None:
-    """An RFC3339 value in ns; None when absent or unreadable (a Pod field, or a DPC line's
-    ``k8sCallStartTime``, ...: these only narrow an instant, so without them the rest still
-    means what it says)."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return parse_rfc3339_ns(value)
-    except ValueError:
-        return None
 
 
 def created_ns(pod: Mapping[str, Any]) -> int | None:

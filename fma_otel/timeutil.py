@@ -84,6 +84,18 @@ def parse_rfc3339_ns(text: str) -> int:
     return parse_rfc3339(text)[0]
 
 
+def time_or_none(value: object) -> int | None:
+    """An RFC3339 value in ns; None when absent or unreadable (a Pod field, or a DPC line's
+    ``k8sCallStartTime``, ...: these only narrow an instant, so without them the rest still
+    means what it says)."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return parse_rfc3339_ns(value)
+    except ValueError:
+        return None
+
+
 def parse_rfc3339(text: str) -> tuple[int, int]:
     """:func:`parse_rfc3339_ns` and the number of fraction digits kept (0 to 9).
 
