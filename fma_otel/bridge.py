@@ -26,7 +26,6 @@ from operator import attrgetter
 from pathlib import Path
 from typing import IO, NamedTuple
 
-from . import model as M
 from . import podfacts as P
 from .build import build_trace
 from .correlate import Actuation, Correlator
@@ -38,6 +37,7 @@ from .sources.klog import KlogParseError, iter_klog, parse_klog_line, split_time
 from .sources.launcher_log import iter_launcher_log, parse_launcher_line
 from .sources.pods import iter_pod_events
 from .sources.records import SourceStats
+from .span_records import SpanRecord
 
 CAPTURE_PODS = "pods.json"
 CAPTURE_DPC = "dpc.log"
@@ -94,7 +94,7 @@ class BridgeResult:
     #: vLLM logs and Events: the spans they add to each trace
     phases: PhaseSources | None = None
 
-    def _build(self, act: Actuation) -> list[M.SpanRecord]:
+    def _build(self, act: Actuation) -> list[SpanRecord]:
         trace = build_trace(act)
         if self.phases is None or self.phases.empty:
             return trace
@@ -107,7 +107,7 @@ class BridgeResult:
         for pod in c.requesters_in_order():
             yield from c.actuations_of(pod)
 
-    def iter_traces(self) -> Iterator[tuple[Actuation, list[M.SpanRecord]]]:
+    def iter_traces(self) -> Iterator[tuple[Actuation, list[SpanRecord]]]:
         """Each actuation with its finished trace, built when it is reached."""
         for act in self.iter_actuations():
             yield act, self._build(act)
@@ -117,7 +117,7 @@ class BridgeResult:
         return list(self.iter_actuations())
 
     @cached_property
-    def traces(self) -> list[list[M.SpanRecord]]:
+    def traces(self) -> list[list[SpanRecord]]:
         return [self._build(a) for a in self.actuations]
 
 
@@ -129,7 +129,7 @@ class Tally:
     spans: int = 0
     paths: Counter[tuple[str, bool]] = field(default_factory=Counter)
 
-    def add(self, act: Actuation, trace: list[M.SpanRecord]) -> None:
+    def add(self, act: Actuation, trace: list[SpanRecord]) -> None:
         self.traces += 1
         self.spans += len(trace)
         self.paths[act.path, act.complete] += 1

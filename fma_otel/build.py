@@ -45,6 +45,7 @@ from .model import (
     STATUS_UNSET,
     seconds,
 )
+from .span_records import SpanRecord
 
 
 class _Step(NamedTuple):
@@ -102,7 +103,7 @@ class _Trace:
         #: service -> resource attributes, shared by the trace's spans of that service (as
         #: the decoder shares one per resource; the writer groups by it once, not per span)
         self.resources: dict[str, dict[str, Any]] = {}
-        self.spans: list[M.SpanRecord] = []
+        self.spans: list[SpanRecord] = []
 
     def add(
         self,
@@ -140,7 +141,7 @@ class _Trace:
                         disagreed.append(s)
             attrs[A_DISAGREED] = disagreed
         self.spans.append(
-            M.SpanRecord(
+            SpanRecord(
                 self.trace_id,
                 span_id,
                 parent,
@@ -161,7 +162,7 @@ class _Trace:
         return resource
 
 
-def build_trace(act: Actuation) -> list[M.SpanRecord]:
+def build_trace(act: Actuation) -> list[SpanRecord]:
     """The span tree of one actuation, root first, in the model's table order."""
     trace = _Trace(act)
     trace_id = trace.trace_id  # derived from the key once per trace

@@ -14,10 +14,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
-
-if TYPE_CHECKING:
-    from fma_otel.span_records import SpanEvent, SpanRecord  # noqa: F401 - read through __getattr__
+from typing import Any, NamedTuple
 
 # --------------------------------------------------------------------------- paths
 
@@ -495,24 +492,6 @@ A_MISSING_POINT = "fma.missing.point"
 STATUS_UNSET = "UNSET"
 STATUS_OK = "OK"
 STATUS_ERROR = "ERROR"
-
-
-#: The span records (``SpanEvent``, ``SpanRecord``) live in ``fma_otel.span_records``
-#: and are read from here as before (``__getattr__``): defining them imports ``msgspec``,
-#: which the in-process wrappers - which use this module's names and ids, never a record -
-#: would otherwise load into every launcher, whose every page each fork of a vLLM instance
-#: copies the page tables of.
-_RECORDS = frozenset({"SpanEvent", "SpanRecord"})
-
-
-def __getattr__(name: str) -> Any:
-    if name in _RECORDS:
-        from fma_otel import span_records
-
-        value = getattr(span_records, name)
-        globals()[name] = value  # later reads are plain module attributes
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def resource_attributes(service: str, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from .sources.k8s_events import KubeEvent, parse_events
 from .sources.launcher_log import LauncherParseError, parse_launcher_line
 from .sources.records import SourceStats
 from .sources.vllm_log import VllmLogStats, VllmPhase, parse_vllm_log
+from .span_records import SpanRecord
 
 __all__ = ["PhaseSources", "read_events"]
 
@@ -156,8 +157,8 @@ class PhaseSources:
         return self._boot[launcher]
 
     def annotate(
-        self, act: Any, trace: Sequence[M.SpanRecord], actuations: Callable[[], Iterable[Any]]
-    ) -> list[M.SpanRecord]:
+        self, act: Any, trace: Sequence[SpanRecord], actuations: Callable[[], Iterable[Any]]
+    ) -> list[SpanRecord]:
         """``trace`` with FMA's own Events as span events on ``fma.actuation``; which actuation
         an Event concerns is decided once over all of them (``actuations()``)."""
         if not self.has_fma_events:
@@ -166,7 +167,7 @@ class PhaseSources:
             self._fma_events = assign_fma_events(actuations(), self._events)
         return with_fma_events(trace, self._fma_events.get(act.key, ()))
 
-    def spans(self, act: Any, trace: Sequence[M.SpanRecord]) -> list[M.SpanRecord]:
+    def spans(self, act: Any, trace: Sequence[SpanRecord]) -> list[SpanRecord]:
         """The spans the phase sources add to ``trace``."""
         vllm: dict[str, list[VllmPhase]] = {}
         assumed: list[str] = []

@@ -28,6 +28,7 @@ from .model import seconds
 from .sources import vllm_log as V
 from .sources.k8s_events import KubeEvent
 from .sources.vllm_log import VllmPhase
+from .span_records import SpanEvent, SpanRecord
 
 __all__ = [
     "PhaseSpan",
@@ -108,7 +109,7 @@ A_CLOCK_ASSUMED = "fma.clock.assumed_utc"
 
 
 class PhaseSpan(NamedTuple):
-    """One planned span: what :func:`number_spans` turns into a :class:`~fma_otel.model.SpanRecord`.
+    """One planned span: what :func:`number_spans` turns into a :class:`~fma_otel.span_records.SpanRecord`.
 
     ``start_ns``/``end_ns`` are the lower ends of the boundaries' intervals;
     ``min_s``/``max_s`` the duration those intervals allow (``max_s`` is ``None`` when the
@@ -434,7 +435,7 @@ def number_spans(
     attributes: Mapping[str, Any] | None = None,
     service: str = SERVICE_VLLM,
     ready_hi_ns: int | None = None,
-) -> list[M.SpanRecord]:
+) -> list[SpanRecord]:
     """Finished span records for ``spans``, ids by the contract's rule: ``n`` is the index
     among spans of that name in the trace (``counts``: how many of each name the trace has
     already), in list order.  A span whose parent is neither in ``parent_ids`` (the
@@ -444,7 +445,7 @@ def number_spans(
     seen = dict(counts or {})
     ids = dict(parent_ids)
     resources: dict[str, Mapping[str, Any]] = {}
-    out: list[M.SpanRecord] = []
+    out: list[SpanRecord] = []
     for sp in spans:
         parent = ids.get(sp.parent_name)
         if parent is None:
@@ -478,9 +479,7 @@ def number_spans(
         if resource is None:
             resource = resources[svc] = M.resource_attributes(svc)
         out.append(
-            M.SpanRecord(
-                trace_id, sid, parent, sp.name, M.INTERNAL, start, end, svc, attrs, resource=resource
-            )
+            SpanRecord(trace_id, sid, parent, sp.name, M.INTERNAL, start, end, svc, attrs, resource=resource)
         )
     return out
 
@@ -759,13 +758,13 @@ def _within_call(p: PhaseSpan, call_start_ns: int) -> PhaseSpan:
 
 def extra_spans(
     act: Any,
-    trace: Sequence[M.SpanRecord],
+    trace: Sequence[SpanRecord],
     *,
     vllm: Mapping[str, Sequence[VllmPhase]] | None = None,
     events: Sequence[KubeEvent] = (),
     launcher_boot_ns: Mapping[str, int] | None = None,
     vllm_clock_assumed: Iterable[str] = (),
-) -> list[M.SpanRecord]:
+) -> list[SpanRecord]:
     """The spans that vLLM's log and the Kubernetes Events add to ``trace`` (the finished
     tree of ``act``): vLLM phases, Pod startup phases, the launcher's boot and readiness
     probe.  ``vllm`` is keyed by FMA instance id, or by Pod name for a baseline Pod (records
@@ -783,7 +782,7 @@ def extra_spans(
     base = act.attributes
     inst = act.instants
     tid = act.trace_id
-    out: list[M.SpanRecord] = []
+    out: list[SpanRecord] = []
 
     def emit(
         plan: Sequence[PhaseSpan],
@@ -924,12 +923,12 @@ def assign_fma_events(actuations: Iterable[Any], events: Sequence[KubeEvent]) ->
     return out
 
 
-def with_fma_events(trace: Sequence[M.SpanRecord], events: Sequence[KubeEvent]) -> list[M.SpanRecord]:
+def with_fma_events(trace: Sequence[SpanRecord], events: Sequence[KubeEvent]) -> list[SpanRecord]:
     """``trace`` with ``events`` as span events ``k8s.event.<Reason>`` on ``fma.actuation``."""
     if not events:
         return list(trace)
     evs = tuple(
-        M.SpanEvent(
+        SpanEvent(
             f"k8s.event.{e.raw_reason}",
             e.first_ns,
             {

@@ -1,8 +1,8 @@
 """The span records every source builds and every sink consumes (``SpanRecord``, ``SpanEvent``).
 
-Read them as ``fma_otel.model.SpanRecord`` (``fma_otel.model`` loads this module on first
-use): they are apart from the model's names and ids only so that the in-process wrappers,
-which use those and never a record, do not load ``msgspec`` into the launcher.
+They are apart from ``fma_otel.model``'s names and ids so that the in-process wrappers,
+which use those and never a record, do not load ``msgspec`` into the launcher (whose every
+page each fork of a vLLM instance copies the page tables of).
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from fma_otel.build import build_trace
 from fma_otel.correlate import Correlator
 from fma_otel.sources.klog import parse_klog_line
 from fma_otel.sources.launcher_log import parse_launcher_line
+from fma_otel.span_records import SpanRecord
 from fma_otel.timeutil import parse_rfc3339_ns
 
 HERE = Path(__file__).parent
@@ -39,7 +40,7 @@ def _t(hms: str) -> int:
     return parse_rfc3339_ns(f"2026-03-14T{hms}Z")
 
 
-def _traces(path: Path) -> dict[str, tuple[object, dict[str, M.SpanRecord], list[M.SpanRecord]]]:
+def _traces(path: Path) -> dict[str, tuple[object, dict[str, SpanRecord], list[SpanRecord]]]:
     res = run_bridge(BridgeInputs([], str(path)))
     return {a.key: (a, {s.name: s for s in t}, t) for a, t in res.iter_traces()}
 
@@ -49,7 +50,7 @@ def rebind():
     return _traces(REBIND)
 
 
-def _check_write(span: M.SpanRecord, msg: str, start: int, end: int) -> None:
+def _check_write(span: SpanRecord, msg: str, start: int, end: int) -> None:
     """A write span: exact start, µs end, the DPC's clock, its sources and honest bounds."""
     a = span.attributes
     assert span.kind == M.CLIENT and span.service == M.SERVICE_DPC

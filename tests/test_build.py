@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from fma_otel import model as M
 from fma_otel.bridge import inputs_from_capture, run_bridge, sample_dir
 from fma_otel.build import build_trace
+from fma_otel.span_records import SpanRecord
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +21,7 @@ def actuations():
 def test_spans_of_one_service_share_one_resource_mapping(actuations) -> None:
     for act in actuations:
         trace = build_trace(act)
-        by_service: dict[str, list[M.SpanRecord]] = {}
+        by_service: dict[str, list[SpanRecord]] = {}
         for s in trace:
             by_service.setdefault(s.service, []).append(s)
         for service, spans in by_service.items():

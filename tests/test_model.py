@@ -8,6 +8,7 @@ import msgspec
 import pytest
 
 from fma_otel import model as M
+from fma_otel.span_records import SpanRecord
 
 
 def test_trace_id_is_first_16_bytes_of_sha256() -> None:
@@ -114,7 +115,7 @@ def test_span_record_is_a_frozen_record_built_by_its_constructor() -> None:
         "m",
         M.resource_attributes(M.SERVICE_DPC),
     )
-    rec = M.SpanRecord(*args)
+    rec = SpanRecord(*args)
     assert msgspec.structs.astuple(rec) == (*args, ())  # no span events
     assert msgspec.structs.replace(rec, name="x").name == "x"
     assert rec.name == "fma.request"
@@ -123,7 +124,7 @@ def test_span_record_is_a_frozen_record_built_by_its_constructor() -> None:
     with pytest.raises(AttributeError):
         rec.name = "x"  # type: ignore[misc]
     # a default mapping is the record's own, never shared with another record
-    a, b = (M.SpanRecord(*args[:8]) for _ in range(2))
+    a, b = (SpanRecord(*args[:8]) for _ in range(2))
     assert a.attributes == {} and a.attributes is not b.attributes
 
 

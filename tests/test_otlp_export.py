@@ -7,9 +7,10 @@ import time
 import msgspec
 import pytest
 
-from fma_otel.model import SpanRecord, resource_attributes
+from fma_otel.model import resource_attributes
 from fma_otel.sinks import otlp_export
 from fma_otel.sinks.otlp_export import ExportError, OtlpSink, otlp_configured
+from fma_otel.span_records import SpanRecord
 from tests.support.otlp_receiver import free_port
 from tests.support.serving import serve_in_thread
 

@@ -30,6 +30,7 @@ from fma_otel.sinks.otlp_json import (
     export_request_bytes,
     write_trace_line,
 )
+from fma_otel.span_records import SpanRecord
 from tests.support.synth import synth_capture, write_capture
 
 
@@ -79,7 +80,7 @@ def test_synthetic_capture_round_trip(tmp_path: Path, clean_otlp_env: pytest.Mon
 
 
 def test_one_line_per_call_with_the_documented_fields() -> None:
-    span = M.SpanRecord(
+    span = SpanRecord(
         "ab" * 16, "cd" * 8, "ef" * 8, "fma.actuation", M.SERVER, 10, 3 * 10**18, M.SERVICE_DPC,
         {"i": 2**63 - 1, "f": 0.5, "b": True, "s": "x", "l": ["a", "b"]}, M.STATUS_ERROR, "boom",
     )  # fmt: skip
@@ -104,7 +105,7 @@ def test_one_line_per_call_with_the_documented_fields() -> None:
 
 
 def test_non_finite_floats_are_strings_not_bare_literals() -> None:
-    span = M.SpanRecord(
+    span = SpanRecord(
         "ab" * 16, "cd" * 8, None, "n", M.INTERNAL, 1, 2, "s", {"p": math.inf, "m": -math.inf, "n": math.nan}
     )
     req = _strict(export_request_bytes([span]))
@@ -123,7 +124,7 @@ def test_non_finite_floats_are_strings_not_bare_literals() -> None:
 def test_a_lone_surrogate_is_written_not_raised() -> None:
     """orjson refuses a lone surrogate (a JSON-valued log field can decode to one): the
     writer falls back to ``json.dumps``'s escape and the line still reads back."""
-    span = M.SpanRecord("ab" * 16, "cd" * 8, None, "n\ud800", M.INTERNAL, 1, 2, "s", {"k": "v\udfff"})
+    span = SpanRecord("ab" * 16, "cd" * 8, None, "n\ud800", M.INTERNAL, 1, 2, "s", {"k": "v\udfff"})
     out = io.StringIO()
     write_trace_line(out, [span])
     (back,) = decode_request(_strict(out.getvalue()))
@@ -142,14 +143,14 @@ _hex = st.sampled_from("0123456789abcdef")
 
 
 @st.composite
-def _spans(draw: st.DrawFn) -> list[M.SpanRecord]:
+def _spans(draw: st.DrawFn) -> list[SpanRecord]:
     n = draw(st.integers(0, 5))
     resource = draw(st.sampled_from([{}, M.resource_attributes(M.SERVICE_DPC, {"k8s.pod.name": "p"})]))
     out = []
     for i in range(n):
         start = draw(st.integers(0, 2**64 - 2))
         out.append(
-            M.SpanRecord(
+            SpanRecord(
                 trace_id=draw(st.text(_hex, min_size=32, max_size=32)),
                 span_id=f"{i + 1:016x}",
                 parent_span_id=draw(st.sampled_from([None, "00000000000000ff"])),
@@ -167,9 +168,9 @@ def _spans(draw: st.DrawFn) -> list[M.SpanRecord]:
     return out
 
 
-def _as_decoded(s: M.SpanRecord) -> M.SpanRecord:
+def _as_decoded(s: SpanRecord) -> SpanRecord:
     """What a reader makes of ``s``: its resource, or the service's default one."""
-    return M.SpanRecord(
+    return SpanRecord(
         s.trace_id, s.span_id, s.parent_span_id, s.name, s.kind, s.start_ns, s.end_ns,
         s.service, s.attributes, s.status_code, s.status_message,
         s.resource or M.resource_attributes(s.service),
@@ -179,7 +180,7 @@ def _as_decoded(s: M.SpanRecord) -> M.SpanRecord:
 @pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_spans())
-def test_generated_spans_round_trip(spans: list[M.SpanRecord]) -> None:
+def test_generated_spans_round_trip(spans: list[SpanRecord]) -> None:
     back = decode_request(_strict(export_request_bytes(spans)))
     # grouped by resource: one resource here, so the order is kept
     assert back == [_as_decoded(s) for s in spans]

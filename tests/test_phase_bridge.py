@@ -12,6 +12,7 @@ import pytest
 from fma_otel import model as M
 from fma_otel.bridge import inputs_from_capture, run_bridge, sample_dir
 from fma_otel.sources.vllm_log import parse_vllm_log
+from fma_otel.span_records import SpanRecord
 from tests.support.dump import dump_traces
 
 SAMPLE = sample_dir()
@@ -31,7 +32,7 @@ def _traces(result):
 
 
 def _tree(trace):
-    kids: dict[str | None, list[M.SpanRecord]] = {}
+    kids: dict[str | None, list[SpanRecord]] = {}
     for s in trace:
         kids.setdefault(s.parent_span_id, []).append(s)
     return kids
@@ -53,7 +54,7 @@ def leaf_coverage(trace) -> tuple[int, int, list[tuple[int, int, str]]]:
     kids = _tree(trace)
     root = next(s for s in trace if s.name == "fma.actuation")
 
-    def is_leaf(s: M.SpanRecord) -> bool:
+    def is_leaf(s: SpanRecord) -> bool:
         return all(
             k.name in M.SPANS_BY_NAME and M.SPANS_BY_NAME[k.name].repeated for k in kids.get(s.span_id, [])
         )
@@ -119,7 +120,7 @@ def test_the_coverage_measure_sees_a_hole() -> None:
 
 
 def _by_name(trace):
-    out: dict[str, list[M.SpanRecord]] = {}
+    out: dict[str, list[SpanRecord]] = {}
     for s in trace:
         out.setdefault(s.name, []).append(s)
     return out

@@ -19,6 +19,7 @@ from fma_otel.phase_spans import (
     vllm_parent,
 )
 from fma_otel.sources.vllm_log import parse_vllm_log
+from fma_otel.span_records import SpanRecord
 
 FIX = Path(__file__).parent / "fixtures" / "vllm"
 NS = 1_000_000_000
@@ -302,8 +303,7 @@ def _act(path, instants, **attrs):
 def _trace_with(act, *names):
     tid = act.trace_id
     return [
-        M.SpanRecord(tid, M.span_id_for(tid, n, 0), None, n, M.INTERNAL, 0, 1, M.SERVICE_K8S, {})
-        for n in names
+        SpanRecord(tid, M.span_id_for(tid, n, 0), None, n, M.INTERNAL, 0, 1, M.SERVICE_K8S, {}) for n in names
     ]
 
 

@@ -20,12 +20,13 @@ import pytest
 from click.testing import CliRunner
 
 from fma_otel.cli import main
-from fma_otel.model import A_COMPLETE, A_PATH, A_REQ_NAME, ROOT, S, SpanRecord
+from fma_otel.model import A_COMPLETE, A_PATH, A_REQ_NAME, ROOT, S
 from fma_otel.query.harvest import Harvest
 from fma_otel.query.readers import read_spans
 from fma_otel.sinks import otlp_export
 from fma_otel.sinks.otlp_json import any_value, value_of, write_trace_line
 from fma_otel.sinks.show import render_waterfall, tree_lines
+from fma_otel.span_records import SpanRecord
 
 GOOD_TRACE = "0af7651916cd43dd8448eb211c80319c"
 BAD_TRACE = "ff" * 16

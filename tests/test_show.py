@@ -13,9 +13,10 @@ import pytest
 from click.testing import CliRunner
 
 from fma_otel.commands.show import command
-from fma_otel.model import S, SpanRecord
+from fma_otel.model import S
 from fma_otel.sinks.otlp_json import write_trace_line
 from fma_otel.sinks.show import bar, interval_forms, render_waterfall
+from fma_otel.span_records import SpanRecord
 
 REPO = Path(__file__).resolve().parents[1]
 TRACE = "0af7651916cd43dd8448eb211c80319c"

@@ -15,9 +15,10 @@ import sys
 
 import click
 
-from ..model import A_REQ_NAME, SpanRecord
+from ..model import A_REQ_NAME
 from ..query.readers import read_spans
 from ..sinks.show import group_traces, render_waterfall
+from ..span_records import SpanRecord
 from ._common import fail, prog_name, reading_traces, terminal_width
 
 #: Width when stdout is not a terminal: fixed, so piped output is the same everywhere.

@@ -28,8 +28,8 @@ import re
 import stat
 from collections.abc import Sequence
 
-from ..model import SpanRecord
 from ..sinks.otlp_json import export_request_text
+from ..span_records import SpanRecord
 
 _TRACE_ID = re.compile(rb'"traceId":"([0-9a-fA-F]{32})"')
 

@@ -47,6 +47,7 @@ from .. import model as M
 from .. import podfacts as P
 from ..phase_inputs import BOOT_LINE  # the launcher's boot, read as the bridge reads it
 from ..sources.records import LauncherRecord, PodEvent, SourceStats
+from ..span_records import SpanRecord
 from . import checkpoint as CP
 from .events import EventStore, EventWatcher
 from .kube import Backoff, Kube, make_api_client
@@ -117,7 +118,7 @@ LOG_WAIT_S = 30.0
 class _Unacked:
     """A trace built and written (``--out``) whose OTLP export has not succeeded yet."""
 
-    spans: list[M.SpanRecord]
+    spans: list[SpanRecord]
     complete: bool
     ready_s: float | None = None  # R.ready, unix seconds (for the lag metric)
 
@@ -381,7 +382,7 @@ class LiveWatcher:
             return
         from ..sinks.otlp_json import decode_request, export_request
 
-        found: dict[str, list[M.SpanRecord]] = {}
+        found: dict[str, list[SpanRecord]] = {}
         for key in pending:
             if key in stored:
                 try:
@@ -740,7 +741,7 @@ class LiveWatcher:
                 out.append(a)
         return out
 
-    def _with_phases(self, a: Any, trace: list[M.SpanRecord]) -> list[M.SpanRecord]:
+    def _with_phases(self, a: Any, trace: list[SpanRecord]) -> list[SpanRecord]:
         """The trace with what vLLM's log and the Events add, as the bridge builds it
         (``Bridge._build``): FMA's own Events as span events on ``fma.actuation``
         (``assign_fma_events`` over the actuations the correlator holds: an Event after
@@ -815,7 +816,7 @@ class LiveWatcher:
         from ..sinks.otlp_export import span_problem
 
         st = self.state
-        todo: list[tuple[Any, list[M.SpanRecord]]] = []
+        todo: list[tuple[Any, list[SpanRecord]]] = []
         for a in acts:
             if a.key in self.cp.emitted:
                 self.metrics.skipped_already_emitted += 1

@@ -1,7 +1,7 @@
 """The lean reader: keep only what percentiles and hit rates need.
 
 Why not :func:`fma_otel.sinks.otlp_json.spans_from_request`: that builds a full
-:class:`~fma_otel.model.SpanRecord` (every attribute, resource, status) for every span,
+:class:`~fma_otel.span_records.SpanRecord` (every attribute, resource, status) for every span,
 which costs several times the ``json.loads`` of the line.  ``slo`` over 100k actuations must
 stay within twice one plain parse, so here a span is looked at only when its *name* is one
 the model says carries an FMA metric (or is the root ``fma.request``), and only a handful of

@@ -31,8 +31,8 @@ from ..model import (
     ROOT,
     WARM,
     S,
-    SpanRecord,
 )
+from ..span_records import SpanRecord
 
 #: our path -> the harness's ``actuation_condition``
 CONDITION: Mapping[str, str] = {COLD_LAUNCHER: "T_cold_launcher", WARM: "T_warm", HOT: "T_hot"}

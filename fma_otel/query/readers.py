@@ -28,8 +28,8 @@ from typing import IO, Any
 
 from ..jsonsafe import ns
 from ..lines import MAX_TRACE_LINE_BYTES, TooLong, bounded_lines
-from ..model import SpanRecord
 from ..sinks.otlp_json import MALFORMED, OtlpJsonError, decode_request, key_values
+from ..span_records import SpanRecord
 
 Advance = Callable[[int], None]
 

@@ -32,12 +32,12 @@ from ..model import (
     STATUS_ERROR,
     UNKNOWN,
     S,
-    SpanRecord,
 )
 from ..query.breakdown import ActuationSplit, PathBreakdown, TreeCollector, summarize_paths
 from ..query.harvest import Harvest
 from ..query.slo_spec import Check, Verdict, evaluate
 from ..query.stats import Report, build_report, metric_order, path_order
+from ..span_records import SpanRecord
 
 #: the percentiles marked, with their intervals, on each distribution
 DRAWN_PERCENTILES: tuple[int, ...] = (50, 90, 99)

@@ -34,12 +34,12 @@ from ..model import (
     UNKNOWN,
     WARM,
     S,
-    SpanRecord,
 )
 from ..query.breakdown import UNCOVERED, PathBreakdown
 from ..query.slo_spec import HIT_RATES, Verdict
 from ..query.stats import HitRates
 from ..sinks.show import tree_lines
+from ..span_records import SpanRecord
 from .data import Distribution, TraceSummary, Trend, thin
 from .svg import FIG_WIDTH_PX, Hover, size_in
 from .words import humanize

@@ -2,7 +2,7 @@
 
 The bridge builds spans after the fact, with ids derived from the actuation (see the span
 model), so they cannot go through a ``Tracer`` (which would mint random ids and take the
-time now).  Instead each :class:`~fma_otel.model.SpanRecord` becomes a ``ReadableSpan``
+time now).  Instead each :class:`~fma_otel.span_records.SpanRecord` becomes a ``ReadableSpan``
 with its own ids and times, and is handed straight to the SDK's ``OTLPSpanExporter``: the
 wire format, TLS, headers and retries stay the SDK's, so whatever a collector accepts from
 an instrumented service it accepts from us.
@@ -58,7 +58,8 @@ from urllib.parse import urlparse
 
 from .. import __version__
 from ..errtext import one_line
-from ..model import STATUS_ERROR, STATUS_OK, SpanRecord, resource_attributes
+from ..model import STATUS_ERROR, STATUS_OK, resource_attributes
+from ..span_records import SpanRecord
 from .otlp_json import SCOPE_NAME
 
 GRPC = "grpc"

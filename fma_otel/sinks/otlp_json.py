@@ -19,7 +19,8 @@ import orjson
 
 from .. import __version__
 from ..jsonsafe import ns
-from ..model import STATUS_ERROR, STATUS_OK, STATUS_UNSET, SpanEvent, SpanRecord, resource_attributes
+from ..model import STATUS_ERROR, STATUS_OK, STATUS_UNSET, resource_attributes
+from ..span_records import SpanEvent, SpanRecord
 
 SCOPE_NAME = "fma-otel"
 

@@ -45,8 +45,8 @@ from ..model import (
     SERVICE_LAUNCHER,
     STATUS_ERROR,
     S,
-    SpanRecord,
 )
+from ..span_records import SpanRecord
 
 MIN_BAR = 10
 MAX_NAME = 48

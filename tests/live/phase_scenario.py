@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from fma_otel import model as M
+from fma_otel.span_records import SpanRecord
 from tests.support.k8s_server import make_event
 
 S = 1_000_000_000
@@ -109,7 +110,7 @@ class Scenario:
     events: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
 
 
-def _span(trace: list[M.SpanRecord], name: str) -> M.SpanRecord | None:
+def _span(trace: list[SpanRecord], name: str) -> SpanRecord | None:
     return next((s for s in trace if s.name == name), None)
 
 
@@ -118,7 +119,7 @@ def _pod(cap: Any, name: str) -> dict[str, Any]:
 
 
 def _startup_events(
-    pod: dict[str, Any], span: M.SpanRecord, container: str, pulled: str
+    pod: dict[str, Any], span: SpanRecord, container: str, pulled: str
 ) -> list[tuple[int, dict]]:
     s = span.start_ns
     name = pod["metadata"]["name"]
@@ -156,7 +157,7 @@ def _startup_events(
     ]
 
 
-def build(cap: Any, offline: dict[str, list[M.SpanRecord]]) -> Scenario:
+def build(cap: Any, offline: dict[str, list[SpanRecord]]) -> Scenario:
     """The vLLM logs and Events that fit ``cap``'s offline traces."""
     sc = Scenario()
     seen_launchers: set[str] = set()

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from fma_otel.bridge import inputs_from_capture, run_bridge
-from fma_otel.model import SpanRecord
 from fma_otel.query.readers import read_spans
+from fma_otel.span_records import SpanRecord
 from fma_otel.timeutil import parse_rfc3339_ns
 from tests.support import synth
 from tests.support.k8s_server import FakeCluster, make_pod

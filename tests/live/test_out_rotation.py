@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from fma_otel.live.outfile import OutFile, rotated_paths
-from fma_otel.model import SpanRecord, trace_id_for
+from fma_otel.model import trace_id_for
 from fma_otel.sinks.otlp_json import export_request_bytes
+from fma_otel.span_records import SpanRecord
 from tests.live.replay import (
     InProcessWatcher,
     dpc_pod,

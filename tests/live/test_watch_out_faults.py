@@ -184,7 +184,7 @@ def test_out_disk_full_while_running_is_one_line_exit_1(
 _PARTIAL = """
 import resource, signal, sys
 from fma_otel.live.outfile import OutFile, OutFileError
-from fma_otel.model import SpanRecord
+from fma_otel.span_records import SpanRecord
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 def trace(i, size):
     t = f"{i:032x}"

@@ -26,6 +26,7 @@ from fma_otel.correlate import Correlator
 from fma_otel.live import checkpoint as CP
 from fma_otel.sources.klog import parse_klog_line
 from fma_otel.sources.records import PodEvent
+from fma_otel.span_records import SpanRecord
 from tests.live.replay import DPC_POD, NS, InProcessWatcher, dpc_pod, traces_in, tree, wait_for
 from tests.live.test_watch_crash import kill9, lists, start_watch, started
 from tests.support import synth
@@ -149,7 +150,7 @@ class Scenario:
                 c.add_dpc(rec)
         return c
 
-    def expected(self) -> dict[str, list[M.SpanRecord]]:
+    def expected(self) -> dict[str, list[SpanRecord]]:
         """Key -> trace, from one correlator given every Pod state and every line."""
         return {a.key: build_trace(a) for a in self.correlator().actuations() if a.complete}
 
@@ -168,7 +169,7 @@ def dpc_read_past(w: InProcessWatcher, t_ns: int) -> bool:
     return pos is not None and pos.ts_ns >= t_ns
 
 
-def assert_rounds(out: Path, want: dict[str, list[M.SpanRecord]], rounds: int) -> None:
+def assert_rounds(out: Path, want: dict[str, list[SpanRecord]], rounds: int) -> None:
     """``out`` holds rounds 1..``rounds``, each once (``traces_in`` asserts that), as built."""
     live = traces_in(out)
     assert sorted(live) == sorted(tid(n) for n in range(1, rounds + 1)), {

@@ -16,6 +16,7 @@ import pytest
 
 from fma_otel import model as M
 from fma_otel.sources.vllm_log import parse_vllm_log
+from fma_otel.span_records import SpanRecord
 from tests.live.replay import (
     NS,
     InProcessWatcher,
@@ -41,11 +42,11 @@ class Recorder:
     def __init__(self) -> None:
         self.calls: dict[str, dict[str, Any]] = {}
 
-    def __call__(self, act: Any, trace: list[M.SpanRecord], *, vllm, events, **_: Any) -> list:  # noqa: ANN001
+    def __call__(self, act: Any, trace: list[SpanRecord], *, vllm, events, **_: Any) -> list:  # noqa: ANN001
         self.calls[act.key] = {"vllm": dict(vllm), "events": list(events), "path": act.path}
         root = next(s for s in trace if not s.parent_span_id)
         return [
-            M.SpanRecord(
+            SpanRecord(
                 root.trace_id,
                 M.span_id_for(root.trace_id, "test.extra"),
                 root.span_id,
@@ -68,11 +69,11 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> Recorder:
     return rec
 
 
-def _roots(offline: dict) -> list[M.SpanRecord]:
+def _roots(offline: dict) -> list[SpanRecord]:
     return [next(s for s in t if not s.parent_span_id) for t in offline.values()]
 
 
-def _serve_instances(k8s: FakeCluster, roots: list[M.SpanRecord]) -> set[tuple[str, str]]:
+def _serve_instances(k8s: FakeCluster, roots: list[SpanRecord]) -> set[tuple[str, str]]:
     """A fake launcher behind each launcher Pod, with the fixture as each of its instances' log."""
     data = FIXTURE.read_bytes()
     served: set[tuple[str, str]] = set()

@@ -28,7 +28,6 @@ from fma_otel.model import (
     STATUS_ERROR,
     STATUS_UNSET,
     WARM,
-    SpanRecord,
     actuation_key,
     metric_span,
     resource_attributes,
@@ -36,6 +35,7 @@ from fma_otel.model import (
     trace_id_for,
 )
 from fma_otel.sinks.otlp_json import write_trace_line
+from fma_otel.span_records import SpanRecord
 
 S = 1_000_000_000
 BASE_NS = 1_780_000_000 * S  # 2026-05-28, whole seconds

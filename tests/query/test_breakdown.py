@@ -13,9 +13,10 @@ import pytest
 from click.testing import CliRunner
 
 from fma_otel.cli import main
-from fma_otel.model import COLD_LAUNCHER, COLD_NO_FMA, HOT, S, SpanRecord
+from fma_otel.model import COLD_LAUNCHER, COLD_NO_FMA, HOT, S
 from fma_otel.query.breakdown import LeanSpan, split_actuation, summarize_paths
 from fma_otel.sinks.otlp_json import export_request, write_trace_line
+from fma_otel.span_records import SpanRecord
 
 from . import fake_servers
 from .gen import hot

@@ -9,7 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from fma_otel.cli import main
-from fma_otel.model import S, SpanRecord
+from fma_otel.model import S
+from fma_otel.span_records import SpanRecord
 from tests.support.once import made_once_per_run
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from fma_otel import model as M
+from fma_otel.span_records import SpanRecord
 
 DEFAULT_KEYS = (M.A_PATH, M.A_METRIC, M.A_START_SRC, M.A_END_SRC, M.A_COMPLETE, M.A_INCONSISTENT)
 
 
-def dump_traces(spans: Iterable[M.SpanRecord], keys: tuple[str, ...] = DEFAULT_KEYS) -> str:
-    by_trace: dict[str, list[M.SpanRecord]] = {}
+def dump_traces(spans: Iterable[SpanRecord], keys: tuple[str, ...] = DEFAULT_KEYS) -> str:
+    by_trace: dict[str, list[SpanRecord]] = {}
     for s in spans:
         by_trace.setdefault(s.trace_id, []).append(s)
     out: list[str] = []
@@ -25,9 +26,9 @@ def dump_traces(spans: Iterable[M.SpanRecord], keys: tuple[str, ...] = DEFAULT_K
     return "\n".join(out)
 
 
-def _dump_one(spans: list[M.SpanRecord], keys: tuple[str, ...]) -> str:
+def _dump_one(spans: list[SpanRecord], keys: tuple[str, ...]) -> str:
     ids = {s.span_id for s in spans}
-    children: dict[str | None, list[M.SpanRecord]] = {}
+    children: dict[str | None, list[SpanRecord]] = {}
     for s in spans:
         parent = s.parent_span_id if s.parent_span_id in ids else None
         children.setdefault(parent, []).append(s)

@@ -4,7 +4,7 @@ Why not a real collector: tests must run in seconds on a machine with no service
 they need to see exactly what arrived (ids, resources, headers) and to make the receiver
 fail on purpose.  Both receivers bind 127.0.0.1 on an ephemeral port, keep every
 ``ExportTraceServiceRequest`` they are sent, and convert what they got into
-:class:`~fma_otel.model.SpanRecord` through the same reader the OTLP JSON files use, so a
+:class:`~fma_otel.span_records.SpanRecord` through the same reader the OTLP JSON files use, so a
 test compares like with like.
 
 Faults (set on a running receiver, take effect on the next request):
@@ -34,8 +34,8 @@ from typing import Any
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
-from fma_otel.model import SpanRecord
 from fma_otel.sinks.otlp_json import spans_from_request
+from fma_otel.span_records import SpanRecord
 from tests.support.serving import serve_in_thread
 
 ExportTraceServiceRequest = trace_service_pb2.ExportTraceServiceRequest
