@@ -10,6 +10,7 @@ configured by the configurator (``fma_otel.instrument.configurator``), not here.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from fma_otel.instrument.actuation import actuation
@@ -55,37 +56,35 @@ def instrument_all(**kwargs: Any) -> None:
     the metadata check is asked for.
     Never raises: a part that cannot be instrumented is skipped (do no harm).
     """
-    from fma_otel.instrument._common import logger
-
     kwargs.setdefault("skip_dep_check", True)
     if _INSTRUMENTORS in sys.modules or not kwargs["skip_dep_check"]:
-        for inst in instrumentors():
-            try:
-                if not inst.is_instrumented_by_opentelemetry:
-                    inst.instrument(**kwargs)
-            except Exception:  # noqa: BLE001
-                logger.warning("fma-otel: %s failed to instrument", type(inst).__name__, exc_info=True)
+        _each(
+            "instrument",
+            instrumentors(),
+            lambda i: None if i.is_instrumented_by_opentelemetry else i.instrument(**kwargs),
+        )
         return
     kwargs.pop("skip_dep_check")
     kwargs.pop("raise_exception_on_conflict", None)
-    for w in wrappers():
-        try:
-            w.install(**kwargs)
-        except Exception:  # noqa: BLE001
-            logger.warning("fma-otel: %s failed to instrument", type(w).__name__, exc_info=True)
+    _each("instrument", wrappers(), lambda w: w.install(**kwargs))
 
 
 def uninstrument_all() -> None:
     """Remove every wrapper that ``instrument_all()`` (or an instrumentor) installed."""
+    if _INSTRUMENTORS in sys.modules:
+        _each(
+            "uninstrument", instrumentors(), lambda i: i.is_instrumented_by_opentelemetry and i.uninstrument()
+        )
+    else:
+        _each("uninstrument", wrappers(), lambda w: w.uninstall())
+
+
+def _each(verb: str, parts: list[Any], act: Callable[[Any], object]) -> None:
+    """``act`` on each part; one that raises is logged and skipped (do no harm)."""
     from fma_otel.instrument._common import logger
 
-    both = _INSTRUMENTORS in sys.modules
-    for part in instrumentors() if both else wrappers():
+    for part in parts:
         try:
-            if both:
-                if part.is_instrumented_by_opentelemetry:
-                    part.uninstrument()
-            else:
-                part.uninstall()
+            act(part)
         except Exception:  # noqa: BLE001
-            logger.warning("fma-otel: %s failed to uninstrument", type(part).__name__, exc_info=True)
+            logger.warning("fma-otel: %s failed to %s", type(part).__name__, verb, exc_info=True)
