@@ -184,7 +184,7 @@ def _usable_write(call_start_ns: int | None, log_ns: int) -> bool:
 def exact_call(start_ns: int, end_ns: int, source: str) -> tuple[M.Instant, M.Instant]:
     """An HTTP call's start and end as two exact instants on the DPC's clock (for spans made
     per call): one source each, so made directly, with nothing to fuse."""
-    return M.Instant(start_ns, 1, source, M.SERVICE_DPC), M.Instant(end_ns, 1, source, M.SERVICE_DPC)
+    return _single(I.exact(start_ns, source)), _single(I.exact(end_ns, source))
 
 
 def write_call(call_start_ns: int | None, log_ns: int, source: str) -> tuple[M.Instant, M.Instant] | None:
@@ -198,7 +198,11 @@ def write_call(call_start_ns: int | None, log_ns: int, source: str) -> tuple[M.I
     if not _usable_write(call_start_ns, log_ns):
         return None
     assert call_start_ns is not None
-    return (
-        M.Instant(call_start_ns, 1, source + "/k8sCallStartTime", M.SERVICE_DPC),
-        M.Instant(log_ns, M.US, source, M.SERVICE_DPC),
-    )
+    return _single(I.exact(call_start_ns, source + "/k8sCallStartTime")), _single(I.klog_time(log_ns, source))
+
+
+def _single(b: I.Bound) -> M.Instant:
+    """One source's two-sided bound as an instant (its point, width and clock), unfused."""
+    assert b.value is not None and b.lo is not None and b.hi is not None
+    service = M.CLOCK_SERVICE.get(b.clock, M.SERVICE_DPC)
+    return M.Instant(b.value, b.hi - b.lo + 1, b.source, service, b.lo, b.hi, b.clock)
