@@ -539,37 +539,31 @@ class Correlator:
         """
         facts = self._facts_for(uid, name)
         seed = self._seeds.get(uid)
+        t0 = seed[1] if seed is not None else None
         windows: list[tuple[int, int, list[DpcFact]]] = []
         start, cur = -INF, []
-        if seed is None:
-            for f in facts:
-                if f.kind == F.UNBOUND:
-                    windows.append((start, f.t_ns, cur))
-                    start, cur = f.t_ns, []
-                else:
-                    cur.append(f)
-            windows.append((start, INF, cur))
-            k0, at, forced = 1, 0, 0  # the first window is round 1, always
-        else:
-            k0, t0, begun = seed
-            at = -1
-            for f in facts:
-                if at < 0 and (f.t_ns > t0 or (f.t_ns == t0 and f.kind == F.UNBOUND)):
-                    windows.append((start, t0, cur))
-                    start, cur = t0, []
-                    at = len(windows)
-                    if f.kind == F.UNBOUND and f.t_ns == t0:
-                        continue  # the seed's own unbind, re-read
-                if f.kind == F.UNBOUND:
-                    windows.append((start, f.t_ns, cur))
-                    start, cur = f.t_ns, []
-                else:
-                    cur.append(f)
-            if at < 0:
+        at = -1  # the index of the window from t0
+        for f in facts:
+            if t0 is not None and at < 0 and (f.t_ns > t0 or (f.t_ns == t0 and f.kind == F.UNBOUND)):
                 windows.append((start, t0, cur))
                 start, cur = t0, []
                 at = len(windows)
-            windows.append((start, INF, cur))
+                if f.kind == F.UNBOUND and f.t_ns == t0:
+                    continue  # the seed's own unbind, re-read
+            if f.kind == F.UNBOUND:
+                windows.append((start, f.t_ns, cur))
+                start, cur = f.t_ns, []
+            else:
+                cur.append(f)
+        if t0 is not None and at < 0:
+            windows.append((start, t0, cur))
+            start, cur = t0, []
+            at = len(windows)
+        windows.append((start, INF, cur))
+        if seed is None:
+            k0, at, forced = 1, 0, 0  # the first window is round 1, always
+        else:
+            k0, _, begun = seed
             forced = at if begun else -1
         out: list[tuple[int, int, int, list[DpcFact]]] = []
         n = k0 - sum(1 for i in range(at) if windows[i][2] or i == forced)  # the first kept's
