@@ -75,12 +75,12 @@ class Bounds:
         if t_ns is not None:
             self.add(name, I.truncated(t_ns, M.S, source, clock))
 
-    def log_time(self, name: str, t_ns: int | None, source: str, clock: str = I.CLOCK_DPC) -> None:
+    def log_time(self, name: str, t_ns: int | None, source: str, clock: str = M.CLOCK_DPC) -> None:
         """A klog line whose event *is* the instant: ``[t, t + 1 µs)``."""
         if t_ns is not None:
             self.add(name, I.klog_time(t_ns, source, clock))
 
-    def exact(self, name: str, t_ns: int | None, source: str, clock: str = I.CLOCK_DPC) -> None:
+    def exact(self, name: str, t_ns: int | None, source: str, clock: str = M.CLOCK_DPC) -> None:
         """An exact instant (an HTTP call's start or end: ``httpCallStartTime`` ``+ latencySecs``)."""
         if t_ns is not None:
             self.add(name, I.exact(t_ns, source, clock))
@@ -92,7 +92,7 @@ class Bounds:
             self.add(name, I.api_write(call_start_ns, log_ns, source))
 
     def before(
-        self, name: str, t_ns: int | None, source: str, clock: str = I.CLOCK_DPC, precision_ns: int = 1
+        self, name: str, t_ns: int | None, source: str, clock: str = M.CLOCK_DPC, precision_ns: int = 1
     ) -> None:
         """A later observer: the instant happened by ``t`` (an upper bound)."""
         if t_ns is not None:
@@ -113,7 +113,7 @@ class Bounds:
         if t_ns is not None:
             self._narrowing.setdefault(name, []).append(I.observed_after(t_ns, source, clock, precision_ns))
 
-    def after(self, name: str, t_ns: int | None, source: str, clock: str = I.CLOCK_DPC) -> None:
+    def after(self, name: str, t_ns: int | None, source: str, clock: str = M.CLOCK_DPC) -> None:
         """The instant happened after ``t`` (a lower bound)."""
         if t_ns is not None:
             self.add(name, I.observed_before(t_ns, source, clock))

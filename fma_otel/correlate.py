@@ -602,7 +602,7 @@ class Correlator:
     ) -> Actuation:
         uid = P.uid(pod) or ""
         b = Bounds(self.tolerance_ns)
-        apiserver, kubelet, dpc = I.CLOCK_APISERVER, I.CLOCK_KUBELET, I.CLOCK_DPC
+        apiserver, kubelet, dpc = M.CLOCK_APISERVER, M.CLOCK_KUBELET, M.CLOCK_DPC
 
         # the round's facts by kind (each in log order): an actuation asks for a dozen kinds
         by_kind: dict[str, list[DpcFact]] = {}
@@ -630,7 +630,7 @@ class Correlator:
             b.k8s("R.created", created, "k8s:creationTimestamp", apiserver)
             # PodScheduled=True is set by the API server when it records the binding
             b.k8s("R.scheduled", scheduled, "k8s:PodScheduled", apiserver)
-            b.before("R.scheduled", self._scheduled.get(uid), SCHEDULED_EVENT, I.CLOCK_SCHEDULER, M.US)
+            b.before("R.scheduled", self._scheduled.get(uid), SCHEDULED_EVENT, M.CLOCK_SCHEDULER, M.US)
             b.k8s("R.started", started, "k8s:startedAt", kubelet)
             self._bound_by_arrival(b, uid, "R.created", ARRIVAL_CREATED, created)
             self._bound_by_arrival(b, uid, "R.scheduled", ARRIVAL_SCHEDULED, scheduled)
@@ -767,7 +767,7 @@ class Correlator:
             self._bound_by_arrival(b, luid, "L.created", ARRIVAL_CREATED, l_created)
             self._bound_by_arrival(b, luid, "L.scheduled", ARRIVAL_SCHEDULED, l_sched)
             b.k8s("L.scheduled", l_sched, "k8s:PodScheduled", apiserver)
-            b.before("L.scheduled", self._scheduled.get(luid), SCHEDULED_EVENT, I.CLOCK_SCHEDULER, M.US)
+            b.before("L.scheduled", self._scheduled.get(luid), SCHEDULED_EVENT, M.CLOCK_SCHEDULER, M.US)
             # the scheduler writes a Pod to bind it: the DPC saw its write of that second
             note = (
                 min(
@@ -873,7 +873,7 @@ class Correlator:
     def _bound_by_arrival(self, b: Bounds, uid: str, name: str, change: str, stamp: int | None) -> None:
         """Bound ``name`` by the first arrival (live) of the Pod state showing ``change`` with
         ``stamp``, where that narrows it."""
-        b.before_if_narrows(name, self._arrival(uid, change, stamp), WATCH_ARRIVAL, I.CLOCK_WATCHER, M.US)
+        b.before_if_narrows(name, self._arrival(uid, change, stamp), WATCH_ARRIVAL, M.CLOCK_WATCHER, M.US)
 
     def _launchers(self) -> dict[str, dict[str, Any]]:
         """Launcher name -> its newest Pod (rebuilt after any ``add_pod``).  Why an index: a
@@ -916,11 +916,11 @@ class Correlator:
         if abs(receipt.t_ns - anchor) > LAUNCHER_PAIR_WINDOW_NS:
             return
         call = (
-            I.Bound(create.start_ns, create.end_ns, "dpc:HTTP call done/create_instance", I.CLOCK_DPC)
+            I.Bound(create.start_ns, create.end_ns, "dpc:HTTP call done/create_instance", M.CLOCK_DPC)
             if create is not None and create.start_ns is not None and create.end_ns is not None
             else None
         )
-        b.add("X.receipt", I.truncated(receipt.t_ns, M.MS, "launcher:log", I.CLOCK_LAUNCHER))
+        b.add("X.receipt", I.truncated(receipt.t_ns, M.MS, "launcher:log", M.CLOCK_LAUNCHER))
         b.add("X.receipt", call)
         responses = [
             f
@@ -929,7 +929,7 @@ class Correlator:
         ]
         if responses:
             t = min(responses, key=lambda f: f.t_ns).t_ns
-            b.add("X.response", I.truncated(t, M.MS, "launcher:log", I.CLOCK_LAUNCHER))
+            b.add("X.response", I.truncated(t, M.MS, "launcher:log", M.CLOCK_LAUNCHER))
             b.add("X.response", call)
 
 

@@ -34,21 +34,10 @@ from collections.abc import Iterable
 
 import msgspec
 
-US = 1_000
-MS = 1_000_000
-S = 1_000_000_000
+from .model import CLOCK_APISERVER, CLOCK_DPC, MS, US, S
 
 #: Default tolerance between two different clocks (NTP keeps hosts within about 1 ms).
 DEFAULT_TOLERANCE_NS = MS
-
-# Clock names: who stamped the number.  A value logged by the DPC but stamped by the
-# API server (``requesterCreateTime``) is on the API server's clock.
-CLOCK_APISERVER = "k8s-apiserver"
-CLOCK_SCHEDULER = "kube-scheduler"
-CLOCK_KUBELET = "kubelet"
-CLOCK_DPC = "dpc"
-CLOCK_LAUNCHER = "launcher"
-CLOCK_WATCHER = "watcher"
 
 
 # Why msgspec Structs for these records: frozen and validated like a frozen dataclass, but

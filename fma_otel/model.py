@@ -116,20 +116,29 @@ INSTANTS: Mapping[str, InstantDef] = {
 }
 
 
+# Clock names: who stamped the number.  A value logged by the DPC but stamped by the
+# API server (``requesterCreateTime``) is on the API server's clock.
+CLOCK_APISERVER = "k8s-apiserver"
+CLOCK_SCHEDULER = "kube-scheduler"
+CLOCK_KUBELET = "kubelet"
+CLOCK_DPC = "dpc"
+CLOCK_LAUNCHER = "launcher"
+CLOCK_WATCHER = "watcher"
+
 #: whose clock a service's own timestamps are on (for an Instant made without a fusion)
 _SERVICE_CLOCK: Mapping[str, str] = {
-    SERVICE_K8S: "k8s-apiserver",
-    SERVICE_DPC: "dpc",
-    SERVICE_LAUNCHER: "launcher",
+    SERVICE_K8S: CLOCK_APISERVER,
+    SERVICE_DPC: CLOCK_DPC,
+    SERVICE_LAUNCHER: CLOCK_LAUNCHER,
 }
 #: the service that observed an instant, by the clock of its most precise source
 CLOCK_SERVICE: Mapping[str, str] = {
-    "k8s-apiserver": SERVICE_K8S,
-    "kube-scheduler": SERVICE_K8S,
-    "kubelet": SERVICE_K8S,
-    "dpc": SERVICE_DPC,
-    "launcher": SERVICE_LAUNCHER,
-    "watcher": SERVICE_K8S,
+    CLOCK_APISERVER: SERVICE_K8S,
+    CLOCK_SCHEDULER: SERVICE_K8S,
+    CLOCK_KUBELET: SERVICE_K8S,
+    CLOCK_DPC: SERVICE_DPC,
+    CLOCK_LAUNCHER: SERVICE_LAUNCHER,
+    CLOCK_WATCHER: SERVICE_K8S,
 }
 
 

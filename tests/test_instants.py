@@ -18,7 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fma_otel import instants as I
-from fma_otel.instants import MS, US, S
+from fma_otel import model as M
+from fma_otel.model import MS, US, S
 from fma_otel.sources.klog import iter_klog
 from fma_otel.sources.records import KlogRecord, SourceStats
 
@@ -36,7 +37,7 @@ def test_k8s_timestamp_is_the_whole_second_after_it() -> None:
     f = I.fuse([I.k8s_timestamp(T0, "k8s:creationTimestamp")])
     assert (f.lo, f.hi, f.value) == (T0, T0 + S - 1, T0)
     assert f.width_ns == S
-    assert f.clock == I.CLOCK_APISERVER
+    assert f.clock == M.CLOCK_APISERVER
     assert f.sources == ("k8s:creationTimestamp",)
 
 
@@ -51,7 +52,7 @@ def test_api_write_spans_call_start_to_the_end_of_the_log_microsecond() -> None:
     assert (f.lo, f.hi) == (T0 + 121_004_567, T0 + 131_877_999)
     # no point of its own: the midpoint, not either edge
     assert f.value == f.lo + (f.hi - f.lo) // 2
-    assert f.clock == I.CLOCK_DPC
+    assert f.clock == M.CLOCK_DPC
 
 
 def test_api_write_whose_start_follows_its_log_time_is_refused() -> None:
@@ -75,16 +76,16 @@ def test_klog_time_is_one_microsecond_wide() -> None:
 
 
 def test_later_observer_bounds_from_above_only() -> None:
-    b = I.observed_after(T0 + 7 * S, "dpc:HTTP call done/get_gpu_uuids/end", I.CLOCK_DPC)
+    b = I.observed_after(T0 + 7 * S, "dpc:HTTP call done/get_gpu_uuids/end", M.CLOCK_DPC)
     f = I.fuse([b])
     assert (f.lo, f.hi) == (None, T0 + 7 * S)
     assert f.value is None and f.width_ns is None
     # a µs-truncated observer time bounds by the end of its microsecond
-    assert I.observed_after(T0, "watch", I.CLOCK_WATCHER, precision_ns=US).hi == T0 + US - 1
+    assert I.observed_after(T0, "watch", M.CLOCK_WATCHER, precision_ns=US).hi == T0 + US - 1
 
 
 def test_earlier_observation_bounds_from_below_only() -> None:
-    f = I.fuse([I.observed_before(T0, "watch:old state", I.CLOCK_WATCHER)])
+    f = I.fuse([I.observed_before(T0, "watch:old state", M.CLOCK_WATCHER)])
     assert (f.lo, f.hi, f.value) == (T0, None, None)
 
 
@@ -92,8 +93,8 @@ def test_upper_bound_cuts_a_k8s_second_on_the_same_clock_exactly() -> None:
     # R.started: kubelet's startedAt second, and the kubelet-clocked upper bound 300 ms in
     f = I.fuse(
         [
-            I.k8s_timestamp(T0, "k8s:startedAt", I.CLOCK_KUBELET),
-            I.observed_after(T0 + 300 * MS, "kubelet:probe", I.CLOCK_KUBELET),
+            I.k8s_timestamp(T0, "k8s:startedAt", M.CLOCK_KUBELET),
+            I.observed_after(T0 + 300 * MS, "kubelet:probe", M.CLOCK_KUBELET),
         ]
     )
     assert (f.lo, f.hi) == (T0, T0 + 300 * MS)
@@ -152,8 +153,8 @@ def test_a_point_value_outside_the_intersection_is_clamped_to_its_edge() -> None
     # the more precise source has a value (klog 1 µs) that a same-clock bound cuts off
     f = I.fuse(
         [
-            I.truncated(T0, MS, "launcher:log", I.CLOCK_LAUNCHER),
-            I.observed_before(T0 + 400 * US, "launcher:earlier", I.CLOCK_LAUNCHER),
+            I.truncated(T0, MS, "launcher:log", M.CLOCK_LAUNCHER),
+            I.observed_before(T0 + 400 * US, "launcher:earlier", M.CLOCK_LAUNCHER),
         ]
     )
     assert (f.lo, f.hi) == (T0 + 400 * US, T0 + MS - 1)
@@ -165,7 +166,7 @@ def test_tolerance_applies_between_different_clocks() -> None:
     write = I.api_write(T0 - 3 * MS, T0 - 500 * US, "dpc:write")
     f = I.fuse([I.k8s_timestamp(T0, "k8s:creationTimestamp"), write])
     assert not f.inconsistent
-    assert f.clock == I.CLOCK_DPC
+    assert f.clock == M.CLOCK_DPC
     assert (f.lo, f.hi) == (T0 - MS, T0 - 500 * US + US - 1)  # k8s's lo, widened by 1 ms
     # with no tolerance the same two bounds conflict
     strict = I.fuse([I.k8s_timestamp(T0, "k8s:creationTimestamp"), write], tolerance_ns=0)
@@ -175,7 +176,7 @@ def test_tolerance_applies_between_different_clocks() -> None:
 def test_no_tolerance_within_one_clock() -> None:
     # two DPC-clock bounds 0.5 ms apart do not overlap: a conflict, tolerance or not
     a = I.api_write(T0, T0 + MS, "dpc:a")
-    b = I.observed_after(T0 - 500 * US, "dpc:b", I.CLOCK_DPC)
+    b = I.observed_after(T0 - 500 * US, "dpc:b", M.CLOCK_DPC)
     f = I.fuse([a, b], tolerance_ns=10 * MS)
     assert f.inconsistent
     assert (f.lo, f.hi) == (a.lo, a.hi)  # the more precise source kept
@@ -184,8 +185,8 @@ def test_no_tolerance_within_one_clock() -> None:
 
 def test_conflict_keeps_the_most_precise_source_and_names_who_disagreed() -> None:
     http_end = I.http_call(T0 + 5 * S, 0, "dpc:HTTP call done/wake")[1]
-    stale = I.k8s_timestamp(T0 + 7 * S, "k8s:Ready", I.CLOCK_KUBELET)
-    agreeing = I.klog_time(T0 + 5 * S, "dpc:Woke inference server", I.CLOCK_DPC)
+    stale = I.k8s_timestamp(T0 + 7 * S, "k8s:Ready", M.CLOCK_KUBELET)
+    agreeing = I.klog_time(T0 + 5 * S, "dpc:Woke inference server", M.CLOCK_DPC)
     f = I.fuse([stale, agreeing, http_end])
     assert f.inconsistent
     assert (f.lo, f.hi, f.value) == (T0 + 5 * S, T0 + 5 * S, T0 + 5 * S)
@@ -198,8 +199,8 @@ def test_conflict_keeps_the_most_precise_source_and_names_who_disagreed() -> Non
 def test_one_sided_bounds_combine_into_an_interval_with_a_midpoint() -> None:
     f = I.fuse(
         [
-            I.observed_before(T0, "dpc:failed poll", I.CLOCK_DPC),
-            I.observed_after(T0 + 2 * S, "dpc:ok poll", I.CLOCK_DPC),
+            I.observed_before(T0, "dpc:failed poll", M.CLOCK_DPC),
+            I.observed_after(T0 + 2 * S, "dpc:ok poll", M.CLOCK_DPC),
         ]
     )
     assert (f.lo, f.hi, f.value) == (T0, T0 + 2 * S, T0 + S)
@@ -215,9 +216,9 @@ def test_fuse_refuses_nothing_and_negative_tolerance() -> None:
 
 def test_bound_refuses_an_inverted_interval_and_a_value_outside() -> None:
     with pytest.raises(ValueError, match="ends before it starts"):
-        I.Bound(T0 + 1, T0, "x", I.CLOCK_DPC)
+        I.Bound(T0 + 1, T0, "x", M.CLOCK_DPC)
     with pytest.raises(ValueError, match="outside its own bound"):
-        I.Bound(T0, T0 + 1, "x", I.CLOCK_DPC, value=T0 + 2)
+        I.Bound(T0, T0 + 1, "x", M.CLOCK_DPC, value=T0 + 2)
 
 
 # --------------------------------------------------------------------------- durations
@@ -228,7 +229,7 @@ def test_duration_is_exact_on_one_clock_and_widened_across_clocks() -> None:
     e_same = I.fuse([I.http_call(T0 + 3 * S, 0, "dpc:wake")[0]])
     d = I.duration(s, e_same)
     assert (d.min_ns, d.max_ns, d.point_ns) == (3 * S, 3 * S, 3 * S)
-    e_other = I.fuse([I.Bound(T0 + 3 * S, T0 + 3 * S, "launcher", I.CLOCK_LAUNCHER, T0 + 3 * S)])
+    e_other = I.fuse([I.Bound(T0 + 3 * S, T0 + 3 * S, "launcher", M.CLOCK_LAUNCHER, T0 + 3 * S)])
     d = I.duration(s, e_other)
     assert (d.min_ns, d.max_ns, d.point_ns) == (3 * S - MS, 3 * S + MS, 3 * S)
 
@@ -250,7 +251,7 @@ def test_duration_never_below_zero_and_marks_an_end_wholly_before_its_start() ->
 
 def test_duration_with_an_unbounded_end_has_no_max() -> None:
     s = I.fuse([I.klog_time(T0, "dpc:start")])
-    e = I.fuse([I.observed_before(T0 + S, "dpc:after", I.CLOCK_DPC)])
+    e = I.fuse([I.observed_before(T0 + S, "dpc:after", M.CLOCK_DPC)])
     d = I.duration(s, e)
     assert d.max_ns is None and d.max_s is None
     assert d.min_ns == S - US + 1
@@ -259,7 +260,7 @@ def test_duration_with_an_unbounded_end_has_no_max() -> None:
 
 # --------------------------------------------------------------------------- properties
 
-CLOCKS = (I.CLOCK_APISERVER, I.CLOCK_KUBELET, I.CLOCK_DPC, I.CLOCK_LAUNCHER)
+CLOCKS = (M.CLOCK_APISERVER, M.CLOCK_KUBELET, M.CLOCK_DPC, M.CLOCK_LAUNCHER)
 TOL = MS
 
 
@@ -353,7 +354,7 @@ def test_on_one_clock_fusion_is_exactly_the_intersection(true_off: int, spans: l
     """Bounds on one clock that all hold the truth fuse to max(lo)..min(hi), no wider, no tighter."""
     t = T0 + true_off
     bounds = [
-        I.Bound(t - before, t + after, f"dpc:{i}", I.CLOCK_DPC) for i, (before, after) in enumerate(spans)
+        I.Bound(t - before, t + after, f"dpc:{i}", M.CLOCK_DPC) for i, (before, after) in enumerate(spans)
     ]
     f = I.fuse(bounds, tolerance_ns=10 * MS)
     assert (f.lo, f.hi) == (max(b.lo for b in bounds), min(b.hi for b in bounds))
@@ -474,7 +475,7 @@ def dpc_only_quantities(path: Path) -> dict[str, I.Duration | I.Fused | float]:
     if gpu:
         end = gpu[0][2]
         b.setdefault("R.started", []).append(
-            I.observed_after(end.hi, "dpc:HTTP call done/get_gpu_uuids", I.CLOCK_DPC)
+            I.observed_after(end.hi, "dpc:HTTP call done/get_gpu_uuids", M.CLOCK_DPC)
         )
     if actuation is not None:
         relay_end = b["D.relay.end"][0].hi if "D.relay.end" in b else None
@@ -484,7 +485,7 @@ def dpc_only_quantities(path: Path) -> dict[str, I.Duration | I.Fused | float]:
     if "L.created" in b and calls.get("list_instances"):
         # the DPC calls a launcher it created only once it saw it Ready: an upper bound on L.ready
         first = calls["list_instances"][0][1]
-        b["L.ready"] = [I.observed_after(first.lo, "dpc:HTTP call done/list_instances/start", I.CLOCK_DPC)]
+        b["L.ready"] = [I.observed_after(first.lo, "dpc:HTTP call done/list_instances/start", M.CLOCK_DPC)]
     if "D.create.end" in b:
         after = [c for c in calls.get("query_sleeping", []) if c[1].lo >= b["D.create.end"][0].lo]
         first_ok = next((i for i, c in enumerate(after) if ok(c)), None)

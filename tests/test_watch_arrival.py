@@ -14,21 +14,21 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from fma_otel import instants as I
+from fma_otel import model as M
 from fma_otel import podfacts as P
 from fma_otel.bounding import Bounds
 from fma_otel.bridge import inputs_from_capture, run_bridge
 from fma_otel.correlate import WATCH_ARRIVAL, Actuation, Correlator
-from fma_otel.instants import MS, US, S
+from fma_otel.model import MS, US, S
 from tests.support import synth
 
 T = 1_760_000_000 * S  # a whole second
 ARRIVAL = "watch:arrival"
 
 
-def _ready_bounds(arrival_ns: int | None, clock: str = I.CLOCK_WATCHER) -> Bounds:
+def _ready_bounds(arrival_ns: int | None, clock: str = M.CLOCK_WATCHER) -> Bounds:
     b = Bounds()
-    b.k8s("R.ready", T, "k8s:Ready", I.CLOCK_KUBELET)
+    b.k8s("R.ready", T, "k8s:Ready", M.CLOCK_KUBELET)
     b.before_if_narrows("R.ready", arrival_ns, ARRIVAL, clock, US)
     return b
 
@@ -54,14 +54,14 @@ def test_narrowing_is_judged_after_the_clock_tolerance() -> None:
     cut = _ready_bounds(edge - 1).fuse_all().instants["R.ready"]
     assert cut.source == "k8s:Ready + " + ARRIVAL and cut.hi == T + S - 2
     # on the kubelet's own clock no tolerance applies
-    same = _ready_bounds(T + S - US - MS, clock=I.CLOCK_KUBELET).fuse_all().instants["R.ready"]
+    same = _ready_bounds(T + S - US - MS, clock=M.CLOCK_KUBELET).fuse_all().instants["R.ready"]
     assert same.source == "k8s:Ready + " + ARRIVAL and same.hi == T + S - MS - 1
 
 
 def test_an_arrival_alone_makes_no_instant() -> None:
     """Nothing to narrow: an instant no other source bounds stays missing (as offline)."""
     b = Bounds()
-    b.before_if_narrows("R.ready", T, ARRIVAL, I.CLOCK_WATCHER, US)
+    b.before_if_narrows("R.ready", T, ARRIVAL, M.CLOCK_WATCHER, US)
     fusion = b.fuse_all()
     assert "R.ready" not in fusion.instants and "R.ready" not in fusion.partial
 
@@ -78,8 +78,8 @@ def test_the_order_bound_still_applies_with_an_arrival() -> None:
     """An arrival cuts from above, the causal order from below: both are named."""
     b = Bounds()
     b.log_time("R.scheduled", T + 400 * MS, "dpc:x")
-    b.k8s("R.started", T, "k8s:startedAt", I.CLOCK_KUBELET)
-    b.before_if_narrows("R.started", T + 600 * MS, ARRIVAL, I.CLOCK_WATCHER, US)
+    b.k8s("R.started", T, "k8s:startedAt", M.CLOCK_KUBELET)
+    b.before_if_narrows("R.started", T + 600 * MS, ARRIVAL, M.CLOCK_WATCHER, US)
     f = b.fuse_all().instants["R.started"]
     assert f.source == "k8s:startedAt + order:after R.scheduled + " + ARRIVAL
     assert (f.lo, f.hi) == (T + 400 * MS - MS, T + 600 * MS + US - 1 + MS)
