@@ -260,7 +260,7 @@ def capture_namespace(
             if P.role(pod, None) != P.ROLE_LAUNCHER:
                 continue
             name = P.name(pod) or ""
-            if LAUNCHER_CONTAINER not in _containers(pod):
+            if LAUNCHER_CONTAINER not in P.container_names(pod):
                 warn(f"launcher {name} has no container {LAUNCHER_CONTAINER!r}")
                 continue
             with _log_file(out / f"launcher-{name}.log") as fh:
@@ -305,10 +305,6 @@ def _write_list(path: Path, kind: str, items: list[dict[str, Any]], rv: Any) -> 
         tmp.replace(path)
 
 
-def _containers(pod: dict[str, Any]) -> list[Any]:
-    return [c.get("name") for c in (pod.get("spec") or {}).get("containers") or () if isinstance(c, dict)]
-
-
 def _vllm_dir(out: Path) -> Path:
     with _writing(out / "vllm"):
         (out / "vllm").mkdir(exist_ok=True)
@@ -330,7 +326,7 @@ def _capture_baseline_logs(
         if P.role(pod, selector) != P.ROLE_BASELINE:
             continue
         name = P.name(pod) or ""
-        names = _containers(pod)
+        names = P.container_names(pod)
         use = container or (names[0] if names else None)
         if not use or use not in names or not _SAFE_ID.match(name):
             result.warnings.append(f"baseline {name}: no container {use!r}; its vLLM log not recorded")

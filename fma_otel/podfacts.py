@@ -142,6 +142,11 @@ def condition_true_ns(pod: Mapping[str, Any], ctype: str) -> int | None:
     return None
 
 
+def container_names(pod: Mapping[str, Any]) -> list[Any]:
+    """The names in ``spec.containers``, in order (what the log followers pick from)."""
+    return [c.get("name") for c in (pod.get("spec") or {}).get("containers") or () if isinstance(c, dict)]
+
+
 def container_started_ns(pod: Mapping[str, Any], container: str | None) -> int | None:
     """``state.running.startedAt`` of the named container (or the first one if ``None``)."""
     status = pod.get("status")

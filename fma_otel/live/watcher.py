@@ -588,9 +588,7 @@ class LiveWatcher:
     def _note_baseline(self, pod: dict[str, Any]) -> None:
         """A baseline Pod's vLLM container (``--baseline-container``, else its first), for
         ``--vllm-logs``."""
-        names = [
-            c.get("name") for c in (pod.get("spec") or {}).get("containers") or () if isinstance(c, dict)
-        ]
+        names = P.container_names(pod)
         want = self.cfg.baseline_container or (names[0] if names else None)
         if want and want in names:
             self._baseline_containers[P.name(pod) or ""] = want
@@ -606,10 +604,7 @@ class LiveWatcher:
 
     def _ensure_follower(self, pod: dict[str, Any], container: str, kind: str) -> None:
         name, uid = P.name(pod) or "", P.uid(pod) or ""
-        containers = [
-            c.get("name") for c in (pod.get("spec") or {}).get("containers") or () if isinstance(c, dict)
-        ]
-        if container not in containers:
+        if container not in P.container_names(pod):
             return
         key = f"{name}/{container}"
         cur = self.state.followers.get(key)
