@@ -402,7 +402,7 @@ class Correlator:
         self._evicted[key] = None
         while len(self._evicted) > 200_000:
             self._evicted.popitem(last=False)
-        uid = key.split("/", 1)[0]
+        uid = M.key_uid(key)
         pod = self.store.get(uid)
         if pod is None:
             return

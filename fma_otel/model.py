@@ -432,6 +432,11 @@ def actuation_key(requester_uid: str, n: int = 1) -> str:
     return requester_uid if n <= 1 else f"{requester_uid}/{n}"
 
 
+def key_uid(key: str) -> str:
+    """The requester uid of an actuation key (what :func:`actuation_key` was given)."""
+    return key.split("/", 1)[0]
+
+
 def _first_nonzero(digest: bytes, width: int) -> str:
     for i in range(0, len(digest) - width + 1, width):
         chunk = digest[i : i + width]

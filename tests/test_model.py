@@ -28,6 +28,7 @@ def test_span_id_rule_and_n() -> None:
 def test_actuation_keys() -> None:
     assert M.actuation_key("u", 1) == "u"
     assert M.actuation_key("u", 2) == "u/2"
+    assert [M.key_uid(M.actuation_key("u", n)) for n in (1, 2, 12)] == ["u", "u", "u"]
     assert M.trace_id_for("u/2") != M.trace_id_for("u")
 
 

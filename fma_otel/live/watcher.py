@@ -310,7 +310,7 @@ class LiveWatcher:
             self.correlator.evict(key)
         self._emitted_by_uid: dict[str, list[str]] = {}
         for key in self.cp.emitted:
-            self._emitted_by_uid.setdefault(key.split("/", 1)[0], []).append(key)
+            self._emitted_by_uid.setdefault(M.key_uid(key), []).append(key)
         self.state.pod_rv = self.cp.pod_rv
         if cfg.metrics_port is not None:
             self.metrics_server = MetricsServer(
@@ -801,10 +801,15 @@ class LiveWatcher:
         re-sent), logged and counted; see "One bad trace" in docs/watch.md."""
         self.metrics.export_dropped += 1
         log.error("trace of %s dropped, it cannot be encoded as OTLP: %s", key, why)
-        self.cp.emitted[key] = round(self.clock(), 3)
-        self.correlator.evict(key)
-        self._emitted_by_uid.setdefault(key.split("/", 1)[0], []).append(key)
+        self._record_emitted(key, self.clock())
         self.state.dirty = True
+
+    def _record_emitted(self, key: str, at: float) -> None:
+        """``key`` is out for good: in the checkpoint's emitted set, evicted from the
+        correlator, and found by its requester's uid when that Pod shows up again."""
+        self.cp.emitted[key] = round(at, 3)
+        self.correlator.evict(key)
+        self._emitted_by_uid.setdefault(M.key_uid(key), []).append(key)
 
     def _emit(self, acts: list[Any]) -> None:
         from ..build import build_trace
@@ -863,8 +868,7 @@ class LiveWatcher:
             st.unacked[a.key] = _Unacked(t, a.complete, _ready_s(a))
 
     def _mark_emitted(self, key: str, u: _Unacked, done: float, seen: float | None) -> None:
-        self.cp.emitted[key] = round(done, 3)
-        self.correlator.evict(key)
+        self._record_emitted(key, done)
         with self.metrics.lock:
             self.metrics.emitted["true" if u.complete else "false"] += 1
             self.metrics.spans += len(u.spans)
@@ -872,7 +876,6 @@ class LiveWatcher:
             self.metrics.export_lag_s = done - u.ready_s
             if seen is not None:
                 self.metrics.observe_ready_to_export(done - seen)
-        self._emitted_by_uid.setdefault(key.split("/", 1)[0], []).append(key)
 
     def _pump_exports(self, wait: bool = False) -> None:
         """Collect a finished OTLP export job; start the next one if traces are waiting.
@@ -977,7 +980,7 @@ class LiveWatcher:
             if why is not None:  # (one read back from --out or the checkpoint after a restart)
                 self._drop(key, why)
                 continue
-            self._mark_emitted(key, u, done, st.ready_seen.get(key.split("/", 1)[0]))
+            self._mark_emitted(key, u, done, st.ready_seen.get(M.key_uid(key)))
         self.metrics.export_isolated = len(self._isolated)
         self.cp.pending = list(st.unacked)
         self._save_checkpoint()
@@ -994,12 +997,12 @@ class LiveWatcher:
         if not due or now < self._next_forget:
             return
         self._next_forget = now + 1.0
-        held = {k.split("/", 1)[0] for k in st.unacked} | {k.split("/", 1)[0] for k in self.cp.pending}
+        held = {M.key_uid(k) for k in st.unacked} | {M.key_uid(k) for k in self.cp.pending}
         try:
             for a in self.correlator.actuations():
                 if a.key not in self.cp.emitted:
                     held.add(str(a.attributes.get(M.A_REQ_UID, "")))
-                    held.add(a.key.split("/", 1)[0])
+                    held.add(M.key_uid(a.key))
         except Exception:  # noqa: BLE001 - when in doubt, keep everything
             log.exception("listing open actuations")
             return
@@ -1105,7 +1108,7 @@ class LiveWatcher:
         now = self.clock()
         live = set(self.state.names)
         for key, t in list(cp.emitted.items()):
-            uid = key.split("/", 1)[0]
+            uid = M.key_uid(key)
             if uid not in live and now - t > self.cfg.retention_s:
                 del cp.emitted[key]
                 # (keys loaded from the checkpoint whose Pod this run never saw)
@@ -1122,7 +1125,7 @@ class LiveWatcher:
         # a round count matters while its Pod may show up in a replay: as long as its keys
         # are remembered (a key pruned above can never be emitted again anyway)
         if cp.rounds:
-            keyed = {k.split("/", 1)[0] for k in cp.emitted} | {k.split("/", 1)[0] for k in cp.pending}
+            keyed = {M.key_uid(k) for k in cp.emitted} | {M.key_uid(k) for k in cp.pending}
             for uid in [u for u in cp.rounds if u not in live and u not in keyed]:
                 del cp.rounds[uid]
                 self.correlator.unseed_round(uid)
