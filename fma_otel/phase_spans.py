@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 from msgspec.structs import replace
 
 from . import model as M
-from .model import seconds
+from .model import MS, S, seconds
 from .sources import vllm_log as V
 from .sources.k8s_events import KubeEvent
 from .sources.vllm_log import VllmPhase
@@ -45,9 +45,6 @@ __all__ = [
     "plan_vllm",
     "vllm_parent",
 ]
-
-NS = 1_000_000_000
-MS = 1_000_000
 
 #: ``service.name`` of the spans whose end vLLM's own log states
 SERVICE_VLLM = "vllm"
@@ -492,7 +489,7 @@ _QUARTER_HOUR_S = 900
 def _round_offset(diff_ns: int) -> int | None:
     """A local-minus-UTC difference rounded to 15 min (time zones are whole quarters); ``None``
     when it is not a time zone's (beyond ±24 h)."""
-    q = round(diff_ns / (_QUARTER_HOUR_S * NS))
+    q = round(diff_ns / (_QUARTER_HOUR_S * S))
     off = q * _QUARTER_HOUR_S
     return off if -86400 < off < 86400 else None
 
@@ -560,7 +557,7 @@ def read_dated(act: Any, parse: Callable[[int, int], list[VllmPhase]]) -> tuple[
 
 
 def _year(t_ns: int, offset_s: int = 0) -> int:
-    return datetime.fromtimestamp(t_ns // NS + offset_s, timezone.utc).year
+    return datetime.fromtimestamp(t_ns // S + offset_s, timezone.utc).year
 
 
 def vllm_key(act: Any) -> str | None:
@@ -690,7 +687,7 @@ def _k8s_plan(
     # the pull: its logged duration, ending at Pulled
     pull_end: _Edge | None = None
     if pulled is not None and pulled.pull_s is not None:
-        d = round(pulled.pull_s * NS)
+        d = round(pulled.pull_s * S)
         attrs = dict(cattr)
         attrs["k8s.image.pull_s"] = pulled.pull_s
         if pulled.image:
@@ -735,7 +732,7 @@ def _startup_records(phases: Sequence[VllmPhase], create_end_ns: int | None) -> 
     starts = [i for i, r in enumerate(phases) if r.phase == V.PROCESS_START]
     if not starts:
         return list(phases)
-    before = [i for i in starts if phases[i].end_lo_ns <= create_end_ns + 5 * NS]
+    before = [i for i in starts if phases[i].end_lo_ns <= create_end_ns + 5 * S]
     i0 = before[-1] if before else starts[0]
     later = [i for i in starts if i > i0]
     return list(phases[i0 : later[0] if later else len(phases)])
@@ -746,7 +743,7 @@ def _within_call(p: PhaseSpan, call_start_ns: int) -> PhaseSpan:
     at least the logged duration after the call started, so the span takes the lower end
     of that intersection (never past the stamp's second; sources say both)."""
     shift = call_start_ns - p.start_ns
-    if shift <= 0 or shift >= NS:
+    if shift <= 0 or shift >= S:
         return p
     return p._replace(
         start_ns=p.start_ns + shift,
@@ -806,7 +803,7 @@ def extra_spans(
     if events:
         launcher = base.get(M.A_LAUNCHER)
         if launcher and "fma.launcher.startup" in ids:
-            lo = inst["L.created"].t_ns - NS if "L.created" in inst else None
+            lo = inst["L.created"].t_ns - S if "L.created" in inst else None
             evs = [
                 e
                 for e in _pod_events(events, uid=None, name=launcher, namespace=ns)
@@ -830,7 +827,7 @@ def extra_spans(
                 plan = [
                     _within_call(p, ws.t_ns)
                     for p in plan_vllm(phases, path=M.HOT)
-                    if p.end_ns <= we.t_ns + we.precision_ns and p.end_ns + NS > ws.t_ns
+                    if p.end_ns <= we.t_ns + we.precision_ns and p.end_ns + S > ws.t_ns
                 ]
                 emit(plan, SERVICE_VLLM, extra=clock)
         elif act.path in (M.COLD_LAUNCHER, M.WARM):
