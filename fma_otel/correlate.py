@@ -288,7 +288,7 @@ class Correlator:
             if P.role(pod, self.baseline_selector) != P.ROLE_REQUESTER:
                 continue
             uid = P.uid(pod) or ""
-            anchor = self._numbered(uid, P.name(pod))[1]
+            anchor = self._rounds(uid, P.name(pod))[1]
             if anchor is not None:
                 out[uid] = anchor
         for uid, seed in self._seeds.items():
@@ -346,8 +346,16 @@ class Correlator:
         Why a method of its own: the bridge builds and writes each requester's traces as
         it goes (:meth:`actuations` would hold them all).
         """
+        if P.role(pod, self.baseline_selector) == P.ROLE_BASELINE:
+            acts = [self._assemble(pod, 1, -INF, INF, [], baseline=True)]
+        else:
+            dpc_only = _DPC_ONLY in pod
+            acts = [
+                self._assemble(pod, rnd, lo, hi, fs, dpc_only=dpc_only)
+                for rnd, lo, hi, fs in self._rounds(P.uid(pod) or "", P.name(pod))[0]
+            ]
         evicted = self._evicted
-        return [a for a in self._actuations_of(pod) if a.key not in evicted]
+        return [a for a in acts if a.key not in evicted]
 
     def orphan_requesters(self) -> int:
         """Requesters the DPC log talks about whose Pod is not in the input (not traced)."""
@@ -410,7 +418,7 @@ class Correlator:
         # (unbinds and binds): dropping those would restart the count and mis-key the
         # requester's next actuation
         name = P.name(pod)
-        rounds = self._rounds(uid, name)
+        rounds = self._rounds(uid, name)[0]
         if all(M.actuation_key(uid, r[0]) in self._evicted for r in rounds):
             for k in (uid, f"name:{name}"):
                 if k in self._dpc:
@@ -520,15 +528,11 @@ class Correlator:
             self._name_index = index
         return index
 
-    def _rounds(self, uid: str, name: str | None) -> list[tuple[int, int, int, list[DpcFact]]]:
-        """Split a requester's facts at each unbind: [(round, window_start, window_end, facts)]."""
-        return self._numbered(uid, name)[0]
-
-    def _numbered(
+    def _rounds(
         self, uid: str, name: str | None
     ) -> tuple[list[tuple[int, int, int, list[DpcFact]]], tuple[int, int, bool] | None]:
-        """:meth:`_rounds`, and the requester's anchor for :meth:`round_anchors` (``None``
-        before its first unbind).
+        """A requester's facts split at each unbind, ``[(round, window_start, window_end,
+        facts)]``, and its anchor for :meth:`round_anchors` (``None`` before its first unbind).
 
         A round after an unbind exists only if something happened in it; the first round
         always does (it has the Pod's own instants).  With a seed ``(k, t, begun)`` the facts
@@ -577,18 +581,6 @@ class Correlator:
         begun = bool(last_fs) or len(windows) - 1 == forced
         k = n - 1 if begun else n
         return out, (k, last_lo, begun) if k >= 2 and last_lo > -INF else None
-
-    def _actuations_of(self, pod: dict[str, Any]) -> list[Actuation]:
-        uid = P.uid(pod) or ""
-        name = P.name(pod)
-        role = P.role(pod, self.baseline_selector)
-        if role == P.ROLE_BASELINE:
-            return [self._assemble(pod, 1, -INF, INF, [], baseline=True)]
-        dpc_only = _DPC_ONLY in pod
-        return [
-            self._assemble(pod, rnd, lo, hi, fs, dpc_only=dpc_only)
-            for rnd, lo, hi, fs in self._rounds(uid, name)
-        ]
 
     def _assemble(
         self,
