@@ -8,7 +8,6 @@ Deployment's liveness probe restarts it otherwise.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -40,7 +39,6 @@ class Metrics:
         self.ready_to_export_count = 0
         self.ready_to_export_max = 0.0
         self.last_tick = 0.0
-        self.started = time.time()
         self.extra: Callable[[], dict[str, float]] | None = None  # stream counters, read live
 
     def observe_ready_to_export(self, seconds: float) -> None:
