@@ -80,7 +80,6 @@ class _Job:
     done: bool = False
     phases: list[VllmPhase] = field(default_factory=list)
     clock_assumed: bool = False  # no instant dated the log: UTC assumed (fma.clock.assumed_utc)
-    result: FetchResult | None = None
 
 
 @dataclass
@@ -90,7 +89,6 @@ class VllmLogStats:
     partial: int = 0
     timeouts: int = 0  # actuations let go before their fetch ended
     bytes: int = 0
-    phases: int = 0
 
 
 class VllmLogs:
@@ -215,8 +213,7 @@ class VllmLogs:
             self.stats.partial += 1
             log.warning("vLLM log of %s: partial (%d bytes): %s", t.key, len(data), res.error)
         if not job.done:
-            job.phases, job.clock_assumed, job.result = phases, assumed, res
-            self.stats.phases += len(phases)
+            job.phases, job.clock_assumed = phases, assumed
             job.done = True
         self.emit(("vllm", key))
 
