@@ -117,7 +117,6 @@ class FollowStats:
     duplicates: int = 0
     connects: int = 0
     previous_reads: int = 0
-    gaps: int = 0
     errors: int = 0
     long_lines: int = 0  # lines past MAX_LINE_BYTES, dropped unread (kube.iter_lines)
 
@@ -200,7 +199,6 @@ class LogFollower:
         return -1.0 if at is None else now_mono - at
 
     def _gap(self, why: str) -> None:
-        self.stats.gaps += 1
         log.warning("log %s: gap: %s", self.key, why)
         if self.on_gap:
             self.on_gap(f"{self.key}: {why}")

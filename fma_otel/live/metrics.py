@@ -20,7 +20,6 @@ class Metrics:
         self.lock = threading.Lock()
         self.emitted = {"true": 0, "false": 0}  # by fma.complete
         self.spans = 0
-        self.skipped_already_emitted = 0
         self.export_errors = 0
         self.export_dropped = 0  # traces refused by the sink's screen (cannot be encoded)
         self.export_isolated = 0  # traces whose export failed alone: retried alone

@@ -819,7 +819,6 @@ class LiveWatcher:
         todo: list[tuple[Any, list[SpanRecord]]] = []
         for a in acts:
             if a.key in self.cp.emitted:
-                self.metrics.skipped_already_emitted += 1
                 self.correlator.evict(a.key)
                 continue
             if a.key in st.unacked:
