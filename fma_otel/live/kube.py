@@ -225,7 +225,7 @@ class Kube:
 
     # ---------------------------------------------------------------- pods
 
-    def _list_all(self, call: Any, namespace: str, **extra: Any) -> tuple[list[dict[str, Any]], str]:
+    def _list_all(self, call: Any, namespace: str) -> tuple[list[dict[str, Any]], str]:
         """Every item of a paginated list (following ``continue``) and the list's resourceVersion."""
         items: list[dict[str, Any]] = []
         cont: str | None = None
@@ -234,7 +234,6 @@ class Kube:
             kwargs: dict[str, Any] = {
                 "limit": 500,  # items per request (``continue`` asks for the next page)
                 "_request_timeout": (self.connect_timeout_s, 60),
-                **extra,
             }
             if cont:
                 kwargs["_continue"] = cont
@@ -246,7 +245,7 @@ class Kube:
             if not cont:
                 return items, rv
 
-    def _watch(self, call: Any, namespace: str, resource_version: str, timeout_s: int, **extra: Any) -> Any:
+    def _watch(self, call: Any, namespace: str, resource_version: str, timeout_s: int) -> Any:
         """Open a watch from ``resource_version``; the caller reads it with :func:`iter_lines`."""
         return self._track(
             _raw(
@@ -258,22 +257,15 @@ class Kube:
                 timeout_seconds=int(timeout_s),
                 # the read timeout is a safety net a bit longer than the server-side timeout
                 _request_timeout=(self.connect_timeout_s, timeout_s + 15),
-                **extra,
             )
         )
 
-    def list_pods(
-        self, namespace: str, label_selector: str | None = None
-    ) -> tuple[list[dict[str, Any]], str]:
+    def list_pods(self, namespace: str) -> tuple[list[dict[str, Any]], str]:
         """All Pods (raw dicts) and the list's resourceVersion."""
-        extra = {"label_selector": label_selector} if label_selector else {}
-        return self._list_all(self.core.list_namespaced_pod, namespace, **extra)
+        return self._list_all(self.core.list_namespaced_pod, namespace)
 
-    def watch_pods(
-        self, namespace: str, resource_version: str, timeout_s: int, label_selector: str | None = None
-    ) -> Any:
-        extra = {"label_selector": label_selector} if label_selector else {}
-        return self._watch(self.core.list_namespaced_pod, namespace, resource_version, timeout_s, **extra)
+    def watch_pods(self, namespace: str, resource_version: str, timeout_s: int) -> Any:
+        return self._watch(self.core.list_namespaced_pod, namespace, resource_version, timeout_s)
 
     def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         """One Pod as a raw dict, or ``None`` when it does not exist."""

@@ -106,7 +106,6 @@ class PodWatcher:
         emit: Callable[[tuple[Any, ...]], None],
         *,
         stop: threading.Event,
-        label_selector: str | None = None,
         resume_rv: str | None = None,
         watch_timeout_s: int = 300,
         backoff: Backoff | None = None,
@@ -117,7 +116,6 @@ class PodWatcher:
         self.namespace = namespace
         self.emit = emit
         self.stop = stop
-        self.label_selector = label_selector
         self.resume_rv = resume_rv
         self.watch_timeout_s = watch_timeout_s
         self.backoff = backoff or Backoff()
@@ -192,7 +190,7 @@ class PodWatcher:
     # ---------------------------------------------------------------- list
 
     def _list(self) -> None:
-        items, rv = self.kube.list_pods(self.namespace, self.label_selector)
+        items, rv = self.kube.list_pods(self.namespace)
         self.stats.relists += self.stats.lists > 0
         self.stats.lists += 1
         seen: dict[str, str] = {}
@@ -253,7 +251,7 @@ class PodWatcher:
         return _QUIET
 
     def _open_watch(self, rv: str) -> Any:
-        return self.kube.watch_pods(self.namespace, rv, self.watch_timeout_s, self.label_selector)
+        return self.kube.watch_pods(self.namespace, rv, self.watch_timeout_s)
 
     def _long_line(self, n: int) -> None:
         """A watch line past the line limit: no Pod is that big (etcd holds ~1.5 MiB)."""

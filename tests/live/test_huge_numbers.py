@@ -157,7 +157,7 @@ class _Kube:
     def __init__(self, rv: str) -> None:
         self.rv = rv
 
-    def list_pods(self, namespace: str, label_selector: str | None) -> tuple[list, str]:
+    def list_pods(self, namespace: str) -> tuple[list, str]:
         return [], self.rv
 
 
