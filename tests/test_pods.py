@@ -303,9 +303,17 @@ def test_the_kept_fields_are_every_field_podfacts_reads():
             P.uid(p), P.name(p), P.namespace(p), P.node_name(p), dict(P.labels(p)),
             dict(P.annotations(p)), P.created_ns(p), P.requester_link(p), P.resource_version(p),
             P.is_direct_requester(p), P.role(p, {"app": "vllm"}), P.container_started_ns(p, None),
-            P.container_started_ns(p, P.REQUESTER_CONTAINER),
+            P.container_started_ns(p, P.REQUESTER_CONTAINER), P.container_names(p),
             [P.condition_true_ns(p, c) for c in ("PodScheduled", "Initialized", "Ready", "ContainersReady")],
         )  # fmt: skip
 
     assert [answers(p) for p in slim] == [answers(p) for p in whole]
     assert any(P.container_started_ns(p, None) for p in slim)  # the check reaches the statuses
+
+
+def test_container_names_are_spec_containers_names_in_order() -> None:
+    from fma_otel import podfacts as P
+
+    pod = {"spec": {"containers": [{"name": "a"}, "not an object", {"name": "b"}, {}]}}
+    assert P.container_names(pod) == ["a", "b", None]
+    assert P.container_names({}) == [] == P.container_names({"spec": None})
