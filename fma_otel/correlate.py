@@ -1015,9 +1015,9 @@ ARRIVAL_STARTED = "started"
 ARRIVAL_READY = "ready"
 #: arrivals kept per Pod (each Ready transition is one): bounded memory on a flapping Pod
 MAX_ARRIVALS = 64
+SCHEDULED_EVENT = "k8s:event/Scheduled"
 #: kind -> (how many per requester, keep the latest (else the earliest)): bounded memory on
 #: long logs; the ones kept are those that bound an instant
-SCHEDULED_EVENT = "k8s:event/Scheduled"
 _CAPPED: dict[str, tuple[int, bool]] = {
     F.GPU_QUERY: (MAX_QUERIES, False),
     F.PROCESSING: (4, False),
