@@ -169,6 +169,9 @@ class Correlator:
         self._updated: dict[str, int] = {}  # requester uid or name-key -> wall ns of last fact
         self.years = YearResolver()
         self._evicted: OrderedDict[str, None] = OrderedDict()
+        self.dpc_errors = 0
+        #: Pod states refused by :meth:`add_pod` for a uid that another Pod has
+        self.uid_conflicts = 0
         #: launcher name -> newest launcher Pod; rebuilt lazily after any add_pod
         self._launcher_index: dict[str, dict[str, Any]] | None = None
         #: Pod name -> [(creation, uid)] oldest first; rebuilt lazily after any add_pod
@@ -182,13 +185,14 @@ class Correlator:
         """Take one Pod state; ``False`` when it is refused: a Pod whose uid is already
         another Pod's (another name or namespace).  Two objects never share a uid, so one of
         them is corrupt; merging them would make one trace of two requesters, silently.
-        The first one seen is kept; the caller counts the others."""
+        The first one seen is kept, the others are counted in ``uid_conflicts``."""
         pod = ev.pod
         u = P.uid(pod)
         if not u:
             return True
         cur = self.store.get(u)
         if cur is not None and (P.name(cur), P.namespace(cur)) != (P.name(pod), P.namespace(pod)):
+            self.uid_conflicts += 1
             return False
         self.store.add(ev)
         self._launcher_index = self._name_index = None
