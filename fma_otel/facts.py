@@ -19,7 +19,7 @@ import msgspec
 from .jsonsafe import number_or_none
 from .sources.launcher_log import accepted_create_id, put_instance_id
 from .sources.records import KlogRecord, LauncherRecord
-from .timeutil import parse_rfc3339_ns, time_or_none
+from .timeutil import parse_rfc3339_ns
 
 # fact kinds
 BOUND_COLD = "bound_cold"  # "Created launcher-based server-providing pod"
@@ -226,7 +226,7 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
             *head,
             launcher=_str(get("providerName")),
             instance_id=_str(get("instanceID")),
-            ref_ns=time_or_none(get("requesterCreateTime")),
+            ref_ns=_time_field(get("requesterCreateTime"), "requesterCreateTime"),
         )
     if kind == NOTIFIED or kind == LAUNCHER_NOTIFIED:
         # the DPC's informer saw a write to the Pod by ``Manager``, stamped ``Time``
@@ -238,7 +238,7 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
         return DpcFact(
             *head,
             launcher=_str(get("launcherPod")) if kind == LAUNCHER_NOTIFIED else None,
-            ref_ns=time_or_none(write.get("Time")),
+            ref_ns=_time_field(write.get("Time"), "lastWrite.Time"),
             manager=_str(write.get("Manager")),
         )
     if kind == PROCESSING:
@@ -253,7 +253,7 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
             *head,
             launcher=_str(get("providerName") or get("launcherPod")),
             instance_id=_str(get("instanceID")),
-            ref_ns=time_or_none(get("k8sCallStartTime")),
+            ref_ns=_time_field(get("k8sCallStartTime"), "k8sCallStartTime"),
         )
     if kind == BOUND_COLD or kind == BOUND:
         # a cold bind names the new launcher's instance in its annotations; a warm/hot one says it
@@ -268,7 +268,7 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
             instance_id=_str(instance),
             isc_name=isc,
             node=_str(get("node")),
-            ref_ns=time_or_none(get("k8sCallStartTime")),
+            ref_ns=_time_field(get("k8sCallStartTime"), "k8sCallStartTime"),
         )
     if kind == OBSERVED:
         return DpcFact(
@@ -297,7 +297,25 @@ def _running_started_at(rcs: Any) -> int | None:
     running = state.get("running", state.get("Running"))
     if not isinstance(running, dict):
         return None
-    return time_or_none(running.get("startedAt", running.get("StartedAt"))) or 0
+    return _time_field(running.get("startedAt", running.get("StartedAt")), "requesterRCS startedAt") or 0
+
+
+def _time_field(value: Any, key: str) -> int | None:
+    """A time field of a DPC line in ns; None when the line does not have it.
+
+    A field that is there but unreadable (corrupted, cut, a year like 1969 or 2600) raises
+    ``ValueError``, so the line is a counted skip naming its file:line (and fails
+    ``--strict``) rather than a line read as if the field were absent: the bound it gave is
+    lost either way, and the loss must show.  Go writes an unset ``metav1.Time`` as
+    ``null``, which is absent."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{key} is not a time: {str(value)[:40]!r}")
+    try:
+        return parse_rfc3339_ns(value)
+    except ValueError as exc:
+        raise ValueError(f"{key}: {exc}") from None
 
 
 def _victim(url: Any) -> str | None:

@@ -1,0 +1,70 @@
+"""Issue 23: a DPC time field that is present but unreadable is a counted skip.
+
+``k8sCallStartTime``, ``requesterCreateTime`` and ``lastWrite.Time`` only narrow an instant,
+so a line that has a corrupted one was read as if the field were absent: "skipped 0",
+``--strict`` exit 0, one bound silently lost.  Each case below plants one such value (a year
+no capture has, or not a time) in a line the bridge uses; on the code before
+``facts._time_field`` every one of them exited 0 under ``--strict``.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fma_otel.bridge import sample_dir
+from fma_otel.cli import main
+
+CASES = [
+    # (what the line says, field regex, bad value)
+    ('"Set status/finalizers"', r'k8sCallStartTime="([^"]*)"', "2600-01-01T00:00:00Z"),
+    ('"Bound server-providing Pod"', r'k8sCallStartTime="([^"]*)"', "1969-12-31T23:59:59Z"),
+    ('"Reconciled bound launcher Pod labels', r'k8sCallStartTime="([^"]*)"', "2026-06-29T14:31:14+99:00"),
+    ('"Successfully relayed the readiness"', r'requesterCreateTime="([^"]*)"', "0001-01-01T00:00:00Z"),
+    ('"Successfully relayed the readiness"', r'requesterCreateTime="([^"]*)"', "NaN"),
+    ('lastWrite={"Manager":"kubelet"', r'"Time":"([^"]*)"', "9999-12-31T23:59:59Z"),
+]
+
+
+@pytest.mark.parametrize(("line_has", "field", "bad"), CASES)
+def test_a_corrupted_time_field_fails_strict_naming_its_line(
+    tmp_path: Path, line_has: str, field: str, bad: str
+) -> None:
+    cap = tmp_path / "cap"
+    shutil.copytree(sample_dir(), cap)
+    log = cap / "dpc.log"
+    lines = log.read_text().split("\n")
+    i = next(i for i, s in enumerate(lines) if line_has in s)
+    m = re.search(field, lines[i])
+    assert m is not None
+    lines[i] = lines[i][: m.start(1)] + bad + lines[i][m.end(1) :]
+    log.write_text("\n".join(lines))
+
+    res = CliRunner().invoke(main, ["bridge", str(cap), "--out", str(tmp_path / "t.jsonl"), "--strict"])
+
+    assert res.exit_code == 1, res.output
+    assert f"dpc.log:{i + 1}: skipped:" in res.output
+    assert "--strict: 1 line(s) skipped" in res.output
+
+
+def test_an_absent_or_null_time_field_is_not_a_skip(tmp_path: Path) -> None:
+    """Go writes an unset time as null; a line without the field at all says less, not
+    something wrong."""
+    cap = tmp_path / "cap"
+    shutil.copytree(sample_dir(), cap)
+    log = cap / "dpc.log"
+    text = log.read_text()
+    text = re.sub(r' k8sCallStartTime="[^"]*"', "", text, count=3)
+    text = text.replace(
+        'lastWrite={"Manager":"kubelet","Time":"', 'lastWrite={"Manager":"kubelet","Time":null,"x":"', 1
+    )
+    log.write_text(text)
+
+    res = CliRunner().invoke(main, ["bridge", str(cap), "--out", str(tmp_path / "t.jsonl"), "--strict"])
+
+    assert res.exit_code == 0, res.output
+    assert "dpc.log: read 209, understood 89, ignored 120, skipped 0" in res.output
