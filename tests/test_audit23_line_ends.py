@@ -2,7 +2,9 @@
 
 A launcher log with CR-only line ends was read as one line ("read 1, skipped 0"): the
 create's ``fma.launcher.create_instance`` and ``fma.instance.create`` vanished and
-``--strict`` exited 0.  Each case rewrites one log's line ends and expects exactly the
+``--strict`` exited 0.  A vLLM log with CR-only ends lost the phases whose order in the log
+decides them (``vllm.engine.config``, ``vllm.memory.profile``, ``vllm.api_server.start``):
+its records all had line 1.  Each case rewrites one log's line ends and expects exactly the
 spans of the untouched capture (checked to fail before the fix).
 """
 
@@ -20,6 +22,7 @@ from fma_otel.bridge import sample_dir
 from fma_otel.cli import main
 
 LAUNCHER = "launcher-launcher-example-4lgw5.log"
+VLLM = "vllm/IAXCObeWozl5IPaRSSXL-i3CRGr7aCmuPNRjAM-t2Beoi.log"
 
 
 def _spans(cap: Path, out: Path) -> tuple[int, str, list[tuple[str, str, str, str]]]:
@@ -68,4 +71,19 @@ def test_launcher_log_line_ends_lose_nothing(
 
     assert rc == 0, out
     assert f"{LAUNCHER}: read 41, understood 11, ignored 30, skipped 0" in out
+    assert spans == untouched
+
+
+@pytest.mark.parametrize("edit", list(EDITS))
+def test_vllm_log_line_ends_lose_nothing(
+    tmp_path: Path, untouched: list[tuple[str, str, str, str]], edit: str
+) -> None:
+    cap = tmp_path / "cap"
+    shutil.copytree(sample_dir(), cap)
+    log = cap / VLLM
+    log.write_bytes(EDITS[edit](log.read_bytes()))
+
+    rc, out, spans = _spans(cap, tmp_path / "t.jsonl")
+
+    assert rc == 0, out
     assert spans == untouched
