@@ -171,6 +171,10 @@ def _str(v: Any) -> str | None:
     return None if v is None else intern(str(v))
 
 
+#: The kinds of line that are about a launcher, not a requester (keyed by the launcher).
+_NO_REQUESTER = frozenset({LIST, LAUNCHER_NOTIFIED})
+
+
 def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
     """The fact a DPC line states, or ``None`` for lines that mark no instant.
 
@@ -193,6 +197,10 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
             return None
     if rec.truncated:
         raise ValueError(f"{msg!r} line cut short inside a value (its last fields are lost)")
+    if uid is None and name is None and kind not in _NO_REQUESTER:
+        # the DPC logs its context keys (serverUID, requesterName) on every such line: a
+        # line without them was cut right after its message, and its instant has no owner
+        raise ValueError(f"{msg!r} line names no requester (no serverUID/requesterName): cut short?")
 
     # what every fact has; each kind adds its own fields
     head = (kind, t_ns, uid, name, rec.line_no)

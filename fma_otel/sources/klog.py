@@ -613,6 +613,54 @@ def _quoted_body(s: str) -> bytes:
     return go_quote(s).encode("utf-8")[1:-1]
 
 
+#: A line cut inside its header (a klog severity and date, then no ``]`` before the line
+#: end) or inside its quoted message (``] "`` and no closing quote), in a block of lines.
+#: Each has its own literal start, so the search skips ahead as the prefilter's does.
+_CUT_IN_BLOCK = (
+    re.compile(rb'\] "[^"\n]*\n'),
+    re.compile(rb"\n(?:[0-9][0-9T:.Zz+-]* )?[IWEF][0-9]{4} [^\]\n]*\n"),
+)
+_CUT_LINE = re.compile(rb'(?:[0-9][0-9T:.Zz+-]* )?[IWEF][0-9]{4} (?:[^\]\n]*|[^\n]*?\] "[^"\n]*)')
+
+
+def cut_line(line: bytes) -> bool:
+    """Whether ``line`` (its end stripped) is a klog line cut inside its header or message.
+
+    Why: the prefilter looks for a wanted message whole, so a wanted line cut before its
+    message ended was passed over with the unwanted ones ("ignored", ``--strict`` exit 0)
+    and its instant lost without a word.  Such a line is parsed instead, and counted as
+    skipped (a cut line of an unwanted message too: it is malformed either way)."""
+    return _CUT_LINE.fullmatch(line) is not None
+
+
+def _cut_find(find: Find) -> Find:
+    """``find`` that also finds the lines :func:`cut_line` accepts (searched before the
+    prefilter, which is only asked up to such a line: it remembers what it passed).  The
+    next cut line of a block is remembered, so a block is searched for them once."""
+    memo: list[Any] = [None, -1, 0]  # block, searched from, end of the next cut line (0: none)
+
+    def next_cut(block: bytes, pos: int, end: int) -> int:
+        if memo[0] is block and memo[1] <= pos and (memo[2] == 0 or memo[2] > pos):
+            return memo[2]
+        cut = 0
+        for rx, start in zip(_CUT_IN_BLOCK, (pos, pos - 1 if pos else pos), strict=True):
+            m = rx.search(block, start, end)
+            if m is not None and (not cut or m.end() < cut):
+                cut = m.end()
+        memo[:] = [block, pos, cut]
+        return cut
+
+    def both(block: bytes, pos: int, end: int) -> tuple[int, int] | None:
+        cut = next_cut(block, pos, end)
+        if not cut or cut > end:
+            return find(block, pos, end)
+        start = block.rfind(b"\n", pos, cut - 1) + 1 or pos
+        hit = find(block, pos, start)
+        return hit if hit is not None else (start, cut)
+
+    return both
+
+
 def _header_offset_b(b: bytes) -> int:
     """Where the klog header starts in a raw line: 0, or after a ``--timestamps`` prefix."""
     if b and b[0] in _DIGITS_B:
@@ -726,7 +774,7 @@ def iter_klog(
     # (an unquoted message that quotes a wanted one further on) is ignored, as without it
     wanted_msgs = frozenset(messages) if messages is not None else None
     prefilter = Prefilter(wanted_msgs, contains) if wanted_msgs is not None else None
-    find = prefilter.find if prefilter is not None else None
+    find = _cut_find(prefilter.find) if prefilter is not None else None
     pending: _Open | None = None  # a record whose multi-line block is still open
     line_no = 0
 
@@ -760,7 +808,7 @@ def iter_klog(
         if prefilter is not None:
             found = b == prefilter.passed  # so tested already, by the search
             prefilter.passed = None
-            if pending is None and not found and not prefilter.wanted(b):  # type: ignore[arg-type]
+            if pending is None and not found and not prefilter.wanted(b) and not cut_line(b.rstrip(b"\r\n")):  # type: ignore[arg-type,union-attr]
                 stats.ignored += 1
                 continue
         b = b.rstrip(b"\r\n")  # type: ignore[union-attr]
