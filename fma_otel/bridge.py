@@ -284,13 +284,11 @@ def run_bridge(
             n = 0
             for ev in iter_pod_events(fh, st):
                 if not c.add_pod(ev):
-                    uid = P.uid(ev.pod)
-                    other = c.store.get(uid or "") or {}
                     lose(
                         path,
-                        ev.index,
+                        ev.line or ev.index + 1,
                         LOST_UID,
-                        f"{_pod_name(ev.pod)} has uid {uid}, already that of {_pod_name(other)}",
+                        f"{_pod_name(ev.pod)} has uid {P.uid(ev.pod)}, {c.conflict}",
                     )
                 n += 1
         if n == 0 and st.read and not st.understood:

@@ -341,7 +341,9 @@ def test_two_pods_with_one_uid_are_never_merged(tmp_path: Path, clean_otlp_env) 
     assert (tmp_path / "o.jsonl").read_bytes() == (tmp_path / "base.jsonl").read_bytes()
     assert "not traced: 1 Pod object(s) have the uid of another Pod" in r.stderr
     assert (
-        f"{d / 'pods.json'}:{len(events)}: not traced: Pod shares its uid: elsewhere/someone-else" in r.stderr
+        # the appended twin is line len(events) + 1 (1-based: the line, not the event's index)
+        f"{d / 'pods.json'}:{len(events) + 1}: not traced: Pod shares its uid: elsewhere/someone-else"
+        in r.stderr
     )
     assert "--strict: 1 read but not traced" in r.stderr
 
