@@ -68,3 +68,27 @@ def test_an_absent_or_null_time_field_is_not_a_skip(tmp_path: Path) -> None:
 
     assert res.exit_code == 0, res.output
     assert "dpc.log: read 209, understood 89, ignored 120, skipped 0" in res.output
+
+
+FAR = [
+    # inside the accepted window (2000..2200) but years from the line that states them:
+    # each made a span decades from the capture (fma.dpc.relay_ready in 2001, ...)
+    ('purpose="relay_ready"', r'httpCallStartTime="([^"]*)"', "2001-01-01T00:00:00Z"),
+    ('purpose="wake"', r'httpCallStartTime="([^"]*)"', "2150-06-29T14:31:00.8Z"),
+    ('"Bound server-providing Pod"', r'k8sCallStartTime="([^"]*)"', "2026-06-27T14:30:43Z"),
+    ('"Successfully relayed the readiness"', r'requesterCreateTime="([^"]*)"', "2026-07-01T14:30:07Z"),
+    ('lastWrite={"Manager":"kubelet"', r'"Time":"([^"]*)"', "2024-06-29T14:30:23Z"),
+]
+
+
+@pytest.mark.parametrize(("line_has", "field", "bad"), FAR)
+def test_a_time_field_far_from_its_line_fails_strict_naming_it(
+    tmp_path: Path, line_has: str, field: str, bad: str
+) -> None:
+    test_a_corrupted_time_field_fails_strict_naming_its_line(tmp_path, line_has, field, bad)
+    assert (
+        "days from the line's own log time"
+        in CliRunner()
+        .invoke(main, ["bridge", str(tmp_path / "cap"), "--out", str(tmp_path / "u.jsonl")])
+        .output
+    )
