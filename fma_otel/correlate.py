@@ -115,7 +115,10 @@ class YearResolver:
     def _nearest_year(self, month: int, day: int, tod_us: int) -> int:
         if not self._refs:
             return time.gmtime().tm_year
-        years = {year_of_ns(self._refs[0]), year_of_ns(self._refs[-1])}
+        # the years around the median reference, not the extremes: one corrupted Pod time
+        # (a creationTimestamp in 2150) put every DPC line in 2150 (spans there, or, with
+        # each line's own stamps checked against its time, every line skipped)
+        years = {year_of_ns(self._refs[len(self._refs) // 2])}
         best: tuple[int, int] | None = None
         for y0 in years:
             for y in (y0 - 1, y0, y0 + 1):

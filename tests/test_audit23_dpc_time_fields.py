@@ -92,3 +92,26 @@ def test_a_time_field_far_from_its_line_fails_strict_naming_it(
         .invoke(main, ["bridge", str(tmp_path / "cap"), "--out", str(tmp_path / "u.jsonl")])
         .output
     )
+
+
+def test_one_corrupted_pod_time_does_not_move_the_dpc_log_to_its_year(tmp_path: Path) -> None:
+    """klog prints no year; it was taken from the extreme Pod times, so one
+    ``creationTimestamp`` in 2150 on the DPC log's own day put every DPC line in 2150
+    (spans there; with the stamps above checked, every DPC line skipped).  The year now
+    comes from the median Pod time; nothing lands outside the capture's day."""
+    cap = tmp_path / "cap"
+    shutil.copytree(sample_dir(), cap)
+    pods = cap / "pods.json"
+    lines = pods.read_text().split("\n")
+    i = next(i for i, s in enumerate(lines) if '"creationTimestamp":"2026-06-29T13:57:30Z"' in s)
+    lines[i] = lines[i].replace("2026-06-29T13:57:30Z", "2150-06-29T14:30:01Z", 1)
+    pods.write_text("\n".join(lines))
+    out = tmp_path / "t.jsonl"
+
+    res = CliRunner().invoke(main, ["bridge", str(cap), "--out", str(out)])
+
+    assert res.exit_code == 0, res.output
+    assert "dpc.log: read 209, understood 89, ignored 120, skipped 0" in res.output
+    times = [int(t) for t in re.findall(r'TimeUnixNano":"([0-9]+)"', out.read_text())]
+    day0 = 1_782_691_200_000_000_000  # 2026-06-29T00:00:00Z
+    assert times and all(day0 <= t < day0 + 86_400_000_000_000 for t in times)
