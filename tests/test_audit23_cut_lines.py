@@ -71,3 +71,22 @@ def test_a_wanted_line_cut_early_fails_strict_naming_it(tmp_path: Path, message:
 )
 def test_cut_line(line: bytes, cut: bool) -> None:
     assert cut_line(line) is cut
+
+
+@pytest.mark.parametrize("junk", [b"\x00", b"\xff", b"\xc3", b"\xed\xa0\x80"])
+def test_a_corrupted_byte_in_a_wanted_message_fails_strict_naming_it(tmp_path: Path, junk: bytes) -> None:
+    """A NUL or a byte that is not UTF-8 inside the message hid the line from the
+    prefilter: ignored, its spans lost, exit 0 (checked to fail before the fix)."""
+    cap = tmp_path / "cap"
+    shutil.copytree(sample_dir(), cap)
+    log = cap / "dpc.log"
+    lines = log.read_bytes().split(b"\n")
+    i = next(i for i, s in enumerate(lines) if b'] "Successfully relayed the readiness"' in s)
+    at = lines[i].index(b"relayed")
+    lines[i] = lines[i][:at] + junk + lines[i][at:]
+    log.write_bytes(b"\n".join(lines))
+
+    res = CliRunner().invoke(main, ["bridge", str(cap), "--out", str(tmp_path / "t.jsonl"), "--strict"])
+
+    assert res.exit_code == 1, res.output
+    assert f"dpc.log:{i + 1}: skipped: NUL byte or invalid UTF-8" in res.output

@@ -633,6 +633,31 @@ def cut_line(line: bytes) -> bool:
     return _CUT_LINE.fullmatch(line) is not None
 
 
+def corrupt_bytes(line: bytes) -> bool:
+    """Whether ``line`` holds a NUL byte or is not UTF-8: klog quotes both away (``\\x00``,
+    ``\\xff``), so such bytes are corruption, which may have hidden a wanted message
+    from the prefilter (a line it passes over is still counted, as skipped)."""
+    if b"\x00" in line:
+        return True
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return False
+
+
+def _first_corrupt(block: bytes, pos: int, end: int) -> int:
+    """End of the first line of ``block[pos:end]`` that :func:`corrupt_bytes` accepts, or 0."""
+    bad = block.find(b"\x00", pos, end)
+    try:
+        block[pos:end].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad = pos + exc.start if bad < 0 else min(bad, pos + exc.start)
+    if bad < 0:
+        return 0
+    return block.find(b"\n", bad, end) + 1 or end
+
+
 def _cut_find(find: Find) -> Find:
     """``find`` that also finds the lines :func:`cut_line` accepts (searched before the
     prefilter, which is only asked up to such a line: it remembers what it passed).  The
@@ -642,7 +667,7 @@ def _cut_find(find: Find) -> Find:
     def next_cut(block: bytes, pos: int, end: int) -> int:
         if memo[0] is block and memo[1] <= pos and (memo[2] == 0 or memo[2] > pos):
             return memo[2]
-        cut = 0
+        cut = _first_corrupt(block, pos, end)
         for rx, start in zip(_CUT_IN_BLOCK, (pos, pos - 1 if pos else pos), strict=True):
             m = rx.search(block, start, end)
             if m is not None and (not cut or m.end() < cut):
@@ -808,9 +833,14 @@ def iter_klog(
         if prefilter is not None:
             found = b == prefilter.passed  # so tested already, by the search
             prefilter.passed = None
-            if pending is None and not found and not prefilter.wanted(b) and not cut_line(b.rstrip(b"\r\n")):  # type: ignore[arg-type,union-attr]
-                stats.ignored += 1
-                continue
+            if pending is None and not found and not prefilter.wanted(b):  # type: ignore[arg-type]
+                body = b.rstrip(b"\r\n")  # type: ignore[union-attr]
+                if corrupt_bytes(body):
+                    stats.skip(line_no, "NUL byte or invalid UTF-8 (klog writes neither): a corrupted line")
+                    continue
+                if not cut_line(body):
+                    stats.ignored += 1
+                    continue
         b = b.rstrip(b"\r\n")  # type: ignore[union-attr]
         h = _header_offset_b(b)
         if pending is not None:
