@@ -55,6 +55,8 @@ _BARE_USERINFO = re.compile(r"^['\"]?[^/\s@:'\"]*:[^/\s@]*@")
 _USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/\s@?#'\"]*@")
 #: ``?k=v`` / ``&k=v`` / ``?v`` in free text: the value up to the next separator.
 _QUERY_ITEM = re.compile(r"([?&])([^=&\s#'\"]*)(=?)([^&\s#'\"]*)")
+#: an HTTP authorization scheme and its credential, in free text
+_AUTH_SCHEME = re.compile(r"\b(Bearer|Basic|Token)\s+(?!<redacted>)[A-Za-z0-9._~+/=:-]+", re.I)
 _MIN_SECRET = 4  # shorter known values would garble the text they are replaced in
 
 
@@ -225,10 +227,13 @@ def _json_leaves(v: Any) -> list[str]:
 
 
 def scrub_text(text: str, secrets: Iterable[str] = ()) -> str:
-    """``text`` with every known secret replaced and the URL rule applied."""
+    """``text`` with every known secret replaced, the URL rule applied, and the credential
+    of an HTTP authorization scheme (``Bearer <token>``, ``Basic <b64>``) redacted."""
     for s in secrets:
         if s in text:
             text = text.replace(s, REDACTED)
+    if "earer" in text or "asic" in text or "oken" in text:
+        text = _AUTH_SCHEME.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
     return scrub_urls(text)
 
 

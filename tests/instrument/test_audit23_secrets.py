@@ -59,3 +59,42 @@ def test_no_planted_secret_of_a_new_shape_leaves_a_create(instrumented: Any, nam
 )
 def test_short_flags_and_names_are_kept(options: str, expected: str) -> None:
     assert redact_options(options)[0] == expected
+
+
+# ----------------------------------------------------------------------------- DPC side
+
+
+def test_a_kubernetes_error_body_is_not_copied(tracing: Any) -> None:
+    """A 422 from the API server names the invalid value it was sent (here an env value of
+    the launcher Pod the DPC creates); the text of the ``ApiException`` carried it into
+    ``exception.message`` and ``exception.stacktrace`` (checked to leak before the fix)."""
+    from kubernetes.client.rest import ApiException
+
+    from fma_otel.instrument.k8s_client import KubernetesClientWrappers
+
+    body = (
+        '{"kind":"Status","status":"Failure","message":"Pod \\"l\\" is invalid: '
+        'spec.containers[0].env[0].value: Invalid value: \\"AUDITSECRET20\\"","code":422}'
+    )
+    exc = ApiException(status=422, reason="Unprocessable Entity", body=body)
+    span = tracing.provider.get_tracer("t").start_span("create pods")
+    KubernetesClientWrappers()._end(span, None, exc)
+
+    (s,) = tracing.spans()
+    (event,) = [e for e in s.events if e.name == "exception"]
+    text = repr(dict(event.attributes)) + repr(s.status.description) + repr(dict(s.attributes))
+    assert "AUDITSECRET20" not in text
+    assert "(422)" in event.attributes["exception.message"]
+    assert s.attributes["http.response.status_code"] == 422
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["upstream said: Authorization: Bearer AUDITSECRET21", "retry with basic QVVESVRTRUNSRVQyMg=="],
+)
+def test_an_authorization_credential_in_an_exception_text_is_redacted(text: str) -> None:
+    from fma_otel.instrument.redact import scrub_text
+
+    out = scrub_text(text)
+    assert "AUDITSECRET21" not in out and "QVVESVRTRUNSRVQyMg" not in out
+    assert "<redacted>" in out
