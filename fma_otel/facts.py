@@ -230,6 +230,8 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
             None if ok else _str(get("err")) or f"status {status}",
         )
     if kind == RELAYED:
+        if get("readiness") is None:  # always logged: a line without it was cut short
+            raise ValueError(f"{msg!r} line without readiness: cut short?")
         if get("readiness") != "ready":
             return None
         return DpcFact(

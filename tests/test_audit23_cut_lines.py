@@ -29,6 +29,8 @@ CASES = [
     ("Reconciled bound launcher Pod labels and annotations", "message"),
     ("Successfully relayed the readiness", "header"),
     ("Unbound server-providing Pod", "after"),
+    ("Unbound server-providing Pod", "bracket"),
+    ("Successfully relayed the readiness", "before:readiness"),
 ]
 
 
@@ -38,6 +40,10 @@ def _cut(line: str, where: str) -> str:
         return line[: msg - 20]
     if where == "message":
         return line[: msg + 8]
+    if where == "bracket":
+        return line[: msg - 1]  # "...go:1322] ": the header whole, nothing after it
+    if where.startswith("before:"):
+        return line[: line.index(f" {where[7:]}=")]  # cut between two fields
     return line[: line.index('"', msg) + 1]  # the message whole, no field
 
 

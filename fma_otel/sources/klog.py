@@ -617,10 +617,12 @@ def _quoted_body(s: str) -> bytes:
 #: end) or inside its quoted message (``] "`` and no closing quote), in a block of lines.
 #: Each has its own literal start, so the search skips ahead as the prefilter's does.
 _CUT_IN_BLOCK = (
-    re.compile(rb'\] "[^"\n]*\n'),
+    re.compile(rb'\](?: "[^"\n]*| ?)\n'),  # (a value ending in "]" too: cut_line decides)
     re.compile(rb"\n(?:[0-9][0-9T:.Zz+-]* )?[IWEF][0-9]{4} [^\]\n]*\n"),
 )
-_CUT_LINE = re.compile(rb'(?:[0-9][0-9T:.Zz+-]* )?[IWEF][0-9]{4} (?:[^\]\n]*|[^\n]*?\] "[^"\n]*)')
+_CUT_LINE = re.compile(
+    rb'(?:[0-9][0-9T:.Zz+-]* )?[IWEF][0-9]{4} (?:[^\]\n]*|[0-9:.]+ +[0-9]+ [^ \]\n]*\](?: "[^"\n]*| ?))'
+)
 
 
 def cut_line(line: bytes) -> bool:
@@ -659,20 +661,24 @@ def _first_corrupt(block: bytes, pos: int, end: int) -> int:
 
 
 def _cut_find(find: Find) -> Find:
-    """``find`` that also finds the lines :func:`cut_line` accepts (searched before the
-    prefilter, which is only asked up to such a line: it remembers what it passed).  The
-    next cut line of a block is remembered, so a block is searched for them once."""
-    memo: list[Any] = [None, -1, 0]  # block, searched from, end of the next cut line (0: none)
+    """``find`` that also finds the lines :func:`cut_line` or :func:`corrupt_bytes` may
+    accept (searched before the prefilter, which is only asked up to such a line: it
+    remembers what it passed).  Each search's next hit in a block is remembered, so a
+    block is searched by each once (a false candidate, a value ending in ``]``, costs a
+    line, not a new search)."""
+    searches: list[Callable[[bytes, int, int], int]] = [
+        _first_corrupt,
+        *(_line_end_of(rx, back) for rx, back in zip(_CUT_IN_BLOCK, (0, 1), strict=True)),
+    ]
+    memo: list[list[Any]] = [[None, -1, 0] for _ in searches]  # block, searched from, hit end (0: none)
 
     def next_cut(block: bytes, pos: int, end: int) -> int:
-        if memo[0] is block and memo[1] <= pos and (memo[2] == 0 or memo[2] > pos):
-            return memo[2]
-        cut = _first_corrupt(block, pos, end)
-        for rx, start in zip(_CUT_IN_BLOCK, (pos, pos - 1 if pos else pos), strict=True):
-            m = rx.search(block, start, end)
-            if m is not None and (not cut or m.end() < cut):
-                cut = m.end()
-        memo[:] = [block, pos, cut]
+        cut = 0
+        for search, m in zip(searches, memo, strict=True):
+            if not (m[0] is block and m[1] <= pos and (m[2] == 0 or m[2] > pos)):
+                m[:] = [block, pos, search(block, pos, end)]
+            if m[2] and (not cut or m[2] < cut):
+                cut = m[2]
         return cut
 
     def both(block: bytes, pos: int, end: int) -> tuple[int, int] | None:
@@ -684,6 +690,17 @@ def _cut_find(find: Find) -> Find:
         return hit if hit is not None else (start, cut)
 
     return both
+
+
+def _line_end_of(rx: re.Pattern[bytes], back: int) -> Callable[[bytes, int, int], int]:
+    """A search of ``rx`` from ``pos - back`` (a pattern that begins with the line end
+    before its line), giving the end of the line it found, or 0."""
+
+    def search(block: bytes, pos: int, end: int) -> int:
+        m = rx.search(block, pos - back if pos >= back else pos, end)
+        return m.end() if m is not None else 0
+
+    return search
 
 
 def _header_offset_b(b: bytes) -> int:
@@ -838,9 +855,11 @@ def iter_klog(
                 if corrupt_bytes(body):
                     stats.skip(line_no, "NUL byte or invalid UTF-8 (klog writes neither): a corrupted line")
                     continue
-                if not cut_line(body):
-                    stats.ignored += 1
+                if cut_line(body):
+                    stats.skip(line_no, "line cut inside its header or message")
                     continue
+                stats.ignored += 1
+                continue
         b = b.rstrip(b"\r\n")  # type: ignore[union-attr]
         h = _header_offset_b(b)
         if pending is not None:
