@@ -70,6 +70,11 @@ class Loss(NamedTuple):
     why: str
 
 
+#: How far from the capture's median Pod time a launcher log's stamp may lie: its asctime
+#: has a year, and one in 2150 (inside timeutil's window) is corruption, which lost the
+#: create's spans without a word.
+_CAPTURE_REACH_NS = 366 * 86_400 * 1_000_000_000
+
 #: Loss.why prefixes, for the summary's counts
 LOST_UID = "Pod shares its uid"
 LOST_REQUESTER = "names a requester"
@@ -294,11 +299,20 @@ def run_bridge(
         if n == 0 and st.read and not st.understood:
             raise InputError(f"{path}: not Kubernetes Pod JSON (no Pod object found)")
         stats.append(st)
+    center = c.years.center_ns()
     for launcher, path in inputs.launcher_logs.items():
         st = SourceStats(path)
         c.mark_launcher_log(launcher)
         with _reading(path) as fh:
             for rec in iter_launcher_log(fh, st, facts_only=True):
+                if center is not None and abs(rec.t_ns - center) > _CAPTURE_REACH_NS:
+                    days = (rec.t_ns - center) / 86_400e9
+                    st.skip(
+                        rec.line_no,
+                        f"time {days:+.0f} days from the capture's Pods: not a time of this capture",
+                    )
+                    st.understood -= 1
+                    continue
                 c.add_launcher(launcher, rec)
         _require_some(st, path, "a launcher log", _is_launcher_log)
         stats.append(st)

@@ -94,6 +94,10 @@ class YearResolver:
     def has_references(self) -> bool:
         return bool(self._refs)
 
+    def center_ns(self) -> int | None:
+        """The median reference (Pod time), None without any: where the capture is."""
+        return self._refs[len(self._refs) // 2] if self._refs else None
+
     def resolve(self, rec: KlogRecord) -> int:
         """The line's time (ns); raises ``ValueError`` for a date its year does not have."""
         month, day, tod_us, prefix_ns = rec.month, rec.day, rec.tod_us, rec.prefix_ns

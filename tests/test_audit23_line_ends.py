@@ -87,3 +87,21 @@ def test_vllm_log_line_ends_lose_nothing(
 
     assert rc == 0, out
     assert spans == untouched
+
+
+@pytest.mark.parametrize("year", ["2150", "2001"])
+def test_a_launcher_stamp_years_from_the_capture_fails_strict(tmp_path: Path, year: str) -> None:
+    """A launcher asctime inside the accepted window (2000..2200) but in another year than
+    the capture's Pods: the create's spans were lost, exit 0 (checked before the fix)."""
+    cap = tmp_path / "cap"
+    shutil.copytree(sample_dir(), cap)
+    log = cap / LAUNCHER
+    lines = log.read_text().split("\n")
+    i = next(i for i, s in enumerate(lines) if "Accepted request to create vLLM instance" in s)
+    lines[i] = year + lines[i][4:]
+    log.write_text("\n".join(lines))
+
+    rc, out, _ = _spans(cap, tmp_path / "t.jsonl")
+
+    assert rc == 1, out
+    assert f"{LAUNCHER}:{i + 1}: skipped: time " in out
