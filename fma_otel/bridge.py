@@ -70,9 +70,9 @@ class Loss(NamedTuple):
     why: str
 
 
-#: How far from the capture's median Pod time a launcher log's stamp may lie: its asctime
-#: has a year, and one in 2150 (inside timeutil's window) is corruption, which lost the
-#: create's spans without a word.
+#: How far from the capture's median Pod time a launcher log's stamp or an Event's time may
+#: lie: either has a year, and one in 2150 (inside timeutil's window) is corruption, which
+#: lost the create's spans without a word (launcher) or made spans in 2150 (Event).
 _CAPTURE_REACH_NS = 366 * 86_400 * 1_000_000_000
 
 #: Loss.why prefixes, for the summary's counts
@@ -331,7 +331,7 @@ def run_bridge(
         for line_no, key in c.unknown_requester_lines():
             who = f"name {key[5:]}" if key.startswith("name:") else f"uid {key}"
             lose(inputs.dpc_log, line_no, LOST_REQUESTER, f"{who}, which no Pod in the capture has")
-    phases = _phase_sources(inputs, stats)
+    phases = _phase_sources(inputs, stats, c.years.center_ns())
     if phases is not None:
         c.add_kube_events(phases.kube_events)
     return BridgeResult(c, stats, c.orphan_requesters(), lost, counts, phases)
@@ -342,12 +342,14 @@ def _read_bytes(path: str) -> bytes:
         return fh.read()
 
 
-def _phase_sources(inputs: BridgeInputs, stats: list[SourceStats]) -> PhaseSources | None:
+def _phase_sources(
+    inputs: BridgeInputs, stats: list[SourceStats], center_ns: int | None = None
+) -> PhaseSources | None:
     """vLLM logs and Events, read and counted (the vLLM logs again per actuation's clock)."""
     if not inputs.vllm_logs and not inputs.events:
         return None
     try:
-        events, est = read_events(inputs.events, _read_bytes)
+        events, est = read_events(inputs.events, _read_bytes, center_ns, _CAPTURE_REACH_NS)
     except ValueError as exc:
         raise InputError(str(exc)) from None
     stats.extend(est)

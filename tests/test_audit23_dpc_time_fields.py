@@ -115,3 +115,27 @@ def test_one_corrupted_pod_time_does_not_move_the_dpc_log_to_its_year(tmp_path: 
     times = [int(t) for t in re.findall(r'TimeUnixNano":"([0-9]+)"', out.read_text())]
     day0 = 1_782_691_200_000_000_000  # 2026-06-29T00:00:00Z
     assert times and all(day0 <= t < day0 + 86_400_000_000_000 for t in times)
+
+
+def test_an_event_years_from_the_capture_fails_strict(tmp_path: Path) -> None:
+    """An Event time inside the accepted window but in 2150 made k8s.pod.setup and
+    k8s.container.start spans in 2150 with exit 0 (checked to fail before the fix)."""
+    import json
+
+    cap = tmp_path / "cap"
+    shutil.copytree(sample_dir(), cap)
+    events = cap / "events.json"
+    doc = json.loads(events.read_text())
+    i = next(i for i, e in enumerate(doc["items"]) if e.get("reason") == "Started")
+    for k in ("firstTimestamp", "lastTimestamp", "eventTime"):
+        if doc["items"][i].get(k):
+            doc["items"][i][k] = "2150-06-29T14:30:01Z" if k != "eventTime" else "2150-06-29T14:30:01.000000Z"
+    events.write_text(json.dumps(doc))
+    out = tmp_path / "t.jsonl"
+
+    res = CliRunner().invoke(main, ["bridge", str(cap), "--out", str(out), "--strict"])
+
+    assert res.exit_code == 1, res.output
+    assert f"events.json:{i}: skipped: Event item {i}: time " in res.output
+    times = [int(t) for t in re.findall(r'TimeUnixNano":"([0-9]+)"', out.read_text())]
+    assert times and max(times) < 1_782_777_600_000_000_000  # 2026-06-30T00:00:00Z
