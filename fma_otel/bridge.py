@@ -70,6 +70,11 @@ class Loss(NamedTuple):
     why: str
 
 
+#: How far from the capture's median Pod time a launcher log's stamp or an Event's time may
+#: lie: either has a year, and one in 2150 (inside timeutil's window) is corruption, which
+#: lost the create's spans without a word (launcher) or made spans in 2150 (Event).
+_CAPTURE_REACH_NS = 366 * 86_400 * 1_000_000_000
+
 #: Loss.why prefixes, for the summary's counts
 LOST_UID = "Pod shares its uid"
 LOST_REQUESTER = "names a requester"
@@ -284,23 +289,30 @@ def run_bridge(
             n = 0
             for ev in iter_pod_events(fh, st):
                 if not c.add_pod(ev):
-                    uid = P.uid(ev.pod)
-                    other = c.store.get(uid or "") or {}
                     lose(
                         path,
-                        ev.index,
+                        ev.line or ev.index + 1,
                         LOST_UID,
-                        f"{_pod_name(ev.pod)} has uid {uid}, already that of {_pod_name(other)}",
+                        f"{_pod_name(ev.pod)} has uid {P.uid(ev.pod)}, {c.conflict}",
                     )
                 n += 1
         if n == 0 and st.read and not st.understood:
             raise InputError(f"{path}: not Kubernetes Pod JSON (no Pod object found)")
         stats.append(st)
+    center = c.years.center_ns()
     for launcher, path in inputs.launcher_logs.items():
         st = SourceStats(path)
         c.mark_launcher_log(launcher)
         with _reading(path) as fh:
             for rec in iter_launcher_log(fh, st, facts_only=True):
+                if center is not None and abs(rec.t_ns - center) > _CAPTURE_REACH_NS:
+                    days = (rec.t_ns - center) / 86_400e9
+                    st.skip(
+                        rec.line_no,
+                        f"time {days:+.0f} days from the capture's Pods: not a time of this capture",
+                    )
+                    st.understood -= 1
+                    continue
                 c.add_launcher(launcher, rec)
         _require_some(st, path, "a launcher log", _is_launcher_log)
         stats.append(st)
@@ -319,7 +331,7 @@ def run_bridge(
         for line_no, key in c.unknown_requester_lines():
             who = f"name {key[5:]}" if key.startswith("name:") else f"uid {key}"
             lose(inputs.dpc_log, line_no, LOST_REQUESTER, f"{who}, which no Pod in the capture has")
-    phases = _phase_sources(inputs, stats)
+    phases = _phase_sources(inputs, stats, c.years.center_ns())
     if phases is not None:
         c.add_kube_events(phases.kube_events)
     return BridgeResult(c, stats, c.orphan_requesters(), lost, counts, phases)
@@ -330,12 +342,14 @@ def _read_bytes(path: str) -> bytes:
         return fh.read()
 
 
-def _phase_sources(inputs: BridgeInputs, stats: list[SourceStats]) -> PhaseSources | None:
+def _phase_sources(
+    inputs: BridgeInputs, stats: list[SourceStats], center_ns: int | None = None
+) -> PhaseSources | None:
     """vLLM logs and Events, read and counted (the vLLM logs again per actuation's clock)."""
     if not inputs.vllm_logs and not inputs.events:
         return None
     try:
-        events, est = read_events(inputs.events, _read_bytes)
+        events, est = read_events(inputs.events, _read_bytes, center_ns, _CAPTURE_REACH_NS)
     except ValueError as exc:
         raise InputError(str(exc)) from None
     stats.extend(est)

@@ -94,6 +94,10 @@ class YearResolver:
     def has_references(self) -> bool:
         return bool(self._refs)
 
+    def center_ns(self) -> int | None:
+        """The median reference (Pod time), None without any: where the capture is."""
+        return self._refs[len(self._refs) // 2] if self._refs else None
+
     def resolve(self, rec: KlogRecord) -> int:
         """The line's time (ns); raises ``ValueError`` for a date its year does not have."""
         month, day, tod_us, prefix_ns = rec.month, rec.day, rec.tod_us, rec.prefix_ns
@@ -115,7 +119,10 @@ class YearResolver:
     def _nearest_year(self, month: int, day: int, tod_us: int) -> int:
         if not self._refs:
             return time.gmtime().tm_year
-        years = {year_of_ns(self._refs[0]), year_of_ns(self._refs[-1])}
+        # the years around the median reference, not the extremes: one corrupted Pod time
+        # (a creationTimestamp in 2150) put every DPC line in 2150 (spans there, or, with
+        # each line's own stamps checked against its time, every line skipped)
+        years = {year_of_ns(self._refs[len(self._refs) // 2])}
         best: tuple[int, int] | None = None
         for y0 in years:
             for y in (y0 - 1, y0, y0 + 1):
@@ -172,6 +179,11 @@ class Correlator:
         self.dpc_errors = 0
         #: Pod states refused by :meth:`add_pod` for a uid that another Pod has
         self.uid_conflicts = 0
+        #: why :meth:`add_pod` refused its last Pod state (for the caller's message)
+        self.conflict: str = ""
+        #: (namespace, name) -> (uid, creationTimestamp ns) of the live Pod of that name; a
+        #: state with another uid is another Pod only once that one was seen deleted
+        self._uid_by_name: dict[tuple[str | None, str | None], tuple[str, int | None]] = {}
         #: launcher name -> newest launcher Pod; rebuilt lazily after any add_pod
         self._launcher_index: dict[str, dict[str, Any]] | None = None
         #: Pod name -> [(creation, uid)] oldest first; rebuilt lazily after any add_pod
@@ -193,7 +205,21 @@ class Correlator:
         cur = self.store.get(u)
         if cur is not None and (P.name(cur), P.namespace(cur)) != (P.name(pod), P.namespace(pod)):
             self.uid_conflicts += 1
+            self.conflict = f"already that of {P.namespace(cur)}/{P.name(cur)}"
             return False
+        # The same Pod (name, namespace, creation) under another uid before it was deleted:
+        # a corrupted uid (one byte flipped, cut short), which would start a trace of its own.
+        key = (P.namespace(pod), P.name(pod))
+        created = P.created_ns(pod)
+        prev = self._uid_by_name.get(key)
+        if prev is not None and prev[0] != u and prev[1] == created:
+            self.uid_conflicts += 1
+            self.conflict = f"but the same Pod (same creationTimestamp, not deleted) had uid {prev[0]}"
+            return False
+        if ev.event_type == "DELETED" or P.meta(pod).get("deletionTimestamp"):
+            self._uid_by_name.pop(key, None)
+        else:
+            self._uid_by_name[key] = (u, created)
         self.store.add(ev)
         self._launcher_index = self._name_index = None
         readies = self._ready.setdefault(u, set())

@@ -19,7 +19,7 @@ import msgspec
 from .jsonsafe import number_or_none
 from .sources.launcher_log import accepted_create_id, put_instance_id
 from .sources.records import KlogRecord, LauncherRecord
-from .timeutil import parse_rfc3339_ns, time_or_none
+from .timeutil import parse_rfc3339_ns
 
 # fact kinds
 BOUND_COLD = "bound_cold"  # "Created launcher-based server-providing pod"
@@ -171,6 +171,10 @@ def _str(v: Any) -> str | None:
     return None if v is None else intern(str(v))
 
 
+#: The kinds of line that are about a launcher, not a requester (keyed by the launcher).
+_NO_REQUESTER = frozenset({LIST, LAUNCHER_NOTIFIED})
+
+
 def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
     """The fact a DPC line states, or ``None`` for lines that mark no instant.
 
@@ -193,6 +197,10 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
             return None
     if rec.truncated:
         raise ValueError(f"{msg!r} line cut short inside a value (its last fields are lost)")
+    if uid is None and name is None and kind not in _NO_REQUESTER:
+        # the DPC logs its context keys (serverUID, requesterName) on every such line: a
+        # line without them was cut right after its message, and its instant has no owner
+        raise ValueError(f"{msg!r} line names no requester (no serverUID/requesterName): cut short?")
 
     # what every fact has; each kind adds its own fields
     head = (kind, t_ns, uid, name, rec.line_no)
@@ -201,7 +209,9 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
         lat = _finite(get("latencySecs"))
         if not isinstance(start_s, str) or lat is None or not 0 <= lat <= MAX_LATENCY_S:
             raise ValueError("HTTP call done without a valid httpCallStartTime/latencySecs")
-        start = parse_rfc3339_ns(start_s)
+        start = _near(
+            parse_rfc3339_ns(start_s), t_ns, "httpCallStartTime", _DAY_NS + round(lat * 1e9), _DAY_NS
+        )
         code = _finite(get("statusCode"))
         status = int(code) if code is not None else 0
         ok = 200 <= status < 300 and get("err") in (None, "", "null")
@@ -220,13 +230,15 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
             None if ok else _str(get("err")) or f"status {status}",
         )
     if kind == RELAYED:
+        if get("readiness") is None:  # always logged: a line without it was cut short
+            raise ValueError(f"{msg!r} line without readiness: cut short?")
         if get("readiness") != "ready":
             return None
         return DpcFact(
             *head,
             launcher=_str(get("providerName")),
             instance_id=_str(get("instanceID")),
-            ref_ns=time_or_none(get("requesterCreateTime")),
+            ref_ns=_time_field(get("requesterCreateTime"), "requesterCreateTime", t_ns, _YEAR_NS),
         )
     if kind == NOTIFIED or kind == LAUNCHER_NOTIFIED:
         # the DPC's informer saw a write to the Pod by ``Manager``, stamped ``Time``
@@ -238,12 +250,12 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
         return DpcFact(
             *head,
             launcher=_str(get("launcherPod")) if kind == LAUNCHER_NOTIFIED else None,
-            ref_ns=time_or_none(write.get("Time")),
+            ref_ns=_time_field(write.get("Time"), "lastWrite.Time", t_ns, _YEAR_NS),
             manager=_str(write.get("Manager")),
         )
     if kind == PROCESSING:
         # the DPC's view of the requester's container: running (with its startedAt) or not
-        started = _running_started_at(get("requesterRCS"))
+        started = _running_started_at(get("requesterRCS"), t_ns)
         if started is None:
             return None
         return DpcFact(*head, ref_ns=started if started > 0 else None)
@@ -253,7 +265,7 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
             *head,
             launcher=_str(get("providerName") or get("launcherPod")),
             instance_id=_str(get("instanceID")),
-            ref_ns=time_or_none(get("k8sCallStartTime")),
+            ref_ns=_time_field(get("k8sCallStartTime"), "k8sCallStartTime", t_ns, _DAY_NS),
         )
     if kind == BOUND_COLD or kind == BOUND:
         # a cold bind names the new launcher's instance in its annotations; a warm/hot one says it
@@ -268,7 +280,7 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
             instance_id=_str(instance),
             isc_name=isc,
             node=_str(get("node")),
-            ref_ns=time_or_none(get("k8sCallStartTime")),
+            ref_ns=_time_field(get("k8sCallStartTime"), "k8sCallStartTime", t_ns, _DAY_NS),
         )
     if kind == OBSERVED:
         return DpcFact(
@@ -285,7 +297,7 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
     )
 
 
-def _running_started_at(rcs: Any) -> int | None:
+def _running_started_at(rcs: Any, t_ns: int) -> int | None:
     """``requesterRCS``'s running state: its ``startedAt`` in ns (0 when it has none), None
     when the container is not running.  Go's JSON of the DPC's struct: ``State`` holds a
     ``ContainerState`` (``{"running": {"startedAt": "..."}}``); either case is accepted."""
@@ -297,7 +309,47 @@ def _running_started_at(rcs: Any) -> int | None:
     running = state.get("running", state.get("Running"))
     if not isinstance(running, dict):
         return None
-    return time_or_none(running.get("startedAt", running.get("StartedAt"))) or 0
+    started = running.get("startedAt", running.get("StartedAt"))
+    return _time_field(started, "requesterRCS startedAt", t_ns, _YEAR_NS) or 0
+
+
+#: How far a time a DPC line states may lie from the line's own log time: a call's start
+#: or an API write's start is within a day of the line that reports it (on the DPC's own
+#: clock, so in fact within its latency); a stamp of something older (the requester's
+#: creation, a Pod's last write, a container's start) within a year before it.  Beyond,
+#: the value is corrupted (a year like 2001 or 2150 inside the accepted window), and the
+#: span it would start sits years from the capture.
+_DAY_NS = 86_400 * 1_000_000_000
+_YEAR_NS = 366 * _DAY_NS
+
+
+def _near(ns: int, t_ns: int, key: str, before: int, after: int = _DAY_NS) -> int:
+    """``ns`` when it lies in ``[t_ns - before, t_ns + after]``, else ``ValueError``."""
+    if t_ns - before <= ns <= t_ns + after:
+        return ns
+    days = (ns - t_ns) / _DAY_NS
+    raise ValueError(
+        f"{key} is {days:+.1f} days from the line's own log time: not a time this line can state"
+    )
+
+
+def _time_field(value: Any, key: str, t_ns: int, before: int) -> int | None:
+    """A time field of a DPC line in ns; None when the line does not have it.
+
+    A field that is there but unreadable (corrupted, cut, a year like 1969 or 2600) raises
+    ``ValueError``, so the line is a counted skip naming its file:line (and fails
+    ``--strict``) rather than a line read as if the field were absent: the bound it gave is
+    lost either way, and the loss must show.  Go writes an unset ``metav1.Time`` as
+    ``null``, which is absent."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{key} is not a time: {str(value)[:40]!r}")
+    try:
+        ns = parse_rfc3339_ns(value)
+    except ValueError as exc:
+        raise ValueError(f"{key}: {exc}") from None
+    return _near(ns, t_ns, key, before)
 
 
 def _victim(url: Any) -> str | None:

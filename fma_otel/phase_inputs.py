@@ -37,10 +37,16 @@ BOOT_LINE = "Application startup complete."
 _BOOT_SCAN_LINES = 2000
 
 
-def read_events(paths: Sequence[str], read: Any) -> tuple[list[KubeEvent], list[SourceStats]]:
+def read_events(
+    paths: Sequence[str], read: Any, center_ns: int | None = None, reach_ns: int = 0
+) -> tuple[list[KubeEvent], list[SourceStats]]:
     """Every Event of ``paths`` (``read(path) -> bytes``), with one SourceStats per file; a
     skipped item is reported as ``file:N`` where N is its index in the file (from 0).  A file
-    none of whose items is an Event (another file given in its place) raises ValueError."""
+    none of whose items is an Event (another file given in its place) raises ValueError.
+
+    With ``center_ns`` (the capture's median Pod time), an Event whose time lies more than
+    ``reach_ns`` from it is skipped too: a time inside timeutil's window but in another year
+    (2150) is corruption, and made startup spans in that year."""
     events: list[KubeEvent] = []
     stats: list[SourceStats] = []
     for path in paths:
@@ -51,6 +57,19 @@ def read_events(paths: Sequence[str], read: Any) -> tuple[list[KubeEvent], list[
         for index, why in es.skipped_items:
             st.skip(index, f"Event item {index}: {why}")
         st.skipped = es.skipped  # all counted, the first 100 itemised
+        if center_ns is not None:
+            kept = []
+            for r in recs:
+                far = max(abs(r.first_ns - center_ns), abs(r.last_ns - center_ns))
+                if far > reach_ns:
+                    st.skip(
+                        r.index,
+                        f"Event item {r.index}: time {far / 86_400e9:.0f} days from the capture's Pods",
+                    )
+                    st.understood -= 1
+                else:
+                    kept.append(r)
+            recs = kept
         if es.unparsed_messages:
             st.note("Events whose message gave no duration", es.unparsed_messages)
         events.extend(recs)

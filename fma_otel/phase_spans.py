@@ -257,7 +257,7 @@ class _Planner:
             elif boot_start is not None:
                 lo, hi, src = boot_start
                 self.between(BOOT, top, _B(lo, hi), setup, start_source=src, extra=version)
-        if setup is not None and config is not None and config.line_no > setup.line_no:
+        if setup is not None and config is not None and config.order > setup.order:
             self.between(
                 ENGINE_CONFIG,
                 top,
@@ -273,7 +273,7 @@ class _Planner:
         begin_rec = load  # the record the spawn's attributes name
         if load is not None and load.duration_s is not None:
             load_begin = _start(load)
-        elif load is not None and load_start is not None and load_start.line_no < load.line_no:
+        elif load is not None and load_start is not None and load_start.order < load.order:
             load_begin, begin_rec = _end(load_start), load_start
         if config is not None and load_begin is not None and begin_rec is not None:
             self.between(ENGINE_SPAWN, top, _end(config), begin_rec, end=load_begin)
@@ -306,7 +306,7 @@ class _Planner:
             self.engine_init()
         # engine init -> uvicorn's "Application startup complete."
         up = f.get(V.API_SERVER_UP)
-        if init is not None and up is not None and up.line_no > init.line_no:
+        if init is not None and up is not None and up.order > init.order:
             server = f.get(V.API_SERVER_START)
             extra2 = {"vllm.api_server.url": server.detail} if server is not None and server.detail else None
             self.between(API_SERVER_START, top, _end(init), up, extra=extra2)
@@ -337,9 +337,9 @@ class _Planner:
         if mem is not None:
             self.logged(MEMORY_PROFILE, ENGINE_INIT, mem, kv_attr)
         elif kv is not None:
-            before = [r for r in (prof, compile_rec) if r is not None and r.line_no < kv.line_no]
+            before = [r for r in (prof, compile_rec) if r is not None and r.order < kv.order]
             if before:
-                last = max(before, key=lambda r: r.line_no)
+                last = max(before, key=lambda r: r.order)
                 self.between(MEMORY_PROFILE, ENGINE_INIT, _end(last), kv, extra=kv_attr)
         graphs = self.timed(V.CUDA_GRAPH_CAPTURE)
         if graphs is not None:

@@ -134,7 +134,15 @@ def _zone(text: str, tail: str) -> tuple[int, str]:
     if tail[-1:] == "z":
         return 0, tail[:-1] + "Z"
     zone = tail[-6:]
-    if len(tail) >= 8 and zone[0] in "+-" and zone[3] == ":" and _digits(zone[1:3] + zone[4:]):
+    # RFC3339's time-numoffset: hour 00-23, minute 00-59 (``+99:00`` is corruption, not a zone)
+    if (
+        len(tail) >= 8
+        and zone[0] in "+-"
+        and zone[3] == ":"
+        and _digits(zone[1:3] + zone[4:])
+        and zone[1:3] <= "23"
+        and zone[4:] <= "59"
+    ):
         offset = int(zone[1:3]) * 3600 + int(zone[4:]) * 60
         return (offset if zone[0] == "+" else -offset), tail[:-6] + "Z"
     raise ValueError(f"not an RFC3339 time (zone): {text[:40]!r}")

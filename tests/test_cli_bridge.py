@@ -123,8 +123,9 @@ def _capture_with_bad_lines(tmp_path: Path) -> Path:
     d = tmp_path / "cap"
     shutil.copytree(SAMPLE, d)  # with its vllm/ directory
     lines = (d / "dpc.log").read_bytes().splitlines(keepends=True)
-    # lines the bridge does not want are passed over unread, garbage or not; wanted ones
-    # that are malformed are skipped and named
+    # lines the bridge does not want are passed over unread; wanted ones that are malformed
+    # are skipped and named, and so is a line with a NUL or non-UTF-8 byte (klog writes
+    # neither; such corruption may hide a wanted message: issue 23)
     lines.insert(
         3, b'I0629 14:30:43.878952       1 x.go:1] "HTTP call done" purpose="wake" httpCallStartTime="bad"\n'
     )
@@ -139,7 +140,7 @@ def test_bad_lines_are_counted_not_fatal(tmp_path: Path, clean_otlp_env) -> None
     d = _capture_with_bad_lines(tmp_path)
     r = run(str(d), "--out", str(tmp_path / "o.jsonl"))
     assert r.exit_code == 0
-    assert "skipped 2" in r.stderr
+    assert "skipped 3" in r.stderr
     assert len((tmp_path / "o.jsonl").read_text().splitlines()) == 5
 
 
@@ -149,7 +150,8 @@ def test_strict_names_file_and_line(tmp_path: Path, clean_otlp_env) -> None:
     assert r.exit_code == 1
     assert f"{d / 'dpc.log'}:4: skipped" in r.stderr
     assert f"{d / 'dpc.log'}:11: skipped" in r.stderr
-    assert "--strict: 2 line(s) skipped" in r.stderr
+    assert f"{d / 'dpc.log'}:13: skipped: NUL byte or invalid UTF-8" in r.stderr
+    assert "--strict: 3 line(s) skipped" in r.stderr
     # what was good is still written
     assert (tmp_path / "o.jsonl").read_text()
 
@@ -341,7 +343,9 @@ def test_two_pods_with_one_uid_are_never_merged(tmp_path: Path, clean_otlp_env) 
     assert (tmp_path / "o.jsonl").read_bytes() == (tmp_path / "base.jsonl").read_bytes()
     assert "not traced: 1 Pod object(s) have the uid of another Pod" in r.stderr
     assert (
-        f"{d / 'pods.json'}:{len(events)}: not traced: Pod shares its uid: elsewhere/someone-else" in r.stderr
+        # the appended twin is line len(events) + 1 (1-based: the line, not the event's index)
+        f"{d / 'pods.json'}:{len(events) + 1}: not traced: Pod shares its uid: elsewhere/someone-else"
+        in r.stderr
     )
     assert "--strict: 1 read but not traced" in r.stderr
 

@@ -71,8 +71,14 @@ def test_facts_share_the_strings_their_lines_repeat() -> None:
     and error that a requester's lines repeat are one string each."""
     from fma_otel.facts import dpc_fact
 
-    a = dpc_fact(http("14:36:21.000000", "query_sleeping", "2026-06-29T14:36:21Z", "0.001", 503), 1)
-    b = dpc_fact(http("14:36:22.000000", "query_sleeping", "2026-06-29T14:36:22Z", "0.001", 503), 2)
+    a = dpc_fact(
+        http("14:36:21.000000", "query_sleeping", "2026-06-29T14:36:21Z", "0.001", 503),
+        1_782_743_781_000_000_000,
+    )
+    b = dpc_fact(
+        http("14:36:22.000000", "query_sleeping", "2026-06-29T14:36:22Z", "0.001", 503),
+        1_782_743_782_000_000_000,
+    )
     assert a is not None and b is not None and a.uid == UID and a.error == "boom"
     assert a.uid is b.uid and a.name is b.name and a.node is b.node and a.error is b.error
 

@@ -95,11 +95,15 @@ def test_iter_klog_counts_the_bad_header_and_reads_on(tmp_path: Path, prefilter:
     assert st.skipped_lines == [(1, "klog header with a number too long")]
 
 
+#: CREATE's own log time (a DPC line's time fields must lie near it)
+_T = 1_782_743_443_500_000_000
+
+
 def test_a_status_code_beyond_any_float_is_a_failed_call() -> None:
     assert F._finite(10**400) is None
     assert F._finite(-(10**400)) is None
     rec = parse_klog_line(CREATE.replace("statusCode=200", "statusCode=" + "9" * 400), 1)
-    fact = F.dpc_fact(rec, 0)
+    fact = F.dpc_fact(rec, _T)
     assert fact is not None and fact.kind == F.CREATE
     assert fact.ok is False and fact.status == 0 and fact.error == "status 0"
     # a latency that no float holds, or that no end time in ns does: a counted skip (1e300
@@ -107,8 +111,8 @@ def test_a_status_code_beyond_any_float_is_a_failed_call() -> None:
     for lat in ("9" * 400, "1e300", "1e11", "100000001"):
         rec = parse_klog_line(CREATE.replace("latencySecs=0.5", "latencySecs=" + lat), 1)
         with pytest.raises(ValueError, match="latencySecs"):
-            F.dpc_fact(rec, 0)
-    assert F.dpc_fact(parse_klog_line(CREATE.replace("latencySecs=0.5", "latencySecs=1e8"), 1), 0).ok
+            F.dpc_fact(rec, _T)
+    assert F.dpc_fact(parse_klog_line(CREATE.replace("latencySecs=0.5", "latencySecs=1e8"), 1), _T).ok
 
 
 @pytest.mark.parametrize(

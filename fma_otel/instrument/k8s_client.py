@@ -124,7 +124,12 @@ class KubernetesClientWrappers(c.Wrappers):
                 span.set_attribute("error.type", str(status))
                 span.set_status(Status(StatusCode.ERROR, f"HTTP {status}"))
         if exc is not None:
-            redact.record_exception(span, exc)
+            # An API error's text carries the response body, which echoes what was sent (a
+            # 422 names the invalid value: an env value, an annotation): the request body
+            # is never copied, so neither is this.  Its JSON leaves are scrubbed like
+            # known secrets; the status and reason stay.
+            body = [b for b in (getattr(exc, "body", None), getattr(exc, "data", None)) if isinstance(b, str)]
+            redact.record_exception(span, exc, redact.known_secrets(body))
             span.set_attribute("error.type", type(exc).__qualname__)
             span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
         span.end()

@@ -7,12 +7,16 @@ annotation, ``--hf-overrides {"token": ...}``, userinfo in ``--model https://u:p
 * **vLLM options**: every option value is ``<redacted>`` except known-harmless ones:
   valueless flags; numbers, sizes and ``true``/``false``/``auto``; and the values of a
   few flags that name things (``--model``, ``--served-model-name``, ``--tokenizer``,
-  ``--host``, ``--dtype``), kept with any URL userinfo removed and query values redacted.
-  A flag whose *name* says key/token/secret/password/credential/auth is always redacted.
+  ``--host``, ``--dtype``), kept with any URL userinfo removed and query values redacted
+  (``--dtype`` only when it is one of the few type names).  A flag whose *name* says
+  key/token/secret/password/credential/auth is always redacted.  A token is a flag only
+  when it starts with ``--`` or is a short ``-xyz``: a long ``-token`` is a value that
+  begins with a dash, redacted like any other.
 * **Config structures** (``model_dump()`` of the launcher's config): every ``env_vars``
   value, every annotation value except ``isc-name`` and numbers, every other string
   except numbers/sizes and ``gpu_uuids``.
-* **URLs anywhere**: userinfo removed, every query value redacted.
+* **URLs anywhere**: userinfo removed (also a scheme-less ``user:password@host`` and a
+  URL in quotes), every query value redacted.
 * **Exception texts** (status message, ``exception.message``/``exception.stacktrace``):
   every known secret value of the instance (the values redacted above) is replaced, and
   the URL rule is applied to the text.
@@ -33,16 +37,26 @@ REDACTED = "<redacted>"
 
 #: Flags whose value names something and is kept (URL-cleaned): the small allowlist.
 NAMING_FLAGS = frozenset({"--model", "--served-model-name", "--tokenizer", "--host", "--dtype"})
+#: ``--dtype`` names one of a few types: any other value is redacted like an unknown one.
+DTYPES = frozenset({"auto", "half", "float16", "bfloat16", "float", "float32", "fp16", "bf16", "fp32"})
+#: A single-dash flag is short (``-tp``, ``-O3``, ``-dcp``); a longer ``-token`` is a value
+#: that begins with a dash (argparse takes it for an unknown flag, so vLLM would refuse it
+#: too), never a name to keep.
+_SHORT_FLAG_MAX = 4
 #: Config keys / annotation names kept as they are (URL-cleaned).
 KEPT_KEYS = frozenset({"gpu_uuids", "isc-name", "inference-port", "instance_id", "status"})
 
 _SECRET_NAME = re.compile(r"key|token|secret|passw|credential|auth", re.I)
 _HARMLESS = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?:[KMGTPkmgtp]i?[Bb]?)?|true|false|auto|none", re.I)
 _NUMBER_TOKEN = re.compile(r"-\d")
+#: ``user:password@`` at the start of a value with no scheme (``--host u:p@10.0.0.1``).
+_BARE_USERINFO = re.compile(r"^['\"]?[^/\s@:'\"]*:[^/\s@]*@")
 #: ``scheme://userinfo@`` in free text.
 _USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/\s@?#'\"]*@")
 #: ``?k=v`` / ``&k=v`` / ``?v`` in free text: the value up to the next separator.
 _QUERY_ITEM = re.compile(r"([?&])([^=&\s#'\"]*)(=?)([^&\s#'\"]*)")
+#: an HTTP authorization scheme and its credential, in free text
+_AUTH_SCHEME = re.compile(r"\b(Bearer|Basic|Token)\s+(?!<redacted>)[A-Za-z0-9._~+/=:-]+", re.I)
 _MIN_SECRET = 4  # shorter known values would garble the text they are replaced in
 
 
@@ -64,12 +78,15 @@ def redact_query(query: str) -> str:
 
 def redact_url(url: str) -> str:
     """``url`` without userinfo and with every query value redacted (fragment dropped)."""
+    if "@" in url and "://" not in url:
+        url = _BARE_USERINFO.sub(lambda m: m.group(0)[:1] if m.group(0)[:1] in "'\"" else "", url)
     if "://" not in url and "?" not in url:
         return url
     try:
         parts = urlsplit(url)
         netloc = parts.netloc.rpartition("@")[2]
-        return urlunsplit((parts.scheme, netloc, parts.path, redact_query(parts.query), ""))
+        # then the free-text rule: a URL in quotes is no URL to urlsplit (it keeps it whole)
+        return scrub_urls(urlunsplit((parts.scheme, netloc, parts.path, redact_query(parts.query), "")))
     except ValueError:
         return scrub_urls(url)
 
@@ -95,6 +112,7 @@ def _userinfo(value: str) -> list[str]:
     found = []
     if "@" in value:
         found += [m.group(0)[len(m.group(1)) : -1] for m in _USERINFO.finditer(value)]
+        found += [m.group(0).lstrip("'\"")[:-1] for m in _BARE_USERINFO.finditer(value) if "://" not in value]
         found += [p for u in list(found) for p in u.split(":") if p]
     if "?" in value:
         found += [m.group(4) or m.group(2) for m in _QUERY_ITEM.finditer(value)]
@@ -107,7 +125,9 @@ def url_secrets(url: str) -> list[str]:
 
 
 def _is_flag(token: str) -> bool:
-    return token.startswith("-") and len(token) > 1 and _NUMBER_TOKEN.match(token) is None
+    if not token.startswith("-") or len(token) < 2 or _NUMBER_TOKEN.match(token) is not None:
+        return False
+    return token.startswith("--") or len(token.partition("=")[0]) <= _SHORT_FLAG_MAX
 
 
 def redact_options(options: str) -> tuple[str, list[str]]:
@@ -137,7 +157,10 @@ def redact_options(options: str) -> tuple[str, list[str]]:
             out.append(tok)
             continue
         value = " ".join(values)
-        if _SECRET_NAME.search(name) is None and name in NAMING_FLAGS:
+        if name == "--dtype" and value.lower() not in DTYPES:
+            kept = REDACTED
+            secrets.append(value)
+        elif _SECRET_NAME.search(name) is None and name in NAMING_FLAGS:
             kept = " ".join(redact_url(v) for v in values)
             secrets += [s for v in values for s in _userinfo(v)]
         elif _SECRET_NAME.search(name) is None and harmless(value):
@@ -204,10 +227,13 @@ def _json_leaves(v: Any) -> list[str]:
 
 
 def scrub_text(text: str, secrets: Iterable[str] = ()) -> str:
-    """``text`` with every known secret replaced and the URL rule applied."""
+    """``text`` with every known secret replaced, the URL rule applied, and the credential
+    of an HTTP authorization scheme (``Bearer <token>``, ``Basic <b64>``) redacted."""
     for s in secrets:
         if s in text:
             text = text.replace(s, REDACTED)
+    if "earer" in text or "asic" in text or "oken" in text:
+        text = _AUTH_SCHEME.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
     return scrub_urls(text)
 
 

@@ -613,6 +613,96 @@ def _quoted_body(s: str) -> bytes:
     return go_quote(s).encode("utf-8")[1:-1]
 
 
+#: A line cut inside its header (a klog severity and date, then no ``]`` before the line
+#: end) or inside its quoted message (``] "`` and no closing quote), in a block of lines.
+#: Each has its own literal start, so the search skips ahead as the prefilter's does.
+_CUT_IN_BLOCK = (
+    re.compile(rb'\](?: "[^"\n]*| ?)\n'),  # (a value ending in "]" too: cut_line decides)
+    re.compile(rb"\n(?:[0-9][0-9T:.Zz+-]* )?[IWEF][0-9]{4} [^\]\n]*\n"),
+)
+_CUT_LINE = re.compile(
+    rb'(?:[0-9][0-9T:.Zz+-]* )?[IWEF][0-9]{4} (?:[^\]\n]*|[0-9:.]+ +[0-9]+ [^ \]\n]*\](?: "[^"\n]*| ?))'
+)
+
+
+def cut_line(line: bytes) -> bool:
+    """Whether ``line`` (its end stripped) is a klog line cut inside its header or message.
+
+    Why: the prefilter looks for a wanted message whole, so a wanted line cut before its
+    message ended was passed over with the unwanted ones ("ignored", ``--strict`` exit 0)
+    and its instant lost without a word.  Such a line is parsed instead, and counted as
+    skipped (a cut line of an unwanted message too: it is malformed either way)."""
+    return _CUT_LINE.fullmatch(line) is not None
+
+
+def corrupt_bytes(line: bytes) -> bool:
+    """Whether ``line`` holds a NUL byte or is not UTF-8: klog quotes both away (``\\x00``,
+    ``\\xff``), so such bytes are corruption, which may have hidden a wanted message
+    from the prefilter (a line it passes over is still counted, as skipped)."""
+    if b"\x00" in line:
+        return True
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return False
+
+
+def _first_corrupt(block: bytes, pos: int, end: int) -> int:
+    """End of the first line of ``block[pos:end]`` that :func:`corrupt_bytes` accepts, or 0."""
+    bad = block.find(b"\x00", pos, end)
+    try:
+        block[pos:end].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad = pos + exc.start if bad < 0 else min(bad, pos + exc.start)
+    if bad < 0:
+        return 0
+    return block.find(b"\n", bad, end) + 1 or end
+
+
+def _cut_find(find: Find) -> Find:
+    """``find`` that also finds the lines :func:`cut_line` or :func:`corrupt_bytes` may
+    accept (searched before the prefilter, which is only asked up to such a line: it
+    remembers what it passed).  Each search's next hit in a block is remembered, so a
+    block is searched by each once (a false candidate, a value ending in ``]``, costs a
+    line, not a new search)."""
+    searches: list[Callable[[bytes, int, int], int]] = [
+        _first_corrupt,
+        *(_line_end_of(rx, back) for rx, back in zip(_CUT_IN_BLOCK, (0, 1), strict=True)),
+    ]
+    memo: list[list[Any]] = [[None, -1, 0] for _ in searches]  # block, searched from, hit end (0: none)
+
+    def next_cut(block: bytes, pos: int, end: int) -> int:
+        cut = 0
+        for search, m in zip(searches, memo, strict=True):
+            if not (m[0] is block and m[1] <= pos and (m[2] == 0 or m[2] > pos)):
+                m[:] = [block, pos, search(block, pos, end)]
+            if m[2] and (not cut or m[2] < cut):
+                cut = m[2]
+        return cut
+
+    def both(block: bytes, pos: int, end: int) -> tuple[int, int] | None:
+        cut = next_cut(block, pos, end)
+        if not cut or cut > end:
+            return find(block, pos, end)
+        start = block.rfind(b"\n", pos, cut - 1) + 1 or pos
+        hit = find(block, pos, start)
+        return hit if hit is not None else (start, cut)
+
+    return both
+
+
+def _line_end_of(rx: re.Pattern[bytes], back: int) -> Callable[[bytes, int, int], int]:
+    """A search of ``rx`` from ``pos - back`` (a pattern that begins with the line end
+    before its line), giving the end of the line it found, or 0."""
+
+    def search(block: bytes, pos: int, end: int) -> int:
+        m = rx.search(block, pos - back if pos >= back else pos, end)
+        return m.end() if m is not None else 0
+
+    return search
+
+
 def _header_offset_b(b: bytes) -> int:
     """Where the klog header starts in a raw line: 0, or after a ``--timestamps`` prefix."""
     if b and b[0] in _DIGITS_B:
@@ -726,7 +816,7 @@ def iter_klog(
     # (an unquoted message that quotes a wanted one further on) is ignored, as without it
     wanted_msgs = frozenset(messages) if messages is not None else None
     prefilter = Prefilter(wanted_msgs, contains) if wanted_msgs is not None else None
-    find = prefilter.find if prefilter is not None else None
+    find = _cut_find(prefilter.find) if prefilter is not None else None
     pending: _Open | None = None  # a record whose multi-line block is still open
     line_no = 0
 
@@ -761,6 +851,13 @@ def iter_klog(
             found = b == prefilter.passed  # so tested already, by the search
             prefilter.passed = None
             if pending is None and not found and not prefilter.wanted(b):  # type: ignore[arg-type]
+                body = b.rstrip(b"\r\n")  # type: ignore[union-attr]
+                if corrupt_bytes(body):
+                    stats.skip(line_no, "NUL byte or invalid UTF-8 (klog writes neither): a corrupted line")
+                    continue
+                if cut_line(body):
+                    stats.skip(line_no, "line cut inside its header or message")
+                    continue
                 stats.ignored += 1
                 continue
         b = b.rstrip(b"\r\n")  # type: ignore[union-attr]

@@ -32,7 +32,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from fma_otel.lines import MAX_LINE_BYTES, MAX_VALUE_BYTES, Ignored, TooLong, searched_lines, too_long_reason
-from fma_otel.sources.klog import split_timestamp_prefix
+from fma_otel.sources.klog import CR_NOTE, split_timestamp_prefix
 from fma_otel.sources.records import LauncherRecord, SourceStats
 from fma_otel.timeutil import check_ns
 from fma_otel.timeutil import date_seconds as _epoch_seconds_of_day
@@ -209,8 +209,9 @@ def iter_launcher_log(
     items: Iterable[Any] = fh_or_lines
     if callable(getattr(fh_or_lines, "readline", None)):
         # lines come one by one while a record may take more of them
-        items = searched_lines(
-            fh_or_lines, _FactFinder() if facts_only else None, lambda: pending is not None
+        items = _cr_cut(
+            searched_lines(fh_or_lines, _FactFinder() if facts_only else None, lambda: pending is not None),
+            stats,
         )
     for raw in items:
         if raw.__class__ is Ignored:  # lines with neither text, outside a record
@@ -274,6 +275,27 @@ def iter_launcher_log(
             pending = None  # its continuation lines are passed over with the other lines
     if pending is not None:
         yield _with_more(pending, more)
+
+
+def _cr_cut(items: Iterable[Any], stats: SourceStats) -> Iterator[Any]:
+    """``items`` with each line that holds a carriage return before its end cut there,
+    the pieces as lines (noted in ``stats``), as the klog reader does for a file (any
+    other iterable is taken a line at a time).
+
+    Why: a log with CR-only line ends (or a CR among LF ones) came as one line whose first
+    record swallowed the rest: the create's receipt and response were lost, "skipped 0".
+    """
+    for raw in items:
+        cls = raw.__class__
+        if cls is bytes or cls is str:
+            cr = b"\r" if cls is bytes else "\r"
+            body = raw.rstrip(b"\r\n" if cls is bytes else "\r\n")
+            if cr in body:
+                pieces = body.split(cr)
+                stats.note(CR_NOTE, len(pieces) - 1)
+                yield from (p for p in pieces if p)  # a CR beside a line end adds no line
+                continue
+        yield raw
 
 
 def accepted_create_id(rec: LauncherRecord) -> str | None:

@@ -359,7 +359,7 @@ class _Sink:
             return None
         self.stats.understood += 1
         self.index += 1
-        return PodEvent(etype, pod, self.index - 1)
+        return PodEvent(etype, pod, self.index - 1, line)
 
     def _watch_event(self, etype: str, obj: bytes, line: int) -> PodEvent | None:
         if etype == "BOOKMARK":

@@ -76,7 +76,10 @@ class PodEvent:
 
     event_type: str
     pod: dict[str, Any]
-    index: int = 0  # position in the input (for error messages)
+    index: int = 0  # position among the events read (0 for the first)
+    #: the input line where its object starts (1-based; 0 when not read from a file): what
+    #: a message naming file:line names, as for a skipped object
+    line: int = 0
 
 
 @dataclass

@@ -155,6 +155,14 @@ class VllmPhase(NamedTuple):
     process: str | None = None
     detail: str | None = None
     prefix_ns: int | None = None
+    #: which ``\r`` segment of its physical line (0 for the first): with ``line_no`` it
+    #: orders records in a log whose line ends are CR-only (one physical line)
+    seq: int = 0
+
+    @property
+    def order(self) -> tuple[int, int]:
+        """Where the record stands in the log: ``(line_no, seq)``."""
+        return (self.line_no, self.seq)
 
     @property
     def start_lo_ns(self) -> int:
@@ -457,6 +465,7 @@ class VllmLogParser:
         self.utc_offset_s = utc_offset_s
         self.stats = VllmLogStats()
         self._line_no = 0
+        self._seg = 0  # the \r segment being read (VllmPhase.seq)
         self._anchor_local: datetime | None = None  # previous dated line, naive local time
         self._prev_stamp_ns: int | None = None  # previous stamp (UTC ns), for uvicorn lines
         self._last_key: tuple[str, ...] | None = None  # its text, to skip resolving it again
@@ -510,8 +519,10 @@ class VllmLogParser:
         out: list[VllmPhase] = []
         if "\x1b" in line:
             line = _ANSI.sub("", line)
+        self._seg = 0
         for seg in line.split("\r") if "\r" in line else (line,):
             rec = self._segment(seg, prefix_ns)
+            self._seg += 1
             if rec is not None:
                 out.append(rec)
         return out
@@ -602,7 +613,9 @@ class VllmLogParser:
         if "tag" in wording.regex.groupindex and wm["tag"]:
             detail = f"[{wm['tag']}]" if detail is None else f"[{wm['tag']}] {detail}"
         self.stats.records += 1
-        return VllmPhase(message.phase, n, lo, hi, dur, unc, wording.family, process, detail, prefix_ns)
+        return VllmPhase(
+            message.phase, n, lo, hi, dur, unc, wording.family, process, detail, prefix_ns, self._seg
+        )
 
     def _undated(self, text: str, prefix_ns: int | None) -> VllmPhase | None:
         n = self._line_no
@@ -622,7 +635,17 @@ class VllmLogParser:
             self._last_key = None
             self.stats.records += 1
             return VllmPhase(
-                PROCESS_START, n, lo, lo + 1_000_000, None, 0.0, "fma-launcher", None, str(pid), prefix_ns
+                PROCESS_START,
+                n,
+                lo,
+                lo + 1_000_000,
+                None,
+                0.0,
+                "fma-launcher",
+                None,
+                str(pid),
+                prefix_ns,
+                self._seg,
             )
         um = _UVICORN.match(text)
         if um and um[2].rstrip() == "Application startup complete.":
@@ -631,7 +654,17 @@ class VllmLogParser:
                 return None
             self.stats.records += 1
             return VllmPhase(
-                API_SERVER_UP, n, self._prev_stamp_ns, None, None, 0.0, "uvicorn", um[1], None, prefix_ns
+                API_SERVER_UP,
+                n,
+                self._prev_stamp_ns,
+                None,
+                None,
+                0.0,
+                "uvicorn",
+                um[1],
+                None,
+                prefix_ns,
+                self._seg,
             )
         self.stats.unknown += 1
         return None

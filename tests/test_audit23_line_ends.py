@@ -1,0 +1,107 @@
+"""Issue 23, no silent loss: line ends other than LF in the launcher and vLLM logs.
+
+A launcher log with CR-only line ends was read as one line ("read 1, skipped 0"): the
+create's ``fma.launcher.create_instance`` and ``fma.instance.create`` vanished and
+``--strict`` exited 0.  A vLLM log with CR-only ends lost the phases whose order in the log
+decides them (``vllm.engine.config``, ``vllm.memory.profile``, ``vllm.api_server.start``):
+its records all had line 1.  Each case rewrites one log's line ends and expects exactly the
+spans of the untouched capture (checked to fail before the fix).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fma_otel.bridge import sample_dir
+from fma_otel.cli import main
+
+LAUNCHER = "launcher-launcher-example-4lgw5.log"
+VLLM = "vllm/IAXCObeWozl5IPaRSSXL-i3CRGr7aCmuPNRjAM-t2Beoi.log"
+
+
+def _spans(cap: Path, out: Path) -> tuple[int, str, list[tuple[str, str, str, str]]]:
+    res = CliRunner().invoke(main, ["bridge", str(cap), "--out", str(out), "--strict"])
+    spans = []
+    for line in out.read_text().splitlines():
+        for rs in json.loads(line)["resourceSpans"]:
+            for ss in rs["scopeSpans"]:
+                for s in ss["spans"]:
+                    spans.append((s["name"], s["spanId"], s["startTimeUnixNano"], s["endTimeUnixNano"]))
+    return res.exit_code, res.output, sorted(spans)
+
+
+def _mixed(b: bytes) -> bytes:
+    ends = [b"\r", b"\r\n", b"\n", b"\n\r"]
+    lines = b.split(b"\n")
+    return b"".join(line + ends[i % 4] for i, line in enumerate(lines[:-1])) + lines[-1]
+
+
+EDITS: dict[str, Callable[[bytes], bytes]] = {
+    "cr-only": lambda b: b.replace(b"\n", b"\r"),
+    "crlf": lambda b: b.replace(b"\n", b"\r\n"),
+    "mixed": _mixed,
+}
+
+
+@pytest.fixture(scope="module")
+def untouched(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[str, str, str, str]]:
+    d = tmp_path_factory.mktemp("base")
+    shutil.copytree(sample_dir(), d / "cap")
+    rc, out, spans = _spans(d / "cap", d / "t.jsonl")
+    assert rc == 0, out
+    return spans
+
+
+@pytest.mark.parametrize("edit", list(EDITS))
+def test_launcher_log_line_ends_lose_nothing(
+    tmp_path: Path, untouched: list[tuple[str, str, str, str]], edit: str
+) -> None:
+    cap = tmp_path / "cap"
+    shutil.copytree(sample_dir(), cap)
+    log = cap / LAUNCHER
+    log.write_bytes(EDITS[edit](log.read_bytes()))
+
+    rc, out, spans = _spans(cap, tmp_path / "t.jsonl")
+
+    assert rc == 0, out
+    assert f"{LAUNCHER}: read 41, understood 11, ignored 30, skipped 0" in out
+    assert spans == untouched
+
+
+@pytest.mark.parametrize("edit", list(EDITS))
+def test_vllm_log_line_ends_lose_nothing(
+    tmp_path: Path, untouched: list[tuple[str, str, str, str]], edit: str
+) -> None:
+    cap = tmp_path / "cap"
+    shutil.copytree(sample_dir(), cap)
+    log = cap / VLLM
+    log.write_bytes(EDITS[edit](log.read_bytes()))
+
+    rc, out, spans = _spans(cap, tmp_path / "t.jsonl")
+
+    assert rc == 0, out
+    assert spans == untouched
+
+
+@pytest.mark.parametrize("year", ["2150", "2001"])
+def test_a_launcher_stamp_years_from_the_capture_fails_strict(tmp_path: Path, year: str) -> None:
+    """A launcher asctime inside the accepted window (2000..2200) but in another year than
+    the capture's Pods: the create's spans were lost, exit 0 (checked before the fix)."""
+    cap = tmp_path / "cap"
+    shutil.copytree(sample_dir(), cap)
+    log = cap / LAUNCHER
+    lines = log.read_text().split("\n")
+    i = next(i for i, s in enumerate(lines) if "Accepted request to create vLLM instance" in s)
+    lines[i] = year + lines[i][4:]
+    log.write_text("\n".join(lines))
+
+    rc, out, _ = _spans(cap, tmp_path / "t.jsonl")
+
+    assert rc == 1, out
+    assert f"{LAUNCHER}:{i + 1}: skipped: time " in out
