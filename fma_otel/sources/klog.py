@@ -617,8 +617,9 @@ def _quoted_body(s: str) -> bytes:
 #: end) or inside its quoted message (``] "`` and no closing quote), in a block of lines.
 #: Each has its own literal start, so the search skips ahead as the prefilter's does.
 _CUT_IN_BLOCK = (
-    re.compile(rb'\](?: "[^"\n]*| ?)\n'),  # (a value ending in "]" too: cut_line decides)
-    re.compile(rb"\n(?:[0-9][0-9T:.Zz+-]* )?[IWEF][0-9]{4} [^\]\n]*\n"),
+    # (a value ending in "]" too: cut_line decides)
+    re.compile(rf'\](?: "[^"\n]*{_POSS}| ?)\n'.encode()),
+    re.compile(rf"\n(?:[0-9][0-9T:.Zz+-]*{_POSS} )?[IWEF][0-9]{{4}} [^\]\n]*{_POSS}\n".encode()),
 )
 _CUT_LINE = re.compile(
     rb'(?:[0-9][0-9T:.Zz+-]* )?[IWEF][0-9]{4} (?:[^\]\n]*|[0-9:.]+ +[0-9]+ [^ \]\n]*\](?: "[^"\n]*| ?))'
