@@ -176,7 +176,6 @@ class Correlator:
         self._updated: dict[str, int] = {}  # requester uid or name-key -> wall ns of last fact
         self.years = YearResolver()
         self._evicted: OrderedDict[str, None] = OrderedDict()
-        self.dpc_errors = 0
         #: Pod states refused by :meth:`add_pod` for a uid that another Pod has
         self.uid_conflicts = 0
         #: why :meth:`add_pod` refused its last Pod state (for the caller's message)
