@@ -12,7 +12,7 @@ from fma_otel.sinks import otlp_export
 from fma_otel.sinks.otlp_export import ExportError, OtlpSink, otlp_configured
 from fma_otel.span_records import SpanRecord
 from tests.support.otlp_receiver import free_port
-from tests.support.serving import serve_in_thread
+from tests.support.serving import QuietThreadingHTTPServer, serve_in_thread
 
 TRACE = "0af7651916cd43dd8448eb211c80319c"
 T0 = 1_700_000_000_123_456_789
@@ -341,7 +341,7 @@ def test_grpc_core_log_lines_stay_off_the_cli(tmp_path, clean_otlp_env):
 def test_retry_after_beyond_the_timeout_says_the_status(status, retry_after, clean_otlp_env):
     """The SDK gives up at once (logging no status) when asked to retry later than its
     timeout; the message said 'no success within 10 s' after 0.02 s."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from http.server import BaseHTTPRequestHandler
 
     class Busy(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -357,7 +357,7 @@ def test_retry_after_beyond_the_timeout_says_the_status(status, retry_after, cle
             self.end_headers()
             self.wfile.write(b"busy")
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Busy)
+    server = QuietThreadingHTTPServer(("127.0.0.1", 0), Busy)
     serve_in_thread(server)
     endpoint = f"http://127.0.0.1:{server.server_address[1]}"
     try:

@@ -16,21 +16,20 @@ import base64
 import json
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
 from fma_otel.model import ROOT
 from fma_otel.sinks.otlp_json import export_request
-from tests.support.serving import serve_in_thread
+from tests.support.serving import QuietThreadingHTTPServer, serve_in_thread
 
 from .gen import Act, spans_of
 
 Route = Callable[[str, dict[str, str]], tuple[int, Any]]
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
+class _Server(QuietThreadingHTTPServer):
     request_queue_size = 128  # clients fetch in parallel; the default 5 drops SYNs (1 s retries)
 
 

@@ -68,7 +68,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from tests.support.serving import serve_in_thread
+from tests.support.serving import QuietThreadingHTTPServer, serve_in_thread
 
 __all__ = [
     "FakeCluster",
@@ -506,8 +506,7 @@ class FakeCluster:
     def start(self) -> FakeCluster:
         """Listen on 127.0.0.1 at an ephemeral port, serving from a daemon thread."""
         handler = type("Handler", (_Handler,), {"cluster": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._server.daemon_threads = True
+        self._server = QuietThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._thread = serve_in_thread(self._server, "fake-k8s")
         return self
 

@@ -36,7 +36,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_serv
 
 from fma_otel.sinks.otlp_json import spans_from_request
 from fma_otel.span_records import SpanRecord
-from tests.support.serving import serve_in_thread
+from tests.support.serving import QuietThreadingHTTPServer, serve_in_thread
 
 ExportTraceServiceRequest = trace_service_pb2.ExportTraceServiceRequest
 
@@ -222,8 +222,7 @@ class HttpOtlpReceiver(_Base):
                 return self._answer(200, trace_service_pb2.ExportTraceServiceResponse().SerializeToString())
 
         self._stopping.clear()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
+        self._server = QuietThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.port = self._server.server_address[1]
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self._thread = serve_in_thread(self._server, "otlp-http-rx")
