@@ -38,6 +38,7 @@ from .sources.launcher_log import iter_launcher_log, parse_launcher_line
 from .sources.pods import iter_pod_events
 from .sources.records import SourceStats
 from .span_records import SpanRecord
+from .timeutil import days_off
 
 CAPTURE_PODS = "pods.json"
 CAPTURE_DPC = "dpc.log"
@@ -69,11 +70,6 @@ class Loss(NamedTuple):
     where: int  # its line (a Pod: its position among the file's Pod objects, from 0)
     why: str
 
-
-#: How far from the capture's median Pod time a launcher log's stamp or an Event's time may
-#: lie: either has a year, and one in 2150 (inside timeutil's window) is corruption, which
-#: lost the create's spans without a word (launcher) or made spans in 2150 (Event).
-_CAPTURE_REACH_NS = 366 * 86_400 * 1_000_000_000
 
 #: Loss.why prefixes, for the summary's counts
 LOST_UID = "Pod shares its uid"
@@ -305,8 +301,9 @@ def run_bridge(
         c.mark_launcher_log(launcher)
         with _reading(path) as fh:
             for rec in iter_launcher_log(fh, st, facts_only=True):
-                if center is not None and abs(rec.t_ns - center) > _CAPTURE_REACH_NS:
-                    days = (rec.t_ns - center) / 86_400e9
+                # a stamp in another year (an asctime in 2150) lost the create's spans unsaid
+                days = days_off(rec.t_ns, center)
+                if days is not None:
                     st.skip(
                         rec.line_no,
                         f"time {days:+.0f} days from the capture's Pods: not a time of this capture",
@@ -331,7 +328,7 @@ def run_bridge(
         for line_no, key in c.unknown_requester_lines():
             who = f"name {key[5:]}" if key.startswith("name:") else f"uid {key}"
             lose(inputs.dpc_log, line_no, LOST_REQUESTER, f"{who}, which no Pod in the capture has")
-    phases = _phase_sources(inputs, stats, c.years.center_ns())
+    phases = _phase_sources(inputs, stats, center)
     if phases is not None:
         c.add_kube_events(phases.kube_events)
     return BridgeResult(c, stats, c.orphan_requesters(), lost, counts, phases)
@@ -349,7 +346,7 @@ def _phase_sources(
     if not inputs.vllm_logs and not inputs.events:
         return None
     try:
-        events, est = read_events(inputs.events, _read_bytes, center_ns, _CAPTURE_REACH_NS)
+        events, est = read_events(inputs.events, _read_bytes, center_ns)
     except ValueError as exc:
         raise InputError(str(exc)) from None
     stats.extend(est)

@@ -122,18 +122,17 @@ class YearResolver:
         # the years around the median reference, not the extremes: one corrupted Pod time
         # (a creationTimestamp in 2150) put every DPC line in 2150 (spans there, or, with
         # each line's own stamps checked against its time, every line skipped)
-        years = {year_of_ns(self._refs[len(self._refs) // 2])}
+        y0 = year_of_ns(self._refs[len(self._refs) // 2])
         best: tuple[int, int] | None = None
-        for y0 in years:
-            for y in (y0 - 1, y0, y0 + 1):
-                try:
-                    t = civil_to_ns(y, month, day, tod_us)
-                except (ValueError, OverflowError):
-                    continue
-                i = bisect.bisect_left(self._refs, t)
-                d = min(abs(self._refs[j] - t) for j in (i - 1, i) if 0 <= j < len(self._refs))
-                if best is None or d < best[0] or (d == best[0] and y > best[1]):
-                    best = (d, y)
+        for y in (y0 - 1, y0, y0 + 1):
+            try:
+                t = civil_to_ns(y, month, day, tod_us)
+            except (ValueError, OverflowError):
+                continue
+            i = bisect.bisect_left(self._refs, t)
+            d = min(abs(self._refs[j] - t) for j in (i - 1, i) if 0 <= j < len(self._refs))
+            if best is None or d < best[0] or (d == best[0] and y > best[1]):
+                best = (d, y)
         return best[1] if best else year_of_ns(self._refs[-1])
 
 

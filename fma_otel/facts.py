@@ -19,7 +19,7 @@ import msgspec
 from .jsonsafe import number_or_none
 from .sources.launcher_log import accepted_create_id, put_instance_id
 from .sources.records import KlogRecord, LauncherRecord
-from .timeutil import parse_rfc3339_ns
+from .timeutil import DAY_NS, YEAR_NS, parse_rfc3339_ns
 
 # fact kinds
 BOUND_COLD = "bound_cold"  # "Created launcher-based server-providing pod"
@@ -209,9 +209,7 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
         lat = _finite(get("latencySecs"))
         if not isinstance(start_s, str) or lat is None or not 0 <= lat <= MAX_LATENCY_S:
             raise ValueError("HTTP call done without a valid httpCallStartTime/latencySecs")
-        start = _near(
-            parse_rfc3339_ns(start_s), t_ns, "httpCallStartTime", _DAY_NS + round(lat * 1e9), _DAY_NS
-        )
+        start = _near(parse_rfc3339_ns(start_s), t_ns, "httpCallStartTime", DAY_NS + round(lat * 1e9), DAY_NS)
         code = _finite(get("statusCode"))
         status = int(code) if code is not None else 0
         ok = 200 <= status < 300 and get("err") in (None, "", "null")
@@ -238,7 +236,7 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
             *head,
             launcher=_str(get("providerName")),
             instance_id=_str(get("instanceID")),
-            ref_ns=_time_field(get("requesterCreateTime"), "requesterCreateTime", t_ns, _YEAR_NS),
+            ref_ns=_time_field(get("requesterCreateTime"), "requesterCreateTime", t_ns, YEAR_NS),
         )
     if kind == NOTIFIED or kind == LAUNCHER_NOTIFIED:
         # the DPC's informer saw a write to the Pod by ``Manager``, stamped ``Time``
@@ -250,7 +248,7 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
         return DpcFact(
             *head,
             launcher=_str(get("launcherPod")) if kind == LAUNCHER_NOTIFIED else None,
-            ref_ns=_time_field(write.get("Time"), "lastWrite.Time", t_ns, _YEAR_NS),
+            ref_ns=_time_field(write.get("Time"), "lastWrite.Time", t_ns, YEAR_NS),
             manager=_str(write.get("Manager")),
         )
     if kind == PROCESSING:
@@ -265,7 +263,7 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
             *head,
             launcher=_str(get("providerName") or get("launcherPod")),
             instance_id=_str(get("instanceID")),
-            ref_ns=_time_field(get("k8sCallStartTime"), "k8sCallStartTime", t_ns, _DAY_NS),
+            ref_ns=_time_field(get("k8sCallStartTime"), "k8sCallStartTime", t_ns, DAY_NS),
         )
     if kind == BOUND_COLD or kind == BOUND:
         # a cold bind names the new launcher's instance in its annotations; a warm/hot one says it
@@ -280,7 +278,7 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
             instance_id=_str(instance),
             isc_name=isc,
             node=_str(get("node")),
-            ref_ns=_time_field(get("k8sCallStartTime"), "k8sCallStartTime", t_ns, _DAY_NS),
+            ref_ns=_time_field(get("k8sCallStartTime"), "k8sCallStartTime", t_ns, DAY_NS),
         )
     if kind == OBSERVED:
         return DpcFact(
@@ -310,7 +308,7 @@ def _running_started_at(rcs: Any, t_ns: int) -> int | None:
     if not isinstance(running, dict):
         return None
     started = running.get("startedAt", running.get("StartedAt"))
-    return _time_field(started, "requesterRCS startedAt", t_ns, _YEAR_NS) or 0
+    return _time_field(started, "requesterRCS startedAt", t_ns, YEAR_NS) or 0
 
 
 #: How far a time a DPC line states may lie from the line's own log time: a call's start
@@ -319,15 +317,13 @@ def _running_started_at(rcs: Any, t_ns: int) -> int | None:
 #: creation, a Pod's last write, a container's start) within a year before it.  Beyond,
 #: the value is corrupted (a year like 2001 or 2150 inside the accepted window), and the
 #: span it would start sits years from the capture.
-_DAY_NS = 86_400 * 1_000_000_000
-_YEAR_NS = 366 * _DAY_NS
 
 
-def _near(ns: int, t_ns: int, key: str, before: int, after: int = _DAY_NS) -> int:
+def _near(ns: int, t_ns: int, key: str, before: int, after: int = DAY_NS) -> int:
     """``ns`` when it lies in ``[t_ns - before, t_ns + after]``, else ``ValueError``."""
     if t_ns - before <= ns <= t_ns + after:
         return ns
-    days = (ns - t_ns) / _DAY_NS
+    days = (ns - t_ns) / DAY_NS
     raise ValueError(
         f"{key} is {days:+.1f} days from the line's own log time: not a time this line can state"
     )

@@ -29,6 +29,7 @@ from .sources.launcher_log import LauncherParseError, parse_launcher_line
 from .sources.records import SourceStats
 from .sources.vllm_log import VllmLogStats, VllmPhase, parse_vllm_log
 from .span_records import SpanRecord
+from .timeutil import days_off
 
 __all__ = ["PhaseSources", "read_events"]
 
@@ -38,15 +39,14 @@ _BOOT_SCAN_LINES = 2000
 
 
 def read_events(
-    paths: Sequence[str], read: Any, center_ns: int | None = None, reach_ns: int = 0
+    paths: Sequence[str], read: Any, center_ns: int | None = None
 ) -> tuple[list[KubeEvent], list[SourceStats]]:
     """Every Event of ``paths`` (``read(path) -> bytes``), with one SourceStats per file; a
     skipped item is reported as ``file:N`` where N is its index in the file (from 0).  A file
     none of whose items is an Event (another file given in its place) raises ValueError.
 
-    With ``center_ns`` (the capture's median Pod time), an Event whose time lies more than
-    ``reach_ns`` from it is skipped too: a time inside timeutil's window but in another year
-    (2150) is corruption, and made startup spans in that year."""
+    With ``center_ns`` (the capture's median Pod time), an Event whose time lies more than a
+    year from it is skipped too (``timeutil.days_off``): it made startup spans in 2150."""
     events: list[KubeEvent] = []
     stats: list[SourceStats] = []
     for path in paths:
@@ -60,11 +60,10 @@ def read_events(
         if center_ns is not None:
             kept = []
             for r in recs:
-                far = max(abs(r.first_ns - center_ns), abs(r.last_ns - center_ns))
-                if far > reach_ns:
+                off = [abs(d) for d in (days_off(r.first_ns, center_ns), days_off(r.last_ns, center_ns)) if d]
+                if off:
                     st.skip(
-                        r.index,
-                        f"Event item {r.index}: time {far / 86_400e9:.0f} days from the capture's Pods",
+                        r.index, f"Event item {r.index}: time {max(off):.0f} days from the capture's Pods"
                     )
                     st.understood -= 1
                 else:

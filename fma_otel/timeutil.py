@@ -45,6 +45,10 @@ MIN_NS = 946_684_800 * 1_000_000_000
 END_NS = 7_258_118_400 * 1_000_000_000
 #: The window in words, for error messages and docs.
 WINDOW_TEXT = "2000-01-01T00:00:00Z .. 2200-01-01T00:00:00Z"
+#: A day, and the most a year can be, in ns: how far a stated time may lie from the time
+#: that states it (a DPC line's, the capture's) before it is taken for corruption.
+DAY_NS = 86_400 * 1_000_000_000
+YEAR_NS = 366 * DAY_NS
 
 
 class OutOfWindowError(ValueError):
@@ -65,6 +69,15 @@ def check_ns(ns: int, what: str = "time") -> int:
     if MIN_NS <= ns < END_NS:
         return ns
     raise OutOfWindowError(f"{what} {_describe(ns)} is outside the accepted window {WINDOW_TEXT}")
+
+
+def days_off(ns: int, center_ns: int | None) -> float | None:
+    """How many days ``ns`` lies from the capture's ``center_ns`` (its median Pod time) when
+    that is more than a year: a time inside the window but in another year (an asctime or
+    Event in 2150) is corruption.  ``None`` when it is near, or there is no center."""
+    if center_ns is None or abs(ns - center_ns) <= YEAR_NS:
+        return None
+    return (ns - center_ns) / DAY_NS
 
 
 def _describe(ns: int) -> str:
