@@ -164,3 +164,52 @@ def _finish_line(
         yield from split_cr(head + rest, readline, limit)
     else:
         yield TooLong(len(head) + too_long(rest, readline))
+
+
+#: Said in ``stats.notes`` for each carriage return read as a line end
+CR_NOTE = "carriage return(s) inside a line, read as line ends"
+
+
+def cr_lines(head: bytes, readline: Any, limit: int, stats: Any) -> Iterator[bytes | TooLong]:
+    """The lines, ended by carriage returns, of a line past ``limit`` that begins with
+    ``head``: each as its own line (with a ``\n``), up to the ``\n`` that ends it.  At
+    most about ``2 * limit`` bytes are held; a piece past ``limit`` comes as its length.
+    Each carriage return read as a line end is noted in ``stats`` (a ``SourceStats``).
+
+    The ``split_cr`` of :func:`searched_lines` for a log whose line ends are CR-only (one
+    line too big to hold): every line reader of such logs passes it."""
+    rest = head
+    while True:
+        pieces = rest.split(b"\r")
+        rest = pieces.pop()
+        stats.note(CR_NOTE, len(pieces))
+        for p in pieces:
+            yield p + b"\n" if len(p) < limit else TooLong(len(p) + 1)
+        if rest.endswith(b"\n"):
+            if rest != b"\n":  # else the last piece's CR was a CRLF's
+                yield rest if len(rest) <= limit else TooLong(len(rest))
+            return
+        more = readline(limit + 1)
+        if not more:
+            if rest:
+                yield rest if len(rest) <= limit else TooLong(len(rest))
+            return
+        rest += more
+        if len(rest) > limit and b"\r" not in rest:
+            # one piece past the limit: measured up to its CR (or the line's end), not held
+            n = len(rest)
+            while True:
+                if rest.endswith(b"\n"):
+                    yield TooLong(n)
+                    return
+                rest = readline(limit + 1)
+                if not rest:
+                    yield TooLong(n)
+                    return
+                cr = rest.find(b"\r")
+                if cr >= 0:
+                    yield TooLong(n + cr + 1)
+                    stats.note(CR_NOTE, 1)
+                    rest = rest[cr + 1 :]
+                    break
+                n += len(rest)

@@ -105,3 +105,25 @@ def test_a_launcher_stamp_years_from_the_capture_fails_strict(tmp_path: Path, ye
 
     assert rc == 1, out
     assert f"{LAUNCHER}:{i + 1}: skipped: time " in out
+
+
+@pytest.mark.slow
+def test_a_cr_only_launcher_log_too_big_for_one_line_is_read_line_by_line() -> None:
+    """Past the 16 MiB line bound a CR-only log came as one too-long line: every record
+    lost (one line skipped).  It is read on as the lines its CRs end, as the DPC log is."""
+    import io
+
+    from fma_otel.lines import CR_NOTE, MAX_LINE_BYTES
+    from fma_otel.sources.launcher_log import iter_launcher_log
+    from fma_otel.sources.records import SourceStats
+
+    one = (sample_dir() / LAUNCHER).read_bytes()
+    copies = MAX_LINE_BYTES // len(one) + 2
+    per_copy = sum(1 for _ in iter_launcher_log(io.BytesIO(one), SourceStats("x"), facts_only=True))
+    st = SourceStats("x")
+    recs = list(iter_launcher_log(io.BytesIO(one.replace(b"\n", b"\r") * copies), st, facts_only=True))
+
+    assert per_copy > 0
+    assert len(recs) == per_copy * copies
+    assert st.skipped == 0
+    assert st.notes[CR_NOTE] == one.count(b"\n") * copies

@@ -48,11 +48,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from fma_otel.lines import (
+    CR_NOTE,
     MAX_LINE_BYTES,
     MAX_VALUE_BYTES,
     Find,
     Ignored,
     TooLong,
+    cr_lines,
     searched_lines,
     too_long_reason,
 )
@@ -728,7 +730,7 @@ def _lines(
     if callable(readline):
 
         def split_cr(line: bytes, readline: Any, limit: int) -> Iterator[bytes | TooLong]:
-            return _cr_lines(line, readline, limit, stats)
+            return cr_lines(line, readline, limit, stats)
 
         yield from searched_lines(source, find, held, pushback, split_cr, MAX_LINE_BYTES)
     else:
@@ -742,52 +744,9 @@ def _lines(
         pushback.clear()
 
 
-#: Said in ``stats.notes`` for each carriage return read as a line end
-CR_NOTE = "carriage return(s) inside a line, read as line ends"
 #: Lines are searched for a carriage return inside them only past this length (and the
 #: first line): a log with CR-only line ends reads as one long first line.
 _CR_CHECK_BYTES = 4096
-
-
-def _cr_lines(head: bytes, readline: Any, limit: int, stats: SourceStats) -> Iterator[bytes | TooLong]:
-    """The lines, ended by carriage returns, of a line past ``limit`` that begins with
-    ``head``: each as its own line (with a ``\n``), up to the ``\n`` that ends it.  At
-    most about ``2 * limit`` bytes are held; a piece past ``limit`` comes as its length."""
-    rest = head
-    while True:
-        pieces = rest.split(b"\r")
-        rest = pieces.pop()
-        stats.note(CR_NOTE, len(pieces))
-        for p in pieces:
-            yield p + b"\n" if len(p) < limit else TooLong(len(p) + 1)
-        if rest.endswith(b"\n"):
-            if rest != b"\n":  # else the last piece's CR was a CRLF's
-                yield rest if len(rest) <= limit else TooLong(len(rest))
-            return
-        more = readline(limit + 1)
-        if not more:
-            if rest:
-                yield rest if len(rest) <= limit else TooLong(len(rest))
-            return
-        rest += more
-        if len(rest) > limit and b"\r" not in rest:
-            # one piece past the limit: measured up to its CR (or the line's end), not held
-            n = len(rest)
-            while True:
-                if rest.endswith(b"\n"):
-                    yield TooLong(n)
-                    return
-                rest = readline(limit + 1)
-                if not rest:
-                    yield TooLong(n)
-                    return
-                cr = rest.find(b"\r")
-                if cr >= 0:
-                    yield TooLong(n + cr + 1)
-                    stats.note(CR_NOTE, 1)
-                    rest = rest[cr + 1 :]
-                    break
-                n += len(rest)
 
 
 def _cut_at_cr(body: bytes, pushback: list[bytes], stats: SourceStats) -> None:

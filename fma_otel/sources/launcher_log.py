@@ -31,8 +31,17 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 from urllib.parse import unquote
 
-from fma_otel.lines import MAX_LINE_BYTES, MAX_VALUE_BYTES, Ignored, TooLong, searched_lines, too_long_reason
-from fma_otel.sources.klog import CR_NOTE, split_timestamp_prefix
+from fma_otel.lines import (
+    CR_NOTE,
+    MAX_LINE_BYTES,
+    MAX_VALUE_BYTES,
+    Ignored,
+    TooLong,
+    cr_lines,
+    searched_lines,
+    too_long_reason,
+)
+from fma_otel.sources.klog import split_timestamp_prefix
 from fma_otel.sources.records import LauncherRecord, SourceStats
 from fma_otel.timeutil import check_ns
 from fma_otel.timeutil import date_seconds as _epoch_seconds_of_day
@@ -209,9 +218,13 @@ def iter_launcher_log(
     items: Iterable[Any] = fh_or_lines
     if callable(getattr(fh_or_lines, "readline", None)):
         # lines come one by one while a record may take more of them
+        # a CR-only log too big for one line is read on as the lines its CRs end
+        def split_cr(line: bytes, readline: Any, limit: int) -> Iterator[bytes | TooLong]:
+            return cr_lines(line, readline, limit, stats)
+
+        finder = _FactFinder() if facts_only else None
         items = _cr_cut(
-            searched_lines(fh_or_lines, _FactFinder() if facts_only else None, lambda: pending is not None),
-            stats,
+            searched_lines(fh_or_lines, finder, lambda: pending is not None, split_cr=split_cr), stats
         )
     for raw in items:
         if raw.__class__ is Ignored:  # lines with neither text, outside a record
