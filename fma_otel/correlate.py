@@ -175,8 +175,6 @@ class Correlator:
         self._updated: dict[str, int] = {}  # requester uid or name-key -> wall ns of last fact
         self.years = YearResolver()
         self._evicted: OrderedDict[str, None] = OrderedDict()
-        #: Pod states refused by :meth:`add_pod` for a uid that another Pod has
-        self.uid_conflicts = 0
         #: why :meth:`add_pod` refused its last Pod state (for the caller's message)
         self.conflict: str = ""
         #: (namespace, name) -> (uid, creationTimestamp ns) of the live Pod of that name; a
@@ -195,14 +193,13 @@ class Correlator:
         """Take one Pod state; ``False`` when it is refused: a Pod whose uid is already
         another Pod's (another name or namespace).  Two objects never share a uid, so one of
         them is corrupt; merging them would make one trace of two requesters, silently.
-        The first one seen is kept, the others are counted in ``uid_conflicts``."""
+        The first one seen is kept; the caller counts the others (:attr:`conflict` says why)."""
         pod = ev.pod
         u = P.uid(pod)
         if not u:
             return True
         cur = self.store.get(u)
         if cur is not None and (P.name(cur), P.namespace(cur)) != (P.name(pod), P.namespace(pod)):
-            self.uid_conflicts += 1
             self.conflict = f"already that of {P.namespace(cur)}/{P.name(cur)}"
             return False
         # The same Pod (name, namespace, creation) under another uid before it was deleted:
@@ -211,7 +208,6 @@ class Correlator:
         created = P.created_ns(pod)
         prev = self._uid_by_name.get(key)
         if prev is not None and prev[0] != u and prev[1] == created:
-            self.uid_conflicts += 1
             self.conflict = f"but the same Pod (same creationTimestamp, not deleted) had uid {prev[0]}"
             return False
         if ev.event_type == "DELETED" or P.meta(pod).get("deletionTimestamp"):
