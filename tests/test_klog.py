@@ -168,6 +168,26 @@ def test_json_strings_with_spaces_and_quotes_and_nested_values():
     assert r.get("t") is True
 
 
+def test_pairs_read_the_same_before_and_after_a_json_value():
+    """The pairs before the first JSON object are cut out in one go, the ones after it one
+    at a time: a value reads the same either way (a leading-zero number, a bad escape kept
+    as written, an empty string, a constant), and many JSON values on one line all come."""
+    simple = 's=01 q="bad\\q" e="" t=false f=2.5 u="a\\"b"'
+    line = f'I0629 14:36:45.560317       1 x.go:1] "m" {simple} j={{"a":1}} {simple} k=[1] {simple}'
+    r = parse_klog_line(line)
+    assert r.get_all("s") == [1, 1, 1]
+    assert r.get_all("q") == ['"bad\\q"'] * 3
+    assert r.get_all("e") == [""] * 3
+    assert r.get_all("t") == [False] * 3
+    assert r.get_all("f") == [2.5] * 3
+    assert r.get_all("u") == ['a"b'] * 3
+    assert r.get("j") == {"a": 1} and r.get("k") == [1]
+    many = " ".join(f'k{i}={{"i":{i}}} v{i}="x"' for i in range(2000))
+    r = parse_klog_line(f'I0629 14:36:45.560317       1 x.go:1] "m" {many}')
+    assert len(r.kv) == 4000 and r.get("k1999") == {"i": 1999} and r.get("v1999") == "x"
+    assert not r.truncated
+
+
 def test_repeated_keys_are_kept_in_order():
     line = (
         'I0629 14:40:00.000001       1 inference-server.go:146] "Launcher pod deleted, cleaning up launcher data" '

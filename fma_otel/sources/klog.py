@@ -261,6 +261,10 @@ _PAIR = re.compile(
     rf"|(-?\d+{_POSS}(?:\.\d+{_POSS})?{_POSS}(?:[eE][-+]?\d+{_POSS})?{_POSS}|true|false|null))(?= |$)",
     re.ASCII,
 )
+#: Such pairs one after another, or else the rest of the text (4th group) from where the
+#: next pair is not one: ``findall`` then cuts out every pair of a line in one C call, and
+#: the rest is left to the general reading of one pair.
+_PAIRS = re.compile(f"{_PAIR.pattern}|((?s:.+))", re.ASCII).findall
 _RESYNC = re.compile(r" [A-Za-z_][A-Za-z0-9_.\-/]*=")
 _DECODER = json.JSONDecoder()
 _JSON_CONST: dict[str, Any] = {"true": True, "false": False, "null": None}
@@ -334,23 +338,21 @@ def _parse_pairs(s: str, i: int, kv: list[tuple[str, Any]]) -> tuple[str | None,
     which was then dropped.
     """
     n = len(s)
+    # Most lines hold only such pairs: one C call cuts them all out.  From the first pair
+    # that is not one, they are read one at a time (a line of many JSON values stays linear).
+    for key, q, tok, rest in _PAIRS(s, i):
+        if rest:
+            i = n - len(rest)
+            break
+        kv.append((key, _simple_value(q, tok)))
+    else:
+        return None, False
     pair = _PAIR.match
     while i < n:
         m = pair(s, i)
         if m is not None:
-            # Fast path: a quoted string or a JSON scalar, one C-level match per pair.
             key, q, tok = m.group(1, 2, 3)
-            if q is not None:
-                if "\\" in q:
-                    try:
-                        q = go_unquote(f'"{q}"')
-                    except ValueError:
-                        q = f'"{q}"'
-                kv.append((key, q))
-            elif tok in _JSON_CONST:
-                kv.append((key, _JSON_CONST[tok]))
-            else:
-                kv.append((key, _number(tok)))
+            kv.append((key, _simple_value(q, tok or "")))
             i = m.end()
             continue
         if s[i] != " ":
@@ -412,6 +414,19 @@ def _parse_pairs(s: str, i: int, kv: list[tuple[str, Any]]) -> tuple[str | None,
         kv.append((key, val))
         i = end
     return None, False
+
+
+def _simple_value(q: str, tok: str) -> Any:
+    """The value of a pair :data:`_PAIR` matched: its token (``""`` if none) as JSON, else
+    its quoted string's body unquoted (as written when Go would not have written it)."""
+    if tok:
+        return _JSON_CONST[tok] if tok in _JSON_CONST else _number(tok)
+    if "\\" not in q:
+        return q
+    try:
+        return go_unquote(f'"{q}"')
+    except ValueError:
+        return f'"{q}"'
 
 
 def _number(t: str) -> Any:
