@@ -169,9 +169,10 @@ def test_json_strings_with_spaces_and_quotes_and_nested_values():
 
 
 def test_pairs_read_the_same_before_and_after_a_json_value():
-    """The pairs before the first JSON object are cut out in one go, the ones after it one
-    at a time: a value reads the same either way (a leading-zero number, a bad escape kept
-    as written, an empty string, a constant), and many JSON values on one line all come."""
+    """Simple pairs are cut out by one expression up to a JSON value, which is read on its
+    own, then the expression goes on: each value reads the same wherever it is (a
+    leading-zero number, a bad escape kept as written, an empty string, a constant), and
+    the many JSON values of one line all come."""
     simple = 's=01 q="bad\\q" e="" t=false f=2.5 u="a\\"b"'
     line = f'I0629 14:36:45.560317       1 x.go:1] "m" {simple} j={{"a":1}} {simple} k=[1] {simple}'
     r = parse_klog_line(line)

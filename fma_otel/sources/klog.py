@@ -253,18 +253,17 @@ _NOT_QUOTE_OR_BS = r'[^"\\]'
 _NOT_KEY_END = r'[^ ="]'
 
 
-#: One pair whose value is a Go-quoted string or a JSON scalar, followed by a space or the
-#: end; captures (key, quoted body, token).
-_PAIR = re.compile(
+#: Each pair whose value is a Go-quoted string or a JSON scalar, followed by a space or the
+#: end, from a position on: (key, quoted body, token) each; else, from where the next pair
+#: is not one, the rest of the text once (all three empty: a key never is).  ``findall``
+#: cuts out a line's pairs in one C call (the rest costs nothing: ``.+`` jumps to the end).
+_PAIRS = re.compile(
     rf" ({_NOT_KEY_END}+{_POSS})="
     rf'(?:"({_NOT_QUOTE_OR_BS}*{_POSS}(?:\\.{_NOT_QUOTE_OR_BS}*{_POSS})*{_POSS})"'
-    rf"|(-?\d+{_POSS}(?:\.\d+{_POSS})?{_POSS}(?:[eE][-+]?\d+{_POSS})?{_POSS}|true|false|null))(?= |$)",
+    rf"|(-?\d+{_POSS}(?:\.\d+{_POSS})?{_POSS}(?:[eE][-+]?\d+{_POSS})?{_POSS}|true|false|null))(?= |$)"
+    r"|(?s:.+)",
     re.ASCII,
-)
-#: Such pairs one after another, or else the rest of the text (4th group) from where the
-#: next pair is not one: ``findall`` then cuts out every pair of a line in one C call, and
-#: the rest is left to the general reading of one pair.
-_PAIRS = re.compile(f"{_PAIR.pattern}|((?s:.+))", re.ASCII).findall
+).findall
 _RESYNC = re.compile(r" [A-Za-z_][A-Za-z0-9_.\-/]*=")
 _DECODER = json.JSONDecoder()
 _JSON_CONST: dict[str, Any] = {"true": True, "false": False, "null": None}
@@ -338,23 +337,25 @@ def _parse_pairs(s: str, i: int, kv: list[tuple[str, Any]]) -> tuple[str | None,
     which was then dropped.
     """
     n = len(s)
-    # Most lines hold only such pairs: one C call cuts them all out.  From the first pair
-    # that is not one, they are read one at a time (a line of many JSON values stays linear).
-    for key, q, tok, rest in _PAIRS(s, i):
-        if rest:
-            i = n - len(rest)
-            break
-        kv.append((key, _simple_value(q, tok)))
-    else:
-        return None, False
-    pair = _PAIR.match
     while i < n:
-        m = pair(s, i)
-        if m is not None:
-            key, q, tok = m.group(1, 2, 3)
-            kv.append((key, _simple_value(q, tok or "")))
-            i = m.end()
-            continue
+        found = _PAIRS(s, i)
+        rest = not found[-1][0]  # the text from where the next pair is not one
+        if rest:
+            found.pop()
+        for key, q, tok in found:
+            if tok:  # findall gives "" for a group that did not take part
+                kv.append((key, _JSON_CONST[tok] if tok in _JSON_CONST else _number(tok)))
+            elif "\\" in q:
+                try:
+                    kv.append((key, go_unquote(f'"{q}"')))
+                except ValueError:
+                    kv.append((key, f'"{q}"'))  # kept as written
+            else:
+                kv.append((key, q))
+        if not rest:
+            return None, False
+        # `` key="body"`` or `` key=token``: where the pair that is not one begins
+        i += sum(len(k) + (len(t) + 2 if t else len(q) + 4) for k, q, t in found)
         if s[i] != " ":
             # Only reachable after a raw value that ran to the end; nothing to resync to.
             return None, False
@@ -414,19 +415,6 @@ def _parse_pairs(s: str, i: int, kv: list[tuple[str, Any]]) -> tuple[str | None,
         kv.append((key, val))
         i = end
     return None, False
-
-
-def _simple_value(q: str, tok: str) -> Any:
-    """The value of a pair :data:`_PAIR` matched: its token (``""`` if none) as JSON, else
-    its quoted string's body unquoted (as written when Go would not have written it)."""
-    if tok:
-        return _JSON_CONST[tok] if tok in _JSON_CONST else _number(tok)
-    if "\\" not in q:
-        return q
-    try:
-        return go_unquote(f'"{q}"')
-    except ValueError:
-        return f'"{q}"'
 
 
 def _number(t: str) -> Any:
