@@ -221,7 +221,7 @@ class Correlator:
         if ready is not None:
             readies.add(ready)
         self._updated[u] = self._clock()
-        self.years.add_reference(P.created_ns(pod))
+        self.years.add_reference(created)
         return True
 
     def add_dpc(self, rec: KlogRecord) -> DpcFact | None:
