@@ -197,8 +197,9 @@ class _RequestState:
         #: The launcher's config object of this create (its secrets are scrubbed from
         #: exception texts); read only when an exception is recorded.
         self.config: Any = None
-        #: Set once a deferred create span (``_PendingSpan``) is opened for real.
-        self.resolved: Any = None
+        #: A deferred create (``_PendingSpan``): ``False`` until its span is opened for real
+        #: (or given up on), then ``True`` (``_mark_resolved``); ``None`` for any other.
+        self.resolved: bool | None = None
         #: A create span opened without its attributes (``_defer_attributes``): the
         #: request's scope and headers, and the attributes decided at the start, all set on
         #: the span after the response (``_finish``).
@@ -332,7 +333,7 @@ class FmaLauncherMiddleware:
         pending = _PendingSpan(self._owner, {}, t0)
         pending.request = (scope, headers, instance_id)  # its attributes: built at ``end``
         st = _RequestState(pending, True, JOIN_PENDING, instance_id)  # type: ignore[arg-type]
-        st.resolved = threading.Event()
+        st.resolved = False
         pending.state = st
         return st, None
 
@@ -778,7 +779,7 @@ class _Resolver:
                     st = pending.state
                     if st is not None and st.resolved is not None:
                         st.join = JOIN_FAILED  # its startup span is then not opened
-                        st.resolved.set()
+                        _mark_resolved(st)
 
 
 _RESOLVER = _Resolver()
@@ -798,7 +799,27 @@ def _resolve(pending: _PendingSpan) -> None:
     st.span, st.join, st.trace_hex = span, join, trace_hex
     span.end(end_time=pending.end_time)
     if st.resolved is not None:
-        st.resolved.set()
+        _mark_resolved(st)
+
+
+#: Signalled whenever a deferred create span is resolved: what the poller thread waits on
+#: before it opens that create's ``fma.vllm.startup`` (``_StartupOrder.ids``).  One for
+#: all creates rather than an ``Event`` each: an ``Event`` is a condition, a lock and a
+#: deque, kept per create for as long as its Pod answer is awaited (up to ``join_wait``),
+#: all of it memory the fork of every vLLM instance copies the page tables of.
+_RESOLVED = threading.Condition()
+
+
+def _mark_resolved(st: _RequestState) -> None:
+    with _RESOLVED:
+        st.resolved = True
+        _RESOLVED.notify_all()
+
+
+def _wait_resolved(st: _RequestState, timeout: float) -> None:
+    """Wait (bounded) until ``st``'s deferred create span is resolved."""
+    with _RESOLVED:
+        _RESOLVED.wait_for(lambda: st.resolved is not False, timeout)
 
 
 def _config_secrets(cfg: Any) -> list[str]:
@@ -1313,7 +1334,7 @@ class _StartupOrder:
         if ids is None and self.n < 0:
             st = self.state
             if st.resolved is not None:
-                st.resolved.wait(self.owner.podinfo.join_wait + self.owner.podinfo.timeout + 1.0)
+                _wait_resolved(st, self.owner.podinfo.join_wait + self.owner.podinfo.timeout + 1.0)
             if st.join in (JOIN_PENDING, JOIN_FAILED):
                 raise RuntimeError("create span not resolved")
             if st.trace_hex:

@@ -250,6 +250,10 @@ class StartupWatch:
         the healthy instant, if one was seen before the span could be opened)."""
         if self._opener is not None and self._ready is not None and not self._ready():
             self._stopped = reason  # never wait here (the launcher's stop path): the poller ends it
+            # Nothing probes a stopped instance: let its process object (its sentinel pipe,
+            # its finalizer) go now, not when the span can be opened (up to the Pod
+            # lookup's join wait later).
+            self.process = None
             return
         at = self._healthy_at
         if at is not None:

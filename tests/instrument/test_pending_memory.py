@@ -1,0 +1,104 @@
+"""What a create served before its Pod answer keeps while that answer is awaited.
+
+Why: such a create's spans are opened after the response, once the Pod answer is known
+(up to the join wait later); every create of a launcher whose API server is slow, hung or
+down is one.  Whatever each of them holds meanwhile is memory that every ``fork()`` of a
+vLLM instance copies the page tables of (issue 23), so a stopped instance's process object
+(its sentinel pipe, its finalizer) is let go at once, and the creates share one condition
+instead of an ``Event`` each.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+import weakref
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from opentelemetry.trace import StatusCode
+
+from fma_otel.instrument import launcher as L
+from fma_otel.instrument.launcher import CREATE_SPAN, STARTUP_SPAN, LauncherInstrumentor
+from fma_otel.instrument.podinfo import INSTANCE_ID_ANNOTATION, REQUESTER_ANNOTATION, PodInfo
+from fma_otel.instrument.vllm_phases import PhaseTail
+from fma_otel.instrument.vllm_watch import StartupWatch
+from tests.instrument.conftest import Tracing, load_fake_launcher, wait_until
+from tests.support.otlp_receiver import free_port
+
+
+def _gated_pod(gate: threading.Event) -> PodInfo:
+    """A Pod lookup whose API server answers (bound to ``inst-x``) only once ``gate`` is set."""
+
+    def fetch(namespace: str, name: str, timeout: float) -> dict[str, Any]:
+        gate.wait(10)
+        ann = {
+            REQUESTER_ANNOTATION: "5e1f0c2a-0000-4000-8000-0000000000cc req",
+            INSTANCE_ID_ANNOTATION: "inst-x",
+        }
+        return {"annotations": ann, "node_name": "node-1", "resource_version": "1"}
+
+    return PodInfo(fetch, env={"POD_NAME": "launcher-1", "NAMESPACE": "fma-test"})
+
+
+def _alive(cls: type) -> list[Any]:
+    gc.collect()
+    return [o for o in gc.get_objects() if isinstance(o, cls)]
+
+
+@pytest.mark.slow
+def test_a_stopped_instance_is_let_go_while_its_create_awaits_its_pod_answer(tracing: Tracing) -> None:
+    gate = threading.Event()
+    launcher = load_fake_launcher()
+    inst = LauncherInstrumentor()
+    inst.instrument(
+        tracer_provider=tracing.provider, pod_info=_gated_pod(gate), configure_sdk=False, skip_dep_check=True
+    )
+    try:
+        with TestClient(launcher.app) as client:
+            cfg = {"options": f"--model tiny --port {free_port()}"}
+            assert client.put("/v2/vllm/instances/inst-x", json=cfg).status_code == 201
+            process = weakref.ref(launcher.vllm_manager.instances["inst-x"].process)
+            assert client.delete("/v2/vllm/instances/inst-x").status_code == 200
+            # The answer is still awaited, yet the stopped instance's process is let go
+            # (the log tail sees the exit within a few of its steps).
+            assert wait_until(lambda: (gc.collect(), process() is None)[1], 5)
+            (tail,) = _alive(PhaseTail)
+            assert tail.process is None and tail.exited
+            (watch,) = _alive(StartupWatch)
+            assert watch.process is None and not watch.ended
+            assert not tracing.spans(CREATE_SPAN) and not tracing.spans(STARTUP_SPAN)
+            gate.set()
+            # The answer comes: the create span joins, its startup span ends with the stop.
+            assert wait_until(lambda: tracing.spans(STARTUP_SPAN), 10)
+    finally:
+        gate.set()
+        inst.uninstrument()
+        launcher.vllm_manager.stop_all_instances(timeout=2)
+    (create,) = tracing.spans(CREATE_SPAN)
+    (startup,) = tracing.spans(STARTUP_SPAN)
+    assert create.attributes["fma.join"] == "annotation"
+    assert startup.parent is not None and startup.context.trace_id == create.context.trace_id
+    assert startup.status.status_code is StatusCode.ERROR
+    assert "stopped" in (startup.status.description or "")
+
+
+def test_deferred_creates_share_one_condition_not_an_event_each(tracing: Tracing) -> None:
+    """A deferred create's state is a flag (``False`` until resolved); the thread that waits
+    for it (the poller, opening its startup span) is woken when it is resolved."""
+    pending = L._PendingSpan.__new__(L._PendingSpan)
+    st = L._RequestState(pending, True, L.JOIN_PENDING, "i")  # type: ignore[arg-type]
+    st.resolved = False
+    woke: list[bool | None] = []
+    waiter = threading.Thread(target=lambda: (L._wait_resolved(st, 10.0), woke.append(st.resolved)))
+    waiter.start()
+    assert not woke
+    L._mark_resolved(st)
+    waiter.join(5)
+    assert woke == [True]
+    # Bounded: one never resolved is waited for no longer than asked.
+    other = L._RequestState(pending, True, L.JOIN_PENDING, "j")  # type: ignore[arg-type]
+    other.resolved = False
+    L._wait_resolved(other, 0.01)
+    assert other.resolved is False
