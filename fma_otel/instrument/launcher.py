@@ -1484,9 +1484,20 @@ def _unpatch_module(mod: ModuleType) -> None:
         unwrap(mod, "vllm_kickoff")
 
 
+#: What ``get_excluded_urls("FMA_LAUNCHER")`` reads first (then ``OTEL_PYTHON_EXCLUDED_URLS``).
+_EXCLUDED_ENV = "OTEL_PYTHON_FMA_LAUNCHER_EXCLUDED_URLS"
+
+
 def _excluded_urls() -> Any:
     """The ``OTEL_PYTHON_FMA_LAUNCHER_EXCLUDED_URLS`` list, or ``None`` when it is empty
-    (so the common case costs one truth test per request, not a regex search)."""
+    (so the common case costs one truth test per request, not a regex search).
+
+    ``opentelemetry.util.http`` (and the semantic-convention tables it loads) is imported
+    only when one of the two variables it reads is set: unset, the list is empty anyway,
+    and the module would only be memory each ``fork()`` of a vLLM instance copies the
+    page tables of."""
+    if not (os.environ.get(_EXCLUDED_ENV) or os.environ.get("OTEL_PYTHON_EXCLUDED_URLS")):
+        return None
     try:
         from opentelemetry.util.http import get_excluded_urls
 
