@@ -571,9 +571,10 @@ class _Buffered(trace.Span):
     def __init__(self, attrs: dict[str, Any], t0: int) -> None:
         self.attrs = attrs
         self.t0 = t0
-        self.events: list[tuple[str, dict[str, Any], int]] = []
+        #: Made at the first one (most requests record none: two lists fewer per create).
+        self.events: list[tuple[str, dict[str, Any], int]] | None = None
         self.status: Status | None = None
-        self.exceptions: list[tuple[BaseException, Any, int | None, bool]] = []
+        self.exceptions: list[tuple[BaseException, Any, int | None, bool]] | None = None
         self.name: str | None = None
 
     def update_name(self, name: str) -> None:
@@ -586,6 +587,8 @@ class _Buffered(trace.Span):
         timestamp: int | None = None,
         escaped: bool = False,
     ) -> None:
+        if self.exceptions is None:
+            self.exceptions = []
         self.exceptions.append((exception, attributes, timestamp or time.time_ns(), escaped))
 
     def is_recording(self) -> bool:
@@ -603,15 +606,17 @@ class _Buffered(trace.Span):
     def add_event(
         self, name: str, attributes: dict[str, Any] | None = None, timestamp: int | None = None
     ) -> None:
+        if self.events is None:
+            self.events = []
         self.events.append((name, dict(attributes or {}), timestamp or time.time_ns()))
 
     def replay(self, span: trace.Span, attributes: bool = True) -> None:
         """Give ``span`` what was recorded here (``attributes``: the attributes too)."""
         if attributes and self.attrs:
             span.set_attributes(self.attrs)
-        for name, attrs, ts in self.events:
+        for name, attrs, ts in self.events or ():
             span.add_event(name, attrs, ts)
-        for exc, attrs, ts, escaped in self.exceptions:
+        for exc, attrs, ts, escaped in self.exceptions or ():
             span.record_exception(exc, attrs, ts, escaped)
         if self.status is not None:
             span.set_status(self.status)

@@ -102,3 +102,57 @@ def test_deferred_creates_share_one_condition_not_an_event_each(tracing: Tracing
     other.resolved = False
     L._wait_resolved(other, 0.01)
     assert other.resolved is False
+
+
+class _Stand(L._Buffered):
+    """A ``_Buffered`` as its subclasses (``_LateSpan``, ``_PendingSpan``) use it."""
+
+    __slots__ = ()
+
+    def get_span_context(self) -> Any:
+        return L.trace.INVALID_SPAN_CONTEXT
+
+    def end(self, end_time: int | None = None) -> None:
+        pass
+
+
+def test_a_buffered_span_holds_no_lists_until_it_records_and_replays_what_it_recorded(
+    tracing: Tracing,
+) -> None:
+    """What a request records on its create span's stand-in reaches the real span; a
+    request that records nothing (nearly all) costs it no event or exception list."""
+    quiet = _Stand({"a": 1}, 0)
+    assert quiet.events is None and quiet.exceptions is None
+    span = tracing.provider.get_tracer("t").start_span("quiet")
+    quiet.replay(span)
+    span.end()
+    busy = _Stand({}, 0)
+    busy.set_attribute("b", 2)
+    busy.add_event("ev", {"k": "v"}, timestamp=5)
+    busy.record_exception(ValueError("boom"), timestamp=6)
+    busy.set_status(L.Status(StatusCode.ERROR, "bad"))
+    busy.update_name("renamed")
+    span = tracing.provider.get_tracer("t").start_span("busy")
+    busy.replay(span)
+    span.end()
+    quiet_span, busy_span = tracing.spans()
+    assert dict(quiet_span.attributes) == {"a": 1} and not quiet_span.events
+    assert busy_span.name == "renamed" and dict(busy_span.attributes) == {"b": 2}
+    assert [(e.name, e.timestamp) for e in busy_span.events] == [("ev", 5), ("exception", 6)]
+    assert busy_span.events[1].attributes["exception.message"] == "boom"
+    assert busy_span.status.status_code is StatusCode.ERROR
+
+
+def test_a_kick_already_asked_for_is_not_made_again() -> None:
+    """Every create kicks the Pod lookup while its answer is missing: only the first of a
+    run sets the event (and takes its lock); once the thread took it, the next one does."""
+    pod = PodInfo(lambda *a: {"annotations": {}}, env={"POD_NAME": "p", "NAMESPACE": "n"})
+    sets: list[bool] = []
+    real_set = pod._kick.set
+    pod._kick.set = lambda: (sets.append(True), real_set())  # type: ignore[method-assign]
+    pod.kick()
+    pod.kick()
+    assert pod._kick.is_set() and len(sets) == 1
+    pod._kick.clear()  # the background thread took it
+    pod.kick()
+    assert pod._kick.is_set() and len(sets) == 2
