@@ -11,8 +11,13 @@ instead of an ``Event`` each.
 from __future__ import annotations
 
 import gc
+import json
+import os
+import subprocess
+import sys
 import threading
 import weakref
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,6 +31,8 @@ from fma_otel.instrument.vllm_phases import PhaseTail
 from fma_otel.instrument.vllm_watch import StartupWatch
 from tests.instrument.conftest import Tracing, load_fake_launcher, wait_until
 from tests.support.otlp_receiver import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _gated_pod(gate: threading.Event) -> PodInfo:
@@ -156,3 +163,55 @@ def test_a_kick_already_asked_for_is_not_made_again() -> None:
     pod._kick.clear()  # the background thread took it
     pod.kick()
     assert pod._kick.is_set() and len(sets) == 2
+
+
+THREADS_SCRIPT = """
+import json, sys, threading, time
+from pathlib import Path
+import fma_otel
+sys.path.insert(0, str(Path(fma_otel.__file__).parents[1]))
+from fastapi.testclient import TestClient
+from tests.instrument.conftest import Tracing, load_fake_launcher, wait_until
+from tests.instrument.test_pending_memory import _gated_pod
+from tests.support.otlp_receiver import free_port
+from fma_otel.instrument.launcher import CREATE_SPAN, LauncherInstrumentor
+
+def threads():
+    return sorted(t.name for t in threading.enumerate() if t.name.startswith("fma-otel-"))
+
+gate = threading.Event()
+tracing = Tracing()
+launcher = load_fake_launcher()
+inst = LauncherInstrumentor()
+inst.instrument(tracer_provider=tracing.provider, pod_info=_gated_pod(gate), configure_sdk=False,
+                skip_dep_check=True)
+out = {"installed": threads()}
+with TestClient(launcher.app) as client:
+    assert client.get("/health").status_code == 200
+    out["served"] = threads()
+    cfg = {"options": "--model tiny --port %d" % free_port()}
+    assert client.put("/v2/vllm/instances/inst-x", json=cfg).status_code == 201
+    out["deferred"] = threads()
+    gate.set()
+    assert wait_until(lambda: tracing.spans(CREATE_SPAN), 10)
+    assert client.delete("/v2/vllm/instances/inst-x").status_code == 200
+inst.uninstrument()
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_the_resolver_thread_starts_at_the_first_create_it_must_resolve() -> None:
+    """The Pod lookup's thread starts with the app; the resolver's only when a create is
+    served before its Pod answer (a launcher whose lookup always answers in time never has
+    it), in a fresh interpreter (the resolver is one per process)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "FMA_OTEL_"))}
+    env.update(PYTHONPATH=str(ROOT), OTEL_TRACES_EXPORTER="none")
+    res = subprocess.run(
+        [sys.executable, "-c", THREADS_SCRIPT], env=env, capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out["installed"] == []
+    assert out["served"] == ["fma-otel-podinfo"]
+    assert out["deferred"] == ["fma-otel-join", "fma-otel-podinfo", "fma-otel-vllm-startup"]
