@@ -1326,7 +1326,7 @@ class _StartupOrder:
         self.n = n
         self.t0 = t0
         self._ids: tuple[str, str] | None = None
-        self.watch = StartupWatch(None, None, None, opener=self.open, ready=self.ready, port_of=self.port)
+        self.watch = StartupWatch(None, None, None, source=self)
 
     @property
     def child_env(self) -> _StartupOrder:

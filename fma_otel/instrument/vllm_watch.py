@@ -198,7 +198,9 @@ class StartupWatch:
 
     The span may be given open, or as an ``opener`` that the poller thread calls first
     (returning the span and the port): that keeps building the span's attributes off the
-    create request's path.  Whoever ends the watch first (poller, ``stop``) opens it if
+    create request's path.  Or as a ``source``: an object with ``open()`` (the opener),
+    ``ready()`` and ``port()`` (as ``ready`` and ``port_of``) - one bound method made on
+    the create request's path instead of three, and held meanwhile.  Whoever ends the watch first (poller, ``stop``) opens it if
     still needed, so a span is never lost and never ended twice.
     """
 
@@ -214,6 +216,7 @@ class StartupWatch:
         opener: Callable[[], tuple[Span | None, int | None]] | None = None,
         ready: Callable[[], bool] | None = None,
         port_of: Callable[[], int | None] | None = None,
+        source: Any = None,
     ) -> None:
         self.span = span
         self.process = process
@@ -227,7 +230,8 @@ class StartupWatch:
         self.deadline = 0.0
         self.due = 0.0
         self.polls = 0
-        self._opener = opener
+        self._source = source
+        self._opener = opener if opener is not None or source is None else source.open
         #: Whether the opener can run without waiting (a deferred create's span resolved).
         self._ready = ready
         self._port_of = port_of
@@ -248,7 +252,7 @@ class StartupWatch:
     def stop(self, reason: str = "instance stopped before it answered GET /health") -> None:
         """Called when the launcher stops the instance: end now, with an error (or OK at
         the healthy instant, if one was seen before the span could be opened)."""
-        if self._opener is not None and self._ready is not None and not self._ready():
+        if self._opener is not None and not self._can_open():
             self._stopped = reason  # never wait here (the launcher's stop path): the poller ends it
             # Nothing probes a stopped instance: let its process object (its sentinel pipe,
             # its finalizer) go now, not when the span can be opened (up to the Pod
@@ -272,6 +276,12 @@ class StartupWatch:
                 span.end()
             except Exception:  # noqa: BLE001 - do no harm
                 logger.debug("fma-otel: ending fma.vllm.startup failed", exc_info=True)
+
+    def _can_open(self) -> bool:
+        """Can the opener run without waiting (call only while it is still to run)?"""
+        if self._source is not None:
+            return bool(self._source.ready())
+        return self._ready is None or bool(self._ready())
 
     def _open(self) -> None:
         """Open the span if it is still pending (call with ``_done`` held)."""
@@ -332,7 +342,7 @@ class StartupWatch:
             if not self.deadline:
                 self.deadline = self._born + self.timeout
             if self._opener is not None:
-                if self._ready is not None and not self._ready():
+                if not self._can_open():
                     # Its create span is resolved after the response: watch the instance
                     # meanwhile, and end the span at the healthy instant once it opens.
                     if self._stopped is None:
@@ -351,8 +361,10 @@ class StartupWatch:
     def _early_probe(self) -> None:
         if self._healthy_at is not None:
             return
-        if self.port is None and self._port_of is not None:
-            self.port = self._port_of()
+        if self.port is None:
+            port_of = self._source.port if self._source is not None else self._port_of
+            if port_of is not None:
+                self.port = port_of()
         if self.port is None or _exited(self.process):
             return
         assert self.interval is not None

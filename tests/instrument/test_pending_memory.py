@@ -215,3 +215,37 @@ def test_the_resolver_thread_starts_at_the_first_create_it_must_resolve() -> Non
     assert out["installed"] == []
     assert out["served"] == ["fma-otel-podinfo"]
     assert out["deferred"] == ["fma-otel-join", "fma-otel-podinfo", "fma-otel-vllm-startup"]
+
+
+class _Source:
+    """What a create request's ``_StartupOrder`` gives its watch: ``open``, ``ready``, ``port``."""
+
+    def __init__(self, span: Any) -> None:
+        self.span, self.is_ready, self.calls = span, False, []
+
+    def open(self) -> tuple[Any, int | None]:
+        self.calls.append("open")
+        return self.span, 1
+
+    def ready(self) -> bool:
+        self.calls.append("ready")
+        return self.is_ready
+
+    def port(self) -> int | None:
+        self.calls.append("port")
+        return None  # nothing to probe: no HTTP from this test
+
+
+def test_a_watch_given_a_source_opens_its_span_from_it_once_ready(tracing: Tracing) -> None:
+    span = tracing.provider.get_tracer("t").start_span("fma.vllm.startup")
+    source = _Source(span)
+    watch = StartupWatch(None, None, None, source=source, interval=0.01, timeout=60)
+    watch.step()  # not ready: watched meanwhile (its port asked), not opened
+    assert source.calls == ["ready", "port"] and watch.span is None and not watch.ended
+    watch.stop("stopped early")  # not ready: remembered, ended once it can be opened
+    assert not watch.ended
+    source.is_ready = True
+    watch.step()
+    assert watch.ended and source.calls.count("open") == 1
+    (ended,) = tracing.spans("fma.vllm.startup")
+    assert ended.status.status_code is StatusCode.ERROR and ended.status.description == "stopped early"
