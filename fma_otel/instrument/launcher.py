@@ -823,6 +823,8 @@ def _mark_resolved(st: _RequestState) -> None:
 
 def _wait_resolved(st: _RequestState, timeout: float) -> None:
     """Wait (bounded) until ``st``'s deferred create span is resolved."""
+    if st.resolved is not False:
+        return  # resolved, or never deferred: the shared lock is not even taken
     with _RESOLVED:
         _RESOLVED.wait_for(lambda: st.resolved is not False, timeout)
 

@@ -200,8 +200,9 @@ class StartupWatch:
     (returning the span and the port): that keeps building the span's attributes off the
     create request's path.  Or as a ``source``: an object with ``open()`` (the opener),
     ``ready()`` and ``port()`` (as ``ready`` and ``port_of``) - one bound method made on
-    the create request's path instead of three, and held meanwhile.  Whoever ends the watch first (poller, ``stop``) opens it if
-    still needed, so a span is never lost and never ended twice.
+    the create request's path instead of three, and held meanwhile.  Whoever ends the
+    watch first (poller, ``stop``) opens it if still needed, so a span is never lost and
+    never ended twice.
     """
 
     def __init__(
