@@ -372,10 +372,13 @@ class PhaseTail:
 
     def _emit_when_open(self) -> None:
         """Emit if the startup span is open (a deferred create opens it later); give up if
-        it never will be."""
+        it never will be, or if there is nothing to emit: called once the log is read to
+        its end, so without a record now none will come.  (Else an instance stopped before
+        it logged, whose create awaits its Pod answer, would be stepped - its log looked
+        for - until that answer comes.)"""
         span = getattr(self.watch, "span", None)
         if span is None:
-            if getattr(self.watch, "ended", False) or time.time_ns() >= self.deadline_ns:
+            if not self.records or getattr(self.watch, "ended", False) or time.time_ns() >= self.deadline_ns:
                 self._finish()
             return
         try:

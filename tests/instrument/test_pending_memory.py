@@ -16,8 +16,10 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import weakref
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -249,3 +251,21 @@ def test_a_watch_given_a_source_opens_its_span_from_it_once_ready(tracing: Traci
     assert watch.ended and source.calls.count("open") == 1
     (ended,) = tracing.spans("fma.vllm.startup")
     assert ended.status.status_code is StatusCode.ERROR and ended.status.description == "stopped early"
+
+
+@pytest.mark.parametrize("logged", [False, True])
+def test_a_tail_with_nothing_to_emit_is_done_once_its_instance_ended(tmp_path: Path, logged: bool) -> None:
+    """An instance that ended without a log record, whose startup span is not open yet (its
+    create awaits its Pod answer): its tail is done at once, not stepped - its log looked
+    for - until the span opens.  With a record, it waits for the span (the control)."""
+    log = tmp_path / "instance.log"
+    if logged:
+        log.write_bytes(b"INFO 06-29 07:36:25 [__init__.py:239] Automatically detected platform cuda.\n")
+    watch = SimpleNamespace(ended=False, span=None)
+    gone = SimpleNamespace(pid=2**22 + 1, _popen=SimpleNamespace(returncode=0))
+    tail = PhaseTail(watch, str(log), "--model m", None, process=gone)
+    for _ in range(3):
+        tail.step(time.time_ns())
+    assert tail.exited and tail.process is None
+    assert tail.done is not logged
+    assert len(tail.records) == (1 if logged else 0)
