@@ -240,6 +240,8 @@ class StartupWatch:
         self._healthy_at: int | None = None
         #: ``stop``'s reason, when it came before the span could be opened.
         self._stopped: str | None = None
+        #: ...and when: the span, opened later, ends at the stop, not when it could be opened.
+        self._stopped_at: int | None = None
         self._done = threading.Lock()
         self._ended = False
         #: The instance's log follower (``vllm_phases.PhaseTail``), if one was started: it
@@ -255,6 +257,8 @@ class StartupWatch:
         the healthy instant, if one was seen before the span could be opened)."""
         if self._opener is not None and not self._can_open():
             self._stopped = reason  # never wait here (the launcher's stop path): the poller ends it
+            if self._stopped_at is None:
+                self._stopped_at = time.time_ns()
             # Nothing probes a stopped instance: let its process object (its sentinel pipe,
             # its finalizer) go now, not when the span can be opened (up to the Pod
             # lookup's join wait later).
@@ -264,7 +268,7 @@ class StartupWatch:
         if at is not None:
             self._finish(StatusCode.OK, end_ns=at, **{A_POLLS: self.polls, A_HEALTHY_AT: at})
             return
-        self._finish(StatusCode.ERROR, reason)
+        self._finish(StatusCode.ERROR, reason, end_ns=self._stopped_at)
 
     def fail(self, exc: BaseException, message: str, secrets: list[str] | None = None) -> None:
         """The fork itself failed: record the exception (scrubbed of the instance's

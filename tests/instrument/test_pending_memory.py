@@ -70,6 +70,7 @@ def test_a_stopped_instance_is_let_go_while_its_create_awaits_its_pod_answer(tra
             assert client.put("/v2/vllm/instances/inst-x", json=cfg).status_code == 201
             process = weakref.ref(launcher.vllm_manager.instances["inst-x"].process)
             assert client.delete("/v2/vllm/instances/inst-x").status_code == 200
+            deleted = time.time_ns()
             # The answer is still awaited, yet the stopped instance's process is let go
             # (the log tail sees the exit within a few of its steps).
             assert wait_until(lambda: (gc.collect(), process() is None)[1], 5)
@@ -91,6 +92,8 @@ def test_a_stopped_instance_is_let_go_while_its_create_awaits_its_pod_answer(tra
     assert startup.parent is not None and startup.context.trace_id == create.context.trace_id
     assert startup.status.status_code is StatusCode.ERROR
     assert "stopped" in (startup.status.description or "")
+    # It ends when the instance was stopped, not when its Pod answer came (nothing invented).
+    assert startup.end_time <= deleted
 
 
 def test_deferred_creates_share_one_condition_not_an_event_each(tracing: Tracing) -> None:
