@@ -193,6 +193,13 @@ class _Poller:
 _POLLER = _Poller()
 
 
+#: Seconds between the steps of a watch whose instance was stopped before its span could be
+#: opened (its create awaits its Pod answer): only that opening is waited for, and the span
+#: ends at the stop instant whenever it is seen - fewer steps of the poller, which shares
+#: the launcher's GIL, for every such create.
+STOPPED_INTERVAL = 0.5
+
+
 class StartupWatch:
     """Watches one instance; ends its span exactly once (healthy, exited, stopped, timeout).
 
@@ -352,6 +359,8 @@ class StartupWatch:
                     # meanwhile, and end the span at the healthy instant once it opens.
                     if self._stopped is None:
                         self._early_probe()
+                    else:  # nothing to probe; the span, once open, ends at the stop instant
+                        self.interval = max(self.interval, STOPPED_INTERVAL)
                     return
                 with self._done:
                     if not self._ended:

@@ -30,7 +30,7 @@ from fma_otel.instrument import launcher as L
 from fma_otel.instrument.launcher import CREATE_SPAN, STARTUP_SPAN, LauncherInstrumentor
 from fma_otel.instrument.podinfo import INSTANCE_ID_ANNOTATION, REQUESTER_ANNOTATION, PodInfo
 from fma_otel.instrument.vllm_phases import PhaseTail
-from fma_otel.instrument.vllm_watch import StartupWatch
+from fma_otel.instrument.vllm_watch import STOPPED_INTERVAL, StartupWatch
 from tests.instrument.conftest import Tracing, load_fake_launcher, wait_until
 from tests.support.otlp_receiver import free_port
 
@@ -249,6 +249,8 @@ def test_a_watch_given_a_source_opens_its_span_from_it_once_ready(tracing: Traci
     assert source.calls == ["ready", "port"] and watch.span is None and not watch.ended
     watch.stop("stopped early")  # not ready: remembered, ended once it can be opened
     assert not watch.ended
+    watch.step()  # still not ready: stepped less often from now on, not probed
+    assert watch.interval == STOPPED_INTERVAL and source.calls == ["ready", "port", "ready", "ready"]
     source.is_ready = True
     watch.step()
     assert watch.ended and source.calls.count("open") == 1
