@@ -4,6 +4,7 @@
     python benchmarks/bench_create.py --baseline /tmp/base   # also another checkout's fma_otel
     python benchmarks/bench_create.py --profile "lookup healthy" [--threads] [--top 40]
     python benchmarks/bench_create.py --import-costs   # RssAnon each of the wrappers' imports adds
+    python benchmarks/bench_create.py --memory "lookup healthy" --fork real --creates 100 --top 25
 
 Why this exists next to ``bench_fork.py``: ``bench_fork`` times creates at an HTTP client
 against separate launcher processes, so a fraction of a millisecond of the wrapper's own
@@ -53,6 +54,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 import types
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -322,11 +324,20 @@ def _anon_kib() -> int:
 
 
 def worker(
-    name: str, n: int, warmup: int, gap: float, fork: str, profile: Any = None, steps: bool = False
+    name: str,
+    n: int,
+    warmup: int,
+    gap: float,
+    fork: str,
+    profile: Any = None,
+    steps: bool = False,
+    memory_top: int = 0,
 ) -> dict[str, Any]:
     """One configuration in this process (its environment already set by the caller); the
     result says which ``fma_otel`` it ran, and the anonymous memory after the launcher's
-    own imports, after the wrappers' (or the floor's) and after the creates."""
+    own imports, after the wrappers' (or the floor's) and after the creates.
+    ``memory_top``: also the ``memory_top`` lines whose allocations are still held after
+    the creates (``tracemalloc`` from the launcher's load on; ``--memory``)."""
     import multiprocessing  # noqa: F401
 
     import fastapi  # noqa: F401 - what the launcher imports anyway, measured before the wrappers
@@ -350,7 +361,21 @@ def worker(
     launcher = _load_launcher(fork)
     if floor:
         launcher.app = floor["traced"](launcher.app)
+    if memory_top:
+        tracemalloc.start()
+        before = tracemalloc.take_snapshot()
     out = asyncio.run(_run_creates(launcher, n, warmup, gap, fork, profile, steps))
+    if memory_top:
+        gc.collect()
+        ignore = [tracemalloc.Filter(False, tracemalloc.__file__)]
+        diff = (
+            tracemalloc.take_snapshot()
+            .filter_traces(ignore)
+            .compare_to(before.filter_traces(ignore), "lineno")
+        )
+        tracemalloc.stop()
+        out["held_kib"] = sum(d.size_diff for d in diff) / 1024
+        out["held"] = [[d.size_diff / 1024, d.count_diff, str(d.traceback)] for d in diff[:memory_top]]
     anon.append(_anon_kib())
     import fma_otel
 
@@ -411,20 +436,24 @@ def servers(names: list[str]) -> Iterator[dict[str, str]]:
 
 
 def run_one(name: str, rx: dict[str, str], args: argparse.Namespace) -> dict[str, Any]:
-    argv = [
-        sys.executable,
-        __file__,
-        "--worker",
-        name,
-        "--creates",
-        str(args.creates),
-        "--warmup",
-        str(args.warmup),
-        "--gap",
-        str(args.gap),
-        "--fork",
-        args.fork,
-    ] + (["--steps"] if args.steps else [])
+    argv = (
+        [
+            sys.executable,
+            __file__,
+            "--worker",
+            name,
+            "--creates",
+            str(args.creates),
+            "--warmup",
+            str(args.warmup),
+            "--gap",
+            str(args.gap),
+            "--fork",
+            args.fork,
+        ]
+        + (["--steps"] if args.steps else [])
+        + (["--memory-top", str(args.top)] if args.memory else [])
+    )
     env = _env_of(name, rx, args.baseline)
     res = subprocess.run(argv, env=env, capture_output=True, text=True, cwd=REPO)
     if res.returncode != 0:
@@ -459,16 +488,32 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="with --fork real: split the faults from the fork to the response by where they happen",
     )
+    ap.add_argument(
+        "--memory",
+        metavar="NAME",
+        help="what NAME and the bare SDK span still hold after the creates, by line (tracemalloc; --top rows)",
+    )
+    ap.add_argument("--memory-top", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--worker", metavar="NAME", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
-        out = worker(args.worker, args.creates, args.warmup, args.gap, args.fork, steps=args.steps)
+        out = worker(
+            args.worker,
+            args.creates,
+            args.warmup,
+            args.gap,
+            args.fork,
+            steps=args.steps,
+            memory_top=args.memory_top,
+        )
         print(json.dumps(out))
         return 0
     if args.profile:
         return profile(args)
     if args.import_costs:
         return import_costs()
+    if args.memory:
+        return memory(args)
     names = [n for n in CONFIGS if n == BASE or not args.only or any(w in n for w in args.only)]
     if args.baseline:
         # The same configurations with the other code, in the same rounds (the machine's
@@ -604,6 +649,19 @@ def import_costs() -> int:
     print("| step (in this order) | anon KiB |\n| --- | ---: |")
     for stmt, kib in rows:
         print(f"| `{stmt}` | {kib} |")
+    return 0
+
+
+def memory(args: argparse.Namespace) -> int:
+    """``--memory NAME``: the allocations NAME (and the bare SDK span, for comparison) still
+    holds after the creates, by line: what the wrappers keep per create, bounded or not."""
+    names = [args.memory, BARE]
+    with servers(names) as rx:
+        for name in names:
+            res = run_one(name, rx, args)
+            print(f"== {name}: {res['held_kib']:.1f} KiB held after {args.warmup + args.creates} creates")
+            for kib, count, where in res["held"]:
+                print(f"{kib:9.1f} KiB {count:+7d}  {where}")
     return 0
 
 

@@ -197,8 +197,9 @@ class _RequestState:
         #: The launcher's config object of this create (its secrets are scrubbed from
         #: exception texts); read only when an exception is recorded.
         self.config: Any = None
-        #: Set once a deferred create span (``_PendingSpan``) is opened for real.
-        self.resolved: Any = None
+        #: A deferred create (``_PendingSpan``): ``False`` until its span is opened for real
+        #: (or given up on), then ``True`` (``_mark_resolved``); ``None`` for any other.
+        self.resolved: bool | None = None
         #: A create span opened without its attributes (``_defer_attributes``): the
         #: request's scope and headers, and the attributes decided at the start, all set on
         #: the span after the response (``_finish``).
@@ -332,7 +333,7 @@ class FmaLauncherMiddleware:
         pending = _PendingSpan(self._owner, {}, t0)
         pending.request = (scope, headers, instance_id)  # its attributes: built at ``end``
         st = _RequestState(pending, True, JOIN_PENDING, instance_id)  # type: ignore[arg-type]
-        st.resolved = threading.Event()
+        st.resolved = False
         pending.state = st
         return st, None
 
@@ -570,9 +571,10 @@ class _Buffered(trace.Span):
     def __init__(self, attrs: dict[str, Any], t0: int) -> None:
         self.attrs = attrs
         self.t0 = t0
-        self.events: list[tuple[str, dict[str, Any], int]] = []
+        #: Made at the first one (most requests record none: two lists fewer per create).
+        self.events: list[tuple[str, dict[str, Any], int]] | None = None
         self.status: Status | None = None
-        self.exceptions: list[tuple[BaseException, Any, int | None, bool]] = []
+        self.exceptions: list[tuple[BaseException, Any, int | None, bool]] | None = None
         self.name: str | None = None
 
     def update_name(self, name: str) -> None:
@@ -585,6 +587,8 @@ class _Buffered(trace.Span):
         timestamp: int | None = None,
         escaped: bool = False,
     ) -> None:
+        if self.exceptions is None:
+            self.exceptions = []
         self.exceptions.append((exception, attributes, timestamp or time.time_ns(), escaped))
 
     def is_recording(self) -> bool:
@@ -602,15 +606,17 @@ class _Buffered(trace.Span):
     def add_event(
         self, name: str, attributes: dict[str, Any] | None = None, timestamp: int | None = None
     ) -> None:
+        if self.events is None:
+            self.events = []
         self.events.append((name, dict(attributes or {}), timestamp or time.time_ns()))
 
     def replay(self, span: trace.Span, attributes: bool = True) -> None:
         """Give ``span`` what was recorded here (``attributes``: the attributes too)."""
         if attributes and self.attrs:
             span.set_attributes(self.attrs)
-        for name, attrs, ts in self.events:
+        for name, attrs, ts in self.events or ():
             span.add_event(name, attrs, ts)
-        for exc, attrs, ts, escaped in self.exceptions:
+        for exc, attrs, ts, escaped in self.exceptions or ():
             span.record_exception(exc, attrs, ts, escaped)
         if self.status is not None:
             span.set_status(self.status)
@@ -778,7 +784,7 @@ class _Resolver:
                     st = pending.state
                     if st is not None and st.resolved is not None:
                         st.join = JOIN_FAILED  # its startup span is then not opened
-                        st.resolved.set()
+                        _mark_resolved(st)
 
 
 _RESOLVER = _Resolver()
@@ -798,7 +804,29 @@ def _resolve(pending: _PendingSpan) -> None:
     st.span, st.join, st.trace_hex = span, join, trace_hex
     span.end(end_time=pending.end_time)
     if st.resolved is not None:
-        st.resolved.set()
+        _mark_resolved(st)
+
+
+#: Signalled whenever a deferred create span is resolved: what the poller thread waits on
+#: before it opens that create's ``fma.vllm.startup`` (``_StartupOrder.ids``).  One for
+#: all creates rather than an ``Event`` each: an ``Event`` is a condition, a lock and a
+#: deque, kept per create for as long as its Pod answer is awaited (up to ``join_wait``),
+#: all of it memory the fork of every vLLM instance copies the page tables of.
+_RESOLVED = threading.Condition()
+
+
+def _mark_resolved(st: _RequestState) -> None:
+    with _RESOLVED:
+        st.resolved = True
+        _RESOLVED.notify_all()
+
+
+def _wait_resolved(st: _RequestState, timeout: float) -> None:
+    """Wait (bounded) until ``st``'s deferred create span is resolved."""
+    if st.resolved is not False:
+        return  # resolved, or never deferred: the shared lock is not even taken
+    with _RESOLVED:
+        _RESOLVED.wait_for(lambda: st.resolved is not False, timeout)
 
 
 def _config_secrets(cfg: Any) -> list[str]:
@@ -1300,7 +1328,7 @@ class _StartupOrder:
         self.n = n
         self.t0 = t0
         self._ids: tuple[str, str] | None = None
-        self.watch = StartupWatch(None, None, None, opener=self.open, ready=self.ready, port_of=self.port)
+        self.watch = StartupWatch(None, None, None, source=self)
 
     @property
     def child_env(self) -> _StartupOrder:
@@ -1313,7 +1341,7 @@ class _StartupOrder:
         if ids is None and self.n < 0:
             st = self.state
             if st.resolved is not None:
-                st.resolved.wait(self.owner.podinfo.join_wait + self.owner.podinfo.timeout + 1.0)
+                _wait_resolved(st, self.owner.podinfo.join_wait + self.owner.podinfo.timeout + 1.0)
             if st.join in (JOIN_PENDING, JOIN_FAILED):
                 raise RuntimeError("create span not resolved")
             if st.trace_hex:
@@ -1463,9 +1491,20 @@ def _unpatch_module(mod: ModuleType) -> None:
         unwrap(mod, "vllm_kickoff")
 
 
+#: What ``get_excluded_urls("FMA_LAUNCHER")`` reads first (then ``OTEL_PYTHON_EXCLUDED_URLS``).
+_EXCLUDED_ENV = "OTEL_PYTHON_FMA_LAUNCHER_EXCLUDED_URLS"
+
+
 def _excluded_urls() -> Any:
     """The ``OTEL_PYTHON_FMA_LAUNCHER_EXCLUDED_URLS`` list, or ``None`` when it is empty
-    (so the common case costs one truth test per request, not a regex search)."""
+    (so the common case costs one truth test per request, not a regex search).
+
+    ``opentelemetry.util.http`` (and the semantic-convention tables it loads) is imported
+    only when one of the two variables it reads is set: unset, the list is empty anyway,
+    and the module would only be memory each ``fork()`` of a vLLM instance copies the
+    page tables of."""
+    if not (os.environ.get(_EXCLUDED_ENV) or os.environ.get("OTEL_PYTHON_EXCLUDED_URLS")):
+        return None
     try:
         from opentelemetry.util.http import get_excluded_urls
 

@@ -265,8 +265,11 @@ class PodInfo:
         )
 
     def kick(self) -> None:
-        """Ask the background thread for a fresh read now (a create missed): no I/O here."""
-        self._kick.set()
+        """Ask the background thread for a fresh read now (a create missed): no I/O here.
+        Already asked (every create kicks while the answer is missing): nothing to do - not
+        even ``set``, which takes the event's lock and notifies."""
+        if not self._kick.is_set():
+            self._kick.set()
 
     def wait_for(self, instance_id: str | None, timeout: float | None = None) -> PodLookup:
         """The answer for this create, waiting up to ``timeout`` (default ``join_wait``)

@@ -55,8 +55,9 @@ _BARE_USERINFO = re.compile(r"^['\"]?[^/\s@:'\"]*:[^/\s@]*@")
 _USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/\s@?#'\"]*@")
 #: ``?k=v`` / ``&k=v`` / ``?v`` in free text: the value up to the next separator.
 _QUERY_ITEM = re.compile(r"([?&])([^=&\s#'\"]*)(=?)([^&\s#'\"]*)")
-#: an HTTP authorization scheme and its credential, in free text
-_AUTH_SCHEME = re.compile(r"\b(Bearer|Basic|Token)\s+(?!<redacted>)[A-Za-z0-9._~+/=:-]+", re.I)
+#: an HTTP authorization scheme and its credential, in free text (``_auth_scheme``)
+_AUTH_SCHEME_RULE = r"\b(Bearer|Basic|Token)\s+(?!<redacted>)[A-Za-z0-9._~+/=:-]+"
+_AUTH_SCHEME: re.Pattern[str] | None = None
 _MIN_SECRET = 4  # shorter known values would garble the text they are replaced in
 
 
@@ -226,6 +227,17 @@ def _json_leaves(v: Any) -> list[str]:
     return [str(v)] if isinstance(v, (str, int, float)) and not isinstance(v, bool) else []
 
 
+def _auth_scheme() -> re.Pattern[str]:
+    """``_AUTH_SCHEME_RULE``, compiled at its first use (an error text to scrub), not at
+    import: a character range matched ignoring case makes ``re`` build its Unicode case
+    tables, about 190 KiB of anonymous memory that the launcher would otherwise carry
+    into every ``fork()`` of a vLLM instance for a rule that runs only on errors."""
+    global _AUTH_SCHEME
+    if _AUTH_SCHEME is None:
+        _AUTH_SCHEME = re.compile(_AUTH_SCHEME_RULE, re.I)
+    return _AUTH_SCHEME
+
+
 def scrub_text(text: str, secrets: Iterable[str] = ()) -> str:
     """``text`` with every known secret replaced, the URL rule applied, and the credential
     of an HTTP authorization scheme (``Bearer <token>``, ``Basic <b64>``) redacted."""
@@ -233,7 +245,7 @@ def scrub_text(text: str, secrets: Iterable[str] = ()) -> str:
         if s in text:
             text = text.replace(s, REDACTED)
     if "earer" in text or "asic" in text or "oken" in text:
-        text = _AUTH_SCHEME.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
+        text = _auth_scheme().sub(lambda m: f"{m.group(1)} {REDACTED}", text)
     return scrub_urls(text)
 
 

@@ -167,6 +167,8 @@ class PhaseTail:
         self._tracer = tracer
         self.instance_id = instance_id
         self.process = process
+        #: The child was seen to exit (``_ended``; ``process`` is then let go).
+        self.exited = False
         self.fork_ns = fork_ns if fork_ns is not None else time.time_ns()
         self.deadline_ns = 0
         self.done = False
@@ -306,9 +308,14 @@ class PhaseTail:
         self.due = 0.0  # emit now, not at the next interval
 
     def _ended(self) -> bool:
-        if getattr(self.watch, "ended", False):
+        if self.exited or getattr(self.watch, "ended", False):
             return True
-        return self.process is not None and _exited(self.process)
+        if self.process is not None and _exited(self.process):
+            # Latched, and the process object let go: a tail whose startup span is opened
+            # late (a deferred create) must not keep the instance's process alive meanwhile.
+            self.exited, self.process = True, None
+            return True
+        return False
 
     # ------------------------------------------------------------------ the step
 
@@ -365,10 +372,13 @@ class PhaseTail:
 
     def _emit_when_open(self) -> None:
         """Emit if the startup span is open (a deferred create opens it later); give up if
-        it never will be."""
+        it never will be, or if there is nothing to emit: called once the log is read to
+        its end, so without a record now none will come.  (Else an instance stopped before
+        it logged, whose create awaits its Pod answer, would be stepped - its log looked
+        for - until that answer comes.)"""
         span = getattr(self.watch, "span", None)
         if span is None:
-            if getattr(self.watch, "ended", False) or time.time_ns() >= self.deadline_ns:
+            if not self.records or getattr(self.watch, "ended", False) or time.time_ns() >= self.deadline_ns:
                 self._finish()
             return
         try:

@@ -193,13 +193,23 @@ class _Poller:
 _POLLER = _Poller()
 
 
+#: Seconds between the steps of a watch whose instance was stopped before its span could be
+#: opened (its create awaits its Pod answer): only that opening is waited for, and the span
+#: ends at the stop instant whenever it is seen - fewer steps of the poller, which shares
+#: the launcher's GIL, for every such create.
+STOPPED_INTERVAL = 0.5
+
+
 class StartupWatch:
     """Watches one instance; ends its span exactly once (healthy, exited, stopped, timeout).
 
     The span may be given open, or as an ``opener`` that the poller thread calls first
     (returning the span and the port): that keeps building the span's attributes off the
-    create request's path.  Whoever ends the watch first (poller, ``stop``) opens it if
-    still needed, so a span is never lost and never ended twice.
+    create request's path.  Or as a ``source``: an object with ``open()`` (the opener),
+    ``ready()`` and ``port()`` (as ``ready`` and ``port_of``) - one bound method made on
+    the create request's path instead of three, and held meanwhile.  Whoever ends the
+    watch first (poller, ``stop``) opens it if still needed, so a span is never lost and
+    never ended twice.
     """
 
     def __init__(
@@ -214,6 +224,7 @@ class StartupWatch:
         opener: Callable[[], tuple[Span | None, int | None]] | None = None,
         ready: Callable[[], bool] | None = None,
         port_of: Callable[[], int | None] | None = None,
+        source: Any = None,
     ) -> None:
         self.span = span
         self.process = process
@@ -227,7 +238,8 @@ class StartupWatch:
         self.deadline = 0.0
         self.due = 0.0
         self.polls = 0
-        self._opener = opener
+        self._source = source
+        self._opener = opener if opener is not None or source is None else source.open
         #: Whether the opener can run without waiting (a deferred create's span resolved).
         self._ready = ready
         self._port_of = port_of
@@ -235,6 +247,8 @@ class StartupWatch:
         self._healthy_at: int | None = None
         #: ``stop``'s reason, when it came before the span could be opened.
         self._stopped: str | None = None
+        #: ...and when: the span, opened later, ends at the stop, not when it could be opened.
+        self._stopped_at: int | None = None
         self._done = threading.Lock()
         self._ended = False
         #: The instance's log follower (``vllm_phases.PhaseTail``), if one was started: it
@@ -248,14 +262,20 @@ class StartupWatch:
     def stop(self, reason: str = "instance stopped before it answered GET /health") -> None:
         """Called when the launcher stops the instance: end now, with an error (or OK at
         the healthy instant, if one was seen before the span could be opened)."""
-        if self._opener is not None and self._ready is not None and not self._ready():
+        if self._opener is not None and not self._can_open():
             self._stopped = reason  # never wait here (the launcher's stop path): the poller ends it
+            if self._stopped_at is None:
+                self._stopped_at = time.time_ns()
+            # Nothing probes a stopped instance: let its process object (its sentinel pipe,
+            # its finalizer) go now, not when the span can be opened (up to the Pod
+            # lookup's join wait later).
+            self.process = None
             return
         at = self._healthy_at
         if at is not None:
             self._finish(StatusCode.OK, end_ns=at, **{A_POLLS: self.polls, A_HEALTHY_AT: at})
             return
-        self._finish(StatusCode.ERROR, reason)
+        self._finish(StatusCode.ERROR, reason, end_ns=self._stopped_at)
 
     def fail(self, exc: BaseException, message: str, secrets: list[str] | None = None) -> None:
         """The fork itself failed: record the exception (scrubbed of the instance's
@@ -268,6 +288,12 @@ class StartupWatch:
                 span.end()
             except Exception:  # noqa: BLE001 - do no harm
                 logger.debug("fma-otel: ending fma.vllm.startup failed", exc_info=True)
+
+    def _can_open(self) -> bool:
+        """Can the opener run without waiting (call only while it is still to run)?"""
+        if self._source is not None:
+            return bool(self._source.ready())
+        return self._ready is None or bool(self._ready())
 
     def _open(self) -> None:
         """Open the span if it is still pending (call with ``_done`` held)."""
@@ -328,11 +354,13 @@ class StartupWatch:
             if not self.deadline:
                 self.deadline = self._born + self.timeout
             if self._opener is not None:
-                if self._ready is not None and not self._ready():
+                if not self._can_open():
                     # Its create span is resolved after the response: watch the instance
                     # meanwhile, and end the span at the healthy instant once it opens.
                     if self._stopped is None:
                         self._early_probe()
+                    else:  # nothing to probe; the span, once open, ends at the stop instant
+                        self.interval = max(self.interval, STOPPED_INTERVAL)
                     return
                 with self._done:
                     if not self._ended:
@@ -347,8 +375,10 @@ class StartupWatch:
     def _early_probe(self) -> None:
         if self._healthy_at is not None:
             return
-        if self.port is None and self._port_of is not None:
-            self.port = self._port_of()
+        if self.port is None:
+            port_of = self._source.port if self._source is not None else self._port_of
+            if port_of is not None:
+                self.port = port_of()
         if self.port is None or _exited(self.process):
             return
         assert self.interval is not None

@@ -30,6 +30,9 @@ import gc, json, os, sys, tempfile, threading, time
 from pathlib import Path
 import fma_otel.auto
 AT_IMPORT = sorted(m for m in ("msgspec", "fma_otel.span_records") if m in sys.modules)
+HTTP_UTIL = "opentelemetry.util.http" in sys.modules
+from fma_otel.instrument import redact as R
+AUTH_RULE = R._AUTH_SCHEME is not None
 from opentelemetry import trace
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -70,7 +73,7 @@ def loaded():
     names = ("fma_otel.phase_spans", "fma_otel.sources.vllm_log", "msgspec")
     return sorted(m for m in sys.modules if m in names)
 
-out = {"at import": AT_IMPORT}
+out = {"at import": AT_IMPORT, "http util": HTTP_UTIL, "auth rule": AUTH_RULE}
 with TestClient(launcher.app) as client:
     create_and_delete(client, "a")
     out["tails gone"] = wait(lambda: alive(VP.PhaseTail) == 0)
@@ -101,6 +104,20 @@ def ran() -> dict[str, Any]:
 def test_the_wrappers_load_no_span_records_or_msgspec(ran: dict[str, Any]) -> None:
     # They use the model's names and ids, never a SpanRecord (msgspec: ~0.4 MiB, 5 mappings).
     assert ran["at import"] == []
+
+
+def test_no_excluded_urls_set_loads_no_http_util(ran: dict[str, Any]) -> None:
+    # ``opentelemetry.util.http`` and its semantic-convention tables: for an empty list.
+    assert ran["http util"] is False
+
+
+def test_the_authorization_rule_is_compiled_at_its_first_use(ran: dict[str, Any]) -> None:
+    # Case-insensitive ranges make ``re`` build Unicode case tables (~190 KiB): not at import.
+    assert ran["auth rule"] is False
+    from fma_otel.instrument import redact
+
+    assert redact.scrub_text("failed: Bearer abc.def") == "failed: Bearer <redacted>"
+    assert redact._AUTH_SCHEME is not None
 
 
 def test_an_instance_that_logged_nothing_loads_no_log_parser_or_planner(ran: dict[str, Any]) -> None:
