@@ -31,16 +31,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 from urllib.parse import unquote
 
-from fma_otel.lines import (
-    CR_NOTE,
-    MAX_LINE_BYTES,
-    MAX_VALUE_BYTES,
-    Ignored,
-    TooLong,
-    cr_lines,
-    searched_lines,
-    too_long_reason,
-)
+from fma_otel.lines import MAX_LINE_BYTES, MAX_VALUE_BYTES, Ignored, TooLong, read_lines, too_long_reason
 from fma_otel.sources.klog import split_timestamp_prefix
 from fma_otel.sources.records import LauncherRecord, SourceStats
 from fma_otel.timeutil import check_ns
@@ -169,7 +160,7 @@ def _may_be_fact(raw: bytes | str) -> bool:
 
 
 class _FactFinder:
-    """``find`` for :func:`searched_lines`: the bounds of the first line of
+    """``find`` for :func:`~fma_otel.lines.read_lines`: the bounds of the first line of
     ``block[pos:end]`` that may hold a fact (the test of :func:`_may_be_fact`, over a block).
 
     Each text is looked for with ``bytes.find`` (a regular expression of the two tried
@@ -215,17 +206,9 @@ def iter_launcher_log(
     more: list[str] = []
     more_bytes = 0
     line_no = 0
-    items: Iterable[Any] = fh_or_lines
-    if callable(getattr(fh_or_lines, "readline", None)):
-        # lines come one by one while a record may take more of them
-        # a CR-only log too big for one line is read on as the lines its CRs end
-        def split_cr(line: bytes, readline: Any, limit: int) -> Iterator[bytes | TooLong]:
-            return cr_lines(line, readline, limit, stats)
-
-        finder = _FactFinder() if facts_only else None
-        items = _cr_cut(
-            searched_lines(fh_or_lines, finder, lambda: pending is not None, split_cr=split_cr), stats
-        )
+    # lines come one by one while a record may take more of them
+    finder = _FactFinder() if facts_only else None
+    items = read_lines(fh_or_lines, stats, finder, lambda: pending is not None)
     for raw in items:
         if raw.__class__ is Ignored:  # lines with neither text, outside a record
             line_no += raw
@@ -245,7 +228,7 @@ def iter_launcher_log(
                 yield _with_more(pending, more)
             pending, more = None, []
             continue
-        s = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+        s = raw.decode("utf-8", "replace")
         s = s.rstrip("\r\n")
         prefix_ns, body = None, s
         if s[10:11] in ("T", "t"):  # "2026-...T...Z <line>": a --timestamps prefix
@@ -288,27 +271,6 @@ def iter_launcher_log(
             pending = None  # its continuation lines are passed over with the other lines
     if pending is not None:
         yield _with_more(pending, more)
-
-
-def _cr_cut(items: Iterable[Any], stats: SourceStats) -> Iterator[Any]:
-    """``items`` with each line that holds a carriage return before its end cut there,
-    the pieces as lines (noted in ``stats``), as the klog reader does for a file (any
-    other iterable is taken a line at a time).
-
-    Why: a log with CR-only line ends (or a CR among LF ones) came as one line whose first
-    record swallowed the rest: the create's receipt and response were lost, "skipped 0".
-    """
-    for raw in items:
-        cls = raw.__class__
-        if cls is bytes or cls is str:
-            cr = b"\r" if cls is bytes else "\r"
-            body = raw.rstrip(b"\r\n" if cls is bytes else "\r\n")
-            if cr in body:
-                pieces = body.split(cr)
-                stats.note(CR_NOTE, len(pieces) - 1)
-                yield from (p for p in pieces if p)  # a CR beside a line end adds no line
-                continue
-        yield raw
 
 
 def accepted_create_id(rec: LauncherRecord) -> str | None:
