@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from typing import Any
 from urllib.parse import unquote
 
 from fma_otel.lines import MAX_LINE_BYTES, MAX_VALUE_BYTES, Ignored, TooLong, read_lines, too_long_reason
@@ -148,15 +147,13 @@ def _is_fact(rec: LauncherRecord) -> bool:
     return rec.message.startswith(ACCEPTED_PREFIX)
 
 
-_FACT_TEXTS = (ACCEPTED_PREFIX, '"PUT ')
-_FACT_BYTES = tuple(t.encode() for t in _FACT_TEXTS)
+_FACT_BYTES = (ACCEPTED_PREFIX.encode(), b'"PUT ')
 
 
-def _may_be_fact(raw: bytes | str) -> bool:
+def _may_be_fact(raw: bytes) -> bool:
     """Whether a line may hold a fact the bridge reads: a literal search, nothing checked
     (a record without either text is no fact, :func:`_is_fact`)."""
-    texts: tuple[Any, ...] = _FACT_BYTES if raw.__class__ is bytes else _FACT_TEXTS
-    return texts[0] in raw or texts[1] in raw
+    return _FACT_BYTES[0] in raw or _FACT_BYTES[1] in raw
 
 
 class _FactFinder:
@@ -259,7 +256,7 @@ def iter_launcher_log(
             yield _with_more(pending, more)
             pending, more = None, []
         try:
-            if facts_only and not _may_be_fact(body):
+            if facts_only and not _may_be_fact(raw):
                 _split_line(body)  # it ends a kept record; no fact itself
             else:
                 pending = parse_launcher_line(body, line_no, prefix_ns)
