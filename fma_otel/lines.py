@@ -92,15 +92,22 @@ def _cr_to_lf(data: bytes, stats: Any) -> bytes:
 
     Why one rule for every log: a log written with CR-only line ends (or a CR among LF
     ones) was read as one line whose first record swallowed the rest, without a word.
-    A CRLF log is left as it is (each reader strips ``\r\n``): one search of the data is
-    all an LF or CRLF log pays.  ``data`` ends at a line end or where the log ends."""
-    if b"\r" not in data or data.count(b"\r") == data.count(b"\r\n"):
+    A CRLF log is left as it is (each reader strips ``\r\n``): an LF log pays one search
+    of each block, a CRLF log two counts.  ``data`` ends at a line end or where the log
+    ends."""
+    if b"\r" not in data:
         return data
-    data = _LFCR.sub(b"", data)
-    added = data.count(b"\r") - data.count(b"\r\n") - data.endswith(b"\r")  # the last adds none
+    crlf = data.count(b"\r\n")
+    bare = data.count(b"\r") - crlf
+    if not bare:
+        return data
+    if b"\n\r" in data:
+        data = _LFCR.sub(b"", data)
+        bare = data.count(b"\r") - crlf
+    added = bare - data.endswith(b"\r")  # the last adds none
     if added:
         stats.note(CR_NOTE, added)
-    return _CR.sub(b"\n", data)
+    return _CR.sub(b"\n", data) if crlf else data.replace(b"\r", b"\n")
 
 
 def read_lines(
