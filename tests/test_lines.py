@@ -10,6 +10,8 @@ from __future__ import annotations
 import io
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fma_otel import lines
 from fma_otel.lines import CR_NOTE, Ignored, TooLong, read_lines
@@ -79,3 +81,25 @@ def test_lines_a_search_passes_over_come_as_their_number() -> None:
     got, _ = _read(io.BytesIO(data), find=find)
     assert got == [Ignored(2), b"WANT3", Ignored(2), b"WANT6", Ignored(1)]
     assert [x.__class__ for x in got] == [Ignored, bytes, Ignored, bytes, Ignored]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from([b"a", b"bc", b"\r", b"\n", b"\r\n", b"\n\r"]), max_size=40),
+    st.integers(1, 9),
+)
+def test_blocks_and_items_agree_with_the_rule_over_the_whole_log(pieces: list[bytes], block: int) -> None:
+    """Whatever the line ends and wherever the block edges fall, a file gives the lines
+    (and notes) that the rule applied to the whole log gives, and so does the log as an
+    iterable of its LF-ended lines."""
+    data = b"".join(pieces)
+    whole = lines._cr_to_lf(data, st_ := SourceStats("t"))
+    want = [ln.rstrip(b"\r\n") for ln in whole.splitlines(keepends=True) if ln]
+    old = lines.BLOCK_BYTES
+    lines.BLOCK_BYTES = block
+    try:
+        got = _read(io.BytesIO(data))
+    finally:
+        lines.BLOCK_BYTES = old
+    assert got == (want, st_.notes)
+    assert _read(list(io.BytesIO(data))) == got
