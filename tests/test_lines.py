@@ -99,7 +99,18 @@ def test_blocks_and_items_agree_with_the_rule_over_the_whole_log(pieces: list[by
     lines.BLOCK_BYTES = block
     try:
         got = _read(io.BytesIO(data))
+        searched, _ = _read(io.BytesIO(data), find=_find_bc)
     finally:
         lines.BLOCK_BYTES = old
     assert got == (want, st_.notes)
     assert _read(list(io.BytesIO(data))) == got
+    # with a search: each line it finds comes whole; the others are counted (or come
+    # whole: a line cut by a block edge is read on alone); none is lost
+    flat = [x for x in searched for x in ([None] * x if x.__class__ is Ignored else [x])]
+    assert len(flat) == len(want)
+    assert all(x == ln if b"bc" in ln else x in (None, ln) for x, ln in zip(flat, want, strict=True))
+
+
+def _find_bc(block: bytes, pos: int, end: int) -> tuple[int, int] | None:
+    i = block.find(b"bc", pos, end)
+    return None if i < 0 else (block.rfind(b"\n", pos, i) + 1 or pos, block.find(b"\n", i, end) + 1)
