@@ -20,6 +20,8 @@ Decisions (the tests pin them):
   sidecar's ``2026-06-29 14:35:47,250 INFO launcher_pod_notifier: ...`` when containers are
   concatenated) is skipped and ends the previous record, rather than glued onto it.
 * Non-UTF-8 bytes are replaced (U+FFFD), as in :mod:`fma_otel.sources.klog`.
+* Line ends as in :mod:`fma_otel.sources.klog` (:func:`fma_otel.lines.read_lines`):
+  ``\n``, ``\r\n`` or a carriage return alone.
 * Accounting: every physical line counts in ``read`` and in exactly one of ``understood``
   or ``skipped``.
 """
