@@ -167,7 +167,8 @@ def read_lines(
 def _item_lines(items: Iterable[str | bytes], stats: Any) -> Iterator[bytes]:
     """The lines of an iterable of lines, as bytes: each item is a line, or more where a
     carriage return inside it ends one (the rule of :func:`_cr_to_lf`, with the item
-    before in view: a ``\n\r`` across two items is one line end, as in a file)."""
+    before in view: a ``\n\r`` across two items is one line end, as in a file).  An item
+    without its line end (a live stream's, a list's) was ended by a ``\n``."""
     after_lf = False
     for item in items:
         b: bytes = item.encode("utf-8", "surrogateescape") if item.__class__ is str else item  # type: ignore[assignment,union-attr]
@@ -179,7 +180,7 @@ def _item_lines(items: Iterable[str | bytes], stats: Any) -> Iterator[bytes]:
                 stats.note(CR_NOTE, len(pieces) - 1)
                 yield from (p + b"\n" for p in pieces[:-1])
             b = pieces[-1] + b[end:]
-        after_lf = b.endswith(b"\n")
+        after_lf = b[-1:] != b"\r"
         yield b
 
 

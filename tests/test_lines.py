@@ -114,3 +114,12 @@ def test_blocks_and_items_agree_with_the_rule_over_the_whole_log(pieces: list[by
 def _find_bc(block: bytes, pos: int, end: int) -> tuple[int, int] | None:
     i = block.find(b"bc", pos, end)
     return None if i < 0 else (block.rfind(b"\n", pos, i) + 1 or pos, block.find(b"\n", i, end) + 1)
+
+
+def test_items_without_their_line_ends_were_ended_by_a_line_feed() -> None:
+    """A live stream's lines come without their ``\\n``: a CR that begins the next one is
+    the second half of an LF CR line end (no blank line), as in a file; after a CR-ended
+    item it ends a blank line."""
+    assert _read([b"x", b"\ry", b"z"]) == ([b"x", b"y", b"z"], {})
+    assert _read(io.BytesIO(b"x\n\ry\nz")) == ([b"x", b"y", b"z"], {})
+    assert _read([b"x\r", b"\ry"]) == ([b"x", b"", b"y"], {CR_NOTE: 1})
