@@ -164,6 +164,33 @@ def read_lines(
         yield b"".join(head) if size <= limit else TooLong(size)
 
 
+def counted_lines(
+    source: Any,
+    stats: Any,
+    find: Find | None = None,
+    held: Callable[[], bool] = lambda: False,
+    limit: int = MAX_LINE_BYTES,
+) -> Iterator[tuple[int, bytes | None]]:
+    """The lines of :func:`read_lines` with their 1-based numbers, counted in ``stats`` (a
+    ``SourceStats``) as every reader counts them: each in ``read``; a run the search
+    passed over in ``ignored``; a line past ``limit`` skipped with its length and given
+    as ``(number, None)``, so that the reader can end what it holds there."""
+    no = 0
+    for line in read_lines(source, stats, find, held, limit):
+        if line.__class__ is Ignored:
+            no += line  # type: ignore[operator]
+            stats.read += line
+            stats.ignored += line
+            continue
+        no += 1
+        stats.read += 1
+        if line.__class__ is TooLong or len(line) > limit:  # (an item of an iterable too)
+            stats.skip(no, too_long_reason(line if line.__class__ is TooLong else len(line)))  # type: ignore[arg-type]
+            yield no, None
+            continue
+        yield no, line  # type: ignore[misc]
+
+
 def _item_lines(items: Iterable[str | bytes], stats: Any) -> Iterator[bytes]:
     """The lines of an iterable of lines, as bytes: each item is a line, or more where a
     carriage return inside it ends one (the rule of :func:`_cr_to_lf`, with the item

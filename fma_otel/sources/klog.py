@@ -48,15 +48,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from fma_otel.lines import (
-    MAX_LINE_BYTES,
-    MAX_VALUE_BYTES,
-    Find,
-    Ignored,
-    TooLong,
-    read_lines,
-    too_long_reason,
-)
+from fma_otel.lines import MAX_LINE_BYTES, MAX_VALUE_BYTES, Find, counted_lines
 from fma_otel.sources.records import KlogRecord, SourceStats
 from fma_otel.timeutil import parse_rfc3339_ns
 
@@ -733,31 +725,21 @@ def iter_klog(
     prefilter = Prefilter(wanted_msgs, contains) if wanted_msgs is not None else None
     find = _cut_find(prefilter.find) if prefilter is not None else None
     pending: _Open | None = None  # a record whose multi-line block is still open
-    line_no = 0
 
     def held() -> bool:  # lines are read one by one while a multi-line value is open
         return pending is not None
 
-    for b in read_lines(source, stats, find, held, MAX_LINE_BYTES):
-        if b.__class__ is Ignored:
-            line_no += b  # type: ignore[operator]
-            stats.read += b  # type: ignore[operator]
-            stats.ignored += b  # type: ignore[operator]
-            continue
-        line_no += 1
-        if b.__class__ is TooLong or len(b) > MAX_LINE_BYTES:
-            stats.read += 1
-            stats.skip(line_no, too_long_reason(b if b.__class__ is TooLong else len(b)))  # type: ignore[arg-type]
+    for line_no, b in counted_lines(source, stats, find, held, MAX_LINE_BYTES):
+        if b is None:  # too long: skipped
             if pending is not None:
                 yield pending.record()  # without the block's value, as for a cut block
                 pending = None
             continue
-        stats.read += 1
         if prefilter is not None:
             found = b == prefilter.passed  # so tested already, by the search
             prefilter.passed = None
-            if pending is None and not found and not prefilter.wanted(b):  # type: ignore[arg-type]
-                body = b.rstrip(b"\r\n")  # type: ignore[union-attr]
+            if pending is None and not found and not prefilter.wanted(b):
+                body = b.rstrip(b"\r\n")
                 if corrupt_bytes(body):
                     stats.skip(line_no, "NUL byte or invalid UTF-8 (klog writes neither): a corrupted line")
                     continue
@@ -766,7 +748,7 @@ def iter_klog(
                     continue
                 stats.ignored += 1
                 continue
-        b = b.rstrip(b"\r\n")  # type: ignore[union-attr]
+        b = b.rstrip(b"\r\n")
         h = _header_offset_b(b)
         if pending is not None:
             if b[h : h + 1] == b"\t":

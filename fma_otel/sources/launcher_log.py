@@ -32,7 +32,7 @@ import re
 from collections.abc import Iterable, Iterator
 from urllib.parse import unquote
 
-from fma_otel.lines import MAX_LINE_BYTES, MAX_VALUE_BYTES, Ignored, TooLong, read_lines, too_long_reason
+from fma_otel.lines import MAX_VALUE_BYTES, counted_lines
 from fma_otel.sources.klog import split_timestamp_prefix
 from fma_otel.sources.records import LauncherRecord, SourceStats
 from fma_otel.timeutil import check_ns
@@ -204,31 +204,21 @@ def iter_launcher_log(
     pending: LauncherRecord | None = None
     more: list[str] = []
     more_bytes = 0
-    line_no = 0
     # lines come one by one while a record may take more of them
     finder = _FactFinder() if facts_only else None
-    items = read_lines(fh_or_lines, stats, finder, lambda: pending is not None)
-    for raw in items:
-        if raw.__class__ is Ignored:  # lines with neither text, outside a record
-            line_no += raw
-            stats.read += raw
-            stats.ignored += raw
-            continue
-        line_no += 1
-        stats.read += 1
-        if facts_only and pending is None and raw.__class__ is not TooLong and not _may_be_fact(raw):
-            stats.ignored += 1  # neither a fact nor part of one
-            continue
-        if raw.__class__ is TooLong or len(raw) > MAX_LINE_BYTES:
-            # Not read (see lines.TooLong): it may have begun a record, so the one before
-            # ends here, and continuation lines after it belong to no record.
-            stats.skip(line_no, too_long_reason(raw if raw.__class__ is TooLong else len(raw)))
+    lines = counted_lines(fh_or_lines, stats, finder, lambda: pending is not None)
+    for line_no, raw in lines:
+        if raw is None:
+            # Not read (too long): it may have begun a record, so the one before ends
+            # here, and continuation lines after it belong to no record.
             if pending is not None:
                 yield _with_more(pending, more)
             pending, more = None, []
             continue
-        s = raw.decode("utf-8", "replace")
-        s = s.rstrip("\r\n")
+        if facts_only and pending is None and not _may_be_fact(raw):
+            stats.ignored += 1  # neither a fact nor part of one
+            continue
+        s = raw.decode("utf-8", "replace").rstrip("\r\n")
         prefix_ns, body = None, s
         if s[10:11] in ("T", "t"):  # "2026-...T...Z <line>": a --timestamps prefix
             try:
