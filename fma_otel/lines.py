@@ -85,7 +85,7 @@ _CR = re.compile(rb"\r(?!\n)")
 _ENDS = (b"\r", b"\n")
 
 
-def _cr_to_lf(data: bytes, stats: Any) -> bytes:
+def _cr_to_lf(data: bytes, stats: Any, at_end: bool = True) -> bytes:
     """``data`` with each carriage return that ends a line written ``\n`` (``\r\n`` and
     ``\n\r`` are one line end each), noted in ``stats`` where it adds a line; else
     ``data`` itself.
@@ -93,8 +93,8 @@ def _cr_to_lf(data: bytes, stats: Any) -> bytes:
     Why one rule for every log: a log written with CR-only line ends (or a CR among LF
     ones) was read as one line whose first record swallowed the rest, without a word.
     A CRLF log is left as it is (each reader strips ``\r\n``): an LF log pays one search
-    of each block, a CRLF log two counts.  ``data`` ends at a line end or where the log
-    ends."""
+    of each block, a CRLF log two counts.  ``data`` ends at a line end, or where the log
+    ends (``at_end``), or inside a run of CRs."""
     if b"\r" not in data:
         return data
     crlf = data.count(b"\r\n")
@@ -104,7 +104,7 @@ def _cr_to_lf(data: bytes, stats: Any) -> bytes:
     if b"\n\r" in data:
         data = _LFCR.sub(b"", data)
         bare = data.count(b"\r") - crlf
-    added = bare - data.endswith(b"\r")  # the last adds none
+    added = bare - (at_end and data.endswith(b"\r"))  # the log's last adds none
     if added:
         stats.note(CR_NOTE, added)
     return _CR.sub(b"\n", data) if crlf else data.replace(b"\r", b"\n")
@@ -134,16 +134,33 @@ def read_lines(
     block_bytes = min(BLOCK_BYTES, limit)
     head: list[bytes] = []  # the pieces of the unfinished line the last block ended with
     size = 0  # their length, or of a line past ``limit`` measured so far (then not held)
+    last = b""  # the byte before the block, as read
+    carry = before = b""  # a CR to put before the next block, and the byte before it
     while True:
         block = read(block_bytes)
-        if block[-1:] in _ENDS:  # a two-byte line end may straddle the edge: read it whole
-            more = [block]
-            while more[-1][-1:] in _ENDS:
-                more.append(read(1))
-            block = b"".join(more)
+        if carry:
+            block, carry = carry + block, b""
+        if block[-1:] == b"\r":  # what a CR ends depends on the byte after it: read on
+            buf = bytearray(block)
+            while buf[-1:] == b"\r":
+                if len(buf) - len(block) >= block_bytes:  # read on no further: the last CR
+                    carry = b"\r"  # waits for the next block (it may begin a CRLF)
+                    del buf[-1]
+                    before = buf[-1:]
+                    if buf.endswith(b"\n\r"):  # an LF CR line end (a CR follows): its CR
+                        del buf[-1]
+                    break
+                more = read(1 << 12)
+                if not more:
+                    break
+                buf += more
+            block = bytes(buf)
         if not block:
             break
-        block = _cr_to_lf(block, stats)
+        if block[:1] == b"\r" and last == b"\n" and (block[1:2] or carry) not in (b"\n", b""):
+            block = block[1:]  # an LF CR line end cut at the edge: its CR
+        last = bytes(before) if carry else block[-1:]
+        block = _cr_to_lf(block, stats, not carry)
         pos = 0
         if size:
             nl = block.find(b"\n") + 1

@@ -83,9 +83,12 @@ def test_lines_a_search_passes_over_come_as_their_number() -> None:
     assert [x.__class__ for x in got] == [Ignored, bytes, Ignored, bytes, Ignored]
 
 
+PIECES = [b"a", b"bc", b"\r", b"\n", b"\r\n", b"\n\r", b"\r\r\r"]
+
+
 @settings(max_examples=300, deadline=None)
 @given(
-    st.lists(st.sampled_from([b"a", b"bc", b"\r", b"\n", b"\r\n", b"\n\r"]), max_size=40),
+    st.lists(st.sampled_from(PIECES), max_size=40),
     st.integers(1, 9),
 )
 def test_blocks_and_items_agree_with_the_rule_over_the_whole_log(pieces: list[bytes], block: int) -> None:
@@ -123,3 +126,28 @@ def test_items_without_their_line_ends_were_ended_by_a_line_feed() -> None:
     assert _read([b"x", b"\ry", b"z"]) == ([b"x", b"y", b"z"], {})
     assert _read(io.BytesIO(b"x\n\ry\nz")) == ([b"x", b"y", b"z"], {})
     assert _read([b"x\r", b"\ry"]) == ([b"x", b"", b"y"], {CR_NOTE: 1})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(PIECES), max_size=60), st.integers(1, 9), st.integers(1, 6))
+def test_lines_past_a_small_bound_are_counted_and_the_rule_holds(
+    pieces: list[bytes], block: int, limit: int
+) -> None:
+    """With a bound of a few bytes (runs of CRs past it, lines past it cut by block edges),
+    every line is still counted once, each one within the bound comes whole, and the notes
+    are those of the rule over the whole log."""
+    data = b"".join(pieces)
+    whole = lines._cr_to_lf(data, st_ := SourceStats("t"))
+    want = [ln for ln in whole.splitlines(keepends=True) if ln]
+    old = lines.BLOCK_BYTES
+    lines.BLOCK_BYTES = block
+    try:
+        got = list(lines.counted_lines(io.BytesIO(data), stats := SourceStats("t"), limit=limit))
+    finally:
+        lines.BLOCK_BYTES = old
+    assert [n for n, _ in got] == list(range(1, len(want) + 1))
+    assert all(
+        x is None or x.rstrip(b"\r\n") == w.rstrip(b"\r\n") for (_, x), w in zip(got, want, strict=True)
+    )
+    assert stats.notes == st_.notes
+    assert stats.read == len(want) and stats.skipped == sum(x is None for _, x in got)
