@@ -36,9 +36,11 @@ from pathlib import Path
 from typing import Any
 
 from . import podfacts as P
+from .lines import read_lines
 from .live.kube import TRANSIENT_ERRORS, Kube, KubeError
 from .live.logs import restart_count_of
 from .live.vllm_fetch import LAUNCHER_PORT, fetch_instance_log
+from .sources.records import SourceStats
 
 LAUNCHER_CONTAINER = "inference-server"
 #: The read timeout of each log fetch, as the Pod list's (``Kube.list_pods``).
@@ -343,13 +345,17 @@ _INSTANCE = re.compile(r'\binstanceID="([^"\\]+)"')
 
 
 def _lines(path: Path) -> Iterator[str]:
-    """A recorded log's lines (bytes that are not UTF-8 replaced); nothing if absent."""
+    """A recorded log's lines as the bridge reads them (:func:`~fma_otel.lines.read_lines`:
+    any line end; a line too long to hold passed over; bytes that are not UTF-8
+    replaced); nothing if absent."""
     try:
-        fh = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115 - closed below
+        fh = open(path, "rb")  # noqa: SIM115 - closed below
     except OSError:
         return
     with fh:
-        yield from fh
+        for raw in read_lines(fh, SourceStats(str(path))):
+            if raw.__class__ is bytes:
+                yield raw.decode("utf-8", "replace")  # type: ignore[union-attr]
 
 
 def find_instances(out: Path, items: list[dict[str, Any]]) -> dict[str, list[str]]:

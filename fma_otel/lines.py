@@ -3,11 +3,15 @@
 Why: a reader that held each line whole would hold a 300 MB line (or ``/dev/zero`` given
 as a log) without bound.  A line longer than a reader's limit is only measured: the reader
 counts it as skipped, with its length, and goes on.
+
+The klog and launcher logs are read by :func:`read_lines`, the one place that says what
+ends a line there (``\n``, ``\r\n``, or a carriage return alone).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import re
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 
@@ -35,23 +39,11 @@ def too_long_reason(n: int) -> str:
     return f"line longer than {MAX_LINE_BYTES >> 20} MiB ({n} bytes): not read"
 
 
-def too_long(head: bytes, readline: Any) -> TooLong:
-    """A line whose first ``head`` bytes were read and found over the limit: read the rest
-    in 1 MiB pieces only to measure it (never held whole), up to its line end or EOF."""
-    n = len(head)
-    line = head
-    while not line.endswith(b"\n"):
-        line = readline(1 << 20)
-        if not line:
-            break
-        n += len(line)
-    return TooLong(n)
-
-
 def bounded_lines(fh: Any, limit: int) -> Iterator[bytes | TooLong]:
-    """The lines of a binary file, each as ``for line in fh`` gives it, except that a line
-    longer than ``limit`` bytes comes as :class:`TooLong` (its length) and is never held
-    whole."""
+    """The lines of a binary file, each as ``for line in fh`` gives it (ended by ``\n``
+    only: the vLLM log's feeders and the trace readers), except that a line longer than
+    ``limit`` bytes comes as :class:`TooLong` (its length) and is never held whole: the
+    rest is read in 1 MiB pieces only to measure it."""
     readline = fh.readline
     while True:
         line = readline(limit + 1)
@@ -60,7 +52,13 @@ def bounded_lines(fh: Any, limit: int) -> Iterator[bytes | TooLong]:
                 return
             yield line
             continue
-        yield too_long(line, readline)
+        n = len(line)
+        while not line.endswith(b"\n"):
+            line = readline(1 << 20)
+            n += len(line)
+            if not line:
+                break
+        yield TooLong(n)
 
 
 class Ignored(int):
@@ -70,69 +68,173 @@ class Ignored(int):
     __slots__ = ()
 
 
-#: A file is searched this many bytes at a time (at most the longest line kept)
+#: A file is read this many bytes at a time (at most the longest line kept)
 BLOCK_BYTES = 1 << 20
 
 #: ``find(block, pos, end)``: the bounds ``(start, stop)`` of the first line of
 #: ``block[pos:end]`` (whole lines) that a reader may want, or ``None``
 Find = Callable[[bytes, int, int], "tuple[int, int] | None"]
-SplitCr = Callable[[bytes, Any, int], Iterator["bytes | TooLong"]]
+
+#: Said in ``stats.notes`` for each carriage return read as a line end
+CR_NOTE = "carriage return(s) inside a line, read as line ends"
+
+#: A carriage return after a line feed, before more of the log: with it, one line end
+_LFCR = re.compile(rb"(?<=\n)\r(?=[^\n])")
+#: A carriage return that is no half of a two-byte line end: a line end of its own
+_CR = re.compile(rb"\r(?!\n)")
+_ENDS = (b"\r", b"\n")
 
 
-def searched_lines(
-    fh: Any,
-    find: Find | None,
-    held: Callable[[], bool],
-    pushback: list[bytes] | None = None,
-    split_cr: SplitCr | None = None,
+def _cr_to_lf(data: bytes, stats: Any, at_end: bool = True) -> bytes:
+    """``data`` with each carriage return that ends a line written ``\n`` (``\r\n`` and
+    ``\n\r`` are one line end each), noted in ``stats`` where it adds a line; else
+    ``data`` itself.
+
+    Why one rule for every log: a log written with CR-only line ends (or a CR among LF
+    ones) was read as one line whose first record swallowed the rest, without a word.
+    A CRLF log is left as it is (each reader strips ``\r\n``): an LF log pays one search
+    of each block, a CRLF log two counts.  ``data`` ends at a line end, or where the log
+    ends (``at_end``), or inside a run of CRs."""
+    if b"\r" not in data:
+        return data
+    crlf = data.count(b"\r\n")
+    bare = data.count(b"\r") - crlf
+    if not bare:
+        return data
+    if b"\n\r" in data:
+        data = _LFCR.sub(b"", data)
+        bare = data.count(b"\r") - crlf
+    added = bare - (at_end and data.endswith(b"\r"))  # the log's last adds none
+    if added:
+        stats.note(CR_NOTE, added)
+    return _CR.sub(b"\n", data) if crlf else data.replace(b"\r", b"\n")
+
+
+def read_lines(
+    source: Any,
+    stats: Any,
+    find: Find | None = None,
+    held: Callable[[], bool] = lambda: False,
     limit: int = MAX_LINE_BYTES,
 ) -> Iterator[bytes | TooLong | Ignored]:
-    """The lines of a binary file, searched in blocks: only the lines ``find`` gives come
-    one by one, and the runs of lines between them as their number (:class:`Ignored`),
-    never sliced or decoded.
+    """The lines of a log, ended by ``\n``, ``\r\n`` or a carriage return alone (noted in
+    ``stats``, a ``SourceStats``): the one line reader of the klog and launcher logs.
 
-    Why: a reader that wants a few lines of a big log paid a Python loop for every line;
-    a search over a block (a regular expression, ``bytes.count``) costs a fraction of that.
-    Lines still come one by one wherever the reader needs each: the first line and the
-    unfinished last one of each block (read on with a bound: past ``limit`` a line comes as
-    its length, :class:`TooLong`, or, if it holds carriage returns and ``split_cr`` is
-    given, as what ``split_cr(line, readline, limit)`` makes of it), every line of a block
-    holding a carriage return that does not end a line, every line while ``held()`` (a
-    record the reader keeps is still open), and every line without ``find``.  What the
-    reader puts in ``pushback`` (pieces it cut a line into) comes before the next line.
-    """
-    readline = fh.readline
-    read = getattr(fh, "read", None) or readline
+    ``source`` is a binary file, read in blocks, or any iterable of lines (``str`` or
+    ``bytes``), taken one at a time (a live stream must not wait for a block).  In a file,
+    only the lines ``find`` gives come one by one, and the runs of lines between them as
+    their number (:class:`Ignored`), never sliced or decoded: a search over a block costs
+    a fraction of a Python loop over its lines.  Every line comes alone while ``held()``
+    (a record the reader keeps is still open) and without ``find``.  A line past ``limit``
+    comes as its length (:class:`TooLong`), never held whole."""
+    read = getattr(source, "read", None)
+    if not callable(read):
+        yield from _item_lines(source, stats)
+        return
     block_bytes = min(BLOCK_BYTES, limit)
-    if pushback is None:
-        pushback = []
-    yield from _finish_line(b"", readline, limit, split_cr)
+    head: list[bytes] = []  # the pieces of the unfinished line the last block ended with
+    size = 0  # their length, or of a line past ``limit`` measured so far (then not held)
+    last = b""  # the byte before the block, as read
+    carry = before = b""  # a CR to put before the next block, and the byte before it
     while True:
-        if pushback:
-            yield from pushback
-            pushback.clear()
         block = read(block_bytes)
+        if carry:
+            block, carry = carry + block, b""
+        if block[-1:] == b"\r":  # what a CR ends depends on the byte after it: read on
+            buf = bytearray(block)
+            while buf[-1:] == b"\r":
+                if len(buf) - len(block) >= block_bytes:  # read on no further: the last CR
+                    carry = b"\r"  # waits for the next block (it may begin a CRLF)
+                    del buf[-1]
+                    before = buf[-1:]
+                    if buf.endswith(b"\n\r"):  # an LF CR line end (a CR follows): its CR
+                        del buf[-1]
+                    break
+                more = read(1 << 12)
+                if not more:
+                    break
+                buf += more
+            block = bytes(buf)
         if not block:
-            return
+            break
+        if block[:1] == b"\r" and last == b"\n" and (block[1:2] or carry) not in (b"\n", b""):
+            block = block[1:]  # an LF CR line end cut at the edge: its CR
+        last = bytes(before) if carry else block[-1:]
+        block = _cr_to_lf(block, stats, not carry)
+        pos = 0
+        if size:
+            nl = block.find(b"\n") + 1
+            if not nl:  # the line goes on past this block
+                size += len(block)
+                head = [*head, block] if size <= limit else []
+                continue
+            size += nl
+            yield b"".join([*head, block[:nl]]) if size <= limit else TooLong(size)
+            head, size, pos = [], 0, nl
         cut = block.rfind(b"\n") + 1
-        if cut:
-            bare_cr = b"\r" in block and block.count(b"\r", 0, cut) != block.count(b"\r\n", 0, cut)
-            yield from _block_lines(block, cut, None if bare_cr else find, held, pushback)
-        if cut < len(block):
-            yield from _finish_line(block[cut:], readline, limit, split_cr)
+        if cut > pos:
+            yield from _block_lines(block, pos, cut, find, held)
+            pos = cut
+        if pos < len(block):
+            head, size = [block[pos:]], len(block) - pos
+    if size:
+        yield b"".join(head) if size <= limit else TooLong(size)
+
+
+def counted_lines(
+    source: Any,
+    stats: Any,
+    find: Find | None = None,
+    held: Callable[[], bool] = lambda: False,
+    limit: int = MAX_LINE_BYTES,
+) -> Iterator[tuple[int, bytes | None]]:
+    """The lines of :func:`read_lines` with their 1-based numbers, counted in ``stats`` (a
+    ``SourceStats``) as every reader counts them: each in ``read``; a run the search
+    passed over in ``ignored``; a line past ``limit`` skipped with its length and given
+    as ``(number, None)``, so that the reader can end what it holds there."""
+    no = 0
+    for line in read_lines(source, stats, find, held, limit):
+        if line.__class__ is Ignored:
+            no += line  # type: ignore[operator]
+            stats.read += line
+            stats.ignored += line
+            continue
+        no += 1
+        stats.read += 1
+        if line.__class__ is TooLong or len(line) > limit:  # (an item of an iterable too)
+            stats.skip(no, too_long_reason(line if line.__class__ is TooLong else len(line)))  # type: ignore[arg-type]
+            yield no, None
+            continue
+        yield no, line  # type: ignore[misc]
+
+
+def _item_lines(items: Iterable[str | bytes], stats: Any) -> Iterator[bytes]:
+    """The lines of an iterable of lines, as bytes: each item is a line, or more where a
+    carriage return inside it ends one (the rule of :func:`_cr_to_lf`, with the item
+    before in view: a ``\n\r`` across two items is one line end, as in a file).  An item
+    without its line end (a live stream's, a list's) was ended by a ``\n``."""
+    after_lf = False
+    for item in items:
+        b: bytes = item.encode("utf-8", "surrogateescape") if item.__class__ is str else item  # type: ignore[assignment,union-attr]
+        if b"\r" in b:
+            end = len(b) - (2 if b.endswith(b"\r\n") else b[-1:] in _ENDS)  # its line end
+            body = b[1:end] if after_lf and b[:1] == b"\r" else b[:end]
+            pieces = _LFCR.sub(b"", body).split(b"\r")
+            if len(pieces) > 1:
+                stats.note(CR_NOTE, len(pieces) - 1)
+                yield from (p + b"\n" for p in pieces[:-1])
+            b = pieces[-1] + b[end:]
+        after_lf = b[-1:] != b"\r"
+        yield b
 
 
 def _block_lines(
-    block: bytes, end: int, find: Find | None, held: Callable[[], bool], pushback: list[bytes]
+    block: bytes, pos: int, end: int, find: Find | None, held: Callable[[], bool]
 ) -> Iterator[bytes | Ignored]:
-    """The whole lines of ``block[:end]``: those ``find`` gives, one by one, and the runs
-    of lines between them as :class:`Ignored`; every line alone while ``held()`` or
+    """The whole lines of ``block[pos:end]``: those ``find`` gives, one by one, and the
+    runs of lines between them as :class:`Ignored`; every line alone while ``held()`` or
     without ``find``."""
-    pos = 0
     while pos < end:
-        if pushback:
-            yield from pushback
-            pushback.clear()
         if find is None or held():
             nl = block.find(b"\n", pos) + 1
             yield block[pos:nl]
@@ -149,67 +251,3 @@ def _block_lines(
             yield Ignored(block.count(b"\n", pos, start))
         yield block[start:nl]
         pos = nl
-
-
-def _finish_line(
-    head: bytes, readline: Any, limit: int, split_cr: SplitCr | None
-) -> Iterator[bytes | TooLong]:
-    """The line that begins with ``head`` (no line end in it), read on to its end with a
-    bound: past ``limit`` it is measured, not held (or given to ``split_cr``)."""
-    rest = readline(limit + 1 - len(head))
-    if len(head) + len(rest) <= limit:
-        if head or rest:
-            yield head + rest
-    elif split_cr is not None and (b"\r" in head or b"\r" in rest):
-        yield from split_cr(head + rest, readline, limit)
-    else:
-        yield TooLong(len(head) + too_long(rest, readline))
-
-
-#: Said in ``stats.notes`` for each carriage return read as a line end
-CR_NOTE = "carriage return(s) inside a line, read as line ends"
-
-
-def cr_lines(head: bytes, readline: Any, limit: int, stats: Any) -> Iterator[bytes | TooLong]:
-    """The lines, ended by carriage returns, of a line past ``limit`` that begins with
-    ``head``: each as its own line (with a ``\n``), up to the ``\n`` that ends it.  At
-    most about ``2 * limit`` bytes are held; a piece past ``limit`` comes as its length.
-    Each carriage return read as a line end is noted in ``stats`` (a ``SourceStats``).
-
-    The ``split_cr`` of :func:`searched_lines` for a log whose line ends are CR-only (one
-    line too big to hold): every line reader of such logs passes it."""
-    rest = head
-    while True:
-        pieces = rest.split(b"\r")
-        rest = pieces.pop()
-        stats.note(CR_NOTE, len(pieces))
-        for p in pieces:
-            yield p + b"\n" if len(p) < limit else TooLong(len(p) + 1)
-        if rest.endswith(b"\n"):
-            if rest != b"\n":  # else the last piece's CR was a CRLF's
-                yield rest if len(rest) <= limit else TooLong(len(rest))
-            return
-        more = readline(limit + 1)
-        if not more:
-            if rest:
-                yield rest if len(rest) <= limit else TooLong(len(rest))
-            return
-        rest += more
-        if len(rest) > limit and b"\r" not in rest:
-            # one piece past the limit: measured up to its CR (or the line's end), not held
-            n = len(rest)
-            while True:
-                if rest.endswith(b"\n"):
-                    yield TooLong(n)
-                    return
-                rest = readline(limit + 1)
-                if not rest:
-                    yield TooLong(n)
-                    return
-                cr = rest.find(b"\r")
-                if cr >= 0:
-                    yield TooLong(n + cr + 1)
-                    stats.note(CR_NOTE, 1)
-                    rest = rest[cr + 1 :]
-                    break
-                n += len(rest)

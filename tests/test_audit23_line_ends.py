@@ -89,6 +89,24 @@ def test_vllm_log_line_ends_lose_nothing(
     assert spans == untouched
 
 
+@pytest.mark.parametrize("edit", list(EDITS))
+def test_dpc_log_line_ends_lose_nothing(
+    tmp_path: Path, untouched: list[tuple[str, str, str, str]], edit: str
+) -> None:
+    """The DPC log under every line end (a CR in a short line was kept inside it: with
+    mixed ends the record after it was glued onto the one before, and lost)."""
+    cap = tmp_path / "cap"
+    shutil.copytree(sample_dir(), cap)
+    log = cap / "dpc.log"
+    log.write_bytes(EDITS[edit](log.read_bytes()))
+
+    rc, out, spans = _spans(cap, tmp_path / "t.jsonl")
+
+    assert rc == 0, out
+    assert "dpc.log: read 209, understood 89, ignored 120, skipped 0" in out
+    assert spans == untouched
+
+
 @pytest.mark.parametrize("year", ["2150", "2001"])
 def test_a_launcher_stamp_years_from_the_capture_fails_strict(tmp_path: Path, year: str) -> None:
     """A launcher asctime inside the accepted window (2000..2200) but in another year than
@@ -126,4 +144,4 @@ def test_a_cr_only_launcher_log_too_big_for_one_line_is_read_line_by_line() -> N
     assert per_copy > 0
     assert len(recs) == per_copy * copies
     assert st.skipped == 0
-    assert st.notes[CR_NOTE] == one.count(b"\n") * copies
+    assert st.notes[CR_NOTE] == one.count(b"\n") * copies - 1  # each CR but the one ending the log

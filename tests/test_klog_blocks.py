@@ -67,18 +67,21 @@ def test_records_and_counts_are_the_same_at_any_block_size(monkeypatch, block: i
 
 
 @pytest.mark.parametrize("block", [5, 100])
-def test_a_bare_carriage_return_in_a_block_still_cuts_long_lines(monkeypatch, block: int) -> None:
-    """A line past 4 KiB with a carriage return inside is read as two lines, wherever the
-    block edges fall; a short one is kept whole (only its number counts)."""
+def test_a_bare_carriage_return_ends_a_line_wherever_the_block_edges_fall(monkeypatch, block: int) -> None:
+    """A carriage return alone ends a line, in a short line as in a long one (before, a
+    short one was kept whole: a line's record then swallowed the next); line numbers
+    count the lines so ended, and a CRLF is one line end, wherever the edges fall."""
     long_unwanted = TRANSIENT + " pad=" + "p" * 5000 + "\r" + RELAYED
-    short = TRANSIENT + "\r" + TRANSIENT
-    data = "\n".join([HTTP_CREATE, short, long_unwanted, RELAYED]).encode() + b"\n"
+    short = TRANSIENT + "\r" + RELAYED
+    data = "\n".join([HTTP_CREATE, short, long_unwanted, RELAYED + "\r"]).encode() + b"\n" + RELAYED.encode()
     monkeypatch.setattr(lines, "BLOCK_BYTES", block)
     recs, stats = _trace(io.BytesIO(data), **KW)
     assert [(r.line_no, r.msg) for r, *_ in recs] == [
         (1, "HTTP call done"),
-        (4, "Successfully relayed the readiness"),
+        (3, "Successfully relayed the readiness"),
         (5, "Successfully relayed the readiness"),
+        (6, "Successfully relayed the readiness"),
+        (7, "Successfully relayed the readiness"),
     ]
-    assert stats[:4] == (5, 3, 2, 0) and stats[5] == {klog.CR_NOTE: 1}
+    assert stats[:4] == (7, 5, 2, 0) and stats[5] == {lines.CR_NOTE: 2}
     assert _trace(list(io.BytesIO(data)), **KW) == (recs, stats)

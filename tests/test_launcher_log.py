@@ -260,7 +260,7 @@ def test_facts_only_keeps_continuations_of_kept_records() -> None:
 
 @pytest.mark.parametrize("block", [1, 13, 200])
 def test_facts_only_reads_the_same_at_any_block_size(monkeypatch, block: int) -> None:
-    """A file is searched in blocks (``lines.searched_lines``): block edges anywhere, in a
+    """A file is searched in blocks (``lines.read_lines``): block edges anywhere, in a
     line, a record's continuation lines or a CRLF, change nothing."""
     import random
 

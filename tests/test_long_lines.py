@@ -15,7 +15,14 @@ from pathlib import Path
 import pytest
 
 from fma_otel.bridge import inputs_from_capture, run_bridge, sample_dir
-from fma_otel.lines import MAX_LINE_BYTES, MAX_TRACE_LINE_BYTES, MAX_VALUE_BYTES, TooLong, bounded_lines
+from fma_otel.lines import (
+    CR_NOTE,
+    MAX_LINE_BYTES,
+    MAX_TRACE_LINE_BYTES,
+    MAX_VALUE_BYTES,
+    TooLong,
+    bounded_lines,
+)
 from fma_otel.query.harvest import Harvest
 from fma_otel.query.readers import read_spans
 from fma_otel.query.sources import FileSource
@@ -141,3 +148,27 @@ def test_trace_readers_skip_a_line_past_the_limit(tmp_path: Path):
     fs = FileSource(str(src))
     fs.fill(Harvest(), Window(), warn=lambda msg: None)
     assert (fs.lines, fs.skipped) == (3, 1)
+
+
+@pytest.mark.slow
+def test_a_run_of_carriage_returns_past_the_bound_is_read_in_bounded_memory(monkeypatch) -> None:
+    """What a CR at a block's end ends depends on the byte after it, so the reader reads on
+    past it, but no further than the bound: a log of blank CR-ended lines is not held."""
+    from fma_otel import lines
+
+    monkeypatch.setattr(lines, "BLOCK_BYTES", 256 << 10)
+    run = (2 << 20) + 5
+    data = (
+        HDR
+        + b'"Bound server-providing Pod" a=1\n'
+        + b"\r" * run
+        + HDR
+        + b'"Bound server-providing Pod" a=2\n'
+    )
+    st = SourceStats("t")
+    recs, peak = _peak(lambda: list(iter_klog(io.BytesIO(data), st, messages=WANTED)))
+    assert [r.get("a") for r in recs] == [1, 2]  # type: ignore[attr-defined]
+    # the first CR, after a LF, is one line end with it; each other one ends a blank line
+    assert (st.read, st.understood, st.ignored, st.skipped) == (run + 1, 2, run - 1, 0)
+    assert st.notes == {CR_NOTE: run - 1}
+    assert peak < 3 << 20, peak  # a few blocks, not the run

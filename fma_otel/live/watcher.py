@@ -173,11 +173,13 @@ def launcher_parser(
     ``on_skip`` is called for each line that starts like a record but is not one (a bad
     or out-of-window time among them), so the watcher can count it.
     """
+    from ..lines import read_lines
     from ..sources.klog import split_timestamp_prefix
     from ..sources.launcher_log import LauncherParseError, parse_launcher_line
 
-    for n, raw in enumerate(lines, 1):
-        prefix, body = None, raw.decode("utf-8", "replace").rstrip("\r\n")
+    # line ends as in every log reader: a carriage return inside a line ends one
+    for n, raw in enumerate(read_lines(lines, SourceStats("launcher")), 1):
+        prefix, body = None, raw.decode("utf-8", "replace").rstrip("\r\n")  # type: ignore[union-attr]
         try:
             if body[10:11] in ("T", "t"):  # the kubelet's timestamp prefix (a bad one: a skip)
                 prefix, body = split_timestamp_prefix(body)

@@ -34,9 +34,10 @@ Decisions (the tests pin them):
 * **Accounting**: every physical line is counted in ``stats.read`` and in exactly one of
   ``stats.understood`` (records, continuation lines of a block), ``stats.ignored`` (lines
   a prefilter passed over unread) or ``stats.skipped`` (with a reason).
-* **Line ends**: ``\n`` or ``\r\n``; in the first line and in lines past 4 KiB a carriage
-  return alone also ends a line (noted in ``stats.notes``): a log written with CR-only line
-  ends is then read line by line.
+* **Line ends**: ``\n``, ``\r\n`` or a carriage return alone, anywhere (noted in
+  ``stats.notes``; :func:`fma_otel.lines.read_lines`, the one rule of every log reader): a
+  log written with CR-only line ends is read line by line, and line numbers count the
+  lines so ended.
 """
 
 from __future__ import annotations
@@ -47,17 +48,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from fma_otel.lines import (
-    CR_NOTE,
-    MAX_LINE_BYTES,
-    MAX_VALUE_BYTES,
-    Find,
-    Ignored,
-    TooLong,
-    cr_lines,
-    searched_lines,
-    too_long_reason,
-)
+from fma_otel.lines import MAX_LINE_BYTES, MAX_VALUE_BYTES, Find, counted_lines
 from fma_otel.sources.records import KlogRecord, SourceStats
 from fma_otel.timeutil import parse_rfc3339_ns
 
@@ -716,50 +707,6 @@ def _header_offset_b(b: bytes) -> int:
     return 0
 
 
-def _lines(
-    source: Iterable[bytes] | Iterable[str],
-    pushback: list[bytes],
-    stats: SourceStats,
-    find: Find | None,
-    held: Callable[[], bool],
-) -> Iterator[bytes | TooLong | Ignored]:
-    """The physical lines of ``source`` as bytes, each followed by what the reader put in
-    ``pushback`` meanwhile (the pieces it cut a line into).  A file is searched in blocks
-    (:func:`fma_otel.lines.searched_lines`: only the lines ``find`` may want come one by
-    one); a line past ``MAX_LINE_BYTES`` that holds carriage returns is read on as lines
-    ended by them (a log with CR-only line ends, too big for one line).  Any other
-    iterable is taken a line at a time."""
-    readline = getattr(source, "readline", None)
-    if callable(readline):
-
-        def split_cr(line: bytes, readline: Any, limit: int) -> Iterator[bytes | TooLong]:
-            return cr_lines(line, readline, limit, stats)
-
-        yield from searched_lines(source, find, held, pushback, split_cr, MAX_LINE_BYTES)
-    else:
-        for raw in source:
-            if pushback:
-                yield from pushback
-                pushback.clear()
-            yield raw.encode("utf-8", "surrogateescape") if raw.__class__ is str else raw  # type: ignore[union-attr,misc]
-    if pushback:
-        yield from pushback
-        pushback.clear()
-
-
-#: Lines are searched for a carriage return inside them only past this length (and the
-#: first line): a log with CR-only line ends reads as one long first line.
-_CR_CHECK_BYTES = 4096
-
-
-def _cut_at_cr(body: bytes, pushback: list[bytes], stats: SourceStats) -> None:
-    """Cut a line (without its line end) at each carriage return, for the reader to take
-    the pieces as lines."""
-    pieces = body.split(b"\r")
-    stats.note(CR_NOTE, len(pieces) - 1)
-    pushback.extend(p + b"\n" for p in pieces)
-
-
 def iter_klog(
     source: Iterable[bytes] | Iterable[str],
     stats: SourceStats,
@@ -781,40 +728,21 @@ def iter_klog(
     prefilter = Prefilter(wanted_msgs, contains) if wanted_msgs is not None else None
     find = _cut_find(prefilter.find) if prefilter is not None else None
     pending: _Open | None = None  # a record whose multi-line block is still open
-    line_no = 0
 
     def held() -> bool:  # lines are read one by one while a multi-line value is open
         return pending is not None
 
-    pushback: list[bytes] = []
-    for b in _lines(source, pushback, stats, find, held):
-        if b.__class__ is Ignored:
-            line_no += b  # type: ignore[operator]
-            stats.read += b  # type: ignore[operator]
-            stats.ignored += b  # type: ignore[operator]
-            continue
-        line_no += 1
-        if b.__class__ is TooLong or len(b) > MAX_LINE_BYTES:
-            stats.read += 1
-            stats.skip(line_no, too_long_reason(b if b.__class__ is TooLong else len(b)))  # type: ignore[arg-type]
+    for line_no, b in counted_lines(source, stats, find, held, MAX_LINE_BYTES):
+        if b is None:  # too long: skipped
             if pending is not None:
                 yield pending.record()  # without the block's value, as for a cut block
                 pending = None
             continue
-        if (line_no == 1 or len(b) > _CR_CHECK_BYTES) and b"\r" in b.rstrip(b"\r\n"):  # type: ignore[union-attr]
-            # A carriage return alone ends a line too: else a log written with CR-only
-            # line ends is one line, and every record in it is lost without a word.
-            # Such a log is one long first line, so only the first line and long lines
-            # are searched (the same ones whether a prefilter is given or not).
-            _cut_at_cr(b.rstrip(b"\r\n"), pushback, stats)  # type: ignore[union-attr]
-            line_no -= 1
-            continue
-        stats.read += 1
         if prefilter is not None:
             found = b == prefilter.passed  # so tested already, by the search
             prefilter.passed = None
-            if pending is None and not found and not prefilter.wanted(b):  # type: ignore[arg-type]
-                body = b.rstrip(b"\r\n")  # type: ignore[union-attr]
+            if pending is None and not found and not prefilter.wanted(b):
+                body = b.rstrip(b"\r\n")
                 if corrupt_bytes(body):
                     stats.skip(line_no, "NUL byte or invalid UTF-8 (klog writes neither): a corrupted line")
                     continue
@@ -823,7 +751,7 @@ def iter_klog(
                     continue
                 stats.ignored += 1
                 continue
-        b = b.rstrip(b"\r\n")  # type: ignore[union-attr]
+        b = b.rstrip(b"\r\n")
         h = _header_offset_b(b)
         if pending is not None:
             if b[h : h + 1] == b"\t":

@@ -20,6 +20,8 @@ Decisions (the tests pin them):
   sidecar's ``2026-06-29 14:35:47,250 INFO launcher_pod_notifier: ...`` when containers are
   concatenated) is skipped and ends the previous record, rather than glued onto it.
 * Non-UTF-8 bytes are replaced (U+FFFD), as in :mod:`fma_otel.sources.klog`.
+* Line ends as in :mod:`fma_otel.sources.klog` (:func:`fma_otel.lines.read_lines`):
+  ``\n``, ``\r\n`` or a carriage return alone.
 * Accounting: every physical line counts in ``read`` and in exactly one of ``understood``
   or ``skipped``.
 """
@@ -28,19 +30,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from typing import Any
 from urllib.parse import unquote
 
-from fma_otel.lines import (
-    CR_NOTE,
-    MAX_LINE_BYTES,
-    MAX_VALUE_BYTES,
-    Ignored,
-    TooLong,
-    cr_lines,
-    searched_lines,
-    too_long_reason,
-)
+from fma_otel.lines import MAX_VALUE_BYTES, counted_lines
 from fma_otel.sources.klog import split_timestamp_prefix
 from fma_otel.sources.records import LauncherRecord, SourceStats
 from fma_otel.timeutil import check_ns
@@ -157,19 +149,17 @@ def _is_fact(rec: LauncherRecord) -> bool:
     return rec.message.startswith(ACCEPTED_PREFIX)
 
 
-_FACT_TEXTS = (ACCEPTED_PREFIX, '"PUT ')
-_FACT_BYTES = tuple(t.encode() for t in _FACT_TEXTS)
+_FACT_BYTES = (ACCEPTED_PREFIX.encode(), b'"PUT ')
 
 
-def _may_be_fact(raw: bytes | str) -> bool:
+def _may_be_fact(raw: bytes) -> bool:
     """Whether a line may hold a fact the bridge reads: a literal search, nothing checked
     (a record without either text is no fact, :func:`_is_fact`)."""
-    texts: tuple[Any, ...] = _FACT_BYTES if raw.__class__ is bytes else _FACT_TEXTS
-    return texts[0] in raw or texts[1] in raw
+    return _FACT_BYTES[0] in raw or _FACT_BYTES[1] in raw
 
 
 class _FactFinder:
-    """``find`` for :func:`searched_lines`: the bounds of the first line of
+    """``find`` for :func:`~fma_otel.lines.read_lines`: the bounds of the first line of
     ``block[pos:end]`` that may hold a fact (the test of :func:`_may_be_fact`, over a block).
 
     Each text is looked for with ``bytes.find`` (a regular expression of the two tried
@@ -214,39 +204,21 @@ def iter_launcher_log(
     pending: LauncherRecord | None = None
     more: list[str] = []
     more_bytes = 0
-    line_no = 0
-    items: Iterable[Any] = fh_or_lines
-    if callable(getattr(fh_or_lines, "readline", None)):
-        # lines come one by one while a record may take more of them
-        # a CR-only log too big for one line is read on as the lines its CRs end
-        def split_cr(line: bytes, readline: Any, limit: int) -> Iterator[bytes | TooLong]:
-            return cr_lines(line, readline, limit, stats)
-
-        finder = _FactFinder() if facts_only else None
-        items = _cr_cut(
-            searched_lines(fh_or_lines, finder, lambda: pending is not None, split_cr=split_cr), stats
-        )
-    for raw in items:
-        if raw.__class__ is Ignored:  # lines with neither text, outside a record
-            line_no += raw
-            stats.read += raw
-            stats.ignored += raw
-            continue
-        line_no += 1
-        stats.read += 1
-        if facts_only and pending is None and raw.__class__ is not TooLong and not _may_be_fact(raw):
-            stats.ignored += 1  # neither a fact nor part of one
-            continue
-        if raw.__class__ is TooLong or len(raw) > MAX_LINE_BYTES:
-            # Not read (see lines.TooLong): it may have begun a record, so the one before
-            # ends here, and continuation lines after it belong to no record.
-            stats.skip(line_no, too_long_reason(raw if raw.__class__ is TooLong else len(raw)))
+    # lines come one by one while a record may take more of them
+    finder = _FactFinder() if facts_only else None
+    lines = counted_lines(fh_or_lines, stats, finder, lambda: pending is not None)
+    for line_no, raw in lines:
+        if raw is None:
+            # Not read (too long): it may have begun a record, so the one before ends
+            # here, and continuation lines after it belong to no record.
             if pending is not None:
                 yield _with_more(pending, more)
             pending, more = None, []
             continue
-        s = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
-        s = s.rstrip("\r\n")
+        if facts_only and pending is None and not _may_be_fact(raw):
+            stats.ignored += 1  # neither a fact nor part of one
+            continue
+        s = raw.decode("utf-8", "replace").rstrip("\r\n")
         prefix_ns, body = None, s
         if s[10:11] in ("T", "t"):  # "2026-...T...Z <line>": a --timestamps prefix
             try:
@@ -276,7 +248,7 @@ def iter_launcher_log(
             yield _with_more(pending, more)
             pending, more = None, []
         try:
-            if facts_only and not _may_be_fact(body):
+            if facts_only and not _may_be_fact(raw):
                 _split_line(body)  # it ends a kept record; no fact itself
             else:
                 pending = parse_launcher_line(body, line_no, prefix_ns)
@@ -288,27 +260,6 @@ def iter_launcher_log(
             pending = None  # its continuation lines are passed over with the other lines
     if pending is not None:
         yield _with_more(pending, more)
-
-
-def _cr_cut(items: Iterable[Any], stats: SourceStats) -> Iterator[Any]:
-    """``items`` with each line that holds a carriage return before its end cut there,
-    the pieces as lines (noted in ``stats``), as the klog reader does for a file (any
-    other iterable is taken a line at a time).
-
-    Why: a log with CR-only line ends (or a CR among LF ones) came as one line whose first
-    record swallowed the rest: the create's receipt and response were lost, "skipped 0".
-    """
-    for raw in items:
-        cls = raw.__class__
-        if cls is bytes or cls is str:
-            cr = b"\r" if cls is bytes else "\r"
-            body = raw.rstrip(b"\r\n" if cls is bytes else "\r\n")
-            if cr in body:
-                pieces = body.split(cr)
-                stats.note(CR_NOTE, len(pieces) - 1)
-                yield from (p for p in pieces if p)  # a CR beside a line end adds no line
-                continue
-        yield raw
 
 
 def accepted_create_id(rec: LauncherRecord) -> str | None:

@@ -44,10 +44,13 @@ What the text gives (``/work/shared/vllm-reference.md``, §0-§2):
   know (a custom ``VLLM_LOGGING_CONFIG_PATH``, the JSON formatter) therefore yields no
   records at all, never wrong ones.
 
-Physical lines are split on ``\\r`` (tqdm, the multi-line formatter), ANSI colour codes are
-removed, and a ``kubectl logs --timestamps`` RFC 3339 prefix is removed (kept in
-``prefix_ns``: the container runtime's read time, never used as the phase instant).  The
-prefix is read by :func:`fma_otel.sources.klog.split_timestamp_prefix`, the one reader of
+Physical lines (ended by ``\\n``) are split on ``\\r`` into segments (tqdm, the multi-line
+formatter; :attr:`VllmPhase.seq`), not into lines as the DPC and launcher logs are
+(:func:`fma_otel.lines.read_lines`): a record's line number is a span attribute that must
+match the file's ``\\n`` lines, and the launcher wrapper feeds the lines as vLLM writes them.
+ANSI colour codes are removed, and a ``kubectl logs --timestamps`` RFC 3339 prefix is
+removed (kept in ``prefix_ns``: the container runtime's read time, never used as the phase
+instant).  The prefix is read by :func:`fma_otel.sources.klog.split_timestamp_prefix`, the one reader of
 that prefix; a line starting with a digit that is not such a prefix is kept whole.  vLLM's
 own ``INFO 06-29 14:36:20`` stamp and the launcher's asctime are other formats, read here.
 """

@@ -153,6 +153,17 @@ def test_launcher_lines_out_of_the_window_are_counted_not_used() -> None:
     assert len(skipped) == 3
 
 
+def test_a_carriage_return_inside_a_live_launcher_line_ends_a_record() -> None:
+    """Line ends as in the bridge's reader: two records a CR separates are two records
+    (the second was glued onto the first's message)."""
+    from fma_otel.live.watcher import launcher_parser
+
+    a = b"2026-06-29 13:58:51,078 - __main__ - INFO - Accepted request to create vLLM instance with id=a"
+    b = b'2026-06-29 13:58:51,090 - uvicorn.access - INFO - 10.0.0.1:5 - "PUT /v2/vllm/instances/a HTTP/1.1" 201'
+    recs = list(launcher_parser([a + b"\r" + b + b"\n"]))
+    assert [(r.line_no, r.message[-4:]) for r in recs] == [(1, "id=a"), (2, " 201")]
+
+
 class _Screening:
     """The real sink, as if it found the first trace it is handed unencodable (the way a
     trace read back from --out after a restart reaches it): left out, returned."""
