@@ -146,6 +146,8 @@ def test_lines_past_a_small_bound_are_counted_and_the_rule_holds(
     finally:
         lines.BLOCK_BYTES = old
     assert [n for n, _ in got] == list(range(1, len(want) + 1))
+    # a line is skipped exactly when it is past the bound (its line end as the rule writes it)
+    assert [x is None for _, x in got] == [len(w) > limit for w in want]
     assert all(
         x is None or x.rstrip(b"\r\n") == w.rstrip(b"\r\n") for (_, x), w in zip(got, want, strict=True)
     )
