@@ -212,8 +212,10 @@ def _item_lines(items: Iterable[str | bytes], stats: Any) -> Iterator[bytes]:
     """The lines of an iterable of lines, as bytes: each item is a line, or more where a
     carriage return inside it ends one (the rule of :func:`_cr_to_lf`, with the item
     before in view: a ``\n\r`` across two items is one line end, as in a file).  An item
-    without its line end (a live stream's, a list's) was ended by a ``\n``."""
-    after_lf = False
+    without its line end (a live stream's, a list's) was ended by a ``\n``: one that ends
+    with a CR too (a CRLF line, its LF cut off) is read as in the file, where that LF makes
+    a CR beginning the next line the second half of an LF CR line end."""
+    after_lf = False  # only the log's first item has no LF before it
     for item in items:
         b: bytes = item.encode("utf-8", "surrogateescape") if item.__class__ is str else item  # type: ignore[assignment,union-attr]
         if b"\r" in b:
@@ -224,7 +226,7 @@ def _item_lines(items: Iterable[str | bytes], stats: Any) -> Iterator[bytes]:
                 stats.note(CR_NOTE, len(pieces) - 1)
                 yield from (p + b"\n" for p in pieces[:-1])
             b = pieces[-1] + b[end:]
-        after_lf = b[-1:] != b"\r"
+        after_lf = True
         yield b
 
 

@@ -125,7 +125,20 @@ def test_items_without_their_line_ends_were_ended_by_a_line_feed() -> None:
     item it ends a blank line."""
     assert _read([b"x", b"\ry", b"z"]) == ([b"x", b"y", b"z"], {})
     assert _read(io.BytesIO(b"x\n\ry\nz")) == ([b"x", b"y", b"z"], {})
-    assert _read([b"x\r", b"\ry"]) == ([b"x", b"", b"y"], {CR_NOTE: 1})
+    # "x\r" without its LF was "x\r\n": the CR after it is an LF CR's, as in the file
+    assert _read([b"x\r", b"\ry"]) == ([b"x", b"y"], {})
+    assert _read(io.BytesIO(b"x\r\n\ry\n")) == ([b"x", b"y"], {})
+    # a CR beginning the log (no LF before it) ends a blank line
+    assert _read([b"\rx", b"y"]) == ([b"", b"x", b"y"], {CR_NOTE: 1})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(PIECES), max_size=40))
+def test_items_without_their_line_ends_give_the_files_lines(pieces: list[bytes]) -> None:
+    """The live stream (``live.kube.iter_lines``) gives each line without its ``\n``: the
+    lines and notes are those of the same log read as a file, whatever its line ends."""
+    data = b"".join(pieces) + b"\n"
+    assert _read(data.split(b"\n")[:-1]) == _read(io.BytesIO(data))
 
 
 @settings(max_examples=300, deadline=None)
