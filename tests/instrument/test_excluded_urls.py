@@ -23,13 +23,15 @@ def _requests(client: TestClient) -> None:
     assert client.delete("/v2/vllm/instances/ex-1").status_code == 200
 
 
-@pytest.mark.parametrize("var", ["OTEL_PYTHON_FMA_LAUNCHER_EXCLUDED_URLS", "OTEL_PYTHON_EXCLUDED_URLS"])
-def test_excluded_paths_get_no_span(
-    var: str, monkeypatch: pytest.MonkeyPatch, tracing: Tracing, fake_launcher: ModuleType
-) -> None:
+def _server_spans(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch, tracing: Tracing, fake_launcher: ModuleType
+) -> list[str]:
+    """The names of the server spans of :func:`_requests`, instrumented with ``env`` set
+    (and neither variable otherwise)."""
     monkeypatch.delenv("OTEL_PYTHON_FMA_LAUNCHER_EXCLUDED_URLS", raising=False)
     monkeypatch.delenv("OTEL_PYTHON_EXCLUDED_URLS", raising=False)
-    monkeypatch.setenv(var, "health,v2/vllm/instances$")
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
     inst = LauncherInstrumentor()
     inst.instrument(
         tracer_provider=tracing.provider, pod_info=no_pod(), configure_sdk=False, skip_dep_check=True
@@ -39,26 +41,21 @@ def test_excluded_paths_get_no_span(
             _requests(client)
     finally:
         inst.uninstrument()
-    names = sorted(s.name for s in tracing.spans() if s.kind.name == "SERVER")
+    return sorted(s.name for s in tracing.spans() if s.kind.name == "SERVER")
+
+
+@pytest.mark.parametrize("var", ["OTEL_PYTHON_FMA_LAUNCHER_EXCLUDED_URLS", "OTEL_PYTHON_EXCLUDED_URLS"])
+def test_excluded_paths_get_no_span(
+    var: str, monkeypatch: pytest.MonkeyPatch, tracing: Tracing, fake_launcher: ModuleType
+) -> None:
+    names = _server_spans({var: "health,v2/vllm/instances$"}, monkeypatch, tracing, fake_launcher)
     assert names == ["DELETE /v2/vllm/instances/{instance_id}", CREATE_SPAN]
 
 
 def test_without_the_variables_every_path_gets_its_span(
     monkeypatch: pytest.MonkeyPatch, tracing: Tracing, fake_launcher: ModuleType
 ) -> None:
-    monkeypatch.delenv("OTEL_PYTHON_FMA_LAUNCHER_EXCLUDED_URLS", raising=False)
-    monkeypatch.delenv("OTEL_PYTHON_EXCLUDED_URLS", raising=False)
-    inst = LauncherInstrumentor()
-    inst.instrument(
-        tracer_provider=tracing.provider, pod_info=no_pod(), configure_sdk=False, skip_dep_check=True
-    )
-    try:
-        with TestClient(fake_launcher.app) as client:
-            _requests(client)
-    finally:
-        inst.uninstrument()
-    names = sorted(s.name for s in tracing.spans() if s.kind.name == "SERVER")
-    assert names == [
+    assert _server_spans({}, monkeypatch, tracing, fake_launcher) == [
         "DELETE /v2/vllm/instances/{instance_id}",
         "GET /health",
         "GET /v2/vllm/instances",
