@@ -86,6 +86,7 @@ def test_lines_a_search_passes_over_come_as_their_number() -> None:
 PIECES = [b"a", b"bc", b"\r", b"\n", b"\r\n", b"\n\r", b"\r\r\r"]
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(st.sampled_from(PIECES), max_size=40),
@@ -132,6 +133,7 @@ def test_items_without_their_line_ends_were_ended_by_a_line_feed() -> None:
     assert _read([b"\rx", b"y"]) == ([b"", b"x", b"y"], {CR_NOTE: 1})
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from(PIECES), max_size=40))
 def test_items_without_their_line_ends_give_the_files_lines(pieces: list[bytes]) -> None:
@@ -141,6 +143,7 @@ def test_items_without_their_line_ends_give_the_files_lines(pieces: list[bytes])
     assert _read(data.split(b"\n")[:-1]) == _read(io.BytesIO(data))
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from(PIECES), max_size=60), st.integers(1, 9), st.integers(1, 6))
 def test_lines_past_a_small_bound_are_counted_and_the_rule_holds(
