@@ -31,7 +31,7 @@ from .build import build_trace
 from .correlate import Actuation, Correlator
 from .facts import WANTED_CONTAINS, WANTED_MESSAGES
 from .instants import DEFAULT_TOLERANCE_NS
-from .lines import MAX_LINE_BYTES, bounded_lines
+from .lines import MAX_LINE_BYTES, read_lines
 from .phase_inputs import PhaseSources, read_events
 from .sources.klog import KlogParseError, iter_klog, parse_klog_line, split_timestamp_prefix
 from .sources.launcher_log import iter_launcher_log, parse_launcher_line
@@ -378,7 +378,9 @@ def _require_some(st: SourceStats, path: str, what: str, first_line_ok: Callable
         return
     if st.ignored:
         with _reading(path) as fh:
-            first = next((line for line in bounded_lines(fh, MAX_LINE_BYTES) if line.strip()), b"")
+            # as its reader reads lines: any line end, a line past the bound passed over
+            lines = read_lines(fh, SourceStats(path), limit=MAX_LINE_BYTES)
+            first = next((line for line in lines if line.__class__ is bytes and line.strip()), b"")
         if first.__class__ is bytes and first_line_ok(first):
             return
     raise InputError(f"{path}: not {what} (none of its {st.read} lines could be read)")

@@ -362,6 +362,31 @@ def test_a_launcher_log_without_creates_is_read_and_a_foreign_file_refused(tmp_p
         run_bridge(inputs)
 
 
+@pytest.mark.parametrize("end", [b"\n", b"\r"])
+def test_a_log_none_of_whose_lines_is_used_is_told_by_its_first_line_as_its_reader_reads_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, end: bytes
+) -> None:
+    """A log whose lines were all passed over is told by its first non-blank line, read as
+    its reader reads lines (any line end; a line past the bound passed over): a first line
+    past the bound, or a CR-only log longer than it, was ``TooLong`` there, and ``.strip()``
+    on it crashed the bridge (the bound made small so that the test holds no 16 MiB)."""
+    from fma_otel import bridge as B
+
+    monkeypatch.setattr(B, "MAX_LINE_BYTES", 64)
+    d = sample_dir()
+    quiet = tmp_path / "quiet.log"
+    header = b"2026-06-29 14:30:00,000 - launcher - INFO - started"
+    first = b"x" * 100 + end if end == b"\n" else b""
+    quiet.write_bytes(first + (header + end + b"  more" + end) * 3)
+    inputs = BridgeInputs([str(d / "pods.json")], str(d / "dpc.log"), {"launcher-example-4lgw5": str(quiet)})
+    res = run_bridge(inputs)
+    st = next(s for s in res.stats if s.name == str(quiet))
+    assert (st.read, st.understood, st.skipped) == (6 + bool(first), 0, 0) and st.ignored == st.read
+    quiet.write_bytes(first + b'{"kind": "PodList"}' + end + b"x" * 100 + end)  # not a launcher log
+    with pytest.raises(InputError, match="not a launcher log"):
+        run_bridge(inputs)
+
+
 def test_traces_are_built_one_at_a_time_as_they_are_asked_for(monkeypatch) -> None:
     """Memory is bounded by what the correlator keeps, not by the output: reading builds no
     trace, and each step of ``iter_traces`` builds exactly one (nothing built ahead)."""
