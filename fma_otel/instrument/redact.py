@@ -244,7 +244,8 @@ def scrub_text(text: str, secrets: Iterable[str] = ()) -> str:
     for s in secrets:
         if s in text:
             text = text.replace(s, REDACTED)
-    if "earer" in text or "asic" in text or "oken" in text:
+    low = text.lower()  # the scheme is case-insensitive, as the rule is (RFC 9110)
+    if "bearer" in low or "basic" in low or "token" in low:
         text = _auth_scheme().sub(lambda m: f"{m.group(1)} {REDACTED}", text)
     return scrub_urls(text)
 

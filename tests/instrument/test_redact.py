@@ -67,6 +67,16 @@ def test_urls_in_free_text() -> None:
     assert R.redact_query("detail=false&flag") == "detail=<redacted>&<redacted>"
 
 
+@pytest.mark.parametrize("scheme", ["Bearer", "bearer", "BEARER", "Basic", "BASIC", "Token", "TOKEN"])
+def test_an_authorization_credential_is_redacted_whatever_the_schemes_case(scheme: str) -> None:
+    """An HTTP authorization scheme is case-insensitive (RFC 9110), and so is the rule; the
+    literal test before it (that spares the rule most texts) was not: ``BEARER <token>``
+    went out unredacted."""
+    assert R.scrub_text(f"401 for Authorization: {scheme} abc.DEF-123") == (
+        f"401 for Authorization: {scheme} <redacted>"
+    )
+
+
 def test_known_secrets_replace_longest_first() -> None:
     assert R.scrub_text("a=secretvalue b=secret", R.known_secrets(["secret", "secretvalue"])) == (
         "a=<redacted> b=<redacted>"
