@@ -1,4 +1,4 @@
-"""Lines of any length, read without holding a whole one in memory.
+r"""Lines of any length, read without holding a whole one in memory.
 
 Why: a reader that held each line whole would hold a 300 MB line (or ``/dev/zero`` given
 as a log) without bound.  A line longer than a reader's limit is only measured: the reader
@@ -40,7 +40,7 @@ def too_long_reason(n: int) -> str:
 
 
 def bounded_lines(fh: Any, limit: int) -> Iterator[bytes | TooLong]:
-    """The lines of a binary file, each as ``for line in fh`` gives it (ended by ``\n``
+    r"""The lines of a binary file, each as ``for line in fh`` gives it (ended by ``\n``
     only: the vLLM log's feeders and the trace readers), except that a line longer than
     ``limit`` bytes comes as :class:`TooLong` (its length) and is never held whole: the
     rest is read in 1 MiB pieces only to measure it."""
@@ -86,7 +86,7 @@ _ENDS = (b"\r", b"\n")
 
 
 def _cr_to_lf(data: bytes, stats: Any, at_end: bool = True) -> bytes:
-    """``data`` with each carriage return that ends a line written ``\n`` (``\r\n`` and
+    r"""``data`` with each carriage return that ends a line written ``\n`` (``\r\n`` and
     ``\n\r`` are one line end each), noted in ``stats`` where it adds a line; else
     ``data`` itself.
 
@@ -117,7 +117,7 @@ def read_lines(
     held: Callable[[], bool] = lambda: False,
     limit: int = MAX_LINE_BYTES,
 ) -> Iterator[bytes | TooLong | Ignored]:
-    """The lines of a log, ended by ``\n``, ``\r\n`` or a carriage return alone (noted in
+    r"""The lines of a log, ended by ``\n``, ``\r\n`` or a carriage return alone (noted in
     ``stats``, a ``SourceStats``): the one line reader of the klog and launcher logs.
 
     ``source`` is a binary file, read in blocks, or any iterable of lines (``str`` or
@@ -209,7 +209,7 @@ def counted_lines(
 
 
 def _item_lines(items: Iterable[str | bytes], stats: Any) -> Iterator[bytes]:
-    """The lines of an iterable of lines, as bytes: each item is a line, or more where a
+    r"""The lines of an iterable of lines, as bytes: each item is a line, or more where a
     carriage return inside it ends one (the rule of :func:`_cr_to_lf`, with the item
     before in view: a ``\n\r`` across two items is one line end, as in a file).  An item
     without its line end (a live stream's, a list's) was ended by a ``\n``: one that ends

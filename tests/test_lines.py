@@ -169,3 +169,16 @@ def test_lines_past_a_small_bound_are_counted_and_the_rule_holds(
     )
     assert stats.notes == st_.notes
     assert stats.read == len(want) and stats.skipped == sum(x is None for _, x in got)
+
+
+def test_the_docstrings_about_line_ends_hold_no_line_end_characters() -> None:
+    """``\\n`` written in a docstring that is not raw is a line feed, and ``\\r`` a carriage
+    return: ``help()`` then showed the line-end rule garbled (a CR sends the cursor back)."""
+    import inspect
+
+    from fma_otel.sources import launcher_log
+
+    objs = [lines, launcher_log, *(f for _, f in inspect.getmembers(lines, inspect.isfunction))]
+    for obj in objs:
+        doc = obj.__doc__ or ""
+        assert "\r" not in doc and "``\n``" not in doc, obj

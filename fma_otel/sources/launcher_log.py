@@ -21,7 +21,7 @@ Decisions (the tests pin them):
   concatenated) is skipped and ends the previous record, rather than glued onto it.
 * Non-UTF-8 bytes are replaced (U+FFFD), as in :mod:`fma_otel.sources.klog`.
 * Line ends as in :mod:`fma_otel.sources.klog` (:func:`fma_otel.lines.read_lines`):
-  ``\n``, ``\r\n`` or a carriage return alone.
+  ``\\n``, ``\\r\\n`` or a carriage return alone.
 * Accounting: every physical line counts in ``read`` and in exactly one of ``understood``
   or ``skipped``.
 """
