@@ -122,8 +122,8 @@ def _find_bc(block: bytes, pos: int, end: int) -> tuple[int, int] | None:
 
 def test_items_without_their_line_ends_were_ended_by_a_line_feed() -> None:
     """A live stream's lines come without their ``\\n``: a CR that begins the next one is
-    the second half of an LF CR line end (no blank line), as in a file; after a CR-ended
-    item it ends a blank line."""
+    the second half of an LF CR line end (no blank line), as in a file, also after an item
+    ending with a CR (a CRLF line); only at the log's start does it end a blank line."""
     assert _read([b"x", b"\ry", b"z"]) == ([b"x", b"y", b"z"], {})
     assert _read(io.BytesIO(b"x\n\ry\nz")) == ([b"x", b"y", b"z"], {})
     # "x\r" without its LF was "x\r\n": the CR after it is an LF CR's, as in the file
