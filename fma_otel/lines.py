@@ -126,7 +126,9 @@ def read_lines(
     their number (:class:`Ignored`), never sliced or decoded: a search over a block costs
     a fraction of a Python loop over its lines.  Every line comes alone while ``held()``
     (a record the reader keeps is still open) and without ``find``.  A line past ``limit``
-    comes as its length (:class:`TooLong`), never held whole."""
+    that runs past its block comes as its length (:class:`TooLong`), never held whole; one
+    inside a block read on past a CR (at most twice ``limit`` and 4 KiB) may come whole:
+    :func:`counted_lines` skips either."""
     read = getattr(source, "read", None)
     if not callable(read):
         yield from _item_lines(source, stats)

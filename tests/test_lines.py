@@ -71,6 +71,24 @@ def test_a_line_past_the_limit_is_measured_wherever_its_end(monkeypatch, block: 
         assert [x.__class__ for x in got] == [bytes, TooLong, bytes, TooLong]
 
 
+def test_a_line_past_the_limit_inside_a_block_read_on_past_a_cr_is_still_skipped(monkeypatch) -> None:
+    """A block that ends with a CR is read on (what the CR ends depends on the byte after
+    it): a line past the limit can then lie whole inside it and come whole from
+    ``read_lines``; ``counted_lines`` skips it all the same, with its length."""
+    monkeypatch.setattr(lines, "BLOCK_BYTES", 8)
+    data = b"abcdefg\r0123456789abc\r\rz\n"
+    got, _ = _read(io.BytesIO(data), limit=8)
+    assert got == [b"abcdefg", b"0123456789abc", b"", b"z"]
+    st = SourceStats("t")
+    assert list(lines.counted_lines(io.BytesIO(data), st, limit=8)) == [
+        (1, b"abcdefg\n"),
+        (2, None),
+        (3, b"\n"),
+        (4, b"z\n"),
+    ]
+    assert st.skipped_lines == [(2, lines.too_long_reason(14))]
+
+
 def test_lines_a_search_passes_over_come_as_their_number() -> None:
     data = b"a1\nb2\nWANT3\nc4\r\nd5\rWANT6\re7\n"
 
