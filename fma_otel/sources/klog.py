@@ -648,10 +648,11 @@ def corrupt_bytes(line: bytes) -> bool:
 def _first_corrupt(block: bytes, pos: int, end: int) -> int:
     """End of the first line of ``block[pos:end]`` that :func:`corrupt_bytes` accepts, or 0."""
     bad = block.find(b"\x00", pos, end)
-    try:
-        block[pos:end].decode("utf-8")
-    except UnicodeDecodeError as exc:
-        bad = pos + exc.start if bad < 0 else min(bad, pos + exc.start)
+    if not block.isascii():  # a cheap first test: ASCII is UTF-8 (most logs are ASCII)
+        try:
+            block[pos:end].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            bad = pos + exc.start if bad < 0 else min(bad, pos + exc.start)
     if bad < 0:
         return 0
     return block.find(b"\n", bad, end) + 1 or end
@@ -668,14 +669,19 @@ def _cut_find(find: Find) -> Find:
         *(_line_end_of(rx, back) for rx, back in zip(_CUT_IN_BLOCK, (0, 1), strict=True)),
     ]
     memo: list[list[Any]] = [[None, -1, 0] for _ in searches]  # block, searched from, hit end (0: none)
+    #: the same for the nearest of the three: the one test of a line the search found
+    nearest: list[Any] = [None, -1, 0]
 
     def next_cut(block: bytes, pos: int, end: int) -> int:
+        if nearest[0] is block and nearest[1] <= pos and (nearest[2] == 0 or nearest[2] > pos):
+            return nearest[2]
         cut = 0
         for search, m in zip(searches, memo, strict=True):
             if not (m[0] is block and m[1] <= pos and (m[2] == 0 or m[2] > pos)):
                 m[:] = [block, pos, search(block, pos, end)]
             if m[2] and (not cut or m[2] < cut):
                 cut = m[2]
+        nearest[:] = [block, pos, cut]
         return cut
 
     def both(block: bytes, pos: int, end: int) -> tuple[int, int] | None:
