@@ -697,9 +697,16 @@ def _cut_find(find: Find) -> Find:
 
 def _line_end_of(rx: re.Pattern[bytes], back: int) -> Callable[[bytes, int, int], int]:
     """A search of ``rx`` from ``pos - back`` (a pattern that begins with the line end
-    before its line), giving the end of the line it found, or 0."""
+    before its line), giving the end of the line it found, or 0.  The line at a block's
+    start has no line end before it in the block: it is tested with one put before it
+    (else a file's first line, or a block's, cut inside its header was passed over)."""
 
     def search(block: bytes, pos: int, end: int) -> int:
+        if pos < back:
+            nl = block.find(b"\n", pos, end) + 1 or end
+            m = rx.match(b"\n" * back + block[pos:nl])
+            if m is not None:
+                return pos + m.end() - back
         m = rx.search(block, pos - back if pos >= back else pos, end)
         return m.end() if m is not None else 0
 
