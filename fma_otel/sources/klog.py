@@ -615,7 +615,9 @@ def _quoted_body(s: str) -> bytes:
 _CUT_IN_BLOCK = (
     # (a value ending in "]" too: cut_line decides)
     re.compile(rf'\](?: "[^"\n]*{_POSS}| ?)\n'.encode()),
-    re.compile(rf"\n(?:[0-9][0-9T:.Zz+-]*{_POSS} )?[IWEF][0-9]{{4}} [^\]\n]*{_POSS}\n".encode()),
+    # the prefix as a second branch, not an optional group: ``re`` then enters no group
+    # at each line (the two branches begin with different bytes, so they match the same)
+    re.compile(rf"\n(?:[IWEF]|[0-9][0-9T:.Zz+-]*{_POSS} [IWEF])[0-9]{{4}} [^\]\n]*{_POSS}\n".encode()),
 )
 _CUT_LINE = re.compile(
     rb'(?:[0-9][0-9T:.Zz+-]* )?[IWEF][0-9]{4} (?:[^\]\n]*|[0-9:.]+ +[0-9]+ [^ \]\n]*\](?: "[^"\n]*| ?))'
