@@ -615,7 +615,9 @@ def _quoted_body(s: str) -> bytes:
 _CUT_IN_BLOCK = (
     # (a value ending in "]" too: cut_line decides)
     re.compile(rf'\](?: "[^"\n]*{_POSS}| ?)\n'.encode()),
-    re.compile(rf"\n(?:[0-9][0-9T:.Zz+-]*{_POSS} )?[IWEF][0-9]{{4}} [^\]\n]*{_POSS}\n".encode()),
+    # the prefix as a second branch, not an optional group: ``re`` then enters no group
+    # at each line (the two branches begin with different bytes, so they match the same)
+    re.compile(rf"\n(?:[IWEF]|[0-9][0-9T:.Zz+-]*{_POSS} [IWEF])[0-9]{{4}} [^\]\n]*{_POSS}\n".encode()),
 )
 _CUT_LINE = re.compile(
     rb'(?:[0-9][0-9T:.Zz+-]* )?[IWEF][0-9]{4} (?:[^\]\n]*|[0-9:.]+ +[0-9]+ [^ \]\n]*\](?: "[^"\n]*| ?))'
@@ -648,10 +650,11 @@ def corrupt_bytes(line: bytes) -> bool:
 def _first_corrupt(block: bytes, pos: int, end: int) -> int:
     """End of the first line of ``block[pos:end]`` that :func:`corrupt_bytes` accepts, or 0."""
     bad = block.find(b"\x00", pos, end)
-    try:
-        block[pos:end].decode("utf-8")
-    except UnicodeDecodeError as exc:
-        bad = pos + exc.start if bad < 0 else min(bad, pos + exc.start)
+    if not block.isascii():  # a cheap first test: ASCII is UTF-8 (most logs are ASCII)
+        try:
+            block[pos:end].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            bad = pos + exc.start if bad < 0 else min(bad, pos + exc.start)
     if bad < 0:
         return 0
     return block.find(b"\n", bad, end) + 1 or end
@@ -668,14 +671,19 @@ def _cut_find(find: Find) -> Find:
         *(_line_end_of(rx, back) for rx, back in zip(_CUT_IN_BLOCK, (0, 1), strict=True)),
     ]
     memo: list[list[Any]] = [[None, -1, 0] for _ in searches]  # block, searched from, hit end (0: none)
+    #: the same for the nearest of the three: the one test of a line the search found
+    nearest: list[Any] = [None, -1, 0]
 
     def next_cut(block: bytes, pos: int, end: int) -> int:
+        if nearest[0] is block and nearest[1] <= pos and (nearest[2] == 0 or nearest[2] > pos):
+            return nearest[2]
         cut = 0
         for search, m in zip(searches, memo, strict=True):
             if not (m[0] is block and m[1] <= pos and (m[2] == 0 or m[2] > pos)):
                 m[:] = [block, pos, search(block, pos, end)]
             if m[2] and (not cut or m[2] < cut):
                 cut = m[2]
+        nearest[:] = [block, pos, cut]
         return cut
 
     def both(block: bytes, pos: int, end: int) -> tuple[int, int] | None:
@@ -691,9 +699,16 @@ def _cut_find(find: Find) -> Find:
 
 def _line_end_of(rx: re.Pattern[bytes], back: int) -> Callable[[bytes, int, int], int]:
     """A search of ``rx`` from ``pos - back`` (a pattern that begins with the line end
-    before its line), giving the end of the line it found, or 0."""
+    before its line), giving the end of the line it found, or 0.  The line at a block's
+    start has no line end before it in the block: it is tested with one put before it
+    (else a file's first line, or a block's, cut inside its header was passed over)."""
 
     def search(block: bytes, pos: int, end: int) -> int:
+        if pos < back:
+            nl = block.find(b"\n", pos, end) + 1 or end
+            m = rx.match(b"\n" * back + block[pos:nl])
+            if m is not None:
+                return pos + m.end() - back
         m = rx.search(block, pos - back if pos >= back else pos, end)
         return m.end() if m is not None else 0
 
