@@ -194,9 +194,9 @@ def test_the_docstrings_about_line_ends_hold_no_line_end_characters() -> None:
     return: ``help()`` then showed the line-end rule garbled (a CR sends the cursor back)."""
     import inspect
 
-    from fma_otel.sources import launcher_log
+    from fma_otel.sources import klog, launcher_log
 
-    objs = [lines, launcher_log, *(f for _, f in inspect.getmembers(lines, inspect.isfunction))]
+    objs = [lines, launcher_log, klog, *(f for _, f in inspect.getmembers(lines, inspect.isfunction))]
     for obj in objs:
         doc = obj.__doc__ or ""
         assert "\r" not in doc and "``\n``" not in doc, obj

@@ -34,7 +34,7 @@ Decisions (the tests pin them):
 * **Accounting**: every physical line is counted in ``stats.read`` and in exactly one of
   ``stats.understood`` (records, continuation lines of a block), ``stats.ignored`` (lines
   a prefilter passed over unread) or ``stats.skipped`` (with a reason).
-* **Line ends**: ``\n``, ``\r\n`` or a carriage return alone, anywhere (noted in
+* **Line ends**: ``\\n``, ``\\r\\n`` or a carriage return alone, anywhere (noted in
   ``stats.notes``; :func:`fma_otel.lines.read_lines`, the one rule of every log reader): a
   log written with CR-only line ends is read line by line, and line numbers count the
   lines so ended.
