@@ -263,9 +263,9 @@ class StartupWatch:
         """Called when the launcher stops the instance: end now, with an error (or OK at
         the healthy instant, if one was seen before the span could be opened)."""
         if self._opener is not None and not self._can_open():
-            self._stopped = reason  # never wait here (the launcher's stop path): the poller ends it
-            if self._stopped_at is None:
+            if self._stopped_at is None:  # first: the poller reads it once it sees the reason
                 self._stopped_at = time.time_ns()
+            self._stopped = reason  # never wait here (the launcher's stop path): the poller ends it
             # Nothing probes a stopped instance: let its process object (its sentinel pipe,
             # its finalizer) go now, not when the span can be opened (up to the Pod
             # lookup's join wait later).
