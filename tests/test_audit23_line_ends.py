@@ -58,52 +58,32 @@ def untouched(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[str, str, 
     return spans
 
 
+#: Each log whose line ends are rewritten, and the reader's summary it must still give
+#: (the vLLM log's counts are not printed as one line).  The DPC log: a CR in a short line
+#: was kept inside it, so with mixed ends the record after it was glued onto the one
+#: before, and lost.
+LOGS = {
+    LAUNCHER: f"{LAUNCHER}: read 41, understood 11, ignored 30, skipped 0",
+    VLLM: None,
+    "dpc.log": "dpc.log: read 209, understood 89, ignored 120, skipped 0",
+}
+
+
 @pytest.mark.parametrize("edit", list(EDITS))
-def test_launcher_log_line_ends_lose_nothing(
-    tmp_path: Path, untouched: list[tuple[str, str, str, str]], edit: str
+@pytest.mark.parametrize("name", list(LOGS))
+def test_line_ends_lose_nothing(
+    tmp_path: Path, untouched: list[tuple[str, str, str, str]], name: str, edit: str
 ) -> None:
     cap = tmp_path / "cap"
     shutil.copytree(sample_dir(), cap)
-    log = cap / LAUNCHER
+    log = cap / name
     log.write_bytes(EDITS[edit](log.read_bytes()))
 
     rc, out, spans = _spans(cap, tmp_path / "t.jsonl")
 
     assert rc == 0, out
-    assert f"{LAUNCHER}: read 41, understood 11, ignored 30, skipped 0" in out
-    assert spans == untouched
-
-
-@pytest.mark.parametrize("edit", list(EDITS))
-def test_vllm_log_line_ends_lose_nothing(
-    tmp_path: Path, untouched: list[tuple[str, str, str, str]], edit: str
-) -> None:
-    cap = tmp_path / "cap"
-    shutil.copytree(sample_dir(), cap)
-    log = cap / VLLM
-    log.write_bytes(EDITS[edit](log.read_bytes()))
-
-    rc, out, spans = _spans(cap, tmp_path / "t.jsonl")
-
-    assert rc == 0, out
-    assert spans == untouched
-
-
-@pytest.mark.parametrize("edit", list(EDITS))
-def test_dpc_log_line_ends_lose_nothing(
-    tmp_path: Path, untouched: list[tuple[str, str, str, str]], edit: str
-) -> None:
-    """The DPC log under every line end (a CR in a short line was kept inside it: with
-    mixed ends the record after it was glued onto the one before, and lost)."""
-    cap = tmp_path / "cap"
-    shutil.copytree(sample_dir(), cap)
-    log = cap / "dpc.log"
-    log.write_bytes(EDITS[edit](log.read_bytes()))
-
-    rc, out, spans = _spans(cap, tmp_path / "t.jsonl")
-
-    assert rc == 0, out
-    assert "dpc.log: read 209, understood 89, ignored 120, skipped 0" in out
+    if LOGS[name] is not None:
+        assert LOGS[name] in out
     assert spans == untouched
 
 
