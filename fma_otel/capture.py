@@ -143,7 +143,7 @@ def _write_log(
     to its last whole line, and the capture goes on.
     """
     name = P.name(pod) or ""
-    path = getattr(fh, "name", "?")
+    write = _writer(fh, progress)
     written = 0
     reads = [True, False] if (restart_count_of(pod, container) or 0) > 0 else [False]
     for previous in reads:
@@ -167,34 +167,37 @@ def _write_log(
             continue
         tail = b""  # bytes after the last newline: written once the next one comes
         try:
-            chunks = resp.stream(amt=65536, decode_content=True)
-            while True:
-                try:
-                    chunk = next(chunks)
-                except StopIteration:
-                    chunk, tail = tail, b""
-                    if not chunk:
-                        break
-                except TRANSIENT_ERRORS as exc:
-                    if not _is_read_timeout(exc):
-                        raise
-                    cut = f", an unfinished line of {len(tail)} bytes dropped" if tail else ""
-                    warn(
-                        f"{what}: log cut short: nothing for {read_timeout_s:g}s after "
-                        f"{written} bytes{cut}; the capture goes on without the rest"
-                    )
-                    break
-                else:
-                    chunk, tail = _whole_lines(tail + chunk)
-                if chunk:
-                    with _writing(path):
-                        fh.write(chunk)
-                    written += len(chunk)
-                    if progress is not None:
-                        progress(len(chunk))
+            for chunk in resp.stream(amt=65536, decode_content=True):
+                whole, tail = _whole_lines(tail + chunk)
+                written += write(whole)
+        except TRANSIENT_ERRORS as exc:
+            if not _is_read_timeout(exc):
+                raise
+            cut = f", an unfinished line of {len(tail)} bytes dropped" if tail else ""
+            warn(
+                f"{what}: log cut short: nothing for {read_timeout_s:g}s after "
+                f"{written} bytes{cut}; the capture goes on without the rest"
+            )
+            tail = b""
         finally:
             kube.release(resp)
+        written += write(tail)
     return written
+
+
+def _writer(fh: Any, progress: Callable[[int], None] | None) -> Callable[[bytes], int]:
+    """``write(data) -> len(data)`` into ``fh``, its failure naming the file, the bytes counted
+    in ``progress``."""
+
+    def write(data: bytes) -> int:
+        if data:
+            with _writing(getattr(fh, "name", "?")):
+                fh.write(data)
+            if progress is not None:
+                progress(len(data))
+        return len(data)
+
+    return write
 
 
 def _whole_lines(data: bytes) -> tuple[bytes, bytes]:
@@ -420,19 +423,12 @@ def _capture_vllm_logs(
         whys: list[str] = []
         for launcher in live:
             with _log_file(path) as fh:
-
-                def write(data: bytes, fh: Any = fh, path: Path = path) -> None:
-                    with _writing(path):
-                        fh.write(data)
-                    if progress is not None:
-                        progress(len(data))
-
                 res = fetch_instance_log(
                     kube,
                     namespace,
                     launcher,
                     instance,
-                    write,
+                    _writer(fh, progress),
                     port=port,
                     max_bytes=max_bytes,
                     read_timeout_s=read_timeout_s,

@@ -2,13 +2,11 @@
 
 Why raw: the ``kubernetes`` client's typed models validate fields strictly, and a Pod
 carrying a field or value they do not expect (a newer API server, a webhook's odd
-annotation) would raise inside deserialisation and stop a watch.  We ask the client for
-the undecoded response (``_preload_content=False``) and read JSON ourselves, so an odd Pod
-costs one counted skip.
-
-Why ``param_serialize`` for logs: this client's ``read_namespaced_pod_log`` has no
-``since_time`` argument, but the API server takes ``sinceTime``; serialising the request
-ourselves keeps auth, TLS and the base URL the client's while adding the parameter.
+annotation) would raise inside deserialisation and stop a watch.  Every request is
+serialised by the client (``param_serialize``: its auth, TLS and base URL) and its
+undecoded response read as JSON by us, so an odd Pod costs one counted skip.  The same
+path takes what the typed methods cannot say (``sinceTime`` on ``pods/log``, ``pods/proxy``
+with a ``Range`` header).
 """
 
 from __future__ import annotations
@@ -122,19 +120,6 @@ def _check(resp: Any) -> Any:
     raise KubeError(int(status), msg or getattr(resp, "reason", "") or "")
 
 
-def _raw(call: Any, *args: Any, **kwargs: Any) -> Any:
-    """Call a typed client method for its raw response; turn ``ApiException`` into ``KubeError``."""
-    from kubernetes.client import ApiException
-
-    try:
-        return _check(call(*args, _preload_content=False, **kwargs))
-    except ApiException as exc:
-        msg = ""
-        with contextlib.suppress(ValueError, AttributeError):
-            msg = loads(exc.body or "{}").get("message", "")
-        raise KubeError(int(exc.status or 0), msg or str(exc.reason)) from None
-
-
 def _object(resp: Any) -> dict[str, Any]:
     """The JSON object of a 2xx raw response (its connection released); :class:`KubeError`
     when the answer is no JSON object (deep nesting, a number too long for ``int()``, text).
@@ -189,15 +174,15 @@ def iter_lines(
             scanned = dropped = 0
 
 
+_PODS = "/api/v1/namespaces/{namespace}/pods"
+_EVENTS = "/apis/events.k8s.io/v1/namespaces/{namespace}/events"
+
+
 class Kube:
     """The calls we make, raw, on one ``ApiClient``."""
 
     def __init__(self, api_client: Any, *, connect_timeout_s: float = 10.0) -> None:
-        from kubernetes import client
-
         self.api_client = api_client
-        self.core = client.CoreV1Api(api_client)
-        self.events_v1 = client.EventsV1Api(api_client)
         self.connect_timeout_s = connect_timeout_s
         self._open: set[Any] = set()
         self._lock = threading.Lock()
@@ -223,21 +208,56 @@ class Kube:
             with contextlib.suppress(Exception):
                 r.shutdown()
 
-    # ---------------------------------------------------------------- pods
+    def _get(
+        self,
+        path: str,
+        path_params: dict[str, str],
+        query: list[tuple[str, Any]],
+        read_timeout_s: float | None,
+        headers: dict[str, str] | None = None,
+    ) -> Any:
+        """A GET serialised by the client (its auth, TLS, base URL), raw and unchecked.
 
-    def _list_all(self, call: Any, namespace: str) -> tuple[list[dict[str, Any]], str]:
+        Every call goes this one way, never through the typed API methods (see the module
+        docstring), so each answer is read as the same undecoded response.
+        """
+        from kubernetes.client import ApiException
+
+        method, url, hdrs, body, post = self.api_client.param_serialize(
+            method="GET",
+            resource_path=path,
+            path_params=path_params,
+            query_params=query,
+            header_params={"Accept": "application/json", **(headers or {})},
+            auth_settings=["BearerToken"],
+        )
+        try:
+            rest = self.api_client.call_api(
+                method,
+                url,
+                header_params=hdrs,
+                body=body,
+                post_params=post,
+                _request_timeout=(self.connect_timeout_s, read_timeout_s) if read_timeout_s else None,
+            )
+        except ApiException as exc:
+            msg = ""
+            with contextlib.suppress(ValueError, AttributeError):
+                msg = loads(exc.body or "{}").get("message", "")
+            raise KubeError(int(exc.status or 0), msg or str(exc.reason)) from None
+        return rest.response
+
+    # ---------------------------------------------------------------- list + watch
+
+    def _list_all(self, path: str, namespace: str) -> tuple[list[dict[str, Any]], str]:
         """Every item of a paginated list (following ``continue``) and the list's resourceVersion."""
         items: list[dict[str, Any]] = []
         cont: str | None = None
         rv = ""
         while True:
-            kwargs: dict[str, Any] = {
-                "limit": 500,  # items per request (``continue`` asks for the next page)
-                "_request_timeout": (self.connect_timeout_s, 60),
-            }
-            if cont:
-                kwargs["_continue"] = cont
-            doc = _object(_raw(call, namespace, **kwargs))
+            # 500 items per request (``continue`` asks for the next page)
+            query: list[tuple[str, Any]] = [("limit", 500), *([("continue", cont)] if cont else [])]
+            doc = _object(_check(self._get(path, {"namespace": namespace}, query, 60)))
             meta = doc.get("metadata") or {}
             rv = rv or str(meta.get("resourceVersion") or "")
             items += [it for it in doc.get("items") or [] if isinstance(it, dict)]
@@ -245,41 +265,47 @@ class Kube:
             if not cont:
                 return items, rv
 
-    def _watch(self, call: Any, namespace: str, resource_version: str, timeout_s: int) -> Any:
+    def _watch(self, path: str, namespace: str, resource_version: str, timeout_s: int) -> Any:
         """Open a watch from ``resource_version``; the caller reads it with :func:`iter_lines`."""
-        return self._track(
-            _raw(
-                call,
-                namespace,
-                watch=True,
-                resource_version=resource_version,
-                allow_watch_bookmarks=True,
-                timeout_seconds=int(timeout_s),
-                # the read timeout is a safety net a bit longer than the server-side timeout
-                _request_timeout=(self.connect_timeout_s, timeout_s + 15),
-            )
-        )
+        query = [
+            ("watch", True),
+            ("resourceVersion", resource_version),
+            ("allowWatchBookmarks", True),
+            ("timeoutSeconds", int(timeout_s)),
+        ]
+        # the read timeout is a safety net a bit longer than the server-side timeout
+        return self._track(_check(self._get(path, {"namespace": namespace}, query, timeout_s + 15)))
 
     def list_pods(self, namespace: str) -> tuple[list[dict[str, Any]], str]:
         """All Pods (raw dicts) and the list's resourceVersion."""
-        return self._list_all(self.core.list_namespaced_pod, namespace)
+        return self._list_all(_PODS, namespace)
 
     def watch_pods(self, namespace: str, resource_version: str, timeout_s: int) -> Any:
-        return self._watch(self.core.list_namespaced_pod, namespace, resource_version, timeout_s)
+        return self._watch(_PODS, namespace, resource_version, timeout_s)
 
     def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         """One Pod as a raw dict, or ``None`` when it does not exist."""
         try:
-            resp = _raw(
-                self.core.read_namespaced_pod, name, namespace, _request_timeout=(self.connect_timeout_s, 30)
-            )
+            resp = _check(self._get(_PODS + "/{name}", {"namespace": namespace, "name": name}, [], 30))
         except KubeError as exc:
             if exc.status == 404:
                 return None
             raise
         return _object(resp)
 
-    # ---------------------------------------------------------------- logs
+    def list_events(self, namespace: str) -> tuple[list[dict[str, Any]], str]:
+        """All Events of the namespace through events.k8s.io/v1 (raw dicts, with
+        ``apiVersion``/``kind`` set, as list items lack them) and the list's resourceVersion."""
+        items, rv = self._list_all(_EVENTS, namespace)
+        for it in items:
+            it.setdefault("apiVersion", "events.k8s.io/v1")
+            it.setdefault("kind", "Event")
+        return items, rv
+
+    def watch_events(self, namespace: str, resource_version: str, timeout_s: int) -> Any:
+        return self._watch(_EVENTS, namespace, resource_version, timeout_s)
+
+    # ---------------------------------------------------------------- logs and pods/proxy
 
     def pod_log(
         self,
@@ -307,48 +333,9 @@ class Kube:
             query.append(("sinceTime", format_rfc3339_ns(since_ns - since_ns % 1_000_000_000)))
         if limit_bytes:
             query.append(("limitBytes", int(limit_bytes)))
-        resp = self._get(
-            "/api/v1/namespaces/{namespace}/pods/{name}/log",
-            {"namespace": namespace, "name": name},
-            query,
-            {"Accept": "text/plain"},
-            read_timeout_s,
-        )
+        params = {"namespace": namespace, "name": name}
+        resp = self._get(_PODS + "/{name}/log", params, query, read_timeout_s, {"Accept": "text/plain"})
         return self._track(_check(resp))
-
-    def _get(
-        self,
-        resource_path: str,
-        path_params: dict[str, str],
-        query: list[tuple[str, Any]],
-        headers: dict[str, str],
-        read_timeout_s: float | None,
-    ) -> Any:
-        """A GET serialised by the client (its auth, TLS, base URL), raw and unchecked."""
-        method, url, hdrs, body, post = self.api_client.param_serialize(
-            method="GET",
-            resource_path=resource_path,
-            path_params=path_params,
-            query_params=query,
-            header_params=headers,
-            auth_settings=["BearerToken"],
-        )
-        from kubernetes.client import ApiException
-
-        try:
-            rest = self.api_client.call_api(
-                method,
-                url,
-                header_params=hdrs,
-                body=body,
-                post_params=post,
-                _request_timeout=(self.connect_timeout_s, read_timeout_s) if read_timeout_s else None,
-            )
-        except ApiException as exc:
-            raise KubeError(int(exc.status or 0), str(exc.reason)) from None
-        return rest.response
-
-    # ---------------------------------------------------------------- pods/proxy
 
     def proxy_get(
         self,
@@ -368,27 +355,13 @@ class Kube:
         ``path`` is sent as given: quote its segments first.
         """
         resp = self._get(
-            "/api/v1/namespaces/{namespace}/pods/{name}/proxy" + path,
+            _PODS + "/{name}/proxy" + path,
             {"namespace": namespace, "name": f"{pod}:{int(port)}"},
             [],
-            {"Accept": "*/*", **(headers or {})},
             read_timeout_s,
+            {"Accept": "*/*", **(headers or {})},
         )
         return self._track(resp)
-
-    # ---------------------------------------------------------------- events (core/v1)
-
-    def list_events(self, namespace: str) -> tuple[list[dict[str, Any]], str]:
-        """All Events of the namespace through events.k8s.io/v1 (raw dicts, with
-        ``apiVersion``/``kind`` set, as list items lack them) and the list's resourceVersion."""
-        items, rv = self._list_all(self.events_v1.list_namespaced_event, namespace)
-        for it in items:
-            it.setdefault("apiVersion", "events.k8s.io/v1")
-            it.setdefault("kind", "Event")
-        return items, rv
-
-    def watch_events(self, namespace: str, resource_version: str, timeout_s: int) -> Any:
-        return self._watch(self.events_v1.list_namespaced_event, namespace, resource_version, timeout_s)
 
 
 class Backoff:

@@ -173,12 +173,9 @@ class PodWatcher:
 
     def _fail(self, exc: BaseException) -> None:
         self.connected = False
-        if self.stop.is_set():
-            return  # shutting down: the error is ours (we closed the stream)
-        self.stats.errors += 1
-        delay = self.backoff.next()
-        log.warning("%s: %s; retrying in %.2fs", self.what, exc, delay)
-        self.stop.wait(delay)
+        if not self.stop.is_set():  # (else shutting down: the error is ours, we closed the stream)
+            self.stats.errors += 1
+            self._pause(f"{self.what}: {exc}; retrying")
 
     def _pause(self, why: str) -> None:
         if self.stop.is_set():

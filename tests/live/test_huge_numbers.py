@@ -203,21 +203,10 @@ class _Resp:
         pass
 
 
-class _Core:
-    def __init__(self, data: bytes, status: int = 200) -> None:
-        self.resp = _Resp(data, status)
-
-    def list_namespaced_pod(self, *args: Any, **kwargs: Any) -> _Resp:
-        return self.resp
-
-    def read_namespaced_pod(self, *args: Any, **kwargs: Any) -> _Resp:
-        return self.resp
-
-
 def _kube(data: bytes, status: int = 200) -> Kube:
+    """A Kube whose every request answers ``data`` (its one request path stubbed)."""
     k = Kube.__new__(Kube)
-    k.core = _Core(data, status)
-    k.connect_timeout_s = 1.0
+    k._get = lambda *args, **kwargs: _Resp(data, status)  # type: ignore[method-assign]
     return k
 
 
