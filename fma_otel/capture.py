@@ -36,10 +36,11 @@ from pathlib import Path
 from typing import Any
 
 from . import podfacts as P
-from .lines import read_lines
 from .live.kube import TRANSIENT_ERRORS, Kube, KubeError
 from .live.logs import restart_count_of
 from .live.vllm_fetch import LAUNCHER_PORT, fetch_instance_log
+from .sources.klog import iter_klog
+from .sources.launcher_log import accepted_create_id, iter_launcher_log, put_instance_id
 from .sources.records import SourceStats
 
 LAUNCHER_CONTAINER = "inference-server"
@@ -341,24 +342,13 @@ def _capture_baseline_logs(
         result.baseline_logs.append(name)
 
 
-_ACCEPTED = re.compile(r"Accepted request to create vLLM instance with id=([^\s,]+)")
-_PUT = re.compile(r'"PUT /v2/vllm/instances/([^/\s"?]+)[ "?]')
-_PROVIDER = re.compile(r'\bproviderName="([^"\\]+)"')
-_INSTANCE = re.compile(r'\binstanceID="([^"\\]+)"')
-
-
-def _lines(path: Path) -> Iterator[str]:
-    """A recorded log's lines as the bridge reads them (:func:`~fma_otel.lines.read_lines`:
-    any line end; a line too long to hold passed over; bytes that are not UTF-8
-    replaced); nothing if absent."""
+def _records(path: Path, parse: Callable[..., Iterator[Any]], **kw: Any) -> list[Any]:
+    """A recorded log's records, read by the bridge's own parser of its format; none if absent."""
     try:
-        fh = open(path, "rb")  # noqa: SIM115 - closed below
+        with open(path, "rb") as fh:
+            return list(parse(fh, SourceStats(str(path)), **kw))
     except OSError:
-        return
-    with fh:
-        for raw in read_lines(fh, SourceStats(str(path))):
-            if raw.__class__ is bytes:
-                yield raw.decode("utf-8", "replace")  # type: ignore[union-attr]
+        return []
 
 
 def find_instances(out: Path, items: list[dict[str, Any]]) -> dict[str, list[str]]:
@@ -385,15 +375,13 @@ def find_instances(out: Path, items: list[dict[str, Any]]) -> dict[str, list[str
             add(labels.get(P.L_INSTANCE, ""), labels.get(P.L_DUAL, ""))
     for path in sorted(out.glob("launcher-*.log")):
         launcher = path.name[len("launcher-") : -len(".log")]
-        for line in _lines(path):
-            m = _ACCEPTED.search(line) or _PUT.search(line)
-            if m:
-                add(m.group(1), launcher)
-    for line in _lines(out / "dpc.log"):
-        if "providerName=" in line and "instanceID=" in line:
-            pm, im = _PROVIDER.search(line), _INSTANCE.search(line)
-            if pm and im:
-                add(im.group(1), pm.group(1))
+        for rec in _records(path, iter_launcher_log, facts_only=True):
+            add(accepted_create_id(rec) or put_instance_id(rec) or "", launcher)
+    for rec in _records(out / "dpc.log", iter_klog):
+        kv = dict(rec.kv)
+        provider, instance = kv.get("providerName"), kv.get("instanceID")
+        if isinstance(provider, str) and isinstance(instance, str):
+            add(instance, provider)
     return found
 
 
