@@ -52,7 +52,6 @@ class PodWatchStats:
     events: int = 0
     bookmarks: int = 0
     odd_lines: int = 0
-    gone: int = 0
     errors: int = 0
 
 
@@ -202,7 +201,6 @@ class PodWatcher:
             self._index += 1
             self.emit(("pod", PodEvent("LISTED", pod, self._index), None, self.clock()))
         for uid in set(self.known) - set(seen):
-            self.stats.gone += 1
             self.emit(("gone", uid))
         self.known = seen
         self.rv = rv

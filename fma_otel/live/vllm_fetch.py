@@ -39,8 +39,8 @@ _CONTENT_RANGE = re.compile(r"^\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*$")
 
 @dataclass
 class FetchResult:
-    """How one log fetch went.  ``error`` is ``None`` when the whole log was read;
-    ``truncated`` when a byte or time bound stopped it (``error`` then says which)."""
+    """How one log fetch went.  ``error`` is ``None`` when the whole log was read (else it
+    says why not, a byte or time bound that stopped it included)."""
 
     key: str
     written: int = 0
@@ -48,11 +48,6 @@ class FetchResult:
     status: int | None = None  # the last HTTP status seen
     total: int | None = None  # the log's size as the last Content-Range said
     error: str | None = None
-    truncated: bool = False
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
 
 
 def instance_log_path(instance_id: str) -> str:
@@ -109,11 +104,9 @@ def fetch_instance_log(
     offset = start
     while True:
         if max_bytes is not None and offset - start >= max_bytes:
-            res.truncated = True
             res.error = f"stopped at the byte bound ({max_bytes} bytes)"
             return res
         if end_at is not None and clock() >= end_at:
-            res.truncated = True
             res.error = f"stopped at the time bound ({deadline_s:g}s) after {offset - start} bytes"
             return res
         want = range_bytes if max_bytes is None else min(range_bytes, max_bytes - (offset - start))
@@ -198,6 +191,5 @@ def fetch_pod_log(
     finally:
         kube.release(resp)
     if max_bytes is not None and res.written >= max_bytes and res.error is None:
-        res.truncated = True
         res.error = f"stopped at the byte bound ({max_bytes} bytes)"
     return res

@@ -126,7 +126,6 @@ class _Unacked:
 @dataclass
 class _ExportJob:
     keys: list[str]
-    n_spans: int
     thread: threading.Thread | None = None
     error: BaseException | None = None
     #: trace id -> why, for traces the sink refused to send (``OtlpSink.export``'s answer)
@@ -320,25 +319,19 @@ class LiveWatcher:
             ).start()
         self.metrics.extra = self._stream_metrics
         self.kube = Kube(self._api_client or make_api_client(cfg.kubeconfig, cfg.context))
+        watching = {"stop": self.stop, "watch_timeout_s": cfg.watch_timeout_s, "clock": lambda: self.clock()}
         self.pod_watcher = PodWatcher(
             self.kube,
             cfg.namespace,
             self.queue.put,
-            stop=self.stop,
             resume_rv=self.cp.pod_rv,
-            watch_timeout_s=cfg.watch_timeout_s,
-            backoff=Backoff(cfg.backoff_base_s, cfg.backoff_max_s),
-            clock=lambda: self.clock(),
+            backoff=self._backoff(),
+            **watching,
         )
         self.pod_watcher.start()
         if cfg.events:
             self.event_watcher = EventWatcher(
-                self.kube,
-                cfg.namespace,
-                self.queue.put,
-                stop=self.stop,
-                watch_timeout_s=cfg.watch_timeout_s,
-                backoff=Backoff(cfg.backoff_base_s, cfg.backoff_max_s),
+                self.kube, cfg.namespace, self.queue.put, backoff=self._backoff(), **watching
             )
             self.event_watcher.start()
         if cfg.vllm_logs:
@@ -351,6 +344,10 @@ class LiveWatcher:
                 timeout_s=cfg.vllm_log_timeout_s,
                 read_timeout_s=cfg.log_read_timeout_s,
             )
+
+    def _backoff(self) -> Backoff:
+        """Each stream its own: one stream's failures must not slow the others' retries."""
+        return Backoff(self.cfg.backoff_base_s, self.cfg.backoff_max_s)
 
     def _make_sink(self) -> Any:
         from ..sinks import otlp_export
@@ -635,7 +632,7 @@ class LiveWatcher:
             stop=self.stop,
             position=position,
             restart_count=restart_count,
-            backoff=Backoff(self.cfg.backoff_base_s, self.cfg.backoff_max_s),
+            backoff=self._backoff(),
             read_timeout_s=self.cfg.log_read_timeout_s,
             on_gap=self._on_gap,
         )
@@ -896,7 +893,7 @@ class LiveWatcher:
             return
         keys = self._next_job()
         spans = [s for k in keys for s in st.unacked[k].spans]
-        job = _ExportJob(keys, len(spans))
+        job = _ExportJob(keys)
         sink = self.sink
 
         def work() -> None:
@@ -1142,17 +1139,11 @@ class LiveWatcher:
             out["fma_otel_pod_watch_connects_total"] = s.watches
             out["fma_otel_pod_watch_errors_total"] = s.errors
             out["fma_otel_pod_watch_odd_lines_total"] = s.odd_lines
-        lines = dups = conns = prev = 0
-        for ft in list(self.state.followers.values()):
-            fs = ft.follower.stats
-            lines += fs.lines
-            dups += fs.duplicates
-            conns += fs.connects
-            prev += fs.previous_reads
-        out["fma_otel_log_lines_total"] = lines
-        out["fma_otel_log_duplicate_lines_skipped_total"] = dups
-        out["fma_otel_log_connects_total"] = conns
-        out["fma_otel_log_previous_reads_total"] = prev
+        logs = [ft.follower.stats for ft in list(self.state.followers.values())]
+        out["fma_otel_log_lines_total"] = sum(fs.lines for fs in logs)
+        out["fma_otel_log_duplicate_lines_skipped_total"] = sum(fs.duplicates for fs in logs)
+        out["fma_otel_log_connects_total"] = sum(fs.connects for fs in logs)
+        out["fma_otel_log_previous_reads_total"] = sum(fs.previous_reads for fs in logs)
         ew = self.event_watcher
         if ew is not None:
             out["fma_otel_event_watch_relists_total"] = ew.stats.relists

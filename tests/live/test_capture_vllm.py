@@ -213,7 +213,7 @@ def test_fetch_bounds_bytes_and_ranges(k8s: FakeCluster, tmp_path: Path) -> None
         _kube(k8s, tmp_path), NS, L1, I_SMALL, got.extend, range_bytes=4000, max_bytes=9000
     )
     assert bytes(got) == data[:9000]
-    assert res.truncated and res.error == "stopped at the byte bound (9000 bytes)"
+    assert res.error == "stopped at the byte bound (9000 bytes)"
     assert _ranges(k8s, I_SMALL) == [(0, 3999), (4000, 7999), (8000, 8999)]
     with pytest.raises(ValueError):
         fetch_instance_log(_kube(k8s, tmp_path), NS, L1, I_SMALL, got.extend, range_bytes=MAX_RANGE_BYTES + 1)
@@ -235,7 +235,7 @@ def test_fetch_stops_at_the_time_bound_keeping_what_it_read(k8s: FakeCluster, tm
         clock=lambda: next(ticks),
     )
     assert len(got) == 2000 and res.written == 2000 and res.requests == 2
-    assert res.truncated and res.error == "stopped at the time bound (4s) after 2000 bytes"
+    assert res.error == "stopped at the time bound (4s) after 2000 bytes"
 
 
 def test_fetch_of_an_empty_log_and_a_log_that_grew(k8s: FakeCluster, tmp_path: Path) -> None:
@@ -245,7 +245,7 @@ def test_fetch_of_an_empty_log_and_a_log_that_grew(k8s: FakeCluster, tmp_path: P
     backend.append(I_SMALL, b"")
     got = bytearray()
     res = fetch_instance_log(_kube(k8s, tmp_path), NS, L1, I_SMALL, got.extend)
-    assert res.ok and res.status == 416 and got == b"" and res.requests == 1
+    assert res.error is None and res.status == 416 and got == b"" and res.requests == 1
 
 
 def test_watch_fetch_reads_only_what_was_added_and_notices_a_new_log(
@@ -264,11 +264,11 @@ def test_watch_fetch_reads_only_what_was_added_and_notices_a_new_log(
     backend.append(I_SMALL, first)
     v = VllmLogs(_kube(k8s, tmp_path), NS, lambda item: None)
     data, res = v._instance_log(L1, I_SMALL)
-    assert bytes(data) == first and res.ok
+    assert bytes(data) == first and res.error is None
     assert _ranges(k8s, I_SMALL) == [(0, MIB - 1)]
     backend.append(I_SMALL, b"wake line\n")
     data, res = v._instance_log(L1, I_SMALL)
-    assert bytes(data) == first + b"wake line\n" and res.ok and res.written == 10
+    assert bytes(data) == first + b"wake line\n" and res.error is None and res.written == 10
     assert _ranges(k8s, I_SMALL)[1:] == [(0, PREFIX_CHECK_BYTES - 1), (len(first), len(first) + MIB - 1)]
     # the instance is deleted and created again: its new log is read from the start
     backend.delete(I_SMALL)
@@ -277,7 +277,7 @@ def test_watch_fetch_reads_only_what_was_added_and_notices_a_new_log(
     )
     backend.append(I_SMALL, second)
     data, res = v._instance_log(L1, I_SMALL)
-    assert bytes(data) == second and res.ok
+    assert bytes(data) == second and res.error is None
     # the instance is gone: what was kept is what there is, with the reason
     backend.delete(I_SMALL)
     data, res = v._instance_log(L1, I_SMALL)
