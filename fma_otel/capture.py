@@ -38,6 +38,7 @@ from typing import Any
 from . import podfacts as P
 from .live.kube import TRANSIENT_ERRORS, Kube, KubeError
 from .live.logs import restart_count_of
+from .live.outfile import write_atomic
 from .live.vllm_fetch import LAUNCHER_PORT, fetch_instance_log
 from .sources.klog import iter_klog
 from .sources.launcher_log import accepted_create_id, iter_launcher_log, put_instance_id
@@ -305,10 +306,8 @@ def _write_list(path: Path, kind: str, items: list[dict[str, Any]], rv: Any) -> 
         item.setdefault("apiVersion", "v1")
         item.setdefault("kind", kind)
     doc = {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": rv}, "items": items}
-    tmp = path.with_name(f".{path.name}.tmp")
     with _writing(path):
-        tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-        tmp.replace(path)
+        write_atomic(path, (json.dumps(doc, indent=2) + "\n").encode())
 
 
 def _vllm_dir(out: Path) -> Path:

@@ -42,7 +42,6 @@ of bytes per live requester), by a sidecar that syncs the file, at the price of 
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
 import logging
@@ -53,7 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..jsonsafe import brief, finite_float, loads
-from .outfile import fsync_dir
+from .outfile import write_atomic
 
 VERSION = 1
 
@@ -240,17 +239,5 @@ def save(path: str | None, cp: Checkpoint) -> bool:
 
 def _write(path: str, cp: Checkpoint) -> None:
     cp.saved_at = time.time()
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".checkpoint-", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(cp.to_json(), fh, separators=(",", ":"), sort_keys=True)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    fsync_dir(path)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    write_atomic(path, json.dumps(cp.to_json(), separators=(",", ":"), sort_keys=True).encode())

@@ -26,6 +26,7 @@ import errno
 import os
 import re
 import stat
+import tempfile
 from collections.abc import Sequence
 
 from ..sinks.otlp_json import export_request_text
@@ -203,6 +204,25 @@ def fsync_dir(path: str) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
+    """``path`` holds ``data`` whole, or what it held before, whenever the process dies: a
+    temporary file in the same directory, ``fsync``-ed, renamed over it, the rename made
+    durable."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}-", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(path)
 
 
 NOT_REGULAR_HINT = "--out is appended to and read back on start; use '-' for stdout"
