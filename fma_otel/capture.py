@@ -133,7 +133,6 @@ def _write_log(
     pod: dict[str, Any],
     container: str,
     fh: Any,
-    timestamps: bool,
     warn: Callable[[str], None],
     progress: Callable[[int], None] | None = None,
     read_timeout_s: float = LOG_READ_TIMEOUT_S,
@@ -155,7 +154,6 @@ def _write_log(
                 namespace,
                 name,
                 container,
-                timestamps=timestamps,
                 previous=previous,
                 read_timeout_s=read_timeout_s,
             )
@@ -217,7 +215,6 @@ def capture_namespace(
     dpc_container: str = "controller",
     dpc_namespace: str | None = None,
     launcher_logs: bool = True,
-    timestamps: bool = True,
     progress: Callable[[int], None] | None = None,
     log_read_timeout_s: float = LOG_READ_TIMEOUT_S,
     events: bool = True,
@@ -250,7 +247,6 @@ def capture_namespace(
     write_log = functools.partial(
         _write_log,
         kube,
-        timestamps=timestamps,
         warn=warn,
         progress=progress,
         read_timeout_s=log_read_timeout_s,
@@ -337,7 +333,7 @@ def _capture_baseline_logs(
             result.warnings.append(f"baseline {name}: no container {use!r}; its vLLM log not recorded")
             continue
         with _log_file(_vllm_dir(out) / f"pod-{name}.log") as fh:
-            write_log(namespace, pod, use, fh, timestamps=True)
+            write_log(namespace, pod, use, fh)
         result.baseline_logs.append(name)
 
 

@@ -86,7 +86,7 @@ class PodWatcher:
     ``("gone", uid)`` for Pods missing from a relist, ``("rv", rv)`` for bookmarks.  The
     ``rv`` in an item is the position to checkpoint once the main loop has processed it,
     so a checkpoint never claims more than the correlator has seen.  ``arrival_s`` is
-    ``clock()`` when the object was read off the wire (after its list or watch answer
+    ``time.time()`` when the object was read off the wire (after its list or watch answer
     arrived, so every change it shows had happened by then: an upper bound on each, which
     the queue's delay would only loosen).
 
@@ -108,10 +108,8 @@ class PodWatcher:
         resume_rv: str | None = None,
         watch_timeout_s: int = 300,
         backoff: Backoff | None = None,
-        clock: Callable[[], float] = time.time,
     ) -> None:
         self.kube = kube
-        self.clock = clock
         self.namespace = namespace
         self.emit = emit
         self.stop = stop
@@ -199,7 +197,7 @@ class PodWatcher:
             pod.setdefault("apiVersion", "v1")
             seen[md["uid"]] = md.get("name", "")
             self._index += 1
-            self.emit(("pod", PodEvent("LISTED", pod, self._index), None, self.clock()))
+            self.emit(("pod", PodEvent("LISTED", pod, self._index), None, time.time()))
         for uid in set(self.known) - set(seen):
             self.emit(("gone", uid))
         self.known = seen
@@ -300,4 +298,4 @@ class PodWatcher:
         else:
             self.known[md["uid"]] = md.get("name", "")
         self._index += 1
-        self.emit(("pod", PodEvent(etype, obj, self._index), self.rv, self.clock()))
+        self.emit(("pod", PodEvent(etype, obj, self._index), self.rv, time.time()))

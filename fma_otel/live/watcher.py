@@ -225,9 +225,9 @@ def _ready_s(a: Any) -> float | None:
 class LiveWatcher:
     """``fma-otel watch``: see the module docstring.  ``run()`` returns the exit code."""
 
-    def __init__(self, cfg: WatchConfig, *, api_client: Any = None, clock: Callable[[], float] = time.time):
+    def __init__(self, cfg: WatchConfig, *, api_client: Any = None):
         self.cfg = cfg
-        self.clock = clock
+        self.clock = time.time
         self.stop = threading.Event()
         self.queue: queue.Queue[tuple[Any, ...]] = queue.Queue()
         self.metrics = Metrics()
@@ -319,7 +319,7 @@ class LiveWatcher:
             ).start()
         self.metrics.extra = self._stream_metrics
         self.kube = Kube(self._api_client or make_api_client(cfg.kubeconfig, cfg.context))
-        watching = {"stop": self.stop, "watch_timeout_s": cfg.watch_timeout_s, "clock": lambda: self.clock()}
+        watching = {"stop": self.stop, "watch_timeout_s": cfg.watch_timeout_s}
         self.pod_watcher = PodWatcher(
             self.kube,
             cfg.namespace,
@@ -481,7 +481,7 @@ class LiveWatcher:
         kind = item[0]
         st = self.state
         if kind == "pod":
-            self._on_pod(item[1], item[2], item[3] if len(item) > 3 else None)
+            self._on_pod(*item[1:])
         elif kind == "dpc":
             _, _pod, rec, pos = item
             try:
@@ -531,7 +531,7 @@ class LiveWatcher:
             self.state.positions[pos.key] = pos
             self.state.dirty = True
 
-    def _on_pod(self, ev: PodEvent, rv: str | None, arrival_s: float | None = None) -> None:
+    def _on_pod(self, ev: PodEvent, rv: str | None, arrival_s: float) -> None:
         st = self.state
         self.metrics.pod_events += 1
         if rv:
@@ -552,7 +552,7 @@ class LiveWatcher:
                 )
                 return
             # what this state shows had happened by its arrival (used where that narrows)
-            self.correlator.add_arrival(pod, int((self.clock() if arrival_s is None else arrival_s) * M.S))
+            self.correlator.add_arrival(pod, int(arrival_s * M.S))
             first_time = uid not in st.names
             st.names[uid] = P.name(pod) or ""
             rv = rv_number(P.resource_version(pod))
