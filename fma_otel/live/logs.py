@@ -144,9 +144,10 @@ def restart_count_of(pod: dict[str, Any] | None, container: str) -> int | None:
 
 
 class LogFollower:
-    """Follows one container of one Pod; :meth:`lines` yields ``(raw_line, StreamPos)``.
+    """Follows one container of one Pod; :meth:`lines` yields its raw lines, and
+    :meth:`snapshot` says where the stream stands after the last one.
 
-    ``raw_line`` keeps the timestamp prefix: the parsers read the year from it (and never
+    A line keeps the timestamp prefix: the parsers read the year from it (and never
     use it as an instant).  The generator ends when the Pod is gone (or replaced by another
     with the same name: both as the Pod itself shows, never from a ``pods/log`` error) or
     ``stop`` is set.
@@ -207,7 +208,7 @@ class LogFollower:
         self.stats.long_lines += 1
         log.warning("%s: a log line of %d bytes dropped unread (over %d)", self.key, n, MAX_LINE_BYTES)
 
-    def _read(self, *, follow: bool, previous: bool) -> Iterator[tuple[bytes, StreamPos]]:
+    def _read(self, *, follow: bool, previous: bool) -> Iterator[bytes]:
         resp = self.kube.pod_log(
             self.namespace,
             self.pod,
@@ -230,14 +231,14 @@ class LogFollower:
                     continue
                 self.stats.lines += 1
                 self.backoff.reset()
-                yield line, self.snapshot()
+                yield line
                 if self.stop.is_set():
                     return
         finally:
             self.connected_at = None
             self.kube.release(resp)
 
-    def lines(self) -> Iterator[tuple[bytes, StreamPos]]:
+    def lines(self) -> Iterator[bytes]:
         while not self.stop.is_set():
             try:
                 pod = self.kube.get_pod(self.namespace, self.pod)
@@ -316,16 +317,11 @@ class FollowerThread:
         return self
 
     def run(self) -> None:
-        box: list[StreamPos | None] = [None]
-
-        def raw() -> Iterator[bytes]:
-            for line, pos in self.follower.lines():
-                box[0] = pos
-                yield line
-
+        f = self.follower
         try:
-            for rec in self.parser(raw()):
-                self.emit((self.kind, self.follower.pod, rec, box[0]))
+            for rec in self.parser(f.lines()):
+                # the parser has read no line past the one that completed ``rec``
+                self.emit((self.kind, f.pod, rec, f.snapshot()))
         except Exception:  # noqa: BLE001 - a parser bug must not kill the watcher silently
             log.exception("log %s: follower stopped", self.follower.key)
         finally:
