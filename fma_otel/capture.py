@@ -234,7 +234,7 @@ def capture_namespace(
     result = CaptureResult(out)
     warn = result.warnings.append
     items, rv = kube.list_pods(namespace)
-    _write_list(out / "pods.json", "Pod", items, rv)
+    _write_list(out / "pods.json", items, rv)
     result.pods = len(items)
 
     dpc_ns = dpc_namespace or namespace
@@ -291,16 +291,13 @@ def _capture_events(kube: Kube, namespace: str, out: Path, result: CaptureResult
     except KubeError as exc:
         result.warnings.append(f"events not recorded: {exc} (the Role needs list on events, see deploy/)")
         return
-    _write_list(out / "events.json", "Event", items, rv)
+    _write_list(out / "events.json", items, rv)
     result.events = len(items)
 
 
-def _write_list(path: Path, kind: str, items: list[dict[str, Any]], rv: Any) -> None:
+def _write_list(path: Path, items: list[dict[str, Any]], rv: Any) -> None:
     """A v1 ``List`` of ``items`` as ``kubectl get -o json`` prints it, written whole or not
     at all (a temporary file renamed)."""
-    for item in items:
-        item.setdefault("apiVersion", "v1")
-        item.setdefault("kind", kind)
     doc = {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": rv}, "items": items}
     with _writing(path):
         write_atomic(path, (json.dumps(doc, indent=2) + "\n").encode())

@@ -249,8 +249,11 @@ class Kube:
 
     # ---------------------------------------------------------------- list + watch
 
-    def _list_all(self, path: str, namespace: str) -> tuple[list[dict[str, Any]], str]:
-        """Every item of a paginated list (following ``continue``) and the list's resourceVersion."""
+    def _list_all(
+        self, path: str, namespace: str, api_version: str, kind: str
+    ) -> tuple[list[dict[str, Any]], str]:
+        """Every item of a paginated list (following ``continue``) and the list's
+        resourceVersion; each item with ``apiVersion``/``kind`` set, as list items lack them."""
         items: list[dict[str, Any]] = []
         cont: str | None = None
         rv = ""
@@ -260,7 +263,11 @@ class Kube:
             doc = _object(_check(self._get(path, {"namespace": namespace}, query, 60)))
             meta = doc.get("metadata") or {}
             rv = rv or str(meta.get("resourceVersion") or "")
-            items += [it for it in doc.get("items") or [] if isinstance(it, dict)]
+            for it in doc.get("items") or []:
+                if isinstance(it, dict):
+                    it.setdefault("apiVersion", api_version)
+                    it.setdefault("kind", kind)
+                    items.append(it)
             cont = meta.get("continue")
             if not cont:
                 return items, rv
@@ -278,7 +285,7 @@ class Kube:
 
     def list_pods(self, namespace: str) -> tuple[list[dict[str, Any]], str]:
         """All Pods (raw dicts) and the list's resourceVersion."""
-        return self._list_all(_PODS, namespace)
+        return self._list_all(_PODS, namespace, "v1", "Pod")
 
     def watch_pods(self, namespace: str, resource_version: str, timeout_s: int) -> Any:
         return self._watch(_PODS, namespace, resource_version, timeout_s)
@@ -294,13 +301,9 @@ class Kube:
         return _object(resp)
 
     def list_events(self, namespace: str) -> tuple[list[dict[str, Any]], str]:
-        """All Events of the namespace through events.k8s.io/v1 (raw dicts, with
-        ``apiVersion``/``kind`` set, as list items lack them) and the list's resourceVersion."""
-        items, rv = self._list_all(_EVENTS, namespace)
-        for it in items:
-            it.setdefault("apiVersion", "events.k8s.io/v1")
-            it.setdefault("kind", "Event")
-        return items, rv
+        """All Events of the namespace through events.k8s.io/v1 (raw dicts) and the list's
+        resourceVersion."""
+        return self._list_all(_EVENTS, namespace, "events.k8s.io/v1", "Event")
 
     def watch_events(self, namespace: str, resource_version: str, timeout_s: int) -> Any:
         return self._watch(_EVENTS, namespace, resource_version, timeout_s)

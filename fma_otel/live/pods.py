@@ -193,8 +193,6 @@ class PodWatcher:
             if not isinstance(md, dict) or not md.get("uid"):
                 self.stats.odd_lines += 1
                 continue
-            pod.setdefault("kind", "Pod")
-            pod.setdefault("apiVersion", "v1")
             seen[md["uid"]] = md.get("name", "")
             self._index += 1
             self.emit(("pod", PodEvent("LISTED", pod, self._index), None, time.time()))
