@@ -67,7 +67,8 @@ class CaptureResult:
     proxy_requests: int = 0
 
 
-def _labels_match(selector: dict[str, str], pod: dict[str, Any]) -> bool:
+def labels_match(selector: dict[str, str], pod: dict[str, Any]) -> bool:
+    """Whether ``pod`` carries every label of ``selector`` (an empty one matches nothing)."""
     labels = P.labels(pod)
     return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
 
@@ -240,7 +241,7 @@ def capture_namespace(
     dpc_ns = dpc_namespace or namespace
     dpc_items = items if dpc_ns == namespace else kube.list_pods(dpc_ns)[0]
     dpcs = sorted(
-        (p for p in dpc_items if _labels_match(dpc_selector, p)),
+        (p for p in dpc_items if labels_match(dpc_selector, p)),
         key=lambda p: (P.created_ns(p) or 0, P.name(p) or ""),
     )
     # every log the same way: ``write_log(namespace, pod, container, fh)``

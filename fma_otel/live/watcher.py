@@ -45,6 +45,7 @@ from typing import Any
 
 from .. import model as M
 from .. import podfacts as P
+from ..capture import LAUNCHER_CONTAINER, labels_match
 from ..phase_inputs import BOOT_LINE  # the launcher's boot, read as the bridge reads it
 from ..sources.records import LauncherRecord, PodEvent, SourceStats
 from ..span_records import SpanRecord
@@ -63,7 +64,6 @@ DEFAULT_DPC_SELECTOR = (
     "app.kubernetes.io/name=fma-controllers,app.kubernetes.io/component=dual-pods-controller"
 )
 DEFAULT_DPC_CONTAINER = "controller"
-LAUNCHER_CONTAINER = "inference-server"
 
 
 @dataclass
@@ -91,7 +91,6 @@ class WatchConfig:
     grace_s: float = 1.0
     dpc_selector: str = DEFAULT_DPC_SELECTOR
     dpc_container: str = DEFAULT_DPC_CONTAINER
-    launcher_container: str = LAUNCHER_CONTAINER
     metrics_port: int | None = 9464
     metrics_host: str = "0.0.0.0"
     tick_s: float = 0.1
@@ -147,10 +146,6 @@ class _State:
     unacked: dict[str, _Unacked] = field(default_factory=dict)  # built, not yet through OTLP
     export_retry_at: float = 0.0
     dirty: bool = False
-
-
-def _selector_matches(selector: dict[str, str] | None, labels: dict[str, str]) -> bool:
-    return bool(selector) and all(labels.get(k) == v for k, v in (selector or {}).items())
 
 
 def dpc_parser(lines: Iterable[bytes]) -> Iterator[Any]:
@@ -572,12 +567,11 @@ class LiveWatcher:
                     st.ready_seen.pop(uid, None)  # not Ready (again): the next Ready starts a clock
                 elif uid not in st.ready_seen and ev.event_type != "LISTED":
                     st.ready_seen[uid] = self.clock()
-            labels = dict(P.labels(pod))
             if ev.event_type != "DELETED":
-                if _selector_matches(self._dpc_selector, labels):
+                if labels_match(self._dpc_selector, pod):
                     self._ensure_follower(pod, self.cfg.dpc_container, "dpc")
                 elif self.cfg.launcher_logs and role == P.ROLE_LAUNCHER:
-                    self._ensure_follower(pod, self.cfg.launcher_container, "launcher")
+                    self._ensure_follower(pod, LAUNCHER_CONTAINER, "launcher")
         except Exception:  # noqa: BLE001 - one odd Pod never stops the watch
             self.metrics.odd_pods += 1
             log.exception(
@@ -779,7 +773,7 @@ class LiveWatcher:
             wanted += [ft for ft in st.followers.values() if ft.kind == "dpc"]
         launcher = a.attributes.get(M.A_LAUNCHER)
         if self.cfg.launcher_logs and launcher and a.path != M.COLD_NO_FMA:
-            ft = st.followers.get(f"{launcher}/{self.cfg.launcher_container}")
+            ft = st.followers.get(f"{launcher}/{LAUNCHER_CONTAINER}")
             if ft is not None:
                 wanted.append(ft)
         lagging = []
