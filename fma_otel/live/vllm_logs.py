@@ -30,6 +30,7 @@ the records read with that clock.
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
 import threading
@@ -109,7 +110,6 @@ class VllmLogs:
         self.kube = kube
         self.namespace = namespace
         self.emit = emit
-        self.port = port
         self.max_bytes = max_bytes
         self.timeout_s = timeout_s
         self.read_timeout_s = min(read_timeout_s, timeout_s)
@@ -119,6 +119,15 @@ class VllmLogs:
         self._slots = threading.Semaphore(MAX_CONCURRENT)
         self._cache: dict[tuple[str, str], bytes] = {}  # (launcher, instance) -> log, LRU order
         self._cache_lock = threading.Lock()
+        #: one range read of an instance's log: ``(launcher, instance, write, start=, max_bytes=)``
+        self._fetch = functools.partial(
+            fetch_instance_log,
+            kube,
+            namespace,
+            port=port,
+            deadline_s=timeout_s,
+            read_timeout_s=self.read_timeout_s,
+        )
 
     # ------------------------------------------------------------------ main loop side
 
@@ -217,22 +226,6 @@ class VllmLogs:
             job.done = True
         self.emit(("vllm", key))
 
-    def _fetch(
-        self, launcher: str, instance: str, into: bytearray, start: int, max_bytes: int
-    ) -> FetchResult:
-        return fetch_instance_log(
-            self.kube,
-            self.namespace,
-            launcher,
-            instance,
-            into.extend,
-            start=start,
-            port=self.port,
-            max_bytes=max_bytes,
-            deadline_s=self.timeout_s,
-            read_timeout_s=self.read_timeout_s,
-        )
-
     def _instance_log(self, launcher: str, instance: str) -> tuple[bytearray, FetchResult]:
         """The instance's whole log as far as it can be read: what was kept, checked and
         extended by the bytes added since (or read afresh when the log was replaced)."""
@@ -243,15 +236,15 @@ class VllmLogs:
         if data:
             n = min(len(data), PREFIX_CHECK_BYTES)
             head = bytearray()
-            check = self._fetch(launcher, instance, head, 0, n)
+            check = self._fetch(launcher, instance, head.extend, start=0, max_bytes=n)
             if len(head) < n and check.status not in (200, 206):
                 return data, check  # gone or unreachable: what was kept is all there is
             if bytes(head) != bytes(data[:n]):
                 data = bytearray()  # another log under the same id
-        res = self._fetch(launcher, instance, data, len(data), self.max_bytes)
+        res = self._fetch(launcher, instance, data.extend, start=len(data), max_bytes=self.max_bytes)
         if data and res.written == 0 and res.total is not None and res.total < len(data):
             data = bytearray()  # shorter than what was kept: another log
-            res = self._fetch(launcher, instance, data, 0, self.max_bytes)
+            res = self._fetch(launcher, instance, data.extend, start=0, max_bytes=self.max_bytes)
         if data and len(data) <= CACHE_MAX_BYTES:
             with self._cache_lock:
                 self._cache[ck] = bytes(data)
