@@ -125,7 +125,7 @@ class _Unacked:
 @dataclass
 class _ExportJob:
     keys: list[str]
-    thread: threading.Thread | None = None
+    thread: threading.Thread = field(init=False)
     error: BaseException | None = None
     #: trace id -> why, for traces the sink refused to send (``OtlpSink.export``'s answer)
     dropped: dict[str, str] = field(default_factory=dict)
@@ -876,35 +876,36 @@ class LiveWatcher:
         ``wait`` (the SIGTERM path) waits for the job in flight and for one more.
         """
         st = self.state
-        job = self._export_job
-        if job is not None:
-            self._join(job, wait)
-            if job.thread is not None and job.thread.is_alive():
-                return
-            self._export_job = None
-            self._export_done(job)
-        if self.sink is None or not st.unacked or self.clock() < st.export_retry_at:
-            return
-        keys = self._next_job()
-        spans = [s for k in keys for s in st.unacked[k].spans]
-        job = _ExportJob(keys)
-        sink = self.sink
-
-        def work() -> None:
-            try:
-                dropped = sink.export(spans)
-                job.dropped = {d.trace_id: d.reason for d in dropped or ()}
-            except BaseException as exc:  # noqa: BLE001 - reported by the loop
-                job.error = exc
-
-        job.thread = threading.Thread(target=work, name="fma-otel-export", daemon=True)
-        self._export_job = job
-        job.thread.start()
-        if wait:
-            self._join(job, True)
-            if not job.thread.is_alive():
+        started = False
+        while True:
+            job = self._export_job
+            if job is not None:
+                if wait:
+                    job.thread.join(float(getattr(self.sink, "timeout_s", 10.0)) + 5.0)
+                if job.thread.is_alive():
+                    return
                 self._export_job = None
                 self._export_done(job)
+            if started or self.sink is None or not st.unacked or self.clock() < st.export_retry_at:
+                return
+            keys = self._next_job()
+            spans = [s for k in keys for s in st.unacked[k].spans]
+            job = self._export_job = _ExportJob(keys)
+            job.thread = threading.Thread(
+                target=self._export, args=(self.sink, spans, job), name="fma-otel-export", daemon=True
+            )
+            job.thread.start()
+            started = True
+            if not wait:
+                return
+
+    @staticmethod
+    def _export(sink: Any, spans: list[SpanRecord], job: _ExportJob) -> None:
+        """The worker thread's body: the job's outcome is read by the loop once it ended."""
+        try:
+            job.dropped = {d.trace_id: d.reason for d in sink.export(spans) or ()}
+        except BaseException as exc:  # noqa: BLE001 - reported by the loop
+            job.error = exc
 
     def _next_job(self) -> list[str]:
         """The keys of the next export job (``unacked`` is not empty).
@@ -927,10 +928,6 @@ class LiveWatcher:
             return [isolated]
         self._isolated_turn = True
         return normal
-
-    def _join(self, job: _ExportJob, wait: bool) -> None:
-        if wait and job.thread is not None:
-            job.thread.join(float(getattr(self.sink, "timeout_s", 10.0)) + 5.0)
 
     def _export_done(self, job: _ExportJob) -> None:
         st = self.state
