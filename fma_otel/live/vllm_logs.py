@@ -69,8 +69,7 @@ class Target:
     or the Pod name of a baseline), and how to read it."""
 
     key: str
-    launcher: str | None  # None: a baseline Pod's container log
-    pod: str | None = None
+    launcher: str | None  # None: the log of the baseline Pod named ``key``, its ``container``'s
     container: str | None = None
 
 
@@ -142,7 +141,7 @@ class VllmLogs:
             return None
         if a.path == M.COLD_NO_FMA:
             container = baseline_containers.get(key)
-            return Target(key, None, key, container) if container else None
+            return Target(key, None, container) if container else None
         launcher = a.attributes.get(M.A_LAUNCHER)
         return Target(key, str(launcher)) if launcher else None
 
@@ -203,7 +202,7 @@ class VllmLogs:
                     res = fetch_pod_log(
                         self.kube,
                         self.namespace,
-                        t.pod or t.key,
+                        t.key,
                         t.container or "",
                         data.extend,
                         max_bytes=self.max_bytes,

@@ -56,7 +56,7 @@ def test_a_hung_fetch_holds_its_actuation_only_up_to_the_bound() -> None:
 def test_targets_by_path() -> None:
     assert VllmLogs.target(
         _act("k", M.COLD_NO_FMA, **{M.A_REQ_NAME: "vllm-1"}), {"vllm-1": "vllm"}
-    ) == Target("vllm-1", None, "vllm-1", "vllm")
+    ) == Target("vllm-1", None, "vllm")
     assert VllmLogs.target(_act("k", M.COLD_NO_FMA, **{M.A_REQ_NAME: "vllm-1"}), {}) is None
     assert VllmLogs.target(_act("k", M.HOT, **{M.A_INSTANCE: "I1"}), {}) is None  # no launcher known
 
