@@ -35,6 +35,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Iterator
+from functools import lru_cache
 from sys import intern
 from typing import IO, Any, TypedDict
 
@@ -258,9 +259,11 @@ def _is_list(value: Any) -> bool:
     return value is None or isinstance(value, (list, str))
 
 
-#: instants already read well, each as its one shared string (a Pod's conditions, and
-#: Pods made together, share many)
-_INSTANTS: dict[str, str] = {}
+@lru_cache(4096)  # a Pod's conditions, and Pods made together, share many instants
+def _instant(text: str) -> str:
+    """``text`` as its one shared string, once read well as an instant (else ``ValueError``)."""
+    parse_rfc3339_ns(text)
+    return intern(text)
 
 
 def _shared(d: Any, keys: tuple[str, ...], instant: str = "") -> str | None:
@@ -276,16 +279,10 @@ def _shared(d: Any, keys: tuple[str, ...], instant: str = "") -> str | None:
     v = d.get(instant)
     if v.__class__ is not str or not v:
         return None
-    same = _INSTANTS.get(v)
-    if same is None:
-        try:
-            parse_rfc3339_ns(v)
-        except ValueError as exc:
-            return str(exc)
-        if len(_INSTANTS) >= 4096:
-            _INSTANTS.clear()
-        same = _INSTANTS[v] = intern(v)
-    d[instant] = same
+    try:
+        d[instant] = _instant(v)
+    except ValueError as exc:
+        return str(exc)
     return None
 
 
