@@ -76,65 +76,37 @@ __all__ = [
 NS = 1_000_000_000
 _MIN_YEAR, _MAX_YEAR = 1971, 9998  # room for the UTC offset either side
 
-# Phase names (record ``phase``).  Instants have no duration; the others are "took X".
-PROCESS_START = "process_start"  # FMA launcher's first line of the instance log (1 ms)
-PLATFORM_DETECTED = "platform_detected"  # first "Automatically detected platform": imports done
-API_SERVER_SETUP = "api_server_setup"  # version banner: API server setup starts
-OTLP_TRACES = "otlp_traces"  # "non-default args: {... 'otlp_traces_endpoint': ...}": vLLM traces itself
-ENGINE_CONFIG = "engine_config"  # "Initializing a V1 LLM engine (vX) with config": engine starts
-MODEL_LOAD_START = "model_load_start"  # "Starting to load model" / "Loading model from scratch"
-WEIGHTS_DOWNLOAD = "weights_download"  # "Time spent downloading weights for M: X seconds"
-WEIGHTS_LOAD = "weights_load"  # "Loading weights took X seconds"
-MODEL_INIT = "model_init"  # "Initializing model took X seconds" (0.33+)
-MODEL_LOAD = "model_load"  # "Model loading took G GiB and X seconds" (whole load)
-TORCH_COMPILE_START = "torch_compile_start"  # "Starting torch.compile" (0.33+)
-DYNAMO_TRANSFORM = "dynamo_transform"  # "Dynamo bytecode transform time: X s"
-INDUCTOR_COMPILE = "inductor_compile"  # "Compiling a graph for ... takes X s" (cache miss)
-COMPILE_CACHE_LOAD = "compile_cache_load"  # "Directly load the compiled graph(s) ... took X s"
-TORCH_COMPILE = "torch_compile"  # "torch.compile takes|took X s in total"
-COMPILE_AND_PROFILING_RUN = "compile_and_profiling_run"  # 0.18+ non-AOT combined total
-PROFILING_RUN = "profiling_run"  # "Initial profiling/warmup run took X s" (0.18+)
-MEMORY_PROFILE = "memory_profile"  # "Memory profiling takes X seconds" (V0 INFO, V1 DEBUG)
-KV_CACHE_MEMORY = "kv_cache_memory"  # "Available KV cache memory: X GiB": end of profiling
-KV_CACHE_SIZE = "kv_cache_size"  # "GPU KV cache size: N tokens" / "# GPU blocks: N"
-CUDA_GRAPH_CAPTURE = "cuda_graph_capture"  # "Graph capturing finished in S secs"
-INIT_ENGINE = "init_engine"  # "init engine (profile, create kv cache, warmup model) took X"
-API_SERVER_START = "api_server_start"  # "Starting vLLM server on URL": uvicorn about to start
-API_SERVER_UP = "api_server_up"  # uvicorn "Application startup complete." (no stamp)
-SLEEP_REQUEST = "sleep_request"  # "sleep the engine with level N" (0.7 only)
-SLEEP = "sleep"  # "It took X seconds to fall asleep."
-WAKE_REQUEST = "wake_request"  # "wake up the engine with tags: T"
-WAKE = "wake"  # "It took X seconds to wake up tags T."
-
+#: Phase names (record ``phase``), in start-up order.  Instants have no duration; the others
+#: are "took X".
 PHASES: tuple[str, ...] = (
-    PROCESS_START,
-    PLATFORM_DETECTED,
-    API_SERVER_SETUP,
-    OTLP_TRACES,
-    ENGINE_CONFIG,
-    MODEL_LOAD_START,
-    WEIGHTS_DOWNLOAD,
-    WEIGHTS_LOAD,
-    MODEL_INIT,
-    MODEL_LOAD,
-    TORCH_COMPILE_START,
-    DYNAMO_TRANSFORM,
-    INDUCTOR_COMPILE,
-    COMPILE_CACHE_LOAD,
-    TORCH_COMPILE,
-    COMPILE_AND_PROFILING_RUN,
-    PROFILING_RUN,
-    MEMORY_PROFILE,
-    KV_CACHE_MEMORY,
-    KV_CACHE_SIZE,
-    CUDA_GRAPH_CAPTURE,
-    INIT_ENGINE,
-    API_SERVER_START,
-    API_SERVER_UP,
-    SLEEP_REQUEST,
-    SLEEP,
-    WAKE_REQUEST,
-    WAKE,
+    PROCESS_START := "process_start",  # FMA launcher's first line of the instance log (1 ms)
+    PLATFORM_DETECTED := "platform_detected",  # first "Automatically detected platform": imports done
+    API_SERVER_SETUP := "api_server_setup",  # version banner: API server setup starts
+    OTLP_TRACES := "otlp_traces",  # "non-default args: {... 'otlp_traces_endpoint': ...}": vLLM traces itself
+    ENGINE_CONFIG := "engine_config",  # "Initializing a V1 LLM engine (vX) with config": engine starts
+    MODEL_LOAD_START := "model_load_start",  # "Starting to load model" / "Loading model from scratch"
+    WEIGHTS_DOWNLOAD := "weights_download",  # "Time spent downloading weights for M: X seconds"
+    WEIGHTS_LOAD := "weights_load",  # "Loading weights took X seconds"
+    MODEL_INIT := "model_init",  # "Initializing model took X seconds" (0.33+)
+    MODEL_LOAD := "model_load",  # "Model loading took G GiB and X seconds" (whole load)
+    TORCH_COMPILE_START := "torch_compile_start",  # "Starting torch.compile" (0.33+)
+    DYNAMO_TRANSFORM := "dynamo_transform",  # "Dynamo bytecode transform time: X s"
+    INDUCTOR_COMPILE := "inductor_compile",  # "Compiling a graph for ... takes X s" (cache miss)
+    COMPILE_CACHE_LOAD := "compile_cache_load",  # "Directly load the compiled graph(s) ... took X s"
+    TORCH_COMPILE := "torch_compile",  # "torch.compile takes|took X s in total"
+    COMPILE_AND_PROFILING_RUN := "compile_and_profiling_run",  # 0.18+ non-AOT combined total
+    PROFILING_RUN := "profiling_run",  # "Initial profiling/warmup run took X s" (0.18+)
+    MEMORY_PROFILE := "memory_profile",  # "Memory profiling takes X seconds" (V0 INFO, V1 DEBUG)
+    KV_CACHE_MEMORY := "kv_cache_memory",  # "Available KV cache memory: X GiB": end of profiling
+    KV_CACHE_SIZE := "kv_cache_size",  # "GPU KV cache size: N tokens" / "# GPU blocks: N"
+    CUDA_GRAPH_CAPTURE := "cuda_graph_capture",  # "Graph capturing finished in S secs"
+    INIT_ENGINE := "init_engine",  # "init engine (profile, create kv cache, warmup model) took X"
+    API_SERVER_START := "api_server_start",  # "Starting vLLM server on URL": uvicorn about to start
+    API_SERVER_UP := "api_server_up",  # uvicorn "Application startup complete." (no stamp)
+    SLEEP_REQUEST := "sleep_request",  # "sleep the engine with level N" (0.7 only)
+    SLEEP := "sleep",  # "It took X seconds to fall asleep."
+    WAKE_REQUEST := "wake_request",  # "wake up the engine with tags: T"
+    WAKE := "wake",  # "It took X seconds to wake up tags T."
 )
 
 
