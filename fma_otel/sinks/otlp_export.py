@@ -75,6 +75,10 @@ ENV_PROTOCOL = "OTEL_EXPORTER_OTLP_PROTOCOL"
 ENV_TRACES_PROTOCOL = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
 ENV_HEADERS = "OTEL_EXPORTER_OTLP_HEADERS"
 ENV_TRACES_HEADERS = "OTEL_EXPORTER_OTLP_TRACES_HEADERS"
+_CREDENTIAL_PROVIDERS = (
+    "OTEL_PYTHON_EXPORTER_OTLP_HTTP_TRACES_CREDENTIAL_PROVIDER",
+    "OTEL_PYTHON_EXPORTER_OTLP_HTTP_CREDENTIAL_PROVIDER",
+)
 
 
 log = logging.getLogger(__name__)
@@ -422,15 +426,6 @@ def _short(text: str) -> str:
     return text
 
 
-def _requests_session(exporter: Any) -> Any:
-    """The HTTP exporter's ``requests`` session (where it keeps it differs across SDKs)."""
-    session = getattr(exporter, "_session", None)
-    if session is None:
-        transport = getattr(getattr(exporter, "_client", None), "_transport", None)
-        session = getattr(transport, "_session", None)
-    return session
-
-
 def _exporter_loggers() -> list[logging.Logger]:
     import opentelemetry.exporter.otlp.proto.common  # noqa: F401  (registers the loggers)
 
@@ -499,11 +494,6 @@ class OtlpSink:
             with contextlib.suppress(Exception):  # the setting is the news
                 exporter.shutdown()
             fail(capture.complaints[0])
-        # The HTTP exporter gives up at once, logging no status, when a 429/503 asks to
-        # retry later than its timeout allows: remember the last answer to say what it was.
-        hooks = getattr(_requests_session(exporter), "hooks", None)
-        if isinstance(hooks, dict):
-            hooks.setdefault("response", []).append(self._on_response)
         return exporter
 
     def _on_response(self, response: Any, *args: Any, **kwargs: Any) -> None:
@@ -525,8 +515,18 @@ class OtlpSink:
             )
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 
+        # The HTTP exporter gives up at once, logging no status, when a 429/503 asks to
+        # retry later than its timeout allows: our own session remembers the last answer,
+        # to say what it was.  Not when a credential provider is set: its session is the
+        # one to use (the SDK loads it), and that detail is then not said.
+        session = None
+        if not env_value(*_CREDENTIAL_PROVIDERS):
+            import requests
+
+            session = requests.Session()
+            session.hooks["response"].append(self._on_response)
         return lambda: HttpExporter(
-            endpoint=self.endpoint, headers=self._headers or None, timeout=self.timeout_s
+            endpoint=self.endpoint, headers=self._headers or None, timeout=self.timeout_s, session=session
         )
 
     def __repr__(self) -> str:
