@@ -50,6 +50,7 @@ _READ_CHUNK = 1 << 20
 _WATCH_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED"})
 _WS = b" \t\r\n"
 _BOM = b"\xef\xbb\xbf"
+_SKIP = re.compile(rb"(?:\xef\xbb\xbf)?[ \t\r\n]*")
 #: an integer literal Python refuses to build has more digits in a row than this; msgspec
 #: skips such a number unseen in a field it does not keep, so it is looked for (digits
 #: mapped to "0", then one literal search: a regex over every byte is far slower)
@@ -465,21 +466,14 @@ def iter_pod_events(
     sink = _Sink(stats)
     pos = 0
     while True:
-        # skip whitespace (and a byte order mark), reading on as needed
-        while True:
-            if w.buf.startswith(_BOM, pos):
-                pos += len(_BOM)
-            n = len(w.buf)
-            while pos < n and w.buf[pos] in _WS:
-                pos += 1
-            if pos < n and not (n - pos < len(_BOM) and not w.eof):
-                break
-            if pos >= n:
-                pos = w.drop(pos)
-            if not w.more():
-                if pos >= len(w.buf):
-                    return
-                break
+        # skip whitespace (and a byte order mark), reading on while what is left may be a cut BOM
+        pos = _SKIP.match(w.buf, pos).end()
+        while len(w.buf) - pos < len(_BOM) and not w.eof:
+            pos = w.drop(pos) if pos == len(w.buf) else pos  # long whitespace costs no memory
+            w.more()
+            pos = _SKIP.match(w.buf, pos).end()
+        if pos >= len(w.buf):
+            return
         pos = w.drop(pos) if pos > chunk_size else pos
         line = w.line(pos)
         if w.buf[pos] not in b"{[":
