@@ -19,20 +19,9 @@ import click
 
 from . import __version__
 
-#: subcommand name -> (module, one-line help)
-COMMANDS: dict[str, tuple[str, str]] = {
-    "bridge": (
-        "fma_otel.commands.bridge",
-        "Build actuation traces from a capture (Pods + DPC/launcher logs).",
-    ),
-    "show": ("fma_otel.commands.show", "Print a terminal waterfall of the traces in an OTLP JSON file."),
-    "capture": (
-        "fma_otel.commands.capture",
-        "Record Pods and logs of a live namespace into a capture directory.",
-    ),
-    "watch": ("fma_otel.commands.watch", "Live bridge: watch a namespace and export each actuation once."),
-    "slo": ("fma_otel.commands.slo", "Percentiles, hit rates and SLO verdicts from traces."),
-    "report": ("fma_otel.commands.report", "Write a self-contained HTML report with plots and waterfalls."),
+#: subcommand name -> its module (the one-line help is the command's own)
+COMMANDS: dict[str, str] = {
+    name: f"fma_otel.commands.{name}" for name in ("bridge", "show", "capture", "watch", "slo", "report")
 }
 
 
@@ -101,7 +90,7 @@ class LazyGroup(click.Group):
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in COMMANDS:
             return None
-        module, _help = COMMANDS[name]
+        module = COMMANDS[name]
         try:
             return importlib.import_module(module).command
         except ModuleNotFoundError as exc:  # a command not shipped in this build

@@ -104,7 +104,7 @@ def command():
     for _ in range(256):
         sys.stdout.write("x" * 4095 + "\\n")
 sys.modules["loud_cmd"] = sys.modules[__name__]
-cli.COMMANDS["loud"] = ("loud_cmd", "test")
+cli.COMMANDS["loud"] = "loud_cmd"
 cli.run()
 """
 

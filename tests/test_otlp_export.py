@@ -132,13 +132,11 @@ def test_env_configuration_http_base_and_traces_url(otlp_http_receiver, clean_ot
 
 
 def test_resolution_rules(clean_otlp_env):
-    assert otlp_export.resolve_protocol(None, "http://collector:4317") == "grpc"
-    assert otlp_export.resolve_protocol(None, "collector:4317") == "grpc"
-    assert otlp_export.resolve_protocol(None, "http://collector:4318") == "http/protobuf"
-    assert otlp_export.resolve_protocol(None, None) == "http/protobuf"
-    assert otlp_export.resolve_protocol("HTTP", None) == "http/protobuf"
+    assert otlp_export.resolve_protocol(None) == "http/protobuf"  # never guessed from a port
+    assert otlp_export.resolve_protocol(" GRPC ") == "grpc"
+    assert otlp_export.resolve_protocol("HTTP") == "http/protobuf"
     with pytest.raises(ExportError, match="http/json"):
-        otlp_export.resolve_protocol("http/json", None)
+        otlp_export.resolve_protocol("http/json")
     assert otlp_export.resolve_endpoint("http://c:4318", "http/protobuf") == "http://c:4318/v1/traces"
     assert otlp_export.resolve_endpoint("http://c:4318/", "http/protobuf") == "http://c:4318/v1/traces"
     assert (

@@ -94,12 +94,16 @@ def test_kept_fields_of_unexpected_types_are_read_as_they_are():
     p = pod()
     p["metadata"]["labels"] = {"n": 5}
     p["status"]["conditions"] = "odd"
-    p["status"]["containerStatuses"] = [{"name": "c", "state": {"running": {"startedAt": 7}}}]
+    p["status"]["containerStatuses"] = [{"name": "c", "state": {"running": {"startedAt": 7}}, "ready": True}]
+    p["spec"] = {"containers": [7, {"name": "c", "image": "x"}]}
     evs, st = read(json.dumps(p) + "\n")
     assert st.skipped == 0 and len(evs) == 1
     got = evs[0].pod
     assert got["metadata"]["labels"] == {"n": 5} and got["status"]["conditions"] == "odd"
     assert "phase" not in got["status"] and "apiVersion" not in got
+    # the objects inside are cut to their kept fields, as in a Pod of the expected types
+    assert got["spec"]["containers"] == [7, {"name": "c"}]
+    assert got["status"]["containerStatuses"] == [{"name": "c", "state": {"running": {"startedAt": 7}}}]
 
 
 @pytest.mark.parametrize(

@@ -14,11 +14,9 @@ Configuration, most specific first:
   for HTTP).  An explicit ``endpoint`` for HTTP is treated like the base URL when it has
   no path (``http://collector:4318``) and used as-is when it has one.
 - protocol: the ``protocol`` argument, then ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL``, then
-  ``OTEL_EXPORTER_OTLP_PROTOCOL``; otherwise ``grpc`` when the endpoint's port is 4317 (the
-  well-known OTLP/gRPC port: sending protobuf-over-HTTP there would only give an opaque
-  error) and ``http/protobuf`` in every other case, the default the OpenTelemetry
-  specification gives SDKs.  ``http/json`` is not offered by the Python exporters and is
-  refused with a clear message.
+  ``OTEL_EXPORTER_OTLP_PROTOCOL``, else ``http/protobuf`` (the OpenTelemetry
+  specification's default; as for the CLI and the wrappers, never guessed from the port).
+  ``http/json`` is not offered by the Python exporters and is refused with a clear message.
 - headers: ``OTEL_EXPORTER_OTLP_TRACES_HEADERS`` or ``OTEL_EXPORTER_OTLP_HEADERS``, with
   the ``headers`` argument layered on top (keys lowercased, as gRPC metadata requires).
 - TLS: ``https://`` is secure, ``http://`` is plaintext (also for gRPC); a gRPC endpoint
@@ -77,6 +75,10 @@ ENV_PROTOCOL = "OTEL_EXPORTER_OTLP_PROTOCOL"
 ENV_TRACES_PROTOCOL = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
 ENV_HEADERS = "OTEL_EXPORTER_OTLP_HEADERS"
 ENV_TRACES_HEADERS = "OTEL_EXPORTER_OTLP_TRACES_HEADERS"
+_CREDENTIAL_PROVIDERS = (
+    "OTEL_PYTHON_EXPORTER_OTLP_HTTP_TRACES_CREDENTIAL_PROVIDER",
+    "OTEL_PYTHON_EXPORTER_OTLP_HTTP_CREDENTIAL_PROVIDER",
+)
 
 
 log = logging.getLogger(__name__)
@@ -118,20 +120,17 @@ def env_value(*names: str) -> str | None:
     return None
 
 
-def resolve_protocol(protocol: str | None, endpoint: str | None) -> str:
+def resolve_protocol(protocol: str | None) -> str:
     """The OTLP protocol to use; see the module docstring for the order of precedence."""
-    chosen = protocol or env_value(ENV_TRACES_PROTOCOL, ENV_PROTOCOL)
-    if chosen:
-        chosen = chosen.strip().lower()
-        if chosen == "http":  # a common shorthand
-            chosen = HTTP_PROTOBUF
-        if chosen not in PROTOCOLS:
-            raise ExportError(
-                f"unsupported OTLP protocol {chosen!r}: use one of {', '.join(PROTOCOLS)}"
-                + (" (http/json is not offered by the Python exporters)" if chosen == "http/json" else "")
-            )
-        return chosen
-    return GRPC if endpoint and endpoint_port(endpoint) == GRPC_PORT else HTTP_PROTOBUF
+    chosen = (protocol or env_value(ENV_TRACES_PROTOCOL, ENV_PROTOCOL) or HTTP_PROTOBUF).strip().lower()
+    if chosen == "http":  # a common shorthand
+        chosen = HTTP_PROTOBUF
+    if chosen not in PROTOCOLS:
+        raise ExportError(
+            f"unsupported OTLP protocol {chosen!r}: use one of {', '.join(PROTOCOLS)}"
+            + (" (http/json is not offered by the Python exporters)" if chosen == "http/json" else "")
+        )
+    return chosen
 
 
 def endpoint_port(endpoint: str) -> int | None:
@@ -298,70 +297,55 @@ def _attr_value(v: Any) -> Any:
     return str(v)
 
 
-class _Converter:
-    """SpanRecord -> ReadableSpan, sharing one Resource object per distinct resource.
+def to_readable_spans(spans: Sequence[SpanRecord]) -> list[Any]:
+    """SpanRecords as SDK ``ReadableSpan`` objects with their own ids, times and resource.
 
-    Sharing matters: the encoder groups spans by Resource, so equal resources must compare
-    equal (they do) and should not be rebuilt per span (cheaper on big captures).
-    """
+    Spans of one resource share one ``Resource`` object: the encoder groups spans by
+    Resource, and rebuilding it per span would cost on big captures."""
+    from opentelemetry import trace as api
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import Event, ReadableSpan
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+    from opentelemetry.trace.status import Status, StatusCode
 
-    def __init__(self) -> None:
-        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-
-        self._resources: dict[tuple[tuple[str, str], ...], Any] = {}
-        self._scope = InstrumentationScope(SCOPE_NAME, __version__)
-
-    def _resource(self, rec: SpanRecord) -> Any:
-        from opentelemetry.sdk.resources import Resource
-
+    scope = InstrumentationScope(SCOPE_NAME, __version__)
+    flags = api.TraceFlags(api.TraceFlags.SAMPLED)
+    resources: dict[tuple[tuple[str, str], ...], Any] = {}
+    out = []
+    for rec in spans:
         attrs = dict(rec.resource or resource_attributes(rec.service))
         key = tuple(sorted((k, repr(v)) for k, v in attrs.items()))
-        res = self._resources.get(key)
-        if res is None:
-            res = self._resources[key] = Resource({k: _attr_value(v) for k, v in attrs.items()})
-        return res
-
-    def __call__(self, rec: SpanRecord) -> Any:
-        from opentelemetry import trace as api
-        from opentelemetry.sdk.trace import Event, ReadableSpan
-        from opentelemetry.trace.status import Status, StatusCode
-
-        flags = api.TraceFlags(api.TraceFlags.SAMPLED)
+        if (resource := resources.get(key)) is None:
+            resource = resources[key] = Resource({k: _attr_value(v) for k, v in attrs.items()})
         trace_id = int(rec.trace_id, 16)
-        ctx = api.SpanContext(trace_id, int(rec.span_id, 16), is_remote=False, trace_flags=flags)
-        parent = (
-            api.SpanContext(trace_id, int(rec.parent_span_id, 16), is_remote=False, trace_flags=flags)
-            if rec.parent_span_id
-            else None
-        )
+        parent = None
+        if rec.parent_span_id:
+            parent = api.SpanContext(
+                trace_id, int(rec.parent_span_id, 16), is_remote=False, trace_flags=flags
+            )
         if rec.status_code == STATUS_ERROR:
             status = Status(StatusCode.ERROR, rec.status_message or None)
-        elif rec.status_code == STATUS_OK:
-            status = Status(StatusCode.OK)
         else:
-            status = Status(StatusCode.UNSET)
-        return ReadableSpan(
-            name=rec.name,
-            context=ctx,
-            parent=parent,
-            resource=self._resource(rec),
-            attributes={k: _attr_value(v) for k, v in rec.attributes.items() if v is not None},
-            kind=getattr(api.SpanKind, rec.kind, api.SpanKind.INTERNAL),
-            status=status,
-            start_time=rec.start_ns,
-            end_time=rec.end_ns,
-            instrumentation_scope=self._scope,
-            events=[
-                Event(e.name, {k: _attr_value(v) for k, v in e.attributes.items()}, e.time_ns)
-                for e in rec.events
-            ],
+            status = Status(StatusCode.OK if rec.status_code == STATUS_OK else StatusCode.UNSET)
+        out.append(
+            ReadableSpan(
+                name=rec.name,
+                context=api.SpanContext(trace_id, int(rec.span_id, 16), is_remote=False, trace_flags=flags),
+                parent=parent,
+                resource=resource,
+                attributes={k: _attr_value(v) for k, v in rec.attributes.items() if v is not None},
+                kind=getattr(api.SpanKind, rec.kind, api.SpanKind.INTERNAL),
+                status=status,
+                start_time=rec.start_ns,
+                end_time=rec.end_ns,
+                instrumentation_scope=scope,
+                events=[
+                    Event(e.name, {k: _attr_value(v) for k, v in e.attributes.items()}, e.time_ns)
+                    for e in rec.events
+                ],
+            )
         )
-
-
-def to_readable_spans(spans: Sequence[SpanRecord]) -> list[Any]:
-    """SpanRecords as SDK ``ReadableSpan`` objects with their own ids, times and resource."""
-    convert = _Converter()
-    return [convert(s) for s in spans]
+    return out
 
 
 # --------------------------------------------------------------------------- the sink
@@ -442,15 +426,6 @@ def _short(text: str) -> str:
     return text
 
 
-def _requests_session(exporter: Any) -> Any:
-    """The HTTP exporter's ``requests`` session (where it keeps it differs across SDKs)."""
-    session = getattr(exporter, "_session", None)
-    if session is None:
-        transport = getattr(getattr(exporter, "_client", None), "_transport", None)
-        session = getattr(transport, "_session", None)
-    return session
-
-
 def _exporter_loggers() -> list[logging.Logger]:
     import opentelemetry.exporter.otlp.proto.common  # noqa: F401  (registers the loggers)
 
@@ -476,7 +451,7 @@ class OtlpSink:
     ) -> None:
         if timeout_s <= 0:
             raise ExportError(f"OTLP timeout must be positive, got {timeout_s}")
-        self.protocol = resolve_protocol(protocol, endpoint or env_value(ENV_TRACES_ENDPOINT, ENV_ENDPOINT))
+        self.protocol = resolve_protocol(protocol)
         self.endpoint = resolve_endpoint(endpoint, self.protocol)
         self.timeout_s = float(timeout_s)
         self._headers = resolve_headers(headers)
@@ -519,11 +494,6 @@ class OtlpSink:
             with contextlib.suppress(Exception):  # the setting is the news
                 exporter.shutdown()
             fail(capture.complaints[0])
-        # The HTTP exporter gives up at once, logging no status, when a 429/503 asks to
-        # retry later than its timeout allows: remember the last answer to say what it was.
-        hooks = getattr(_requests_session(exporter), "hooks", None)
-        if isinstance(hooks, dict):
-            hooks.setdefault("response", []).append(self._on_response)
         return exporter
 
     def _on_response(self, response: Any, *args: Any, **kwargs: Any) -> None:
@@ -545,8 +515,18 @@ class OtlpSink:
             )
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 
+        # The HTTP exporter gives up at once, logging no status, when a 429/503 asks to
+        # retry later than its timeout allows: our own session remembers the last answer,
+        # to say what it was.  Not when a credential provider is set: its session is the
+        # one to use (the SDK loads it), and that detail is then not said.
+        session = None
+        if not env_value(*_CREDENTIAL_PROVIDERS):
+            import requests
+
+            session = requests.Session()
+            session.hooks["response"].append(self._on_response)
         return lambda: HttpExporter(
-            endpoint=self.endpoint, headers=self._headers or None, timeout=self.timeout_s
+            endpoint=self.endpoint, headers=self._headers or None, timeout=self.timeout_s, session=session
         )
 
     def __repr__(self) -> str:
@@ -611,7 +591,7 @@ class OtlpSink:
         if worker.is_alive():
             # Leave the filter on so the straggler's late log lines stay quiet, and stop
             # the exporter: shutdown wakes its backoff sleep so the thread ends soon.
-            self._shutdown_quietly()
+            self.close()
             threading.Thread(target=_unfilter_after, args=(worker, loggers, capture), daemon=True).start()
             raise ExportError(f"{where} failed: no answer within {self.timeout_s:g} s")
         result = outcome[0] if outcome else None
@@ -641,7 +621,8 @@ class OtlpSink:
             return f"gave up after {elapsed_s:.1f} s, before the {self.timeout_s:g} s timeout"
         return f"no success within {self.timeout_s:g} s"
 
-    def _shutdown_quietly(self) -> None:
+    def close(self) -> None:
+        """Release the channel / HTTP session; safe to call twice."""
         if self._closed:
             return
         self._closed = True
@@ -650,10 +631,6 @@ class OtlpSink:
                 self._exporter.shutdown(timeout_millis=100)
             else:
                 self._exporter.shutdown()
-
-    def close(self) -> None:
-        """Release the channel / HTTP session; safe to call twice."""
-        self._shutdown_quietly()
 
     def __enter__(self) -> OtlpSink:
         return self

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
+from functools import lru_cache
 from urllib.parse import unquote
 
 from fma_otel.lines import MAX_VALUE_BYTES, counted_lines
@@ -77,12 +78,11 @@ def parse_access(message: str) -> tuple[str, str, str, str, int] | None:
 #: ``YYYY-MM-DD HH:MM:SS,mmm`` in ASCII digits (``str.isdigit`` would take ``'²'``)
 _ASCTIME = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}", re.ASCII)
 _DATE = re.compile(r"\d{4}-\d\d-\d\d", re.ASCII)
-#: ``YYYY-MM-DD HH:MM`` -> the epoch seconds of that minute, ``None`` when it is none: a
-#: launcher log's lines fall in few minutes, so each is read once
-_MINUTES: dict[str, int | None] = {}
 
 
+@lru_cache(4096)  # a launcher log's lines fall in few minutes: each is read once
 def _minute(head: str) -> int | None:
+    """``YYYY-MM-DD HH:MM`` -> the epoch seconds of that minute, ``None`` when it is none."""
     h, mi = int(head[11:13]), int(head[14:16])
     if h > 23 or mi > 59:
         return None
@@ -99,12 +99,7 @@ def _split_line(line: str) -> tuple[int, str, str, str]:
         if len(line) < 26 or _DATE.match(line) is None:
             raise LauncherParseError("not a launcher log line")
         raise LauncherParseError("line starts with a date but not with a launcher asctime")
-    head = line[:16]
-    minute = _MINUTES.get(head, -1)
-    if minute == -1:
-        if len(_MINUTES) >= 4096:
-            _MINUTES.clear()
-        minute = _MINUTES[head] = _minute(head)
+    minute = _minute(line[:16])
     sec = int(line[17:19])
     try:
         if minute is None or sec > 60:

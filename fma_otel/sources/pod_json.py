@@ -35,6 +35,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Iterator
+from functools import lru_cache
 from sys import intern
 from typing import IO, Any, TypedDict
 
@@ -49,6 +50,7 @@ _READ_CHUNK = 1 << 20
 _WATCH_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED"})
 _WS = b" \t\r\n"
 _BOM = b"\xef\xbb\xbf"
+_SKIP = re.compile(rb"(?:\xef\xbb\xbf)?[ \t\r\n]*")
 #: an integer literal Python refuses to build has more digits in a row than this; msgspec
 #: skips such a number unseen in a field it does not keep, so it is looked for (digits
 #: mapped to "0", then one literal search: a regex over every byte is far slower)
@@ -81,51 +83,57 @@ _ITEMS_VALUE = re.compile(rb"\s*:\s*\[")
 
 
 # msgspec decodes a TypedDict straight into a plain ``dict`` of the fields present (what
-# podfacts reads): no objects of its own to convert afterwards.
+# podfacts reads): no objects of its own to convert afterwards.  Every kept field takes
+# any JSON value (a Pod whose fields have unexpected types is skipped by :func:`_checked`
+# with the field's name, or passed over by podfacts' accessors, never a decode error); an
+# object where one is expected is cut down to its kept fields.
+
+_SCALAR = str | int | float | bool | None
+_OTHER = list[Any] | _SCALAR  # what stands where an object is expected
 
 
 class _Meta(TypedDict, total=False):
-    name: str | None
-    namespace: str | None
-    uid: str | None
-    resourceVersion: str | None
-    creationTimestamp: str | None
-    labels: dict[str, str] | None
-    annotations: dict[str, str] | None
+    name: Any
+    namespace: Any
+    uid: Any
+    resourceVersion: Any
+    creationTimestamp: Any
+    labels: Any
+    annotations: Any
 
 
 class _Named(TypedDict, total=False):
-    name: str | None
+    name: Any
 
 
 class _Spec(TypedDict, total=False):
-    nodeName: str | None
-    containers: list[_Named] | None
+    nodeName: Any
+    containers: list[_Named | _OTHER] | dict[str, Any] | _SCALAR
 
 
 class _Condition(TypedDict, total=False):
-    type: str | None
-    status: str | None
-    lastTransitionTime: str | None
+    type: Any
+    status: Any
+    lastTransitionTime: Any
 
 
 class _Started(TypedDict, total=False):
-    startedAt: str | None
+    startedAt: Any
 
 
 class _State(TypedDict, total=False):
-    running: _Started | None
-    terminated: _Started | None
+    running: _Started | _OTHER
+    terminated: _Started | _OTHER
 
 
 class _ContainerStatus(TypedDict, total=False):
-    name: str | None
-    state: _State | None
+    name: Any
+    state: _State | _OTHER
 
 
 class _Status(TypedDict, total=False):
-    conditions: list[_Condition] | None
-    containerStatuses: list[_ContainerStatus] | None
+    conditions: list[_Condition | _OTHER] | dict[str, Any] | _SCALAR
+    containerStatuses: list[_ContainerStatus | _OTHER] | dict[str, Any] | _SCALAR
 
 
 class _Doc(TypedDict, total=False):
@@ -134,22 +142,16 @@ class _Doc(TypedDict, total=False):
     kind: Any
     type: Any
     object: msgspec.Raw
-    items: list[msgspec.Raw] | None
-    metadata: _Meta | None
-    spec: _Spec | None
-    status: _Status | None
+    items: list[msgspec.Raw] | dict[str, Any] | _SCALAR
+    metadata: _Meta | _OTHER
+    spec: _Spec | _OTHER
+    status: _Status | _OTHER
 
 
-_DECODE_DOC = msgspec.json.Decoder(_Doc).decode
+_DECODE_DOC = msgspec.json.Decoder(_Doc | _SCALAR).decode
 #: a top-level array (``jq`` output): its elements decoded one by one, as a List's items
 _DECODE_ARRAY = msgspec.json.Decoder(list[msgspec.Raw]).decode
 _DECODE_ANY = msgspec.json.Decoder().decode
-#: the kept fields, for a Pod whose kept fields have unexpected types (decoded untyped)
-_KEEP: dict[str, tuple[str, ...]] = {
-    "metadata": tuple(_Meta.__annotations__),
-    "spec": tuple(_Spec.__annotations__),
-    "status": tuple(_Status.__annotations__),
-}
 #: msgspec's word for a whole value followed by more text (the byte counted from 1)
 _TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
 
@@ -172,18 +174,15 @@ def _why(err: Exception) -> str:
     return text[:120]
 
 
-def _decode(data: bytes, typed: bool = True) -> tuple[Any, bool]:
-    """One value and whether it is typed: a :class:`_Doc` (a list of raw elements for an
-    array), else (kept fields of unexpected types) the value untyped; :class:`_Malformed`
-    if it is no JSON."""
+def _decode(data: bytes, untyped: bool = False) -> Any:
+    """One value, untyped or as a :class:`_Doc` (for an array: a list of raw elements);
+    :class:`_Malformed` if it is no JSON, or none Python will build."""
     try:
-        if not typed:
-            return _DECODE_ANY(data), False
-        return (_DECODE_ARRAY if data[:1] == b"[" else _DECODE_DOC)(data), True
-    except msgspec.ValidationError as e:
-        if typed:
-            return _decode(data, typed=False)
-        raise _Malformed(_why(e)) from None  # untyped: only a number Python will not build
+        if untyped:
+            return _DECODE_ANY(data)
+        return (_DECODE_ARRAY if data[:1] == b"[" else _DECODE_DOC)(data)
+    except msgspec.ValidationError as e:  # only a number Python will not build
+        raise _Malformed(_why(e) if untyped else _error_of(data)) from None  # said as untyped
     except msgspec.DecodeError as e:
         text = str(e)
         if "UTF-8" not in text:
@@ -192,18 +191,7 @@ def _decode(data: bytes, typed: bool = True) -> tuple[Any, bool]:
     except RecursionError as e:
         raise _Malformed(_why(e)) from None
     # bytes that are no UTF-8 in a kept field: read as U+FFFD, as a text reader would
-    return _decode(data.decode("utf-8", "replace").encode(), typed)
-
-
-def _slim(obj: dict[str, Any]) -> dict[str, Any]:
-    """An untyped Pod dict cut down to the kept fields (their values as they are)."""
-    out: dict[str, Any] = {k: obj[k] for k in ("kind",) if k in obj}
-    for part, keys in _KEEP.items():
-        v = obj.get(part)
-        out[part] = {k: v[k] for k in keys if k in v} if isinstance(v, dict) else v
-        if part not in obj:
-            del out[part]
-    return out
+    return _decode(data.decode("utf-8", "replace").encode(), untyped)
 
 
 def _checked(pod: dict[str, Any]) -> str | None:
@@ -258,9 +246,11 @@ def _is_list(value: Any) -> bool:
     return value is None or isinstance(value, (list, str))
 
 
-#: instants already read well, each as its one shared string (a Pod's conditions, and
-#: Pods made together, share many)
-_INSTANTS: dict[str, str] = {}
+@lru_cache(4096)  # a Pod's conditions, and Pods made together, share many instants
+def _instant(text: str) -> str:
+    """``text`` as its one shared string, once read well as an instant (else ``ValueError``)."""
+    parse_rfc3339_ns(text)
+    return intern(text)
 
 
 def _shared(d: Any, keys: tuple[str, ...], instant: str = "") -> str | None:
@@ -276,20 +266,14 @@ def _shared(d: Any, keys: tuple[str, ...], instant: str = "") -> str | None:
     v = d.get(instant)
     if v.__class__ is not str or not v:
         return None
-    same = _INSTANTS.get(v)
-    if same is None:
-        try:
-            parse_rfc3339_ns(v)
-        except ValueError as exc:
-            return str(exc)
-        if len(_INSTANTS) >= 4096:
-            _INSTANTS.clear()
-        same = _INSTANTS[v] = intern(v)
-    d[instant] = same
+    try:
+        d[instant] = _instant(v)
+    except ValueError as exc:
+        return str(exc)
     return None
 
 
-def _pod_reason(pod: Any, typed: bool) -> str | None:
+def _pod_reason(pod: Any) -> str | None:
     """``None`` if this is a Pod we can key, else the reason it is not."""
     if not isinstance(pod, dict):
         return "not a JSON object"
@@ -300,11 +284,7 @@ def _pod_reason(pod: Any, typed: bool) -> str | None:
     uid = meta.get("uid") if isinstance(meta, dict) else None
     if not isinstance(uid, str) or not uid:
         return "Pod without metadata.uid"
-    if typed:  # a null is a field's default there, as good as absent
-        has_spec_or_status = pod.get("spec") is not None or pod.get("status") is not None
-    else:
-        has_spec_or_status = "spec" in pod or "status" in pod
-    if kind is None and not has_spec_or_status:
+    if kind is None and pod.get("spec") is None and pod.get("status") is None:  # null: absent
         return "not a Pod (no kind, spec or status)"
     return None
 
@@ -326,8 +306,11 @@ class _Sink:
     def value(self, data: bytes, line: int) -> Iterator[PodEvent]:
         """One top-level value or element, or raise :class:`_Malformed`; the items of a
         List or array are counted one by one (a bad one a skip of its own)."""
-        doc, typed = _decode(data)
-        if typed and (doc.__class__ is list or (doc.get("items") is not None and doc.get("type") is None)):
+        doc = _decode(data)
+        is_dict = doc.__class__ is dict
+        if doc.__class__ is list or (
+            is_dict and doc.get("items").__class__ is list and doc.get("type") is None
+        ):
             for item in doc if doc.__class__ is list else doc["items"]:
                 try:
                     yield from self.value(bytes(item), line)
@@ -335,25 +318,18 @@ class _Sink:
                     self.skip(line, f"malformed JSON object: {e}")
             return
         if _may_hold_huge(data):
-            _decode(data, typed=False)  # raises for a number (not only text) Python will not build
-        if not typed:
-            yield from self._untyped(doc, line)
-            return
+            _decode(data, untyped=True)  # raises for a number (not only text) Python will not build
         self.stats.read += 1
-        if isinstance(doc.get("type"), str) and doc.get("object"):
+        if is_dict and isinstance(doc.get("type"), str) and doc.get("object"):
             ev = self._watch_event(doc["type"], bytes(doc["object"]), line)
         else:
-            ev = self._pod("LISTED", doc, True, line)
+            ev = self._pod("LISTED", doc, line)
         if ev is not None:
             yield ev
 
-    def _pod(self, etype: str, pod: Any, typed: bool, line: int) -> PodEvent | None:
-        """A Pod, typed or (kept fields of unexpected types) plain, or a counted skip."""
-        why = _pod_reason(pod, typed)
-        if not why:
-            if not typed:
-                pod = _slim(pod)
-            why = _checked(pod)
+    def _pod(self, etype: str, pod: Any, line: int) -> PodEvent | None:
+        """A Pod, or a counted skip."""
+        why = _pod_reason(pod) or _checked(pod)
         if why:
             self.stats.skip(line, why)
             return None
@@ -365,28 +341,14 @@ class _Sink:
         if etype == "BOOKMARK":
             self.stats.understood += 1
         elif etype == "ERROR":
-            inner = _decode(obj, typed=False)[0]
+            inner = _decode(obj, untyped=True)
             msg = inner.get("message", "") if isinstance(inner, dict) else ""
             self.stats.skip(line, f"watch ERROR event: {msg}"[:200])
         elif etype not in _WATCH_TYPES:
             self.stats.skip(line, f"unknown watch event type {etype!r}")
         else:
-            return self._pod(etype, *_decode(obj), line)
+            return self._pod(etype, _decode(obj), line)
         return None
-
-    def _untyped(self, obj: Any, line: int) -> Iterator[PodEvent]:
-        """A value whose kept fields have unexpected types: read as plain JSON."""
-        if isinstance(obj, dict) and isinstance(obj.get("items"), list) and "type" not in obj:
-            for item in obj["items"]:
-                yield from self._untyped(item, line)
-            return
-        self.stats.read += 1
-        if isinstance(obj, dict) and "object" in obj and isinstance(obj.get("type"), str):
-            ev = self._watch_event(obj["type"], msgspec.json.encode(obj["object"]), line)
-        else:
-            ev = self._pod("LISTED", obj, False, line)
-        if ev is not None:
-            yield ev
 
     def framed(self, data: bytes, line: int) -> Iterator[PodEvent]:
         """A value cut out of the file by lines: a bad one is a counted skip (its List or
@@ -504,21 +466,14 @@ def iter_pod_events(
     sink = _Sink(stats)
     pos = 0
     while True:
-        # skip whitespace (and a byte order mark), reading on as needed
-        while True:
-            if w.buf.startswith(_BOM, pos):
-                pos += len(_BOM)
-            n = len(w.buf)
-            while pos < n and w.buf[pos] in _WS:
-                pos += 1
-            if pos < n and not (n - pos < len(_BOM) and not w.eof):
-                break
-            if pos >= n:
-                pos = w.drop(pos)
-            if not w.more():
-                if pos >= len(w.buf):
-                    return
-                break
+        # skip whitespace (and a byte order mark), reading on while what is left may be a cut BOM
+        pos = _SKIP.match(w.buf, pos).end()
+        while len(w.buf) - pos < len(_BOM) and not w.eof:
+            pos = w.drop(pos) if pos == len(w.buf) else pos  # long whitespace costs no memory
+            w.more()
+            pos = _SKIP.match(w.buf, pos).end()
+        if pos >= len(w.buf):
+            return
         pos = w.drop(pos) if pos > chunk_size else pos
         line = w.line(pos)
         if w.buf[pos] not in b"{[":

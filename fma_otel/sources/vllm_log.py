@@ -76,65 +76,37 @@ __all__ = [
 NS = 1_000_000_000
 _MIN_YEAR, _MAX_YEAR = 1971, 9998  # room for the UTC offset either side
 
-# Phase names (record ``phase``).  Instants have no duration; the others are "took X".
-PROCESS_START = "process_start"  # FMA launcher's first line of the instance log (1 ms)
-PLATFORM_DETECTED = "platform_detected"  # first "Automatically detected platform": imports done
-API_SERVER_SETUP = "api_server_setup"  # version banner: API server setup starts
-OTLP_TRACES = "otlp_traces"  # "non-default args: {... 'otlp_traces_endpoint': ...}": vLLM traces itself
-ENGINE_CONFIG = "engine_config"  # "Initializing a V1 LLM engine (vX) with config": engine starts
-MODEL_LOAD_START = "model_load_start"  # "Starting to load model" / "Loading model from scratch"
-WEIGHTS_DOWNLOAD = "weights_download"  # "Time spent downloading weights for M: X seconds"
-WEIGHTS_LOAD = "weights_load"  # "Loading weights took X seconds"
-MODEL_INIT = "model_init"  # "Initializing model took X seconds" (0.33+)
-MODEL_LOAD = "model_load"  # "Model loading took G GiB and X seconds" (whole load)
-TORCH_COMPILE_START = "torch_compile_start"  # "Starting torch.compile" (0.33+)
-DYNAMO_TRANSFORM = "dynamo_transform"  # "Dynamo bytecode transform time: X s"
-INDUCTOR_COMPILE = "inductor_compile"  # "Compiling a graph for ... takes X s" (cache miss)
-COMPILE_CACHE_LOAD = "compile_cache_load"  # "Directly load the compiled graph(s) ... took X s"
-TORCH_COMPILE = "torch_compile"  # "torch.compile takes|took X s in total"
-COMPILE_AND_PROFILING_RUN = "compile_and_profiling_run"  # 0.18+ non-AOT combined total
-PROFILING_RUN = "profiling_run"  # "Initial profiling/warmup run took X s" (0.18+)
-MEMORY_PROFILE = "memory_profile"  # "Memory profiling takes X seconds" (V0 INFO, V1 DEBUG)
-KV_CACHE_MEMORY = "kv_cache_memory"  # "Available KV cache memory: X GiB": end of profiling
-KV_CACHE_SIZE = "kv_cache_size"  # "GPU KV cache size: N tokens" / "# GPU blocks: N"
-CUDA_GRAPH_CAPTURE = "cuda_graph_capture"  # "Graph capturing finished in S secs"
-INIT_ENGINE = "init_engine"  # "init engine (profile, create kv cache, warmup model) took X"
-API_SERVER_START = "api_server_start"  # "Starting vLLM server on URL": uvicorn about to start
-API_SERVER_UP = "api_server_up"  # uvicorn "Application startup complete." (no stamp)
-SLEEP_REQUEST = "sleep_request"  # "sleep the engine with level N" (0.7 only)
-SLEEP = "sleep"  # "It took X seconds to fall asleep."
-WAKE_REQUEST = "wake_request"  # "wake up the engine with tags: T"
-WAKE = "wake"  # "It took X seconds to wake up tags T."
-
+#: Phase names (record ``phase``), in start-up order.  Instants have no duration; the others
+#: are "took X".
 PHASES: tuple[str, ...] = (
-    PROCESS_START,
-    PLATFORM_DETECTED,
-    API_SERVER_SETUP,
-    OTLP_TRACES,
-    ENGINE_CONFIG,
-    MODEL_LOAD_START,
-    WEIGHTS_DOWNLOAD,
-    WEIGHTS_LOAD,
-    MODEL_INIT,
-    MODEL_LOAD,
-    TORCH_COMPILE_START,
-    DYNAMO_TRANSFORM,
-    INDUCTOR_COMPILE,
-    COMPILE_CACHE_LOAD,
-    TORCH_COMPILE,
-    COMPILE_AND_PROFILING_RUN,
-    PROFILING_RUN,
-    MEMORY_PROFILE,
-    KV_CACHE_MEMORY,
-    KV_CACHE_SIZE,
-    CUDA_GRAPH_CAPTURE,
-    INIT_ENGINE,
-    API_SERVER_START,
-    API_SERVER_UP,
-    SLEEP_REQUEST,
-    SLEEP,
-    WAKE_REQUEST,
-    WAKE,
+    PROCESS_START := "process_start",  # FMA launcher's first line of the instance log (1 ms)
+    PLATFORM_DETECTED := "platform_detected",  # first "Automatically detected platform": imports done
+    API_SERVER_SETUP := "api_server_setup",  # version banner: API server setup starts
+    OTLP_TRACES := "otlp_traces",  # "non-default args: {... 'otlp_traces_endpoint': ...}": vLLM traces itself
+    ENGINE_CONFIG := "engine_config",  # "Initializing a V1 LLM engine (vX) with config": engine starts
+    MODEL_LOAD_START := "model_load_start",  # "Starting to load model" / "Loading model from scratch"
+    WEIGHTS_DOWNLOAD := "weights_download",  # "Time spent downloading weights for M: X seconds"
+    WEIGHTS_LOAD := "weights_load",  # "Loading weights took X seconds"
+    MODEL_INIT := "model_init",  # "Initializing model took X seconds" (0.33+)
+    MODEL_LOAD := "model_load",  # "Model loading took G GiB and X seconds" (whole load)
+    TORCH_COMPILE_START := "torch_compile_start",  # "Starting torch.compile" (0.33+)
+    DYNAMO_TRANSFORM := "dynamo_transform",  # "Dynamo bytecode transform time: X s"
+    INDUCTOR_COMPILE := "inductor_compile",  # "Compiling a graph for ... takes X s" (cache miss)
+    COMPILE_CACHE_LOAD := "compile_cache_load",  # "Directly load the compiled graph(s) ... took X s"
+    TORCH_COMPILE := "torch_compile",  # "torch.compile takes|took X s in total"
+    COMPILE_AND_PROFILING_RUN := "compile_and_profiling_run",  # 0.18+ non-AOT combined total
+    PROFILING_RUN := "profiling_run",  # "Initial profiling/warmup run took X s" (0.18+)
+    MEMORY_PROFILE := "memory_profile",  # "Memory profiling takes X seconds" (V0 INFO, V1 DEBUG)
+    KV_CACHE_MEMORY := "kv_cache_memory",  # "Available KV cache memory: X GiB": end of profiling
+    KV_CACHE_SIZE := "kv_cache_size",  # "GPU KV cache size: N tokens" / "# GPU blocks: N"
+    CUDA_GRAPH_CAPTURE := "cuda_graph_capture",  # "Graph capturing finished in S secs"
+    INIT_ENGINE := "init_engine",  # "init engine (profile, create kv cache, warmup model) took X"
+    API_SERVER_START := "api_server_start",  # "Starting vLLM server on URL": uvicorn about to start
+    API_SERVER_UP := "api_server_up",  # uvicorn "Application startup complete." (no stamp)
+    SLEEP_REQUEST := "sleep_request",  # "sleep the engine with level N" (0.7 only)
+    SLEEP := "sleep",  # "It took X seconds to fall asleep."
+    WAKE_REQUEST := "wake_request",  # "wake up the engine with tags: T"
+    WAKE := "wake",  # "It took X seconds to wake up tags T."
 )
 
 
@@ -235,10 +207,8 @@ _NUM = r"(\d+(?:\.\d+)?)"
 
 
 class _Wording(NamedTuple):
-    regex: re.Pattern[str]
+    regex: re.Pattern[str]  # group ``s``: the duration; ``x``: the record's ``detail``
     family: str
-    has_duration: bool  # group "s" holds the duration
-    detail_group: str | None = None
 
 
 class _Message(NamedTuple):
@@ -250,9 +220,7 @@ class _Message(NamedTuple):
 
 
 def _w(pattern: str, family: str) -> _Wording:
-    """A wording; group ``s`` holds the duration, group ``x`` the record's ``detail``."""
-    rx = re.compile(pattern)
-    return _Wording(rx, family, "s" in rx.groupindex, "x" if "x" in rx.groupindex else None)
+    return _Wording(re.compile(pattern), family)
 
 
 def _m(phase: str, trigger: str, *wordings: _Wording, once: bool = False, also: str = "") -> _Message:
@@ -554,8 +522,8 @@ class VllmLogParser:
             st.unknown += 1
             self._stamp(m, n)  # an unknown dated line still moves the clock
             return None
-        message, wording = found
-        if wording is None:
+        message, wording, wm = found
+        if wm is None:
             st.skip(n, f"malformed {message.phase!r} message: {msg[:200]!r}")
             return None
         stamp = self._stamp(m, n)
@@ -569,7 +537,16 @@ class VllmLogParser:
                 st.duplicates += 1
                 return None
             self._seen_once.add(message.phase)
-        return self._record(message, wording, msg, n, stamp, stamp + NS, process, prefix_ns)
+        dur: float | None = None
+        unc = 0.0
+        if "s" in wm.re.groupindex:
+            dur, unc = float(wm["s"]), _unc(wm["s"])
+        detail = wm["x"] if "x" in wm.re.groupindex else None
+        if "tag" in wm.re.groupindex and wm["tag"]:
+            detail = f"[{wm['tag']}]" if detail is None else f"[{wm['tag']}] {detail}"
+        return self._emit(
+            message.phase, stamp, stamp + NS, dur, unc, wording.family, process, detail, prefix_ns
+        )
 
     def _stamp(self, m: re.Match[str], n: int) -> int | None:
         key = m.group("mo", "d", "h", "mi", "s")
@@ -585,40 +562,21 @@ class VllmLogParser:
         self._last_key = key
         return ns
 
-    def _match(self, msg: str) -> tuple[_Message, _Wording | None] | None:
+    def _match(self, msg: str) -> tuple[_Message, _Wording | None, re.Match[str] | None] | None:
+        """The known message in ``msg`` and the wording that fits it (none: malformed)."""
         for message in _MESSAGES:
             if message.trigger in msg and message.also in msg:
                 for wording in message.wordings:
-                    if wording.regex.search(msg):
-                        return message, wording
-                return message, None
+                    if wm := wording.regex.search(msg):
+                        return message, wording, wm
+                return message, None, None
         return None
 
-    def _record(
-        self,
-        message: _Message,
-        wording: _Wording,
-        msg: str,
-        n: int,
-        lo: int,
-        hi: int | None,
-        process: str | None,
-        prefix_ns: int | None,
-    ) -> VllmPhase:
-        wm = wording.regex.search(msg)
-        assert wm is not None
-        dur: float | None = None
-        unc = 0.0
-        if wording.has_duration:
-            dur = float(wm["s"])
-            unc = _unc(wm["s"])
-        detail = wm[wording.detail_group] if wording.detail_group else None
-        if "tag" in wording.regex.groupindex and wm["tag"]:
-            detail = f"[{wm['tag']}]" if detail is None else f"[{wm['tag']}] {detail}"
+    def _emit(self, phase: str, *fields: object) -> VllmPhase:
+        """The record of this line and segment (``fields``: :class:`VllmPhase`'s from
+        ``end_lo_ns`` to ``prefix_ns``), counted."""
         self.stats.records += 1
-        return VllmPhase(
-            message.phase, n, lo, hi, dur, unc, wording.family, process, detail, prefix_ns, self._seg
-        )
+        return VllmPhase(phase, self._line_no, *fields, self._seg)  # type: ignore[arg-type]
 
     def _undated(self, text: str, prefix_ns: int | None) -> VllmPhase | None:
         n = self._line_no
@@ -636,38 +594,16 @@ class VllmLogParser:
             lo = self._local_ns(local)
             self._prev_stamp_ns = lo - lo % NS
             self._last_key = None
-            self.stats.records += 1
-            return VllmPhase(
-                PROCESS_START,
-                n,
-                lo,
-                lo + 1_000_000,
-                None,
-                0.0,
-                "fma-launcher",
-                None,
-                str(pid),
-                prefix_ns,
-                self._seg,
+            return self._emit(
+                PROCESS_START, lo, lo + 1_000_000, None, 0.0, "fma-launcher", None, str(pid), prefix_ns
             )
         um = _UVICORN.match(text)
         if um and um[2].rstrip() == "Application startup complete.":
             if self._prev_stamp_ns is None:
                 self.stats.skip(n, "uvicorn 'Application startup complete.' before any dated line")
                 return None
-            self.stats.records += 1
-            return VllmPhase(
-                API_SERVER_UP,
-                n,
-                self._prev_stamp_ns,
-                None,
-                None,
-                0.0,
-                "uvicorn",
-                um[1],
-                None,
-                prefix_ns,
-                self._seg,
+            return self._emit(
+                API_SERVER_UP, self._prev_stamp_ns, None, None, 0.0, "uvicorn", um[1], None, prefix_ns
             )
         self.stats.unknown += 1
         return None
