@@ -15,6 +15,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
@@ -30,7 +31,7 @@ from fma_otel.sinks.otlp_json import (
     export_request_bytes,
     write_trace_line,
 )
-from fma_otel.span_records import SpanRecord
+from fma_otel.span_records import SpanEvent, SpanRecord
 from tests.support.synth import synth_capture, write_capture
 
 
@@ -102,6 +103,31 @@ def test_one_line_per_call_with_the_documented_fields() -> None:
     assert values["f"] == {"doubleValue": 0.5}
     assert values["b"] == {"boolValue": True}
     assert values["l"] == {"arrayValue": {"values": [{"stringValue": "a"}, {"stringValue": "b"}]}}
+
+
+def test_spans_of_one_request_keep_their_own_attribute_values() -> None:
+    """The string attributes the spans of a trace repeat are made once per request: each
+    span still reads back its own values (same value under another key, another value
+    under the same key, a ``str`` subclass, an event's attributes)."""
+
+    class Tag(str):
+        pass
+
+    def span(i: int, attrs: dict[str, Any]) -> SpanRecord:
+        return SpanRecord("ab" * 16, f"{i:016x}", None, "n", M.INTERNAL, 1, 2, "s", attrs)
+
+    shared = {"fma.path": "cold", "k8s.node.name": "node-a"}
+    spans = [
+        span(1, {**shared, "x": "cold"}),
+        span(2, {**shared, "fma.path": "warm"}),
+        span(3, {**shared, "k8s.node.name": Tag("node-a"), "y": 1.0, "z": True}),
+    ]
+    spans.append(
+        msgspec.structs.replace(spans[0], span_id="f" * 16, events=(SpanEvent("e", 1, {"fma.path": "hot"}),))
+    )
+    back = decode_request(_strict(export_request_bytes(spans)))
+    assert [s.attributes for s in back] == [s.attributes for s in spans]
+    assert back[3].events[0].attributes == {"fma.path": "hot"}
 
 
 def test_non_finite_floats_are_strings_not_bare_literals() -> None:

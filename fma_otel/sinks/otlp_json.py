@@ -53,24 +53,37 @@ def any_value(v: Any) -> dict[str, Any]:
     return {"stringValue": str(v)}
 
 
-def key_values(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
+def key_values(
+    attrs: Mapping[str, Any], shared: dict[tuple[str, str], dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
     """Attributes as OTLP ``KeyValue`` s.  A string and a finite float (``v - v == 0``
     holds for no other float), the values of nearly every attribute, are written inline;
-    the others as :func:`any_value` writes them."""
-    return [
-        {
-            "key": k,
-            "value": {"stringValue": v}
-            if v.__class__ is str
-            else {"doubleValue": v}
-            if v.__class__ is float and v - v == 0
-            else any_value(v),
-        }
-        for k, v in attrs.items()
-    ]
+    the others as :func:`any_value` writes them.
+
+    ``shared``: the ``KeyValue`` of each string attribute made so far, by key and value.
+    The spans of one trace repeat their actuation's attributes (requester, launcher,
+    instance, node, path ...) and sources: each such pair is made once per trace, and
+    the encoder writes the same object again."""
+    if shared is None:
+        shared = {}
+    out = []
+    for k, v in attrs.items():
+        if v.__class__ is str:
+            kv = shared.get((k, v))
+            if kv is None:
+                kv = shared[(k, v)] = {"key": k, "value": {"stringValue": v}}
+            out.append(kv)
+        elif v.__class__ is float and v - v == 0:
+            out.append({"key": k, "value": {"doubleValue": v}})
+        else:
+            out.append({"key": k, "value": any_value(v)})
+    return out
 
 
-def span_to_json(s: SpanRecord) -> dict[str, Any]:
+def span_to_json(
+    s: SpanRecord, shared: dict[tuple[str, str], dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """One span in JSON form; ``shared`` as in :func:`key_values`."""
     out: dict[str, Any] = {
         "traceId": s.trace_id,
         "spanId": s.span_id,
@@ -78,7 +91,7 @@ def span_to_json(s: SpanRecord) -> dict[str, Any]:
         "kind": KIND_TO_OTLP.get(s.kind, 1),
         "startTimeUnixNano": str(s.start_ns),
         "endTimeUnixNano": str(s.end_ns),
-        "attributes": key_values(s.attributes),
+        "attributes": key_values(s.attributes, shared),
         "status": {"code": STATUS_TO_OTLP[s.status_code]},
     }
     if s.parent_span_id:
@@ -87,7 +100,7 @@ def span_to_json(s: SpanRecord) -> dict[str, Any]:
         out["status"]["message"] = s.status_message
     if s.events:
         out["events"] = [
-            {"timeUnixNano": str(e.time_ns), "name": e.name, "attributes": key_values(e.attributes)}
+            {"timeUnixNano": str(e.time_ns), "name": e.name, "attributes": key_values(e.attributes, shared)}
             for e in s.events
         ]
     return out
@@ -108,6 +121,7 @@ def export_request(spans: Iterable[SpanRecord]) -> dict[str, Any]:
         else:  # a fresh mapping each time: its id may be reused, so never cached
             key = tuple(sorted(resource_attributes(s.service).items()))
         groups.setdefault(key, []).append(s)
+    shared: dict[tuple[str, str], dict[str, Any]] = {}
     return {
         "resourceSpans": [
             {
@@ -115,7 +129,7 @@ def export_request(spans: Iterable[SpanRecord]) -> dict[str, Any]:
                 "scopeSpans": [
                     {
                         "scope": {"name": SCOPE_NAME, "version": __version__},
-                        "spans": [span_to_json(s) for s in group],
+                        "spans": [span_to_json(s, shared) for s in group],
                     }
                 ],
             }

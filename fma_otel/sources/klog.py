@@ -245,14 +245,14 @@ _NOT_KEY_END = r'[^ ="]'
 
 
 #: Each pair whose value is a Go-quoted string or a JSON scalar, followed by a space or the
-#: end, from a position on: (key, quoted body, token) each; else, from where the next pair
-#: is not one, the rest of the text once (all three empty: a key never is).  ``findall``
-#: cuts out a line's pairs in one C call (the rest costs nothing: ``.+`` jumps to the end).
+#: end, from a position on: (key, quoted body, token, "") each; else, from where the next
+#: pair is not one, the rest of the text once, in the fourth group (so its length says where
+#: it begins).  ``findall`` cuts out a line's pairs in one C call.
 _PAIRS = re.compile(
     rf" ({_NOT_KEY_END}+{_POSS})="
     rf'(?:"({_NOT_QUOTE_OR_BS}*{_POSS}(?:\\.{_NOT_QUOTE_OR_BS}*{_POSS})*{_POSS})"'
     rf"|(-?\d+{_POSS}(?:\.\d+{_POSS})?{_POSS}(?:[eE][-+]?\d+{_POSS})?{_POSS}|true|false|null))(?= |$)"
-    r"|(?s:.+)",
+    r"|((?s:.+))",
     re.ASCII,
 ).findall
 _RESYNC = re.compile(r" [A-Za-z_][A-Za-z0-9_.\-/]*=")
@@ -330,10 +330,10 @@ def _parse_pairs(s: str, i: int, kv: list[tuple[str, Any]]) -> tuple[str | None,
     n = len(s)
     while i < n:
         found = _PAIRS(s, i)
-        rest = not found[-1][0]  # the text from where the next pair is not one
+        rest = found[-1][3]  # the text from where the next pair is not one
         if rest:
             found.pop()
-        for key, q, tok in found:
+        for key, q, tok, _ in found:
             if tok:  # findall gives "" for a group that did not take part
                 kv.append((key, _JSON_CONST[tok] if tok in _JSON_CONST else _number(tok)))
             elif "\\" in q:
@@ -345,8 +345,7 @@ def _parse_pairs(s: str, i: int, kv: list[tuple[str, Any]]) -> tuple[str | None,
                 kv.append((key, q))
         if not rest:
             return None, False
-        # `` key="body"`` or `` key=token``: where the pair that is not one begins
-        i += sum(len(k) + (len(t) + 2 if t else len(q) + 4) for k, q, t in found)
+        i = n - len(rest)
         if s[i] != " ":
             # Only reachable after a raw value that ran to the end; nothing to resync to.
             return None, False
