@@ -11,6 +11,7 @@ limit (neither Jaeger nor Tempo pages its search), and traces seen twice are ide
 
 from __future__ import annotations
 
+import itertools
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -25,7 +26,7 @@ from ..model import ROOT
 from ..sinks.otlp_json import MALFORMED, OtlpJsonError
 from . import QueryError
 from .harvest import METRIC_OF_SPAN, Harvest
-from .readers import iter_requests, jaeger_trace_to_otlp
+from .readers import jaeger_trace_to_otlp, read_spans
 from .window import Window, rfc3339, to_ns
 
 #: remote stores need explicit bounds; without --since, look back this far
@@ -61,24 +62,19 @@ class FileSource:
 
     def fill(self, harvest: Harvest, window: Window, warn: Warn = _stderr) -> None:
         """Stream the file through the one reader (:mod:`.readers`: OTLP JSON lines,
-        pretty-printed OTLP JSON, Jaeger JSON; ``-`` is stdin) into the lean harvest."""
+        pretty-printed OTLP JSON, Jaeger JSON; ``-`` is stdin) into the harvest."""
         stats: dict[str, int] = {}
-        good = 0
-        add = harvest.add_otlp
         try:
-            for req in iter_requests(self.path, stats, self.advance):
-                if add(req):
-                    good += 1
-                else:  # valid JSON, malformed OTLP: the whole request is left out
-                    stats["skipped"] += 1
+            for s in read_spans(self.path, stats, self.advance):
+                harvest.add(s)
         except OtlpJsonError:
-            good = 0
+            raise QueryError(
+                f"{self.path}: not OTLP JSON lines, OTLP JSON or Jaeger JSON (no trace in it)"
+            ) from None
         except OSError as exc:
             raise QueryError(f"{self.path}: {exc.strerror or exc}") from None
         self.lines = stats.get("lines", 0)
         self.skipped = stats.get("skipped", 0)
-        if self.lines and not good:
-            raise QueryError(f"{self.path}: not OTLP JSON lines, OTLP JSON or Jaeger JSON (no trace in it)")
         if self.skipped:
             warn(
                 f"{self.path}: skipped {self.skipped} of {self.lines} lines that are not (well-formed) OTLP JSON or Jaeger JSON"
@@ -210,11 +206,6 @@ def _error_message(body: Any) -> str:
     return ""
 
 
-def _halves(start: datetime, end: datetime) -> tuple[tuple[datetime, datetime], tuple[datetime, datetime]]:
-    mid = start + (end - start) / 2
-    return (start, mid), (mid, end)
-
-
 # --------------------------------------------------------------------------- Jaeger
 
 
@@ -237,6 +228,37 @@ class _Remote:
         self.http = _Http(base, self.what, client, deadline_s=deadline_s, max_body=max_body)
         self.limit = limit or self.LIMIT
         self.lookback_s = lookback_s
+
+    def _split_search(
+        self,
+        find: Callable[[Any, Any, int], tuple[int, list[Any]]],
+        start: Any,
+        end: Any,
+        halves: Callable[[Any, Any], tuple[tuple[Any, Any], tuple[Any, Any]] | None],
+        where: Callable[[Any, Any], str],
+        warn: Warn,
+    ) -> Iterator[Any]:
+        """The results of ``find`` over ``[start, end]``; a window that fills the limit is
+        split in ``halves`` (``None``: too small to split).
+
+        Neither store pages its search, and many requesters can share one creation second,
+        so a window too small to split that still fills the limit is asked again with a
+        doubled limit (up to 64 times it).
+        """
+        stack = [(start, end, self.limit)]
+        while stack:
+            a, b, limit = stack.pop()
+            n, results = find(a, b, limit)
+            if n >= limit:
+                parts = halves(a, b)
+                if parts is not None:
+                    stack.extend((x, y, limit) for x, y in parts)
+                    continue
+                if limit < 64 * self.limit:
+                    stack.append((a, b, limit * 2))
+                    continue
+                warn(f"{self.http.base}: {n} traces in {where(a, b)}; some may be missing")
+            yield from results
 
 
 class JaegerSource(_Remote):
@@ -337,28 +359,19 @@ class JaegerSource(_Remote):
         harvest: Harvest,
         warn: Warn,
     ) -> None:
-        """Search ``[start, end]``; a window that fills the limit is split in halves.
+        for r in self._split_search(find, start, end, self._halves, _span_text, warn):
+            if isinstance(r, dict) and "v1" in r:
+                _add_v1_trace(harvest, r["v1"])
+            else:
+                harvest.add_otlp(r)  # OTLP, or malformed: add_otlp counts it
 
-        Many requesters can share one creation second, so a window too small to split that
-        still fills the limit is asked again with a doubled limit (up to 64 times it).
-        """
-        stack = [(start, end, self.limit)]
-        while stack:
-            a, b, limit = stack.pop()
-            n, results = find(a, b, limit)
-            if n >= limit and b - a > self.MIN_WINDOW:
-                stack.extend((x, y, limit) for x, y in _halves(a, b))
-                continue
-            if n >= limit:
-                if limit < 64 * self.limit:
-                    stack.append((a, b, limit * 2))
-                    continue
-                warn(f"{self.http.base}: {n} traces in {rfc3339(a)}..{rfc3339(b)}; some may be missing")
-            for r in results:
-                if isinstance(r, dict) and "v1" in r:
-                    _add_v1_trace(harvest, r["v1"])
-                else:
-                    harvest.add_otlp(r)  # OTLP, or malformed: add_otlp counts it
+    def _halves(self, a: datetime, b: datetime) -> tuple[tuple[datetime, datetime], ...] | None:
+        mid = a + (b - a) / 2
+        return ((a, mid), (mid, b)) if b - a > self.MIN_WINDOW else None
+
+
+def _span_text(a: datetime, b: datetime) -> str:
+    return f"{rfc3339(a)}..{rfc3339(b)}"
 
 
 def _add_v1_trace(harvest: Harvest, trace: Any) -> None:
@@ -417,38 +430,28 @@ class TempoSource(_Remote):
         )
         if not ids:
             return
-        # the first fetch settles which by-id endpoint this Tempo has
-        first = self._trace(ids[0])
-        if first is not None:
-            harvest.add_otlp(first)
+        first = self._trace(ids[0])  # settles which by-id endpoint this Tempo has
         with ThreadPoolExecutor(max_workers=self.WORKERS) as pool:
-            for body in pool.map(self._trace, ids[1:]):
-                if body is not None:
-                    harvest.add_otlp(body)
+            for req in itertools.chain([first], pool.map(self._trace, ids[1:])):
+                if req is not None:
+                    harvest.add_otlp(req)
 
     def _search_ids(self, start: int, end: int, warn: Warn) -> Iterator[str]:
-        seen: set[str] = set()
-        stack = [(start, end, self.limit)]
-        while stack:
-            a, b, limit = stack.pop()
+        def find(a: int, b: int, limit: int) -> tuple[int, list[dict[str, Any]]]:
             params = {"q": self.QUERY, "start": a, "end": b, "limit": limit, "spss": 1}
-            status, body = self.http.get("/api/search", params)
-            traces = _items(body, "traces", dict)
-            if len(traces) >= limit and b - a > 1:
-                mid = (a + b) // 2
-                stack.extend([(a, mid, limit), (mid, b, limit)])
-                continue
-            if len(traces) >= limit:
-                if limit < 64 * self.limit:  # one busy second: ask again for more
-                    stack.append((a, b, limit * 2))
-                    continue
-                warn(f"{self.http.base}: {len(traces)} traces in one second at {a}; some may be missing")
-            for t in traces:
-                tid = str(t.get("traceID", ""))
-                key = tid.lower().zfill(32)
-                if tid and key not in seen:
-                    seen.add(key)
-                    yield tid
+            traces = _items(self.http.get("/api/search", params)[1], "traces", dict)
+            return len(traces), traces
+
+        def halves(a: int, b: int) -> tuple[tuple[int, int], tuple[int, int]] | None:
+            return ((a, (a + b) // 2), ((a + b) // 2, b)) if b - a > 1 else None
+
+        seen: set[str] = set()
+        for t in self._split_search(find, start, end, halves, lambda a, b: f"one second at {a}", warn):
+            tid = str(t.get("traceID", ""))
+            key = tid.lower().zfill(32)
+            if tid and key not in seen:
+                seen.add(key)
+                yield tid
 
     def _trace(self, trace_id: str) -> dict[str, Any] | None:
         """A trace by id: ``/api/v2/traces`` (Tempo >= 2.5), else ``/api/traces``."""
@@ -459,7 +462,9 @@ class TempoSource(_Remote):
                 continue
             if self._by_id_path is None:
                 self._by_id_path = p
-            inner = body.get("trace", body) if isinstance(body, dict) else None
+            inner = body.get("trace", body)
+            if isinstance(inner, dict) and isinstance(inner.get("batches"), list):  # Tempo < 2.5
+                inner = {"resourceSpans": inner["batches"]}
             return inner if isinstance(inner, dict) else None
         return None
 

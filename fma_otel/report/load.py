@@ -43,7 +43,7 @@ def load(
     with _maybe(progress, "reading traces", size) as advance:
         for s in read_spans(path, stats, advance):
             summaries.add(s)
-            harvest.add_span(s.trace_id, s.span_id, s.name, s.start_ns, s.end_ns, s.attributes)
+            harvest.add(s)
     data = prepare(path, harvest, summaries, checks, top)
     data.skipped_lines = stats.get("skipped", 0)
     wanted = {t.trace_id for t in (*data.slowest, *data.unfinished)}

@@ -160,7 +160,7 @@ def test_distributions_are_the_slo_engines_samples():
     h = Harvest()
     for tr in traces:
         for s in tr:
-            h.add_span(s.trace_id, s.span_id, s.name, s.start_ns, s.end_ns, s.attributes)
+            h.add(s)
     dists = {d.metric: d for d in distributions(h, sm.by_trace)}
     act = dists["T_actuation"]
     ((path, pts),) = act.per_path
