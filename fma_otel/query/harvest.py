@@ -122,16 +122,7 @@ class Harvest:
         the decoder checks, where it can drop the whole request that holds a bad one."""
         attrs = s.attributes
         if self.tree is not None:
-            self.tree.add(
-                s.trace_id,
-                s.span_id,
-                s.parent_span_id,
-                s.name,
-                s.start_ns,
-                s.end_ns,
-                number_or_none(attrs.get(A_MIN)),
-                number_or_none(attrs.get(A_MAX)),
-            )
+            self.tree.add(s)
         if s.name not in WANTED_NAMES:
             return
         self.traces_seen.add(s.trace_id)

@@ -107,16 +107,7 @@ class Summaries:
         self.tree = TreeCollector()
 
     def add(self, s: SpanRecord) -> None:
-        self.tree.add(
-            s.trace_id,
-            s.span_id,
-            s.parent_span_id,
-            s.name,
-            s.start_ns,
-            s.end_ns,
-            float_or_none(s.attributes.get(A_MIN)),
-            float_or_none(s.attributes.get(A_MAX)),
-        )
+        self.tree.add(s)
         t = self.by_trace.get(s.trace_id)
         if t is None:
             t = self.by_trace[s.trace_id] = TraceSummary(s.trace_id)
