@@ -38,7 +38,7 @@ from typing import Any, NamedTuple
 from ..jsonsafe import number_or_none
 from ..model import A_MAX, A_MIN, COLD_NO_FMA, SPANS, S
 from ..span_records import SpanRecord
-from .stats import nearest_rank, path_order, percentile_intervals
+from .stats import Intervals, nearest_rank, path_order, percentile_intervals
 
 ACTUATION = "fma.actuation"
 #: spans made once per DPC call: they never turn their parent into a non-leaf
@@ -189,7 +189,7 @@ def _bounds(s: LeanSpan) -> tuple[float, float]:
 
 
 @dataclass(frozen=True)
-class Row:
+class Row(Intervals):
     """One line of the breakdown of a path.
 
     ``kind``: ``total`` (``T_actuation``), ``leaf``, ``uncovered`` (time inside ``name``
@@ -219,9 +219,6 @@ class Row:
     p90_hi: float | None = None
     p99_lo: float | None = None
     p99_hi: float | None = None
-
-    def interval(self, p: int) -> tuple[float | None, float | None]:
-        return getattr(self, f"p{p}_lo"), getattr(self, f"p{p}_hi")
 
     @property
     def label(self) -> str:

@@ -40,8 +40,16 @@ def nearest_rank(sorted_values: Sequence[float], p: int) -> float:
     return sorted_values[rank - 1]
 
 
+class Intervals:
+    """Rows with ``pQ_lo``/``pQ_hi`` fields: the interval each percentile can be in."""
+
+    def interval(self, p: int) -> tuple[float | None, float | None]:
+        """``(lo, hi)`` of the ``p``-th percentile (``None`` without data)."""
+        return getattr(self, f"p{p}_lo"), getattr(self, f"p{p}_hi")
+
+
 @dataclass(frozen=True)
-class MetricRow:
+class MetricRow(Intervals):
     """One row of the report; ``None`` figures when no complete actuation was seen."""
 
     metric: str
@@ -65,10 +73,6 @@ class MetricRow:
     p95_hi: float | None = None
     p99_lo: float | None = None
     p99_hi: float | None = None
-
-    def interval(self, p: int) -> tuple[float | None, float | None]:
-        """``(lo, hi)`` of the ``p``-th percentile (``None`` without data)."""
-        return getattr(self, f"p{p}_lo"), getattr(self, f"p{p}_hi")
 
 
 def summarize(

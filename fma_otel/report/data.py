@@ -27,7 +27,6 @@ from ..model import (
     A_MISSING,
     A_PATH,
     A_REQ_NAME,
-    A_REQ_UID,
     ROOT,
     STATUS_ERROR,
     UNKNOWN,
@@ -54,7 +53,6 @@ class TraceSummary:
 
     trace_id: str
     requester: str = "?"
-    requester_uid: str = ""
     path: str = UNKNOWN
     has_root: bool = False
     complete: bool = True
@@ -114,8 +112,6 @@ class Summaries:
         a = s.attributes
         if t.requester == "?" and a.get(A_REQ_NAME):
             t.requester = str(a[A_REQ_NAME])
-        if not t.requester_uid and a.get(A_REQ_UID):
-            t.requester_uid = str(a[A_REQ_UID])
         if t.path == UNKNOWN and a.get(A_PATH):
             t.path = str(a[A_PATH])
         if not t.has_root and (t.start_ns is None or s.start_ns < t.start_ns):

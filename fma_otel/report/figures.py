@@ -8,6 +8,7 @@ callers so ``--png`` output has a known size.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -36,6 +37,7 @@ from ..model import (
     S,
 )
 from ..query.breakdown import UNCOVERED, PathBreakdown
+from ..query.formats import secs_text
 from ..query.slo_spec import HIT_RATES, Verdict
 from ..query.stats import HitRates
 from ..sinks.show import tree_lines
@@ -80,15 +82,8 @@ def color_of_path(path: str) -> str:
     return PATH_COLOR.get(path, PATH_COLOR[UNKNOWN])
 
 
-def fmt_secs(v: float | None) -> str:
-    """Seconds for a person: ms below a second, s below two minutes, then minutes."""
-    if v is None:
-        return "-"
-    if v < 1:
-        return f"{v * 1000:.0f} ms"
-    if v < 120:
-        return f"{v:.2f} s"
-    return f"{v / 60:.1f} min"
+#: seconds for a person, as ``slo`` prints them but with spaced units: "250 ms", "3.20 s", "2.5 min"
+fmt_secs = functools.partial(secs_text, units=(" ms", " s", " min"))
 
 
 def short(name: str) -> str:

@@ -76,16 +76,10 @@ var f=document.createDocumentFragment();rows.forEach(function(r){f.appendChild(r
 
 
 @dataclass
-class PngFile:
-    path: str
-    width: int
-    height: int
-
-
-@dataclass
 class Output:
     html: str
-    pngs: list[PngFile] = field(default_factory=list)
+    #: the PNG files written (``--png``)
+    pngs: list[str] = field(default_factory=list)
     figures: int = 0
 
 
@@ -94,16 +88,15 @@ class _Figures:
 
     def __init__(self, png_dir: str | None) -> None:
         self.png_dir = png_dir
-        self.pngs: list[PngFile] = []
+        self.pngs: list[str] = []
         self.count = 0
 
     def render(self, fig: Figure, hover: Hover, name: str) -> str:
         self.count += 1
         svg = to_inline_svg(fig, hover, f"f{self.count}")
         if self.png_dir is not None:
-            path = os.path.join(self.png_dir, f"{name}.png")
-            w, h = save_png(fig, path)
-            self.pngs.append(PngFile(path, w, h))
+            self.pngs.append(os.path.join(self.png_dir, f"{name}.png"))
+            save_png(fig, self.pngs[-1])
         return svg
 
 

@@ -139,8 +139,6 @@ def _prefix_ids(text: str, prefix: str) -> str:
     return pattern.sub(lambda m: f"{m.group(1)}{prefix}-{m.group(2)}", text)
 
 
-def save_png(fig: Figure, path: str) -> tuple[int, int]:
-    """Write ``fig`` as PNG at PNG_DPI; returns its size in pixels (never cropped)."""
+def save_png(fig: Figure, path: str) -> None:
+    """Write ``fig`` as PNG at PNG_DPI (never cropped: :func:`size_in` gave its size)."""
     fig.savefig(path, format="png", dpi=PNG_DPI, metadata={"Software": None})
-    w, h = fig.get_size_inches()
-    return int(w * PNG_DPI), int(h * PNG_DPI)
