@@ -106,6 +106,14 @@ def slo_label(v: Verdict, value: str) -> str:
     return f"SLO {where}: {stat}{_OP.get(v.op, v.op)} {value} ({state})"
 
 
+def _figure(h_px: int, margins: Mapping[str, float], *grid: int, **subplots: Any) -> tuple[Figure, Any]:
+    """A figure FIG_WIDTH_PX x ``h_px`` and its axes (``Figure.subplots(*grid, **subplots)``),
+    laid out inside ``margins`` (``subplots_adjust``'s keywords, as fractions of the figure)."""
+    fig = Figure(figsize=size_in(FIG_WIDTH_PX, h_px))
+    fig.subplots_adjust(**margins)
+    return fig, fig.subplots(*grid, **subplots)
+
+
 def _metric_slos(verdicts: Sequence[Verdict], metric: str) -> list[Verdict]:
     return [v for v in verdicts if v.kind == "metric" and v.subject == metric and v.stat in _DRAWN_STATS]
 
@@ -131,9 +139,13 @@ def dist_figure(
     hover = Hover()
     n_slo = len(_metric_slos(verdicts, d.metric))
     h_px = dist_height_px(d, n_slo)
-    fig = Figure(figsize=size_in(FIG_WIDTH_PX, h_px))
-    cdf, box = fig.subplots(1, 2, gridspec_kw={"width_ratios": (1, 1.25), "wspace": 0.3})
-    fig.subplots_adjust(left=0.07, right=0.98, top=1 - 67 / h_px, bottom=(77 + _slo_legend_px(n_slo)) / h_px)
+    margins = {
+        "left": 0.07,
+        "right": 0.98,
+        "top": 1 - 67 / h_px,
+        "bottom": (77 + _slo_legend_px(n_slo)) / h_px,
+    }
+    fig, (cdf, box) = _figure(h_px, margins, 1, 2, gridspec_kw={"width_ratios": (1, 1.25), "wspace": 0.3})
     paths = [p for p, pts in d.per_path if pts]
     inc_total = sum(d.incomplete.values())
     title = f"{d.metric}: distribution per path"
@@ -302,13 +314,10 @@ def trend_figure(
     hover = Hover()
     slos = [v for t in trends for v in _metric_slos(verdicts, t.metric)]
     h_px = trend_height_px(len(trends), len(slos))
-    fig = Figure(figsize=size_in(FIG_WIDTH_PX, h_px))
     rows = max(1, -(-len(trends) // TREND_COLUMNS))
-    axes = fig.subplots(rows, TREND_COLUMNS, sharex=True, squeeze=False)
-    legend_px = _slo_legend_px(len(slos))
-    fig.subplots_adjust(
-        left=0.06, right=0.98, top=1 - 105 / h_px, bottom=(62 + legend_px) / h_px, hspace=0.45, wspace=0.14
-    )
+    margins = {"left": 0.06, "right": 0.98, "top": 1 - 105 / h_px, "hspace": 0.45, "wspace": 0.14}
+    margins["bottom"] = (62 + _slo_legend_px(len(slos))) / h_px
+    fig, axes = _figure(h_px, margins, rows, TREND_COLUMNS, sharex=True, squeeze=False)
     fig.suptitle(
         "Each metric over time (one dot per finished actuation, at its start)",
         x=0.06,
@@ -399,9 +408,7 @@ def hit_figure(h: HitRates, verdicts: Sequence[Verdict]) -> tuple[Figure, Hover]
     actuations.
     """
     hover = Hover()
-    fig = Figure(figsize=size_in(FIG_WIDTH_PX, HIT_HEIGHT_PX))
-    ax = fig.subplots()
-    fig.subplots_adjust(left=0.17, right=0.8, top=0.82, bottom=0.2)
+    fig, ax = _figure(HIT_HEIGHT_PX, {"left": 0.17, "right": 0.8, "top": 0.82, "bottom": 0.2})
     fig.suptitle(
         f"Hit rates over {h.requesters} FMA requesters (their first actuation; {h.actuations} actuations in all)",
         x=0.17,
@@ -466,9 +473,7 @@ def breakdown_figure(bds: Sequence[PathBreakdown]) -> tuple[Figure, Hover]:
     colors = part_colors(bds)
     n_legend = len(colors) + len({r.name for b in bds for r in b.uncovered})
     h_px = breakdown_height_px(len(bds), n_legend)
-    fig = Figure(figsize=size_in(FIG_WIDTH_PX, h_px))
-    ax = fig.subplots()
-    fig.subplots_adjust(left=0.12, right=0.72, top=1 - 45 / h_px, bottom=70 / h_px)
+    fig, ax = _figure(h_px, {"left": 0.12, "right": 0.72, "top": 1 - 45 / h_px, "bottom": 70 / h_px})
     fig.suptitle(
         "Where did the time go: mean T_actuation per path, by leaf span (cold_no_fma: the baseline without FMA)",
         x=0.12,
@@ -571,9 +576,7 @@ def waterfall_figure(t: TraceSummary, spans: Sequence[SpanRecord]) -> tuple[Figu
     lines = tree_lines(spans)
     n = len(lines)
     h_px = waterfall_height_px(n)
-    fig = Figure(figsize=size_in(FIG_WIDTH_PX, h_px))
-    ax = fig.subplots()
-    fig.subplots_adjust(left=0.26, right=0.9, top=1 - 40 / h_px, bottom=64 / h_px)
+    fig, ax = _figure(h_px, {"left": 0.26, "right": 0.9, "top": 1 - 40 / h_px, "bottom": 64 / h_px})
     t0 = min(s.start_ns for s in spans)
     t1 = max(s.end_ns for s in spans)
     span_s = max((t1 - t0) / S, 1e-3)
