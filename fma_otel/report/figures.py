@@ -146,16 +146,14 @@ def dist_figure(
         "bottom": (77 + _slo_legend_px(n_slo)) / h_px,
     }
     fig, (cdf, box) = _figure(h_px, margins, 1, 2, gridspec_kw={"width_ratios": (1, 1.25), "wspace": 0.3})
-    paths = [p for p, pts in d.per_path if pts]
+    drawn = [(p, pts) for p, pts in d.per_path if pts]
     inc_total = sum(d.incomplete.values())
     title = f"{d.metric}: distribution per path"
     if inc_total:
         title += f"  ({inc_total} unfinished, not counted)"
     fig.suptitle(title, x=0.07, ha="left")
 
-    for path, pts in d.per_path:
-        if not pts:
-            continue
+    for row, (path, pts) in enumerate(drawn):
         color = color_of_path(path)
         xs = [p.seconds for p in thin(pts, MAX_CDF_POINTS)]
         n = len(xs)
@@ -169,19 +167,13 @@ def dist_figure(
                 f"{path}: n={len(pts)}, median {fmt_secs(p50)}, max {fmt_secs(pts[-1].seconds)}", "cdf"
             )
         )
-    cdf.set_xlabel("seconds")
-    cdf.set_ylabel("fraction of actuations")
-    cdf.set_ylim(0, 1.02)
-    cdf.grid(alpha=0.3)
-    if paths:
-        cdf.legend(loc="lower right")
-
-    for row, path in enumerate(paths):
-        pts = dict(d.per_path)[path]
-        values = [p.seconds for p in pts]
-        color = color_of_path(path)
         bp = box.boxplot(
-            [values], positions=[row], widths=0.5, showfliers=False, patch_artist=True, **_horizontal()
+            [[p.seconds for p in pts]],
+            positions=[row],
+            widths=0.5,
+            showfliers=False,
+            patch_artist=True,
+            **_horizontal(),
         )
         for patch in bp["boxes"]:
             patch.set(facecolor=color, alpha=0.18, edgecolor=color)
@@ -212,11 +204,18 @@ def dist_figure(
                 fontsize=7,
                 color="#666",
             )
-    box.set_yticks(range(len(paths)), [f"{p}\nn={len(dict(d.per_path)[p])}" for p in paths])
-    box.set_ylim(max(len(paths), 1) - 0.5, -0.5)
+    cdf.set_xlabel("seconds")
+    cdf.set_ylabel("fraction of actuations")
+    cdf.set_ylim(0, 1.02)
+    cdf.grid(alpha=0.3)
+    if drawn:
+        cdf.legend(loc="lower right")
+
+    box.set_yticks(range(len(drawn)), [f"{p}\nn={len(pts)}" for p, pts in drawn])
+    box.set_ylim(max(len(drawn), 1) - 0.5, -0.5)
     box.set_xlabel("seconds")
     box.grid(axis="x", alpha=0.3)
-    if not paths:
+    if not drawn:
         box.text(0.5, 0.5, "no finished actuation", ha="center", va="center", transform=box.transAxes)
         box.set_yticks([])
 
