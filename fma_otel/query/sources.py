@@ -11,6 +11,7 @@ limit (neither Jaeger nor Tempo pages its search), and traces seen twice are ide
 
 from __future__ import annotations
 
+import functools
 import itertools
 import sys
 import time
@@ -113,14 +114,9 @@ class _Http:
         self.requests = 0
 
     def _timeout(self, left: float) -> httpx.Timeout:
-        t = self.client.timeout
         left = max(left, 0.001)
-        return httpx.Timeout(
-            connect=min(t.connect or left, left),
-            read=min(t.read or left, left),
-            write=min(t.write or left, left),
-            pool=min(t.pool or left, left),
-        )
+        phases = ("connect", "read", "write", "pool")
+        return httpx.Timeout(**{p: min(getattr(self.client.timeout, p) or left, left) for p in phases})
 
     def _late(self, url: str) -> QueryError:
         return QueryError(
@@ -283,11 +279,22 @@ class JaegerSource(_Remote):
         status, body = self.http.get("/api/v3/services")
         if status == 404:
             self.api = "v1"
-            self._fill_v1(harvest, start, end, warn)
-            return
-        services = [s for s in _items(body, "services", str) if s]
-        for svc, op in self._targets(services, self._v3_operations):
-            self._search(lambda a, b, n, s=svc, o=op: self._find_v3(s, o, a, b, n), start, end, harvest, warn)
+            status, body = self.http.get("/api/services")
+            if status == 404:
+                raise QueryError(
+                    f"--jaeger {self.http.base}: neither /api/v3/services nor /api/services answers"
+                )
+        v3 = self.api == "v3"
+        services = [s for s in _items(body, "services" if v3 else "data", str) if s]
+        find = self._find_v3 if v3 else self._find_v1
+        for svc, op in self._targets(services, self._v3_operations if v3 else self._v1_operations):
+            for r in self._split_search(
+                functools.partial(find, svc, op), start, end, self._halves, _span_text, warn
+            ):
+                if isinstance(r, dict) and "v1" in r:
+                    _add_v1_trace(harvest, r["v1"])
+                else:
+                    harvest.add_otlp(r)  # OTLP, or malformed: add_otlp counts it
 
     def _targets(self, services: list[str], operations: Callable[[str], list[str]]) -> list[tuple[str, str]]:
         ops = {svc: set(operations(svc)) for svc in services}
@@ -320,18 +327,9 @@ class JaegerSource(_Remote):
         results = result if isinstance(result, list) else [result]
         return len(_trace_ids(results)), results
 
-    def _fill_v1(self, harvest: Harvest, start: datetime, end: datetime, warn: Warn) -> None:
-        status, body = self.http.get("/api/services")
-        if status == 404:
-            raise QueryError(f"--jaeger {self.http.base}: neither /api/v3/services nor /api/services answers")
-        services = [s for s in _items(body, "data", str) if s]
-
-        def operations(svc: str) -> list[str]:
-            st, b = self.http.get(f"/api/services/{svc}/operations")
-            return [] if st == 404 or not b else _items(b, "data", str)
-
-        for svc, op in self._targets(services, operations):
-            self._search(lambda a, b, n, s=svc, o=op: self._find_v1(s, o, a, b, n), start, end, harvest, warn)
+    def _v1_operations(self, service: str) -> list[str]:
+        status, body = self.http.get(f"/api/services/{service}/operations")
+        return [] if status == 404 or not body else _items(body, "data", str)
 
     def _find_v1(
         self, service: str, op: str, start: datetime, end: datetime, limit: int
@@ -350,20 +348,6 @@ class JaegerSource(_Remote):
         if not isinstance(traces, list):
             return 0, []
         return len(traces), [{"v1": t} for t in traces]
-
-    def _search(
-        self,
-        find: Callable[[datetime, datetime, int], tuple[int, list[dict[str, Any]]]],
-        start: datetime,
-        end: datetime,
-        harvest: Harvest,
-        warn: Warn,
-    ) -> None:
-        for r in self._split_search(find, start, end, self._halves, _span_text, warn):
-            if isinstance(r, dict) and "v1" in r:
-                _add_v1_trace(harvest, r["v1"])
-            else:
-                harvest.add_otlp(r)  # OTLP, or malformed: add_otlp counts it
 
     def _halves(self, a: datetime, b: datetime) -> tuple[tuple[datetime, datetime], ...] | None:
         mid = a + (b - a) / 2

@@ -14,7 +14,7 @@ so the report and ``slo`` can never disagree on a figure.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -315,14 +315,10 @@ def thin_series(points: Sequence[TrendPoint], limit: int) -> list[TrendPoint]:
     return [points[i] for i in sorted(keep)]
 
 
-def time_range(summaries: Iterable[TraceSummary]) -> tuple[int, int] | None:
+def time_range(summaries: Collection[TraceSummary]) -> tuple[int, int] | None:
     """The first and last instant of any span in the file: the time the capture covers."""
-    lo = hi = None
-    for t in summaries:
-        if t.start_ns is not None and (lo is None or t.start_ns < lo):
-            lo = t.start_ns
-        if t.end_ns is not None and (hi is None or t.end_ns > hi):
-            hi = t.end_ns
+    lo = min((t.start_ns for t in summaries if t.start_ns is not None), default=None)
+    hi = max((t.end_ns for t in summaries if t.end_ns is not None), default=None)
     return None if lo is None or hi is None else (lo, max(lo, hi))
 
 
