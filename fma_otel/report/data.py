@@ -97,15 +97,18 @@ def _is_false(v: Any) -> bool:
 
 
 class Summaries:
-    """Streams spans into one :class:`TraceSummary` per trace (spans in any order), and
-    every span's place in its tree for the breakdown (:mod:`fma_otel.query.breakdown`)."""
+    """Streams spans into one :class:`TraceSummary` per trace (spans in any order), and into
+    the ``slo`` engine's harvest, which keeps every span's place in its tree for the
+    breakdown (:mod:`fma_otel.query.breakdown`)."""
 
     def __init__(self) -> None:
         self.by_trace: dict[str, TraceSummary] = {}
         self.tree = TreeCollector()
+        #: the ``slo`` engine's harvest of the same spans (it keeps the tree too)
+        self.harvest = Harvest(self.tree)
 
     def add(self, s: SpanRecord) -> None:
-        self.tree.add(s)
+        self.harvest.add(s)
         t = self.by_trace.get(s.trace_id)
         if t is None:
             t = self.by_trace[s.trace_id] = TraceSummary(s.trace_id)
@@ -199,12 +202,10 @@ class Distribution:
     percentiles: Mapping[str, tuple[tuple[int, float, float, float], ...]] = field(default_factory=dict)
 
 
-def distributions(
-    harvest: Harvest, summaries: Mapping[str, TraceSummary], report: Report | None = None
-) -> list[Distribution]:
+def distributions(summaries: Summaries, report: Report | None = None) -> list[Distribution]:
     """Per metric per path, the same samples that ``slo`` summarizes (complete ones only),
     and the percentiles of ``report`` (the ``slo`` engine's; built here when not given)."""
-    ds = harvest.dataset()
+    ds = summaries.harvest.dataset()
     vals: dict[str, dict[str, list[Point]]] = defaultdict(lambda: defaultdict(list))
     inc: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for smp in ds.samples:
@@ -212,7 +213,7 @@ def distributions(
             inc[smp.metric][smp.path] += 1
             vals[smp.metric].setdefault(smp.path, [])
             continue
-        t = summaries.get(smp.trace_id)
+        t = summaries.by_trace.get(smp.trace_id)
         label = t.label if t is not None else smp.trace_id
         vals[smp.metric][smp.path].append(Point(smp.duration_s, smp.trace_id, label))
 
@@ -354,13 +355,12 @@ class ReportData:
 
 def prepare(
     source: str,
-    harvest: Harvest,
     summaries: Summaries,
     checks: list[Check],
     top: int,
 ) -> ReportData:
     """Decide everything but the full spans of the chosen actuations (a second pass)."""
-    report = build_report(harvest.dataset())
+    report = build_report(summaries.harvest.dataset())
     by_trace = summaries.by_trace
     splits = actuation_splits(summaries)
     return ReportData(
@@ -368,7 +368,7 @@ def prepare(
         traces=len(by_trace),
         report=report,
         verdicts=evaluate(checks, report),
-        distributions=distributions(harvest, by_trace, report),
+        distributions=distributions(summaries, report),
         breakdowns=summarize_paths(splits),
         slowest=slowest(by_trace.values(), top),
         unfinished=unfinished(by_trace.values(), top),

@@ -15,7 +15,6 @@ import os
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 
-from ..query.harvest import Harvest
 from ..query.readers import read_spans
 from ..query.slo_spec import Check
 from .data import ReportData, Summaries, prepare
@@ -37,14 +36,12 @@ def load(
     ``path`` must be a file that can be read twice (the command spools standard input).
     """
     size = os.path.getsize(path)
-    harvest = Harvest()
     summaries = Summaries()
     stats: dict[str, int] = {}
     with _maybe(progress, "reading traces", size) as advance:
         for s in read_spans(path, stats, advance):
             summaries.add(s)
-            harvest.add(s)
-    data = prepare(path, harvest, summaries, checks, top)
+    data = prepare(path, summaries, checks, top)
     data.skipped_lines = stats.get("skipped", 0)
     wanted = {t.trace_id for t in (*data.slowest, *data.unfinished)}
     if wanted:
