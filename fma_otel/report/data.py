@@ -239,13 +239,16 @@ def thin(points: Sequence[Point], limit: int) -> list[Point]:
     Why: a strip plot of 100k dots is megabytes of SVG and shows nothing more than 400
     do; the extremes are kept because the slowest actuation is the one people look for.
     """
-    n = len(points)
-    if n <= limit:
+    if len(points) <= limit:
         return list(points)
     if limit <= 1:
         return [points[-1]]
-    idx = sorted({round(i * (n - 1) / (limit - 1)) for i in range(limit)})
-    return [points[i] for i in idx]
+    return [points[i] for i in sorted(_evenly(len(points), limit))]
+
+
+def _evenly(n: int, k: int) -> set[int]:
+    """``k`` indexes of ``n`` spread evenly, the first and the last among them."""
+    return {round(i * (n - 1) / (k - 1)) for i in range(k)} if k > 1 else {0}
 
 
 # --------------------------------------------------------------------------- over time
@@ -311,8 +314,7 @@ def thin_series(points: Sequence[TrendPoint], limit: int) -> list[TrendPoint]:
     spikes = max(1, limit // 10)
     slowest_idx = sorted(range(n), key=lambda i: (-points[i].seconds, i))[:spikes]
     even = limit - spikes
-    keep = {round(i * (n - 1) / (even - 1)) for i in range(even)} if even > 1 else {0}
-    keep.update(slowest_idx)
+    keep = _evenly(n, even) | set(slowest_idx)
     return [points[i] for i in sorted(keep)]
 
 

@@ -27,7 +27,7 @@ def load(
     path: str,
     checks: list[Check],
     top: int,
-    progress: Progress | None = None,
+    progress: Progress = lambda label, total: nullcontext(None),
 ) -> ReportData:
     """Everything the report needs from ``path``.
 
@@ -38,19 +38,15 @@ def load(
     size = os.path.getsize(path)
     summaries = Summaries()
     stats: dict[str, int] = {}
-    with _maybe(progress, "reading traces", size) as advance:
+    with progress("reading traces", size) as advance:
         for s in read_spans(path, stats, advance):
             summaries.add(s)
     data = prepare(path, summaries, checks, top)
     data.skipped_lines = stats.get("skipped", 0)
     wanted = {t.trace_id for t in (*data.slowest, *data.unfinished)}
     if wanted:
-        with _maybe(progress, "waterfalls", size) as advance:
+        with progress("waterfalls", size) as advance:
             for s in read_spans(path, {}, advance):
                 if s.trace_id in wanted:
                     data.spans.setdefault(s.trace_id, []).append(s)
     return data
-
-
-def _maybe(progress: Progress | None, label: str, total: int) -> AbstractContextManager[Advance | None]:
-    return progress(label, total) if progress is not None else nullcontext(None)
