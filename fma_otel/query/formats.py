@@ -88,23 +88,16 @@ BREAKDOWN_KEYS: tuple[str, ...] = (
 
 
 def breakdown_csv(bds: Sequence[PathBreakdown]) -> str:
-    """``slo --breakdown -o csv``: one row per path and breakdown row (:mod:`.breakdown`)."""
+    """``slo --breakdown -o csv``: one row per path and breakdown row, the fields of
+    ``-o json``'s rows (:func:`.breakdown.to_json`) after the path and its ``n``."""
+    from .breakdown import to_json as breakdown_json
+
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(BREAKDOWN_KEYS)
-    for b in bds:
-        for r in b.rows:
-            w.writerow(
-                [
-                    b.path,
-                    b.n,
-                    r.kind,
-                    r.name,
-                    r.seen,
-                    *(_num(x) for x in (r.p50, r.p90, r.p99, r.mean, r.share)),
-                    *("" if x is None else _num(x) for q in (50, 90, 99) for x in r.interval(q)),
-                ]
-            )
+    for b in breakdown_json(bds):
+        for r in b["rows"]:
+            w.writerow([b["path"], b["n"], *("" if v is None else _num(v) for v in r.values())])
     return buf.getvalue()
 
 

@@ -562,14 +562,13 @@ def _span_title(s: SpanRecord, t0: int) -> str:
     return "\n".join(lines)
 
 
-def waterfall_figure(t: TraceSummary, spans: Sequence[SpanRecord]) -> tuple[Figure, Hover, int]:
+def waterfall_figure(t: TraceSummary, spans: Sequence[SpanRecord]) -> tuple[Figure, Hover]:
     """One actuation's span tree on a time axis (seconds from its first span).
 
     Bars are coloured by the service that observed the span's end; a whisker at the end
     spans ``start + fma.duration.min_s`` .. ``start + fma.duration.max_s``, the durations
     the boundaries' precision allows.  Unfinished spans (status ERROR or
     ``fma.complete=false``) are red and hatched; clock-inconsistent ones get a marker.
-    Returns the figure, its hovers and the number of rows.
     """
     hover = Hover()
     lines = tree_lines(spans)
@@ -643,4 +642,4 @@ def waterfall_figure(t: TraceSummary, spans: Sequence[SpanRecord]) -> tuple[Figu
     ax.grid(axis="x", alpha=0.3)
     ax.set_axisbelow(True)
     ax.spines["left"].set_visible(False)
-    return fig, hover, n
+    return fig, hover
