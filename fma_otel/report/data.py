@@ -122,18 +122,18 @@ class Summaries:
         if t.end_ns is None or s.end_ns > t.end_ns:
             t.end_ns = s.end_ns
         metric = a.get(A_METRIC)
-        span_done = s.status_code != STATUS_ERROR and not _is_false(a.get(A_COMPLETE))
+        done = s.status_code != STATUS_ERROR and not _is_false(a.get(A_COMPLETE))
         if metric and str(metric) not in t.metrics:
             t.metrics[str(metric)] = max(0, s.end_ns - s.start_ns) / S
             lo, hi = float_or_none(a.get(A_MIN)), float_or_none(a.get(A_MAX))
             if lo is not None and hi is not None:
                 t.metric_bounds[str(metric)] = (lo, hi)
-            if not span_done:
+            if not done:
                 t.open_metrics += (str(metric),)
         if s.name == ROOT and not s.parent_span_id:
             t.has_root = True
             t.start_ns = s.start_ns
-            t.complete = not _is_false(a.get(A_COMPLETE)) and s.status_code != STATUS_ERROR
+            t.complete = done
             t.status = s.status_message if s.status_code == STATUS_ERROR else ""
             if a.get(A_PATH):
                 t.path = str(a[A_PATH])
@@ -142,7 +142,7 @@ class Summaries:
                 t.missing = tuple(str(x) for x in missing) if isinstance(missing, list) else (str(missing),)
         elif s.name == ACTUATION:
             t.actuation = (s.start_ns, max(s.start_ns, s.end_ns))
-            t.actuation_complete = s.status_code != STATUS_ERROR and not _is_false(a.get(A_COMPLETE))
+            t.actuation_complete = done
 
     def values(self) -> list[TraceSummary]:
         return list(self.by_trace.values())

@@ -130,11 +130,10 @@ def _prefix_ids(text: str, prefix: str) -> str:
     refs = set(_REF.findall(text))
     # ids that nothing points at (matplotlib names every group) are only bytes
     text = _ID.sub(lambda m: m.group(0) if m.group(1) in refs else "", text)
-    ids = refs
-    if not ids:
+    if not refs:
         return text
     pattern = re.compile(
-        r'(id="|#)(' + "|".join(re.escape(i) for i in sorted(ids, key=len, reverse=True)) + r")\b"
+        r'(id="|#)(' + "|".join(re.escape(i) for i in sorted(refs, key=len, reverse=True)) + r")\b"
     )
     return pattern.sub(lambda m: f"{m.group(1)}{prefix}-{m.group(2)}", text)
 
