@@ -73,7 +73,7 @@ def _req(*spans: dict[str, Any], resource: Any = None) -> dict[str, Any]:
     return {"resourceSpans": [rs]}
 
 
-#: name -> (the malformed line, whether ``slo``'s lean reader looks at the bad part)
+#: name -> (the malformed line, whether the bad part is in a field ``slo``'s statistics use)
 MALFORMED: dict[str, tuple[str, bool]] = {
     "resourceSpans item not an object": ('{"resourceSpans":[1]}', True),
     "resourceSpans a string": ('{"resourceSpans":"x"}', True),
@@ -170,7 +170,7 @@ def test_slo_survives_a_malformed_line_and_counts_the_good_one(tmp_path: Path, n
     if slo_looks:  # the bad line added nothing: only the good actuation is there
         assert out["window"]["traces"] == 1
         assert hot and hot[0]["n"] == 1 and hot[0]["max"] == 7.0
-    else:  # the lean reader never reads the malformed part; the good actuation still counts
+    else:  # the bad part is in a field no statistic uses; the good one counts either way
         assert hot and hot[0]["max"] == 7.0
 
 

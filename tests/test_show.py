@@ -366,6 +366,14 @@ def test_interval_forms_round_outwards():
     ]
     assert interval_forms(1.5, 1.5)[-2:] == ["[1.5,1.5]", "[1,2]"]  # whole seconds: never narrower
     assert interval_forms(None, 2.0)[0] == "[?, 2.000]"
+    # each form contains the one before: a bound just above 0 is never rounded to 0
+    assert interval_forms(0.0, 9.99e-07) == [
+        "[0.000, 0.001]",
+        "[0.000,0.001]",
+        "[0.00,0.01]",
+        "[0.0,0.1]",
+        "[0,1]",
+    ]
 
 
 @pytest.fixture(scope="module")

@@ -42,7 +42,7 @@ def _load(path: str) -> list[SpanRecord]:
     return spans
 
 
-def _select(spans: list[SpanRecord], trace: str | None, requester: str | None) -> list[SpanRecord]:
+def _select(spans: list[SpanRecord], trace: str | None, requester: str | None) -> list[list[SpanRecord]]:
     """Keep the traces asked for: ``--trace`` by id (a unique prefix will do), ``--requester``
     by the requester Pod name on any of the trace's spans."""
     traces = group_traces(spans)
@@ -59,7 +59,7 @@ def _select(spans: list[SpanRecord], trace: str | None, requester: str | None) -
         traces = [t for t in traces if any(s.attributes.get(A_REQ_NAME) == requester for s in t)]
         if not traces:
             fail(f"no trace for requester {requester}", 1)
-    return [s for t in traces for s in t]
+    return traces
 
 
 def _default_width(tty: bool) -> int:
@@ -87,8 +87,8 @@ def _default_width(tty: bool) -> int:
 def command(
     file: str, trace_id: str | None, requester: str | None, width: int | None, no_color: bool
 ) -> None:
-    spans = _select(_load(file), trace_id, requester)
-    if not spans:
+    traces = _select(_load(file), trace_id, requester)
+    if not traces:
         _warn(f"{file}: no spans")
         return
     tty = sys.stdout.isatty()
@@ -97,6 +97,6 @@ def command(
         width = _default_width(tty)
     # One trace at a time: `show big.jsonl | head` stops early instead of rendering all (a
     # closed pipe is the reader having seen enough: ``cli.run`` makes it exit 0, no noise).
-    for i, trace in enumerate(group_traces(spans)):
+    for i, trace in enumerate(traces):
         sys.stdout.write(("\n" if i else "") + render_waterfall(trace, width, color))
         sys.stdout.flush()

@@ -3,7 +3,7 @@
 The floors, each small and importable on its own:
 
 - :mod:`.window`   time windows and duration strings (``24h``, RFC3339, ``250ms``);
-- :mod:`.harvest`  the lean reader that keeps only what the statistics need;
+- :mod:`.harvest`  keeps of the decoded spans only what the statistics need;
 - :mod:`.sources`  where traces come from: an OTLP JSON file, Jaeger, Tempo;
 - :mod:`.stats`    nearest-rank percentiles and hit rates;
 - :mod:`.slo_spec` the YAML SLO spec and its verdicts;

@@ -35,8 +35,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
-from ..model import COLD_NO_FMA, SPANS, S
-from .stats import nearest_rank, path_order, percentile_intervals
+from ..jsonsafe import number_or_none
+from ..model import A_MAX, A_MIN, COLD_NO_FMA, SPANS, S
+from ..span_records import SpanRecord
+from .stats import Intervals, nearest_rank, path_order, percentile_intervals
 
 ACTUATION = "fma.actuation"
 #: spans made once per DPC call: they never turn their parent into a non-leaf
@@ -187,7 +189,7 @@ def _bounds(s: LeanSpan) -> tuple[float, float]:
 
 
 @dataclass(frozen=True)
-class Row:
+class Row(Intervals):
     """One line of the breakdown of a path.
 
     ``kind``: ``total`` (``T_actuation``), ``leaf``, ``uncovered`` (time inside ``name``
@@ -217,9 +219,6 @@ class Row:
     p90_hi: float | None = None
     p99_lo: float | None = None
     p99_hi: float | None = None
-
-    def interval(self, p: int) -> tuple[float | None, float | None]:
-        return getattr(self, f"p{p}_lo"), getattr(self, f"p{p}_hi")
 
     @property
     def label(self) -> str:
@@ -338,19 +337,18 @@ class TreeCollector:
     def __init__(self) -> None:
         self.by_trace: dict[str, list[LeanSpan]] = defaultdict(list)
 
-    def add(
-        self,
-        trace_id: str,
-        span_id: str,
-        parent_id: str | None,
-        name: str,
-        start_ns: int,
-        end_ns: int,
-        lo_s: float | None = None,
-        hi_s: float | None = None,
-    ) -> None:
-        self.by_trace[trace_id].append(
-            LeanSpan(span_id, parent_id or None, sys.intern(name), start_ns, end_ns, lo_s, hi_s)
+    def add(self, s: SpanRecord) -> None:
+        a = s.attributes
+        self.by_trace[s.trace_id].append(
+            LeanSpan(
+                s.span_id,
+                s.parent_span_id or None,
+                sys.intern(s.name),
+                s.start_ns,
+                s.end_ns,
+                number_or_none(a.get(A_MIN)),
+                number_or_none(a.get(A_MAX)),
+            )
         )
 
     def splits(self, complete: Mapping[str, tuple[str, bool]]) -> list[tuple[str, ActuationSplit]]:

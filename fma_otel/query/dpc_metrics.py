@@ -47,11 +47,7 @@ def parse_labels(text: str) -> dict[str, str]:
 
 def _bound(s: str) -> float:
     """A bucket's ``le``: a number or ``+Inf``, never NaN (no bucket has that bound)."""
-    if s in ("+Inf", "Inf"):
-        return math.inf
-    if s == "-Inf":
-        return -math.inf
-    le = float(s)
+    le = float(s)  # also "+Inf", "Inf", "-Inf"
     if math.isnan(le):
         raise ValueError(f"bucket bound le={brief(s)} is not a number")
     return le

@@ -88,23 +88,16 @@ BREAKDOWN_KEYS: tuple[str, ...] = (
 
 
 def breakdown_csv(bds: Sequence[PathBreakdown]) -> str:
-    """``slo --breakdown -o csv``: one row per path and breakdown row (:mod:`.breakdown`)."""
+    """``slo --breakdown -o csv``: one row per path and breakdown row, the fields of
+    ``-o json``'s rows (:func:`.breakdown.to_json`) after the path and its ``n``."""
+    from .breakdown import to_json as breakdown_json
+
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(BREAKDOWN_KEYS)
-    for b in bds:
-        for r in b.rows:
-            w.writerow(
-                [
-                    b.path,
-                    b.n,
-                    r.kind,
-                    r.name,
-                    r.seen,
-                    *(_num(x) for x in (r.p50, r.p90, r.p99, r.mean, r.share)),
-                    *("" if x is None else _num(x) for q in (50, 90, 99) for x in r.interval(q)),
-                ]
-            )
+    for b in breakdown_json(bds):
+        for r in b["rows"]:
+            w.writerow([b["path"], b["n"], *("" if v is None else _num(v) for v in r.values())])
     return buf.getvalue()
 
 
@@ -124,7 +117,7 @@ def breakdown_section(bds: Sequence[PathBreakdown]) -> tuple[str, list[str], lis
                 label = "  " + r.label
             seen = "" if r.kind in ("total", "covered") else f"{r.seen}/{b.n}"
             pcts = [secs_interval(getattr(r, f"p{q}"), *r.interval(q)) for q in (50, 90, 99)]
-            rows.append([label, seen, *pcts, _secs(r.mean), _rate(r.share)])
+            rows.append([label, seen, *pcts, secs_text(r.mean), _rate(r.share)])
     title = "Where the time goes (leaf spans under fma.actuation; share of mean T_actuation)"
     return (title, ["span", "in", "p50", "p90", "p99", "mean", "share"], rows)
 
@@ -185,14 +178,15 @@ def _num(v: float | int | str) -> str:
     return f"{v:.6g}" if isinstance(v, float) else str(v)
 
 
-def _secs(v: float | None) -> str:
+def secs_text(v: float | None, units: tuple[str, str, str] = ("ms", "s", "m")) -> str:
+    """Seconds for a person: ms below a second, s below two minutes, then minutes."""
     if v is None:
         return "-"
     if v < 1:
-        return f"{v * 1000:.0f}ms"
+        return f"{v * 1000:.0f}{units[0]}"
     if v < 120:
-        return f"{v:.2f}s"
-    return f"{v / 60:.1f}m"
+        return f"{v:.2f}{units[1]}"
+    return f"{v / 60:.1f}{units[2]}"
 
 
 def secs_interval(v: float | None, lo: float | None, hi: float | None) -> str:
@@ -204,7 +198,7 @@ def secs_interval(v: float | None, lo: float | None, hi: float | None) -> str:
     if v is None:
         return "-"
     if lo is None or hi is None:
-        return _secs(v)
+        return secs_text(v)
     if v < 1:
         scale, digits = 1000.0, 0
     elif v < 120:
@@ -214,7 +208,7 @@ def secs_interval(v: float | None, lo: float | None, hi: float | None) -> str:
     unit = 10.0**digits
     a = math.floor(lo * scale * unit + 1e-9) / unit
     b = math.ceil(hi * scale * unit - 1e-9) / unit
-    return f"{_secs(v)} [{a:.{digits}f}, {b:.{digits}f}]"
+    return f"{secs_text(v)} [{a:.{digits}f}, {b:.{digits}f}]"
 
 
 def _count(v: float | None) -> str:
@@ -236,7 +230,7 @@ def table_sections(
             r.path,
             str(r.n),
             *(secs_interval(getattr(r, f"p{q}"), *r.interval(q)) for q in (50, 90, 95, 99)),
-            *(_secs(getattr(r, k)) for k in ("min", "max", "mean")),
+            *(secs_text(getattr(r, k)) for k in ("min", "max", "mean")),
             str(r.incomplete),
         ]
         for r in report.rows
@@ -262,7 +256,7 @@ def table_sections(
     if verdicts:
         vr = []
         for v in verdicts:
-            fmt = _rate if v.kind == "hit_rate" else _count if v.stat in ("n", "incomplete") else _secs
+            fmt = _rate if v.kind == "hit_rate" else _count if v.stat in ("n", "incomplete") else secs_text
             where = v.subject if v.kind == "hit_rate" else f"{v.subject}/{v.path or '*'}"
             status = {PASS: "PASS", FAIL: "FAIL"}.get(v.status, "NO DATA")
             value = fmt(v.value)

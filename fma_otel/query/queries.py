@@ -57,23 +57,15 @@ def traceql_quantiles(metric: str) -> str:
     return f"{traceql_metric(metric)} | quantile_over_time(duration, {qs}) by (span.{A_PATH})"
 
 
-def traceql_roots() -> str:
-    return f'{{ name = "{ROOT}" }} | select(span.{A_PATH}, span.{A_COMPLETE}, span.{A_NAMESPACE})'
-
-
-def traceql_slowest(metric: str = "T_actuation", over: str = "30s") -> str:
-    return "{ " + f'span.{A_METRIC} = "{metric}" && duration > {over}' + " }"
-
-
 def render(window: str = "24h") -> str:
     """All queries as text: comments first, one query per line."""
     lines = [
         "# TraceQL (Tempo): the actuation traces, as `fma-otel slo --tempo` searches them",
-        traceql_roots(),
+        f'{{ name = "{ROOT}" }} | select(span.{A_PATH}, span.{A_COMPLETE}, span.{A_NAMESPACE})',
         "# TraceQL: one FMA metric on one path (Grafana Explore, a table of spans)",
         traceql_metric("T_actuation", "hot"),
         "# TraceQL: the slowest actuations (duration threshold; sort the table by duration)",
-        traceql_slowest(),
+        "{ " + f'span.{A_METRIC} = "T_actuation" && duration > 30s' + " }",
         "# TraceQL metrics (Tempo's local-blocks; approximate log2 buckets), per FMA metric",
     ]
     lines += [traceql_quantiles(m) for m in METRICS]

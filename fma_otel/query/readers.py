@@ -11,8 +11,8 @@ by content, never by file name:
   ...]}``, µs times, ``tags``, ``references``, ``processes``), and the api/v3 answer (OTLP
   JSON under ``result``); Tempo's by-id answer (``{"trace": ...}``, ``batches``) too.
 
-Everything becomes OTLP JSON requests (:func:`iter_requests`), which the span decoder
-(:func:`fma_otel.sinks.otlp_json.decode_request`) and the ``slo`` harvest already take.
+Everything becomes OTLP JSON requests, decoded by the one span decoder
+(:func:`fma_otel.sinks.otlp_json.decode_request`).
 ``-`` is standard input.  A unit (a line, or a document) that is not trace data is
 counted in ``stats["skipped"]``; input with units but not one good is
 :class:`~fma_otel.sinks.otlp_json.OtlpJsonError`, so the CLI can say "wrong kind of file".
@@ -231,19 +231,20 @@ def _jaeger_span(sp: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def iter_requests(
+def read_spans(
     path: str, stats: dict[str, int] | None = None, advance: Advance | None = None
-) -> Iterator[dict[str, Any]]:
-    """The OTLP JSON requests in ``path`` (``-``: stdin), whatever the accepted format.
+) -> Iterator[SpanRecord]:
+    """The spans in ``path`` (``-``: stdin), whatever the accepted format.
 
     ``stats["lines"]`` counts units read (lines, or documents), ``stats["skipped"]`` those
-    that are not trace data.  Raises :class:`OSError` for an unreadable file and
-    :class:`OtlpJsonError` when there were units but none held trace data.
+    that are not trace data and the requests that are malformed (each skipped whole).
+    Raises :class:`OSError` for an unreadable file and :class:`OtlpJsonError` when there
+    were units but none held (well-formed) trace data.
     """
     st = stats if stats is not None else {}
     st.setdefault("lines", 0)
     st.setdefault("skipped", 0)
-    good = 0
+    units = decoded = 0
     with open_input(path) as fh:
         for value in _values(fh, advance):
             st["lines"] += 1
@@ -254,26 +255,16 @@ def iter_requests(
             if reqs is None:
                 st["skipped"] += 1
                 continue
-            good += 1
-            yield from reqs
-    if st["lines"] and not good:
+            units += 1
+            for req in reqs:
+                try:
+                    spans = decode_request(req)
+                except MALFORMED:
+                    st["skipped"] += 1
+                    continue
+                decoded += 1
+                yield from spans
+    if st["lines"] and not units:
         raise OtlpJsonError(f"{path}: not OTLP JSON or Jaeger JSON (no resourceSpans, no Jaeger trace)")
-
-
-def read_spans(
-    path: str, stats: dict[str, int] | None = None, advance: Advance | None = None
-) -> Iterator[SpanRecord]:
-    """Spans of ``path`` in any accepted format; a malformed request is skipped whole and
-    counted in ``stats["skipped"]``, as a line of OTLP JSON lines always was."""
-    st = stats if stats is not None else {}
-    good = 0
-    for req in iter_requests(path, st, advance):
-        try:
-            spans = decode_request(req)
-        except MALFORMED:
-            st["skipped"] = st.get("skipped", 0) + 1
-            continue
-        good += 1
-        yield from spans
-    if st.get("lines") and not good:
+    if st["lines"] and not decoded:
         raise OtlpJsonError(f"{path}: no well-formed OTLP JSON or Jaeger JSON trace in it")

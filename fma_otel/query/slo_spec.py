@@ -51,14 +51,9 @@ class Check:
 
 
 @dataclass(frozen=True)
-class Verdict:
-    item: int
-    kind: str
-    subject: str
-    path: str | None
-    stat: str
-    op: str
-    threshold: float
+class Verdict(Check):
+    """A check and what the report says to it."""
+
     value: float | None
     status: str
     #: for a percentile: the interval the true value can be in (:mod:`.stats`), else the
@@ -223,11 +218,7 @@ def evaluate(checks: list[Check], report: Report) -> list[Verdict]:
         if value is not None and lo is not None and hi is not None:
             sides = {_holds(c.op, x, c.threshold) for x in (lo, hi, value)}
             certain = len(sides) == 1
-        out.append(
-            Verdict(
-                c.item, c.kind, c.subject, c.path, c.stat, c.op, c.threshold, value, status, lo, hi, certain
-            )
-        )
+        out.append(Verdict(**vars(c), value=value, status=status, value_lo=lo, value_hi=hi, certain=certain))
     return out
 
 

@@ -11,6 +11,8 @@ limit (neither Jaeger nor Tempo pages its search), and traces seen twice are ide
 
 from __future__ import annotations
 
+import functools
+import itertools
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -25,7 +27,7 @@ from ..model import ROOT
 from ..sinks.otlp_json import MALFORMED, OtlpJsonError
 from . import QueryError
 from .harvest import METRIC_OF_SPAN, Harvest
-from .readers import iter_requests, jaeger_trace_to_otlp
+from .readers import jaeger_trace_to_otlp, read_spans
 from .window import Window, rfc3339, to_ns
 
 #: remote stores need explicit bounds; without --since, look back this far
@@ -61,24 +63,19 @@ class FileSource:
 
     def fill(self, harvest: Harvest, window: Window, warn: Warn = _stderr) -> None:
         """Stream the file through the one reader (:mod:`.readers`: OTLP JSON lines,
-        pretty-printed OTLP JSON, Jaeger JSON; ``-`` is stdin) into the lean harvest."""
+        pretty-printed OTLP JSON, Jaeger JSON; ``-`` is stdin) into the harvest."""
         stats: dict[str, int] = {}
-        good = 0
-        add = harvest.add_otlp
         try:
-            for req in iter_requests(self.path, stats, self.advance):
-                if add(req):
-                    good += 1
-                else:  # valid JSON, malformed OTLP: the whole request is left out
-                    stats["skipped"] += 1
+            for s in read_spans(self.path, stats, self.advance):
+                harvest.add(s)
         except OtlpJsonError:
-            good = 0
+            raise QueryError(
+                f"{self.path}: not OTLP JSON lines, OTLP JSON or Jaeger JSON (no trace in it)"
+            ) from None
         except OSError as exc:
             raise QueryError(f"{self.path}: {exc.strerror or exc}") from None
         self.lines = stats.get("lines", 0)
         self.skipped = stats.get("skipped", 0)
-        if self.lines and not good:
-            raise QueryError(f"{self.path}: not OTLP JSON lines, OTLP JSON or Jaeger JSON (no trace in it)")
         if self.skipped:
             warn(
                 f"{self.path}: skipped {self.skipped} of {self.lines} lines that are not (well-formed) OTLP JSON or Jaeger JSON"
@@ -117,14 +114,9 @@ class _Http:
         self.requests = 0
 
     def _timeout(self, left: float) -> httpx.Timeout:
-        t = self.client.timeout
         left = max(left, 0.001)
-        return httpx.Timeout(
-            connect=min(t.connect or left, left),
-            read=min(t.read or left, left),
-            write=min(t.write or left, left),
-            pool=min(t.pool or left, left),
-        )
+        phases = ("connect", "read", "write", "pool")
+        return httpx.Timeout(**{p: min(getattr(self.client.timeout, p) or left, left) for p in phases})
 
     def _late(self, url: str) -> QueryError:
         return QueryError(
@@ -210,11 +202,6 @@ def _error_message(body: Any) -> str:
     return ""
 
 
-def _halves(start: datetime, end: datetime) -> tuple[tuple[datetime, datetime], tuple[datetime, datetime]]:
-    mid = start + (end - start) / 2
-    return (start, mid), (mid, end)
-
-
 # --------------------------------------------------------------------------- Jaeger
 
 
@@ -237,6 +224,37 @@ class _Remote:
         self.http = _Http(base, self.what, client, deadline_s=deadline_s, max_body=max_body)
         self.limit = limit or self.LIMIT
         self.lookback_s = lookback_s
+
+    def _split_search(
+        self,
+        find: Callable[[Any, Any, int], tuple[int, list[Any]]],
+        start: Any,
+        end: Any,
+        halves: Callable[[Any, Any], tuple[tuple[Any, Any], tuple[Any, Any]] | None],
+        where: Callable[[Any, Any], str],
+        warn: Warn,
+    ) -> Iterator[Any]:
+        """The results of ``find`` over ``[start, end]``; a window that fills the limit is
+        split in ``halves`` (``None``: too small to split).
+
+        Neither store pages its search, and many requesters can share one creation second,
+        so a window too small to split that still fills the limit is asked again with a
+        doubled limit (up to 64 times it).
+        """
+        stack = [(start, end, self.limit)]
+        while stack:
+            a, b, limit = stack.pop()
+            n, results = find(a, b, limit)
+            if n >= limit:
+                parts = halves(a, b)
+                if parts is not None:
+                    stack.extend((x, y, limit) for x, y in parts)
+                    continue
+                if limit < 64 * self.limit:
+                    stack.append((a, b, limit * 2))
+                    continue
+                warn(f"{self.http.base}: {n} traces in {where(a, b)}; some may be missing")
+            yield from results
 
 
 class JaegerSource(_Remote):
@@ -261,11 +279,22 @@ class JaegerSource(_Remote):
         status, body = self.http.get("/api/v3/services")
         if status == 404:
             self.api = "v1"
-            self._fill_v1(harvest, start, end, warn)
-            return
-        services = [s for s in _items(body, "services", str) if s]
-        for svc, op in self._targets(services, self._v3_operations):
-            self._search(lambda a, b, n, s=svc, o=op: self._find_v3(s, o, a, b, n), start, end, harvest, warn)
+            status, body = self.http.get("/api/services")
+            if status == 404:
+                raise QueryError(
+                    f"--jaeger {self.http.base}: neither /api/v3/services nor /api/services answers"
+                )
+        v3 = self.api == "v3"
+        services = [s for s in _items(body, "services" if v3 else "data", str) if s]
+        find = self._find_v3 if v3 else self._find_v1
+        for svc, op in self._targets(services, self._v3_operations if v3 else self._v1_operations):
+            for r in self._split_search(
+                functools.partial(find, svc, op), start, end, self._halves, _span_text, warn
+            ):
+                if isinstance(r, dict) and "v1" in r:
+                    _add_v1_trace(harvest, r["v1"])
+                else:
+                    harvest.add_otlp(r)  # OTLP, or malformed: add_otlp counts it
 
     def _targets(self, services: list[str], operations: Callable[[str], list[str]]) -> list[tuple[str, str]]:
         ops = {svc: set(operations(svc)) for svc in services}
@@ -298,18 +327,9 @@ class JaegerSource(_Remote):
         results = result if isinstance(result, list) else [result]
         return len(_trace_ids(results)), results
 
-    def _fill_v1(self, harvest: Harvest, start: datetime, end: datetime, warn: Warn) -> None:
-        status, body = self.http.get("/api/services")
-        if status == 404:
-            raise QueryError(f"--jaeger {self.http.base}: neither /api/v3/services nor /api/services answers")
-        services = [s for s in _items(body, "data", str) if s]
-
-        def operations(svc: str) -> list[str]:
-            st, b = self.http.get(f"/api/services/{svc}/operations")
-            return [] if st == 404 or not b else _items(b, "data", str)
-
-        for svc, op in self._targets(services, operations):
-            self._search(lambda a, b, n, s=svc, o=op: self._find_v1(s, o, a, b, n), start, end, harvest, warn)
+    def _v1_operations(self, service: str) -> list[str]:
+        status, body = self.http.get(f"/api/services/{service}/operations")
+        return [] if status == 404 or not body else _items(body, "data", str)
 
     def _find_v1(
         self, service: str, op: str, start: datetime, end: datetime, limit: int
@@ -329,36 +349,13 @@ class JaegerSource(_Remote):
             return 0, []
         return len(traces), [{"v1": t} for t in traces]
 
-    def _search(
-        self,
-        find: Callable[[datetime, datetime, int], tuple[int, list[dict[str, Any]]]],
-        start: datetime,
-        end: datetime,
-        harvest: Harvest,
-        warn: Warn,
-    ) -> None:
-        """Search ``[start, end]``; a window that fills the limit is split in halves.
+    def _halves(self, a: datetime, b: datetime) -> tuple[tuple[datetime, datetime], ...] | None:
+        mid = a + (b - a) / 2
+        return ((a, mid), (mid, b)) if b - a > self.MIN_WINDOW else None
 
-        Many requesters can share one creation second, so a window too small to split that
-        still fills the limit is asked again with a doubled limit (up to 64 times it).
-        """
-        stack = [(start, end, self.limit)]
-        while stack:
-            a, b, limit = stack.pop()
-            n, results = find(a, b, limit)
-            if n >= limit and b - a > self.MIN_WINDOW:
-                stack.extend((x, y, limit) for x, y in _halves(a, b))
-                continue
-            if n >= limit:
-                if limit < 64 * self.limit:
-                    stack.append((a, b, limit * 2))
-                    continue
-                warn(f"{self.http.base}: {n} traces in {rfc3339(a)}..{rfc3339(b)}; some may be missing")
-            for r in results:
-                if isinstance(r, dict) and "v1" in r:
-                    _add_v1_trace(harvest, r["v1"])
-                else:
-                    harvest.add_otlp(r)  # OTLP, or malformed: add_otlp counts it
+
+def _span_text(a: datetime, b: datetime) -> str:
+    return f"{rfc3339(a)}..{rfc3339(b)}"
 
 
 def _add_v1_trace(harvest: Harvest, trace: Any) -> None:
@@ -417,38 +414,28 @@ class TempoSource(_Remote):
         )
         if not ids:
             return
-        # the first fetch settles which by-id endpoint this Tempo has
-        first = self._trace(ids[0])
-        if first is not None:
-            harvest.add_otlp(first)
+        first = self._trace(ids[0])  # settles which by-id endpoint this Tempo has
         with ThreadPoolExecutor(max_workers=self.WORKERS) as pool:
-            for body in pool.map(self._trace, ids[1:]):
-                if body is not None:
-                    harvest.add_otlp(body)
+            for req in itertools.chain([first], pool.map(self._trace, ids[1:])):
+                if req is not None:
+                    harvest.add_otlp(req)
 
     def _search_ids(self, start: int, end: int, warn: Warn) -> Iterator[str]:
-        seen: set[str] = set()
-        stack = [(start, end, self.limit)]
-        while stack:
-            a, b, limit = stack.pop()
+        def find(a: int, b: int, limit: int) -> tuple[int, list[dict[str, Any]]]:
             params = {"q": self.QUERY, "start": a, "end": b, "limit": limit, "spss": 1}
-            status, body = self.http.get("/api/search", params)
-            traces = _items(body, "traces", dict)
-            if len(traces) >= limit and b - a > 1:
-                mid = (a + b) // 2
-                stack.extend([(a, mid, limit), (mid, b, limit)])
-                continue
-            if len(traces) >= limit:
-                if limit < 64 * self.limit:  # one busy second: ask again for more
-                    stack.append((a, b, limit * 2))
-                    continue
-                warn(f"{self.http.base}: {len(traces)} traces in one second at {a}; some may be missing")
-            for t in traces:
-                tid = str(t.get("traceID", ""))
-                key = tid.lower().zfill(32)
-                if tid and key not in seen:
-                    seen.add(key)
-                    yield tid
+            traces = _items(self.http.get("/api/search", params)[1], "traces", dict)
+            return len(traces), traces
+
+        def halves(a: int, b: int) -> tuple[tuple[int, int], tuple[int, int]] | None:
+            return ((a, (a + b) // 2), ((a + b) // 2, b)) if b - a > 1 else None
+
+        seen: set[str] = set()
+        for t in self._split_search(find, start, end, halves, lambda a, b: f"one second at {a}", warn):
+            tid = str(t.get("traceID", ""))
+            key = tid.lower().zfill(32)
+            if tid and key not in seen:
+                seen.add(key)
+                yield tid
 
     def _trace(self, trace_id: str) -> dict[str, Any] | None:
         """A trace by id: ``/api/v2/traces`` (Tempo >= 2.5), else ``/api/traces``."""
@@ -459,7 +446,9 @@ class TempoSource(_Remote):
                 continue
             if self._by_id_path is None:
                 self._by_id_path = p
-            inner = body.get("trace", body) if isinstance(body, dict) else None
+            inner = body.get("trace", body)
+            if isinstance(inner, dict) and isinstance(inner.get("batches"), list):  # Tempo < 2.5
+                inner = {"resourceSpans": inner["batches"]}
             return inner if isinstance(inner, dict) else None
         return None
 

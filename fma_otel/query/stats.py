@@ -15,6 +15,7 @@ point value alone hides.
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -40,8 +41,16 @@ def nearest_rank(sorted_values: Sequence[float], p: int) -> float:
     return sorted_values[rank - 1]
 
 
+class Intervals:
+    """Rows with ``pQ_lo``/``pQ_hi`` fields: the interval each percentile can be in."""
+
+    def interval(self, p: int) -> tuple[float | None, float | None]:
+        """``(lo, hi)`` of the ``p``-th percentile (``None`` without data)."""
+        return getattr(self, f"p{p}_lo"), getattr(self, f"p{p}_hi")
+
+
 @dataclass(frozen=True)
-class MetricRow:
+class MetricRow(Intervals):
     """One row of the report; ``None`` figures when no complete actuation was seen."""
 
     metric: str
@@ -65,10 +74,6 @@ class MetricRow:
     p95_hi: float | None = None
     p99_lo: float | None = None
     p99_hi: float | None = None
-
-    def interval(self, p: int) -> tuple[float | None, float | None]:
-        """``(lo, hi)`` of the ``p``-th percentile (``None`` without data)."""
-        return getattr(self, f"p{p}_lo"), getattr(self, f"p{p}_hi")
 
 
 def summarize(
@@ -154,25 +159,21 @@ class Report:
 def hit_rates(ds: Dataset) -> HitRates:
     fma = [r for r in ds.requests.values() if r.path != COLD_NO_FMA]
     first: dict[str, RequestObs] = {}
-    for tid, req in sorted(((t, r) for t, r in ds.requests.items() if r.path != COLD_NO_FMA), key=_by_start):
-        first.setdefault(req.requester or tid, req)
+    fma_by_start = sorted((r.start_ns, t) for t, r in ds.requests.items() if r.path != COLD_NO_FMA)
+    for _start, tid in fma_by_start:
+        first.setdefault(ds.requests[tid].requester or tid, ds.requests[tid])
     hot, warm, cold, n = _shares(first.values())
     a_hot, a_warm, a_cold, m = _shares(fma)
     return HitRates(hot, warm, cold, n, m, a_hot, a_warm, a_cold)
 
 
-def _by_start(item: tuple[str, RequestObs]) -> tuple[int, str]:
-    return (item[1].start_ns, item[0])
+def _known_first(order: Sequence[str], name: str) -> tuple[int, str]:
+    return (order.index(name), "") if name in order else (len(order), name)
 
 
-def metric_order(metric: str) -> tuple[int, str]:
-    """Sort key: the model's metrics in its order, then any other by name."""
-    return (METRICS.index(metric), "") if metric in METRICS else (len(METRICS), metric)
-
-
-def path_order(path: str) -> tuple[int, str]:
-    """Sort key: :data:`PATH_ORDER`, then any other path by name."""
-    return (PATH_ORDER.index(path), "") if path in PATH_ORDER else (len(PATH_ORDER), path)
+#: sort keys: the model's metrics in its order, :data:`PATH_ORDER`; then any other by name
+metric_order = functools.partial(_known_first, METRICS)
+path_order = functools.partial(_known_first, PATH_ORDER)
 
 
 def build_report(ds: Dataset) -> Report:

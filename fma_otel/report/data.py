@@ -14,7 +14,7 @@ so the report and ``slo`` can never disagree on a figure.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +27,6 @@ from ..model import (
     A_MISSING,
     A_PATH,
     A_REQ_NAME,
-    A_REQ_UID,
     ROOT,
     STATUS_ERROR,
     UNKNOWN,
@@ -54,7 +53,6 @@ class TraceSummary:
 
     trace_id: str
     requester: str = "?"
-    requester_uid: str = ""
     path: str = UNKNOWN
     has_root: bool = False
     complete: bool = True
@@ -99,32 +97,24 @@ def _is_false(v: Any) -> bool:
 
 
 class Summaries:
-    """Streams spans into one :class:`TraceSummary` per trace (spans in any order), and
-    every span's place in its tree for the breakdown (:mod:`fma_otel.query.breakdown`)."""
+    """Streams spans into one :class:`TraceSummary` per trace (spans in any order), and into
+    the ``slo`` engine's harvest, which keeps every span's place in its tree for the
+    breakdown (:mod:`fma_otel.query.breakdown`)."""
 
     def __init__(self) -> None:
         self.by_trace: dict[str, TraceSummary] = {}
         self.tree = TreeCollector()
+        #: the ``slo`` engine's harvest of the same spans (it keeps the tree too)
+        self.harvest = Harvest(self.tree)
 
     def add(self, s: SpanRecord) -> None:
-        self.tree.add(
-            s.trace_id,
-            s.span_id,
-            s.parent_span_id,
-            s.name,
-            s.start_ns,
-            s.end_ns,
-            float_or_none(s.attributes.get(A_MIN)),
-            float_or_none(s.attributes.get(A_MAX)),
-        )
+        self.harvest.add(s)
         t = self.by_trace.get(s.trace_id)
         if t is None:
             t = self.by_trace[s.trace_id] = TraceSummary(s.trace_id)
         a = s.attributes
         if t.requester == "?" and a.get(A_REQ_NAME):
             t.requester = str(a[A_REQ_NAME])
-        if not t.requester_uid and a.get(A_REQ_UID):
-            t.requester_uid = str(a[A_REQ_UID])
         if t.path == UNKNOWN and a.get(A_PATH):
             t.path = str(a[A_PATH])
         if not t.has_root and (t.start_ns is None or s.start_ns < t.start_ns):
@@ -132,18 +122,18 @@ class Summaries:
         if t.end_ns is None or s.end_ns > t.end_ns:
             t.end_ns = s.end_ns
         metric = a.get(A_METRIC)
-        span_done = s.status_code != STATUS_ERROR and not _is_false(a.get(A_COMPLETE))
+        done = s.status_code != STATUS_ERROR and not _is_false(a.get(A_COMPLETE))
         if metric and str(metric) not in t.metrics:
             t.metrics[str(metric)] = max(0, s.end_ns - s.start_ns) / S
             lo, hi = float_or_none(a.get(A_MIN)), float_or_none(a.get(A_MAX))
             if lo is not None and hi is not None:
                 t.metric_bounds[str(metric)] = (lo, hi)
-            if not span_done:
+            if not done:
                 t.open_metrics += (str(metric),)
         if s.name == ROOT and not s.parent_span_id:
             t.has_root = True
             t.start_ns = s.start_ns
-            t.complete = not _is_false(a.get(A_COMPLETE)) and s.status_code != STATUS_ERROR
+            t.complete = done
             t.status = s.status_message if s.status_code == STATUS_ERROR else ""
             if a.get(A_PATH):
                 t.path = str(a[A_PATH])
@@ -152,7 +142,7 @@ class Summaries:
                 t.missing = tuple(str(x) for x in missing) if isinstance(missing, list) else (str(missing),)
         elif s.name == ACTUATION:
             t.actuation = (s.start_ns, max(s.start_ns, s.end_ns))
-            t.actuation_complete = s.status_code != STATUS_ERROR and not _is_false(a.get(A_COMPLETE))
+            t.actuation_complete = done
 
     def values(self) -> list[TraceSummary]:
         return list(self.by_trace.values())
@@ -212,12 +202,10 @@ class Distribution:
     percentiles: Mapping[str, tuple[tuple[int, float, float, float], ...]] = field(default_factory=dict)
 
 
-def distributions(
-    harvest: Harvest, summaries: Mapping[str, TraceSummary], report: Report | None = None
-) -> list[Distribution]:
+def distributions(summaries: Summaries, report: Report | None = None) -> list[Distribution]:
     """Per metric per path, the same samples that ``slo`` summarizes (complete ones only),
     and the percentiles of ``report`` (the ``slo`` engine's; built here when not given)."""
-    ds = harvest.dataset()
+    ds = summaries.harvest.dataset()
     vals: dict[str, dict[str, list[Point]]] = defaultdict(lambda: defaultdict(list))
     inc: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for smp in ds.samples:
@@ -225,7 +213,7 @@ def distributions(
             inc[smp.metric][smp.path] += 1
             vals[smp.metric].setdefault(smp.path, [])
             continue
-        t = summaries.get(smp.trace_id)
+        t = summaries.by_trace.get(smp.trace_id)
         label = t.label if t is not None else smp.trace_id
         vals[smp.metric][smp.path].append(Point(smp.duration_s, smp.trace_id, label))
 
@@ -251,13 +239,16 @@ def thin(points: Sequence[Point], limit: int) -> list[Point]:
     Why: a strip plot of 100k dots is megabytes of SVG and shows nothing more than 400
     do; the extremes are kept because the slowest actuation is the one people look for.
     """
-    n = len(points)
-    if n <= limit:
+    if len(points) <= limit:
         return list(points)
     if limit <= 1:
         return [points[-1]]
-    idx = sorted({round(i * (n - 1) / (limit - 1)) for i in range(limit)})
-    return [points[i] for i in idx]
+    return [points[i] for i in sorted(_evenly(len(points), limit))]
+
+
+def _evenly(n: int, k: int) -> set[int]:
+    """``k`` indexes of ``n`` spread evenly, the first and the last among them."""
+    return {round(i * (n - 1) / (k - 1)) for i in range(k)} if k > 1 else {0}
 
 
 # --------------------------------------------------------------------------- over time
@@ -323,19 +314,14 @@ def thin_series(points: Sequence[TrendPoint], limit: int) -> list[TrendPoint]:
     spikes = max(1, limit // 10)
     slowest_idx = sorted(range(n), key=lambda i: (-points[i].seconds, i))[:spikes]
     even = limit - spikes
-    keep = {round(i * (n - 1) / (even - 1)) for i in range(even)} if even > 1 else {0}
-    keep.update(slowest_idx)
+    keep = _evenly(n, even) | set(slowest_idx)
     return [points[i] for i in sorted(keep)]
 
 
-def time_range(summaries: Iterable[TraceSummary]) -> tuple[int, int] | None:
+def time_range(summaries: Collection[TraceSummary]) -> tuple[int, int] | None:
     """The first and last instant of any span in the file: the time the capture covers."""
-    lo = hi = None
-    for t in summaries:
-        if t.start_ns is not None and (lo is None or t.start_ns < lo):
-            lo = t.start_ns
-        if t.end_ns is not None and (hi is None or t.end_ns > hi):
-            hi = t.end_ns
+    lo = min((t.start_ns for t in summaries if t.start_ns is not None), default=None)
+    hi = max((t.end_ns for t in summaries if t.end_ns is not None), default=None)
     return None if lo is None or hi is None else (lo, max(lo, hi))
 
 
@@ -371,13 +357,12 @@ class ReportData:
 
 def prepare(
     source: str,
-    harvest: Harvest,
     summaries: Summaries,
     checks: list[Check],
     top: int,
 ) -> ReportData:
     """Decide everything but the full spans of the chosen actuations (a second pass)."""
-    report = build_report(harvest.dataset())
+    report = build_report(summaries.harvest.dataset())
     by_trace = summaries.by_trace
     splits = actuation_splits(summaries)
     return ReportData(
@@ -385,7 +370,7 @@ def prepare(
         traces=len(by_trace),
         report=report,
         verdicts=evaluate(checks, report),
-        distributions=distributions(harvest, by_trace, report),
+        distributions=distributions(summaries, report),
         breakdowns=summarize_paths(splits),
         slowest=slowest(by_trace.values(), top),
         unfinished=unfinished(by_trace.values(), top),

@@ -8,6 +8,7 @@ callers so ``--png`` output has a known size.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -36,6 +37,7 @@ from ..model import (
     S,
 )
 from ..query.breakdown import UNCOVERED, PathBreakdown
+from ..query.formats import secs_text
 from ..query.slo_spec import HIT_RATES, Verdict
 from ..query.stats import HitRates
 from ..sinks.show import tree_lines
@@ -80,15 +82,8 @@ def color_of_path(path: str) -> str:
     return PATH_COLOR.get(path, PATH_COLOR[UNKNOWN])
 
 
-def fmt_secs(v: float | None) -> str:
-    """Seconds for a person: ms below a second, s below two minutes, then minutes."""
-    if v is None:
-        return "-"
-    if v < 1:
-        return f"{v * 1000:.0f} ms"
-    if v < 120:
-        return f"{v:.2f} s"
-    return f"{v / 60:.1f} min"
+#: seconds for a person, as ``slo`` prints them but with spaced units: "250 ms", "3.20 s", "2.5 min"
+fmt_secs = functools.partial(secs_text, units=(" ms", " s", " min"))
 
 
 def short(name: str) -> str:
@@ -109,6 +104,14 @@ def slo_label(v: Verdict, value: str) -> str:
     state = {"pass": "met", "fail": "NOT met"}.get(v.status, "no data")
     stat = "" if v.kind == "hit_rate" else f"{v.stat} "
     return f"SLO {where}: {stat}{_OP.get(v.op, v.op)} {value} ({state})"
+
+
+def _figure(h_px: int, margins: Mapping[str, float], *grid: int, **subplots: Any) -> tuple[Figure, Any]:
+    """A figure FIG_WIDTH_PX x ``h_px`` and its axes (``Figure.subplots(*grid, **subplots)``),
+    laid out inside ``margins`` (``subplots_adjust``'s keywords, as fractions of the figure)."""
+    fig = Figure(figsize=size_in(FIG_WIDTH_PX, h_px))
+    fig.subplots_adjust(**margins)
+    return fig, fig.subplots(*grid, **subplots)
 
 
 def _metric_slos(verdicts: Sequence[Verdict], metric: str) -> list[Verdict]:
@@ -136,19 +139,21 @@ def dist_figure(
     hover = Hover()
     n_slo = len(_metric_slos(verdicts, d.metric))
     h_px = dist_height_px(d, n_slo)
-    fig = Figure(figsize=size_in(FIG_WIDTH_PX, h_px))
-    cdf, box = fig.subplots(1, 2, gridspec_kw={"width_ratios": (1, 1.25), "wspace": 0.3})
-    fig.subplots_adjust(left=0.07, right=0.98, top=1 - 67 / h_px, bottom=(77 + _slo_legend_px(n_slo)) / h_px)
-    paths = [p for p, pts in d.per_path if pts]
+    margins = {
+        "left": 0.07,
+        "right": 0.98,
+        "top": 1 - 67 / h_px,
+        "bottom": (77 + _slo_legend_px(n_slo)) / h_px,
+    }
+    fig, (cdf, box) = _figure(h_px, margins, 1, 2, gridspec_kw={"width_ratios": (1, 1.25), "wspace": 0.3})
+    drawn = [(p, pts) for p, pts in d.per_path if pts]
     inc_total = sum(d.incomplete.values())
     title = f"{d.metric}: distribution per path"
     if inc_total:
         title += f"  ({inc_total} unfinished, not counted)"
     fig.suptitle(title, x=0.07, ha="left")
 
-    for path, pts in d.per_path:
-        if not pts:
-            continue
+    for row, (path, pts) in enumerate(drawn):
         color = color_of_path(path)
         xs = [p.seconds for p in thin(pts, MAX_CDF_POINTS)]
         n = len(xs)
@@ -162,19 +167,13 @@ def dist_figure(
                 f"{path}: n={len(pts)}, median {fmt_secs(p50)}, max {fmt_secs(pts[-1].seconds)}", "cdf"
             )
         )
-    cdf.set_xlabel("seconds")
-    cdf.set_ylabel("fraction of actuations")
-    cdf.set_ylim(0, 1.02)
-    cdf.grid(alpha=0.3)
-    if paths:
-        cdf.legend(loc="lower right")
-
-    for row, path in enumerate(paths):
-        pts = dict(d.per_path)[path]
-        values = [p.seconds for p in pts]
-        color = color_of_path(path)
         bp = box.boxplot(
-            [values], positions=[row], widths=0.5, showfliers=False, patch_artist=True, **_horizontal()
+            [[p.seconds for p in pts]],
+            positions=[row],
+            widths=0.5,
+            showfliers=False,
+            patch_artist=True,
+            **_horizontal(),
         )
         for patch in bp["boxes"]:
             patch.set(facecolor=color, alpha=0.18, edgecolor=color)
@@ -205,11 +204,18 @@ def dist_figure(
                 fontsize=7,
                 color="#666",
             )
-    box.set_yticks(range(len(paths)), [f"{p}\nn={len(dict(d.per_path)[p])}" for p in paths])
-    box.set_ylim(max(len(paths), 1) - 0.5, -0.5)
+    cdf.set_xlabel("seconds")
+    cdf.set_ylabel("fraction of actuations")
+    cdf.set_ylim(0, 1.02)
+    cdf.grid(alpha=0.3)
+    if drawn:
+        cdf.legend(loc="lower right")
+
+    box.set_yticks(range(len(drawn)), [f"{p}\nn={len(pts)}" for p, pts in drawn])
+    box.set_ylim(max(len(drawn), 1) - 0.5, -0.5)
     box.set_xlabel("seconds")
     box.grid(axis="x", alpha=0.3)
-    if not paths:
+    if not drawn:
         box.text(0.5, 0.5, "no finished actuation", ha="center", va="center", transform=box.transAxes)
         box.set_yticks([])
 
@@ -307,13 +313,10 @@ def trend_figure(
     hover = Hover()
     slos = [v for t in trends for v in _metric_slos(verdicts, t.metric)]
     h_px = trend_height_px(len(trends), len(slos))
-    fig = Figure(figsize=size_in(FIG_WIDTH_PX, h_px))
     rows = max(1, -(-len(trends) // TREND_COLUMNS))
-    axes = fig.subplots(rows, TREND_COLUMNS, sharex=True, squeeze=False)
-    legend_px = _slo_legend_px(len(slos))
-    fig.subplots_adjust(
-        left=0.06, right=0.98, top=1 - 105 / h_px, bottom=(62 + legend_px) / h_px, hspace=0.45, wspace=0.14
-    )
+    margins = {"left": 0.06, "right": 0.98, "top": 1 - 105 / h_px, "hspace": 0.45, "wspace": 0.14}
+    margins["bottom"] = (62 + _slo_legend_px(len(slos))) / h_px
+    fig, axes = _figure(h_px, margins, rows, TREND_COLUMNS, sharex=True, squeeze=False)
     fig.suptitle(
         "Each metric over time (one dot per finished actuation, at its start)",
         x=0.06,
@@ -404,9 +407,7 @@ def hit_figure(h: HitRates, verdicts: Sequence[Verdict]) -> tuple[Figure, Hover]
     actuations.
     """
     hover = Hover()
-    fig = Figure(figsize=size_in(FIG_WIDTH_PX, HIT_HEIGHT_PX))
-    ax = fig.subplots()
-    fig.subplots_adjust(left=0.17, right=0.8, top=0.82, bottom=0.2)
+    fig, ax = _figure(HIT_HEIGHT_PX, {"left": 0.17, "right": 0.8, "top": 0.82, "bottom": 0.2})
     fig.suptitle(
         f"Hit rates over {h.requesters} FMA requesters (their first actuation; {h.actuations} actuations in all)",
         x=0.17,
@@ -471,9 +472,7 @@ def breakdown_figure(bds: Sequence[PathBreakdown]) -> tuple[Figure, Hover]:
     colors = part_colors(bds)
     n_legend = len(colors) + len({r.name for b in bds for r in b.uncovered})
     h_px = breakdown_height_px(len(bds), n_legend)
-    fig = Figure(figsize=size_in(FIG_WIDTH_PX, h_px))
-    ax = fig.subplots()
-    fig.subplots_adjust(left=0.12, right=0.72, top=1 - 45 / h_px, bottom=70 / h_px)
+    fig, ax = _figure(h_px, {"left": 0.12, "right": 0.72, "top": 1 - 45 / h_px, "bottom": 70 / h_px})
     fig.suptitle(
         "Where did the time go: mean T_actuation per path, by leaf span (cold_no_fma: the baseline without FMA)",
         x=0.12,
@@ -563,22 +562,19 @@ def _span_title(s: SpanRecord, t0: int) -> str:
     return "\n".join(lines)
 
 
-def waterfall_figure(t: TraceSummary, spans: Sequence[SpanRecord]) -> tuple[Figure, Hover, int]:
+def waterfall_figure(t: TraceSummary, spans: Sequence[SpanRecord]) -> tuple[Figure, Hover]:
     """One actuation's span tree on a time axis (seconds from its first span).
 
     Bars are coloured by the service that observed the span's end; a whisker at the end
     spans ``start + fma.duration.min_s`` .. ``start + fma.duration.max_s``, the durations
     the boundaries' precision allows.  Unfinished spans (status ERROR or
     ``fma.complete=false``) are red and hatched; clock-inconsistent ones get a marker.
-    Returns the figure, its hovers and the number of rows.
     """
     hover = Hover()
     lines = tree_lines(spans)
     n = len(lines)
     h_px = waterfall_height_px(n)
-    fig = Figure(figsize=size_in(FIG_WIDTH_PX, h_px))
-    ax = fig.subplots()
-    fig.subplots_adjust(left=0.26, right=0.9, top=1 - 40 / h_px, bottom=64 / h_px)
+    fig, ax = _figure(h_px, {"left": 0.26, "right": 0.9, "top": 1 - 40 / h_px, "bottom": 64 / h_px})
     t0 = min(s.start_ns for s in spans)
     t1 = max(s.end_ns for s in spans)
     span_s = max((t1 - t0) / S, 1e-3)
@@ -646,4 +642,4 @@ def waterfall_figure(t: TraceSummary, spans: Sequence[SpanRecord]) -> tuple[Figu
     ax.grid(axis="x", alpha=0.3)
     ax.set_axisbelow(True)
     ax.spines["left"].set_visible(False)
-    return fig, hover, n
+    return fig, hover

@@ -76,16 +76,10 @@ var f=document.createDocumentFragment();rows.forEach(function(r){f.appendChild(r
 
 
 @dataclass
-class PngFile:
-    path: str
-    width: int
-    height: int
-
-
-@dataclass
 class Output:
     html: str
-    pngs: list[PngFile] = field(default_factory=list)
+    #: the PNG files written (``--png``)
+    pngs: list[str] = field(default_factory=list)
     figures: int = 0
 
 
@@ -94,17 +88,17 @@ class _Figures:
 
     def __init__(self, png_dir: str | None) -> None:
         self.png_dir = png_dir
-        self.pngs: list[PngFile] = []
+        self.pngs: list[str] = []
         self.count = 0
 
-    def render(self, fig: Figure, hover: Hover, name: str) -> str:
+    def render(self, fig: Figure, hover: Hover, name: str, css: str, attrs: str = "") -> str:
+        """The figure as ``<figure class="plot {css}"{attrs}>`` holding its inline SVG."""
         self.count += 1
         svg = to_inline_svg(fig, hover, f"f{self.count}")
         if self.png_dir is not None:
-            path = os.path.join(self.png_dir, f"{name}.png")
-            w, h = save_png(fig, path)
-            self.pngs.append(PngFile(path, w, h))
-        return svg
+            self.pngs.append(os.path.join(self.png_dir, f"{name}.png"))
+            save_png(fig, self.pngs[-1])
+        return f'<figure class="plot {css}"{attrs}>{svg}</figure>'
 
 
 def _slug(text: str) -> str:
@@ -334,10 +328,8 @@ def render_report(
     """The whole report as HTML text (and PNG files in ``png_dir`` when given).
 
     ``trace_url`` is a URL template holding ``{trace_id}`` (Jaeger's or Tempo's trace
-    page); each actuation then links to its trace there.
+    page; the command checks that it does); each actuation then links to its trace there.
     """
-    if trace_url is not None and "{trace_id}" not in trace_url:
-        raise ValueError("trace_url must contain {trace_id}")
     from matplotlib import rc_context
 
     from . import figures as F
@@ -379,8 +371,7 @@ def render_report(
             parts.append(_table(sec_title, header, rows, cls))
 
         parts.append('<h2 id="hit">Hit rates</h2>')
-        fig, hov = F.hit_figure(data.report.hit_rates, data.verdicts)
-        parts.append(f'<figure class="plot hit">{figs.render(fig, hov, "hit-rates")}</figure>')
+        parts.append(figs.render(*F.hit_figure(data.report.hit_rates, data.verdicts), "hit-rates", "hit"))
 
         parts.append('<h2 id="trend">Over time</h2>')
         if data.trends:
@@ -389,7 +380,7 @@ def render_report(
                 " only; hover a dot for the actuation.</p>"
             )
             fig, hov = F.trend_figure(data.trends, data.verdicts, data.time_range)
-            parts.append(f'<figure class="plot trend">{figs.render(fig, hov, "trends")}</figure>')
+            parts.append(figs.render(fig, hov, "trends", "trend"))
         else:
             parts.append("<p>No finished actuation to show over time.</p>")
 
@@ -401,10 +392,9 @@ def render_report(
             " <code>max_s</code>: Kubernetes timestamps are whole seconds).</p>"
         )
         for d in data.distributions:
-            fig, hov = F.dist_figure(d, data.verdicts, anchors)
+            name = f"dist-{_slug(d.metric)}"
             parts.append(
-                f'<figure class="plot dist" id="dist-{_slug(d.metric)}">'
-                f"{figs.render(fig, hov, f'dist-{_slug(d.metric)}')}</figure>"
+                figs.render(*F.dist_figure(d, data.verdicts, anchors), name, "dist", f' id="{name}"')
             )
 
         parts.append('<h2 id="time">Where did the time go</h2>')
@@ -415,8 +405,7 @@ def render_report(
                 " overlap, the shorter one is drawn. Time inside a span that none of its leaves covers"
                 " is shown as <b>uncovered in</b> that span, never hidden.</p>"
             )
-            fig, hov = F.breakdown_figure(data.breakdowns)
-            parts.append(f'<figure class="plot time">{figs.render(fig, hov, "time-breakdown")}</figure>')
+            parts.append(figs.render(*F.breakdown_figure(data.breakdowns), "time-breakdown", "time"))
             parts.append(
                 '<p class="meta">Per leaf, over the actuations it occurs in (<i>in</i>): the nearest-rank'
                 " percentiles and the mean of its whole duration; <i>share</i>: of the mean T_actuation"
@@ -470,10 +459,9 @@ def _waterfall(figs: _Figures, data: ReportData, t: TraceSummary, rank: int | No
     head = f'<section class="wf" id="trace-{html.escape(t.trace_id)}">{_trace_heading(t, rank, url)}'
     if not spans:
         return head + "<p>(no spans)</p></section>"
-    fig, hov, _rows = waterfall_figure(t, spans)
     name = (
         f"waterfall-{rank:02d}-{_slug(t.requester)}"
         if rank
         else f"unfinished-{_slug(t.requester)}-{t.trace_id[:8]}"
     )
-    return head + f'<figure class="plot waterfall">{figs.render(fig, hov, name)}</figure></section>'
+    return head + figs.render(*waterfall_figure(t, spans), name, "waterfall") + "</section>"

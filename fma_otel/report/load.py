@@ -15,7 +15,6 @@ import os
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 
-from ..query.harvest import Harvest
 from ..query.readers import read_spans
 from ..query.slo_spec import Check
 from .data import ReportData, Summaries, prepare
@@ -28,7 +27,7 @@ def load(
     path: str,
     checks: list[Check],
     top: int,
-    progress: Progress | None = None,
+    progress: Progress = lambda label, total: nullcontext(None),
 ) -> ReportData:
     """Everything the report needs from ``path``.
 
@@ -37,23 +36,17 @@ def load(
     ``path`` must be a file that can be read twice (the command spools standard input).
     """
     size = os.path.getsize(path)
-    harvest = Harvest()
     summaries = Summaries()
     stats: dict[str, int] = {}
-    with _maybe(progress, "reading traces", size) as advance:
+    with progress("reading traces", size) as advance:
         for s in read_spans(path, stats, advance):
             summaries.add(s)
-            harvest.add_span(s.trace_id, s.span_id, s.name, s.start_ns, s.end_ns, s.attributes)
-    data = prepare(path, harvest, summaries, checks, top)
+    data = prepare(path, summaries, checks, top)
     data.skipped_lines = stats.get("skipped", 0)
     wanted = {t.trace_id for t in (*data.slowest, *data.unfinished)}
     if wanted:
-        with _maybe(progress, "waterfalls", size) as advance:
+        with progress("waterfalls", size) as advance:
             for s in read_spans(path, {}, advance):
                 if s.trace_id in wanted:
                     data.spans.setdefault(s.trace_id, []).append(s)
     return data
-
-
-def _maybe(progress: Progress | None, label: str, total: int) -> AbstractContextManager[Advance | None]:
-    return progress(label, total) if progress is not None else nullcontext(None)

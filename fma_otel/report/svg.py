@@ -130,17 +130,14 @@ def _prefix_ids(text: str, prefix: str) -> str:
     refs = set(_REF.findall(text))
     # ids that nothing points at (matplotlib names every group) are only bytes
     text = _ID.sub(lambda m: m.group(0) if m.group(1) in refs else "", text)
-    ids = refs
-    if not ids:
+    if not refs:
         return text
     pattern = re.compile(
-        r'(id="|#)(' + "|".join(re.escape(i) for i in sorted(ids, key=len, reverse=True)) + r")\b"
+        r'(id="|#)(' + "|".join(re.escape(i) for i in sorted(refs, key=len, reverse=True)) + r")\b"
     )
     return pattern.sub(lambda m: f"{m.group(1)}{prefix}-{m.group(2)}", text)
 
 
-def save_png(fig: Figure, path: str) -> tuple[int, int]:
-    """Write ``fig`` as PNG at PNG_DPI; returns its size in pixels (never cropped)."""
+def save_png(fig: Figure, path: str) -> None:
+    """Write ``fig`` as PNG at PNG_DPI (never cropped: :func:`size_in` gave its size)."""
     fig.savefig(path, format="png", dpi=PNG_DPI, metadata={"Software": None})
-    w, h = fig.get_size_inches()
-    return int(w * PNG_DPI), int(h * PNG_DPI)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..jsonsafe import float_or_none
 from ..model import (
@@ -57,7 +57,7 @@ EDGE = "│"
 DUR_WIDTH = 9
 #: the shortest the sources column is cut to: shorter says nothing, and is left out
 MIN_SOURCES = 24
-#: the style of the ``[min, max]`` duration interval (also how :func:`_fit_details` knows it)
+#: the style of the ``[min, max]`` duration interval
 INTERVAL_STYLE = "dim cyan"
 
 #: Bar colours by the service that observed the span's end (who to blame for its length).
@@ -156,7 +156,9 @@ def interval_forms(lo: float | None, hi: float | None) -> list[str]:
     """The ``[min, max]`` duration interval, widest form first, down to whole seconds.
 
     Bounds are rounded *outwards* (the lower down, the upper up), so a shorter form is
-    only less precise, never wrong: the true duration lies inside every form shown.
+    only less precise, never wrong: the true duration lies inside every form shown.  The
+    shorter forms round the widest one's bounds, so each contains it (rounded directly, a
+    bound a hair above a whole number, such as 9.99e-07, fell inside the rounding tolerance).
     """
     out: list[str] = []
     for digits, sep in ((3, ", "), (3, ","), (2, ","), (1, ","), (0, ",")):
@@ -165,6 +167,7 @@ def interval_forms(lo: float | None, hi: float | None) -> list[str]:
         text = f"[{a}{sep}{b}]"
         if text not in out:
             out.append(text)
+        lo, hi = float_or_none(a), float_or_none(b)
     return out
 
 
@@ -175,25 +178,37 @@ def _outward(v: float, digits: int, rnd: Any) -> str:
     return f"{x:.{digits}f}"
 
 
-def details(s: SpanRecord) -> list[tuple[str, str]]:
-    """The detail columns of a span as ``(text, style)`` pieces: the duration interval
-    (its widest form; :func:`_fit_details` may pick a shorter one), the sources, the
-    metric, and the error and clock flags."""
+class Detail(NamedTuple):
+    """A detail column of a span: its text (widest form) and style, its kind (``interval``,
+    ``sources``, ``metric`` or ``flag``: how it may be shortened) and, for the interval,
+    every form :func:`interval_forms` gives, widest first."""
+
+    text: str
+    style: str
+    kind: str
+    forms: tuple[str, ...] = ()
+
+
+def details(s: SpanRecord) -> list[Detail]:
+    """The detail columns of a span: the duration interval (its widest form;
+    :func:`_fit_details` may pick a shorter one), the sources, the metric, and the error and
+    clock flags."""
     a = s.attributes
-    out: list[tuple[str, str]] = []
+    out: list[Detail] = []
     lo, hi = float_or_none(a.get(A_MIN)), float_or_none(a.get(A_MAX))
     if lo is not None or hi is not None:
-        out.append((interval_forms(lo, hi)[0], INTERVAL_STYLE))
+        forms = tuple(interval_forms(lo, hi))
+        out.append(Detail(forms[0], INTERVAL_STYLE, "interval", forms))
     src, dst = a.get(A_START_SRC), a.get(A_END_SRC)
     if src or dst:
-        out.append((f"{src or '?'} → {dst or '?'}", "dim"))
+        out.append(Detail(f"{src or '?'} → {dst or '?'}", "dim", "sources"))
     if a.get(A_METRIC):
-        out.append((str(a[A_METRIC]), "bold cyan"))
+        out.append(Detail(str(a[A_METRIC]), "bold cyan", "metric"))
     if s.status_code == STATUS_ERROR:
-        out.append((f"!ERROR{': ' + s.status_message if s.status_message else ''}", "bold red"))
+        out.append(Detail(f"!ERROR{': ' + s.status_message if s.status_message else ''}", "bold red", "flag"))
     if a.get(A_INCONSISTENT) is True:
         raw = float_or_none(a.get(A_RAW))
-        out.append((f"!CLOCK{' raw=' + fmt_s(raw) if raw is not None else ''}", "bold yellow"))
+        out.append(Detail(f"!CLOCK{' raw=' + fmt_s(raw) if raw is not None else ''}", "bold yellow", "flag"))
     return out
 
 
@@ -265,44 +280,25 @@ def fit_row(row: list[tuple[str, str]], width: int) -> list[tuple[str, str]]:
     return out
 
 
-def _kind(piece: tuple[str, str]) -> str:
-    text, style = piece
-    if style == INTERVAL_STYLE:
-        return "interval"
-    if text.startswith("!"):
-        return "flag"
-    return "sources" if "→" in text else "metric"
-
-
-def _shortest(piece: tuple[str, str]) -> int:
+def _shortest(piece: Detail) -> int:
     """The fewest characters that still say something of ``piece``."""
-    text = piece[0]
-    kind = _kind(piece)
-    if kind == "interval":
-        return min(len(f) for f in _forms(text))
-    if kind == "flag":
-        return min(len(text), len("!ERROR"))
-    if kind == "sources":
-        return min(len(text), MIN_SOURCES)
-    return len(text)
+    if piece.kind == "interval":
+        return min(len(f) for f in piece.forms)
+    if piece.kind == "flag":
+        return min(len(piece.text), len("!ERROR"))
+    if piece.kind == "sources":
+        return min(len(piece.text), MIN_SOURCES)
+    return len(piece.text)
 
 
-def _forms(interval_text: str) -> list[str]:
-    """The shorter forms of an interval piece (as :func:`interval_forms` writes it)."""
-    lo_s, _, hi_s = interval_text.strip("[]").partition(",")
-    return interval_forms(float_or_none(lo_s), float_or_none(hi_s))
-
-
-def _fit_piece(piece: tuple[str, str], room: int) -> str | None:
+def _fit_piece(piece: Detail, room: int) -> str | None:
     """``piece`` in at most ``room`` characters, or ``None`` when it says nothing there."""
-    text = piece[0]
-    if len(text) <= room:
-        return text
-    kind = _kind(piece)
-    if kind == "interval":
-        return next((f for f in _forms(text) if len(f) <= room), None)
-    if kind in ("flag", "sources") and room >= _shortest(piece):
-        return _clip(text, room)
+    if len(piece.text) <= room:
+        return piece.text
+    if piece.kind == "interval":
+        return next((f for f in piece.forms if len(f) <= room), None)
+    if piece.kind in ("flag", "sources") and room >= _shortest(piece):
+        return _clip(piece.text, room)
     return None
 
 
@@ -313,10 +309,10 @@ _RESERVE_ORDER = ("flag", "interval", "metric")
 _EXPAND_ORDER = ("flag", "metric", "interval", "sources")
 
 
-def _fit_details(pieces: list[tuple[str, str]], room: int) -> list[tuple[str, str]]:
+def _fit_details(pieces: list[Detail], room: int) -> list[tuple[str, str]]:
     """The detail pieces that fit in ``room`` characters (each after two spaces), in their
     display order; the least telling are shortened, then dropped, first."""
-    kinds = [_kind(p) for p in pieces]
+    kinds = [p.kind for p in pieces]
     reserved: dict[int, int] = {}
     left = room
     for kind in _RESERVE_ORDER:
@@ -338,7 +334,7 @@ def _fit_details(pieces: list[tuple[str, str]], room: int) -> list[tuple[str, st
             reserved.pop(i, None)
     out: list[tuple[str, str]] = []
     for i in sorted(keep):
-        out += [("  ", ""), (keep[i], pieces[i][1])]
+        out += [("  ", ""), (keep[i], pieces[i].style)]
     return out
 
 
@@ -365,12 +361,12 @@ def _trace_rows(trace: Sequence[SpanRecord], width: int) -> list[list[tuple[str,
     name_w = min(max(len(x) for x in labels), cap)
     room = max(width - name_w - fixed, MIN_BAR)
     all_details = [details(s) for _d, s, _o in lines]
-    widest = max((sum(len(t) + 2 for t, _ in d) for d in all_details), default=0)
+    widest = max((sum(len(p.text) + 2 for p in d) for d in all_details), default=0)
     cells = max(MIN_BAR, room - widest, min(room, max(room // 2, 20)))
     # an error or clock flag, and the duration interval at its shortest, are worth more
     # than bar cells: make room for (most of) them
-    flags = max((len(t) + 2 for d in all_details for t, _ in d if t.startswith("!")), default=0)
-    interval = max((_shortest(p) + 2 for d in all_details for p in d if p[1] == INTERVAL_STYLE), default=0)
+    flags = max((len(p.text) + 2 for d in all_details for p in d if p.kind == "flag"), default=0)
+    interval = max((_shortest(p) + 2 for d in all_details for p in d if p.kind == "interval"), default=0)
     cells = max(MIN_BAR, min(cells, room - max(min(flags, 20), interval)))
     t0 = min(s.start_ns for s in trace)
     t1 = max(s.end_ns for s in trace)

@@ -26,6 +26,7 @@ from fma_otel.query.harvest import Harvest
 from fma_otel.query.sources import FileSource, JaegerSource, TempoSource
 from fma_otel.query.window import Window
 from fma_otel.sinks.otlp_json import export_request
+from fma_otel.span_records import SpanRecord
 
 from . import fake_servers
 from .conftest import mixed_acts
@@ -146,7 +147,11 @@ def test_a_logged_dpc_value_first_and_nan_does_not_hide_the_others() -> None:
     """Sorting with a NaN in front once left every bucket at 0 (NaN <= le is False)."""
     h = Harvest()
     for i, secs in enumerate([float("nan"), 1.0, 2.0]):
-        h.add_span(f"{i:032x}", "", ROOT, 10, 20, {"fma.path": HOT, A_DPC_SECS: secs})
+        h.add(
+            SpanRecord(
+                f"{i:032x}", "", None, ROOT, "INTERNAL", 10, 20, "", {"fma.path": HOT, A_DPC_SECS: secs}
+            )
+        )
     hist = parse_exposition('fma_actuation_seconds_bucket{path="hot",le="+Inf"} 2\n')
     (row,) = compare(hist, h.dataset())
     assert row["logged_count"] == 2 and row["buckets"][0]["logged"] == 2

@@ -119,3 +119,28 @@ def test_jaeger_float_tags_are_written_as_the_otlp_sink_writes_them(tmp_path):
     ]
     (span,), _ = _read(tmp_path, json.dumps(req, allow_nan=False))
     assert span.attributes == {"inf": float("inf"), "x": 0.5}
+
+
+def test_slo_and_show_drop_the_same_malformed_request(tmp_path):
+    """``slo``'s harvest decodes with the one OTLP JSON decoder, so a request whose only
+    fault is in a span no statistic uses (a ``kind`` that is a list) is left out whole, as
+    ``show`` and ``report`` leave it out; the good line is kept by all of them."""
+    from fma_otel.query.harvest import Harvest
+    from fma_otel.query.sources import FileSource
+    from fma_otel.query.window import Window
+
+    bad = _req("a", "fma.actuation")
+    bad["resourceSpans"][0]["scopeSpans"][0]["spans"].append(
+        {**_req("c", "fma.dpc.write")["resourceSpans"][0]["scopeSpans"][0]["spans"][0], "kind": [1]}
+    )
+    text = json.dumps(bad) + "\n" + json.dumps(_req("b", "fma.request")) + "\n"
+    spans, stats = _read(tmp_path, text)
+    assert [s.name for s in spans] == ["fma.request"] and stats == {"lines": 2, "skipped": 1}
+    h = Harvest()
+    assert h.add_otlp(bad) is False and h.malformed == 1 and not h.traces_seen
+    src = FileSource(str(tmp_path / "in.json"))
+    h = Harvest()
+    warnings: list[str] = []
+    src.fill(h, Window(), warn=warnings.append)
+    assert (src.lines, src.skipped) == (2, 1) and len(warnings) == 1
+    assert not h.dataset().samples and list(h.dataset().requests) == [TID]

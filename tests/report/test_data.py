@@ -6,7 +6,6 @@ import pytest
 
 from fma_otel.model import COLD_LAUNCHER, COLD_NO_FMA, HOT, S
 from fma_otel.query.breakdown import PathBreakdown, summarize_paths
-from fma_otel.query.harvest import Harvest
 from fma_otel.query.stats import build_report
 from fma_otel.report.data import (
     Point,
@@ -157,17 +156,13 @@ def test_distributions_are_the_slo_engines_samples():
     traces = [hot_trace(str(i) * 32, f"r{i}", float(i)) for i in range(1, 4)]
     traces.append(hot_trace("9" * 32, "r9", 99.0, complete=False))
     sm = summaries_of(*traces)
-    h = Harvest()
-    for tr in traces:
-        for s in tr:
-            h.add_span(s.trace_id, s.span_id, s.name, s.start_ns, s.end_ns, s.attributes)
-    dists = {d.metric: d for d in distributions(h, sm.by_trace)}
+    dists = {d.metric: d for d in distributions(sm)}
     act = dists["T_actuation"]
     ((path, pts),) = act.per_path
     assert path == HOT and [p.seconds for p in pts] == [1.0, 2.0, 3.0]
     assert pts[0].label == f"r1 / {'1' * 32}"
     assert act.incomplete == {HOT: 1}
-    row = next(r for r in build_report(h.dataset()).rows if r.metric == "T_actuation")
+    row = next(r for r in build_report(sm.harvest.dataset()).rows if r.metric == "T_actuation")
     assert (row.n, row.max, row.incomplete) == (3, 3.0, 1)
 
 
