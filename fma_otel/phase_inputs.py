@@ -25,7 +25,7 @@ from .phase_spans import (
     with_fma_events,
 )
 from .sources.k8s_events import KubeEvent, parse_events
-from .sources.launcher_log import LauncherParseError, parse_launcher_line
+from .sources.launcher_log import LauncherParseError, parse_launcher_text
 from .sources.records import SourceStats
 from .sources.vllm_log import VllmLogStats, VllmPhase, parse_vllm_log
 from .span_records import SpanRecord
@@ -162,11 +162,8 @@ class PhaseSources:
                         break
                     if BOOT_LINE.encode() not in raw:
                         continue
-                    text = raw.decode("utf-8", "replace").rstrip("\r\n")
-                    if text[10:11] in ("T", "t"):  # a --timestamps prefix
-                        text = text.partition(" ")[2]
                     try:
-                        rec = parse_launcher_line(text, n + 1)
+                        rec = parse_launcher_text(raw.decode("utf-8", "replace").rstrip("\r\n"), n + 1)
                     except LauncherParseError:
                         continue
                     if rec.message == BOOT_LINE:

@@ -168,20 +168,15 @@ def launcher_parser(
     or out-of-window time among them), so the watcher can count it.
     """
     from ..lines import read_lines
-    from ..sources.klog import split_timestamp_prefix
-    from ..sources.launcher_log import LauncherParseError, parse_launcher_line
+    from ..sources.launcher_log import NOT_A_LINE, LauncherParseError, parse_launcher_text
 
     # line ends as in every log reader: a carriage return inside a line ends one
     for n, raw in enumerate(read_lines(lines, SourceStats("launcher")), 1):
-        prefix, body = None, raw.decode("utf-8", "replace").rstrip("\r\n")  # type: ignore[union-attr]
         try:
-            if body[10:11] in ("T", "t"):  # the kubelet's timestamp prefix (a bad one: a skip)
-                prefix, body = split_timestamp_prefix(body)
-            yield parse_launcher_line(body, n, prefix)
-        except (LauncherParseError, ValueError):
-            if on_skip is not None and body[:1].isdigit():  # (continuation lines are not records)
+            yield parse_launcher_text(raw.decode("utf-8", "replace").rstrip("\r\n"), n)  # type: ignore[union-attr]
+        except LauncherParseError as e:
+            if on_skip is not None and e.reason != NOT_A_LINE:  # (continuation lines are not records)
                 on_skip()
-            continue
 
 
 _FAULTS: dict[str, int] = {}
