@@ -31,11 +31,38 @@ from .sources.vllm_log import VllmLogStats, VllmPhase, parse_vllm_log
 from .span_records import SpanRecord
 from .timeutil import days_off
 
-__all__ = ["PhaseSources", "read_events"]
+__all__ = ["PhaseSources", "add_phases", "read_events"]
 
 BOOT_LINE = "Application startup complete."
 #: how far into a launcher log its boot line is looked for
 _BOOT_SCAN_LINES = 2000
+
+
+def add_phases(
+    act: Any,
+    trace: Sequence[SpanRecord],
+    *,
+    events: Sequence[KubeEvent],
+    fma_events: Sequence[KubeEvent],
+    vllm: Mapping[str, Sequence[VllmPhase]],
+    vllm_clock_assumed: Iterable[str],
+    boot_ns: int | None,
+) -> list[SpanRecord]:
+    """``trace`` with what the phase sources add, the one way the bridge and the live
+    watcher build it: ``fma_events`` (FMA's own Events that :func:`assign_fma_events` gave
+    this actuation) as span events on ``fma.actuation``, then :func:`extra_spans` over
+    ``events`` (those that may concern its Pods), its vLLM log's phases and ``boot_ns``,
+    its launcher's boot instant."""
+    trace = with_fma_events(trace, fma_events)
+    launcher = act.attributes.get(M.A_LAUNCHER)
+    return trace + extra_spans(
+        act,
+        trace,
+        vllm=vllm,
+        events=events,
+        launcher_boot_ns={launcher: boot_ns} if launcher and boot_ns is not None else {},
+        vllm_clock_assumed=vllm_clock_assumed,
+    )
 
 
 def read_events(
@@ -77,7 +104,7 @@ def read_events(
 
 
 class PhaseSources:
-    """The phase inputs of one bridge run; :meth:`spans` gives an actuation's added spans."""
+    """The phase inputs of one bridge run; :meth:`add_phases` adds an actuation's phases."""
 
     def __init__(
         self,
@@ -171,19 +198,16 @@ class PhaseSources:
                         break
         return self._boot[launcher]
 
-    def annotate(
+    def add_phases(
         self, act: Any, trace: Sequence[SpanRecord], actuations: Callable[[], Iterable[Any]]
     ) -> list[SpanRecord]:
-        """``trace`` with FMA's own Events as span events on ``fma.actuation``; which actuation
-        an Event concerns is decided once over all of them (``actuations()``)."""
-        if not self.has_fma_events:
-            return list(trace)
-        if self._fma_events is None:
-            self._fma_events = assign_fma_events(actuations(), self._events)
-        return with_fma_events(trace, self._fma_events.get(act.key, ()))
-
-    def spans(self, act: Any, trace: Sequence[SpanRecord]) -> list[SpanRecord]:
-        """The spans the phase sources add to ``trace``."""
+        """:func:`add_phases` with this run's inputs; which actuation each of FMA's own
+        Events concerns is decided once over all of them (``actuations()``)."""
+        mine: Sequence[KubeEvent] = ()
+        if self.has_fma_events:
+            if self._fma_events is None:
+                self._fma_events = assign_fma_events(actuations(), self._events)
+            mine = self._fma_events.get(act.key, ())
         vllm: dict[str, list[VllmPhase]] = {}
         assumed: list[str] = []
         got = self.vllm_for(act)
@@ -193,14 +217,14 @@ class PhaseSources:
             if was_assumed:
                 assumed.append(key)
         launcher = act.attributes.get(M.A_LAUNCHER)
-        boots = {launcher: b} if launcher and (b := self.boot_ns(launcher)) is not None else {}
-        return extra_spans(
+        return add_phases(
             act,
             trace,
-            vllm=vllm,
             events=self._events_of(act),
-            launcher_boot_ns=boots,
+            fma_events=mine,
+            vllm=vllm,
             vllm_clock_assumed=assumed,
+            boot_ns=self.boot_ns(launcher) if launcher else None,
         )
 
     def _events_of(self, act: Any) -> list[KubeEvent]:

@@ -725,35 +725,33 @@ class LiveWatcher:
         return out
 
     def _with_phases(self, a: Any, trace: list[SpanRecord]) -> list[SpanRecord]:
-        """The trace with what vLLM's log and the Events add, as the bridge builds it
-        (``Bridge._build``): FMA's own Events as span events on ``fma.actuation``
-        (``assign_fma_events`` over the actuations the correlator holds: an Event after
-        this one's end that a later actuation of the Pod started before is that one's),
-        then ``extra_spans``: the vLLM phases and the Pods' startup spans.
+        """The trace with what vLLM's log and the Events add, by ``add_phases`` as the bridge
+        builds it; FMA's own Events are assigned over the actuations the correlator holds
+        (an Event after this one's end that a later actuation of the Pod started before is
+        that one's).
 
         A failure there costs this one trace those additions (logged, counted), never the
         trace: it is built from the same facts as before.
         """
-        from ..phase_spans import FMA_EVENT_REASONS, assign_fma_events, extra_spans, with_fma_events
+        from ..phase_inputs import add_phases
+        from ..phase_spans import FMA_EVENT_REASONS, assign_fma_events
 
         launcher = str(a.attributes.get(M.A_LAUNCHER) or "")
         names = [str(a.attributes.get(M.A_REQ_NAME) or ""), launcher]
         events = self.events.about(names)
         vllm, assumed = self.vllm.phases(a.key) if self.vllm is not None else ({}, [])
-        boot = self._launcher_boot.get(launcher)
         try:
-            if any(e.raw_reason in FMA_EVENT_REASONS for e in events):
-                mine = assign_fma_events(self.correlator.actuations(), events).get(a.key, ())
-                trace = with_fma_events(trace, mine)
-            return trace + list(
-                extra_spans(
-                    a,
-                    trace,
-                    vllm=vllm,
-                    events=events,
-                    launcher_boot_ns={launcher: boot} if boot is not None else {},
-                    vllm_clock_assumed=assumed,
-                )
+            fma = any(e.raw_reason in FMA_EVENT_REASONS for e in events)
+            return add_phases(
+                a,
+                trace,
+                events=events,
+                fma_events=assign_fma_events(self.correlator.actuations(), events).get(a.key, ())
+                if fma
+                else (),
+                vllm=vllm,
+                vllm_clock_assumed=assumed,
+                boot_ns=self._launcher_boot.get(launcher),
             )
         except Exception:  # noqa: BLE001 - one actuation the phase builder chokes on stays one
             self._extra_failed += 1
