@@ -44,7 +44,6 @@ from .sources.klog import iter_klog
 from .sources.launcher_log import accepted_create_id, iter_launcher_log, put_instance_id
 from .sources.records import SourceStats
 
-LAUNCHER_CONTAINER = "inference-server"
 #: The read timeout of each log fetch, as the Pod list's (``Kube.list_pods``).
 LOG_READ_TIMEOUT_S = 60.0
 #: The most read of one instance's vLLM log (a runaway log must not fill the disk).
@@ -65,12 +64,6 @@ class CaptureResult:
     vllm_failed: dict[str, str] = field(default_factory=dict)  # instance id -> why not (or partial)
     baseline_logs: list[str] = field(default_factory=list)  # baseline Pod names recorded
     proxy_requests: int = 0
-
-
-def labels_match(selector: dict[str, str], pod: dict[str, Any]) -> bool:
-    """Whether ``pod`` carries every label of ``selector`` (an empty one matches nothing)."""
-    labels = P.labels(pod)
-    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
 
 
 class CaptureWriteError(Exception):
@@ -241,7 +234,7 @@ def capture_namespace(
     dpc_ns = dpc_namespace or namespace
     dpc_items = items if dpc_ns == namespace else kube.list_pods(dpc_ns)[0]
     dpcs = sorted(
-        (p for p in dpc_items if labels_match(dpc_selector, p)),
+        (p for p in dpc_items if P.labels_match(dpc_selector, p)),
         key=lambda p: (P.created_ns(p) or 0, P.name(p) or ""),
     )
     # every log the same way: ``write_log(namespace, pod, container, fh)``
@@ -264,11 +257,11 @@ def capture_namespace(
             if P.role(pod, None) != P.ROLE_LAUNCHER:
                 continue
             name = P.name(pod) or ""
-            if LAUNCHER_CONTAINER not in P.container_names(pod):
-                warn(f"launcher {name} has no container {LAUNCHER_CONTAINER!r}")
+            if P.LAUNCHER_CONTAINER not in P.container_names(pod):
+                warn(f"launcher {name} has no container {P.LAUNCHER_CONTAINER!r}")
                 continue
             with _log_file(out / f"launcher-{name}.log") as fh:
-                write_log(namespace, pod, LAUNCHER_CONTAINER, fh)
+                write_log(namespace, pod, P.LAUNCHER_CONTAINER, fh)
             result.launcher_logs.append(name)
     if events:
         _capture_events(kube, namespace, out, result)

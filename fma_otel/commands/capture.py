@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from .. import podfacts as P
 from ._common import byte_progress, fail
 from .params import default_namespace
 from .watch import Duration, Size
@@ -37,11 +38,11 @@ from .watch import Duration, Size
 @click.option("--context", help="Kubeconfig context.")
 @click.option(
     "--dpc-selector",
-    default="app.kubernetes.io/name=fma-controllers,app.kubernetes.io/component=dual-pods-controller",
+    default=P.DPC_SELECTOR,
     show_default=True,
     help="Labels of the dual-pods controller Pod.",
 )
-@click.option("--dpc-container", default="controller", show_default=True, help="The DPC's container.")
+@click.option("--dpc-container", default=P.DPC_CONTAINER, show_default=True, help="The DPC's container.")
 @click.option("--dpc-namespace", help="Namespace of the DPC Pod (default: --namespace).")
 @click.option("--no-launcher-logs", is_flag=True, help="Do not record launcher logs.")
 @click.option("--no-events", is_flag=True, help="Do not record the namespace's Events (events.json).")

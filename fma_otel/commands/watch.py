@@ -22,6 +22,7 @@ import signal
 
 import click
 
+from .. import podfacts as P
 from ..jsonsafe import brief
 from . import params
 from ._common import _describe_os_error, fail
@@ -160,10 +161,10 @@ MIN_TICK_S = 0.05
 )
 @click.option(
     "--dpc-selector",
-    default="app.kubernetes.io/name=fma-controllers,app.kubernetes.io/component=dual-pods-controller",
+    default=P.DPC_SELECTOR,
     help="Labels of the dual-pods controller Pod.",
 )
-@click.option("--dpc-container", default="controller", help="The dual-pods controller's container.")
+@click.option("--dpc-container", default=P.DPC_CONTAINER, help="The dual-pods controller's container.")
 @click.option(
     "--metrics-port",
     type=click.IntRange(-1, 65535),

@@ -45,7 +45,6 @@ from typing import Any
 
 from .. import model as M
 from .. import podfacts as P
-from ..capture import LAUNCHER_CONTAINER, labels_match
 from ..phase_inputs import BOOT_LINE  # the launcher's boot, read as the bridge reads it
 from ..sources.records import LauncherRecord, PodEvent, SourceStats
 from ..span_records import SpanRecord
@@ -59,11 +58,6 @@ from .pods import PodWatcher, rv_number
 from .vllm_logs import VllmLogs
 
 log = logging.getLogger(__name__)
-
-DEFAULT_DPC_SELECTOR = (
-    "app.kubernetes.io/name=fma-controllers,app.kubernetes.io/component=dual-pods-controller"
-)
-DEFAULT_DPC_CONTAINER = "controller"
 
 
 @dataclass
@@ -89,8 +83,8 @@ class WatchConfig:
     otlp_protocol: str | None = None
     incomplete_after_s: float = 15 * 60
     grace_s: float = 1.0
-    dpc_selector: str = DEFAULT_DPC_SELECTOR
-    dpc_container: str = DEFAULT_DPC_CONTAINER
+    dpc_selector: str = P.DPC_SELECTOR
+    dpc_container: str = P.DPC_CONTAINER
     metrics_port: int | None = 9464
     metrics_host: str = "0.0.0.0"
     tick_s: float = 0.1
@@ -563,10 +557,10 @@ class LiveWatcher:
                 elif uid not in st.ready_seen and ev.event_type != "LISTED":
                     st.ready_seen[uid] = self.clock()
             if ev.event_type != "DELETED":
-                if labels_match(self._dpc_selector, pod):
+                if P.labels_match(self._dpc_selector, pod):
                     self._ensure_follower(pod, self.cfg.dpc_container, "dpc")
                 elif self.cfg.launcher_logs and role == P.ROLE_LAUNCHER:
-                    self._ensure_follower(pod, LAUNCHER_CONTAINER, "launcher")
+                    self._ensure_follower(pod, P.LAUNCHER_CONTAINER, "launcher")
         except Exception:  # noqa: BLE001 - one odd Pod never stops the watch
             self.metrics.odd_pods += 1
             log.exception(
@@ -766,7 +760,7 @@ class LiveWatcher:
             wanted += [ft for ft in st.followers.values() if ft.kind == "dpc"]
         launcher = a.attributes.get(M.A_LAUNCHER)
         if self.cfg.launcher_logs and launcher and a.path != M.COLD_NO_FMA:
-            ft = st.followers.get(f"{launcher}/{LAUNCHER_CONTAINER}")
+            ft = st.followers.get(f"{launcher}/{P.LAUNCHER_CONTAINER}")
             if ft is not None:
                 wanted.append(ft)
         lagging = []
