@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from . import podfacts as P
+from .lines import MAX_LINE_BYTES, bounded_lines
 from .live.kube import TRANSIENT_ERRORS, Kube, KubeError
 from .live.logs import restart_count_of
 from .live.outfile import write_atomic
@@ -337,6 +338,19 @@ def _records(path: Path, parse: Callable[..., Iterator[Any]], **kw: Any) -> list
         return []
 
 
+#: the keys a DPC line names an instance and its launcher by
+_PAIR_KEYS = (b"instanceID=", b"providerName=")
+
+
+def _pair_lines(fh: Any) -> Iterator[bytes]:
+    """The lines of a DPC log that hold either key of a pair, for the bridge's klog parser:
+    a literal test, so that the bulk of the log (lines of neither) is not parsed.  A line
+    with one key is kept: the other may follow a multi-line value, on its closing line."""
+    for line in bounded_lines(fh, MAX_LINE_BYTES):
+        if line.__class__ is bytes and (_PAIR_KEYS[0] in line or _PAIR_KEYS[1] in line):
+            yield line  # type: ignore[misc]
+
+
 def find_instances(out: Path, items: list[dict[str, Any]]) -> dict[str, list[str]]:
     """Instance id -> the launcher Pods that hosted it, most telling source first.
 
@@ -363,7 +377,7 @@ def find_instances(out: Path, items: list[dict[str, Any]]) -> dict[str, list[str
         launcher = path.name[len("launcher-") : -len(".log")]
         for rec in _records(path, iter_launcher_log, facts_only=True):
             add(accepted_create_id(rec) or put_instance_id(rec) or "", launcher)
-    for rec in _records(out / "dpc.log", iter_klog):
+    for rec in _records(out / "dpc.log", lambda fh, stats: iter_klog(_pair_lines(fh), stats)):
         kv = dict(rec.kv)
         provider, instance = kv.get("providerName"), kv.get("instanceID")
         if isinstance(provider, str) and isinstance(instance, str):
