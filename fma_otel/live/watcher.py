@@ -135,7 +135,6 @@ class _State:
     followers: dict[str, FollowerThread] = field(default_factory=dict)
     ready_seen: dict[str, float] = field(default_factory=dict)  # requester uid -> wall s of Ready event
     gone_at: dict[str, float] = field(default_factory=dict)  # uid -> wall s the Pod was deleted
-    names: dict[str, str] = field(default_factory=dict)  # uid -> name
     first_rv: dict[str, int] = field(default_factory=dict)  # uid -> oldest resourceVersion seen
     unacked: dict[str, _Unacked] = field(default_factory=dict)  # built, not yet through OTLP
     export_retry_at: float = 0.0
@@ -524,6 +523,7 @@ class LiveWatcher:
         pod = ev.pod
         try:
             uid = P.uid(pod) or ""
+            first_time = uid not in self.correlator.store  # (it holds every Pod seen, till forgotten)
             if not self.correlator.add_pod(ev):
                 # another Pod (name, namespace) already has this uid: one of them is corrupt,
                 # and merging them would make one trace of two requesters
@@ -537,8 +537,6 @@ class LiveWatcher:
                 return
             # what this state shows had happened by its arrival (used where that narrows)
             self.correlator.add_arrival(pod, int(arrival_s * M.S))
-            first_time = uid not in st.names
-            st.names[uid] = P.name(pod) or ""
             rv = rv_number(P.resource_version(pod))
             if rv is not None:
                 st.first_rv[uid] = min(rv, st.first_rv.get(uid, rv))
@@ -577,7 +575,7 @@ class LiveWatcher:
 
     def _after_first_list(self) -> None:
         """Log streams the checkpoint knows whose Pod is gone: what they held since is lost."""
-        present = {(n, u) for u, n in self.state.names.items()}
+        present = {(P.name(p), P.uid(p)) for p in self.correlator.store.pods()}
         for key, entry in self.cp.logs.items():
             pod = key.rsplit("/", 1)[0]
             if (pod, entry.get("uid")) not in present:
@@ -985,8 +983,9 @@ class LiveWatcher:
         for uid in due:
             if uid in held:
                 continue
+            pod = self.correlator.store.get(uid)
+            name = P.name(pod) if pod is not None else None
             self.correlator.forget_pod(uid)
-            name = st.names.get(uid)
             if name:
                 self.events.forget(name)
                 self._baseline_containers.pop(name, None)
@@ -994,7 +993,6 @@ class LiveWatcher:
             self._emitted_by_uid.pop(uid, None)
             del st.gone_at[uid]
             st.ready_seen.pop(uid, None)
-            st.names.pop(uid, None)
             st.first_rv.pop(uid, None)
 
     # ------------------------------------------------------------------ checkpoint
@@ -1082,7 +1080,7 @@ class LiveWatcher:
         """Forget what cannot matter again: keys of long-gone Pods, streams of gone Pods,
         round counts of Pods gone with all their keys."""
         now = self.clock()
-        live = set(self.state.names)
+        live = self.correlator.store  # the uids of the Pods held
         for key, t in list(cp.emitted.items()):
             uid = M.key_uid(key)
             if uid not in live and now - t > self.cfg.retention_s:
