@@ -169,14 +169,15 @@ class PhaseSources:
             self._parsed[path, year, offset] = got
         return got
 
-    def vllm_for(self, act: Any) -> tuple[str, list[VllmPhase], bool] | None:
-        """``(key, records, clock assumed)`` of the actuation's vLLM log, read with its clock."""
+    def _vllm_of(self, act: Any) -> tuple[dict[str, list[VllmPhase]], list[str]]:
+        """``add_phases``'s ``vllm`` and ``vllm_clock_assumed``: the actuation's vLLM log, read
+        with its clock (nothing when it names none, or none was given)."""
         key = vllm_key(act)
         path = self._paths.get(key) if key else None
-        if key is None or path is None:
-            return None
-        got = read_dated(act, lambda year, offset: self._records(path, year, offset))
-        return None if got is None else (key, *got)
+        got = read_dated(act, lambda year, offset: self._records(path, year, offset)) if path else None
+        if key is None or got is None:
+            return {}, []
+        return {key: got[0]}, [key] if got[1] else []
 
     def boot_ns(self, launcher: str) -> int | None:
         """The launcher log's first ``Application startup complete.`` (its asctime, 1 ms)."""
@@ -208,14 +209,7 @@ class PhaseSources:
             if self._fma_events is None:
                 self._fma_events = assign_fma_events(actuations(), self._events)
             mine = self._fma_events.get(act.key, ())
-        vllm: dict[str, list[VllmPhase]] = {}
-        assumed: list[str] = []
-        got = self.vllm_for(act)
-        if got is not None:
-            key, recs, was_assumed = got
-            vllm[key] = recs
-            if was_assumed:
-                assumed.append(key)
+        vllm, assumed = self._vllm_of(act)
         launcher = act.attributes.get(M.A_LAUNCHER)
         return add_phases(
             act,
