@@ -34,6 +34,15 @@ from .params import default_namespace
 MAX_DURATION_S = 100 * 365 * 86400.0
 
 
+def selector_arg(flag: str, text: str | None) -> dict[str, str] | None:
+    """``text`` as :func:`fma_otel.podfacts.parse_selector` reads it; a bad one fails the
+    command with ``<flag>: <why>`` (``watch`` and ``capture`` alike)."""
+    try:
+        return P.parse_selector(text)
+    except ValueError as exc:
+        fail(f"{flag}: {exc}")
+
+
 class Duration(click.ParamType):
     """A duration as ``slo`` reads one (``500ms``, ``90s``, ``15m``, ``1h30m``, plain
     seconds: :func:`fma_otel.query.window.parse_duration`) of at least ``min_s`` seconds
@@ -188,7 +197,6 @@ def command(**kw: object) -> None:
     from ..live.kube import KubeConfigError, make_api_client
     from ..live.outfile import OutFileError, check_out
     from ..live.watcher import LiveWatcher, WatchConfig
-    from ..podfacts import parse_selector
 
     logging.basicConfig(
         level=getattr(logging, str(kw["log_level"]).upper()),
@@ -199,11 +207,8 @@ def command(**kw: object) -> None:
         or os.environ.get("POD_NAMESPACE")
         or default_namespace(kw["kubeconfig"], kw["context"])  # type: ignore[arg-type]
     )
-    for flag in ("baseline_selector", "dpc_selector"):
-        try:
-            parse_selector(kw[flag])  # type: ignore[arg-type]
-        except ValueError as exc:
-            fail(f"--{flag.replace('_', '-')}: {exc}")
+    selector_arg("--baseline-selector", kw["baseline_selector"])  # type: ignore[arg-type]
+    selector_arg("--dpc-selector", kw["dpc_selector"])  # type: ignore[arg-type]
     if kw["checkpoint"]:
         try:
             load(str(kw["checkpoint"]))
