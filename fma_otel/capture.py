@@ -207,7 +207,7 @@ def capture_namespace(
     out_dir: str | os.PathLike[str],
     *,
     dpc_selector: dict[str, str],
-    dpc_container: str = "controller",
+    dpc_container: str = P.DPC_CONTAINER,
     dpc_namespace: str | None = None,
     launcher_logs: bool = True,
     progress: Callable[[int], None] | None = None,
