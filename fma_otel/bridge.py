@@ -99,8 +99,7 @@ class BridgeResult:
         trace = build_trace(act)
         if self.phases is None or self.phases.empty:
             return trace
-        trace = self.phases.annotate(act, trace, self.iter_actuations)
-        return trace + self.phases.spans(act, trace)
+        return self.phases.add_phases(act, trace, self.iter_actuations)
 
     def iter_actuations(self) -> Iterator[Actuation]:
         """Every actuation, ordered by requester creation, one requester at a time."""

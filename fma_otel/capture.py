@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from . import podfacts as P
+from .lines import MAX_LINE_BYTES, bounded_lines
 from .live.kube import TRANSIENT_ERRORS, Kube, KubeError
 from .live.logs import restart_count_of
 from .live.outfile import write_atomic
@@ -44,7 +45,6 @@ from .sources.klog import iter_klog
 from .sources.launcher_log import accepted_create_id, iter_launcher_log, put_instance_id
 from .sources.records import SourceStats
 
-LAUNCHER_CONTAINER = "inference-server"
 #: The read timeout of each log fetch, as the Pod list's (``Kube.list_pods``).
 LOG_READ_TIMEOUT_S = 60.0
 #: The most read of one instance's vLLM log (a runaway log must not fill the disk).
@@ -65,12 +65,6 @@ class CaptureResult:
     vllm_failed: dict[str, str] = field(default_factory=dict)  # instance id -> why not (or partial)
     baseline_logs: list[str] = field(default_factory=list)  # baseline Pod names recorded
     proxy_requests: int = 0
-
-
-def labels_match(selector: dict[str, str], pod: dict[str, Any]) -> bool:
-    """Whether ``pod`` carries every label of ``selector`` (an empty one matches nothing)."""
-    labels = P.labels(pod)
-    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
 
 
 class CaptureWriteError(Exception):
@@ -213,7 +207,7 @@ def capture_namespace(
     out_dir: str | os.PathLike[str],
     *,
     dpc_selector: dict[str, str],
-    dpc_container: str = "controller",
+    dpc_container: str = P.DPC_CONTAINER,
     dpc_namespace: str | None = None,
     launcher_logs: bool = True,
     progress: Callable[[int], None] | None = None,
@@ -241,7 +235,7 @@ def capture_namespace(
     dpc_ns = dpc_namespace or namespace
     dpc_items = items if dpc_ns == namespace else kube.list_pods(dpc_ns)[0]
     dpcs = sorted(
-        (p for p in dpc_items if labels_match(dpc_selector, p)),
+        (p for p in dpc_items if P.labels_match(dpc_selector, p)),
         key=lambda p: (P.created_ns(p) or 0, P.name(p) or ""),
     )
     # every log the same way: ``write_log(namespace, pod, container, fh)``
@@ -264,11 +258,11 @@ def capture_namespace(
             if P.role(pod, None) != P.ROLE_LAUNCHER:
                 continue
             name = P.name(pod) or ""
-            if LAUNCHER_CONTAINER not in P.container_names(pod):
-                warn(f"launcher {name} has no container {LAUNCHER_CONTAINER!r}")
+            if P.LAUNCHER_CONTAINER not in P.container_names(pod):
+                warn(f"launcher {name} has no container {P.LAUNCHER_CONTAINER!r}")
                 continue
             with _log_file(out / f"launcher-{name}.log") as fh:
-                write_log(namespace, pod, LAUNCHER_CONTAINER, fh)
+                write_log(namespace, pod, P.LAUNCHER_CONTAINER, fh)
             result.launcher_logs.append(name)
     if events:
         _capture_events(kube, namespace, out, result)
@@ -344,6 +338,19 @@ def _records(path: Path, parse: Callable[..., Iterator[Any]], **kw: Any) -> list
         return []
 
 
+#: the keys a DPC line names an instance and its launcher by
+_PAIR_KEYS = (b"instanceID=", b"providerName=")
+
+
+def _pair_lines(fh: Any) -> Iterator[bytes]:
+    """The lines of a DPC log that hold either key of a pair, for the bridge's klog parser:
+    a literal test, so that the bulk of the log (lines of neither) is not parsed.  A line
+    with one key is kept: the other may follow a multi-line value, on its closing line."""
+    for line in bounded_lines(fh, MAX_LINE_BYTES):
+        if line.__class__ is bytes and (_PAIR_KEYS[0] in line or _PAIR_KEYS[1] in line):
+            yield line  # type: ignore[misc]
+
+
 def find_instances(out: Path, items: list[dict[str, Any]]) -> dict[str, list[str]]:
     """Instance id -> the launcher Pods that hosted it, most telling source first.
 
@@ -370,7 +377,7 @@ def find_instances(out: Path, items: list[dict[str, Any]]) -> dict[str, list[str
         launcher = path.name[len("launcher-") : -len(".log")]
         for rec in _records(path, iter_launcher_log, facts_only=True):
             add(accepted_create_id(rec) or put_instance_id(rec) or "", launcher)
-    for rec in _records(out / "dpc.log", iter_klog):
+    for rec in _records(out / "dpc.log", lambda fh, stats: iter_klog(_pair_lines(fh), stats)):
         kv = dict(rec.kv)
         provider, instance = kv.get("providerName"), kv.get("instanceID")
         if isinstance(provider, str) and isinstance(instance, str):

@@ -25,17 +25,44 @@ from .phase_spans import (
     with_fma_events,
 )
 from .sources.k8s_events import KubeEvent, parse_events
-from .sources.launcher_log import LauncherParseError, parse_launcher_line
+from .sources.launcher_log import LauncherParseError, parse_launcher_text
 from .sources.records import SourceStats
 from .sources.vllm_log import VllmLogStats, VllmPhase, parse_vllm_log
 from .span_records import SpanRecord
 from .timeutil import days_off
 
-__all__ = ["PhaseSources", "read_events"]
+__all__ = ["PhaseSources", "add_phases", "read_events"]
 
 BOOT_LINE = "Application startup complete."
 #: how far into a launcher log its boot line is looked for
 _BOOT_SCAN_LINES = 2000
+
+
+def add_phases(
+    act: Any,
+    trace: Sequence[SpanRecord],
+    *,
+    events: Sequence[KubeEvent],
+    fma_events: Sequence[KubeEvent],
+    vllm: Mapping[str, Sequence[VllmPhase]],
+    vllm_clock_assumed: Iterable[str],
+    boot_ns: int | None,
+) -> list[SpanRecord]:
+    """``trace`` with what the phase sources add, the one way the bridge and the live
+    watcher build it: ``fma_events`` (FMA's own Events that :func:`assign_fma_events` gave
+    this actuation) as span events on ``fma.actuation``, then :func:`extra_spans` over
+    ``events`` (those that may concern its Pods), its vLLM log's phases and ``boot_ns``,
+    its launcher's boot instant."""
+    trace = with_fma_events(trace, fma_events)
+    launcher = act.attributes.get(M.A_LAUNCHER)
+    return trace + extra_spans(
+        act,
+        trace,
+        vllm=vllm,
+        events=events,
+        launcher_boot_ns={launcher: boot_ns} if launcher and boot_ns is not None else {},
+        vllm_clock_assumed=vllm_clock_assumed,
+    )
 
 
 def read_events(
@@ -77,7 +104,7 @@ def read_events(
 
 
 class PhaseSources:
-    """The phase inputs of one bridge run; :meth:`spans` gives an actuation's added spans."""
+    """The phase inputs of one bridge run; :meth:`add_phases` adds an actuation's phases."""
 
     def __init__(
         self,
@@ -142,14 +169,15 @@ class PhaseSources:
             self._parsed[path, year, offset] = got
         return got
 
-    def vllm_for(self, act: Any) -> tuple[str, list[VllmPhase], bool] | None:
-        """``(key, records, clock assumed)`` of the actuation's vLLM log, read with its clock."""
+    def _vllm_of(self, act: Any) -> tuple[dict[str, list[VllmPhase]], list[str]]:
+        """``add_phases``'s ``vllm`` and ``vllm_clock_assumed``: the actuation's vLLM log, read
+        with its clock (nothing when it names none, or none was given)."""
         key = vllm_key(act)
         path = self._paths.get(key) if key else None
-        if key is None or path is None:
-            return None
-        got = read_dated(act, lambda year, offset: self._records(path, year, offset))
-        return None if got is None else (key, *got)
+        got = read_dated(act, lambda year, offset: self._records(path, year, offset)) if path else None
+        if key is None or got is None:
+            return {}, []
+        return {key: got[0]}, [key] if got[1] else []
 
     def boot_ns(self, launcher: str) -> int | None:
         """The launcher log's first ``Application startup complete.`` (its asctime, 1 ms)."""
@@ -162,11 +190,8 @@ class PhaseSources:
                         break
                     if BOOT_LINE.encode() not in raw:
                         continue
-                    text = raw.decode("utf-8", "replace").rstrip("\r\n")
-                    if text[10:11] in ("T", "t"):  # a --timestamps prefix
-                        text = text.partition(" ")[2]
                     try:
-                        rec = parse_launcher_line(text, n + 1)
+                        rec = parse_launcher_text(raw.decode("utf-8", "replace").rstrip("\r\n"), n + 1)
                     except LauncherParseError:
                         continue
                     if rec.message == BOOT_LINE:
@@ -174,36 +199,26 @@ class PhaseSources:
                         break
         return self._boot[launcher]
 
-    def annotate(
+    def add_phases(
         self, act: Any, trace: Sequence[SpanRecord], actuations: Callable[[], Iterable[Any]]
     ) -> list[SpanRecord]:
-        """``trace`` with FMA's own Events as span events on ``fma.actuation``; which actuation
-        an Event concerns is decided once over all of them (``actuations()``)."""
-        if not self.has_fma_events:
-            return list(trace)
-        if self._fma_events is None:
-            self._fma_events = assign_fma_events(actuations(), self._events)
-        return with_fma_events(trace, self._fma_events.get(act.key, ()))
-
-    def spans(self, act: Any, trace: Sequence[SpanRecord]) -> list[SpanRecord]:
-        """The spans the phase sources add to ``trace``."""
-        vllm: dict[str, list[VllmPhase]] = {}
-        assumed: list[str] = []
-        got = self.vllm_for(act)
-        if got is not None:
-            key, recs, was_assumed = got
-            vllm[key] = recs
-            if was_assumed:
-                assumed.append(key)
+        """:func:`add_phases` with this run's inputs; which actuation each of FMA's own
+        Events concerns is decided once over all of them (``actuations()``)."""
+        mine: Sequence[KubeEvent] = ()
+        if self.has_fma_events:
+            if self._fma_events is None:
+                self._fma_events = assign_fma_events(actuations(), self._events)
+            mine = self._fma_events.get(act.key, ())
+        vllm, assumed = self._vllm_of(act)
         launcher = act.attributes.get(M.A_LAUNCHER)
-        boots = {launcher: b} if launcher and (b := self.boot_ns(launcher)) is not None else {}
-        return extra_spans(
+        return add_phases(
             act,
             trace,
-            vllm=vllm,
             events=self._events_of(act),
-            launcher_boot_ns=boots,
+            fma_events=mine,
+            vllm=vllm,
             vllm_clock_assumed=assumed,
+            boot_ns=self.boot_ns(launcher) if launcher else None,
         )
 
     def _events_of(self, act: Any) -> list[KubeEvent]:

@@ -26,6 +26,12 @@ L_INSTANCE = "dual-pods.llm-d.ai/instance"
 L_LAUNCHER_CONFIG = "dual-pods.llm-d.ai/launcher-config-name"
 A_INSTANCE_ID = "dual-pods.llm-d.ai/instance-id"
 REQUESTER_CONTAINER = "inference-server"
+#: the launcher Pod's container whose log holds the launcher's lines
+LAUNCHER_CONTAINER = "inference-server"
+#: the labels (``key=value,...``) and container of the dual-pods controller's Pod, as FMA's
+#: chart deploys it: the default of ``watch`` and ``capture``
+DPC_SELECTOR = "app.kubernetes.io/name=fma-controllers,app.kubernetes.io/component=dual-pods-controller"
+DPC_CONTAINER = "controller"
 
 ROLE_REQUESTER = "requester"
 ROLE_LAUNCHER = "launcher"
@@ -108,6 +114,14 @@ def is_direct_requester(pod: Mapping[str, Any]) -> bool:
     return A_SERVER_PATCH in ann and A_ISC_CONFIG not in ann
 
 
+def labels_match(selector: Mapping[str, str] | None, pod: Mapping[str, Any]) -> bool:
+    """Whether ``pod`` carries every label of ``selector`` (an empty one matches nothing)."""
+    if not selector:
+        return False
+    lab = labels(pod)
+    return all(lab.get(k) == v for k, v in selector.items())
+
+
 def role(pod: Mapping[str, Any], baseline_selector: Mapping[str, str] | None) -> str | None:
     """Requester (ISC or server-patch annotation), launcher (label), baseline (selector).
 
@@ -123,7 +137,7 @@ def role(pod: Mapping[str, Any], baseline_selector: Mapping[str, str] | None) ->
         return ROLE_LAUNCHER
     if A_REQUESTER in ann or A_NOMINAL in ann:
         return None
-    if baseline_selector and all(lab.get(k) == v for k, v in baseline_selector.items()):
+    if labels_match(baseline_selector, pod):
         return ROLE_BASELINE
     return None
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 import pytest
 
 from fma_otel.sources.launcher_log import (
+    NOT_A_LINE,
     LauncherParseError,
     accepted_create_id,
     iter_launcher_log,
     parse_access,
     parse_launcher_line,
+    parse_launcher_text,
     put_instance_id,
 )
 from fma_otel.sources.records import SourceStats
@@ -164,6 +166,22 @@ def test_empty_message_and_parse_errors():
     assert rec.message == ""
     with pytest.raises(LauncherParseError):
         parse_launcher_line('I0629 14:35:43.131877       1 x.go:1] "klog"')
+
+
+def test_parse_launcher_text_is_the_readers_step_for_one_line():
+    """One line with or without the kubelet's prefix, as iter_launcher_log reads it."""
+    line = "2026-06-29 14:36:20,501 - __main__ - INFO - Accepted request to create vLLM instance with id=X"
+    prefixed = "2026-06-29T14:36:20.5019876Z " + line
+    assert parse_launcher_text(line, 3) == parse_launcher_line(line, 3)
+    rec = parse_launcher_text(prefixed, 4)
+    assert (rec.line_no, rec.prefix_ns) == (4, parse_rfc3339_ns("2026-06-29T14:36:20.5019876Z"))
+    assert rec == run([prefixed])[0][0]._replace(line_no=4)
+    with pytest.raises(LauncherParseError) as bad:
+        parse_launcher_text("2026-06-29T99:00:00Z " + line)
+    assert bad.value.reason == "bad timestamp prefix"
+    with pytest.raises(LauncherParseError) as cont:
+        parse_launcher_text("2026-06-29T14:36:20.5Z Traceback (most recent call last):")
+    assert cont.value.reason == NOT_A_LINE  # a continuation: no record starts there
 
 
 # --------------------------------------------------------------------------- facts_only

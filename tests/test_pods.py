@@ -321,3 +321,20 @@ def test_container_names_are_spec_containers_names_in_order() -> None:
     pod = {"spec": {"containers": [{"name": "a"}, "not an object", {"name": "b"}, {}]}}
     assert P.container_names(pod) == ["a", "b", None]
     assert P.container_names({}) == [] == P.container_names({"spec": None})
+
+
+def test_labels_match_is_the_one_selector_test_role_uses_too():
+    """Every label of the selector, with its value; an empty selector matches nothing (the
+    DPC Pod's and a baseline's test alike)."""
+    from fma_otel import podfacts as P
+
+    pod = {"metadata": {"name": "v", "labels": {"app": "vllm", "tier": "x"}}}
+    assert P.labels_match({"app": "vllm"}, pod)
+    assert not P.labels_match({"app": "vllm", "tier": "y"}, pod)
+    assert not P.labels_match({}, pod) and not P.labels_match(None, pod)
+    assert not P.labels_match({"app": "vllm"}, {"metadata": {"name": "v"}})
+    assert P.role(pod, {"app": "vllm"}) == P.ROLE_BASELINE
+    assert P.role(pod, {"app": "other"}) is None and P.role(pod, {}) is None
+    assert P.labels_match(
+        P.parse_selector(P.DPC_SELECTOR), {"metadata": {"labels": P.parse_selector(P.DPC_SELECTOR)}}
+    )

@@ -13,9 +13,10 @@ from typing import Any
 
 import click
 
+from .. import podfacts as P
 from ._common import byte_progress, fail
 from .params import default_namespace
-from .watch import Duration, Size
+from .watch import Duration, Size, selector_arg
 
 
 @click.command("capture")
@@ -37,11 +38,11 @@ from .watch import Duration, Size
 @click.option("--context", help="Kubeconfig context.")
 @click.option(
     "--dpc-selector",
-    default="app.kubernetes.io/name=fma-controllers,app.kubernetes.io/component=dual-pods-controller",
+    default=P.DPC_SELECTOR,
     show_default=True,
     help="Labels of the dual-pods controller Pod.",
 )
-@click.option("--dpc-container", default="controller", show_default=True, help="The DPC's container.")
+@click.option("--dpc-container", default=P.DPC_CONTAINER, show_default=True, help="The DPC's container.")
 @click.option("--dpc-namespace", help="Namespace of the DPC Pod (default: --namespace).")
 @click.option("--no-launcher-logs", is_flag=True, help="Do not record launcher logs.")
 @click.option("--no-events", is_flag=True, help="Do not record the namespace's Events (events.json).")
@@ -90,16 +91,9 @@ def command(
     """Record Pods and logs of a live namespace into a capture directory."""
     from ..capture import CaptureWriteError, capture_namespace, prepare_directory
     from ..live.kube import TRANSIENT_ERRORS, Kube, KubeConfigError, KubeError, make_api_client
-    from ..podfacts import parse_selector
 
-    try:
-        selector = parse_selector(dpc_selector) or {}
-    except ValueError as exc:
-        fail(f"--dpc-selector: {exc}")
-    try:
-        baseline = parse_selector(baseline_selector)
-    except ValueError as exc:
-        fail(f"--baseline-selector: {exc}")
+    selector = selector_arg("--dpc-selector", dpc_selector) or {}
+    baseline = selector_arg("--baseline-selector", baseline_selector)
     if vllm_log_max_bytes <= 0:
         fail("--vllm-log-max-bytes: must be more than 0")
     namespace = namespace or default_namespace(kubeconfig, context)

@@ -22,6 +22,7 @@ import signal
 
 import click
 
+from .. import podfacts as P
 from ..jsonsafe import brief
 from . import params
 from ._common import _describe_os_error, fail
@@ -31,6 +32,15 @@ from .params import default_namespace
 #: years from 1970) and its waits must fit ``threading.TIMEOUT_MAX``; a century is beyond
 #: any real setting and well inside both.
 MAX_DURATION_S = 100 * 365 * 86400.0
+
+
+def selector_arg(flag: str, text: str | None) -> dict[str, str] | None:
+    """``text`` as :func:`fma_otel.podfacts.parse_selector` reads it; a bad one fails the
+    command with ``<flag>: <why>`` (``watch`` and ``capture`` alike)."""
+    try:
+        return P.parse_selector(text)
+    except ValueError as exc:
+        fail(f"{flag}: {exc}")
 
 
 class Duration(click.ParamType):
@@ -160,10 +170,10 @@ MIN_TICK_S = 0.05
 )
 @click.option(
     "--dpc-selector",
-    default="app.kubernetes.io/name=fma-controllers,app.kubernetes.io/component=dual-pods-controller",
+    default=P.DPC_SELECTOR,
     help="Labels of the dual-pods controller Pod.",
 )
-@click.option("--dpc-container", default="controller", help="The dual-pods controller's container.")
+@click.option("--dpc-container", default=P.DPC_CONTAINER, help="The dual-pods controller's container.")
 @click.option(
     "--metrics-port",
     type=click.IntRange(-1, 65535),
@@ -187,7 +197,6 @@ def command(**kw: object) -> None:
     from ..live.kube import KubeConfigError, make_api_client
     from ..live.outfile import OutFileError, check_out
     from ..live.watcher import LiveWatcher, WatchConfig
-    from ..podfacts import parse_selector
 
     logging.basicConfig(
         level=getattr(logging, str(kw["log_level"]).upper()),
@@ -198,11 +207,8 @@ def command(**kw: object) -> None:
         or os.environ.get("POD_NAMESPACE")
         or default_namespace(kw["kubeconfig"], kw["context"])  # type: ignore[arg-type]
     )
-    for flag in ("baseline_selector", "dpc_selector"):
-        try:
-            parse_selector(kw[flag])  # type: ignore[arg-type]
-        except ValueError as exc:
-            fail(f"--{flag.replace('_', '-')}: {exc}")
+    selector_arg("--baseline-selector", kw["baseline_selector"])  # type: ignore[arg-type]
+    selector_arg("--dpc-selector", kw["dpc_selector"])  # type: ignore[arg-type]
     if kw["checkpoint"]:
         try:
             load(str(kw["checkpoint"]))

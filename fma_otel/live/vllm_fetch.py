@@ -49,6 +49,15 @@ class FetchResult:
     total: int | None = None  # the log's size as the last Content-Range said
     error: str | None = None
 
+    def unanswered(self, exc: BaseException) -> FetchResult:
+        """This result, saying why a request got no log: the API server's refusal
+        (:class:`KubeError`, its status kept) or a transient error."""
+        if isinstance(exc, KubeError):
+            self.status, self.error = exc.status, f"HTTP {exc.status}: {exc.message}"
+        else:
+            self.error = f"no answer: {one_line(exc, limit=200)}"
+        return self
+
 
 def instance_log_path(instance_id: str) -> str:
     """The launcher path of an instance's log, the id quoted as one path segment."""
@@ -115,12 +124,8 @@ def fetch_instance_log(
             resp = kube.proxy_get(
                 namespace, launcher, port, path, headers=headers, read_timeout_s=read_timeout_s
             )
-        except KubeError as exc:
-            res.status, res.error = exc.status, f"HTTP {exc.status}: {exc.message}"
-            return res
-        except TRANSIENT_ERRORS as exc:
-            res.error = f"no answer: {one_line(exc, limit=200)}"
-            return res
+        except (KubeError, *TRANSIENT_ERRORS) as exc:
+            return res.unanswered(exc)
         res.requests += 1
         try:
             status = int(getattr(resp, "status", 0))
@@ -175,12 +180,8 @@ def fetch_pod_log(
         resp = kube.pod_log(
             namespace, pod, container, timestamps=True, read_timeout_s=read_timeout_s, limit_bytes=max_bytes
         )
-    except KubeError as exc:
-        res.status, res.error = exc.status, f"HTTP {exc.status}: {exc.message}"
-        return res
-    except TRANSIENT_ERRORS as exc:
-        res.error = f"no answer: {one_line(exc, limit=200)}"
-        return res
+    except (KubeError, *TRANSIENT_ERRORS) as exc:
+        return res.unanswered(exc)
     res.requests, res.status = 1, 200
     try:
         for chunk in resp.stream(amt=65536, decode_content=True):

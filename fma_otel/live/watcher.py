@@ -45,7 +45,6 @@ from typing import Any
 
 from .. import model as M
 from .. import podfacts as P
-from ..capture import LAUNCHER_CONTAINER, labels_match
 from ..phase_inputs import BOOT_LINE  # the launcher's boot, read as the bridge reads it
 from ..sources.records import LauncherRecord, PodEvent, SourceStats
 from ..span_records import SpanRecord
@@ -59,11 +58,6 @@ from .pods import PodWatcher, rv_number
 from .vllm_logs import VllmLogs
 
 log = logging.getLogger(__name__)
-
-DEFAULT_DPC_SELECTOR = (
-    "app.kubernetes.io/name=fma-controllers,app.kubernetes.io/component=dual-pods-controller"
-)
-DEFAULT_DPC_CONTAINER = "controller"
 
 
 @dataclass
@@ -89,8 +83,8 @@ class WatchConfig:
     otlp_protocol: str | None = None
     incomplete_after_s: float = 15 * 60
     grace_s: float = 1.0
-    dpc_selector: str = DEFAULT_DPC_SELECTOR
-    dpc_container: str = DEFAULT_DPC_CONTAINER
+    dpc_selector: str = P.DPC_SELECTOR
+    dpc_container: str = P.DPC_CONTAINER
     metrics_port: int | None = 9464
     metrics_host: str = "0.0.0.0"
     tick_s: float = 0.1
@@ -141,7 +135,6 @@ class _State:
     followers: dict[str, FollowerThread] = field(default_factory=dict)
     ready_seen: dict[str, float] = field(default_factory=dict)  # requester uid -> wall s of Ready event
     gone_at: dict[str, float] = field(default_factory=dict)  # uid -> wall s the Pod was deleted
-    names: dict[str, str] = field(default_factory=dict)  # uid -> name
     first_rv: dict[str, int] = field(default_factory=dict)  # uid -> oldest resourceVersion seen
     unacked: dict[str, _Unacked] = field(default_factory=dict)  # built, not yet through OTLP
     export_retry_at: float = 0.0
@@ -168,20 +161,15 @@ def launcher_parser(
     or out-of-window time among them), so the watcher can count it.
     """
     from ..lines import read_lines
-    from ..sources.klog import split_timestamp_prefix
-    from ..sources.launcher_log import LauncherParseError, parse_launcher_line
+    from ..sources.launcher_log import NOT_A_LINE, LauncherParseError, parse_launcher_text
 
     # line ends as in every log reader: a carriage return inside a line ends one
     for n, raw in enumerate(read_lines(lines, SourceStats("launcher")), 1):
-        prefix, body = None, raw.decode("utf-8", "replace").rstrip("\r\n")  # type: ignore[union-attr]
         try:
-            if body[10:11] in ("T", "t"):  # the kubelet's timestamp prefix (a bad one: a skip)
-                prefix, body = split_timestamp_prefix(body)
-            yield parse_launcher_line(body, n, prefix)
-        except (LauncherParseError, ValueError):
-            if on_skip is not None and body[:1].isdigit():  # (continuation lines are not records)
+            yield parse_launcher_text(raw.decode("utf-8", "replace").rstrip("\r\n"), n)  # type: ignore[union-attr]
+        except LauncherParseError as e:
+            if on_skip is not None and e.reason != NOT_A_LINE:  # (continuation lines are not records)
                 on_skip()
-            continue
 
 
 _FAULTS: dict[str, int] = {}
@@ -535,6 +523,7 @@ class LiveWatcher:
         pod = ev.pod
         try:
             uid = P.uid(pod) or ""
+            first_time = uid not in self.correlator.store  # (it holds every Pod seen, till forgotten)
             if not self.correlator.add_pod(ev):
                 # another Pod (name, namespace) already has this uid: one of them is corrupt,
                 # and merging them would make one trace of two requesters
@@ -548,8 +537,6 @@ class LiveWatcher:
                 return
             # what this state shows had happened by its arrival (used where that narrows)
             self.correlator.add_arrival(pod, int(arrival_s * M.S))
-            first_time = uid not in st.names
-            st.names[uid] = P.name(pod) or ""
             rv = rv_number(P.resource_version(pod))
             if rv is not None:
                 st.first_rv[uid] = min(rv, st.first_rv.get(uid, rv))
@@ -568,10 +555,10 @@ class LiveWatcher:
                 elif uid not in st.ready_seen and ev.event_type != "LISTED":
                     st.ready_seen[uid] = self.clock()
             if ev.event_type != "DELETED":
-                if labels_match(self._dpc_selector, pod):
+                if P.labels_match(self._dpc_selector, pod):
                     self._ensure_follower(pod, self.cfg.dpc_container, "dpc")
                 elif self.cfg.launcher_logs and role == P.ROLE_LAUNCHER:
-                    self._ensure_follower(pod, LAUNCHER_CONTAINER, "launcher")
+                    self._ensure_follower(pod, P.LAUNCHER_CONTAINER, "launcher")
         except Exception:  # noqa: BLE001 - one odd Pod never stops the watch
             self.metrics.odd_pods += 1
             log.exception(
@@ -588,7 +575,7 @@ class LiveWatcher:
 
     def _after_first_list(self) -> None:
         """Log streams the checkpoint knows whose Pod is gone: what they held since is lost."""
-        present = {(n, u) for u, n in self.state.names.items()}
+        present = {(P.name(p), P.uid(p)) for p in self.correlator.store.pods()}
         for key, entry in self.cp.logs.items():
             pod = key.rsplit("/", 1)[0]
             if (pod, entry.get("uid")) not in present:
@@ -730,35 +717,33 @@ class LiveWatcher:
         return out
 
     def _with_phases(self, a: Any, trace: list[SpanRecord]) -> list[SpanRecord]:
-        """The trace with what vLLM's log and the Events add, as the bridge builds it
-        (``Bridge._build``): FMA's own Events as span events on ``fma.actuation``
-        (``assign_fma_events`` over the actuations the correlator holds: an Event after
-        this one's end that a later actuation of the Pod started before is that one's),
-        then ``extra_spans``: the vLLM phases and the Pods' startup spans.
+        """The trace with what vLLM's log and the Events add, by ``add_phases`` as the bridge
+        builds it; FMA's own Events are assigned over the actuations the correlator holds
+        (an Event after this one's end that a later actuation of the Pod started before is
+        that one's).
 
         A failure there costs this one trace those additions (logged, counted), never the
         trace: it is built from the same facts as before.
         """
-        from ..phase_spans import FMA_EVENT_REASONS, assign_fma_events, extra_spans, with_fma_events
+        from ..phase_inputs import add_phases
+        from ..phase_spans import FMA_EVENT_REASONS, assign_fma_events
 
         launcher = str(a.attributes.get(M.A_LAUNCHER) or "")
         names = [str(a.attributes.get(M.A_REQ_NAME) or ""), launcher]
         events = self.events.about(names)
         vllm, assumed = self.vllm.phases(a.key) if self.vllm is not None else ({}, [])
-        boot = self._launcher_boot.get(launcher)
         try:
-            if any(e.raw_reason in FMA_EVENT_REASONS for e in events):
-                mine = assign_fma_events(self.correlator.actuations(), events).get(a.key, ())
-                trace = with_fma_events(trace, mine)
-            return trace + list(
-                extra_spans(
-                    a,
-                    trace,
-                    vllm=vllm,
-                    events=events,
-                    launcher_boot_ns={launcher: boot} if boot is not None else {},
-                    vllm_clock_assumed=assumed,
-                )
+            fma = any(e.raw_reason in FMA_EVENT_REASONS for e in events)
+            return add_phases(
+                a,
+                trace,
+                events=events,
+                fma_events=assign_fma_events(self.correlator.actuations(), events).get(a.key, ())
+                if fma
+                else (),
+                vllm=vllm,
+                vllm_clock_assumed=assumed,
+                boot_ns=self._launcher_boot.get(launcher),
             )
         except Exception:  # noqa: BLE001 - one actuation the phase builder chokes on stays one
             self._extra_failed += 1
@@ -773,7 +758,7 @@ class LiveWatcher:
             wanted += [ft for ft in st.followers.values() if ft.kind == "dpc"]
         launcher = a.attributes.get(M.A_LAUNCHER)
         if self.cfg.launcher_logs and launcher and a.path != M.COLD_NO_FMA:
-            ft = st.followers.get(f"{launcher}/{LAUNCHER_CONTAINER}")
+            ft = st.followers.get(f"{launcher}/{P.LAUNCHER_CONTAINER}")
             if ft is not None:
                 wanted.append(ft)
         lagging = []
@@ -998,8 +983,9 @@ class LiveWatcher:
         for uid in due:
             if uid in held:
                 continue
+            pod = self.correlator.store.get(uid)
+            name = P.name(pod) if pod is not None else None
             self.correlator.forget_pod(uid)
-            name = st.names.get(uid)
             if name:
                 self.events.forget(name)
                 self._baseline_containers.pop(name, None)
@@ -1007,7 +993,6 @@ class LiveWatcher:
             self._emitted_by_uid.pop(uid, None)
             del st.gone_at[uid]
             st.ready_seen.pop(uid, None)
-            st.names.pop(uid, None)
             st.first_rv.pop(uid, None)
 
     # ------------------------------------------------------------------ checkpoint
@@ -1095,7 +1080,7 @@ class LiveWatcher:
         """Forget what cannot matter again: keys of long-gone Pods, streams of gone Pods,
         round counts of Pods gone with all their keys."""
         now = self.clock()
-        live = set(self.state.names)
+        live = self.correlator.store  # the uids of the Pods held
         for key, t in list(cp.emitted.items()):
             uid = M.key_uid(key)
             if uid not in live and now - t > self.cfg.retention_s:

@@ -45,12 +45,17 @@ __all__ = [
     "iter_launcher_log",
     "parse_access",
     "parse_launcher_line",
+    "parse_launcher_text",
     "put_instance_id",
 ]
 
 ACCEPTED_PREFIX = "Accepted request to create vLLM instance with id="
 INSTANCES_PATH = "/v2/vllm/instances/"
 ACCESS_LOGGER = "uvicorn.access"
+
+
+#: the reason of a line that does not start like a record (no date): a continuation line
+NOT_A_LINE = "not a launcher log line"
 
 
 class LauncherParseError(ValueError):
@@ -97,7 +102,7 @@ def _split_line(line: str) -> tuple[int, str, str, str]:
     raise :class:`LauncherParseError`."""
     if len(line) < 26 or _ASCTIME.match(line) is None:
         if len(line) < 26 or _DATE.match(line) is None:
-            raise LauncherParseError("not a launcher log line")
+            raise LauncherParseError(NOT_A_LINE)
         raise LauncherParseError("line starts with a date but not with a launcher asctime")
     minute = _minute(line[:16])
     sec = int(line[17:19])
@@ -128,6 +133,25 @@ def parse_launcher_line(line: str, line_no: int = 0, prefix_ns: int | None = Non
     t_ns, logger, level, message = _split_line(line)
     access = parse_access(message) if logger == ACCESS_LOGGER else None
     return LauncherRecord(line_no, t_ns, logger, level, message, access, prefix_ns)
+
+
+def _split_prefix(text: str) -> tuple[int | None, str]:
+    """``(prefix_ns, body)`` of a line that may carry the kubelet's ``--timestamps`` prefix
+    (``"2026-...T...Z <line>"``); raise :class:`LauncherParseError` for a bad one."""
+    if text[10:11] not in ("T", "t"):
+        return None, text
+    try:
+        return split_timestamp_prefix(text)
+    except ValueError:
+        raise LauncherParseError("bad timestamp prefix") from None
+
+
+def parse_launcher_text(text: str, line_no: int = 0) -> LauncherRecord:
+    """Parse one line as a log holds it, with or without a ``--timestamps`` prefix: the
+    step every reader of single launcher lines shares (the live watcher, the boot line);
+    raise :class:`LauncherParseError`."""
+    prefix_ns, body = _split_prefix(text)
+    return parse_launcher_line(body, line_no, prefix_ns)
 
 
 def _with_more(rec: LauncherRecord, more: list[str]) -> LauncherRecord:
@@ -214,13 +238,11 @@ def iter_launcher_log(
             stats.ignored += 1  # neither a fact nor part of one
             continue
         s = raw.decode("utf-8", "replace").rstrip("\r\n")
-        prefix_ns, body = None, s
-        if s[10:11] in ("T", "t"):  # "2026-...T...Z <line>": a --timestamps prefix
-            try:
-                prefix_ns, body = split_timestamp_prefix(s)
-            except ValueError:
-                stats.skip(line_no, "bad timestamp prefix")
-                continue
+        try:
+            prefix_ns, body = _split_prefix(s)
+        except LauncherParseError as e:
+            stats.skip(line_no, e.reason)
+            continue
         if _DATE.match(body) is None:
             if _UVICORN_CLI.match(body):
                 if pending is not None:

@@ -213,3 +213,30 @@ def test_default_namespace_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert params.default_namespace(missing) == "default"  # no kubeconfig, not in a cluster
     sa.write_text("in-pod\n")
     assert params.default_namespace(missing) == "in-pod"  # in a cluster: the service account's
+
+
+def test_find_instances_reads_the_dpc_pairs_it_names_and_no_other_line(tmp_path: Path) -> None:
+    """Only lines holding ``instanceID=`` or ``providerName=`` reach the klog parser: the
+    pairs found are those of every line (one line; split around a multi-line value), in
+    log order, and a line of neither key, malformed or not, changes nothing."""
+    from fma_otel.capture import find_instances
+
+    head = 'I1205 07:40:0{} 1 inference-server.go:1] "{}" worker=1 '
+    (tmp_path / "dpc.log").write_text(
+        "\n".join(
+            [
+                head.format("1.000000", "HTTP call done") + 'instanceID="I1" providerName="L2"',
+                head.format("2.000000", "Other") + 'requesterName="r" tail=<',
+                '\tinstanceID="I9" providerName="L9"',  # a block's text, not a pair
+                " >",
+                "not klog at all",
+                head.format("3.000000", "Fetched tail") + 'instanceID="I2" tail=<',
+                "\tsome vLLM line",
+                ' > providerName="L3"',  # the pair's other key, after the value
+                head.format("4.000000", "Created vLLM instance") + 'providerName="L1" instanceID="I1"',
+                head.format("5.000000", "Bound") + 'instanceID="I3"',  # no launcher: no pair
+            ]
+        )
+        + "\n"
+    )
+    assert find_instances(tmp_path, []) == {"I1": ["L2", "L1"], "I2": ["L3"]}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from types import SimpleNamespace
+from typing import Any
 
 from fma_otel import model as M
 from fma_otel.live.events import EventStore
@@ -81,3 +82,39 @@ def test_event_store_keeps_the_newest_of_each_bounded_and_in_a_fixed_order() -> 
     assert len(s) == 3 and [e.raw_reason for e in s.about(["p2"])] == []
     s.forget("p1")
     assert [e.raw_reason for e in s.about(["p1", "p3"])] == ["Killing"]
+
+
+class _NoAnswer:
+    """A ``Kube`` whose every request fails as ``exc`` before any answer."""
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+    def proxy_get(self, *args: object, **kw: object) -> None:
+        raise self.exc
+
+    def pod_log(self, *args: object, **kw: object) -> None:
+        raise self.exc
+
+
+def test_both_fetches_say_why_a_request_got_no_log() -> None:
+    """The API server's refusal keeps its status; a transient error says "no answer"."""
+    from fma_otel.live.kube import KubeError
+    from fma_otel.live.vllm_fetch import fetch_instance_log, fetch_pod_log
+
+    cases = [
+        (KubeError(403, "pods is forbidden"), 403, "HTTP 403: pods is forbidden"),
+        (
+            ConnectionRefusedError(111, "Connection refused"),
+            None,
+            "no answer: [Errno 111] Connection refused",
+        ),
+        (TimeoutError("read timed out"), None, "no answer: read timed out"),
+    ]
+    for exc, status, error in cases:
+        kube: Any = _NoAnswer(exc)
+        for res in (
+            fetch_instance_log(kube, "ns", "launcher-1", "I1", lambda b: None),
+            fetch_pod_log(kube, "ns", "vllm-1", "vllm", lambda b: None),
+        ):
+            assert (res.status, res.error, res.requests, res.written) == (status, error, 0, 0), res

@@ -86,6 +86,20 @@ def test_capture_shares_the_kubeconfig_message(tmp_path: Path) -> None:
     assert line.startswith(f"fma-otel capture: error: --kubeconfig {p}: not valid YAML ("), line
 
 
+@pytest.mark.parametrize("flag", ["--dpc-selector", "--baseline-selector"])
+@pytest.mark.parametrize("cmd", ["watch", "capture"])
+def test_a_bad_selector_is_one_line_exit_2_in_both_commands(tmp_path: Path, cmd: str, flag: str) -> None:
+    args = [cmd, "-n", NS, flag, "app!=vllm", "--out", str(tmp_path / "o")]
+    r = CliRunner().invoke(
+        main, args + (["--metrics-port", "-1"] if cmd == "watch" else []), prog_name="fma-otel"
+    )
+    line = one_line_exit_2(r)
+    assert line.startswith(
+        f"fma-otel {cmd}: error: {flag}: selector 'app!=vllm': 'app!=vllm' is not a key=value term"
+    )
+    assert not (tmp_path / "o").exists()  # refused before anything was opened
+
+
 # ---------------------------------------------------------------- --out, --checkpoint
 
 

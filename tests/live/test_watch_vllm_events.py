@@ -1,6 +1,6 @@
 """``fma-otel watch`` with the Events watch and ``--vllm-logs``, against the test API server.
 
-The phase-span builder (``fma_otel.phase_spans.extra_spans``) is replaced by a recorder in
+The phase-span builder (``extra_spans``, as ``fma_otel.phase_inputs.add_phases`` calls it) is replaced by a recorder in
 the tests of the plumbing, so they check what the watcher hands it: each actuation's vLLM
 phases (parsed from the log the fake launcher served through the pod proxy, in ranges of
 at most 1 MiB) and the Events about its Pods, before its trace is written.
@@ -62,10 +62,10 @@ class Recorder:
 
 @pytest.fixture
 def recorder(monkeypatch: pytest.MonkeyPatch) -> Recorder:
-    from fma_otel import phase_spans
+    from fma_otel import phase_inputs
 
     rec = Recorder()
-    monkeypatch.setattr(phase_spans, "extra_spans", rec)
+    monkeypatch.setattr(phase_inputs, "extra_spans", rec)
     return rec
 
 
