@@ -111,13 +111,6 @@ def swallow(default: Any = None) -> Callable[[F], F]:
     return deco
 
 
-# --------------------------------------------------------------------------- ids
-
-
-#: Re-exported: the generator that must be installed in the ``TracerProvider``.
-ForcingIdGenerator = DerivedIdGenerator
-
-
 class Wrappers(ABC):
     """One instrumentation's wrappers and their state, one object per process: what its
     ``BaseInstrumentor`` (``fma_otel.instrument.base_instrumentors``) installs and removes.
@@ -344,16 +337,12 @@ class OrdinalCounter:
 
 @contextmanager
 def attached(ctx: otel_context.Context | None) -> Iterator[None]:
-    """Attach ``ctx`` for a block, tolerating a failed detach (never raises into the host)."""
-    token = otel_context.attach(ctx) if ctx is not None else None
+    """Attach ``ctx`` for a block, tolerating a failed attach or detach (never raises into the host)."""
+    token = attach_safe(ctx)
     try:
         yield
     finally:
-        if token is not None:
-            try:
-                otel_context.detach(token)
-            except Exception:  # noqa: BLE001
-                pass
+        detach_safe(token)
 
 
 def env_float(name: str, default: float) -> float:

@@ -82,7 +82,6 @@ _CREATE_PREFIX = "/v2/vllm/instances/"
 _CREATE_PREFIX_LEN = len(_CREATE_PREFIX)
 _CREATE_ROUTE = "/v2/vllm/instances/{instance_id}"
 _CLASS_NAMES = ("VllmMultiProcessManager", "VllmInstance")
-_HEADER_GETTER_KEYS = ("traceparent", "tracestate", "baggage")
 
 #: Set by the ``start`` wrapper just before the fork; the child-side ``vllm_kickoff``
 #: wrapper reads its (copied) value.  A plain global: fork copies memory, not contexts.
@@ -117,35 +116,9 @@ def _headers(scope: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-#: The headers the W3C propagators (trace context, baggage) read: the default global
-#: propagator's ``fields``.
-_W3C_FIELDS = frozenset({"traceparent", "tracestate", "baggage"})
-#: ``(global propagator, its fields if they are W3C ones only, else None)``.
-_FIELDS: tuple[Any, frozenset[str] | None] | None = None
-
-
-def _w3c_fields() -> frozenset[str] | None:
-    """The global propagator's ``fields`` when they are only W3C headers (the default
-    ``tracecontext,baggage``), else ``None``; re-read only when the global one changes."""
-    global _FIELDS
-    prop = propagate.get_global_textmap()
-    cached = _FIELDS
-    if cached is None or cached[0] is not prop:
-        fields = frozenset(prop.fields)
-        cached = _FIELDS = (prop, fields if fields <= _W3C_FIELDS else None)
-    return cached[1]
-
-
 def _extract(headers: dict[str, str]) -> Any:
     """``propagate.extract`` of the request headers onto an empty context: the incoming
-    context and its parent span context (``None`` when no valid parent came).
-
-    When the global propagator is a W3C one and the request has none of its headers (every
-    create from the Go DPC), extracting would return the empty context unchanged: skipped.
-    """
-    fields = _w3c_fields()
-    if fields is not None and fields.isdisjoint(headers):
-        return _ROOT, None
+    context and its parent span context (``None`` when no valid parent came)."""
     ctx = propagate.extract(headers, context=_ROOT, getter=_GETTER)
     psc = trace.get_current_span(ctx).get_span_context()
     return ctx, (psc if psc.is_valid else None)
@@ -438,7 +411,9 @@ def _decide(
     elif look is not None and look.ok:
         join = JOIN_ANNOTATION
         assert look.requester_uid
-        key, trace_hex, parent = _annotation_parent(look.requester_uid)
+        key = model.actuation_key(look.requester_uid)
+        trace_hex = model.trace_id_for(key)
+        parent = c.remote_context(trace_hex, model.span_id_for(trace_hex, CREATE_PARENT, 0))
         attrs[model.A_ACTUATION_KEY] = key
         attrs[model.A_REQ_UID] = look.requester_uid
         if look.requester_name:
@@ -542,23 +517,6 @@ def _finish(state: _RequestState, exc: BaseException | None) -> None:
         span.end()
     except Exception:  # noqa: BLE001 - do no harm
         c.logger.debug("fma-otel: ending a launcher span failed", exc_info=True)
-
-
-#: requester uid -> (actuation key, trace id, parent context of the create span): a bound
-#: launcher serves one requester for many creates, and these are three hashes.
-_ANNOTATION_PARENTS: dict[str, tuple[str, str, Any]] = {}
-
-
-def _annotation_parent(uid: str) -> tuple[str, str, Any]:
-    hit = _ANNOTATION_PARENTS.get(uid)
-    if hit is None:
-        key = model.actuation_key(uid)
-        trace_hex = model.trace_id_for(key)
-        hit = (key, trace_hex, c.remote_context(trace_hex, model.span_id_for(trace_hex, CREATE_PARENT, 0)))
-        if len(_ANNOTATION_PARENTS) >= 64:
-            _ANNOTATION_PARENTS.clear()
-        _ANNOTATION_PARENTS[uid] = hit
-    return hit
 
 
 class _Buffered(trace.Span):
@@ -992,9 +950,6 @@ class LauncherWrappers(c.Wrappers):
         if callable(flush):
             flush(int(timeout_s * 1000))
 
-    def excluded(self, path: str) -> bool:
-        return bool(self._excluded and self._excluded.url_disabled(path))
-
     # ------------------------------------------------------------------ the app
 
     def _patch_stack_builder(self) -> None:
@@ -1183,48 +1138,39 @@ class LauncherWrappers(c.Wrappers):
 
     @c.swallow()
     def _plan_startup(self, instance: Any) -> _StartupPlan | None:
-        """Decide ``fma.vllm.startup``'s ids now; open the span later, on the poller thread.
+        """Open ``fma.vllm.startup`` now: the general path (``POST`` creates, a ``start``
+        outside a request, a sampler that does not follow the parent).
 
-        The general path (outside the create request's fast path: ``POST`` creates, a
-        ``start`` called outside a request).  Why deferred: opening a span with its
-        attributes (redacted options, the config as JSON) cost about as much as the whole
-        create span, on the create request's path.
-        Inside a request the span id is the *derived* one and the parent is known, so the
-        ``traceparent`` the child needs can be written before the span exists; the poller
-        opens it with the fork instant as its start time and that same forced id.  This
-        assumes the sampler follows the parent (the SDK default); with any other sampler,
-        or outside a request (no trace to derive from), the span is opened here as before.
+        Inside a traced request whose sampler follows the parent (the SDK default) the span
+        id is the *derived* one, under the model's parent (or, in a trace of its own, under
+        the request's span); otherwise the span is a child of the current context with a
+        random id (no trace to derive from, or a sampler the child's flags cannot be told).
         """
         cfg = getattr(instance, "config", None)
-        iid = str(getattr(instance, "instance_id", ""))
         t0 = time.time_ns()
         cur_span = trace.get_current_span()
         cur = cur_span.get_span_context()
         tracer = self.tracer()
-        if not cur.is_valid or not _parent_based(tracer):
-            span, port = self._open_startup(tracer, cfg, iid, None, None, t0)
-            if span is None:
-                return None
-            return _StartupPlan(StartupWatch(span, None, port), _child_env(span))
-        trace_hex = format(cur.trace_id, "032x")
-        span_id = model.span_id_for(trace_hex, STARTUP_SPAN, self.ordinals.next(trace_hex, STARTUP_SPAN))
-        st = _REQUEST.get()
-        if st is not None and st.is_create and st.span is cur_span:
-            join = st.join  # its attributes may be set only after the response
-        else:
-            join = (getattr(cur_span, "attributes", None) or {}).get(A_JOIN, JOIN_TRACEPARENT)
-        if join != JOIN_NONE:
-            ctx = c.remote_context(trace_hex, model.span_id_for(trace_hex, STARTUP_PARENT, 0))
-            flags = int(TraceFlags.SAMPLED)
-        else:  # a trace of its own: under the create span itself
-            ctx = trace.set_span_in_context(cur_span, _ROOT)
-            flags = int(cur.trace_flags)
-
-        def opener() -> tuple[trace.Span | None, int | None]:
-            return self._open_startup(tracer, cfg, iid, ctx, span_id, t0)
-
-        env = _child_env_for(trace_hex, span_id, flags)
-        return _StartupPlan(StartupWatch(None, None, None, opener=opener), env)
+        ctx: Any = None
+        span_id: str | None = None
+        if cur.is_valid and _parent_based(tracer):
+            trace_hex = format(cur.trace_id, "032x")
+            span_id = model.span_id_for(trace_hex, STARTUP_SPAN, self.ordinals.next(trace_hex, STARTUP_SPAN))
+            st = _REQUEST.get()
+            if st is not None and st.is_create and st.span is cur_span:
+                join = st.join  # its attributes may be set only after the response
+            else:
+                join = (getattr(cur_span, "attributes", None) or {}).get(A_JOIN, JOIN_TRACEPARENT)
+            if join != JOIN_NONE:
+                ctx = c.remote_context(trace_hex, model.span_id_for(trace_hex, STARTUP_PARENT, 0))
+            else:  # a trace of its own: under the create span itself
+                ctx = trace.set_span_in_context(cur_span, _ROOT)
+        span, port = self._open_startup(
+            tracer, cfg, str(getattr(instance, "instance_id", "")), ctx, span_id, t0
+        )
+        if span is None:
+            return None
+        return _StartupPlan(StartupWatch(span, None, port), _child_env(span))
 
     @c.swallow(default=(None, None))
     def _open_startup(
@@ -1424,25 +1370,9 @@ def _child_env_for(trace_hex: str, span_id: str, flags: int) -> dict[str, str]:
     carrier: dict[str, str] = {}
     propagate.inject(carrier, context=trace.set_span_in_context(NonRecordingSpan(sc), _ROOT))
     env = {k.upper(): v for k, v in carrier.items()}
-    if _rename_child():
-        env["OTEL_SERVICE_NAME"] = "vllm"
+    if (os.environ.get("OTEL_SERVICE_NAME") or model.SERVICE_LAUNCHER) == model.SERVICE_LAUNCHER:
+        env["OTEL_SERVICE_NAME"] = "vllm"  # the launcher's default name is not the child's
     return env
-
-
-_RENAME_CHILD: tuple[str | None, bool] | None = None
-
-
-def _rename_child() -> bool:
-    """Should the child report as ``vllm``?  Re-decided only when ``OTEL_SERVICE_NAME`` changes
-    (``os.environ`` reads encode the key each time; this is on every create)."""
-    global _RENAME_CHILD
-    raw = os.environ.get("OTEL_SERVICE_NAME")
-    cached = _RENAME_CHILD
-    if cached is not None and cached[0] == raw:
-        return cached[1]
-    decision = (raw or model.SERVICE_LAUNCHER) == model.SERVICE_LAUNCHER
-    _RENAME_CHILD = (raw, decision)
-    return decision
 
 
 def _kickoff_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:

@@ -319,9 +319,6 @@ class PodInfo:
         self._kick.set()
         self._notify()
 
-    #: Kept for callers of the earlier name.
-    prefetch = start_background
-
     #: A watch that ends (or is refused as too old) sooner than this after it began counts
     #: as a failure for the backoff: a server or proxy that closes every watch at once must
     #: not be reconnected to in a loop.

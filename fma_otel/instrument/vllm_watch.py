@@ -206,8 +206,8 @@ class StartupWatch:
     The span may be given open, or as an ``opener`` that the poller thread calls first
     (returning the span and the port): that keeps building the span's attributes off the
     create request's path.  Or as a ``source``: an object with ``open()`` (the opener),
-    ``ready()`` and ``port()`` (as ``ready`` and ``port_of``) - one bound method made on
-    the create request's path instead of three, and held meanwhile.  Whoever ends the
+    ``ready()`` (can it open without waiting?) and ``port()`` (asked while it cannot) -
+    a create whose span waits for its Pod answer.  Whoever ends the
     watch first (poller, ``stop``) opens it if still needed, so a span is never lost and
     never ended twice.
     """
@@ -222,8 +222,6 @@ class StartupWatch:
         interval: float | None = None,
         timeout: float | None = None,
         opener: Callable[[], tuple[Span | None, int | None]] | None = None,
-        ready: Callable[[], bool] | None = None,
-        port_of: Callable[[], int | None] | None = None,
         source: Any = None,
     ) -> None:
         self.span = span
@@ -240,9 +238,6 @@ class StartupWatch:
         self.polls = 0
         self._source = source
         self._opener = opener if opener is not None or source is None else source.open
-        #: Whether the opener can run without waiting (a deferred create's span resolved).
-        self._ready = ready
-        self._port_of = port_of
         #: The first healthy answer seen while the span could not be opened yet.
         self._healthy_at: int | None = None
         #: ``stop``'s reason, when it came before the span could be opened.
@@ -291,9 +286,7 @@ class StartupWatch:
 
     def _can_open(self) -> bool:
         """Can the opener run without waiting (call only while it is still to run)?"""
-        if self._source is not None:
-            return bool(self._source.ready())
-        return self._ready is None or bool(self._ready())
+        return self._source is None or bool(self._source.ready())
 
     def _open(self) -> None:
         """Open the span if it is still pending (call with ``_done`` held)."""
@@ -341,10 +334,6 @@ class StartupWatch:
         return self._ended
 
     def poll(self) -> None:
-        """The poller's call (``_Poller``): one step."""
-        self.step()
-
-    def step(self) -> None:
         """One poll: exited?  healthy?  out of time?  (Runs on the poller thread.)"""
         try:
             if self.interval is None:
@@ -375,10 +364,8 @@ class StartupWatch:
     def _early_probe(self) -> None:
         if self._healthy_at is not None:
             return
-        if self.port is None:
-            port_of = self._source.port if self._source is not None else self._port_of
-            if port_of is not None:
-                self.port = port_of()
+        if self.port is None and self._source is not None:
+            self.port = self._source.port()
         if self.port is None or _exited(self.process):
             return
         assert self.interval is not None
