@@ -16,7 +16,7 @@ import re
 import sys
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -317,18 +317,30 @@ MAX_COUNTED_TRACES = 256
 
 class OrdinalCounter:
     """Counts spans of each name per trace (the ``n`` of the span-id rule), for the
-    ``max_traces`` traces used last."""
+    ``max_traces`` traces used last: the launcher's create and start-up spans, the vLLM
+    phases' (``vllm_phases``)."""
 
     def __init__(self, max_traces: int = MAX_COUNTED_TRACES) -> None:
         self._by_trace: OrderedDict[str, dict[str, int]] = OrderedDict()
         self._max = max_traces
 
-    def next(self, trace_id: str, name: str) -> int:
+    def get(self, trace_id: str) -> dict[str, int]:
+        """How many spans of each name the trace has had so far (a copy)."""
+        return dict(self._by_trace.get(trace_id, {}))
+
+    def add(self, trace_id: str, names: Iterable[str]) -> None:
+        """Count ``names`` as spans of the trace."""
         seen = self._by_trace.pop(trace_id, None) or {}
-        n = seen[name] = seen.get(name, -1) + 1
+        for name in names:
+            seen[name] = seen.get(name, 0) + 1
         self._by_trace[trace_id] = seen
         while len(self._by_trace) > self._max:
             self._by_trace.popitem(last=False)
+
+    def next(self, trace_id: str, name: str) -> int:
+        """The ordinal of a new span of ``name`` in the trace (0 for the first), counted."""
+        n = self._by_trace.get(trace_id, {}).get(name, 0)
+        self.add(trace_id, (name,))
         return n
 
     def __len__(self) -> int:

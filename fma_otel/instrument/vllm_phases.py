@@ -41,7 +41,6 @@ import os
 import re
 import threading
 import time
-from collections import OrderedDict
 from typing import Any
 
 from fma_otel import model
@@ -108,34 +107,8 @@ def offset_from_process_start(local_as_utc_ns: int, fork_ns: int) -> int | None:
     return off if -86400 < off < 86400 else None
 
 
-class _Counts:
-    """Spans of each ``vllm.*`` name already emitted per trace (the ``n`` of the id rule),
-    for the ``max_traces`` traces used last, like ``OrdinalCounter``."""
-
-    def __init__(self, max_traces: int = c.MAX_COUNTED_TRACES) -> None:
-        self._by_trace: OrderedDict[str, dict[str, int]] = OrderedDict()
-        self._max = max_traces
-        self._lock = threading.Lock()
-
-    def get(self, trace_hex: str) -> dict[str, int]:
-        with self._lock:
-            return dict(self._by_trace.get(trace_hex, {}))
-
-    def add(self, trace_hex: str, names: list[str]) -> None:
-        """Count ``names`` as emitted in the trace."""
-        with self._lock:
-            seen = self._by_trace.pop(trace_hex, {})
-            for name in names:
-                seen[name] = seen.get(name, 0) + 1
-            self._by_trace[trace_hex] = seen
-            while len(self._by_trace) > self._max:
-                self._by_trace.popitem(last=False)
-
-    def __len__(self) -> int:
-        return len(self._by_trace)
-
-
-_COUNTS = _Counts()
+#: Spans of each ``vllm.*`` name already emitted per trace; only the poller thread emits.
+_COUNTS = c.OrdinalCounter()
 
 
 class PhaseTail:
