@@ -23,9 +23,10 @@ from typing import Any, TypeVar
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.instrumentation.utils import is_http_instrumentation_enabled, is_instrumentation_enabled
-from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, StatusCode, TraceFlags
 
 from fma_otel import __version__
+from fma_otel.instrument import redact
 from fma_otel.instrument.ids import FORCED_SPAN_ID, FORCED_TRACE_ID, DerivedIdGenerator
 
 logger = logging.getLogger("fma_otel.instrument")
@@ -294,6 +295,34 @@ def start_span(
             FORCED_TRACE_ID.reset(ttoken)
         if token is not None:
             FORCED_SPAN_ID.reset(token)
+
+
+@swallow()
+def end_span(
+    span: trace.Span,
+    status: int | None = None,
+    exc: BaseException | None = None,
+    secrets: Iterable[str] = (),
+    *,
+    error_from: int = 400,
+    message: str | None = None,
+) -> None:
+    """End a CLIENT or SERVER span of a call: its HTTP status code, and an error status for
+    an exception (recorded scrubbed of ``secrets``; ``message``, default its type's name)
+    or else for a status code of ``error_from`` or more.  Never raises into the host."""
+    attrs: dict[str, Any] = {}
+    if status is not None:
+        attrs["http.response.status_code"] = status
+    if exc is not None:
+        redact.record_exception(span, exc, secrets)
+        attrs["error.type"] = type(exc).__qualname__
+        span.set_status(Status(StatusCode.ERROR, message or type(exc).__name__))
+    elif status is not None and status >= error_from:
+        attrs["error.type"] = str(status)
+        span.set_status(Status(StatusCode.ERROR, f"HTTP {status}"))
+    if attrs:
+        span.set_attributes(attrs)
+    span.end()
 
 
 def remote_context(trace_id: str, span_id: str) -> otel_context.Context:

@@ -25,7 +25,7 @@ from typing import Any
 import wrapt
 from opentelemetry import trace
 from opentelemetry.instrumentation.utils import suppress_http_instrumentation, unwrap
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace import SpanKind
 
 from fma_otel import model
 from fma_otel.instrument import _common as c
@@ -203,22 +203,9 @@ _SPAN_NAMES: dict[str, str] = {p: span_name_for(p) for _, _, p in _RULES} | {
 }
 
 
+@c.swallow()
 def _end(span: trace.Span, response: Any, exc: BaseException | None, secrets: list[str]) -> None:
-    try:
-        if response is not None:
-            status = int(response.status_code)
-            if status < 400:
-                span.set_attribute("http.response.status_code", status)
-            else:
-                span.set_attributes({"http.response.status_code": status, "error.type": str(status)})
-                span.set_status(Status(StatusCode.ERROR, f"HTTP {status}"))
-        if exc is not None:
-            redact.record_exception(span, exc, secrets)
-            span.set_attribute("error.type", type(exc).__qualname__)
-            span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
-        span.end()
-    except Exception:  # noqa: BLE001 - do no harm
-        c.logger.debug("fma-otel: httpx span end failed", exc_info=True)
+    c.end_span(span, int(response.status_code) if response is not None else None, exc, secrets)
 
 
 def __getattr__(name: str) -> Any:

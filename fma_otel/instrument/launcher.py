@@ -52,7 +52,7 @@ from opentelemetry.sdk.trace.sampling import (
     StaticSampler,
     TraceIdRatioBased,
 )
-from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, TraceFlags
 
 from fma_otel import model
 from fma_otel.instrument import _common as c
@@ -485,38 +485,24 @@ def _defer_attributes(tracer: Any) -> bool:
     return cached[1]
 
 
+@c.swallow()
 def _finish(state: _RequestState, exc: BaseException | None) -> None:
-    """End the request's span: the status code, an error status where it is one."""
-    try:
-        span = state.span
-        status = state.status
-        if state.deferred is not None:
-            _set_deferred(state)
-        if exc is None:
-            if status is None:
-                span.end()
-                return
-            if status < 400 or (status < 500 and not state.is_create):
-                span.set_attribute("http.response.status_code", status)
-                span.end()
-                return
-        attrs: dict[str, Any] = {}
-        if status is not None:
-            attrs["http.response.status_code"] = status
-        if exc is not None and not isinstance(exc, asyncio.CancelledError):
-            secrets = _config_secrets(state.config)
-            redact.record_exception(span, exc, secrets)
-            attrs["error.type"] = type(exc).__qualname__
-            span.set_status(Status(StatusCode.ERROR, redact.status_message(exc, secrets)))
-        elif status is not None and (status >= 500 or (state.is_create and status >= 400)):
-            # A refused create (409) did not create anything: an error for the actuation.
-            attrs["error.type"] = str(status)
-            span.set_status(Status(StatusCode.ERROR, f"HTTP {status}"))
-        if attrs:
-            span.set_attributes(attrs)
-        span.end()
-    except Exception:  # noqa: BLE001 - do no harm
-        c.logger.debug("fma-otel: ending a launcher span failed", exc_info=True)
+    """End the request's span: the status code, an error status where it is one (a
+    cancelled request is not an error of its own)."""
+    if state.deferred is not None:
+        _set_deferred(state)
+    if isinstance(exc, asyncio.CancelledError):
+        exc = None
+    secrets = _config_secrets(state.config) if exc is not None else []
+    c.end_span(
+        state.span,
+        state.status,
+        exc,
+        secrets,
+        # A refused create (409) did not create anything: an error for the actuation.
+        error_from=400 if state.is_create else 500,
+        message=redact.status_message(exc, secrets) if exc is not None else None,
+    )
 
 
 class _Buffered(trace.Span):
