@@ -10,6 +10,7 @@ wrappers short and makes the guarantees testable in one place.
 from __future__ import annotations
 
 import functools
+import importlib
 import logging
 import os
 import re
@@ -154,6 +155,20 @@ class Wrappers(ABC):
     @abstractmethod
     def _uninstall(self) -> None:
         """Restore the originals (called once per ``uninstall``)."""
+
+
+def lazy_attribute(module: str, name: str, source: str = "fma_otel.instrument.base_instrumentors") -> Any:
+    """A module ``__getattr__`` that answers ``name`` (an entry point's class) from module
+    ``source`` when first asked: the instrumentor and distro classes import
+    ``BaseInstrumentor``, kept out of a launcher that does not ask for them (see
+    ``base_instrumentors`` for why)."""
+
+    def __getattr__(attr: str) -> Any:
+        if attr == name:
+            return getattr(importlib.import_module(source), name)
+        raise AttributeError(f"module {module!r} has no attribute {attr!r}")
+
+    return __getattr__
 
 
 def begin(instrumentor: Any, kwargs: dict[str, Any]) -> bool:

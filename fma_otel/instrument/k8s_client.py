@@ -128,11 +128,5 @@ class KubernetesClientWrappers(c.Wrappers):
         )
 
 
-def __getattr__(name: str) -> Any:
-    """``KubernetesClientInstrumentor`` (the entry point's name) is defined with the other
-    ``BaseInstrumentor`` classes and imported only when asked for."""
-    if name == "KubernetesClientInstrumentor":
-        from fma_otel.instrument.base_instrumentors import KubernetesClientInstrumentor
-
-        return KubernetesClientInstrumentor
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+#: ``KubernetesClientInstrumentor`` (the entry point's name) is defined with the other ``BaseInstrumentor`` classes.
+__getattr__ = c.lazy_attribute(__name__, "KubernetesClientInstrumentor")

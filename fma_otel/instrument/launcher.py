@@ -39,7 +39,7 @@ import time
 import weakref
 from collections.abc import Collection
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 import wrapt
 from opentelemetry import context as otel_context
@@ -1041,10 +1041,7 @@ class LauncherWrappers(c.Wrappers):
                 if _PENDING_CHILD_ENV is child_env:
                     _PENDING_CHILD_ENV = None
                 if not watch.ended:
-                    watch.process = proc = getattr(instance, "process", None)
-                    watch.pid = getattr(proc, "pid", None)
-                    vllm_phases.follow(watch, instance, self.tracer, _child_traced(child_env))
-                    watch.start()
+                    self._watch(instance, watch, child_env)
             except Exception:  # noqa: BLE001 - do no harm
                 c.logger.debug("fma-otel: registering a vLLM start-up watch failed", exc_info=True)
 
@@ -1085,14 +1082,25 @@ class LauncherWrappers(c.Wrappers):
         finally:
             _PENDING_CHILD_ENV = None
         try:
-            watch = plan.watch
-            watch.process = proc = getattr(instance, "process", None)
-            watch.pid = getattr(proc, "pid", None)
-            vllm_phases.follow(watch, instance, self.tracer, _child_traced(plan.child_env))
-            self._watches[instance] = watch.start()
+            self._watches[instance] = self._watch(instance, plan.watch, plan.child_env)
         except Exception:  # noqa: BLE001 - do no harm
             c.logger.debug("fma-otel: watching the vLLM start-up failed", exc_info=True)
         return result
+
+    def _watch(self, instance: Any, watch: StartupWatch, child_env: Any) -> StartupWatch:
+        """Start polling the forked instance (and following its log) for its startup span."""
+        watch.process = proc = getattr(instance, "process", None)
+        watch.pid = getattr(proc, "pid", None)
+        vllm_phases.follow(watch, instance, self.tracer, _child_traced(child_env))
+        return watch.start()
+
+    def _startup_ordinal(self, st: _RequestState) -> int:
+        """The ``n`` of a create's next ``fma.vllm.startup``: counted per trace, or by the
+        request itself in a trace of its own (random trace id, only this request's)."""
+        if st.trace_hex:
+            return self.ordinals.next(st.trace_hex, STARTUP_SPAN)
+        st.startups += 1
+        return st.startups - 1
 
     def _order_startup(self, instance: Any, st: _RequestState) -> Any:
         """``fma.vllm.startup`` inside a create request: fix its start instant and ordinal
@@ -1100,8 +1108,7 @@ class LauncherWrappers(c.Wrappers):
         the poller thread that opens it, and its ``traceparent`` by the forked child.
 
         Only the ordinal must be taken in order on the request path (the ``n`` of the id
-        rule counts spans as they start).  In a trace of its own (random trace id, only
-        this request's), the request counts its own startups.  With a sampler that does
+        rule counts spans as they start).  With a sampler that does
         not follow the parent, or no valid create span to hang from, the general path
         (``_plan_startup``) decides, as for a ``start`` outside a create request.
         """
@@ -1112,12 +1119,7 @@ class LauncherWrappers(c.Wrappers):
             if not _parent_based(tracer) or not (st.trace_hex or st.span.get_span_context().is_valid):
                 return self._plan_startup(instance)
             t0 = time.time_ns()
-            if st.trace_hex:
-                n = self.ordinals.next(st.trace_hex, STARTUP_SPAN)
-            else:
-                n = st.startups
-                st.startups = n + 1
-            return _StartupOrder(self, tracer, instance, st, n, t0)
+            return _StartupOrder(self, tracer, instance, st, self._startup_ordinal(st), t0)
         except Exception:  # noqa: BLE001 - do no harm
             c.logger.debug("fma-otel: planning fma.vllm.startup failed", exc_info=True)
             return None
@@ -1147,10 +1149,7 @@ class LauncherWrappers(c.Wrappers):
                 join = st.join  # its attributes may be set only after the response
             else:
                 join = (getattr(cur_span, "attributes", None) or {}).get(A_JOIN, JOIN_TRACEPARENT)
-            if join != JOIN_NONE:
-                ctx = c.remote_context(trace_hex, model.span_id_for(trace_hex, STARTUP_PARENT, 0))
-            else:  # a trace of its own: under the create span itself
-                ctx = trace.set_span_in_context(cur_span, _ROOT)
+            ctx = _startup_parent(trace_hex, join, cur_span)
         span, port = self._open_startup(
             tracer, cfg, str(getattr(instance, "instance_id", "")), ctx, span_id, t0
         )
@@ -1228,14 +1227,11 @@ def _note_instance_id(result: Any) -> None:
         span.set_attribute(model.A_INSTANCE, iid)
 
 
-class _StartupPlan:
-    """The startup watch (its span maybe not open yet) and what the child must inherit."""
+class _StartupPlan(NamedTuple):
+    """The startup watch and what the child must inherit."""
 
-    __slots__ = ("watch", "child_env")
-
-    def __init__(self, watch: StartupWatch, child_env: dict[str, str] | None) -> None:
-        self.watch = watch
-        self.child_env = child_env
+    watch: StartupWatch
+    child_env: dict[str, str] | None
 
 
 class _StartupOrder:
@@ -1276,11 +1272,7 @@ class _StartupOrder:
                 _wait_resolved(st, self.owner.podinfo.join_wait + self.owner.podinfo.timeout + 1.0)
             if st.join in (JOIN_PENDING, JOIN_FAILED):
                 raise RuntimeError("create span not resolved")
-            if st.trace_hex:
-                self.n = self.owner.ordinals.next(st.trace_hex, STARTUP_SPAN)
-            else:
-                self.n = st.startups
-                st.startups += 1
+            self.n = self.owner._startup_ordinal(st)
         if ids is None:
             trace_hex = self.state.trace_hex or format(self.state.span.get_span_context().trace_id, "032x")
             ids = self._ids = (trace_hex, model.span_id_for(trace_hex, STARTUP_SPAN, self.n))
@@ -1307,11 +1299,7 @@ class _StartupOrder:
     def open(self) -> tuple[trace.Span | None, int | None]:
         """Open the span (on the poller thread, or on ``stop`` if that comes first)."""
         trace_hex, span_id = self.ids()
-        st = self.state
-        if st.join != JOIN_NONE:
-            ctx = c.remote_context(trace_hex, model.span_id_for(trace_hex, STARTUP_PARENT, 0))
-        else:  # a trace of its own: under the create span itself
-            ctx = trace.set_span_in_context(st.span, _ROOT)
+        ctx = _startup_parent(trace_hex, self.state.join, self.state.span)
         return self.owner._open_startup(self.tracer, self.cfg, str(self.iid), ctx, span_id, self.t0)
 
 
@@ -1321,6 +1309,14 @@ def _child_traced(child_env: Any) -> bool:
     if isinstance(child_env, _StartupOrder):
         return child_env.state.join != JOIN_PENDING  # as the child saw it at the fork
     return isinstance(child_env, dict) and "TRACEPARENT" in child_env
+
+
+def _startup_parent(trace_hex: str, join: str, create_span: Any) -> Any:
+    """The parent context of ``fma.vllm.startup``: the model's derived parent in a joined
+    trace; in a trace of its own, the create span itself."""
+    if join != JOIN_NONE:
+        return c.remote_context(trace_hex, model.span_id_for(trace_hex, STARTUP_PARENT, 0))
+    return trace.set_span_in_context(create_span, _ROOT)
 
 
 def _port_sources(cfg: Any) -> tuple[Any, Any]:
@@ -1430,11 +1426,5 @@ def _excluded_urls() -> Any:
         return None
 
 
-def __getattr__(name: str) -> Any:
-    """``LauncherInstrumentor`` (the entry point's name) is defined with the other
-    ``BaseInstrumentor`` classes and imported only when asked for."""
-    if name == "LauncherInstrumentor":
-        from fma_otel.instrument.base_instrumentors import LauncherInstrumentor
-
-        return LauncherInstrumentor
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+#: ``LauncherInstrumentor`` (the entry point's name) is defined with the other ``BaseInstrumentor`` classes.
+__getattr__ = c.lazy_attribute(__name__, "LauncherInstrumentor")
