@@ -38,6 +38,7 @@ import threading
 import time
 import weakref
 from collections.abc import Collection
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, NamedTuple
 
@@ -124,6 +125,7 @@ def _extract(headers: dict[str, str]) -> Any:
     return ctx, (psc if psc.is_valid else None)
 
 
+@dataclass(slots=True, eq=False)
 class _RequestState:
     """One traced request, as the wrappers inside it see it (through ``_REQUEST``).
 
@@ -131,56 +133,31 @@ class _RequestState:
     ``instance_id`` is the id in the create path.
     """
 
-    __slots__ = (
-        "span",
-        "status",
-        "is_create",
-        "join",
-        "instance_id",
-        "trace_hex",
-        "startups",
-        "after",
-        "config",
-        "resolved",
-        "scope",
-        "headers",
-        "deferred",
-        "result",
-    )
-
-    def __init__(
-        self,
-        span: trace.Span,
-        is_create: bool,
-        join: str,
-        instance_id: str | None = None,
-        trace_hex: str = "",
-    ) -> None:
-        self.span = span
-        self.status: int | None = None
-        self.is_create = is_create
-        self.join = join
-        self.instance_id = instance_id
-        self.trace_hex = trace_hex
-        self.startups = 0  # fma.vllm.startup spans ordered in a trace of its own
-        #: ``(instance, startup watch, child env)`` of each instance forked in this
-        #: create, registered once the response is sent (``_after_response``, which
-        #: then sets it to ``None``: a ``start`` after that registers at once).
-        self.after: list[tuple[Any, StartupWatch, Any]] | None = []
-        #: The launcher's config object of this create (its secrets are scrubbed from
-        #: exception texts); read only when an exception is recorded.
-        self.config: Any = None
-        #: A deferred create (``_PendingSpan``): ``False`` until its span is opened for real
-        #: (or given up on), then ``True`` (``_mark_resolved``); ``None`` for any other.
-        self.resolved: bool | None = None
-        #: A create span opened without its attributes (``_defer_attributes``): the
-        #: request's scope and headers, and the attributes decided at the start, all set on
-        #: the span after the response (``_finish``).
-        self.scope: dict[str, Any] | None = None
-        self.headers: dict[str, str] | None = None
-        self.deferred: dict[str, Any] | None = None
-        #: What the manager's ``create_instance`` returned: read after the response.
-        self.result: Any = None
+    span: trace.Span
+    is_create: bool
+    join: str
+    instance_id: str | None = None
+    trace_hex: str = ""
+    status: int | None = None
+    startups: int = 0  # fma.vllm.startup spans ordered in a trace of its own
+    #: ``(instance, startup watch, child env)`` of each instance forked in this create,
+    #: registered once the response is sent (``_after_response``, which then sets it to
+    #: ``None``: a ``start`` after that registers at once).
+    after: list[tuple[Any, StartupWatch, Any]] | None = field(default_factory=list)
+    #: The launcher's config object of this create (its secrets are scrubbed from
+    #: exception texts); read only when an exception is recorded.
+    config: Any = None
+    #: A deferred create (``_PendingSpan``): ``False`` until its span is opened for real
+    #: (or given up on), then ``True`` (``_mark_resolved``); ``None`` for any other.
+    resolved: bool | None = None
+    #: A create span opened without its attributes (``_defer_attributes``): the request's
+    #: scope and headers, and the attributes decided at the start, all set on the span
+    #: after the response (``_finish``).
+    scope: dict[str, Any] | None = None
+    headers: dict[str, str] | None = None
+    deferred: dict[str, Any] | None = None
+    #: What the manager's ``create_instance`` returned: read after the response.
+    result: Any = None
 
 
 #: The request the middleware is tracing, for the class wrappers running inside it: they
@@ -847,15 +824,7 @@ def _is_launcher_module(mod: ModuleType | None) -> bool:
 
 def launcher_modules() -> list[ModuleType]:
     """Every loaded module that defines the launcher's classes (``__main__``, ``launcher``...)."""
-    found: list[ModuleType] = []
-    for name in ("__main__", "launcher", "__mp_main__"):
-        mod = sys.modules.get(name)
-        if mod is not None and _is_launcher_module(mod) and mod not in found:
-            found.append(mod)
-    for mod in list(sys.modules.values()):
-        if mod is not None and mod not in found and _is_launcher_module(mod):
-            found.append(mod)
-    return found
+    return list(dict.fromkeys(m for m in list(sys.modules.values()) if _is_launcher_module(m)))
 
 
 class LauncherWrappers(c.Wrappers):
@@ -996,14 +965,14 @@ class LauncherWrappers(c.Wrappers):
             return
         d = vars(mod)
         inst_cls, mgr_cls = d["VllmInstance"], d["VllmMultiProcessManager"]
-        if "start" in vars(inst_cls) and not _is_wrapped(inst_cls, "start"):
-            wrapt.wrap_function_wrapper(inst_cls, "start", self._start_wrapper)
-        if "stop" in vars(inst_cls) and not _is_wrapped(inst_cls, "stop"):
-            wrapt.wrap_function_wrapper(inst_cls, "stop", self._stop_wrapper)
-        if "create_instance" in vars(mgr_cls) and not _is_wrapped(mgr_cls, "create_instance"):
-            wrapt.wrap_function_wrapper(mgr_cls, "create_instance", self._create_wrapper)
-        if callable(d.get("vllm_kickoff")) and not isinstance(d["vllm_kickoff"], wrapt.FunctionWrapper):
-            wrapt.wrap_function_wrapper(mod, "vllm_kickoff", _kickoff_wrapper)
+        for owner, attr, wrapper in (
+            (inst_cls, "start", self._start_wrapper),
+            (inst_cls, "stop", self._stop_wrapper),
+            (mgr_cls, "create_instance", self._create_wrapper),
+            (mod, "vllm_kickoff", _kickoff_wrapper),
+        ):
+            if callable(vars(owner).get(attr)) and not _is_wrapped(owner, attr):
+                wrapt.wrap_function_wrapper(owner, attr, wrapper)
         self._patched_modules.append(mod)
 
     def _create_wrapper(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
@@ -1391,16 +1360,14 @@ def _is_wrapped(owner: Any, attr: str) -> bool:
 
 def _unpatch_module(mod: ModuleType) -> None:
     d = vars(mod)
-    for cls_name, attrs in (
-        ("VllmInstance", ("start", "stop")),
-        ("VllmMultiProcessManager", ("create_instance",)),
+    for owner, attr in (
+        (d.get("VllmInstance"), "start"),
+        (d.get("VllmInstance"), "stop"),
+        (d.get("VllmMultiProcessManager"), "create_instance"),
+        (mod, "vllm_kickoff"),
     ):
-        cls = d.get(cls_name)
-        for attr in attrs:
-            if cls is not None and _is_wrapped(cls, attr):
-                unwrap(cls, attr)
-    if isinstance(d.get("vllm_kickoff"), wrapt.FunctionWrapper):
-        unwrap(mod, "vllm_kickoff")
+        if owner is not None and _is_wrapped(owner, attr):
+            unwrap(owner, attr)
 
 
 #: What ``get_excluded_urls("FMA_LAUNCHER")`` reads first (then ``OTEL_PYTHON_EXCLUDED_URLS``).

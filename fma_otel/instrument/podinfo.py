@@ -171,7 +171,6 @@ class PodInfo:
         self._last: PodLookup | None = None
         self._started = 0  # fetches begun (under the lock)
         self._last_gen = 0  # which of them produced ``_last``
-        self._no_env: PodLookup | None = None
         #: The resourceVersion last seen (a read, a watch event, a bookmark): a watch
         #: resumes from it after a drop, without a re-read.
         self._rv: str | None = None
@@ -200,11 +199,8 @@ class PodInfo:
         uses it (one begun earlier - a prefetch in flight - may predate the binding).
         """
         if not self.pod_name or not self.namespace:
-            res = self._no_env
-            if res is None:  # the same answer every time: made once
-                res = self._no_env = PodLookup(reason="POD_NAME/NAMESPACE not set (downward API missing)")
-            self._last = res
-            return res
+            self._last = PodLookup(reason="POD_NAME/NAMESPACE not set (downward API missing)")
+            return self._last
         asked = self._started  # fetches begun so far: one begun later is fresher than our ask
         if not force:
             hit = self.cached(instance_id)

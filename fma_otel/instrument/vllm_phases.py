@@ -45,7 +45,7 @@ from typing import Any
 
 from fma_otel import model
 from fma_otel.instrument import _common as c
-from fma_otel.instrument.vllm_watch import _POLLER, A_PHASES, _exited
+from fma_otel.instrument.vllm_watch import _POLLER, A_PHASES, _exit_status
 
 __all__ = ["A_PHASES", "LOG", "NATIVE", "PhaseTail", "enabled", "follow", "native_option"]
 
@@ -283,7 +283,7 @@ class PhaseTail:
     def _ended(self) -> bool:
         if self.exited or getattr(self.watch, "ended", False):
             return True
-        if self.process is not None and _exited(self.process):
+        if self.process is not None and _exit_status(self.process)[0]:
             # Latched, and the process object let go: a tail whose startup span is opened
             # late (a deferred create) must not keep the instance's process alive meanwhile.
             self.exited, self.process = True, None

@@ -74,34 +74,24 @@ def _probe(host: str, port: int, timeout: float) -> int | None:
         conn.close()
 
 
-def _exited(process: Any) -> bool:
-    """Has the child exited?  Peeks with ``WNOWAIT`` so the launcher still reaps it itself."""
+def _exit_status(process: Any) -> tuple[bool, int | None]:
+    """Has the child exited, and with which code (``None`` when not known)?  Peeks with
+    ``WNOWAIT`` so the launcher still reaps it itself."""
     pid = getattr(process, "pid", None)
     if pid is None:
-        return False
-    if getattr(process, "_popen", None) is not None and process._popen.returncode is not None:
-        return True
+        return False, None
+    code = getattr(getattr(process, "_popen", None), "returncode", None)
+    if code is not None:
+        return True, code
     try:
         res = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        return res is not None
     except ChildProcessError:
-        return True  # already reaped by the launcher
+        return True, None  # already reaped by the launcher
     except (AttributeError, OSError):
-        return False
-
-
-def _exit_code(process: Any) -> int | None:
-    popen = getattr(process, "_popen", None)
-    code = getattr(popen, "returncode", None)
-    if code is not None:
-        return code
-    try:
-        res = os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        if res is not None:
-            return res.si_status if res.si_code == os.CLD_EXITED else -res.si_status
-    except (AttributeError, OSError):
-        pass
-    return None
+        return False, None
+    if res is None:
+        return False, None
+    return True, res.si_status if res.si_code == os.CLD_EXITED else -res.si_status
 
 
 class _Poller:
@@ -366,7 +356,7 @@ class StartupWatch:
             return
         if self.port is None and self._source is not None:
             self.port = self._source.port()
-        if self.port is None or _exited(self.process):
+        if self.port is None or _exit_status(self.process)[0]:
             return
         assert self.interval is not None
         self.polls += 1
@@ -391,8 +381,8 @@ class StartupWatch:
             self._finish(StatusCode.ERROR, "no --port in options and no inference-port annotation")
             return
         assert self.interval is not None and self.timeout is not None
-        if _exited(self.process):
-            code = _exit_code(self.process)
+        exited, code = _exit_status(self.process)
+        if exited:
             self._finish(
                 StatusCode.ERROR,
                 f"vLLM process exited (code {code}) before it answered GET /health",
