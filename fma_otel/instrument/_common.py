@@ -34,10 +34,8 @@ logger = logging.getLogger("fma_otel.instrument")
 
 SCOPE = "fma_otel.instrument"
 
-#: pid of the process that instrumented; a forked child has another pid and goes silent.
-_OWNER_PID = os.getpid()
-#: Set in a child right after ``fork`` (an at-fork hook), cleared by ``set_owner_pid``: the
-#: per-call fork test without a ``getpid`` system call.
+#: Set in a child right after ``fork`` (an at-fork hook), cleared by ``set_owner_pid``: a
+#: forked child (a vLLM instance) goes silent unless it instruments itself.
 _FORKED = False
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -49,9 +47,8 @@ def sdk_disabled() -> bool:
 
 
 def set_owner_pid() -> None:
-    """Remember which process instrumented, so that a forked child never records spans."""
-    global _OWNER_PID, _FORKED
-    _OWNER_PID = os.getpid()
+    """This process instruments: it records spans; a child it forks does not."""
+    global _FORKED
     _FORKED = False
 
 
@@ -65,7 +62,7 @@ if hasattr(os, "register_at_fork"):
 
 
 def in_forked_child() -> bool:
-    return _FORKED or os.getpid() != _OWNER_PID
+    return _FORKED
 
 
 def active_http_context() -> otel_context.Context | None:

@@ -1375,8 +1375,8 @@ _EXCLUDED_ENV = "OTEL_PYTHON_FMA_LAUNCHER_EXCLUDED_URLS"
 
 
 def _excluded_urls() -> Any:
-    """The ``OTEL_PYTHON_FMA_LAUNCHER_EXCLUDED_URLS`` list, or ``None`` when it is empty
-    (so the common case costs one truth test per request, not a regex search).
+    """The ``OTEL_PYTHON_FMA_LAUNCHER_EXCLUDED_URLS`` list, or ``None`` when neither
+    variable is set (the common case: one truth test per request).
 
     ``opentelemetry.util.http`` (and the semantic-convention tables it loads) is imported
     only when one of the two variables it reads is set: unset, the list is empty anyway,
@@ -1387,8 +1387,7 @@ def _excluded_urls() -> Any:
     try:
         from opentelemetry.util.http import get_excluded_urls
 
-        urls = get_excluded_urls("FMA_LAUNCHER")
-        return urls if getattr(urls, "_excluded_urls", True) else None
+        return get_excluded_urls("FMA_LAUNCHER")
     except Exception:  # noqa: BLE001
         return None
 
