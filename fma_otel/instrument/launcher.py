@@ -80,7 +80,6 @@ JOIN_PENDING = "pending"
 JOIN_FAILED = "failed"
 
 _CREATE_PREFIX = "/v2/vllm/instances/"
-_CREATE_PREFIX_LEN = len(_CREATE_PREFIX)
 _CREATE_ROUTE = "/v2/vllm/instances/{instance_id}"
 _CLASS_NAMES = ("VllmMultiProcessManager", "VllmInstance")
 
@@ -210,16 +209,15 @@ class FmaLauncherMiddleware:
 
         token = c.attach_safe(ctx)
         req_token = _REQUEST.set(state)
+        failure: BaseException | None = None
         try:
             await self.app(scope, receive, send_wrapper)
         except BaseException as exc:
-            self._owner._after_response(state)
-            _finish(state, exc)
+            failure = exc
             raise
-        else:
-            self._owner._after_response(state)
-            _finish(state, None)
         finally:
+            self._owner._after_response(state)
+            _finish(state, failure)
             try:
                 _REQUEST.reset(req_token)
             except Exception:  # noqa: BLE001 - another context: nothing of ours to undo there
@@ -256,7 +254,7 @@ class FmaLauncherMiddleware:
             return None
         receipt = time.time_ns()
         if method == "PUT" and path.startswith(_CREATE_PREFIX):
-            instance_id = path[_CREATE_PREFIX_LEN:]
+            instance_id = path[len(_CREATE_PREFIX) :]
             if instance_id and "/" not in instance_id:
                 headers = _headers(scope)
                 parent, psc = _extract(headers)
@@ -312,30 +310,23 @@ class FmaLauncherMiddleware:
         parent: Any,
         psc: SpanContext | None,
         look: PodLookup | None,
-        trace_hex: str = "",
     ) -> tuple[_RequestState, Any]:
         """Open ``fma.launcher.create_instance``: all attributes in one dict, one SDK call -
-        or, when no sampler can look at them (``_defer_attributes``), the span without its
-        attributes, which are built and set after the response (``_finish``); and when the
-        provider can also be given its ids (``_forcing``), not even the span: only its ids
-        are decided here, and it is opened after the response (``_LateSpan``)."""
+        or, when no sampler can look at them (``_defer_attributes``) and the provider can
+        be given the span's ids (``_forcing``), only its ids are decided here: the span is
+        opened after the response (``_LateSpan``) and its attributes are built and set then
+        (``_finish``)."""
         owner = self._owner
         tracer = owner.tracer()
-        if _defer_attributes(tracer):
+        if _defer_attributes(tracer) and _forcing(tracer):
             join_attrs: dict[str, Any] = {}
-            if _forcing(tracer):
-                # Every id is known now: the span itself is opened after the response.
-                join, trace_hex, parent, span_id = _decide(owner, join_attrs, parent, psc, look, trace_hex)
-                span: Any = _LateSpan(tracer, parent, trace_hex, span_id, t0)
-            else:
-                span, join, trace_hex, parent = _open_create(
-                    owner, join_attrs, t0, parent, psc, look, trace_hex, deferred=True
-                )
+            join, trace_hex, parent, span_id = _decide(owner, join_attrs, parent, psc, look)
+            span = _LateSpan(tracer, parent, trace_hex, span_id, t0)
             st = _RequestState(span, True, join, instance_id, trace_hex)
             st.scope, st.headers, st.deferred = scope, headers, join_attrs
             return st, trace.set_span_in_context(span, parent)
         attrs = _create_attrs(scope, headers, instance_id)
-        span, join, trace_hex, parent = _open_create(owner, attrs, t0, parent, psc, look, trace_hex)
+        span, join, trace_hex, parent = _open_create(owner, attrs, t0, parent, psc, look)
         return (
             _RequestState(span, True, join, instance_id, trace_hex),
             trace.set_span_in_context(span, parent),
@@ -349,20 +340,16 @@ def _open_create(
     parent: Any,
     psc: SpanContext | None,
     look: PodLookup | None,
-    trace_hex: str = "",
-    deferred: bool = False,
 ) -> tuple[trace.Span, str, str, Any]:
-    """Start the create span under what is known: ``(span, join, trace hex, parent)``.
-
-    ``attrs`` gets the join's attributes; ``deferred``: the span is started without any
-    (the caller sets them, after the request's own, once the response is sent)."""
-    join, trace_hex, parent, span_id = _decide(owner, attrs, parent, psc, look, trace_hex)
+    """Start the create span under what is known, ``attrs`` and the join's attributes
+    (added to ``attrs``) given at its start: ``(span, join, trace hex, parent)``."""
+    join, trace_hex, parent, span_id = _decide(owner, attrs, parent, psc, look)
     span = c.start_span(
         owner.tracer(),
         CREATE_SPAN,
         context=parent,
         kind=SpanKind.SERVER,
-        attributes=None if deferred else attrs,
+        attributes=attrs,
         start_time=t0,
         span_id=span_id,
     )
@@ -375,16 +362,16 @@ def _decide(
     parent: Any,
     psc: SpanContext | None,
     look: PodLookup | None,
-    trace_hex: str = "",
 ) -> tuple[str, str, Any, str | None]:
     """What the create span's start needs: ``(join, trace hex, parent context, span id)``
     - the trace hex empty and the span id ``None`` for a trace of its own (random ids).
 
     ``attrs`` gets the join's attributes.  The span's ordinal is taken here, in the order
     the creates arrive, whenever the span itself is opened."""
+    trace_hex = ""
     if psc is not None:
         join = JOIN_TRACEPARENT
-        trace_hex = trace_hex or format(psc.trace_id, "032x")
+        trace_hex = format(psc.trace_id, "032x")
     elif look is not None and look.ok:
         join = JOIN_ANNOTATION
         assert look.requester_uid
