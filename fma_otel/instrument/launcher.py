@@ -149,12 +149,6 @@ class _RequestState:
     #: A deferred create (``_PendingSpan``): ``False`` until its span is opened for real
     #: (or given up on), then ``True`` (``_mark_resolved``); ``None`` for any other.
     resolved: bool | None = None
-    #: A create span opened without its attributes (``_defer_attributes``): the request's
-    #: scope and headers, and the attributes decided at the start, all set on the span
-    #: after the response (``_finish``).
-    scope: dict[str, Any] | None = None
-    headers: dict[str, str] | None = None
-    deferred: dict[str, Any] | None = None
     #: What the manager's ``create_instance`` returned: read after the response.
     result: Any = None
 
@@ -277,7 +271,7 @@ class FmaLauncherMiddleware:
         self, scope: dict[str, Any], instance_id: str, headers: dict[str, str], t0: int
     ) -> tuple[_RequestState, Any]:
         """A create whose Pod answer is not known yet: served now, its span opened after the
-        response (``_resolve_deferred``, on the resolver thread) with the receipt instant."""
+        response (``_resolve``, on the resolver thread) with the receipt instant."""
         pending = _PendingSpan(self._owner, {}, t0)
         pending.request = (scope, headers, instance_id)  # its attributes: built at ``end``
         st = _RequestState(pending, True, JOIN_PENDING, instance_id)  # type: ignore[arg-type]
@@ -315,16 +309,17 @@ class FmaLauncherMiddleware:
         or, when no sampler can look at them (``_defer_attributes``) and the provider can
         be given the span's ids (``_forcing``), only its ids are decided here: the span is
         opened after the response (``_LateSpan``) and its attributes are built and set then
-        (``_finish``)."""
+        (``_open_late``)."""
         owner = self._owner
         tracer = owner.tracer()
         if _defer_attributes(tracer) and _forcing(tracer):
             join_attrs: dict[str, Any] = {}
             join, trace_hex, parent, span_id = _decide(owner, join_attrs, parent, psc, look)
             span = _LateSpan(tracer, parent, trace_hex, span_id, t0)
-            st = _RequestState(span, True, join, instance_id, trace_hex)
-            st.scope, st.headers, st.deferred = scope, headers, join_attrs
-            return st, trace.set_span_in_context(span, parent)
+            span.request, span.join_attrs = (scope, headers, instance_id), join_attrs
+            return _RequestState(span, True, join, instance_id, trace_hex), trace.set_span_in_context(
+                span, parent
+            )
         attrs = _create_attrs(scope, headers, instance_id)
         span, join, trace_hex, parent = _open_create(owner, attrs, t0, parent, psc, look)
         return (
@@ -406,16 +401,6 @@ def _create_attrs(scope: dict[str, Any], headers: dict[str, str], instance_id: s
     return attrs
 
 
-def _set_deferred(st: _RequestState) -> None:
-    """Set a create span's deferred attributes, in the order and with the values the span
-    would have been started with (a later ``fma.instance.id`` from the manager wins)."""
-    assert st.scope is not None and st.headers is not None and st.deferred is not None
-    attrs = _create_attrs(st.scope, st.headers, st.instance_id or "")
-    attrs.update(st.deferred)
-    st.deferred = st.scope = st.headers = None
-    st.span.set_attributes(attrs)
-
-
 #: Names of the SDK's own samplers, whose decisions never depend on span attributes.
 _BLIND_DESCRIPTION = re.compile(
     r"(?:AlwaysOnSampler|AlwaysOffSampler|TraceIdRatioBased\{[^{}]*\}|ParentBased\{|[A-Za-z]+:|,|\})*"
@@ -453,8 +438,6 @@ def _defer_attributes(tracer: Any) -> bool:
 def _finish(state: _RequestState, exc: BaseException | None) -> None:
     """End the request's span: the status code, an error status where it is one (a
     cancelled request is not an error of its own)."""
-    if state.deferred is not None:
-        _set_deferred(state)
     if isinstance(exc, asyncio.CancelledError):
         exc = None
     secrets = _config_secrets(state.config) if exc is not None else []
@@ -474,11 +457,14 @@ class _Buffered(trace.Span):
     (attributes, events, exceptions, a status, a name) for the real span, opened later
     (``replay``).  A ``Span``, so that code inside the request finds it as the current span."""
 
-    __slots__ = ("attrs", "events", "status", "t0", "exceptions", "name")
+    __slots__ = ("attrs", "events", "status", "t0", "exceptions", "name", "request")
 
     def __init__(self, attrs: dict[str, Any], t0: int) -> None:
         self.attrs = attrs
         self.t0 = t0
+        #: ``(scope, headers, instance id)`` of a create: its attributes are built from it
+        #: after the response (``request_attributes``), not on the request path.
+        self.request: tuple[dict[str, Any], dict[str, str], str] | None = None
         #: Made at the first one (most requests record none: two lists fewer per create).
         self.events: list[tuple[str, dict[str, Any], int]] | None = None
         self.status: Status | None = None
@@ -518,6 +504,14 @@ class _Buffered(trace.Span):
             self.events = []
         self.events.append((name, dict(attributes or {}), timestamp or time.time_ns()))
 
+    def request_attributes(self, join: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The create span's attributes from its request, then ``join``'s, then what the
+        request set on it (the order a span given them at its start has)."""
+        attrs = _create_attrs(*self.request) if self.request is not None else {}
+        attrs.update(join or {})
+        attrs.update(self.attrs)
+        return attrs
+
     def replay(self, span: trace.Span, attributes: bool = True) -> None:
         """Give ``span`` what was recorded here (``attributes``: the attributes too)."""
         if attributes and self.attrs:
@@ -548,12 +542,13 @@ class _LateSpan(_Buffered):
     ``_defer_attributes``), so the child's flags are the span's.
     """
 
-    __slots__ = ("tracer", "parent", "sc", "own_trace")
+    __slots__ = ("tracer", "parent", "sc", "own_trace", "join_attrs")
 
     def __init__(self, tracer: Any, parent: Any, trace_hex: str, span_id: str | None, t0: int) -> None:
         super().__init__({}, t0)
         self.tracer = tracer
         self.parent = parent
+        self.join_attrs: dict[str, Any] = {}
         gen = tracer.id_generator
         #: A trace of its own: the random trace id the span must be given.
         self.own_trace = 0 if trace_hex else gen.generate_trace_id()
@@ -594,7 +589,8 @@ def _forcing(tracer: Any) -> bool:
 
 def _open_late(st: _RequestState) -> None:
     """Open the create span of a ``_LateSpan`` (after the response; never raises): the
-    receipt instant, the ids its request handed out, then what the request recorded."""
+    receipt instant, the ids its request handed out, its attributes, then what the
+    request recorded."""
     late = st.span
     try:
         assert isinstance(late, _LateSpan)
@@ -608,7 +604,8 @@ def _open_late(st: _RequestState) -> None:
             span_id=format(sc.span_id, "016x"),
             trace_id=late.own_trace or None,
         )
-        late.replay(span)
+        span.set_attributes(late.request_attributes(late.join_attrs))
+        late.replay(span, attributes=False)
         st.span = span
     except Exception:  # noqa: BLE001 - do no harm
         c.logger.debug("fma-otel: opening a create span after its response failed", exc_info=True)
@@ -620,16 +617,13 @@ class _PendingSpan(_Buffered):
     opens the real span - receipt instant, derived ids once the Pod answer is known - and
     replays it all.  The request never waits on the API server."""
 
-    __slots__ = ("owner", "end_time", "state", "request", "deadline")
+    __slots__ = ("owner", "end_time", "state", "deadline")
 
     def __init__(self, owner: LauncherWrappers, attrs: dict[str, Any], t0: int) -> None:
         super().__init__(attrs, t0)
         self.owner = owner
         self.end_time: int | None = None
         self.state: _RequestState | None = None
-        #: ``(scope, headers, instance id)``: the request's attributes are built from it at
-        #: ``end`` (after the response), before what the request set on the span.
-        self.request: tuple[dict[str, Any], dict[str, str], str] | None = None
         #: ``time.monotonic()`` until which its Pod answer is waited for (set at ``end``).
         self.deadline = 0.0
 
@@ -639,10 +633,8 @@ class _PendingSpan(_Buffered):
     def end(self, end_time: int | None = None) -> None:
         self.end_time = end_time or time.time_ns()
         self.deadline = time.monotonic() + self.owner.podinfo.join_wait
-        if self.request is not None:
-            attrs = _create_attrs(*self.request)
-            attrs.update(self.attrs)
-            self.attrs, self.request = attrs, None
+        if self.request is not None:  # the join's attributes are added when it is opened
+            self.attrs, self.request = self.request_attributes(), None
         _RESOLVER.put(self)
 
 
@@ -1166,10 +1158,7 @@ def _note_create_result(st: _RequestState) -> None:
     result, st.result = st.result, None
     iid = result.get("instance_id") if isinstance(result, dict) else None
     if iid and str(iid) != st.instance_id and st.span.is_recording():
-        if st.deferred is not None:
-            st.deferred[model.A_INSTANCE] = str(iid)
-        else:
-            st.span.set_attribute(model.A_INSTANCE, str(iid))
+        st.span.set_attribute(model.A_INSTANCE, str(iid))
 
 
 @c.swallow()
