@@ -17,7 +17,7 @@ import re
 import sys
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -398,9 +398,10 @@ def attached(ctx: otel_context.Context | None) -> Iterator[None]:
         detach_safe(token)
 
 
-def env_float(name: str, default: float) -> float:
+def env_float(name: str, default: float, env: Mapping[str, str] | None = None) -> float:
+    """The number in variable ``name`` of ``env`` (the environment), else ``default``."""
     try:
-        return float(os.environ.get(name, "") or default)
+        return float((os.environ if env is None else env).get(name, "") or default)
     except ValueError:
         return default
 

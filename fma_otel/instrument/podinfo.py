@@ -30,6 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fma_otel.instrument._common import env_float
+
 REQUESTER_ANNOTATION = "dual-pods.llm-d.ai/requester"
 INSTANCE_ID_ANNOTATION = "dual-pods.llm-d.ai/instance-id"
 
@@ -150,8 +152,8 @@ class PodInfo:
         #: The watch of the Pod (``_default_watch``'s signature); with an injected
         #: ``fetch`` and no ``watch``, re-reads instead.
         self._watch = watch if watch is not None else (_default_watch if fetch is None else None)
-        self.join_wait = _float(e.get(ENV_WAIT), 10.0)
-        self.refresh = _float(e.get(ENV_REFRESH), 5.0)
+        self.join_wait = env_float(ENV_WAIT, 10.0, e)
+        self.refresh = env_float(ENV_REFRESH, 5.0, e)
         self._changed = threading.Condition()
         self._kick = threading.Event()
         #: Set by ``stop``: the only thing that ends a backoff early.
@@ -164,8 +166,8 @@ class PodInfo:
         self._watching = False
         self.pod_name = e.get("POD_NAME") or None
         self.namespace = e.get("NAMESPACE") or e.get("POD_NAMESPACE") or None
-        self.timeout = timeout if timeout is not None else _float(e.get(ENV_TIMEOUT), 0.5)
-        self.ttl = ttl if ttl is not None else _float(e.get(ENV_TTL), 60.0)
+        self.timeout = timeout if timeout is not None else env_float(ENV_TIMEOUT, 0.5, e)
+        self.ttl = ttl if ttl is not None else env_float(ENV_TTL, 60.0, e)
         self.negative_ttl = negative_ttl
         self._lock = threading.Lock()
         self._last: PodLookup | None = None
@@ -383,10 +385,3 @@ class PodInfo:
                 backoff = min(30.0, backoff * 2)
             else:
                 backoff = 0.5
-
-
-def _float(value: str | None, default: float) -> float:
-    try:
-        return float(value) if value else default
-    except ValueError:
-        return default
