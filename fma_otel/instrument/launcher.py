@@ -182,12 +182,7 @@ class FmaLauncherMiddleware:
         if scope["type"] != "http" or not self._owner._on or not c.active():
             await self.app(scope, receive, send)
             return
-        began: Any = None
-        try:
-            began = self._begin(scope)
-        except Exception:  # noqa: BLE001 - do no harm
-            c.logger.debug("fma-otel: span start failed", exc_info=True)
-            began = None
+        began = self._begin(scope)
         if began is None:
             await self.app(scope, receive, send)
             return
@@ -236,8 +231,9 @@ class FmaLauncherMiddleware:
 
         return lifespan_send
 
+    @c.swallow()
     def _begin(self, scope: dict[str, Any]) -> Any:
-        """``(state, ctx)`` or ``None`` (no span).  Never any I/O: the Pod answer is the
+        """``(state, ctx)`` or ``None`` (no span, or a failure).  Never any I/O: the Pod answer is the
         cached one; a create it does not describe is opened after the response.
         The create path is recognised with a prefix test, not a regex.
         """
@@ -964,7 +960,7 @@ class LauncherWrappers(c.Wrappers):
             # (``_after_response``); here only the one write the response makes anyway.
             st.result = result
         elif self.recording():
-            _note_instance_id(result)
+            _note_instance_id(trace.get_current_span(), result)
         return result
 
     def _after_response(self, st: _RequestState) -> None:
@@ -981,7 +977,8 @@ class LauncherWrappers(c.Wrappers):
         if st.span.__class__ is _LateSpan:
             _open_late(st)  # first: the startup span's opener may hang from it
         if st.result is not None:
-            _note_create_result(st)
+            result, st.result = st.result, None
+            _note_instance_id(st.span, result, st.instance_id)
         after = st.after
         st.after = None
         for instance, watch, child_env in after or ():
@@ -1020,12 +1017,18 @@ class LauncherWrappers(c.Wrappers):
             except BaseException as exc:
                 watch = self._watches.get(instance)
                 if watch is not None:
-                    _end_error(watch, exc, getattr(instance, "config", None))
+                    watch.fail(
+                        exc,
+                        f"fork failed: {type(exc).__name__}",
+                        _config_secrets(getattr(instance, "config", None)),
+                    )
                 raise
         try:
             result = wrapped(*args, **kwargs)
         except BaseException as exc:
-            _end_error(plan.watch, exc, getattr(instance, "config", None))
+            plan.watch.fail(
+                exc, f"fork failed: {type(exc).__name__}", _config_secrets(getattr(instance, "config", None))
+            )
             raise
         finally:
             _PENDING_CHILD_ENV = None
@@ -1103,7 +1106,13 @@ class LauncherWrappers(c.Wrappers):
         )
         if span is None:
             return None
-        return _StartupPlan(StartupWatch(span, None, port), _child_env(span))
+        sc = span.get_span_context()
+        env = (
+            _child_env_for(f"{sc.trace_id:032x}", f"{sc.span_id:016x}", int(sc.trace_flags))
+            if sc.is_valid
+            else None
+        )
+        return _StartupPlan(StartupWatch(span, None, port), env)
 
     @c.swallow(default=(None, None))
     def _open_startup(
@@ -1153,23 +1162,14 @@ class LauncherWrappers(c.Wrappers):
 
 
 @c.swallow()
-def _note_create_result(st: _RequestState) -> None:
-    """The id the manager chose is the path's (PUT): nothing to record, unless it differs."""
-    result, st.result = st.result, None
+def _note_instance_id(span: Any, result: Any, known: str | None = None) -> None:
+    """Record the id the manager chose (``POST`` has none in its path), unless it is the
+    one ``known`` already (the ``PUT`` path's; by default, the span's)."""
+    if known is None:
+        known = (getattr(span, "attributes", None) or {}).get(model.A_INSTANCE)
     iid = result.get("instance_id") if isinstance(result, dict) else None
-    if iid and str(iid) != st.instance_id and st.span.is_recording():
-        st.span.set_attribute(model.A_INSTANCE, str(iid))
-
-
-@c.swallow()
-def _note_instance_id(result: Any) -> None:
-    """Record the id the manager chose (``POST`` has none in its path); skip a no-op rewrite."""
-    if not isinstance(result, dict) or not result.get("instance_id"):
-        return
-    span = trace.get_current_span()
-    iid = str(result["instance_id"])
-    if span.is_recording() and (getattr(span, "attributes", None) or {}).get(model.A_INSTANCE) != iid:
-        span.set_attribute(model.A_INSTANCE, iid)
+    if iid and str(iid) != known and span.is_recording():
+        span.set_attribute(model.A_INSTANCE, str(iid))
 
 
 class _StartupPlan(NamedTuple):
@@ -1272,20 +1272,6 @@ def _parent_based(tracer: Any) -> bool:
     """Does the sampler follow the parent's flag (so the child's ``traceparent`` is known)?"""
     sampler = getattr(tracer, "sampler", None)
     return isinstance(sampler, ParentBased) or sampler is ALWAYS_ON
-
-
-@c.swallow()
-def _end_error(watch: StartupWatch, exc: BaseException, cfg: Any = None) -> None:
-    watch.fail(exc, f"fork failed: {type(exc).__name__}", _config_secrets(cfg))
-
-
-@c.swallow(default=None)
-def _child_env(span: trace.Span) -> dict[str, str] | None:
-    """What the vLLM child adds to its environment: the trace context, and a service name."""
-    sc = span.get_span_context()
-    if not sc.is_valid:
-        return None
-    return _child_env_for(format(sc.trace_id, "032x"), format(sc.span_id, "016x"), int(sc.trace_flags))
 
 
 def _child_env_for(trace_hex: str, span_id: str, flags: int) -> dict[str, str]:

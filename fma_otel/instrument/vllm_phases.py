@@ -45,13 +45,14 @@ from typing import Any
 
 from fma_otel import model
 from fma_otel.instrument import _common as c
-from fma_otel.instrument.vllm_watch import _POLLER, A_PHASES, _exit_status
+
+# ENV_TIMEOUT: the same bound as fma.vllm.startup's.
+from fma_otel.instrument.vllm_watch import _POLLER, A_PHASES, ENV_TIMEOUT, _exit_status
 
 __all__ = ["A_PHASES", "LOG", "NATIVE", "PhaseTail", "enabled", "follow", "native_option"]
 
 ENV_SWITCH = "FMA_OTEL_VLLM_PHASES"
 ENV_INTERVAL = "FMA_OTEL_VLLM_PHASES_INTERVAL"
-ENV_TIMEOUT = "FMA_OTEL_VLLM_STARTUP_TIMEOUT"  # the same bound as fma.vllm.startup's
 
 NATIVE = "native"
 LOG = "log"
