@@ -272,15 +272,9 @@ class PodClient:
         try:
             if resp.status != 200:
                 raise self._error(resp.status, resp.read())
-            buf = b""
-            for chunk in resp.stream(65536):
-                buf += chunk
-                *lines, buf = buf.split(b"\n")
-                for line in lines:
-                    if line.strip():
-                        yield self._event(line)
-            if buf.strip():
-                yield self._event(buf)
+            for line in resp:  # urllib3 splits the stream into lines
+                if line.strip():
+                    yield self._event(line)
         finally:
             resp.release_conn()
 

@@ -332,9 +332,12 @@ class StartupWatch:
             return
         if self.port is None and self._source is not None:
             self.port = self._source.port()
-        if self.port is None or _exit_status(self.process)[0]:
-            return
-        assert self.interval is not None
+        if self.port is not None and not _exit_status(self.process)[0]:
+            self._probe_health()
+
+    def _probe_health(self) -> None:
+        """One (counted) ``GET /health``; the first healthy answer's instant is kept."""
+        assert self.interval is not None and self.port is not None
         self.polls += 1
         if _probe(self.host, self.port, max(0.05, min(0.5, self.interval * 5))) == 200:
             self._healthy_at = time.time_ns()
@@ -342,39 +345,31 @@ class StartupWatch:
     def _step(self) -> None:
         if self._ended:
             return
-        if self._healthy_at is not None and self.span is not None:
-            at = self._healthy_at
-            self._finish(
-                StatusCode.OK,
-                end_ns=at,
-                **{A_POLLS: self.polls, A_HEALTHY_AT: at, A_PRECISION: self.interval},
-            )
-            return
         if self.span is None:  # the opener failed: nothing to watch for
             self._finish(StatusCode.UNSET)
             return
-        if self.port is None:
-            self._finish(StatusCode.ERROR, "no --port in options and no inference-port annotation")
-            return
-        assert self.interval is not None and self.timeout is not None
-        exited, code = _exit_status(self.process)
-        if exited:
-            self._finish(
-                StatusCode.ERROR,
-                f"vLLM process exited (code {code}) before it answered GET /health",
-                **{A_POLLS: self.polls, "process.exit.code": code if code is not None else -1},
-            )
-            return
-        status = _probe(self.host, self.port, max(0.05, min(0.5, self.interval * 5)))
-        self.polls += 1
-        if status == 200:
-            now = time.time_ns()
-            self._finish(
-                StatusCode.OK,
-                end_ns=now,
-                **{A_POLLS: self.polls, A_HEALTHY_AT: now, A_PRECISION: self.interval},
-            )
-        elif time.monotonic() >= self.deadline:
-            self._finish(
-                StatusCode.ERROR, f"no healthy GET /health within {self.timeout:g} s", **{A_POLLS: self.polls}
-            )
+        if self._healthy_at is None:
+            if self.port is None:
+                self._finish(StatusCode.ERROR, "no --port in options and no inference-port annotation")
+                return
+            exited, code = _exit_status(self.process)
+            if exited:
+                self._finish(
+                    StatusCode.ERROR,
+                    f"vLLM process exited (code {code}) before it answered GET /health",
+                    **{A_POLLS: self.polls, "process.exit.code": code if code is not None else -1},
+                )
+                return
+            self._probe_health()
+            if self._healthy_at is None:
+                if time.monotonic() >= self.deadline:
+                    self._finish(
+                        StatusCode.ERROR,
+                        f"no healthy GET /health within {self.timeout:g} s",
+                        **{A_POLLS: self.polls},
+                    )
+                return
+        at = self._healthy_at
+        self._finish(
+            StatusCode.OK, end_ns=at, **{A_POLLS: self.polls, A_HEALTHY_AT: at, A_PRECISION: self.interval}
+        )
