@@ -46,6 +46,7 @@ import wrapt
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.instrumentation.utils import suppress_instrumentation, unwrap
+from opentelemetry.propagators.textmap import DefaultGetter
 from opentelemetry.sdk.trace.sampling import (
     ALWAYS_ON,
     ParentBased,
@@ -89,15 +90,11 @@ _CLASS_NAMES = ("VllmMultiProcessManager", "VllmInstance")
 _PENDING_CHILD_ENV: Any = None
 
 
-class _HeaderGetter:
-    """Minimal propagation getter over the few ASGI headers we kept (lower-cased str keys)."""
+class _HeaderGetter(DefaultGetter):  # type: ignore[type-arg]
+    """The request headers (ASGI's are lower-case) asked for by any propagator's key."""
 
-    def get(self, carrier: dict[str, str], key: str) -> list[str] | None:
-        v = carrier.get(key.lower())
-        return [v] if v is not None else None
-
-    def keys(self, carrier: dict[str, str]) -> list[str]:
-        return list(carrier)
+    def get(self, carrier: Any, key: str) -> list[str] | None:
+        return super().get(carrier, key.lower())
 
 
 _GETTER = _HeaderGetter()
