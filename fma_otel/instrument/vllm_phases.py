@@ -94,20 +94,6 @@ def version_tuple(text: str | None) -> tuple[int, int] | None:
     return (int(m[1]), int(m[2])) if m else None
 
 
-def local_offset_s(t_ns: int) -> int:
-    """The launcher's own UTC offset at ``t_ns`` (the child inherits its zone)."""
-    return int(time.localtime(t_ns // 1_000_000_000).tm_gmtoff)
-
-
-def offset_from_process_start(local_as_utc_ns: int, fork_ns: int) -> int | None:
-    """The child's UTC offset from the launcher's first line of the instance log (its local
-    time read as UTC) and the fork instant, rounded to 15 min (the rule the bridge uses
-    with ``D.create.start``); ``None`` when that is not a possible offset."""
-    quarter = 900 * 1_000_000_000
-    off = round((local_as_utc_ns - fork_ns) / quarter) * 900
-    return off if -86400 < off < 86400 else None
-
-
 #: Spans of each ``vllm.*`` name already emitted per trace; only the poller thread emits.
 _COUNTS = c.OrdinalCounter()
 
@@ -180,15 +166,9 @@ class PhaseTail:
         if not data:
             return 0
         self._total += len(data)
-        buf = self._buf + data
-        start = 0
-        while True:
-            nl = buf.find(b"\n", start)
-            if nl < 0:
-                break
-            self._line(buf[start : nl + 1])
-            start = nl + 1
-        self._buf = buf[start:]
+        *lines, self._buf = (self._buf + data).split(b"\n")
+        for line in lines:
+            self._line(line + b"\n")
         if len(self._buf) > _MAX_LINE:  # keep counting the line, not holding it
             self._buf = b""
             self._skipping = True
@@ -205,15 +185,18 @@ class PhaseTail:
 
     def _make_parser(self, first: bytes) -> None:
         """The parser needs the child's year and UTC offset; the launcher's first line of
-        the log (its full local date) gives the offset against the fork instant."""
+        the log (its full local date) gives the offset against the fork instant, rounded
+        as the bridge rounds it against ``D.create.start``; else the launcher's own zone
+        (the child inherits it)."""
+        from fma_otel.phase_spans import _round_offset
         from fma_otel.sources import vllm_log as V
 
         offset = None
         probe = V.VllmLogParser(year=time.gmtime(self.fork_ns // 1_000_000_000).tm_year).feed(first)
         if probe and probe[0].phase == V.PROCESS_START:
-            offset = offset_from_process_start(probe[0].end_lo_ns, self.fork_ns)
+            offset = _round_offset(probe[0].end_lo_ns - self.fork_ns)
         if offset is None:
-            offset = local_offset_s(self.fork_ns)
+            offset = int(time.localtime(self.fork_ns // 1_000_000_000).tm_gmtoff)
         year = time.gmtime(self.fork_ns // 1_000_000_000 + offset).tm_year
         self._parser = V.VllmLogParser(year=year, utc_offset_s=offset)
 
