@@ -101,16 +101,24 @@ class _Poller:
     ``StartupWatch`` (``GET /health``) and each ``vllm_phases.PhaseTail`` (the log).  One
     thread rather than one each: every thread of the launcher is a stack and a ``malloc``
     arena of its own, pages the fork of each vLLM instance copies the page tables of.
-    Registering never waits on a lock the poller holds (an append to a deque, then a
-    wake-up); a create registers its instance only after its response is sent.  The
-    span's start time is the fork instant either way.
+
+    Registering is O(1) and never waits on a lock the poller holds: the create path
+    appends to a deque (atomic under the GIL).  It does not even wake the poller unless
+    the poller is fully idle: while anything is active - and for ``_LINGER`` seconds after
+    the last one - the poller drains new items within one poll interval by itself, so
+    it does not compete for the GIL with the create request that is still building its
+    response.  The span's start time is the fork instant either way.  (A thread per
+    create, or waking the poller per create, cost measurably more on the create path.)
     """
+
+    _LINGER = 5.0
 
     def __init__(self) -> None:
         self._start_lock = threading.Lock()
         self._wake = threading.Event()
         self._incoming: collections.deque[Any] = collections.deque()
         self._thread: threading.Thread | None = None
+        self._idle = True
         self._pid = os.getpid()
 
     @property
@@ -119,24 +127,27 @@ class _Poller:
 
     def add(self, item: Any) -> None:
         if self._pid != os.getpid():  # forked: the old thread is gone
-            self._pid, self._thread, self._incoming = os.getpid(), None, collections.deque()
+            self._pid, self._thread, self._incoming, self._idle = os.getpid(), None, collections.deque(), True
         self._incoming.append(item)
         thread = self._thread
         if thread is None or not thread.is_alive():
-            with self._start_lock:  # only the first add (or after a fork) gets here
+            with self._start_lock:  # only the first create (or after a fork) gets here
                 if self._thread is thread:
+                    self._idle = False
                     self._thread = threading.Thread(
-                        target=self._run, args=(self._incoming,), name="fma-otel-vllm-startup", daemon=True
+                        target=self._run, name="fma-otel-vllm-startup", daemon=True
                     )
                     self._thread.start()
-        self._wake.set()
+        elif self._idle:  # read after the append: see _run for why no add is ever missed
+            self._wake.set()
 
-    def _run(self, incoming: collections.deque[Any]) -> None:
+    def _run(self) -> None:
         items: list[Any] = []
+        incoming = self._incoming
+        last_busy = time.monotonic()
         with suppress_instrumentation():
             while True:
                 try:
-                    self._wake.clear()  # before the look at the queue: no add is missed
                     while incoming:
                         items.append(incoming.popleft())
                     now = time.monotonic()
@@ -146,10 +157,23 @@ class _Poller:
                             w.due = time.monotonic() + (w.interval or 0.1)
                     w = None  # the loop variable would keep the last item (and its span) alive while idle
                     items = [w for w in items if not w.ended]
-                    # After the steps: an item made due by one of them (a log tail whose
-                    # watch just ended) is stepped at once.  Idle: wait for an add.
-                    due = min((w.due for w in items), default=None)
-                    self._wake.wait(None if due is None else min(1.0, max(0.0, due - time.monotonic())))
+                    now = time.monotonic()
+                    if items:
+                        last_busy = now
+                        # After the steps: an item made due by one of them (a log tail whose
+                        # watch just ended) is stepped at once.
+                        time.sleep(min(1.0, max(0.0, min(w.due for w in items) - now)))
+                    elif now - last_busy < self._LINGER:
+                        time.sleep(env_float(ENV_INTERVAL, 0.1))
+                    else:
+                        # Going idle: announce it *before* the last look at the queue, so an
+                        # add() that appended after that look sees _idle and wakes us.
+                        self._wake.clear()
+                        self._idle = True
+                        if not incoming:
+                            self._wake.wait()
+                        self._idle = False
+                        last_busy = time.monotonic()
                 except Exception:  # noqa: BLE001 - the poller must outlive any one item
                     logger.debug("fma-otel: startup poller iteration failed", exc_info=True)
                     items = [w for w in items if not w.ended]
