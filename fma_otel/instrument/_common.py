@@ -9,6 +9,7 @@ wrappers short and makes the guarantees testable in one place.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import logging
@@ -414,9 +415,6 @@ def attach_safe(ctx: otel_context.Context | None) -> object | None:
 
 
 def detach_safe(token: object | None) -> None:
-    if token is None:
-        return
-    try:
-        otel_context.detach(token)  # type: ignore[arg-type]
-    except Exception:  # noqa: BLE001
-        pass
+    if token is not None:
+        with contextlib.suppress(Exception):
+            otel_context.detach(token)  # type: ignore[arg-type]

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import contextvars
 import json
 import os
@@ -204,10 +205,8 @@ class FmaLauncherMiddleware:
         finally:
             self._owner._after_response(state)
             _finish(state, failure)
-            try:
+            with contextlib.suppress(Exception):  # another context: nothing of ours to undo there
                 _REQUEST.reset(req_token)
-            except Exception:  # noqa: BLE001 - another context: nothing of ours to undo there
-                pass
             c.detach_safe(token)
 
     def _lifespan_send(self, send: Any) -> Any:

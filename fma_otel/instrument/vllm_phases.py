@@ -132,7 +132,6 @@ class PhaseTail:
         self.fork_ns = fork_ns if fork_ns is not None else time.time_ns()
         self.deadline_ns = 0
         self.done = False
-        self.emitted: list[Any] = []  # the span records emitted (for tests and debugging)
         self._lock = threading.Lock()
         self._fh: Any = None
         self._buf = b""
@@ -385,7 +384,6 @@ class PhaseTail:
                 span_id=r.span_id,
             )
             span.end(end_time=r.end_ns)
-        self.emitted = records
 
 
 @c.swallow()
