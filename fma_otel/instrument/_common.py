@@ -408,10 +408,9 @@ def env_float(name: str, default: float, env: Mapping[str, str] | None = None) -
 
 
 def attach_safe(ctx: otel_context.Context | None) -> object | None:
-    try:
+    with contextlib.suppress(Exception):
         return otel_context.attach(ctx) if ctx is not None else None
-    except Exception:  # noqa: BLE001
-        return None
+    return None
 
 
 def detach_safe(token: object | None) -> None:
