@@ -185,15 +185,16 @@ class PhaseTail:
     def _make_parser(self, first: bytes) -> None:
         """The parser needs the child's year and UTC offset; the launcher's first line of
         the log (its full local date) gives the offset against the fork instant, rounded
-        as the bridge rounds it against ``D.create.start``; else the launcher's own zone
-        (the child inherits it)."""
-        from fma_otel.phase_spans import _round_offset
+        to 15 min as the bridge rounds it against ``D.create.start`` (not imported from
+        ``phase_spans``: that module is loaded only when there are phases to emit); else
+        the launcher's own zone (the child inherits it)."""
         from fma_otel.sources import vllm_log as V
 
         offset = None
         probe = V.VllmLogParser(year=time.gmtime(self.fork_ns // 1_000_000_000).tm_year).feed(first)
         if probe and probe[0].phase == V.PROCESS_START:
-            offset = _round_offset(probe[0].end_lo_ns - self.fork_ns)
+            quarters = round((probe[0].end_lo_ns - self.fork_ns) / 900e9)
+            offset = quarters * 900 if abs(quarters * 900) < 86400 else None
         if offset is None:
             offset = int(time.localtime(self.fork_ns // 1_000_000_000).tm_gmtoff)
         year = time.gmtime(self.fork_ns // 1_000_000_000 + offset).tm_year
