@@ -619,7 +619,7 @@ for stmt in {steps!r}:
 from fma_otel.instrument import _common, vllm_phases
 _PHASES = ["vllm.model_load", "vllm.weights", "vllm.kv_cache", "vllm.graph_capture", "vllm.api_server"]
 for bound in (_common.MAX_COUNTED_TRACES, 4096):
-    ordinals, counts = _common.OrdinalCounter(bound), vllm_phases._Counts(bound)
+    ordinals, counts = _common.OrdinalCounter(bound), _common.OrdinalCounter(bound)
     for i in range(bound):
         t = f"{{i:032x}}"
         ordinals.next(t, "fma.launcher.create_instance")

@@ -9,33 +9,34 @@ wrappers short and makes the guarantees testable in one place.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import importlib
 import logging
 import os
 import re
 import sys
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.instrumentation.utils import is_http_instrumentation_enabled, is_instrumentation_enabled
-from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, StatusCode, TraceFlags
 
 from fma_otel import __version__
+from fma_otel.instrument import redact
 from fma_otel.instrument.ids import FORCED_SPAN_ID, FORCED_TRACE_ID, DerivedIdGenerator
 
 logger = logging.getLogger("fma_otel.instrument")
 
 SCOPE = "fma_otel.instrument"
 
-#: pid of the process that instrumented; a forked child has another pid and goes silent.
-_OWNER_PID = os.getpid()
-#: Set in a child right after ``fork`` (an at-fork hook), cleared by ``set_owner_pid``: the
-#: per-call fork test without a ``getpid`` system call.
+#: Set in a child right after ``fork`` (an at-fork hook), cleared by ``set_owner_pid``: a
+#: forked child (a vLLM instance) goes silent unless it instruments itself.
 _FORKED = False
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -47,9 +48,8 @@ def sdk_disabled() -> bool:
 
 
 def set_owner_pid() -> None:
-    """Remember which process instrumented, so that a forked child never records spans."""
-    global _OWNER_PID, _FORKED
-    _OWNER_PID = os.getpid()
+    """This process instruments: it records spans; a child it forks does not."""
+    global _FORKED
     _FORKED = False
 
 
@@ -63,7 +63,7 @@ if hasattr(os, "register_at_fork"):
 
 
 def in_forked_child() -> bool:
-    return _FORKED or os.getpid() != _OWNER_PID
+    return _FORKED
 
 
 def active_http_context() -> otel_context.Context | None:
@@ -111,13 +111,6 @@ def swallow(default: Any = None) -> Callable[[F], F]:
     return deco
 
 
-# --------------------------------------------------------------------------- ids
-
-
-#: Re-exported: the generator that must be installed in the ``TracerProvider``.
-ForcingIdGenerator = DerivedIdGenerator
-
-
 class Wrappers(ABC):
     """One instrumentation's wrappers and their state, one object per process: what its
     ``BaseInstrumentor`` (``fma_otel.instrument.base_instrumentors``) installs and removes.
@@ -160,6 +153,20 @@ class Wrappers(ABC):
     @abstractmethod
     def _uninstall(self) -> None:
         """Restore the originals (called once per ``uninstall``)."""
+
+
+def lazy_attribute(module: str, name: str, source: str = "fma_otel.instrument.base_instrumentors") -> Any:
+    """A module ``__getattr__`` that answers ``name`` (an entry point's class) from module
+    ``source`` when first asked: the instrumentor and distro classes import
+    ``BaseInstrumentor``, kept out of a launcher that does not ask for them (see
+    ``base_instrumentors`` for why)."""
+
+    def __getattr__(attr: str) -> Any:
+        if attr == name:
+            return getattr(importlib.import_module(source), name)
+        raise AttributeError(f"module {module!r} has no attribute {attr!r}")
+
+    return __getattr__
 
 
 def begin(instrumentor: Any, kwargs: dict[str, Any]) -> bool:
@@ -303,6 +310,34 @@ def start_span(
             FORCED_SPAN_ID.reset(token)
 
 
+@swallow()
+def end_span(
+    span: trace.Span,
+    status: int | None = None,
+    exc: BaseException | None = None,
+    secrets: Iterable[str] = (),
+    *,
+    error_from: int = 400,
+    message: str | None = None,
+) -> None:
+    """End a CLIENT or SERVER span of a call: its HTTP status code, and an error status for
+    an exception (recorded scrubbed of ``secrets``; ``message``, default its type's name)
+    or else for a status code of ``error_from`` or more.  Never raises into the host."""
+    attrs: dict[str, Any] = {}
+    if status is not None:
+        attrs["http.response.status_code"] = status
+    if exc is not None:
+        redact.record_exception(span, exc, secrets)
+        attrs["error.type"] = type(exc).__qualname__
+        span.set_status(Status(StatusCode.ERROR, message or type(exc).__name__))
+    elif status is not None and status >= error_from:
+        attrs["error.type"] = str(status)
+        span.set_status(Status(StatusCode.ERROR, f"HTTP {status}"))
+    if attrs:
+        span.set_attributes(attrs)
+    span.end()
+
+
 def remote_context(trace_id: str, span_id: str) -> otel_context.Context:
     """A context whose parent is the (possibly never emitted here) span ``span_id``."""
     sc = SpanContext(
@@ -324,18 +359,30 @@ MAX_COUNTED_TRACES = 256
 
 class OrdinalCounter:
     """Counts spans of each name per trace (the ``n`` of the span-id rule), for the
-    ``max_traces`` traces used last."""
+    ``max_traces`` traces used last: the launcher's create and start-up spans, the vLLM
+    phases' (``vllm_phases``)."""
 
     def __init__(self, max_traces: int = MAX_COUNTED_TRACES) -> None:
         self._by_trace: OrderedDict[str, dict[str, int]] = OrderedDict()
         self._max = max_traces
 
-    def next(self, trace_id: str, name: str) -> int:
+    def get(self, trace_id: str) -> dict[str, int]:
+        """How many spans of each name the trace has had so far (a copy)."""
+        return dict(self._by_trace.get(trace_id, {}))
+
+    def add(self, trace_id: str, names: Iterable[str]) -> None:
+        """Count ``names`` as spans of the trace."""
         seen = self._by_trace.pop(trace_id, None) or {}
-        n = seen[name] = seen.get(name, -1) + 1
+        for name in names:
+            seen[name] = seen.get(name, 0) + 1
         self._by_trace[trace_id] = seen
         while len(self._by_trace) > self._max:
             self._by_trace.popitem(last=False)
+
+    def next(self, trace_id: str, name: str) -> int:
+        """The ordinal of a new span of ``name`` in the trace (0 for the first), counted."""
+        n = self._by_trace.get(trace_id, {}).get(name, 0)
+        self.add(trace_id, (name,))
         return n
 
     def __len__(self) -> int:
@@ -344,36 +391,29 @@ class OrdinalCounter:
 
 @contextmanager
 def attached(ctx: otel_context.Context | None) -> Iterator[None]:
-    """Attach ``ctx`` for a block, tolerating a failed detach (never raises into the host)."""
-    token = otel_context.attach(ctx) if ctx is not None else None
+    """Attach ``ctx`` for a block, tolerating a failed attach or detach (never raises into the host)."""
+    token = attach_safe(ctx)
     try:
         yield
     finally:
-        if token is not None:
-            try:
-                otel_context.detach(token)
-            except Exception:  # noqa: BLE001
-                pass
+        detach_safe(token)
 
 
-def env_float(name: str, default: float) -> float:
+def env_float(name: str, default: float, env: Mapping[str, str] | None = None) -> float:
+    """The number in variable ``name`` of ``env`` (the environment), else ``default``."""
     try:
-        return float(os.environ.get(name, "") or default)
+        return float((os.environ if env is None else env).get(name, "") or default)
     except ValueError:
         return default
 
 
 def attach_safe(ctx: otel_context.Context | None) -> object | None:
-    try:
+    with contextlib.suppress(Exception):
         return otel_context.attach(ctx) if ctx is not None else None
-    except Exception:  # noqa: BLE001
-        return None
+    return None
 
 
 def detach_safe(token: object | None) -> None:
-    if token is None:
-        return
-    try:
-        otel_context.detach(token)  # type: ignore[arg-type]
-    except Exception:  # noqa: BLE001
-        pass
+    if token is not None:
+        with contextlib.suppress(Exception):
+            otel_context.detach(token)  # type: ignore[arg-type]

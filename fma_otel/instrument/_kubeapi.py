@@ -91,10 +91,6 @@ def in_cluster(env: Any = None, sa_dir: str = SA_DIR) -> Credentials | None:
     )
 
 
-def _b64(value: str) -> bytes:
-    return base64.b64decode(value)
-
-
 def _read_kubeconfig(path: str) -> dict[str, Any]:
     """A kubeconfig's document.  One written as JSON (``kubectl config view -o json``; JSON
     is YAML too) is read with ``json``: PyYAML, imported only for YAML ones, adds more than
@@ -158,11 +154,13 @@ def from_kubeconfig(path: str) -> Credentials:
         token=user.get("token"),
         token_file=rel(user.get("tokenFile")),
         ca_file=rel(cluster.get("certificate-authority")),
-        ca_data=_b64(ca_data).decode("ascii") if ca_data else None,
+        ca_data=base64.b64decode(ca_data).decode("ascii") if ca_data else None,
         cert_file=rel(user.get("client-certificate")),
         key_file=rel(user.get("client-key")),
-        cert_data=_b64(user["client-certificate-data"]) if user.get("client-certificate-data") else None,
-        key_data=_b64(user["client-key-data"]) if user.get("client-key-data") else None,
+        cert_data=base64.b64decode(user["client-certificate-data"])
+        if user.get("client-certificate-data")
+        else None,
+        key_data=base64.b64decode(user["client-key-data"]) if user.get("client-key-data") else None,
         insecure=bool(cluster.get("insecure-skip-tls-verify")),
     )
 
@@ -274,15 +272,9 @@ class PodClient:
         try:
             if resp.status != 200:
                 raise self._error(resp.status, resp.read())
-            buf = b""
-            for chunk in resp.stream(65536):
-                buf += chunk
-                *lines, buf = buf.split(b"\n")
-                for line in lines:
-                    if line.strip():
-                        yield self._event(line)
-            if buf.strip():
-                yield self._event(buf)
+            for line in resp:  # urllib3 splits the stream into lines
+                if line.strip():
+                    yield self._event(line)
         finally:
             resp.release_conn()
 

@@ -15,6 +15,7 @@ emits it with the true Kubernetes instants, and two spans with one id would coll
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import logging
 from collections.abc import Iterator, Mapping
@@ -161,14 +162,10 @@ def actuation(
         raise
     finally:
         c.detach_safe(ctx_token)
-        _reset(token)
+        with contextlib.suppress(Exception):  # the block ended in another context
+            _CURRENT.reset(token)
         if span is not None:
             _end(span, None)
-
-
-@c.swallow()
-def _reset(token: contextvars.Token[Actuation | None]) -> None:
-    _CURRENT.reset(token)  # ValueError when the block ended in another context: ignore
 
 
 _WARNED = False

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from fma_otel import model
+from fma_otel.instrument._common import lazy_attribute
 
 
 class FmaConfigurator:
@@ -29,10 +30,5 @@ class FmaConfigurator:
         ensure_sdk(default_service=kwargs.get("default_service") or model.SERVICE_LAUNCHER)
 
 
-def __getattr__(name: str) -> Any:
-    """``FmaDistro``, the distro entry point's name, imported from its module on first use."""
-    if name == "FmaDistro":
-        from fma_otel.instrument.distro import FmaDistro
-
-        return FmaDistro
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+#: ``FmaDistro``, the distro entry point's name, imported from its module on first use.
+__getattr__ = lazy_attribute(__name__, "FmaDistro", "fma_otel.instrument.distro")

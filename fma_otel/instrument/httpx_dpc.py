@@ -25,7 +25,7 @@ from typing import Any
 import wrapt
 from opentelemetry import trace
 from opentelemetry.instrumentation.utils import suppress_http_instrumentation, unwrap
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace import SpanKind
 
 from fma_otel import model
 from fma_otel.instrument import _common as c
@@ -56,34 +56,16 @@ _RULES: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
 )
 
 
-#: Cheap precheck before any regex: every DPC path starts with one of these.
-_PREFIXES = ("/v2/vllm/instances", "/health", "/is_sleeping", "/wake_up", "/sleep", "/v1/")
-
-
 def dpc_purpose(method: str, path: str, query: str = "") -> tuple[str, str | None] | None:
     """``(purpose, instance_id)`` of a call, or ``None`` when it is not a DPC-shaped call."""
-    found = _path_purpose(method, path)
-    if found is not None and found[0] == "list_instances" and "detail=false" in query:
-        return "list_instance_ids", found[1]
-    return found
-
-
-def _path_purpose(method: str, path: str) -> tuple[str, str | None] | None:
-    """``dpc_purpose`` before the query is looked at: only ``list_instances`` depends on it."""
     method = method.upper()
-    if not path.startswith(_PREFIXES):
-        return None  # most calls a DPC-side tool makes: decided without a regex
     for m, rx, purpose in _RULES:
-        if m != method:
-            continue
-        mt = rx.match(path)
+        mt = rx.match(path) if m == method else None
         if mt is not None:
+            if purpose == "list_instances" and "detail=false" in query:
+                return "list_instance_ids", None
             return purpose, mt.groupdict().get("id")
     return None
-
-
-def span_name_for(purpose: str) -> str:
-    return model.dpc_call_span(purpose)
 
 
 class HttpxDpcWrappers(c.Wrappers):
@@ -147,15 +129,11 @@ class HttpxDpcWrappers(c.Wrappers):
             request = args[0] if args else kwargs.get("request")
             url = request.url
             method = request.method
-            found = _path_purpose(method, url.path)
+            found = dpc_purpose(method, url.path, url.query.decode("ascii", "replace"))
             if found is None:
                 return None
             purpose, instance_id = found
-            if purpose == "list_instances":
-                query = url.query
-                if query and b"detail=false" in query:  # = "detail=false" in query.decode("ascii", "replace")
-                    purpose = "list_instance_ids"
-            name = _SPAN_NAMES.get(purpose) or span_name_for(purpose)
+            name = model.dpc_call_span(purpose)
             raw = str(url)
             full = redact.redact_url(raw)
             secrets = redact.url_secrets(raw) if full != raw else []
@@ -197,35 +175,10 @@ class HttpxDpcWrappers(c.Wrappers):
             return None
 
 
-#: purpose -> span name, for the purposes the table knows (the model decides the names).
-_SPAN_NAMES: dict[str, str] = {p: span_name_for(p) for _, _, p in _RULES} | {
-    "list_instance_ids": span_name_for("list_instance_ids")
-}
-
-
+@c.swallow()
 def _end(span: trace.Span, response: Any, exc: BaseException | None, secrets: list[str]) -> None:
-    try:
-        if response is not None:
-            status = int(response.status_code)
-            if status < 400:
-                span.set_attribute("http.response.status_code", status)
-            else:
-                span.set_attributes({"http.response.status_code": status, "error.type": str(status)})
-                span.set_status(Status(StatusCode.ERROR, f"HTTP {status}"))
-        if exc is not None:
-            redact.record_exception(span, exc, secrets)
-            span.set_attribute("error.type", type(exc).__qualname__)
-            span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
-        span.end()
-    except Exception:  # noqa: BLE001 - do no harm
-        c.logger.debug("fma-otel: httpx span end failed", exc_info=True)
+    c.end_span(span, int(response.status_code) if response is not None else None, exc, secrets)
 
 
-def __getattr__(name: str) -> Any:
-    """``HttpxDpcInstrumentor`` (the entry point's name) is defined with the other
-    ``BaseInstrumentor`` classes and imported only when asked for."""
-    if name == "HttpxDpcInstrumentor":
-        from fma_otel.instrument.base_instrumentors import HttpxDpcInstrumentor
-
-        return HttpxDpcInstrumentor
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+#: ``HttpxDpcInstrumentor`` (the entry point's name) is defined with the other ``BaseInstrumentor`` classes.
+__getattr__ = c.lazy_attribute(__name__, "HttpxDpcInstrumentor")

@@ -18,9 +18,9 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import wrapt
-from opentelemetry import propagate, trace
+from opentelemetry import trace
 from opentelemetry.instrumentation.utils import unwrap
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace import SpanKind
 
 from fma_otel import model
 from fma_otel.instrument import _common as c
@@ -112,34 +112,21 @@ class KubernetesClientWrappers(c.Wrappers):
         span = c.start_span(self._tracers.get(), name, kind=SpanKind.CLIENT, attributes=attrs)
         headers = kwargs.get("headers")
         if isinstance(headers, dict):
-            propagate.inject(headers, context=trace.set_span_in_context(span))
+            c.inject_span(headers, span)
         return span
 
     @c.swallow()
     def _end(self, span: trace.Span, response: Any, exc: BaseException | None) -> None:
         status = getattr(response, "status", None) if response is not None else getattr(exc, "status", None)
-        if isinstance(status, int) and status:
-            span.set_attribute("http.response.status_code", status)
-            if status >= 400:
-                span.set_attribute("error.type", str(status))
-                span.set_status(Status(StatusCode.ERROR, f"HTTP {status}"))
-        if exc is not None:
-            # An API error's text carries the response body, which echoes what was sent (a
-            # 422 names the invalid value: an env value, an annotation): the request body
-            # is never copied, so neither is this.  Its JSON leaves are scrubbed like
-            # known secrets; the status and reason stay.
-            body = [b for b in (getattr(exc, "body", None), getattr(exc, "data", None)) if isinstance(b, str)]
-            redact.record_exception(span, exc, redact.known_secrets(body))
-            span.set_attribute("error.type", type(exc).__qualname__)
-            span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
-        span.end()
+        # An API error's text carries the response body, which echoes what was sent (a 422
+        # names the invalid value: an env value, an annotation): the request body is never
+        # copied, so neither is this.  Its JSON leaves are scrubbed like known secrets; the
+        # status and reason stay.
+        body = [b for b in (getattr(exc, "body", None), getattr(exc, "data", None)) if isinstance(b, str)]
+        c.end_span(
+            span, status if isinstance(status, int) and status else None, exc, redact.known_secrets(body)
+        )
 
 
-def __getattr__(name: str) -> Any:
-    """``KubernetesClientInstrumentor`` (the entry point's name) is defined with the other
-    ``BaseInstrumentor`` classes and imported only when asked for."""
-    if name == "KubernetesClientInstrumentor":
-        from fma_otel.instrument.base_instrumentors import KubernetesClientInstrumentor
-
-        return KubernetesClientInstrumentor
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+#: ``KubernetesClientInstrumentor`` (the entry point's name) is defined with the other ``BaseInstrumentor`` classes.
+__getattr__ = c.lazy_attribute(__name__, "KubernetesClientInstrumentor")

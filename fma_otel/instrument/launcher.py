@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import contextvars
 import json
 import os
@@ -38,13 +39,15 @@ import threading
 import time
 import weakref
 from collections.abc import Collection
+from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 import wrapt
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.instrumentation.utils import suppress_instrumentation, unwrap
+from opentelemetry.propagators.textmap import DefaultGetter
 from opentelemetry.sdk.trace.sampling import (
     ALWAYS_ON,
     ParentBased,
@@ -52,7 +55,7 @@ from opentelemetry.sdk.trace.sampling import (
     StaticSampler,
     TraceIdRatioBased,
 )
-from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, TraceFlags
 
 from fma_otel import model
 from fma_otel.instrument import _common as c
@@ -79,10 +82,8 @@ JOIN_PENDING = "pending"
 JOIN_FAILED = "failed"
 
 _CREATE_PREFIX = "/v2/vllm/instances/"
-_CREATE_PREFIX_LEN = len(_CREATE_PREFIX)
 _CREATE_ROUTE = "/v2/vllm/instances/{instance_id}"
 _CLASS_NAMES = ("VllmMultiProcessManager", "VllmInstance")
-_HEADER_GETTER_KEYS = ("traceparent", "tracestate", "baggage")
 
 #: Set by the ``start`` wrapper just before the fork; the child-side ``vllm_kickoff``
 #: wrapper reads its (copied) value.  A plain global: fork copies memory, not contexts.
@@ -90,15 +91,11 @@ _HEADER_GETTER_KEYS = ("traceparent", "tracestate", "baggage")
 _PENDING_CHILD_ENV: Any = None
 
 
-class _HeaderGetter:
-    """Minimal propagation getter over the few ASGI headers we kept (lower-cased str keys)."""
+class _HeaderGetter(DefaultGetter):  # type: ignore[type-arg]
+    """The request headers (ASGI's are lower-case) asked for by any propagator's key."""
 
-    def get(self, carrier: dict[str, str], key: str) -> list[str] | None:
-        v = carrier.get(key.lower())
-        return [v] if v is not None else None
-
-    def keys(self, carrier: dict[str, str]) -> list[str]:
-        return list(carrier)
+    def get(self, carrier: Any, key: str) -> list[str] | None:
+        return super().get(carrier, key.lower())
 
 
 _GETTER = _HeaderGetter()
@@ -117,40 +114,15 @@ def _headers(scope: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-#: The headers the W3C propagators (trace context, baggage) read: the default global
-#: propagator's ``fields``.
-_W3C_FIELDS = frozenset({"traceparent", "tracestate", "baggage"})
-#: ``(global propagator, its fields if they are W3C ones only, else None)``.
-_FIELDS: tuple[Any, frozenset[str] | None] | None = None
-
-
-def _w3c_fields() -> frozenset[str] | None:
-    """The global propagator's ``fields`` when they are only W3C headers (the default
-    ``tracecontext,baggage``), else ``None``; re-read only when the global one changes."""
-    global _FIELDS
-    prop = propagate.get_global_textmap()
-    cached = _FIELDS
-    if cached is None or cached[0] is not prop:
-        fields = frozenset(prop.fields)
-        cached = _FIELDS = (prop, fields if fields <= _W3C_FIELDS else None)
-    return cached[1]
-
-
 def _extract(headers: dict[str, str]) -> Any:
     """``propagate.extract`` of the request headers onto an empty context: the incoming
-    context and its parent span context (``None`` when no valid parent came).
-
-    When the global propagator is a W3C one and the request has none of its headers (every
-    create from the Go DPC), extracting would return the empty context unchanged: skipped.
-    """
-    fields = _w3c_fields()
-    if fields is not None and fields.isdisjoint(headers):
-        return _ROOT, None
+    context and its parent span context (``None`` when no valid parent came)."""
     ctx = propagate.extract(headers, context=_ROOT, getter=_GETTER)
     psc = trace.get_current_span(ctx).get_span_context()
     return ctx, (psc if psc.is_valid else None)
 
 
+@dataclass(slots=True, eq=False)
 class _RequestState:
     """One traced request, as the wrappers inside it see it (through ``_REQUEST``).
 
@@ -158,56 +130,25 @@ class _RequestState:
     ``instance_id`` is the id in the create path.
     """
 
-    __slots__ = (
-        "span",
-        "status",
-        "is_create",
-        "join",
-        "instance_id",
-        "trace_hex",
-        "startups",
-        "after",
-        "config",
-        "resolved",
-        "scope",
-        "headers",
-        "deferred",
-        "result",
-    )
-
-    def __init__(
-        self,
-        span: trace.Span,
-        is_create: bool,
-        join: str,
-        instance_id: str | None = None,
-        trace_hex: str = "",
-    ) -> None:
-        self.span = span
-        self.status: int | None = None
-        self.is_create = is_create
-        self.join = join
-        self.instance_id = instance_id
-        self.trace_hex = trace_hex
-        self.startups = 0  # fma.vllm.startup spans ordered in a trace of its own
-        #: ``(instance, startup watch, child env)`` of each instance forked in this
-        #: create, registered once the response is sent (``_after_response``, which
-        #: then sets it to ``None``: a ``start`` after that registers at once).
-        self.after: list[tuple[Any, StartupWatch, Any]] | None = []
-        #: The launcher's config object of this create (its secrets are scrubbed from
-        #: exception texts); read only when an exception is recorded.
-        self.config: Any = None
-        #: A deferred create (``_PendingSpan``): ``False`` until its span is opened for real
-        #: (or given up on), then ``True`` (``_mark_resolved``); ``None`` for any other.
-        self.resolved: bool | None = None
-        #: A create span opened without its attributes (``_defer_attributes``): the
-        #: request's scope and headers, and the attributes decided at the start, all set on
-        #: the span after the response (``_finish``).
-        self.scope: dict[str, Any] | None = None
-        self.headers: dict[str, str] | None = None
-        self.deferred: dict[str, Any] | None = None
-        #: What the manager's ``create_instance`` returned: read after the response.
-        self.result: Any = None
+    span: trace.Span
+    is_create: bool
+    join: str
+    instance_id: str | None = None
+    trace_hex: str = ""
+    status: int | None = None
+    startups: int = 0  # fma.vllm.startup spans ordered in a trace of its own
+    #: ``(instance, startup watch, child env)`` of each instance forked in this create,
+    #: registered once the response is sent (``_after_response``, which then sets it to
+    #: ``None``: a ``start`` after that registers at once).
+    after: list[tuple[Any, StartupWatch, Any]] | None = field(default_factory=list)
+    #: The launcher's config object of this create (its secrets are scrubbed from
+    #: exception texts); read only when an exception is recorded.
+    config: Any = None
+    #: A deferred create (``_PendingSpan``): ``False`` until its span is opened for real
+    #: (or given up on), then ``True`` (``_mark_resolved``); ``None`` for any other.
+    resolved: bool | None = None
+    #: What the manager's ``create_instance`` returned: read after the response.
+    result: Any = None
 
 
 #: The request the middleware is tracing, for the class wrappers running inside it: they
@@ -239,12 +180,7 @@ class FmaLauncherMiddleware:
         if scope["type"] != "http" or not self._owner._on or not c.active():
             await self.app(scope, receive, send)
             return
-        began: Any = None
-        try:
-            began = self._begin(scope)
-        except Exception:  # noqa: BLE001 - do no harm
-            c.logger.debug("fma-otel: span start failed", exc_info=True)
-            began = None
+        began = self._begin(scope)
         if began is None:
             await self.app(scope, receive, send)
             return
@@ -260,20 +196,17 @@ class FmaLauncherMiddleware:
 
         token = c.attach_safe(ctx)
         req_token = _REQUEST.set(state)
+        failure: BaseException | None = None
         try:
             await self.app(scope, receive, send_wrapper)
         except BaseException as exc:
-            self._owner._after_response(state)
-            _finish(state, exc)
+            failure = exc
             raise
-        else:
-            self._owner._after_response(state)
-            _finish(state, None)
         finally:
-            try:
+            self._owner._after_response(state)
+            _finish(state, failure)
+            with contextlib.suppress(Exception):  # another context: nothing of ours to undo there
                 _REQUEST.reset(req_token)
-            except Exception:  # noqa: BLE001 - another context: nothing of ours to undo there
-                pass
             c.detach_safe(token)
 
     def _lifespan_send(self, send: Any) -> Any:
@@ -294,8 +227,9 @@ class FmaLauncherMiddleware:
 
         return lifespan_send
 
+    @c.swallow()
     def _begin(self, scope: dict[str, Any]) -> Any:
-        """``(state, ctx)`` or ``None`` (no span).  Never any I/O: the Pod answer is the
+        """``(state, ctx)`` or ``None`` (no span, or a failure).  Never any I/O: the Pod answer is the
         cached one; a create it does not describe is opened after the response.
         The create path is recognised with a prefix test, not a regex.
         """
@@ -306,7 +240,7 @@ class FmaLauncherMiddleware:
             return None
         receipt = time.time_ns()
         if method == "PUT" and path.startswith(_CREATE_PREFIX):
-            instance_id = path[_CREATE_PREFIX_LEN:]
+            instance_id = path[len(_CREATE_PREFIX) :]
             if instance_id and "/" not in instance_id:
                 headers = _headers(scope)
                 parent, psc = _extract(headers)
@@ -329,7 +263,7 @@ class FmaLauncherMiddleware:
         self, scope: dict[str, Any], instance_id: str, headers: dict[str, str], t0: int
     ) -> tuple[_RequestState, Any]:
         """A create whose Pod answer is not known yet: served now, its span opened after the
-        response (``_resolve_deferred``, on the resolver thread) with the receipt instant."""
+        response (``_resolve``, on the resolver thread) with the receipt instant."""
         pending = _PendingSpan(self._owner, {}, t0)
         pending.request = (scope, headers, instance_id)  # its attributes: built at ``end``
         st = _RequestState(pending, True, JOIN_PENDING, instance_id)  # type: ignore[arg-type]
@@ -362,30 +296,24 @@ class FmaLauncherMiddleware:
         parent: Any,
         psc: SpanContext | None,
         look: PodLookup | None,
-        trace_hex: str = "",
     ) -> tuple[_RequestState, Any]:
         """Open ``fma.launcher.create_instance``: all attributes in one dict, one SDK call -
-        or, when no sampler can look at them (``_defer_attributes``), the span without its
-        attributes, which are built and set after the response (``_finish``); and when the
-        provider can also be given its ids (``_forcing``), not even the span: only its ids
-        are decided here, and it is opened after the response (``_LateSpan``)."""
+        or, when no sampler can look at them (``_defer_attributes``) and the provider can
+        be given the span's ids (``_forcing``), only its ids are decided here: the span is
+        opened after the response (``_LateSpan``) and its attributes are built and set then
+        (``_open_late``)."""
         owner = self._owner
         tracer = owner.tracer()
-        if _defer_attributes(tracer):
+        if _defer_attributes(tracer) and _forcing(tracer):
             join_attrs: dict[str, Any] = {}
-            if _forcing(tracer):
-                # Every id is known now: the span itself is opened after the response.
-                join, trace_hex, parent, span_id = _decide(owner, join_attrs, parent, psc, look, trace_hex)
-                span: Any = _LateSpan(tracer, parent, trace_hex, span_id, t0)
-            else:
-                span, join, trace_hex, parent = _open_create(
-                    owner, join_attrs, t0, parent, psc, look, trace_hex, deferred=True
-                )
-            st = _RequestState(span, True, join, instance_id, trace_hex)
-            st.scope, st.headers, st.deferred = scope, headers, join_attrs
-            return st, trace.set_span_in_context(span, parent)
+            join, trace_hex, parent, span_id = _decide(owner, join_attrs, parent, psc, look)
+            span = _LateSpan(tracer, parent, trace_hex, span_id, t0)
+            span.request, span.join_attrs = (scope, headers, instance_id), join_attrs
+            return _RequestState(span, True, join, instance_id, trace_hex), trace.set_span_in_context(
+                span, parent
+            )
         attrs = _create_attrs(scope, headers, instance_id)
-        span, join, trace_hex, parent = _open_create(owner, attrs, t0, parent, psc, look, trace_hex)
+        span, join, trace_hex, parent = _open_create(owner, attrs, t0, parent, psc, look)
         return (
             _RequestState(span, True, join, instance_id, trace_hex),
             trace.set_span_in_context(span, parent),
@@ -399,20 +327,16 @@ def _open_create(
     parent: Any,
     psc: SpanContext | None,
     look: PodLookup | None,
-    trace_hex: str = "",
-    deferred: bool = False,
 ) -> tuple[trace.Span, str, str, Any]:
-    """Start the create span under what is known: ``(span, join, trace hex, parent)``.
-
-    ``attrs`` gets the join's attributes; ``deferred``: the span is started without any
-    (the caller sets them, after the request's own, once the response is sent)."""
-    join, trace_hex, parent, span_id = _decide(owner, attrs, parent, psc, look, trace_hex)
+    """Start the create span under what is known, ``attrs`` and the join's attributes
+    (added to ``attrs``) given at its start: ``(span, join, trace hex, parent)``."""
+    join, trace_hex, parent, span_id = _decide(owner, attrs, parent, psc, look)
     span = c.start_span(
         owner.tracer(),
         CREATE_SPAN,
         context=parent,
         kind=SpanKind.SERVER,
-        attributes=None if deferred else attrs,
+        attributes=attrs,
         start_time=t0,
         span_id=span_id,
     )
@@ -425,20 +349,22 @@ def _decide(
     parent: Any,
     psc: SpanContext | None,
     look: PodLookup | None,
-    trace_hex: str = "",
 ) -> tuple[str, str, Any, str | None]:
     """What the create span's start needs: ``(join, trace hex, parent context, span id)``
     - the trace hex empty and the span id ``None`` for a trace of its own (random ids).
 
     ``attrs`` gets the join's attributes.  The span's ordinal is taken here, in the order
     the creates arrive, whenever the span itself is opened."""
+    trace_hex = ""
     if psc is not None:
         join = JOIN_TRACEPARENT
-        trace_hex = trace_hex or format(psc.trace_id, "032x")
+        trace_hex = format(psc.trace_id, "032x")
     elif look is not None and look.ok:
         join = JOIN_ANNOTATION
         assert look.requester_uid
-        key, trace_hex, parent = _annotation_parent(look.requester_uid)
+        key = model.actuation_key(look.requester_uid)
+        trace_hex = model.trace_id_for(key)
+        parent = c.remote_context(trace_hex, model.span_id_for(trace_hex, CREATE_PARENT, 0))
         attrs[model.A_ACTUATION_KEY] = key
         attrs[model.A_REQ_UID] = look.requester_uid
         if look.requester_name:
@@ -465,16 +391,6 @@ def _create_attrs(scope: dict[str, Any], headers: dict[str, str], instance_id: s
     attrs[model.A_START_SRC] = "wrapper"
     attrs[model.A_END_SRC] = "wrapper"
     return attrs
-
-
-def _set_deferred(st: _RequestState) -> None:
-    """Set a create span's deferred attributes, in the order and with the values the span
-    would have been started with (a later ``fma.instance.id`` from the manager wins)."""
-    assert st.scope is not None and st.headers is not None and st.deferred is not None
-    attrs = _create_attrs(st.scope, st.headers, st.instance_id or "")
-    attrs.update(st.deferred)
-    st.deferred = st.scope = st.headers = None
-    st.span.set_attributes(attrs)
 
 
 #: Names of the SDK's own samplers, whose decisions never depend on span attributes.
@@ -510,55 +426,22 @@ def _defer_attributes(tracer: Any) -> bool:
     return cached[1]
 
 
+@c.swallow()
 def _finish(state: _RequestState, exc: BaseException | None) -> None:
-    """End the request's span: the status code, an error status where it is one."""
-    try:
-        span = state.span
-        status = state.status
-        if state.deferred is not None:
-            _set_deferred(state)
-        if exc is None:
-            if status is None:
-                span.end()
-                return
-            if status < 400 or (status < 500 and not state.is_create):
-                span.set_attribute("http.response.status_code", status)
-                span.end()
-                return
-        attrs: dict[str, Any] = {}
-        if status is not None:
-            attrs["http.response.status_code"] = status
-        if exc is not None and not isinstance(exc, asyncio.CancelledError):
-            secrets = _config_secrets(state.config)
-            redact.record_exception(span, exc, secrets)
-            attrs["error.type"] = type(exc).__qualname__
-            span.set_status(Status(StatusCode.ERROR, redact.status_message(exc, secrets)))
-        elif status is not None and (status >= 500 or (state.is_create and status >= 400)):
-            # A refused create (409) did not create anything: an error for the actuation.
-            attrs["error.type"] = str(status)
-            span.set_status(Status(StatusCode.ERROR, f"HTTP {status}"))
-        if attrs:
-            span.set_attributes(attrs)
-        span.end()
-    except Exception:  # noqa: BLE001 - do no harm
-        c.logger.debug("fma-otel: ending a launcher span failed", exc_info=True)
-
-
-#: requester uid -> (actuation key, trace id, parent context of the create span): a bound
-#: launcher serves one requester for many creates, and these are three hashes.
-_ANNOTATION_PARENTS: dict[str, tuple[str, str, Any]] = {}
-
-
-def _annotation_parent(uid: str) -> tuple[str, str, Any]:
-    hit = _ANNOTATION_PARENTS.get(uid)
-    if hit is None:
-        key = model.actuation_key(uid)
-        trace_hex = model.trace_id_for(key)
-        hit = (key, trace_hex, c.remote_context(trace_hex, model.span_id_for(trace_hex, CREATE_PARENT, 0)))
-        if len(_ANNOTATION_PARENTS) >= 64:
-            _ANNOTATION_PARENTS.clear()
-        _ANNOTATION_PARENTS[uid] = hit
-    return hit
+    """End the request's span: the status code, an error status where it is one (a
+    cancelled request is not an error of its own)."""
+    if isinstance(exc, asyncio.CancelledError):
+        exc = None
+    secrets = _config_secrets(state.config) if exc is not None else []
+    c.end_span(
+        state.span,
+        state.status,
+        exc,
+        secrets,
+        # A refused create (409) did not create anything: an error for the actuation.
+        error_from=400 if state.is_create else 500,
+        message=redact.status_message(exc, secrets) if exc is not None else None,
+    )
 
 
 class _Buffered(trace.Span):
@@ -566,11 +449,14 @@ class _Buffered(trace.Span):
     (attributes, events, exceptions, a status, a name) for the real span, opened later
     (``replay``).  A ``Span``, so that code inside the request finds it as the current span."""
 
-    __slots__ = ("attrs", "events", "status", "t0", "exceptions", "name")
+    __slots__ = ("attrs", "events", "status", "t0", "exceptions", "name", "request")
 
     def __init__(self, attrs: dict[str, Any], t0: int) -> None:
         self.attrs = attrs
         self.t0 = t0
+        #: ``(scope, headers, instance id)`` of a create: its attributes are built from it
+        #: after the response (``request_attributes``), not on the request path.
+        self.request: tuple[dict[str, Any], dict[str, str], str] | None = None
         #: Made at the first one (most requests record none: two lists fewer per create).
         self.events: list[tuple[str, dict[str, Any], int]] | None = None
         self.status: Status | None = None
@@ -610,6 +496,14 @@ class _Buffered(trace.Span):
             self.events = []
         self.events.append((name, dict(attributes or {}), timestamp or time.time_ns()))
 
+    def request_attributes(self, join: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The create span's attributes from its request, then ``join``'s, then what the
+        request set on it (the order a span given them at its start has)."""
+        attrs = _create_attrs(*self.request) if self.request is not None else {}
+        attrs.update(join or {})
+        attrs.update(self.attrs)
+        return attrs
+
     def replay(self, span: trace.Span, attributes: bool = True) -> None:
         """Give ``span`` what was recorded here (``attributes``: the attributes too)."""
         if attributes and self.attrs:
@@ -640,12 +534,13 @@ class _LateSpan(_Buffered):
     ``_defer_attributes``), so the child's flags are the span's.
     """
 
-    __slots__ = ("tracer", "parent", "sc", "own_trace")
+    __slots__ = ("tracer", "parent", "sc", "own_trace", "join_attrs")
 
     def __init__(self, tracer: Any, parent: Any, trace_hex: str, span_id: str | None, t0: int) -> None:
         super().__init__({}, t0)
         self.tracer = tracer
         self.parent = parent
+        self.join_attrs: dict[str, Any] = {}
         gen = tracer.id_generator
         #: A trace of its own: the random trace id the span must be given.
         self.own_trace = 0 if trace_hex else gen.generate_trace_id()
@@ -686,7 +581,8 @@ def _forcing(tracer: Any) -> bool:
 
 def _open_late(st: _RequestState) -> None:
     """Open the create span of a ``_LateSpan`` (after the response; never raises): the
-    receipt instant, the ids its request handed out, then what the request recorded."""
+    receipt instant, the ids its request handed out, its attributes, then what the
+    request recorded."""
     late = st.span
     try:
         assert isinstance(late, _LateSpan)
@@ -700,7 +596,8 @@ def _open_late(st: _RequestState) -> None:
             span_id=format(sc.span_id, "016x"),
             trace_id=late.own_trace or None,
         )
-        late.replay(span)
+        span.set_attributes(late.request_attributes(late.join_attrs))
+        late.replay(span, attributes=False)
         st.span = span
     except Exception:  # noqa: BLE001 - do no harm
         c.logger.debug("fma-otel: opening a create span after its response failed", exc_info=True)
@@ -712,16 +609,13 @@ class _PendingSpan(_Buffered):
     opens the real span - receipt instant, derived ids once the Pod answer is known - and
     replays it all.  The request never waits on the API server."""
 
-    __slots__ = ("owner", "end_time", "state", "request", "deadline")
+    __slots__ = ("owner", "end_time", "state", "deadline")
 
     def __init__(self, owner: LauncherWrappers, attrs: dict[str, Any], t0: int) -> None:
         super().__init__(attrs, t0)
         self.owner = owner
         self.end_time: int | None = None
         self.state: _RequestState | None = None
-        #: ``(scope, headers, instance id)``: the request's attributes are built from it at
-        #: ``end`` (after the response), before what the request set on the span.
-        self.request: tuple[dict[str, Any], dict[str, str], str] | None = None
         #: ``time.monotonic()`` until which its Pod answer is waited for (set at ``end``).
         self.deadline = 0.0
 
@@ -731,10 +625,8 @@ class _PendingSpan(_Buffered):
     def end(self, end_time: int | None = None) -> None:
         self.end_time = end_time or time.time_ns()
         self.deadline = time.monotonic() + self.owner.podinfo.join_wait
-        if self.request is not None:
-            attrs = _create_attrs(*self.request)
-            attrs.update(self.attrs)
-            self.attrs, self.request = attrs, None
+        if self.request is not None:  # the join's attributes are added when it is opened
+            self.attrs, self.request = self.request_attributes(), None
         _RESOLVER.put(self)
 
 
@@ -903,15 +795,7 @@ def _is_launcher_module(mod: ModuleType | None) -> bool:
 
 def launcher_modules() -> list[ModuleType]:
     """Every loaded module that defines the launcher's classes (``__main__``, ``launcher``...)."""
-    found: list[ModuleType] = []
-    for name in ("__main__", "launcher", "__mp_main__"):
-        mod = sys.modules.get(name)
-        if mod is not None and _is_launcher_module(mod) and mod not in found:
-            found.append(mod)
-    for mod in list(sys.modules.values()):
-        if mod is not None and mod not in found and _is_launcher_module(mod):
-            found.append(mod)
-    return found
+    return list(dict.fromkeys(m for m in list(sys.modules.values()) if _is_launcher_module(m)))
 
 
 class LauncherWrappers(c.Wrappers):
@@ -992,9 +876,6 @@ class LauncherWrappers(c.Wrappers):
         if callable(flush):
             flush(int(timeout_s * 1000))
 
-    def excluded(self, path: str) -> bool:
-        return bool(self._excluded and self._excluded.url_disabled(path))
-
     # ------------------------------------------------------------------ the app
 
     def _patch_stack_builder(self) -> None:
@@ -1055,14 +936,14 @@ class LauncherWrappers(c.Wrappers):
             return
         d = vars(mod)
         inst_cls, mgr_cls = d["VllmInstance"], d["VllmMultiProcessManager"]
-        if "start" in vars(inst_cls) and not _is_wrapped(inst_cls, "start"):
-            wrapt.wrap_function_wrapper(inst_cls, "start", self._start_wrapper)
-        if "stop" in vars(inst_cls) and not _is_wrapped(inst_cls, "stop"):
-            wrapt.wrap_function_wrapper(inst_cls, "stop", self._stop_wrapper)
-        if "create_instance" in vars(mgr_cls) and not _is_wrapped(mgr_cls, "create_instance"):
-            wrapt.wrap_function_wrapper(mgr_cls, "create_instance", self._create_wrapper)
-        if callable(d.get("vllm_kickoff")) and not isinstance(d["vllm_kickoff"], wrapt.FunctionWrapper):
-            wrapt.wrap_function_wrapper(mod, "vllm_kickoff", _kickoff_wrapper)
+        for owner, attr, wrapper in (
+            (inst_cls, "start", self._start_wrapper),
+            (inst_cls, "stop", self._stop_wrapper),
+            (mgr_cls, "create_instance", self._create_wrapper),
+            (mod, "vllm_kickoff", _kickoff_wrapper),
+        ):
+            if callable(vars(owner).get(attr)) and not _is_wrapped(owner, attr):
+                wrapt.wrap_function_wrapper(owner, attr, wrapper)
         self._patched_modules.append(mod)
 
     def _create_wrapper(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
@@ -1075,7 +956,7 @@ class LauncherWrappers(c.Wrappers):
             # (``_after_response``); here only the one write the response makes anyway.
             st.result = result
         elif self.recording():
-            _note_instance_id(result)
+            _note_instance_id(trace.get_current_span(), result)
         return result
 
     def _after_response(self, st: _RequestState) -> None:
@@ -1092,7 +973,8 @@ class LauncherWrappers(c.Wrappers):
         if st.span.__class__ is _LateSpan:
             _open_late(st)  # first: the startup span's opener may hang from it
         if st.result is not None:
-            _note_create_result(st)
+            result, st.result = st.result, None
+            _note_instance_id(st.span, result, st.instance_id)
         after = st.after
         st.after = None
         for instance, watch, child_env in after or ():
@@ -1100,10 +982,7 @@ class LauncherWrappers(c.Wrappers):
                 if _PENDING_CHILD_ENV is child_env:
                     _PENDING_CHILD_ENV = None
                 if not watch.ended:
-                    watch.process = proc = getattr(instance, "process", None)
-                    watch.pid = getattr(proc, "pid", None)
-                    vllm_phases.follow(watch, instance, self.tracer, _child_traced(child_env))
-                    watch.start()
+                    self._watch(instance, watch, child_env)
             except Exception:  # noqa: BLE001 - do no harm
                 c.logger.debug("fma-otel: registering a vLLM start-up watch failed", exc_info=True)
 
@@ -1134,24 +1013,41 @@ class LauncherWrappers(c.Wrappers):
             except BaseException as exc:
                 watch = self._watches.get(instance)
                 if watch is not None:
-                    _end_error(watch, exc, getattr(instance, "config", None))
+                    watch.fail(
+                        exc,
+                        f"fork failed: {type(exc).__name__}",
+                        _config_secrets(getattr(instance, "config", None)),
+                    )
                 raise
         try:
             result = wrapped(*args, **kwargs)
         except BaseException as exc:
-            _end_error(plan.watch, exc, getattr(instance, "config", None))
+            plan.watch.fail(
+                exc, f"fork failed: {type(exc).__name__}", _config_secrets(getattr(instance, "config", None))
+            )
             raise
         finally:
             _PENDING_CHILD_ENV = None
         try:
-            watch = plan.watch
-            watch.process = proc = getattr(instance, "process", None)
-            watch.pid = getattr(proc, "pid", None)
-            vllm_phases.follow(watch, instance, self.tracer, _child_traced(plan.child_env))
-            self._watches[instance] = watch.start()
+            self._watches[instance] = self._watch(instance, plan.watch, plan.child_env)
         except Exception:  # noqa: BLE001 - do no harm
             c.logger.debug("fma-otel: watching the vLLM start-up failed", exc_info=True)
         return result
+
+    def _watch(self, instance: Any, watch: StartupWatch, child_env: Any) -> StartupWatch:
+        """Start polling the forked instance (and following its log) for its startup span."""
+        watch.process = proc = getattr(instance, "process", None)
+        watch.pid = getattr(proc, "pid", None)
+        vllm_phases.follow(watch, instance, self.tracer, _child_traced(child_env))
+        return watch.start()
+
+    def _startup_ordinal(self, st: _RequestState) -> int:
+        """The ``n`` of a create's next ``fma.vllm.startup``: counted per trace, or by the
+        request itself in a trace of its own (random trace id, only this request's)."""
+        if st.trace_hex:
+            return self.ordinals.next(st.trace_hex, STARTUP_SPAN)
+        st.startups += 1
+        return st.startups - 1
 
     def _order_startup(self, instance: Any, st: _RequestState) -> Any:
         """``fma.vllm.startup`` inside a create request: fix its start instant and ordinal
@@ -1159,8 +1055,7 @@ class LauncherWrappers(c.Wrappers):
         the poller thread that opens it, and its ``traceparent`` by the forked child.
 
         Only the ordinal must be taken in order on the request path (the ``n`` of the id
-        rule counts spans as they start).  In a trace of its own (random trace id, only
-        this request's), the request counts its own startups.  With a sampler that does
+        rule counts spans as they start).  With a sampler that does
         not follow the parent, or no valid create span to hang from, the general path
         (``_plan_startup``) decides, as for a ``start`` outside a create request.
         """
@@ -1171,60 +1066,49 @@ class LauncherWrappers(c.Wrappers):
             if not _parent_based(tracer) or not (st.trace_hex or st.span.get_span_context().is_valid):
                 return self._plan_startup(instance)
             t0 = time.time_ns()
-            if st.trace_hex:
-                n = self.ordinals.next(st.trace_hex, STARTUP_SPAN)
-            else:
-                n = st.startups
-                st.startups = n + 1
-            return _StartupOrder(self, tracer, instance, st, n, t0)
+            return _StartupOrder(self, tracer, instance, st, self._startup_ordinal(st), t0)
         except Exception:  # noqa: BLE001 - do no harm
             c.logger.debug("fma-otel: planning fma.vllm.startup failed", exc_info=True)
             return None
 
     @c.swallow()
     def _plan_startup(self, instance: Any) -> _StartupPlan | None:
-        """Decide ``fma.vllm.startup``'s ids now; open the span later, on the poller thread.
+        """Open ``fma.vllm.startup`` now: the general path (``POST`` creates, a ``start``
+        outside a request, a sampler that does not follow the parent).
 
-        The general path (outside the create request's fast path: ``POST`` creates, a
-        ``start`` called outside a request).  Why deferred: opening a span with its
-        attributes (redacted options, the config as JSON) cost about as much as the whole
-        create span, on the create request's path.
-        Inside a request the span id is the *derived* one and the parent is known, so the
-        ``traceparent`` the child needs can be written before the span exists; the poller
-        opens it with the fork instant as its start time and that same forced id.  This
-        assumes the sampler follows the parent (the SDK default); with any other sampler,
-        or outside a request (no trace to derive from), the span is opened here as before.
+        Inside a traced request whose sampler follows the parent (the SDK default) the span
+        id is the *derived* one, under the model's parent (or, in a trace of its own, under
+        the request's span); otherwise the span is a child of the current context with a
+        random id (no trace to derive from, or a sampler the child's flags cannot be told).
         """
         cfg = getattr(instance, "config", None)
-        iid = str(getattr(instance, "instance_id", ""))
         t0 = time.time_ns()
         cur_span = trace.get_current_span()
         cur = cur_span.get_span_context()
         tracer = self.tracer()
-        if not cur.is_valid or not _parent_based(tracer):
-            span, port = self._open_startup(tracer, cfg, iid, None, None, t0)
-            if span is None:
-                return None
-            return _StartupPlan(StartupWatch(span, None, port), _child_env(span))
-        trace_hex = format(cur.trace_id, "032x")
-        span_id = model.span_id_for(trace_hex, STARTUP_SPAN, self.ordinals.next(trace_hex, STARTUP_SPAN))
-        st = _REQUEST.get()
-        if st is not None and st.is_create and st.span is cur_span:
-            join = st.join  # its attributes may be set only after the response
-        else:
-            join = (getattr(cur_span, "attributes", None) or {}).get(A_JOIN, JOIN_TRACEPARENT)
-        if join != JOIN_NONE:
-            ctx = c.remote_context(trace_hex, model.span_id_for(trace_hex, STARTUP_PARENT, 0))
-            flags = int(TraceFlags.SAMPLED)
-        else:  # a trace of its own: under the create span itself
-            ctx = trace.set_span_in_context(cur_span, _ROOT)
-            flags = int(cur.trace_flags)
-
-        def opener() -> tuple[trace.Span | None, int | None]:
-            return self._open_startup(tracer, cfg, iid, ctx, span_id, t0)
-
-        env = _child_env_for(trace_hex, span_id, flags)
-        return _StartupPlan(StartupWatch(None, None, None, opener=opener), env)
+        ctx: Any = None
+        span_id: str | None = None
+        if cur.is_valid and _parent_based(tracer):
+            trace_hex = format(cur.trace_id, "032x")
+            span_id = model.span_id_for(trace_hex, STARTUP_SPAN, self.ordinals.next(trace_hex, STARTUP_SPAN))
+            st = _REQUEST.get()
+            if st is not None and st.is_create and st.span is cur_span:
+                join = st.join  # its attributes may be set only after the response
+            else:
+                join = (getattr(cur_span, "attributes", None) or {}).get(A_JOIN, JOIN_TRACEPARENT)
+            ctx = _startup_parent(trace_hex, join, cur_span)
+        span, port = self._open_startup(
+            tracer, cfg, str(getattr(instance, "instance_id", "")), ctx, span_id, t0
+        )
+        if span is None:
+            return None
+        sc = span.get_span_context()
+        env = (
+            _child_env_for(f"{sc.trace_id:032x}", f"{sc.span_id:016x}", int(sc.trace_flags))
+            if sc.is_valid
+            else None
+        )
+        return _StartupPlan(StartupWatch(span, None, port), env)
 
     @c.swallow(default=(None, None))
     def _open_startup(
@@ -1274,36 +1158,21 @@ class LauncherWrappers(c.Wrappers):
 
 
 @c.swallow()
-def _note_create_result(st: _RequestState) -> None:
-    """The id the manager chose is the path's (PUT): nothing to record, unless it differs."""
-    result, st.result = st.result, None
+def _note_instance_id(span: Any, result: Any, known: str | None = None) -> None:
+    """Record the id the manager chose (``POST`` has none in its path), unless it is the
+    one ``known`` already (the ``PUT`` path's; by default, the span's)."""
+    if known is None:
+        known = (getattr(span, "attributes", None) or {}).get(model.A_INSTANCE)
     iid = result.get("instance_id") if isinstance(result, dict) else None
-    if iid and str(iid) != st.instance_id and st.span.is_recording():
-        if st.deferred is not None:
-            st.deferred[model.A_INSTANCE] = str(iid)
-        else:
-            st.span.set_attribute(model.A_INSTANCE, str(iid))
+    if iid and str(iid) != known and span.is_recording():
+        span.set_attribute(model.A_INSTANCE, str(iid))
 
 
-@c.swallow()
-def _note_instance_id(result: Any) -> None:
-    """Record the id the manager chose (``POST`` has none in its path); skip a no-op rewrite."""
-    if not isinstance(result, dict) or not result.get("instance_id"):
-        return
-    span = trace.get_current_span()
-    iid = str(result["instance_id"])
-    if span.is_recording() and (getattr(span, "attributes", None) or {}).get(model.A_INSTANCE) != iid:
-        span.set_attribute(model.A_INSTANCE, iid)
+class _StartupPlan(NamedTuple):
+    """The startup watch and what the child must inherit."""
 
-
-class _StartupPlan:
-    """The startup watch (its span maybe not open yet) and what the child must inherit."""
-
-    __slots__ = ("watch", "child_env")
-
-    def __init__(self, watch: StartupWatch, child_env: dict[str, str] | None) -> None:
-        self.watch = watch
-        self.child_env = child_env
+    watch: StartupWatch
+    child_env: dict[str, str] | None
 
 
 class _StartupOrder:
@@ -1344,11 +1213,7 @@ class _StartupOrder:
                 _wait_resolved(st, self.owner.podinfo.join_wait + self.owner.podinfo.timeout + 1.0)
             if st.join in (JOIN_PENDING, JOIN_FAILED):
                 raise RuntimeError("create span not resolved")
-            if st.trace_hex:
-                self.n = self.owner.ordinals.next(st.trace_hex, STARTUP_SPAN)
-            else:
-                self.n = st.startups
-                st.startups += 1
+            self.n = self.owner._startup_ordinal(st)
         if ids is None:
             trace_hex = self.state.trace_hex or format(self.state.span.get_span_context().trace_id, "032x")
             ids = self._ids = (trace_hex, model.span_id_for(trace_hex, STARTUP_SPAN, self.n))
@@ -1375,11 +1240,7 @@ class _StartupOrder:
     def open(self) -> tuple[trace.Span | None, int | None]:
         """Open the span (on the poller thread, or on ``stop`` if that comes first)."""
         trace_hex, span_id = self.ids()
-        st = self.state
-        if st.join != JOIN_NONE:
-            ctx = c.remote_context(trace_hex, model.span_id_for(trace_hex, STARTUP_PARENT, 0))
-        else:  # a trace of its own: under the create span itself
-            ctx = trace.set_span_in_context(st.span, _ROOT)
+        ctx = _startup_parent(trace_hex, self.state.join, self.state.span)
         return self.owner._open_startup(self.tracer, self.cfg, str(self.iid), ctx, span_id, self.t0)
 
 
@@ -1389,6 +1250,14 @@ def _child_traced(child_env: Any) -> bool:
     if isinstance(child_env, _StartupOrder):
         return child_env.state.join != JOIN_PENDING  # as the child saw it at the fork
     return isinstance(child_env, dict) and "TRACEPARENT" in child_env
+
+
+def _startup_parent(trace_hex: str, join: str, create_span: Any) -> Any:
+    """The parent context of ``fma.vllm.startup``: the model's derived parent in a joined
+    trace; in a trace of its own, the create span itself."""
+    if join != JOIN_NONE:
+        return c.remote_context(trace_hex, model.span_id_for(trace_hex, STARTUP_PARENT, 0))
+    return trace.set_span_in_context(create_span, _ROOT)
 
 
 def _port_sources(cfg: Any) -> tuple[Any, Any]:
@@ -1401,20 +1270,6 @@ def _parent_based(tracer: Any) -> bool:
     return isinstance(sampler, ParentBased) or sampler is ALWAYS_ON
 
 
-@c.swallow()
-def _end_error(watch: StartupWatch, exc: BaseException, cfg: Any = None) -> None:
-    watch.fail(exc, f"fork failed: {type(exc).__name__}", _config_secrets(cfg))
-
-
-@c.swallow(default=None)
-def _child_env(span: trace.Span) -> dict[str, str] | None:
-    """What the vLLM child adds to its environment: the trace context, and a service name."""
-    sc = span.get_span_context()
-    if not sc.is_valid:
-        return None
-    return _child_env_for(format(sc.trace_id, "032x"), format(sc.span_id, "016x"), int(sc.trace_flags))
-
-
 def _child_env_for(trace_hex: str, span_id: str, flags: int) -> dict[str, str]:
     """The trace context as environment variables: what the global propagator injects,
     keys upper-cased (the OpenTelemetry environment-carrier convention, ``TRACEPARENT``)."""
@@ -1424,25 +1279,9 @@ def _child_env_for(trace_hex: str, span_id: str, flags: int) -> dict[str, str]:
     carrier: dict[str, str] = {}
     propagate.inject(carrier, context=trace.set_span_in_context(NonRecordingSpan(sc), _ROOT))
     env = {k.upper(): v for k, v in carrier.items()}
-    if _rename_child():
-        env["OTEL_SERVICE_NAME"] = "vllm"
+    if (os.environ.get("OTEL_SERVICE_NAME") or model.SERVICE_LAUNCHER) == model.SERVICE_LAUNCHER:
+        env["OTEL_SERVICE_NAME"] = "vllm"  # the launcher's default name is not the child's
     return env
-
-
-_RENAME_CHILD: tuple[str | None, bool] | None = None
-
-
-def _rename_child() -> bool:
-    """Should the child report as ``vllm``?  Re-decided only when ``OTEL_SERVICE_NAME`` changes
-    (``os.environ`` reads encode the key each time; this is on every create)."""
-    global _RENAME_CHILD
-    raw = os.environ.get("OTEL_SERVICE_NAME")
-    cached = _RENAME_CHILD
-    if cached is not None and cached[0] == raw:
-        return cached[1]
-    decision = (raw or model.SERVICE_LAUNCHER) == model.SERVICE_LAUNCHER
-    _RENAME_CHILD = (raw, decision)
-    return decision
 
 
 def _kickoff_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
@@ -1479,16 +1318,14 @@ def _is_wrapped(owner: Any, attr: str) -> bool:
 
 def _unpatch_module(mod: ModuleType) -> None:
     d = vars(mod)
-    for cls_name, attrs in (
-        ("VllmInstance", ("start", "stop")),
-        ("VllmMultiProcessManager", ("create_instance",)),
+    for owner, attr in (
+        (d.get("VllmInstance"), "start"),
+        (d.get("VllmInstance"), "stop"),
+        (d.get("VllmMultiProcessManager"), "create_instance"),
+        (mod, "vllm_kickoff"),
     ):
-        cls = d.get(cls_name)
-        for attr in attrs:
-            if cls is not None and _is_wrapped(cls, attr):
-                unwrap(cls, attr)
-    if isinstance(d.get("vllm_kickoff"), wrapt.FunctionWrapper):
-        unwrap(mod, "vllm_kickoff")
+        if owner is not None and _is_wrapped(owner, attr):
+            unwrap(owner, attr)
 
 
 #: What ``get_excluded_urls("FMA_LAUNCHER")`` reads first (then ``OTEL_PYTHON_EXCLUDED_URLS``).
@@ -1496,8 +1333,8 @@ _EXCLUDED_ENV = "OTEL_PYTHON_FMA_LAUNCHER_EXCLUDED_URLS"
 
 
 def _excluded_urls() -> Any:
-    """The ``OTEL_PYTHON_FMA_LAUNCHER_EXCLUDED_URLS`` list, or ``None`` when it is empty
-    (so the common case costs one truth test per request, not a regex search).
+    """The ``OTEL_PYTHON_FMA_LAUNCHER_EXCLUDED_URLS`` list, or ``None`` when neither
+    variable is set (the common case: one truth test per request).
 
     ``opentelemetry.util.http`` (and the semantic-convention tables it loads) is imported
     only when one of the two variables it reads is set: unset, the list is empty anyway,
@@ -1508,17 +1345,10 @@ def _excluded_urls() -> Any:
     try:
         from opentelemetry.util.http import get_excluded_urls
 
-        urls = get_excluded_urls("FMA_LAUNCHER")
-        return urls if getattr(urls, "_excluded_urls", True) else None
+        return get_excluded_urls("FMA_LAUNCHER")
     except Exception:  # noqa: BLE001
         return None
 
 
-def __getattr__(name: str) -> Any:
-    """``LauncherInstrumentor`` (the entry point's name) is defined with the other
-    ``BaseInstrumentor`` classes and imported only when asked for."""
-    if name == "LauncherInstrumentor":
-        from fma_otel.instrument.base_instrumentors import LauncherInstrumentor
-
-        return LauncherInstrumentor
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+#: ``LauncherInstrumentor`` (the entry point's name) is defined with the other ``BaseInstrumentor`` classes.
+__getattr__ = c.lazy_attribute(__name__, "LauncherInstrumentor")

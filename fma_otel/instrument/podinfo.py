@@ -30,6 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fma_otel.instrument._common import env_float
+
 REQUESTER_ANNOTATION = "dual-pods.llm-d.ai/requester"
 INSTANCE_ID_ANNOTATION = "dual-pods.llm-d.ai/instance-id"
 
@@ -150,8 +152,8 @@ class PodInfo:
         #: The watch of the Pod (``_default_watch``'s signature); with an injected
         #: ``fetch`` and no ``watch``, re-reads instead.
         self._watch = watch if watch is not None else (_default_watch if fetch is None else None)
-        self.join_wait = _float(e.get(ENV_WAIT), 10.0)
-        self.refresh = _float(e.get(ENV_REFRESH), 5.0)
+        self.join_wait = env_float(ENV_WAIT, 10.0, e)
+        self.refresh = env_float(ENV_REFRESH, 5.0, e)
         self._changed = threading.Condition()
         self._kick = threading.Event()
         #: Set by ``stop``: the only thing that ends a backoff early.
@@ -164,14 +166,13 @@ class PodInfo:
         self._watching = False
         self.pod_name = e.get("POD_NAME") or None
         self.namespace = e.get("NAMESPACE") or e.get("POD_NAMESPACE") or None
-        self.timeout = timeout if timeout is not None else _float(e.get(ENV_TIMEOUT), 0.5)
-        self.ttl = ttl if ttl is not None else _float(e.get(ENV_TTL), 60.0)
+        self.timeout = timeout if timeout is not None else env_float(ENV_TIMEOUT, 0.5, e)
+        self.ttl = ttl if ttl is not None else env_float(ENV_TTL, 60.0, e)
         self.negative_ttl = negative_ttl
         self._lock = threading.Lock()
         self._last: PodLookup | None = None
         self._started = 0  # fetches begun (under the lock)
         self._last_gen = 0  # which of them produced ``_last``
-        self._no_env: PodLookup | None = None
         #: The resourceVersion last seen (a read, a watch event, a bookmark): a watch
         #: resumes from it after a drop, without a re-read.
         self._rv: str | None = None
@@ -200,11 +201,8 @@ class PodInfo:
         uses it (one begun earlier - a prefetch in flight - may predate the binding).
         """
         if not self.pod_name or not self.namespace:
-            res = self._no_env
-            if res is None:  # the same answer every time: made once
-                res = self._no_env = PodLookup(reason="POD_NAME/NAMESPACE not set (downward API missing)")
-            self._last = res
-            return res
+            self._last = PodLookup(reason="POD_NAME/NAMESPACE not set (downward API missing)")
+            return self._last
         asked = self._started  # fetches begun so far: one begun later is fresher than our ask
         if not force:
             hit = self.cached(instance_id)
@@ -319,9 +317,6 @@ class PodInfo:
         self._kick.set()
         self._notify()
 
-    #: Kept for callers of the earlier name.
-    prefetch = start_background
-
     #: A watch that ends (or is refused as too old) sooner than this after it began counts
     #: as a failure for the backoff: a server or proxy that closes every watch at once must
     #: not be reconnected to in a loop.
@@ -390,10 +385,3 @@ class PodInfo:
                 backoff = min(30.0, backoff * 2)
             else:
                 backoff = 0.5
-
-
-def _float(value: str | None, default: float) -> float:
-    try:
-        return float(value) if value else default
-    except ValueError:
-        return default

@@ -41,18 +41,18 @@ import os
 import re
 import threading
 import time
-from collections import OrderedDict
 from typing import Any
 
 from fma_otel import model
 from fma_otel.instrument import _common as c
-from fma_otel.instrument.vllm_watch import _POLLER, A_PHASES, _exited
+
+# ENV_TIMEOUT: the same bound as fma.vllm.startup's.
+from fma_otel.instrument.vllm_watch import _POLLER, A_PHASES, ENV_TIMEOUT, _exit_status
 
 __all__ = ["A_PHASES", "LOG", "NATIVE", "PhaseTail", "enabled", "follow", "native_option"]
 
 ENV_SWITCH = "FMA_OTEL_VLLM_PHASES"
 ENV_INTERVAL = "FMA_OTEL_VLLM_PHASES_INTERVAL"
-ENV_TIMEOUT = "FMA_OTEL_VLLM_STARTUP_TIMEOUT"  # the same bound as fma.vllm.startup's
 
 NATIVE = "native"
 LOG = "log"
@@ -94,48 +94,8 @@ def version_tuple(text: str | None) -> tuple[int, int] | None:
     return (int(m[1]), int(m[2])) if m else None
 
 
-def local_offset_s(t_ns: int) -> int:
-    """The launcher's own UTC offset at ``t_ns`` (the child inherits its zone)."""
-    return int(time.localtime(t_ns // 1_000_000_000).tm_gmtoff)
-
-
-def offset_from_process_start(local_as_utc_ns: int, fork_ns: int) -> int | None:
-    """The child's UTC offset from the launcher's first line of the instance log (its local
-    time read as UTC) and the fork instant, rounded to 15 min (the rule the bridge uses
-    with ``D.create.start``); ``None`` when that is not a possible offset."""
-    quarter = 900 * 1_000_000_000
-    off = round((local_as_utc_ns - fork_ns) / quarter) * 900
-    return off if -86400 < off < 86400 else None
-
-
-class _Counts:
-    """Spans of each ``vllm.*`` name already emitted per trace (the ``n`` of the id rule),
-    for the ``max_traces`` traces used last, like ``OrdinalCounter``."""
-
-    def __init__(self, max_traces: int = c.MAX_COUNTED_TRACES) -> None:
-        self._by_trace: OrderedDict[str, dict[str, int]] = OrderedDict()
-        self._max = max_traces
-        self._lock = threading.Lock()
-
-    def get(self, trace_hex: str) -> dict[str, int]:
-        with self._lock:
-            return dict(self._by_trace.get(trace_hex, {}))
-
-    def add(self, trace_hex: str, names: list[str]) -> None:
-        """Count ``names`` as emitted in the trace."""
-        with self._lock:
-            seen = self._by_trace.pop(trace_hex, {})
-            for name in names:
-                seen[name] = seen.get(name, 0) + 1
-            self._by_trace[trace_hex] = seen
-            while len(self._by_trace) > self._max:
-                self._by_trace.popitem(last=False)
-
-    def __len__(self) -> int:
-        return len(self._by_trace)
-
-
-_COUNTS = _Counts()
+#: Spans of each ``vllm.*`` name already emitted per trace; only the poller thread emits.
+_COUNTS = c.OrdinalCounter()
 
 
 class PhaseTail:
@@ -172,7 +132,6 @@ class PhaseTail:
         self.fork_ns = fork_ns if fork_ns is not None else time.time_ns()
         self.deadline_ns = 0
         self.done = False
-        self.emitted: list[Any] = []  # the span records emitted (for tests and debugging)
         self._lock = threading.Lock()
         self._fh: Any = None
         self._buf = b""
@@ -206,15 +165,9 @@ class PhaseTail:
         if not data:
             return 0
         self._total += len(data)
-        buf = self._buf + data
-        start = 0
-        while True:
-            nl = buf.find(b"\n", start)
-            if nl < 0:
-                break
-            self._line(buf[start : nl + 1])
-            start = nl + 1
-        self._buf = buf[start:]
+        *lines, self._buf = (self._buf + data).split(b"\n")
+        for line in lines:
+            self._line(line + b"\n")
         if len(self._buf) > _MAX_LINE:  # keep counting the line, not holding it
             self._buf = b""
             self._skipping = True
@@ -231,15 +184,19 @@ class PhaseTail:
 
     def _make_parser(self, first: bytes) -> None:
         """The parser needs the child's year and UTC offset; the launcher's first line of
-        the log (its full local date) gives the offset against the fork instant."""
+        the log (its full local date) gives the offset against the fork instant, rounded
+        to 15 min as the bridge rounds it against ``D.create.start`` (not imported from
+        ``phase_spans``: that module is loaded only when there are phases to emit); else
+        the launcher's own zone (the child inherits it)."""
         from fma_otel.sources import vllm_log as V
 
         offset = None
         probe = V.VllmLogParser(year=time.gmtime(self.fork_ns // 1_000_000_000).tm_year).feed(first)
         if probe and probe[0].phase == V.PROCESS_START:
-            offset = offset_from_process_start(probe[0].end_lo_ns, self.fork_ns)
+            quarters = round((probe[0].end_lo_ns - self.fork_ns) / 900e9)
+            offset = quarters * 900 if abs(quarters * 900) < 86400 else None
         if offset is None:
-            offset = local_offset_s(self.fork_ns)
+            offset = int(time.localtime(self.fork_ns // 1_000_000_000).tm_gmtoff)
         year = time.gmtime(self.fork_ns // 1_000_000_000 + offset).tm_year
         self._parser = V.VllmLogParser(year=year, utc_offset_s=offset)
 
@@ -310,7 +267,7 @@ class PhaseTail:
     def _ended(self) -> bool:
         if self.exited or getattr(self.watch, "ended", False):
             return True
-        if self.process is not None and _exited(self.process):
+        if self.process is not None and _exit_status(self.process)[0]:
             # Latched, and the process object let go: a tail whose startup span is opened
             # late (a deferred create) must not keep the instance's process alive meanwhile.
             self.exited, self.process = True, None
@@ -428,7 +385,6 @@ class PhaseTail:
                 span_id=r.span_id,
             )
             span.end(end_time=r.end_ns)
-        self.emitted = records
 
 
 @c.swallow()

@@ -74,34 +74,24 @@ def _probe(host: str, port: int, timeout: float) -> int | None:
         conn.close()
 
 
-def _exited(process: Any) -> bool:
-    """Has the child exited?  Peeks with ``WNOWAIT`` so the launcher still reaps it itself."""
+def _exit_status(process: Any) -> tuple[bool, int | None]:
+    """Has the child exited, and with which code (``None`` when not known)?  Peeks with
+    ``WNOWAIT`` so the launcher still reaps it itself."""
     pid = getattr(process, "pid", None)
     if pid is None:
-        return False
-    if getattr(process, "_popen", None) is not None and process._popen.returncode is not None:
-        return True
+        return False, None
+    code = getattr(getattr(process, "_popen", None), "returncode", None)
+    if code is not None:
+        return True, code
     try:
         res = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        return res is not None
     except ChildProcessError:
-        return True  # already reaped by the launcher
+        return True, None  # already reaped by the launcher
     except (AttributeError, OSError):
-        return False
-
-
-def _exit_code(process: Any) -> int | None:
-    popen = getattr(process, "_popen", None)
-    code = getattr(popen, "returncode", None)
-    if code is not None:
-        return code
-    try:
-        res = os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        if res is not None:
-            return res.si_status if res.si_code == os.CLD_EXITED else -res.si_status
-    except (AttributeError, OSError):
-        pass
-    return None
+        return False, None
+    if res is None:
+        return False, None
+    return True, res.si_status if res.si_code == os.CLD_EXITED else -res.si_status
 
 
 class _Poller:
@@ -206,8 +196,8 @@ class StartupWatch:
     The span may be given open, or as an ``opener`` that the poller thread calls first
     (returning the span and the port): that keeps building the span's attributes off the
     create request's path.  Or as a ``source``: an object with ``open()`` (the opener),
-    ``ready()`` and ``port()`` (as ``ready`` and ``port_of``) - one bound method made on
-    the create request's path instead of three, and held meanwhile.  Whoever ends the
+    ``ready()`` (can it open without waiting?) and ``port()`` (asked while it cannot) -
+    a create whose span waits for its Pod answer.  Whoever ends the
     watch first (poller, ``stop``) opens it if still needed, so a span is never lost and
     never ended twice.
     """
@@ -222,8 +212,6 @@ class StartupWatch:
         interval: float | None = None,
         timeout: float | None = None,
         opener: Callable[[], tuple[Span | None, int | None]] | None = None,
-        ready: Callable[[], bool] | None = None,
-        port_of: Callable[[], int | None] | None = None,
         source: Any = None,
     ) -> None:
         self.span = span
@@ -240,9 +228,6 @@ class StartupWatch:
         self.polls = 0
         self._source = source
         self._opener = opener if opener is not None or source is None else source.open
-        #: Whether the opener can run without waiting (a deferred create's span resolved).
-        self._ready = ready
-        self._port_of = port_of
         #: The first healthy answer seen while the span could not be opened yet.
         self._healthy_at: int | None = None
         #: ``stop``'s reason, when it came before the span could be opened.
@@ -291,9 +276,7 @@ class StartupWatch:
 
     def _can_open(self) -> bool:
         """Can the opener run without waiting (call only while it is still to run)?"""
-        if self._source is not None:
-            return bool(self._source.ready())
-        return self._ready is None or bool(self._ready())
+        return self._source is None or bool(self._source.ready())
 
     def _open(self) -> None:
         """Open the span if it is still pending (call with ``_done`` held)."""
@@ -341,10 +324,6 @@ class StartupWatch:
         return self._ended
 
     def poll(self) -> None:
-        """The poller's call (``_Poller``): one step."""
-        self.step()
-
-    def step(self) -> None:
         """One poll: exited?  healthy?  out of time?  (Runs on the poller thread.)"""
         try:
             if self.interval is None:
@@ -375,13 +354,14 @@ class StartupWatch:
     def _early_probe(self) -> None:
         if self._healthy_at is not None:
             return
-        if self.port is None:
-            port_of = self._source.port if self._source is not None else self._port_of
-            if port_of is not None:
-                self.port = port_of()
-        if self.port is None or _exited(self.process):
-            return
-        assert self.interval is not None
+        if self.port is None and self._source is not None:
+            self.port = self._source.port()
+        if self.port is not None and not _exit_status(self.process)[0]:
+            self._probe_health()
+
+    def _probe_health(self) -> None:
+        """One (counted) ``GET /health``; the first healthy answer's instant is kept."""
+        assert self.interval is not None and self.port is not None
         self.polls += 1
         if _probe(self.host, self.port, max(0.05, min(0.5, self.interval * 5))) == 200:
             self._healthy_at = time.time_ns()
@@ -389,39 +369,31 @@ class StartupWatch:
     def _step(self) -> None:
         if self._ended:
             return
-        if self._healthy_at is not None and self.span is not None:
-            at = self._healthy_at
-            self._finish(
-                StatusCode.OK,
-                end_ns=at,
-                **{A_POLLS: self.polls, A_HEALTHY_AT: at, A_PRECISION: self.interval},
-            )
-            return
         if self.span is None:  # the opener failed: nothing to watch for
             self._finish(StatusCode.UNSET)
             return
-        if self.port is None:
-            self._finish(StatusCode.ERROR, "no --port in options and no inference-port annotation")
-            return
-        assert self.interval is not None and self.timeout is not None
-        if _exited(self.process):
-            code = _exit_code(self.process)
-            self._finish(
-                StatusCode.ERROR,
-                f"vLLM process exited (code {code}) before it answered GET /health",
-                **{A_POLLS: self.polls, "process.exit.code": code if code is not None else -1},
-            )
-            return
-        status = _probe(self.host, self.port, max(0.05, min(0.5, self.interval * 5)))
-        self.polls += 1
-        if status == 200:
-            now = time.time_ns()
-            self._finish(
-                StatusCode.OK,
-                end_ns=now,
-                **{A_POLLS: self.polls, A_HEALTHY_AT: now, A_PRECISION: self.interval},
-            )
-        elif time.monotonic() >= self.deadline:
-            self._finish(
-                StatusCode.ERROR, f"no healthy GET /health within {self.timeout:g} s", **{A_POLLS: self.polls}
-            )
+        if self._healthy_at is None:
+            if self.port is None:
+                self._finish(StatusCode.ERROR, "no --port in options and no inference-port annotation")
+                return
+            exited, code = _exit_status(self.process)
+            if exited:
+                self._finish(
+                    StatusCode.ERROR,
+                    f"vLLM process exited (code {code}) before it answered GET /health",
+                    **{A_POLLS: self.polls, "process.exit.code": code if code is not None else -1},
+                )
+                return
+            self._probe_health()
+            if self._healthy_at is None:
+                if time.monotonic() >= self.deadline:
+                    self._finish(
+                        StatusCode.ERROR,
+                        f"no healthy GET /health within {self.timeout:g} s",
+                        **{A_POLLS: self.polls},
+                    )
+                return
+        at = self._healthy_at
+        self._finish(
+            StatusCode.OK, end_ns=at, **{A_POLLS: self.polls, A_HEALTHY_AT: at, A_PRECISION: self.interval}
+        )

@@ -37,7 +37,7 @@ def test_ordinals_keep_the_traces_used_last_up_to_the_bound() -> None:
 
 
 def test_phase_counts_keep_the_traces_used_last_up_to_the_bound() -> None:
-    counts = vllm_phases._Counts()
+    counts = c.OrdinalCounter()
     for i in range(1000):
         counts.add(_trace(i), ["vllm.model_load", "vllm.model_load", "vllm.api_server"])
     assert len(counts) == c.MAX_COUNTED_TRACES

@@ -14,7 +14,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from fma_otel import model
 from fma_otel.instrument.actuation import actuation
-from fma_otel.instrument.httpx_dpc import HttpxDpcInstrumentor, dpc_purpose, span_name_for
+from fma_otel.instrument.httpx_dpc import HttpxDpcInstrumentor, dpc_purpose
 from fma_otel.instrument.k8s_client import KubernetesClientInstrumentor, describe
 from fma_otel.instrument.launcher import CREATE_SPAN, LauncherInstrumentor
 from fma_otel.instrument.podinfo import PodInfo, parse_requester
@@ -60,7 +60,7 @@ def _echo_client() -> tuple[httpx.Client, list[httpx.Request]]:
 def test_dpc_purpose_table(method: str, url: str, purpose: str, name: str) -> None:
     u = httpx.URL("http://10.0.0.1:8001" + url)
     assert dpc_purpose(method, u.path, u.query.decode())[0] == purpose
-    assert span_name_for(purpose) == name
+    assert model.dpc_call_span(purpose) == name
 
 
 def test_non_dpc_calls_are_left_alone() -> None:

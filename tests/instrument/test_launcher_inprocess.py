@@ -302,7 +302,7 @@ def test_a_pending_startup_span_is_opened_once_by_whoever_ends_it(tracing: Traci
     watch = StartupWatch(None, None, None, opener=opener)
     watch.stop()
     watch.stop()
-    watch.step()
+    watch.poll()
     (startup,) = tracing.spans(STARTUP_SPAN)
     assert len(opened) == 1
     assert startup.status.status_code is StatusCode.ERROR

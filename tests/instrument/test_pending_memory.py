@@ -245,14 +245,14 @@ def test_a_watch_given_a_source_opens_its_span_from_it_once_ready(tracing: Traci
     span = tracing.provider.get_tracer("t").start_span("fma.vllm.startup")
     source = _Source(span)
     watch = StartupWatch(None, None, None, source=source, interval=0.01, timeout=60)
-    watch.step()  # not ready: watched meanwhile (its port asked), not opened
+    watch.poll()  # not ready: watched meanwhile (its port asked), not opened
     assert source.calls == ["ready", "port"] and watch.span is None and not watch.ended
     watch.stop("stopped early")  # not ready: remembered, ended once it can be opened
     assert not watch.ended
-    watch.step()  # still not ready: stepped less often from now on, not probed
+    watch.poll()  # still not ready: stepped less often from now on, not probed
     assert watch.interval == STOPPED_INTERVAL and source.calls == ["ready", "port", "ready", "ready"]
     source.is_ready = True
-    watch.step()
+    watch.poll()
     assert watch.ended and source.calls.count("open") == 1
     (ended,) = tracing.spans("fma.vllm.startup")
     assert ended.status.status_code is StatusCode.ERROR and ended.status.description == "stopped early"
