@@ -138,13 +138,12 @@ class _Status(TypedDict, total=False):
 
 def doc_decoder(name: str, fields: dict[str, Any]) -> Callable[[bytes], Any]:
     """The decoder of any top-level value or List item of one kind of object: a ``dict`` of
-    ``fields`` (the object's, as TypedDict annotations) and of what tells a watch event or a
-    List (``type``, the raw ``object``, the raw ``items``); a scalar stays one."""
-    doc = TypedDict(  # type: ignore[misc]  # the kept fields are the caller's
-        name,
-        {**fields, "type": Any, "object": msgspec.Raw, "items": list[msgspec.Raw] | dict[str, Any] | _SCALAR},
-        total=False,
-    )
+    ``fields`` (the object's, as TypedDict annotations) and of what tells a watch event (its
+    ``type``, and its ``object`` decoded the same way in the same pass, with the ``message``
+    of an ``ERROR``'s Status) or a List (the raw ``items``); a scalar stays one."""
+    obj = TypedDict(name + "Object", {**fields, "message": Any}, total=False)  # type: ignore[misc]
+    items = list[msgspec.Raw] | dict[str, Any] | _SCALAR
+    doc = TypedDict(name, {**fields, "type": Any, "object": obj | _OTHER, "items": items}, total=False)  # type: ignore[misc]
     return msgspec.json.Decoder(doc | _SCALAR).decode
 
 
@@ -341,24 +340,23 @@ class Sink:
         if _may_hold_huge(data):
             _decode(data, untyped=True)  # raises for a number (not only text) Python will not build
         self.stats.read += 1
-        if is_dict and isinstance(doc.get("type"), str) and doc.get("object"):
-            rec = self._watch_event(doc["type"], bytes(doc["object"]), line)
+        if is_dict and isinstance(doc.get("type"), str) and "object" in doc:
+            rec = self._watch_event(doc["type"], doc["object"], line)
         else:
             rec = self.take("LISTED", doc, line)
         if rec is not None:
             yield rec
 
-    def _watch_event(self, etype: str, obj: bytes, line: int) -> Any:
+    def _watch_event(self, etype: str, obj: Any, line: int) -> Any:
         if etype == "BOOKMARK":
             self.bookmark()
         elif etype == "ERROR":
-            inner = _decode(obj, untyped=True)
-            msg = inner.get("message", "") if isinstance(inner, dict) else ""
+            msg = obj.get("message", "") if isinstance(obj, dict) else ""
             self.skipped(line, f"watch ERROR event: {msg}"[:200])
         elif etype not in _WATCH_TYPES:
             self.skipped(line, f"unknown watch event type {etype!r}")
         else:
-            return self.take(etype, _decode(obj, doc=self.decode_doc), line)
+            return self.take(etype, obj, line)
         return None
 
     def framed(self, data: bytes, line: int) -> Iterator[Any]:
