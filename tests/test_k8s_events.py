@@ -330,3 +330,23 @@ def test_rfc3339_time_applies_the_window_and_the_ninth_digit_rule(text: str) -> 
             rfc3339_time(text)
     else:
         assert rfc3339_time(text) == (timeutil.parse_rfc3339_ns(text), 1)
+
+
+def test_a_list_with_a_broken_item_keeps_the_good_ones():
+    """The reader of Pod JSON recovers the items around one that is no JSON (before, the
+    whole List was one skip), and the skip names the line where the broken item starts."""
+    doc = json.loads((FIX / "core-v1-list.json").read_text())
+    doc["items"] = doc["items"][:3]
+    text = json.dumps(doc, indent=4)
+    second = text.index('"Pulling"')
+    text = text[:second] + '"Pulling" "oops"' + text[second + len('"Pulling"') :]
+    recs, st = parse_events(text)
+    assert [r.reason for r in recs] == ["Scheduled", "Pulled"]
+    assert [r.index for r in recs] == [0, 2]
+    assert (st.read, st.records, st.skipped) == (3, 2, 1)
+    index, why = st.skipped_items[0]
+    line = int(why.rpartition("(line ")[2].rstrip(")"))
+    assert index == 1 and why.startswith("malformed JSON object: ")
+    assert text.splitlines()[line - 1] == "        {" and '"Pulling" "oops"' in "\n".join(
+        text.splitlines()[line:]
+    )

@@ -4,9 +4,10 @@ Pure: bytes or text in, records and counts out; no client, no spans.  It reads w
 ``kubectl get events -o json`` prints (a core/v1 ``EventList``), an ``events.k8s.io/v1``
 List, a single Event of either API, and watch streams (``{"type": ..., "object": ...}``),
 either one JSON value per line or pretty-printed values one after another (``kubectl get
-events -o json --watch``).  Decoding is msgspec's: the document is decoded once, then each
-item is converted to :class:`_Event` separately, so one bad item is a counted skip (with its
-index) and never loses the others.
+events -o json --watch``): through the reader of Pod JSON (:mod:`.pod_json`: its streaming,
+shapes and recovery of the good items around a bad one), each item then converted to
+:class:`_Event` by msgspec, so one bad item is a counted skip (with its index and line) and
+never loses the others.
 
 The two APIs name the same things differently (``involvedObject``/``regarding``,
 ``message``/``note``, ``source.component``/``reportingController``, ``firstTimestamp``/

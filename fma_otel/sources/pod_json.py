@@ -1,4 +1,5 @@
-"""Reader of Kubernetes Pod JSON in every form ``kubectl`` writes.
+"""Reader of Kubernetes Pod JSON in every form ``kubectl`` writes (and, through
+:class:`Sink`, of Events: :mod:`.k8s_events`).
 
 Forms accepted, in any mix and in one file:
 
