@@ -302,7 +302,7 @@ class Sink:
     ``read`` and ``skip(position, why)``, which :meth:`skipped` and :meth:`bookmark` use.
     """
 
-    decode_doc: Callable[[bytes], Any] = _DECODE_DOC
+    decode_doc: Callable[[bytes], Any]
 
     def __init__(self, stats: Any) -> None:
         self.stats = stats
@@ -387,6 +387,8 @@ class Sink:
 
 class PodSink(Sink):
     """Pods as :class:`PodEvent` s, numbered in the order they are yielded."""
+
+    decode_doc = _DECODE_DOC
 
     def __init__(self, stats: SourceStats) -> None:
         super().__init__(stats)
