@@ -350,3 +350,18 @@ def test_a_list_with_a_broken_item_keeps_the_good_ones():
     assert text.splitlines()[line - 1] == "        {" and '"Pulling" "oops"' in "\n".join(
         text.splitlines()[line:]
     )
+
+
+def test_shapes_kubectl_never_writes_are_counted_skips_as_for_pods():
+    """Events follow the Pod reader's rules: a watch type the API does not have is a skip
+    (it was once kept as the record's watch_type), and a value that starts mid-line after
+    another (``}{``) is garbage after the first, counted with its line."""
+    doc = json.loads((FIX / "core-v1-list.json").read_text())
+    recs, st = parse_events(json.dumps({"type": "FOO", "object": doc["items"][0]}))
+    assert recs == [] and st.skipped_items == [(0, "unknown watch event type 'FOO' (line 1)")]
+    text = "".join(json.dumps(i, indent=2) for i in doc["items"][:3])
+    recs, st = parse_events(text)
+    assert [r.reason for r in recs] == ["Scheduled"]
+    assert (st.read, st.skipped) == (2, 1) and st.skipped_items[0][1].startswith(
+        "garbage between JSON objects"
+    )
