@@ -352,16 +352,24 @@ def test_a_list_with_a_broken_item_keeps_the_good_ones():
     )
 
 
-def test_shapes_kubectl_never_writes_are_counted_skips_as_for_pods():
-    """Events follow the Pod reader's rules: a watch type the API does not have is a skip
-    (it was once kept as the record's watch_type), and a value that starts mid-line after
-    another (``}{``) is garbage after the first, counted with its line."""
+def test_an_unknown_watch_type_is_a_skip_as_for_pods():
+    """A watch type the API does not have is a counted skip, as for Pods (it was once kept
+    as the record's watch_type)."""
     doc = json.loads((FIX / "core-v1-list.json").read_text())
     recs, st = parse_events(json.dumps({"type": "FOO", "object": doc["items"][0]}))
     assert recs == [] and st.skipped_items == [(0, "unknown watch event type 'FOO' (line 1)")]
+
+
+def test_values_run_together_on_a_line_are_each_read():
+    """``}{``: each value is read (as the Events' own reader once did with raw_decode);
+    text after them is garbage and a broken last one a skip, each with its line."""
+    doc = json.loads((FIX / "core-v1-list.json").read_text())
     text = "".join(json.dumps(i, indent=2) for i in doc["items"][:3])
     recs, st = parse_events(text)
-    assert [r.reason for r in recs] == ["Scheduled"]
-    assert (st.read, st.skipped) == (2, 1) and st.skipped_items[0][1].startswith(
-        "garbage between JSON objects"
-    )
+    assert [r.reason for r in recs] == ["Scheduled", "Pulling", "Pulled"] and st.skipped == 0
+    recs, st = parse_events(text + ' {"reason": \n')
+    assert [r.reason for r in recs] == ["Scheduled", "Pulling", "Pulled"]
+    assert st.skipped_items[0][0] == 3 and st.skipped_items[0][1].startswith("malformed JSON object")
+    last = text.count("\n") + 1
+    recs, st = parse_events(text + "  junk\n")
+    assert len(recs) == 3 and st.skipped_items == [(3, f"garbage between JSON objects (line {last})")]

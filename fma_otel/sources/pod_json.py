@@ -12,7 +12,7 @@ Forms accepted, in any mix and in one file:
 
 How: ``kubectl`` starts every top-level value at the start of a line, and indents what is
 inside one.  So a value runs from a line that begins with ``{`` or ``[`` to the next such
-line, and is decoded with ``msgspec`` into TypedDicts that hold only the fields the
+line (values run together on those lines, ``}{``, are each read), and is decoded with ``msgspec`` into TypedDicts that hold only the fields the
 bridge reads (:func:`doc_decoder`): everything else of a Pod is skipped by the decoder and never
 built, which is what keeps a big List cheap.  A pretty-printed List (what ``kubectl get
 pods -o json`` writes) is read item by item, by the same rule at the items' indentation,
@@ -193,7 +193,7 @@ def _decode(data: bytes, untyped: bool = False, doc: Callable[[bytes], Any] = _D
     except RecursionError as e:
         raise _Malformed(_why(e)) from None
     # bytes that are no UTF-8 in a kept field: read as U+FFFD, as a text reader would
-    return _decode(data.decode("utf-8", "replace").encode(), untyped, doc)
+    return _decode(str(data, "utf-8", "replace").encode(), untyped, doc)
 
 
 def _checked(pod: dict[str, Any]) -> str | None:
@@ -362,27 +362,42 @@ class Sink:
 
     def framed(self, data: bytes, line: int) -> Iterator[Any]:
         """A value cut out of the file by lines: a bad one is a counted skip (its List or
-        array read element by element); text after a whole value on its lines is garbage."""
+        array read element by element).  Whole values one after another on its lines (one
+        closed early by a stray bracket, or ``}{``) are each read, as a streaming reader
+        would; other text after a whole value is garbage."""
         try:
             yield from self.value(data, line)
+            return
         except _Malformed as e:
-            if e.end is not None:
-                try:
-                    _decode(data[: e.end], doc=self.decode_doc)
-                except _Malformed:
-                    pass
-                else:
-                    # a value closed early (a stray bracket): kept, as a streaming reader
-                    # would keep it; the rest of its lines are garbage
-                    yield from self.framed(data[: e.end], line)
-                    rest = data[e.end :]
-                    at = e.end + len(rest) - len(rest.lstrip(_WS))
-                    self.skip(line + data.count(b"\n", 0, at), "garbage between JSON objects")
-                    return
+            end, err = e.end, e
+        view, pos = memoryview(data), 0
+        while end is not None:
             try:
-                yield from _recover(self, data, line)
+                _decode(view[pos : pos + end], doc=self.decode_doc)
             except _Malformed:
-                self.skip(line, f"malformed JSON object: {e}")
+                break
+            yield from self.framed(bytes(view[pos : pos + end]), line)
+            line += data.count(b"\n", pos, pos + end)
+            pos, end = pos + end, _SKIP.match(data, pos + end).end()
+            line += data.count(b"\n", pos, end)
+            pos = end
+            if pos == len(data):
+                return
+            if data[pos] not in b"{[":
+                self.skip(line, "garbage between JSON objects")
+                return
+            try:  # where the next value ends, the rest not copied
+                _decode(view[pos:], doc=self.decode_doc)
+                end = None
+            except _Malformed as e:
+                end, err = e.end, e
+        if pos:  # the last of the values, whole or not
+            yield from self.framed(bytes(view[pos:]), line)
+            return
+        try:
+            yield from _recover(self, data, line)
+        except _Malformed:
+            self.skip(line, f"malformed JSON object: {err}")
 
 
 class PodSink(Sink):
