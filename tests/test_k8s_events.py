@@ -87,13 +87,17 @@ def test_core_v1_list_launcher_startup():
 
 
 def test_core_v1_bad_items_are_counted_skips_with_their_index():
+    """Each skip keeps its item's index and says the line where the item starts (the
+    reader is pod_json's, which knows lines)."""
     _, st = load("core-v1-list.json")
     idx = [i for i, _ in st.skipped_items]
     assert idx == [9, 10, 11, 12]
     reasons = dict(st.skipped_items)
-    assert reasons[9] == "Event without involvedObject/regarding"
+    lines = (FIX / "core-v1-list.json").read_text().splitlines()
+    assert reasons[9] == "Event without involvedObject/regarding (line 203)"
+    assert lines[202] == "        {" and '"name": "broken.1"' in lines[209]
     assert "$.count" in reasons[10]
-    assert reasons[11] == "Event without eventTime, firstTimestamp or lastTimestamp"
+    assert reasons[11] == "Event without eventTime, firstTimestamp or lastTimestamp (line 224)"
     assert "not an RFC3339 time (no such date): '2026-13-29T14:35:45Z'" in reasons[12]
 
 
@@ -142,7 +146,8 @@ def test_watch_stream_ndjson():
     assert recs[2].pull_s == pytest.approx(0.177) and recs[2].pull_waiting_s is None
     assert (st.read, st.ignored, st.skipped) == (7, 1, 2)
     assert st.skipped_items[0][0] == 4 and "line 5" in st.skipped_items[0][1]
-    assert st.skipped_items[1] == (5, "watch ERROR: too old resource version: 1 (90000)")
+    # the reader's message for a watch ERROR (the same as for Pods), with its line
+    assert st.skipped_items[1] == (5, "watch ERROR event: too old resource version: 1 (90000) (line 6)")
 
 
 def test_kubectl_watch_pretty_json_values_one_after_another():
@@ -152,7 +157,10 @@ def test_kubectl_watch_pretty_json_values_one_after_another():
     text += json.dumps(doc["items"][5], indent=4) + "\n"
     recs, st = parse_events(text)
     assert [r.reason for r in recs] == ["Scheduled", "Pulling", "Pulled", "Created", "Started", "Unhealthy"]
-    assert st.skipped == 1 and "invalid JSON" in st.skipped_items[0][1]
+    # the reader's message for a value that is no JSON (the same as for Pods), with its line
+    assert st.skipped_items == [
+        (5, "malformed JSON object: JSON is malformed: object keys must be strings (byte 2) (line 144)")
+    ]
 
 
 def test_single_event_object_and_list_of_events():
@@ -291,11 +299,14 @@ def test_live_items_one_at_a_time_equal_the_stream():
         except json.JSONDecodeError:
             stats.read += 1
             continue
+        if ev["type"] in ("BOOKMARK", "ERROR"):  # the live watch's own (live.pods.PodWatcher)
+            stats.read += 1
+            continue
         rec = parse_event_item(ev["object"], stats, index=i, watch_type=ev["type"])
         if rec is not None:
             live.append(rec)
     assert live == stream
-    assert (stats.records, stats.ignored, stats.skipped) == (4, 1, 1)
+    assert (stats.read, stats.records, stats.skipped) == (7, 4, 0)
 
 
 @pytest.mark.parametrize(
@@ -319,3 +330,46 @@ def test_rfc3339_time_applies_the_window_and_the_ninth_digit_rule(text: str) -> 
             rfc3339_time(text)
     else:
         assert rfc3339_time(text) == (timeutil.parse_rfc3339_ns(text), 1)
+
+
+def test_a_list_with_a_broken_item_keeps_the_good_ones():
+    """The reader of Pod JSON recovers the items around one that is no JSON (before, the
+    whole List was one skip), and the skip names the line where the broken item starts."""
+    doc = json.loads((FIX / "core-v1-list.json").read_text())
+    doc["items"] = doc["items"][:3]
+    text = json.dumps(doc, indent=4)
+    second = text.index('"Pulling"')
+    text = text[:second] + '"Pulling" "oops"' + text[second + len('"Pulling"') :]
+    recs, st = parse_events(text)
+    assert [r.reason for r in recs] == ["Scheduled", "Pulled"]
+    assert [r.index for r in recs] == [0, 2]
+    assert (st.read, st.records, st.skipped) == (3, 2, 1)
+    index, why = st.skipped_items[0]
+    line = int(why.rpartition("(line ")[2].rstrip(")"))
+    assert index == 1 and why.startswith("malformed JSON object: ")
+    assert text.splitlines()[line - 1] == "        {" and '"Pulling" "oops"' in "\n".join(
+        text.splitlines()[line:]
+    )
+
+
+def test_an_unknown_watch_type_is_a_skip_as_for_pods():
+    """A watch type the API does not have is a counted skip, as for Pods (it was once kept
+    as the record's watch_type)."""
+    doc = json.loads((FIX / "core-v1-list.json").read_text())
+    recs, st = parse_events(json.dumps({"type": "FOO", "object": doc["items"][0]}))
+    assert recs == [] and st.skipped_items == [(0, "unknown watch event type 'FOO' (line 1)")]
+
+
+def test_values_run_together_on_a_line_are_each_read():
+    """``}{``: each value is read (as the Events' own reader once did with raw_decode);
+    text after them is garbage and a broken last one a skip, each with its line."""
+    doc = json.loads((FIX / "core-v1-list.json").read_text())
+    text = "".join(json.dumps(i, indent=2) for i in doc["items"][:3])
+    recs, st = parse_events(text)
+    assert [r.reason for r in recs] == ["Scheduled", "Pulling", "Pulled"] and st.skipped == 0
+    recs, st = parse_events(text + ' {"reason": \n')
+    assert [r.reason for r in recs] == ["Scheduled", "Pulling", "Pulled"]
+    assert st.skipped_items[0][0] == 3 and st.skipped_items[0][1].startswith("malformed JSON object")
+    last = text.count("\n") + 1
+    recs, st = parse_events(text + "  junk\n")
+    assert len(recs) == 3 and st.skipped_items == [(3, f"garbage between JSON objects (line {last})")]

@@ -170,3 +170,21 @@ def test_an_object_closed_early_is_kept_and_the_rest_of_it_is_garbage(chunk):
     uids, st = _read(spoilt + "\n" + json.dumps(pod("uid-b", rv="2"), indent=4) + "\n", chunk)
     assert uids == ["uid-a", "uid-b"]
     assert st.skipped == 1 and st.read == st.understood + st.skipped
+
+
+@pytest.mark.parametrize("chunk", CHUNKS)
+def test_values_run_together_on_one_line_are_each_read(chunk):
+    """``}{`` (no tool of kubectl's writes it, a hand-joined file may): every value is read,
+    and the line of a skip after them is right."""
+    text = json.dumps(pod("uid-0"), indent=2) + json.dumps(pod("uid-1"), indent=2) + "\n"
+    uids, st = _read(text + text[:-1] + " junk\n", chunk)
+    assert uids == ["uid-0", "uid-1"] * 2
+    assert st.skipped_lines == [(2 * text.count("\n"), "garbage between JSON objects")]
+
+
+@pytest.mark.slow
+def test_thousands_of_values_on_one_line_are_read_in_a_loop():
+    """Neither recursion nor a copy of what is left per value: a recursion would raise here."""
+    pods = [pod(f"uid-{i:04d}") for i in range(3000)]
+    uids, st = _read("".join(json.dumps(p) for p in pods) + "\n", 1 << 16)
+    assert uids == [p["metadata"]["uid"] for p in pods] and st.skipped == 0

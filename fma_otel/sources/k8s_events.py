@@ -4,9 +4,10 @@ Pure: bytes or text in, records and counts out; no client, no spans.  It reads w
 ``kubectl get events -o json`` prints (a core/v1 ``EventList``), an ``events.k8s.io/v1``
 List, a single Event of either API, and watch streams (``{"type": ..., "object": ...}``),
 either one JSON value per line or pretty-printed values one after another (``kubectl get
-events -o json --watch``).  Decoding is msgspec's: the document is decoded once, then each
-item is converted to :class:`_Event` separately, so one bad item is a counted skip (with its
-index) and never loses the others.
+events -o json --watch``): through the reader of Pod JSON (:mod:`.pod_json`: its streaming,
+shapes and recovery of the good items around a bad one), each item then converted to
+:class:`_Event` by msgspec, so one bad item is a counted skip (with its index and line) and
+never loses the others.
 
 The two APIs name the same things differently (``involvedObject``/``regarding``,
 ``message``/``note``, ``source.component``/``reportingController``, ``firstTimestamp``/
@@ -33,15 +34,15 @@ form keeps its record with ``pull_s=None`` and is counted in ``unparsed_messages
 
 from __future__ import annotations
 
-import json
+import io
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import msgspec
 
 from ..timeutil import parse_rfc3339
+from .pod_json import Sink, doc_decoder, read_objects
 
 __all__ = [
     "KNOWN",
@@ -236,80 +237,24 @@ _CONTAINER_MSG = re.compile(r"^(?:Created|Started|Stopping) container:? (?P<c>\S
 _FIELD_PATH = re.compile(r"^spec\.(?:initContainers|containers|ephemeralContainers)\{(?P<c>[^}]+)\}$")
 
 
-# --------------------------------------------------------------------------- input shapes
-
-
-def _values(data: bytes) -> Iterator[Any]:
-    """The JSON values of the input: one document, NDJSON, or values one after another.
-
-    msgspec decodes a whole document and each NDJSON line; only pretty-printed values one
-    after another (``kubectl ... -o json --watch``), which no line-based split can cut, go
-    through the standard library's ``raw_decode``.
-    """
-    try:
-        yield msgspec.json.decode(data)
-        return
-    except msgspec.DecodeError:
-        pass
-    lines = data.split(b"\n")
-    first = next((ln for ln in lines if ln.strip()), b"")
-    try:
-        msgspec.json.decode(first)
-        ndjson = True
-    except msgspec.DecodeError:
-        ndjson = False
-    if ndjson:
-        for no, ln in enumerate(lines, 1):
-            if not ln.strip():
-                continue
-            try:
-                yield msgspec.json.decode(ln)
-            except msgspec.DecodeError as e:
-                yield _Bad(f"invalid JSON on line {no}: {e}")
-        return
-    text = data.decode("utf-8", errors="replace")
-    dec = json.JSONDecoder()
-    pos = 0
-    n = len(text)
-    while True:
-        while pos < n and text[pos] in " \t\r\n":
-            pos += 1
-        if pos >= n:
-            return
-        try:
-            value, pos = dec.raw_decode(text, pos)
-        except json.JSONDecodeError as e:
-            yield _Bad(f"invalid JSON at character {e.pos}: {e.msg}")
-            nl = text.find("\n", e.pos)
-            if nl < 0:
-                return
-            pos = nl + 1
-            continue
-        yield value
-
-
-class _Bad(NamedTuple):
-    reason: str
-
-
-def _items(data: bytes) -> Iterator[tuple[str, Any]]:
-    """(watch type, item) pairs, flattening Lists; ``_Bad`` items carry their reason."""
-    for value in _values(data):
-        if isinstance(value, _Bad):
-            yield "", value
-        elif isinstance(value, dict) and isinstance(value.get("items"), list):
-            for item in value["items"]:
-                yield "LISTED", item
-        elif isinstance(value, dict) and "type" in value and "object" in value and "reason" not in value:
-            yield str(value["type"]), value["object"]
-        elif isinstance(value, list):
-            for item in value:
-                yield "LISTED", item
-        else:
-            yield "LISTED", value
-
-
 # --------------------------------------------------------------------------- records
+
+
+class _Reader(Sink):
+    """Events through the reader of Pod JSON (its framing, Lists, watch streams, recovery);
+    each skip keeps its item's index, and says the line where the item starts."""
+
+    # every field an Event may carry, any JSON: :func:`_take` checks them as an _Event
+    decode_doc = doc_decoder("_EventDoc", {f.encode_name: Any for f in msgspec.structs.fields(_Event)})
+
+    def skipped(self, line: int, why: str) -> None:
+        self.stats.skip(self.stats.read - 1, f"{why} (line {line})")
+
+    def bookmark(self) -> None:
+        self.stats.ignored += 1
+
+    def take(self, etype: str, doc: Any, line: int) -> KubeEvent | None:
+        return _take(doc, self.stats, self.stats.read - 1, etype, f" (line {line})")
 
 
 def parse_events(data: bytes | str) -> tuple[list[KubeEvent], KubeEventStats]:
@@ -317,41 +262,28 @@ def parse_events(data: bytes | str) -> tuple[list[KubeEvent], KubeEventStats]:
     if isinstance(data, str):
         data = data.encode("utf-8")
     stats = KubeEventStats()
-    out: list[KubeEvent] = []
-    for index, (wtype, item) in enumerate(_items(data)):
-        if isinstance(item, _Bad):
-            stats.read += 1
-            stats.skip(index, item.reason)
-            continue
-        rec = parse_event_item(item, stats, index=index, watch_type=wtype)
-        if rec is not None:
-            out.append(rec)
-    return out, stats
+    return list(read_objects(io.BytesIO(data), _Reader(stats))), stats
 
 
 def parse_event_item(
     item: Any, stats: KubeEventStats, *, index: int = 0, watch_type: str = "LISTED"
 ) -> KubeEvent | None:
     """One already-decoded item (a dict in the API's JSON names, as a live watch gives it
-    after ``ApiClient.sanitize_for_serialization``); ``None`` when it is skipped or ignored,
-    the reason then being in ``stats``."""
+    after ``ApiClient.sanitize_for_serialization``); ``None`` when it is skipped, the reason
+    then being in ``stats``.  The watch's ``BOOKMARK`` and ``ERROR`` are the watch's own."""
     stats.read += 1
-    if watch_type == "BOOKMARK":
-        stats.ignored += 1
-        return None
-    if watch_type == "ERROR":
-        msg = item.get("message") if isinstance(item, dict) else None
-        stats.skip(index, f"watch ERROR: {str(msg)[:200]}")
-        return None
+    return _take(item, stats, index, watch_type)
+
+
+def _take(item: Any, stats: KubeEventStats, index: int, watch_type: str, where: str = "") -> KubeEvent | None:
+    """The record of one item counted in ``stats.read``, or a counted skip (``where`` said)."""
     try:
-        ev = msgspec.convert(item, type=_Event)
+        rec = _record(index, watch_type, msgspec.convert(item, type=_Event), stats)
     except msgspec.ValidationError as e:
-        stats.skip(index, f"not an Event: {e}")
+        stats.skip(index, f"not an Event: {e}{where}")
         return None
-    try:
-        rec = _record(index, watch_type, ev, stats)
     except ValueError as e:
-        stats.skip(index, str(e))
+        stats.skip(index, f"{e}{where}")
         return None
     stats.records += 1
     return rec

@@ -1,4 +1,5 @@
-"""Reader of Kubernetes Pod JSON in every form ``kubectl`` writes.
+"""Reader of Kubernetes Pod JSON in every form ``kubectl`` writes (and, through
+:class:`Sink`, of Events: :mod:`.k8s_events`).
 
 Forms accepted, in any mix and in one file:
 
@@ -11,8 +12,8 @@ Forms accepted, in any mix and in one file:
 
 How: ``kubectl`` starts every top-level value at the start of a line, and indents what is
 inside one.  So a value runs from a line that begins with ``{`` or ``[`` to the next such
-line, and is decoded with ``msgspec`` into TypedDicts that hold only the fields the
-bridge reads (:class:`_Doc`): everything else of a Pod is skipped by the decoder and never
+line (values run together on those lines, ``}{``, are each read), and is decoded with ``msgspec`` into TypedDicts that hold only the fields the
+bridge reads (:func:`doc_decoder`): everything else of a Pod is skipped by the decoder and never
 built, which is what keeps a big List cheap.  A pretty-printed List (what ``kubectl get
 pods -o json`` writes) is read item by item, by the same rule at the items' indentation,
 so memory holds one item, not the List.  Each Pod comes out as a plain ``dict`` of just
@@ -34,7 +35,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import lru_cache
 from sys import intern
 from typing import IO, Any, TypedDict
@@ -44,7 +45,7 @@ import msgspec
 from fma_otel.sources.records import PodEvent, SourceStats
 from fma_otel.timeutil import parse_rfc3339_ns
 
-__all__ = ["iter_pod_events"]
+__all__ = ["PodSink", "Sink", "doc_decoder", "iter_pod_events", "read_objects"]
 
 _READ_CHUNK = 1 << 20
 _WATCH_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED"})
@@ -136,19 +137,20 @@ class _Status(TypedDict, total=False):
     containerStatuses: list[_ContainerStatus | _OTHER] | dict[str, Any] | _SCALAR
 
 
-class _Doc(TypedDict, total=False):
-    """Any top-level value or List item: a Pod, a watch event, or a List (raw items)."""
+def doc_decoder(name: str, fields: dict[str, Any]) -> Callable[[bytes], Any]:
+    """The decoder of any top-level value or List item of one kind of object: a ``dict`` of
+    ``fields`` (the object's, as TypedDict annotations) and of what tells a watch event (its
+    ``type``, and its ``object`` decoded the same way in the same pass, with the ``message``
+    of an ``ERROR``'s Status) or a List (the raw ``items``); a scalar stays one."""
+    obj = TypedDict(name + "Object", {**fields, "message": Any}, total=False)  # type: ignore[misc]
+    items = list[msgspec.Raw] | dict[str, Any] | _SCALAR
+    doc = TypedDict(name, {**fields, "type": Any, "object": obj | _OTHER, "items": items}, total=False)  # type: ignore[misc]
+    return msgspec.json.Decoder(doc | _SCALAR).decode
 
-    kind: Any
-    type: Any
-    object: msgspec.Raw
-    items: list[msgspec.Raw] | dict[str, Any] | _SCALAR
-    metadata: _Meta | _OTHER
-    spec: _Spec | _OTHER
-    status: _Status | _OTHER
 
-
-_DECODE_DOC = msgspec.json.Decoder(_Doc | _SCALAR).decode
+_DECODE_DOC = doc_decoder(
+    "_Doc", {"kind": Any, "metadata": _Meta | _OTHER, "spec": _Spec | _OTHER, "status": _Status | _OTHER}
+)
 #: a top-level array (``jq`` output): its elements decoded one by one, as a List's items
 _DECODE_ARRAY = msgspec.json.Decoder(list[msgspec.Raw]).decode
 _DECODE_ANY = msgspec.json.Decoder().decode
@@ -174,13 +176,13 @@ def _why(err: Exception) -> str:
     return text[:120]
 
 
-def _decode(data: bytes, untyped: bool = False) -> Any:
-    """One value, untyped or as a :class:`_Doc` (for an array: a list of raw elements);
-    :class:`_Malformed` if it is no JSON, or none Python will build."""
+def _decode(data: bytes, untyped: bool = False, doc: Callable[[bytes], Any] = _DECODE_DOC) -> Any:
+    """One value, untyped or by ``doc`` (a :func:`doc_decoder`; for an array: a list of raw
+    elements); :class:`_Malformed` if it is no JSON, or none Python will build."""
     try:
         if untyped:
             return _DECODE_ANY(data)
-        return (_DECODE_ARRAY if data[:1] == b"[" else _DECODE_DOC)(data)
+        return (_DECODE_ARRAY if data[:1] == b"[" else doc)(data)
     except msgspec.ValidationError as e:  # only a number Python will not build
         raise _Malformed(_why(e) if untyped else _error_of(data)) from None  # said as untyped
     except msgspec.DecodeError as e:
@@ -191,7 +193,7 @@ def _decode(data: bytes, untyped: bool = False) -> Any:
     except RecursionError as e:
         raise _Malformed(_why(e)) from None
     # bytes that are no UTF-8 in a kept field: read as U+FFFD, as a text reader would
-    return _decode(data.decode("utf-8", "replace").encode(), untyped)
+    return _decode(str(data, "utf-8", "replace").encode(), untyped, doc)
 
 
 def _checked(pod: dict[str, Any]) -> str | None:
@@ -292,21 +294,40 @@ def _pod_reason(pod: Any) -> str | None:
 # --------------------------------------------------------------------------- objects
 
 
-class _Sink:
-    """Counts Pod-level objects and turns each into :class:`PodEvent` s."""
+class Sink:
+    """Counts the objects of one input and hands each to :meth:`take`: what a reader of one
+    kind of object (:class:`PodSink`, the Events') makes its own.
 
-    def __init__(self, stats: SourceStats) -> None:
+    ``decode_doc`` (a :func:`doc_decoder`) says which fields are kept; ``stats`` needs
+    ``read`` and ``skip(position, why)``, which :meth:`skipped` and :meth:`bookmark` use.
+    """
+
+    decode_doc: Callable[[bytes], Any]
+
+    def __init__(self, stats: Any) -> None:
         self.stats = stats
-        self.index = 0
+
+    def take(self, etype: str, doc: Any, line: int) -> Any:
+        """The record of one object (``etype``: its watch type, or ``LISTED``), or ``None``
+        when it is a counted skip."""
+        raise NotImplementedError
+
+    def skipped(self, line: int, why: str) -> None:
+        """An object already counted in ``read`` is skipped."""
+        self.stats.skip(line, why)
+
+    def bookmark(self) -> None:
+        """A watch ``BOOKMARK``: understood, and nothing to yield."""
+        self.stats.understood += 1
 
     def skip(self, line: int, why: str) -> None:
         self.stats.read += 1
-        self.stats.skip(line, why)
+        self.skipped(line, why)
 
-    def value(self, data: bytes, line: int) -> Iterator[PodEvent]:
+    def value(self, data: bytes, line: int) -> Iterator[Any]:
         """One top-level value or element, or raise :class:`_Malformed`; the items of a
         List or array are counted one by one (a bad one a skip of its own)."""
-        doc = _decode(data)
+        doc = _decode(data, doc=self.decode_doc)
         is_dict = doc.__class__ is dict
         if doc.__class__ is list or (
             is_dict and doc.get("items").__class__ is list and doc.get("type") is None
@@ -320,59 +341,82 @@ class _Sink:
         if _may_hold_huge(data):
             _decode(data, untyped=True)  # raises for a number (not only text) Python will not build
         self.stats.read += 1
-        if is_dict and isinstance(doc.get("type"), str) and doc.get("object"):
-            ev = self._watch_event(doc["type"], bytes(doc["object"]), line)
+        if is_dict and isinstance(doc.get("type"), str) and "object" in doc:
+            rec = self._watch_event(doc["type"], doc["object"], line)
         else:
-            ev = self._pod("LISTED", doc, line)
-        if ev is not None:
-            yield ev
+            rec = self.take("LISTED", doc, line)
+        if rec is not None:
+            yield rec
 
-    def _pod(self, etype: str, pod: Any, line: int) -> PodEvent | None:
-        """A Pod, or a counted skip."""
-        why = _pod_reason(pod) or _checked(pod)
+    def _watch_event(self, etype: str, obj: Any, line: int) -> Any:
+        if etype == "BOOKMARK":
+            self.bookmark()
+        elif etype == "ERROR":
+            msg = obj.get("message", "") if isinstance(obj, dict) else ""
+            self.skipped(line, f"watch ERROR event: {msg}"[:200])
+        elif etype not in _WATCH_TYPES:
+            self.skipped(line, f"unknown watch event type {etype!r}")
+        else:
+            return self.take(etype, obj, line)
+        return None
+
+    def framed(self, data: bytes, line: int) -> Iterator[Any]:
+        """A value cut out of the file by lines: a bad one is a counted skip (its List or
+        array read element by element).  Whole values one after another on its lines (one
+        closed early by a stray bracket, or ``}{``) are each read, as a streaming reader
+        would; other text after a whole value is garbage."""
+        try:
+            yield from self.value(data, line)
+            return
+        except _Malformed as e:
+            end, err = e.end, e
+        view, pos = memoryview(data), 0
+        while end is not None:
+            try:
+                _decode(view[pos : pos + end], doc=self.decode_doc)
+            except _Malformed:
+                break
+            yield from self.framed(bytes(view[pos : pos + end]), line)
+            line += data.count(b"\n", pos, pos + end)
+            pos, end = pos + end, _SKIP.match(data, pos + end).end()
+            line += data.count(b"\n", pos, end)
+            pos = end
+            if pos == len(data):
+                return
+            if data[pos] not in b"{[":
+                self.skip(line, "garbage between JSON objects")
+                return
+            try:  # where the next value ends, the rest not copied
+                _decode(view[pos:], doc=self.decode_doc)
+                end = None
+            except _Malformed as e:
+                end, err = e.end, e
+        if pos:  # the last of the values, whole or not
+            yield from self.framed(bytes(view[pos:]), line)
+            return
+        try:
+            yield from _recover(self, data, line)
+        except _Malformed:
+            self.skip(line, f"malformed JSON object: {err}")
+
+
+class PodSink(Sink):
+    """Pods as :class:`PodEvent` s, numbered in the order they are yielded."""
+
+    decode_doc = _DECODE_DOC
+
+    def __init__(self, stats: SourceStats) -> None:
+        super().__init__(stats)
+        self.index = 0
+
+    def take(self, etype: str, doc: Any, line: int) -> PodEvent | None:
+        why = _pod_reason(doc) or _checked(doc)
         if why:
-            self.stats.skip(line, why)
+            self.skipped(line, why)
             return None
         self.stats.understood += 1
         self.index += 1
-        return PodEvent(etype, pod, self.index - 1, line)
-
-    def _watch_event(self, etype: str, obj: bytes, line: int) -> PodEvent | None:
-        if etype == "BOOKMARK":
-            self.stats.understood += 1
-        elif etype == "ERROR":
-            inner = _decode(obj, untyped=True)
-            msg = inner.get("message", "") if isinstance(inner, dict) else ""
-            self.stats.skip(line, f"watch ERROR event: {msg}"[:200])
-        elif etype not in _WATCH_TYPES:
-            self.stats.skip(line, f"unknown watch event type {etype!r}")
-        else:
-            return self._pod(etype, _decode(obj), line)
-        return None
-
-    def framed(self, data: bytes, line: int) -> Iterator[PodEvent]:
-        """A value cut out of the file by lines: a bad one is a counted skip (its List or
-        array read element by element); text after a whole value on its lines is garbage."""
-        try:
-            yield from self.value(data, line)
-        except _Malformed as e:
-            if e.end is not None:
-                try:
-                    _decode(data[: e.end])
-                except _Malformed:
-                    pass
-                else:
-                    # a value closed early (a stray bracket): kept, as a streaming reader
-                    # would keep it; the rest of its lines are garbage
-                    yield from self.framed(data[: e.end], line)
-                    rest = data[e.end :]
-                    at = e.end + len(rest) - len(rest.lstrip(_WS))
-                    self.skip(line + data.count(b"\n", 0, at), "garbage between JSON objects")
-                    return
-            try:
-                yield from _recover(self, data, line)
-            except _Malformed:
-                self.skip(line, f"malformed JSON object: {e}")
+        return PodEvent(etype, doc, self.index - 1, line)
 
 
 # --------------------------------------------------------------------------- framing
@@ -462,8 +506,12 @@ def iter_pod_events(
     objects go to ``stats.skip`` with the line where the object starts.  ``chunk_size`` is
     the read size (the tests make it tiny to cross every boundary).
     """
+    return read_objects(fh, PodSink(stats), chunk_size)
+
+
+def read_objects(fh: IO[bytes] | IO[str], sink: Sink, chunk_size: int = _READ_CHUNK) -> Iterator[Any]:
+    """The records ``sink`` makes of the objects of an open file (binary or text), in order."""
     w = _Window(fh, chunk_size)
-    sink = _Sink(stats)
     pos = 0
     while True:
         # skip whitespace (and a byte order mark), reading on while what is left may be a cut BOM
@@ -492,7 +540,7 @@ def iter_pod_events(
 _LIST_HEAD = re.compile(rb'\{\n(?: +"(?!items")[^\n]*\n)*?( +)"items": \[\n( +)\{\n')
 
 
-def _pretty_list(w: _Window, sink: _Sink, pos: int, line: int) -> Iterator[PodEvent]:
+def _pretty_list(w: _Window, sink: Sink, pos: int, line: int) -> Iterator[Any]:
     """Read a pretty-printed List item by item, so that memory holds one item, not the
     List; the new position, or ``None`` (nothing read) when the value is no such List.
 
@@ -547,7 +595,7 @@ def _pretty_list(w: _Window, sink: _Sink, pos: int, line: int) -> Iterator[PodEv
 # --------------------------------------------------------------------------- recovery
 
 
-def _recover(sink: _Sink, text: bytes, line: int) -> Iterator[PodEvent]:
+def _recover(sink: Sink, text: bytes, line: int) -> Iterator[Any]:
     """A top-level value that does not decode: read the elements of its ``items`` (or of
     the array it is) one by one, so that one bad element costs only itself."""
     start = _elements_start(text)
