@@ -29,13 +29,12 @@ counts ``ValueError`` as a malformed line thus counts such a line too, by file:l
 from __future__ import annotations
 
 import calendar
+import functools
 
 #: bound of the caches below (a log spans a few days; this only guards odd inputs)
 _CACHE_MAX = 4096
 #: ``"YYYY-MM-DDTHH:MM:"`` -> seconds since the epoch at the start of that minute (UTC)
 _MINUTE_SECONDS: dict[str, int] = {}
-#: ``(year, month, day)`` -> ns since the epoch at 00:00 UTC, for valid dates only
-_CIVIL_DAY_NS: dict[tuple[int, int, int], int] = {}
 #: number of fraction digits -> multiplier to nanoseconds
 _FRAC_SCALE = (0, 100_000_000, 10_000_000, 1_000_000, 100_000, 10_000, 1_000, 100, 10, 1)
 
@@ -193,14 +192,10 @@ def date_seconds(ymd: str) -> int:
     one rule decides which dates exist."""
     if len(ymd) != 10 or ymd[4] != "-" or ymd[7] != "-" or not _digits(ymd[:4] + ymd[5:7] + ymd[8:]):
         raise ValueError(f"bad date {ymd!r}")
-    key = int(ymd[:4]), int(ymd[5:7]), int(ymd[8:])
-    day_ns = _CIVIL_DAY_NS.get(key)
-    if day_ns is None:
-        try:
-            day_ns = _civil_day_ns(*key)
-        except ValueError:
-            raise ValueError(f"bad date {ymd!r}") from None
-    return day_ns // 1_000_000_000
+    try:
+        return _civil_day_ns(int(ymd[:4]), int(ymd[5:7]), int(ymd[8:])) // 1_000_000_000
+    except ValueError:
+        raise ValueError(f"bad date {ymd!r}") from None
 
 
 def format_rfc3339_ns(ns: int) -> str:
@@ -219,23 +214,18 @@ def civil_to_ns(year: int, month: int, day: int, tod_us: int) -> int:
     would silently roll it into March; and :class:`OutOfWindowError` for an instant
     outside the window (a year inferred wrong, a ``--timestamps`` prefix in 9999).
     """
-    day_ns = _CIVIL_DAY_NS.get((year, month, day))
-    if day_ns is None:
-        day_ns = _civil_day_ns(year, month, day)
-    ns = day_ns + tod_us * 1_000
+    ns = _civil_day_ns(year, month, day) + tod_us * 1_000
     if MIN_NS <= ns < END_NS:
         return ns
     return check_ns(ns)
 
 
+@functools.lru_cache(maxsize=_CACHE_MAX)
 def _civil_day_ns(year: int, month: int, day: int) -> int:
+    """ns since the epoch at 00:00 UTC of a date the calendar has (cached: a log spans a few days)."""
     if not (1 <= month <= 12 and 1 <= day <= calendar.monthrange(year, month)[1]):
         raise ValueError(f"no {year:04d}-{month:02d}-{day:02d}")
-    day_ns = calendar.timegm((year, month, day, 0, 0, 0, 0, 0, 0)) * 1_000_000_000
-    if len(_CIVIL_DAY_NS) >= _CACHE_MAX:
-        _CIVIL_DAY_NS.clear()
-    _CIVIL_DAY_NS[(year, month, day)] = day_ns
-    return day_ns
+    return calendar.timegm((year, month, day, 0, 0, 0, 0, 0, 0)) * 1_000_000_000
 
 
 def year_of_ns(ns: int) -> int:
