@@ -42,6 +42,7 @@ Decisions (the tests pin them):
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sys
@@ -270,47 +271,35 @@ def _parse_header(s: str) -> tuple[str, int, int, int, int, str, int, int]:
     if m is None:
         raise KlogParseError("not a klog line")
     end = m.end()
-    when = _WHEN.get(s[:12])
-    if when is None:
-        when = _when(s[:12], *m.group(1, 2, 3, 4, 5))
     sec = int(m.group(6))
     if sec > 60:
         raise KlogParseError(_IMPOSSIBLE)
-    where = _WHERE.get(s[m.start(8) : end])
-    if where is None:
-        where = _where(s[m.start(8) : end], *m.group(8, 9, 10))
-    lv, month, day, minute_s = when
-    return lv, month, day, (minute_s + sec) * 1_000_000 + int(m.group(7)), *where, end
+    lv, month, day, minute_s = _when(s[:12])
+    return lv, month, day, (minute_s + sec) * 1_000_000 + int(m.group(7)), *_where(s[m.start(8) : end]), end
 
 
 _IMPOSSIBLE = "klog header with an impossible date or time"
-#: ``Lmmdd hh:mm:`` -> (level, month, day, first second of the minute in the day);
-#: ``pid file:line] `` -> (pid, file, line): what headers repeat, converted once (a
-#: bounded memory: cleared when full)
-_WHEN: dict[str, tuple[str, int, int, int]] = {}
-_WHERE: dict[str, tuple[int, str, int]] = {}
-_CACHE_MAX = 4096
 
 
-def _when(key: str, lv: str, mo: str, dd: str, hh: str, mi: str) -> tuple[str, int, int, int]:
-    month, day, h, mn = int(mo), int(dd), int(hh), int(mi)
+@functools.lru_cache(maxsize=4096)
+def _when(key: str) -> tuple[str, int, int, int]:
+    """``Lmmdd hh:mm:`` (as the header matched) -> (level, month, day, first second of the
+    minute in the day)."""
+    month, day, h, mn = int(key[1:3]), int(key[3:5]), int(key[6:8]), int(key[9:11])
     if not (1 <= month <= 12 and 1 <= day <= 31 and h <= 23 and mn <= 59):
         raise KlogParseError(_IMPOSSIBLE)
-    if len(_WHEN) >= _CACHE_MAX:
-        _WHEN.clear()
-    when = _WHEN[key] = (lv, month, day, (h * 60 + mn) * 60)
-    return when
+    return key[0], month, day, (h * 60 + mn) * 60
 
 
-def _where(key: str, pid: str, file: str, src: str) -> tuple[int, str, int]:
+@functools.lru_cache(maxsize=4096)
+def _where(key: str) -> tuple[int, str, int]:
+    """``pid file:line] `` (as the header matched) -> (pid, file, line)."""
+    pid, loc = key.split(" ", 1)
+    file, src = loc[:-2].rsplit(":", 1)
     try:
-        where = (int(pid), file, int(src))
+        return int(pid), file, int(src)
     except ValueError:  # more digits than int() converts (sys.get_int_max_str_digits)
         raise KlogParseError("klog header with a number too long") from None
-    if len(_WHERE) >= _CACHE_MAX:
-        _WHERE.clear()
-    _WHERE[key] = where
-    return where
 
 
 def _raw_value(s: str, j: int) -> tuple[str, int]:
