@@ -422,13 +422,9 @@ class _ProgressReader:
         return data
 
 
-def summary(result: BridgeResult, tally: Tally | None = None) -> str:
+def summary(result: BridgeResult, tally: Tally) -> str:
     """The stderr summary: actuations per path, completeness, lines per source, spans,
-    and what was lost and why.  ``tally``: what was written (else ``result``'s traces)."""
-    if tally is None:
-        tally = Tally()
-        for act, trace in zip(result.actuations, result.traces, strict=True):
-            tally.add(act, trace)
+    and what was lost and why.  ``tally``: what was written."""
     by_path: dict[str, list[int]] = {}
     for (path, complete), n in tally.paths.items():
         by_path.setdefault(path, [0, 0])[0 if complete else 1] += n
