@@ -33,8 +33,6 @@ import functools
 
 #: bound of the caches below (a log spans a few days; this only guards odd inputs)
 _CACHE_MAX = 4096
-#: ``"YYYY-MM-DDTHH:MM:"`` -> seconds since the epoch at the start of that minute (UTC)
-_MINUTE_SECONDS: dict[str, int] = {}
 #: number of fraction digits -> multiplier to nanoseconds
 _FRAC_SCALE = (0, 100_000_000, 10_000_000, 1_000_000, 100_000, 10_000, 1_000, 100, 10, 1)
 
@@ -115,9 +113,10 @@ def parse_rfc3339(text: str) -> tuple[int, int]:
     which a reader of Kubernetes Events reports beside the instant; one parse gives both,
     so there is one grammar for the time and its precision.
     """
-    minute = _MINUTE_SECONDS.get(text[:17])
-    if minute is None:
-        minute = _minute_seconds(text)
+    try:
+        minute = _minute_seconds(text[:17])
+    except ValueError as exc:
+        raise ValueError(f"not an RFC3339 time{exc}: {text[:40]!r}") from None
     tail = text[17:]  # "SS", then "." and digits or nothing, then "Z"
     offset = 0
     if tail[-1:] != "Z":
@@ -165,24 +164,20 @@ def _digits(s: str) -> bool:
     return s.isdigit() and s.isascii()
 
 
-def _minute_seconds(text: str) -> int:
-    """Epoch seconds at the start of the minute ``text`` begins with
-    (``YYYY-MM-DDTHH:MM:``), checked and cached; ``ValueError`` for any other text."""
-    head = text[:17]
+@functools.lru_cache(maxsize=_CACHE_MAX)
+def _minute_seconds(head: str) -> int:
+    """Epoch seconds at the start of the minute ``head`` (``YYYY-MM-DDTHH:MM:``), checked
+    once per minute; ``ValueError`` (what to add to "not an RFC3339 time") for any other text."""
     if len(head) != 17 or head[4] != "-" or head[7] != "-" or head[10] not in "Tt":
-        raise ValueError(f"not an RFC3339 time: {text[:40]!r}")
+        raise ValueError("")
     hh, mm = head[11:13], head[14:16]
     if head[13] != ":" or head[16] != ":" or not _digits(hh + mm) or hh > "23" or mm > "59":
-        raise ValueError(f"not an RFC3339 time: {text[:40]!r}")
+        raise ValueError("")
     try:
         day = date_seconds(head[:10])
     except ValueError:
-        raise ValueError(f"not an RFC3339 time (no such date): {text[:40]!r}") from None
-    secs = day + int(hh) * 3600 + int(mm) * 60
-    if len(_MINUTE_SECONDS) >= _CACHE_MAX:
-        _MINUTE_SECONDS.clear()
-    _MINUTE_SECONDS[head] = secs
-    return secs
+        raise ValueError(" (no such date)") from None
+    return day + int(hh) * 3600 + int(mm) * 60
 
 
 def date_seconds(ymd: str) -> int:
