@@ -405,18 +405,13 @@ def _is_launcher_log(line: bytes) -> bool:
 
 
 class _ProgressReader:
-    """Wraps a binary file to report bytes read (for a progress bar on long logs)."""
+    """Wraps a binary file to report bytes read (for a progress bar on long logs); the line
+    reader reads a file in blocks only (``read``)."""
 
     def __init__(self, fh: IO[bytes], report: Callable[[int], None]) -> None:
         self._fh, self._report = fh, report
 
-    def readline(self, limit: int = -1) -> bytes:
-        line = self._fh.readline(limit)
-        self._report(len(line))
-        return line
-
     def read(self, size: int = -1) -> bytes:
-        """Blocks for the readers' block search (without it they fall back to lines)."""
         data = self._fh.read(size)
         self._report(len(data))
         return data
