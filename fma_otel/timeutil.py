@@ -53,11 +53,6 @@ class OutOfWindowError(ValueError):
     caller that counts unparseable times counts these too)."""
 
 
-def in_window(ns: int) -> bool:
-    """Whether ``ns`` is an instant this package accepts (see the module docstring)."""
-    return MIN_NS <= ns < END_NS
-
-
 def check_ns(ns: int, what: str = "time") -> int:
     """``ns`` itself when it lies in the window; :class:`OutOfWindowError` otherwise.
 
