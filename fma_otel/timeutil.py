@@ -129,8 +129,6 @@ def parse_rfc3339(text: str) -> tuple[int, int]:
             raise ValueError(f"not an RFC3339 time: {text[:40]!r}")
         digits = digits[:9]  # digits past the ninth are dropped
         ns = (minute + int(ss) - offset) * 1_000_000_000 + int(digits) * _FRAC_SCALE[len(digits)]
-    if MIN_NS <= ns < END_NS:
-        return ns, len(digits)
     return check_ns(ns), len(digits)
 
 
@@ -204,10 +202,7 @@ def civil_to_ns(year: int, month: int, day: int, tod_us: int) -> int:
     would silently roll it into March; and :class:`OutOfWindowError` for an instant
     outside the window (a year inferred wrong, a ``--timestamps`` prefix in 9999).
     """
-    ns = _civil_day_ns(year, month, day) + tod_us * 1_000
-    if MIN_NS <= ns < END_NS:
-        return ns
-    return check_ns(ns)
+    return check_ns(_civil_day_ns(year, month, day) + tod_us * 1_000)
 
 
 @functools.lru_cache(maxsize=_CACHE_MAX)
