@@ -64,13 +64,6 @@ class Bound(msgspec.Struct, frozen=True):
                 f"{self.source}: value {self.value} outside its own bound [{self.lo}, {self.hi}]"
             )
 
-    @property
-    def width_ns(self) -> int | None:
-        """How many ns the instant may lie in (None when unbounded); smaller is more precise."""
-        if self.lo is None or self.hi is None:
-            return None
-        return self.hi - self.lo + 1
-
 
 def _inside(t: int, lo: int | None, hi: int | None) -> bool:
     return (lo is None or lo <= t) and (hi is None or t <= hi)
@@ -219,13 +212,6 @@ class Fused(msgspec.Struct, frozen=True):
     inconsistent: bool = False
     rejected: tuple[str, ...] = ()
     disagreed: tuple[str, ...] = ()
-
-    @property
-    def width_ns(self) -> int | None:
-        """The fused interval's width (None when unbounded)."""
-        if self.lo is None or self.hi is None:
-            return None
-        return self.hi - self.lo + 1
 
 
 def _precision_key(b: Bound) -> tuple[int, int]:
@@ -378,18 +364,6 @@ class Duration(msgspec.Struct, frozen=True):
     point_ns: int | None
     raw_ns: int | None
     inconsistent: bool
-
-    @property
-    def min_s(self) -> float:
-        return self.min_ns / S
-
-    @property
-    def max_s(self) -> float | None:
-        return None if self.max_ns is None else self.max_ns / S
-
-    @property
-    def point_s(self) -> float | None:
-        return None if self.point_ns is None else self.point_ns / S
 
 
 def duration(start: Fused, end: Fused, tolerance_ns: int = DEFAULT_TOLERANCE_NS) -> Duration:
