@@ -44,7 +44,7 @@ CAPTURE_PODS = "pods.json"
 CAPTURE_DPC = "dpc.log"
 CAPTURE_LAUNCHER_PREFIX = "launcher-"
 CAPTURE_LAUNCHER_SUFFIX = ".log"
-CAPTURE_VLLM_DIR = "vllm"  # vllm/<instance-id>.log, vllm/pod-<pod-name>.log
+CAPTURE_VLLM_DIR = "vllm"
 CAPTURE_VLLM_POD_PREFIX = "pod-"
 CAPTURE_EVENTS = "events.json"
 
@@ -141,58 +141,54 @@ def sample_dir() -> Path:
 
 
 def inputs_from_capture(directory: str | os.PathLike[str]) -> BridgeInputs:
-    """A capture directory: ``pods.json``, ``dpc.log``, ``launcher-<pod>.log`` (docs/capture-format.md).
-
-    The launcher logs are found with one ``scandir`` and sorted by name (a capture may
-    hold thousands)."""
+    """A capture directory: ``pods.json``, ``dpc.log``, ``launcher-<pod>.log``, ``vllm/*.log``,
+    ``events.json`` (docs/capture-format.md)."""
     d = Path(directory)
     if not d.is_dir():
         raise InputError(f"{d}: not a capture directory")
     pods = _capture_file(d / CAPTURE_PODS)
     if pods is None:
         raise InputError(f"{d}: capture directory has no {CAPTURE_PODS}")
-    pre, suf = CAPTURE_LAUNCHER_PREFIX, CAPTURE_LAUNCHER_SUFFIX
+    launchers = _logs_in(d, CAPTURE_LAUNCHER_PREFIX)
+    inputs = BridgeInputs([pods], _capture_file(d / CAPTURE_DPC), launchers)
+    vdir = d / CAPTURE_VLLM_DIR  # vllm/<instance-id>.log, vllm/pod-<pod>.log
+    if vdir.is_dir():
+        for key, path in _logs_in(vdir).items():
+            key = key.removeprefix(CAPTURE_VLLM_POD_PREFIX)
+            if key:
+                inputs.vllm_logs[key] = path
+    events = _capture_file(d / CAPTURE_EVENTS)
+    if events is not None:
+        inputs.events.append(events)
+    return inputs
+
+
+def _logs_in(d: Path, prefix: str = "") -> dict[str, str]:
+    """The ``<prefix><key>.log`` files of a capture folder, by key in name order: found with
+    one ``scandir`` (a capture may hold thousands of launcher logs)."""
+    suf = CAPTURE_LAUNCHER_SUFFIX
     try:
         with os.scandir(d) as entries:
             found = sorted(
                 (
                     e
                     for e in entries
-                    if e.name.startswith(pre) and e.name.endswith(suf) and len(e.name) >= len(pre) + len(suf)
+                    if e.name.startswith(prefix)
+                    and e.name.endswith(suf)
+                    and len(e.name) >= len(prefix) + len(suf)
                 ),
                 key=attrgetter("name"),
             )
     except OSError as exc:
         raise _os_error(str(d), exc) from None
-    launchers: dict[str, str] = {}
+    out: dict[str, str] = {}
     for e in found:
         # a regular file, or a link to one, as scandir already knows; anything else is
         # judged (and refused) the way every capture file is
         path = str(d / e.name) if e.is_file() else _capture_file(d / e.name)
         if path is not None:
-            launchers[e.name[len(pre) : -len(suf)]] = path
-    inputs = BridgeInputs([pods], _capture_file(d / CAPTURE_DPC), launchers)
-    _phase_files_of_capture(d, inputs)
-    return inputs
-
-
-def _phase_files_of_capture(d: Path, inputs: BridgeInputs) -> None:
-    """A capture's ``vllm/`` logs (``<instance-id>.log``, ``pod-<pod>.log``) and ``events.json``."""
-    vdir = d / CAPTURE_VLLM_DIR
-    if vdir.is_dir():
-        try:
-            names = sorted(e.name for e in os.scandir(vdir) if e.name.endswith(CAPTURE_LAUNCHER_SUFFIX))
-        except OSError as exc:
-            raise _os_error(str(vdir), exc) from None
-        for name in names:
-            path = _capture_file(vdir / name)
-            key = name[: -len(CAPTURE_LAUNCHER_SUFFIX)]
-            key = key.removeprefix(CAPTURE_VLLM_POD_PREFIX)
-            if path is not None and key:
-                inputs.vllm_logs[key] = path
-    events = _capture_file(d / CAPTURE_EVENTS)
-    if events is not None:
-        inputs.events.append(events)
+            out[e.name[len(prefix) : -len(suf)]] = path
+    return out
 
 
 def _capture_file(path: Path) -> str | None:
@@ -404,30 +400,21 @@ def _is_launcher_log(line: bytes) -> bool:
 
 
 class _ProgressReader:
-    """Wraps a binary file to report bytes read (for a progress bar on long logs)."""
+    """Wraps a binary file to report bytes read (for a progress bar on long logs); the line
+    reader reads a file in blocks only (``read``)."""
 
     def __init__(self, fh: IO[bytes], report: Callable[[int], None]) -> None:
         self._fh, self._report = fh, report
 
-    def readline(self, limit: int = -1) -> bytes:
-        line = self._fh.readline(limit)
-        self._report(len(line))
-        return line
-
     def read(self, size: int = -1) -> bytes:
-        """Blocks for the readers' block search (without it they fall back to lines)."""
         data = self._fh.read(size)
         self._report(len(data))
         return data
 
 
-def summary(result: BridgeResult, tally: Tally | None = None) -> str:
+def summary(result: BridgeResult, tally: Tally) -> str:
     """The stderr summary: actuations per path, completeness, lines per source, spans,
-    and what was lost and why.  ``tally``: what was written (else ``result``'s traces)."""
-    if tally is None:
-        tally = Tally()
-        for act, trace in zip(result.actuations, result.traces, strict=True):
-            tally.add(act, trace)
+    and what was lost and why.  ``tally``: what was written."""
     by_path: dict[str, list[int]] = {}
     for (path, complete), n in tally.paths.items():
         by_path.setdefault(path, [0, 0])[0 if complete else 1] += n

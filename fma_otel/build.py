@@ -88,9 +88,6 @@ def _plan(path: str, has_launcher_data: bool) -> tuple[_Step, ...]:
     return tuple(steps)
 
 
-_ABSENT: Any = object()
-
-
 class _Trace:
     """The spans of one actuation as they are made, and what they share."""
 
@@ -189,12 +186,12 @@ def build_trace(act: Actuation) -> list[SpanRecord]:
                 trace.add(M.span_id_for(trace_id, name, n), name, kind, parent, s_i, e_i, attrs)
                 n += 1
             continue
-        start = _ABSENT
+        start = None
         for n_ in starts:
-            start = instants.get(n_, _ABSENT)
-            if start is not _ABSENT:
+            start = instants.get(n_)
+            if start is not None:
                 break
-        if start is _ABSENT or start is None:
+        if start is None:
             continue
         end = instants.get(e_name) if e_name else None
         attrs: dict[str, Any] = dict(base)

@@ -640,16 +640,9 @@ class Correlator:
         relay = _last_call_by(of(F.RELAY_CALL), relayed.t_ns + M.US - 1 if relayed else None)
 
         if rnd == 1:
-            created = P.created_ns(pod)
-            scheduled = P.condition_true_ns(pod, "PodScheduled")
+            self._created_scheduled(b, pod, "R.created", "R.scheduled")
             started = self._started_ns(pod, baseline)
-            b.k8s("R.created", created, "k8s:creationTimestamp", apiserver)
-            # PodScheduled=True is set by the API server when it records the binding
-            b.k8s("R.scheduled", scheduled, "k8s:PodScheduled", apiserver)
-            b.before("R.scheduled", self._scheduled.get(uid), SCHEDULED_EVENT, M.CLOCK_SCHEDULER, M.US)
             b.k8s("R.started", started, "k8s:startedAt", kubelet)
-            self._bound_by_arrival(b, uid, "R.created", ARRIVAL_CREATED, created)
-            self._bound_by_arrival(b, uid, "R.scheduled", ARRIVAL_SCHEDULED, scheduled)
             self._bound_by_arrival(b, uid, "R.started", ARRIVAL_STARTED, started)
             if relayed and relayed.ref_ns is not None:
                 b.k8s("R.created", relayed.ref_ns, "dpc:requesterCreateTime", apiserver)
@@ -776,14 +769,8 @@ class Correlator:
                 )
         lpod = self._launchers().get(launcher) if launcher and path == M.COLD_LAUNCHER else None
         if lpod is not None:
-            l_created = P.created_ns(lpod)
-            l_sched = P.condition_true_ns(lpod, "PodScheduled")
+            l_sched = self._created_scheduled(b, lpod, "L.created", "L.scheduled")
             luid = P.uid(lpod) or ""
-            b.k8s("L.created", l_created, "k8s:creationTimestamp", apiserver)
-            self._bound_by_arrival(b, luid, "L.created", ARRIVAL_CREATED, l_created)
-            self._bound_by_arrival(b, luid, "L.scheduled", ARRIVAL_SCHEDULED, l_sched)
-            b.k8s("L.scheduled", l_sched, "k8s:PodScheduled", apiserver)
-            b.before("L.scheduled", self._scheduled.get(luid), SCHEDULED_EVENT, M.CLOCK_SCHEDULER, M.US)
             # the scheduler writes a Pod to bind it: the DPC saw its write of that second
             note = (
                 min(
@@ -881,6 +868,22 @@ class Correlator:
             dpc_only=dpc_only,
             tolerance_ns=self.tolerance_ns,
         )
+
+    def _created_scheduled(
+        self, b: Bounds, pod: dict[str, Any], created_name: str, scheduled_name: str
+    ) -> int | None:
+        """Bound a Pod's creation and scheduling (``R.*`` or ``L.*``) by its own stamps, the
+        scheduler's ``Scheduled`` Event and the watch's arrivals; returns its PodScheduled time."""
+        uid = P.uid(pod) or ""
+        created = P.created_ns(pod)
+        scheduled = P.condition_true_ns(pod, "PodScheduled")
+        b.k8s(created_name, created, "k8s:creationTimestamp", M.CLOCK_APISERVER)
+        # PodScheduled=True is set by the API server when it records the binding
+        b.k8s(scheduled_name, scheduled, "k8s:PodScheduled", M.CLOCK_APISERVER)
+        b.before(scheduled_name, self._scheduled.get(uid), SCHEDULED_EVENT, M.CLOCK_SCHEDULER, M.US)
+        self._bound_by_arrival(b, uid, created_name, ARRIVAL_CREATED, created)
+        self._bound_by_arrival(b, uid, scheduled_name, ARRIVAL_SCHEDULED, scheduled)
+        return scheduled
 
     def _started_ns(self, pod: dict[str, Any], baseline: bool) -> int | None:
         """When the requester's (or baseline's) serving container started: ``R.started``."""

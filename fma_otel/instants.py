@@ -34,7 +34,7 @@ from collections.abc import Iterable
 
 import msgspec
 
-from .model import CLOCK_APISERVER, CLOCK_DPC, MS, US, S
+from .model import CLOCK_DPC, MS, US, S
 
 #: Default tolerance between two different clocks (NTP keeps hosts within about 1 ms).
 DEFAULT_TOLERANCE_NS = MS
@@ -64,13 +64,6 @@ class Bound(msgspec.Struct, frozen=True):
                 f"{self.source}: value {self.value} outside its own bound [{self.lo}, {self.hi}]"
             )
 
-    @property
-    def width_ns(self) -> int | None:
-        """How many ns the instant may lie in (None when unbounded); smaller is more precise."""
-        if self.lo is None or self.hi is None:
-            return None
-        return self.hi - self.lo + 1
-
 
 def _inside(t: int, lo: int | None, hi: int | None) -> bool:
     return (lo is None or lo <= t) and (hi is None or t <= hi)
@@ -89,17 +82,6 @@ def truncated(t_ns: int, precision_ns: int, source: str, clock: str) -> Bound:
     if precision_ns < 1:
         raise ValueError(f"{source}: precision must be at least 1 ns, got {precision_ns}")
     return Bound(t_ns, t_ns + precision_ns - 1, source, clock, value=t_ns)
-
-
-def k8s_timestamp(t_ns: int, source: str, clock: str = CLOCK_APISERVER) -> Bound:
-    """A Kubernetes object timestamp (whole seconds): the instant lies in ``[t, t + 1 s)``.
-
-    ``clock`` is whoever set it: the API server for ``creationTimestamp``, the scheduler for
-    ``PodScheduled``, the kubelet for container ``startedAt`` and ``Ready``.
-    """
-    if t_ns % S:
-        raise ValueError(f"{source}: a Kubernetes timestamp has whole seconds, got {t_ns} ns")
-    return truncated(t_ns, S, source, clock)
 
 
 def klog_time(t_ns: int, source: str, clock: str = CLOCK_DPC) -> Bound:
@@ -124,16 +106,6 @@ def api_write(k8s_call_start_ns: int, log_time_ns: int, source: str, clock: str 
             f"{source}: k8sCallStartTime {k8s_call_start_ns} is after the line's own log time {log_time_ns}"
         )
     return Bound(k8s_call_start_ns, hi, source, clock)
-
-
-def http_call(start_ns: int, latency_ns: int, source: str, clock: str = CLOCK_DPC) -> tuple[Bound, Bound]:
-    """An HTTP call's start and end (``httpCallStartTime``, ``+ latencySecs``), both exact.
-
-    Returns ``(start, end)``: each is a point bound ``[t, t]`` whose value is ``t``.
-    """
-    if latency_ns < 0:
-        raise ValueError(f"{source}: negative latency {latency_ns} ns")
-    return exact(start_ns, source + "/start", clock), exact(start_ns + latency_ns, source + "/end", clock)
 
 
 def exact(t_ns: int, source: str, clock: str = CLOCK_DPC) -> Bound:
@@ -241,17 +213,6 @@ class Fused(msgspec.Struct, frozen=True):
     rejected: tuple[str, ...] = ()
     disagreed: tuple[str, ...] = ()
 
-    @property
-    def width_ns(self) -> int | None:
-        """The fused interval's width (None when unbounded)."""
-        if self.lo is None or self.hi is None:
-            return None
-        return self.hi - self.lo + 1
-
-    def source_text(self) -> str:
-        """Every kept source, most precise first, as ``fma.start.source``/``fma.end.source`` show it."""
-        return " + ".join(self.sources)
-
 
 def _precision_key(b: Bound) -> tuple[int, int]:
     """Sort key: two-sided bounds by width, then one-sided (a stable sort keeps input order)."""
@@ -334,7 +295,7 @@ class Fusing:
         return v
 
     def source_text(self) -> str:
-        """Every kept source, most precise first (as :meth:`Fused.source_text`)."""
+        """Every kept source, most precise first, as ``fma.start.source``/``fma.end.source`` show it."""
         return " + ".join([k.source for k in self.kept])
 
     def result(self) -> Fused:
@@ -403,18 +364,6 @@ class Duration(msgspec.Struct, frozen=True):
     point_ns: int | None
     raw_ns: int | None
     inconsistent: bool
-
-    @property
-    def min_s(self) -> float:
-        return self.min_ns / S
-
-    @property
-    def max_s(self) -> float | None:
-        return None if self.max_ns is None else self.max_ns / S
-
-    @property
-    def point_s(self) -> float | None:
-        return None if self.point_ns is None else self.point_ns / S
 
 
 def duration(start: Fused, end: Fused, tolerance_ns: int = DEFAULT_TOLERANCE_NS) -> Duration:

@@ -494,10 +494,9 @@ def _round_offset(diff_ns: int) -> int | None:
     return off if -86400 < off < 86400 else None
 
 
-def vllm_clock(act: Any, probe: Sequence[VllmPhase]) -> tuple[int, bool] | None:
+def vllm_clock(act: Any, probe: Sequence[VllmPhase]) -> tuple[int, bool]:
     """The UTC offset (seconds, local = UTC + offset) of the vLLM log behind ``act``, and
-    whether it was assumed (``fma.clock.assumed_utc``); ``None`` when the actuation has no
-    instant to date the log by.
+    whether it was assumed (``fma.clock.assumed_utc``).
 
     ``probe``: the log's records parsed with offset 0 and the year of :func:`vllm_reference`.
     The offset is the difference, rounded to 15 min, between what the log says and an
@@ -549,10 +548,7 @@ def read_dated(act: Any, parse: Callable[[int, int], list[VllmPhase]]) -> tuple[
     if ref is None:
         return None
     probe = parse(_year(ref), 0)
-    clock = vllm_clock(act, probe)
-    if clock is None:
-        return None
-    offset, assumed = clock
+    offset, assumed = vllm_clock(act, probe)
     return (probe if offset == 0 else parse(_year(ref, offset), offset)), assumed
 
 

@@ -29,13 +29,10 @@ counts ``ValueError`` as a malformed line thus counts such a line too, by file:l
 from __future__ import annotations
 
 import calendar
+import functools
 
 #: bound of the caches below (a log spans a few days; this only guards odd inputs)
 _CACHE_MAX = 4096
-#: ``"YYYY-MM-DDTHH:MM:"`` -> seconds since the epoch at the start of that minute (UTC)
-_MINUTE_SECONDS: dict[str, int] = {}
-#: ``(year, month, day)`` -> ns since the epoch at 00:00 UTC, for valid dates only
-_CIVIL_DAY_NS: dict[tuple[int, int, int], int] = {}
 #: number of fraction digits -> multiplier to nanoseconds
 _FRAC_SCALE = (0, 100_000_000, 10_000_000, 1_000_000, 100_000, 10_000, 1_000, 100, 10, 1)
 
@@ -54,11 +51,6 @@ YEAR_NS = 366 * DAY_NS
 class OutOfWindowError(ValueError):
     """An instant outside :data:`MIN_NS` .. :data:`END_NS` (a ``ValueError``, so every
     caller that counts unparseable times counts these too)."""
-
-
-def in_window(ns: int) -> bool:
-    """Whether ``ns`` is an instant this package accepts (see the module docstring)."""
-    return MIN_NS <= ns < END_NS
 
 
 def check_ns(ns: int, what: str = "time") -> int:
@@ -116,9 +108,10 @@ def parse_rfc3339(text: str) -> tuple[int, int]:
     which a reader of Kubernetes Events reports beside the instant; one parse gives both,
     so there is one grammar for the time and its precision.
     """
-    minute = _MINUTE_SECONDS.get(text[:17])
-    if minute is None:
-        minute = _minute_seconds(text)
+    try:
+        minute = _minute_seconds(text[:17])
+    except ValueError as exc:
+        raise ValueError(f"not an RFC3339 time{exc}: {text[:40]!r}") from None
     tail = text[17:]  # "SS", then "." and digits or nothing, then "Z"
     offset = 0
     if tail[-1:] != "Z":
@@ -136,8 +129,6 @@ def parse_rfc3339(text: str) -> tuple[int, int]:
             raise ValueError(f"not an RFC3339 time: {text[:40]!r}")
         digits = digits[:9]  # digits past the ninth are dropped
         ns = (minute + int(ss) - offset) * 1_000_000_000 + int(digits) * _FRAC_SCALE[len(digits)]
-    if MIN_NS <= ns < END_NS:
-        return ns, len(digits)
     return check_ns(ns), len(digits)
 
 
@@ -166,24 +157,20 @@ def _digits(s: str) -> bool:
     return s.isdigit() and s.isascii()
 
 
-def _minute_seconds(text: str) -> int:
-    """Epoch seconds at the start of the minute ``text`` begins with
-    (``YYYY-MM-DDTHH:MM:``), checked and cached; ``ValueError`` for any other text."""
-    head = text[:17]
+@functools.lru_cache(maxsize=_CACHE_MAX)
+def _minute_seconds(head: str) -> int:
+    """Epoch seconds at the start of the minute ``head`` (``YYYY-MM-DDTHH:MM:``), checked
+    once per minute; ``ValueError`` (what to add to "not an RFC3339 time") for any other text."""
     if len(head) != 17 or head[4] != "-" or head[7] != "-" or head[10] not in "Tt":
-        raise ValueError(f"not an RFC3339 time: {text[:40]!r}")
+        raise ValueError("")
     hh, mm = head[11:13], head[14:16]
     if head[13] != ":" or head[16] != ":" or not _digits(hh + mm) or hh > "23" or mm > "59":
-        raise ValueError(f"not an RFC3339 time: {text[:40]!r}")
+        raise ValueError("")
     try:
         day = date_seconds(head[:10])
     except ValueError:
-        raise ValueError(f"not an RFC3339 time (no such date): {text[:40]!r}") from None
-    secs = day + int(hh) * 3600 + int(mm) * 60
-    if len(_MINUTE_SECONDS) >= _CACHE_MAX:
-        _MINUTE_SECONDS.clear()
-    _MINUTE_SECONDS[head] = secs
-    return secs
+        raise ValueError(" (no such date)") from None
+    return day + int(hh) * 3600 + int(mm) * 60
 
 
 def date_seconds(ymd: str) -> int:
@@ -193,14 +180,10 @@ def date_seconds(ymd: str) -> int:
     one rule decides which dates exist."""
     if len(ymd) != 10 or ymd[4] != "-" or ymd[7] != "-" or not _digits(ymd[:4] + ymd[5:7] + ymd[8:]):
         raise ValueError(f"bad date {ymd!r}")
-    key = int(ymd[:4]), int(ymd[5:7]), int(ymd[8:])
-    day_ns = _CIVIL_DAY_NS.get(key)
-    if day_ns is None:
-        try:
-            day_ns = _civil_day_ns(*key)
-        except ValueError:
-            raise ValueError(f"bad date {ymd!r}") from None
-    return day_ns // 1_000_000_000
+    try:
+        return _civil_day_ns(int(ymd[:4]), int(ymd[5:7]), int(ymd[8:])) // 1_000_000_000
+    except ValueError:
+        raise ValueError(f"bad date {ymd!r}") from None
 
 
 def format_rfc3339_ns(ns: int) -> str:
@@ -219,23 +202,15 @@ def civil_to_ns(year: int, month: int, day: int, tod_us: int) -> int:
     would silently roll it into March; and :class:`OutOfWindowError` for an instant
     outside the window (a year inferred wrong, a ``--timestamps`` prefix in 9999).
     """
-    day_ns = _CIVIL_DAY_NS.get((year, month, day))
-    if day_ns is None:
-        day_ns = _civil_day_ns(year, month, day)
-    ns = day_ns + tod_us * 1_000
-    if MIN_NS <= ns < END_NS:
-        return ns
-    return check_ns(ns)
+    return check_ns(_civil_day_ns(year, month, day) + tod_us * 1_000)
 
 
+@functools.lru_cache(maxsize=_CACHE_MAX)
 def _civil_day_ns(year: int, month: int, day: int) -> int:
+    """ns since the epoch at 00:00 UTC of a date the calendar has (cached: a log spans a few days)."""
     if not (1 <= month <= 12 and 1 <= day <= calendar.monthrange(year, month)[1]):
         raise ValueError(f"no {year:04d}-{month:02d}-{day:02d}")
-    day_ns = calendar.timegm((year, month, day, 0, 0, 0, 0, 0, 0)) * 1_000_000_000
-    if len(_CIVIL_DAY_NS) >= _CACHE_MAX:
-        _CIVIL_DAY_NS.clear()
-    _CIVIL_DAY_NS[(year, month, day)] = day_ns
-    return day_ns
+    return calendar.timegm((year, month, day, 0, 0, 0, 0, 0, 0)) * 1_000_000_000
 
 
 def year_of_ns(ns: int) -> int:

@@ -30,20 +30,20 @@ def _contains(f: I.Fused | I.Bound, t: int) -> bool:
     return (f.lo is None or f.lo <= t) and (f.hi is None or t <= f.hi)
 
 
+def _width(f: I.Fused | I.Bound) -> int | None:
+    """How many ns the instant may lie in (None when unbounded)."""
+    return None if f.lo is None or f.hi is None else f.hi - f.lo + 1
+
+
 # --------------------------------------------------------------------------- one source each
 
 
 def test_k8s_timestamp_is_the_whole_second_after_it() -> None:
-    f = I.fuse([I.k8s_timestamp(T0, "k8s:creationTimestamp")])
+    f = I.fuse([I.truncated(T0, S, "k8s:creationTimestamp", M.CLOCK_APISERVER)])
     assert (f.lo, f.hi, f.value) == (T0, T0 + S - 1, T0)
-    assert f.width_ns == S
+    assert _width(f) == S
     assert f.clock == M.CLOCK_APISERVER
     assert f.sources == ("k8s:creationTimestamp",)
-
-
-def test_k8s_timestamp_with_a_fraction_is_refused() -> None:
-    with pytest.raises(ValueError, match="whole seconds"):
-        I.k8s_timestamp(T0 + 5, "k8s:creationTimestamp")
 
 
 def test_api_write_spans_call_start_to_the_end_of_the_log_microsecond() -> None:
@@ -60,14 +60,11 @@ def test_api_write_whose_start_follows_its_log_time_is_refused() -> None:
         I.api_write(T0 + 2 * MS, T0 + MS, "dpc:Bound server-providing Pod")
 
 
-def test_http_call_start_and_end_are_exact_points() -> None:
-    start, end = I.http_call(T0 + 498_765_432, 13_576_543, "dpc:HTTP call done/create_instance")
-    assert (start.lo, start.hi, start.value) == (T0 + 498_765_432,) * 3
-    assert (end.lo, end.hi, end.value) == (T0 + 512_341_975,) * 3
-    assert start.source.endswith("/start") and end.source.endswith("/end")
-    assert I.fuse([end]).width_ns == 1
-    with pytest.raises(ValueError, match="negative latency"):
-        I.http_call(T0, -1, "dpc:HTTP call done/wake")
+def test_exact_is_a_point_bound() -> None:
+    b = I.exact(T0 + 498_765_432, "dpc:HTTP call done/create_instance/start")
+    assert (b.lo, b.hi, b.value) == (T0 + 498_765_432,) * 3
+    assert b.clock == M.CLOCK_DPC
+    assert _width(I.fuse([b])) == 1
 
 
 def test_klog_time_is_one_microsecond_wide() -> None:
@@ -79,7 +76,7 @@ def test_later_observer_bounds_from_above_only() -> None:
     b = I.observed_after(T0 + 7 * S, "dpc:HTTP call done/get_gpu_uuids/end", M.CLOCK_DPC)
     f = I.fuse([b])
     assert (f.lo, f.hi) == (None, T0 + 7 * S)
-    assert f.value is None and f.width_ns is None
+    assert f.value is None and _width(f) is None
     # a µs-truncated observer time bounds by the end of its microsecond
     assert I.observed_after(T0, "watch", M.CLOCK_WATCHER, precision_ns=US).hi == T0 + US - 1
 
@@ -93,7 +90,7 @@ def test_upper_bound_cuts_a_k8s_second_on_the_same_clock_exactly() -> None:
     # R.started: kubelet's startedAt second, and the kubelet-clocked upper bound 300 ms in
     f = I.fuse(
         [
-            I.k8s_timestamp(T0, "k8s:startedAt", M.CLOCK_KUBELET),
+            I.truncated(T0, S, "k8s:startedAt", M.CLOCK_KUBELET),
             I.observed_after(T0 + 300 * MS, "kubelet:probe", M.CLOCK_KUBELET),
         ]
     )
@@ -131,7 +128,7 @@ def test_actuation_secs_recovers_the_whole_second_of_started_at() -> None:
 
 def test_issue_example_l_created_narrows_to_the_api_write_and_the_point_is_clamped() -> None:
     """L.created: 1 s creationTimestamp + the DPC's create call -> its 12 ms window."""
-    created = I.k8s_timestamp(T0, "k8s:creationTimestamp")
+    created = I.truncated(T0, S, "k8s:creationTimestamp", M.CLOCK_APISERVER)
     write = I.api_write(T0 + 6 * MS, T0 + 18 * MS, "dpc:Created launcher-based server-providing pod")
     l_created = I.fuse([created, write])
     assert (l_created.lo, l_created.hi) == (T0 + 6 * MS, T0 + 18 * MS + US - 1)
@@ -164,12 +161,12 @@ def test_a_point_value_outside_the_intersection_is_clamped_to_its_edge() -> None
 def test_tolerance_applies_between_different_clocks() -> None:
     # apiserver says [T0, T0+1s); DPC's write ended 0.5 ms before T0: within 1 ms, consistent
     write = I.api_write(T0 - 3 * MS, T0 - 500 * US, "dpc:write")
-    f = I.fuse([I.k8s_timestamp(T0, "k8s:creationTimestamp"), write])
+    f = I.fuse([I.truncated(T0, S, "k8s:creationTimestamp", M.CLOCK_APISERVER), write])
     assert not f.inconsistent
     assert f.clock == M.CLOCK_DPC
     assert (f.lo, f.hi) == (T0 - MS, T0 - 500 * US + US - 1)  # k8s's lo, widened by 1 ms
     # with no tolerance the same two bounds conflict
-    strict = I.fuse([I.k8s_timestamp(T0, "k8s:creationTimestamp"), write], tolerance_ns=0)
+    strict = I.fuse([I.truncated(T0, S, "k8s:creationTimestamp", M.CLOCK_APISERVER), write], tolerance_ns=0)
     assert strict.inconsistent
 
 
@@ -184,8 +181,8 @@ def test_no_tolerance_within_one_clock() -> None:
 
 
 def test_conflict_keeps_the_most_precise_source_and_names_who_disagreed() -> None:
-    http_end = I.http_call(T0 + 5 * S, 0, "dpc:HTTP call done/wake")[1]
-    stale = I.k8s_timestamp(T0 + 7 * S, "k8s:Ready", M.CLOCK_KUBELET)
+    http_end = I.exact(T0 + 5 * S, "dpc:HTTP call done/wake/end")
+    stale = I.truncated(T0 + 7 * S, S, "k8s:Ready", M.CLOCK_KUBELET)
     agreeing = I.klog_time(T0 + 5 * S, "dpc:Woke inference server", M.CLOCK_DPC)
     f = I.fuse([stale, agreeing, http_end])
     assert f.inconsistent
@@ -225,8 +222,8 @@ def test_bound_refuses_an_inverted_interval_and_a_value_outside() -> None:
 
 
 def test_duration_is_exact_on_one_clock_and_widened_across_clocks() -> None:
-    s = I.fuse([I.http_call(T0, 0, "dpc:wake")[0]])
-    e_same = I.fuse([I.http_call(T0 + 3 * S, 0, "dpc:wake")[0]])
+    s = I.fuse([I.exact(T0, "dpc:wake/start")])
+    e_same = I.fuse([I.exact(T0 + 3 * S, "dpc:wake/start")])
     d = I.duration(s, e_same)
     assert (d.min_ns, d.max_ns, d.point_ns) == (3 * S, 3 * S, 3 * S)
     e_other = I.fuse([I.Bound(T0 + 3 * S, T0 + 3 * S, "launcher", M.CLOCK_LAUNCHER, T0 + 3 * S)])
@@ -241,7 +238,7 @@ def test_duration_never_below_zero_and_marks_an_end_wholly_before_its_start() ->
     assert d.inconsistent
     assert (d.min_ns, d.max_ns, d.point_ns, d.raw_ns) == (0, 0, 0, -S)
     # overlapping intervals whose points are reversed: not inconsistent, point floored at 0
-    s2 = I.fuse([I.k8s_timestamp(T0, "k8s:a")])
+    s2 = I.fuse([I.truncated(T0, S, "k8s:a", M.CLOCK_APISERVER)])
     e2 = I.fuse([I.api_write(T0 - 2 * MS, T0 + 5 * MS, "dpc:b")])
     d2 = I.duration(s2, e2)
     assert not d2.inconsistent
@@ -253,7 +250,7 @@ def test_duration_with_an_unbounded_end_has_no_max() -> None:
     s = I.fuse([I.klog_time(T0, "dpc:start")])
     e = I.fuse([I.observed_before(T0 + S, "dpc:after", M.CLOCK_DPC)])
     d = I.duration(s, e)
-    assert d.max_ns is None and d.max_s is None
+    assert d.max_ns is None
     assert d.min_ns == S - US + 1
     assert d.point_ns is None
 
@@ -271,7 +268,7 @@ def observation(draw: st.DrawFn, true_ns: int, offsets: dict[str, int]) -> I.Bou
     t = true_ns + offsets[clock]  # the instant as that clock reads it
     kind = draw(st.sampled_from(("k8s", "klog", "ms", "write", "http", "after", "before", "polls")))
     if kind == "k8s":
-        return I.k8s_timestamp(t // S * S, "k8s", clock)
+        return I.truncated(t // S * S, S, "k8s", clock)
     if kind == "klog":
         return I.klog_time(t // US * US, "klog", clock)
     if kind == "ms":
@@ -281,7 +278,7 @@ def observation(draw: st.DrawFn, true_ns: int, offsets: dict[str, int]) -> I.Bou
         after = draw(st.integers(0, 50 * MS))
         return I.api_write(t - before, (t + after) // US * US, "write", clock)
     if kind == "http":
-        return I.http_call(t, draw(st.integers(0, S)), "http", clock)[0]
+        return I.exact(t, "http/start", clock)
     if kind == "after":
         return I.observed_after(t + draw(st.integers(0, 10 * S)), "after", clock)
     if kind == "before":
@@ -313,9 +310,10 @@ def test_truth_and_point_lie_in_the_fused_interval(case: tuple[int, dict[str, in
     if f.value is not None:
         assert _contains(f, f.value)
     # never wider than the most precise source alone
-    ref = min((b for b in bounds if b.width_ns is not None), key=lambda b: b.width_ns, default=None)
-    if ref is not None:
-        assert f.width_ns is not None and f.width_ns <= ref.width_ns
+    widths = [w for w in map(_width, bounds) if w is not None]
+    if widths:
+        w = _width(f)
+        assert w is not None and w <= min(widths)
 
 
 @st.composite
@@ -359,7 +357,6 @@ def test_on_one_clock_fusion_is_exactly_the_intersection(true_off: int, spans: l
     f = I.fuse(bounds, tolerance_ns=10 * MS)
     assert (f.lo, f.hi) == (max(b.lo for b in bounds), min(b.hi for b in bounds))
     assert not f.inconsistent and sorted(f.sources) == sorted(b.source for b in bounds)
-    assert f.source_text() == " + ".join(f.sources)
 
 
 SAMPLE = Path(I.__file__).parent / "data" / "sample"
@@ -381,23 +378,24 @@ def test_issue_figures_on_the_embedded_sample() -> None:
         if meta["name"] == launcher:
             created = _rfc3339_ns(meta["creationTimestamp"])
     assert created is not None
-    k8s_only = I.fuse([I.k8s_timestamp(created, "k8s:creationTimestamp")])
+    k8s_only = I.fuse([I.truncated(created, S, "k8s:creationTimestamp", M.CLOCK_APISERVER)])
     l_created = I.fuse(
         [
-            I.k8s_timestamp(created, "k8s:creationTimestamp"),
+            I.truncated(created, S, "k8s:creationTimestamp", M.CLOCK_APISERVER),
             I.api_write(_rfc3339_ns(write.get("k8sCallStartTime")), _log_ns(write, 2026), "dpc:" + write.msg),
         ]
     )
     relayed = I.fuse([I.klog_time(_log_ns(relay, 2026), "dpc:" + relay.msg)])
     # today's computation knows no clocks: compare without the tolerance (with it, 1.002 s)
     old, new = I.duration(k8s_only, relayed, tolerance_ns=0), I.duration(l_created, relayed)
-    assert round(old.max_s - old.min_s, 3) == 1.0
-    assert round(I.duration(k8s_only, relayed).max_s - I.duration(k8s_only, relayed).min_s, 3) == 1.002
-    assert round(new.max_s - new.min_s, 3) == 0.012
-    assert (round(new.min_s, 3), round(new.max_s, 3)) == (50.006, 50.018)
-    assert round(old.point_s, 3) == 50.154  # today's point value ...
-    assert round(old.point_s - new.max_s, 2) == 0.14  # ... lies 0.14 s outside the true interval
-    assert new.min_s <= new.point_s <= new.max_s
+    wide = I.duration(k8s_only, relayed)
+    assert round((old.max_ns - old.min_ns) / S, 3) == 1.0
+    assert round((wide.max_ns - wide.min_ns) / S, 3) == 1.002
+    assert round((new.max_ns - new.min_ns) / S, 3) == 0.012
+    assert (round(new.min_ns / S, 3), round(new.max_ns / S, 3)) == (50.006, 50.018)
+    assert round(old.point_ns / S, 3) == 50.154  # today's point value ...
+    assert round((old.point_ns - new.max_ns) / S, 2) == 0.14  # ... lies 0.14 s outside the true interval
+    assert new.min_ns <= new.point_ns <= new.max_ns
 
 
 # --------------------------------------------------------------------------- DPC-log-only fixtures
@@ -426,7 +424,8 @@ def _num(v: object) -> float:
 def _call(rec: KlogRecord) -> tuple[I.Bound, I.Bound]:
     start = _rfc3339_ns(rec.get("httpCallStartTime"))
     latency = round(_num(rec.get("latencySecs")) * S)
-    return I.http_call(start, latency, "dpc:HTTP call done/" + rec.get("purpose"))
+    source = "dpc:HTTP call done/" + rec.get("purpose")
+    return I.exact(start, source + "/start"), I.exact(start + latency, source + "/end")
 
 
 def dpc_only_quantities(path: Path) -> dict[str, I.Duration | I.Fused | float]:
@@ -456,7 +455,12 @@ def dpc_only_quantities(path: Path) -> dict[str, I.Duration | I.Fused | float]:
             relay_log = rec
             b.setdefault("D.relayed", []).append(I.klog_time(t, "dpc:" + rec.msg))
             b.setdefault("R.created", []).append(
-                I.k8s_timestamp(_rfc3339_ns(rec.get("requesterCreateTime")), "dpc:requesterCreateTime")
+                I.truncated(
+                    _rfc3339_ns(rec.get("requesterCreateTime")),
+                    S,
+                    "dpc:requesterCreateTime",
+                    M.CLOCK_APISERVER,
+                )
             )
         elif rec.msg == "Observed actuation latency":
             actuation = rec

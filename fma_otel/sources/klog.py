@@ -42,6 +42,8 @@ Decisions (the tests pin them):
 
 from __future__ import annotations
 
+import bisect
+import functools
 import json
 import re
 import sys
@@ -270,47 +272,35 @@ def _parse_header(s: str) -> tuple[str, int, int, int, int, str, int, int]:
     if m is None:
         raise KlogParseError("not a klog line")
     end = m.end()
-    when = _WHEN.get(s[:12])
-    if when is None:
-        when = _when(s[:12], *m.group(1, 2, 3, 4, 5))
     sec = int(m.group(6))
     if sec > 60:
         raise KlogParseError(_IMPOSSIBLE)
-    where = _WHERE.get(s[m.start(8) : end])
-    if where is None:
-        where = _where(s[m.start(8) : end], *m.group(8, 9, 10))
-    lv, month, day, minute_s = when
-    return lv, month, day, (minute_s + sec) * 1_000_000 + int(m.group(7)), *where, end
+    lv, month, day, minute_s = _when(s[:12])
+    return lv, month, day, (minute_s + sec) * 1_000_000 + int(m.group(7)), *_where(s[m.start(8) : end]), end
 
 
 _IMPOSSIBLE = "klog header with an impossible date or time"
-#: ``Lmmdd hh:mm:`` -> (level, month, day, first second of the minute in the day);
-#: ``pid file:line] `` -> (pid, file, line): what headers repeat, converted once (a
-#: bounded memory: cleared when full)
-_WHEN: dict[str, tuple[str, int, int, int]] = {}
-_WHERE: dict[str, tuple[int, str, int]] = {}
-_CACHE_MAX = 4096
 
 
-def _when(key: str, lv: str, mo: str, dd: str, hh: str, mi: str) -> tuple[str, int, int, int]:
-    month, day, h, mn = int(mo), int(dd), int(hh), int(mi)
+@functools.lru_cache(maxsize=4096)
+def _when(key: str) -> tuple[str, int, int, int]:
+    """``Lmmdd hh:mm:`` (as the header matched) -> (level, month, day, first second of the
+    minute in the day)."""
+    month, day, h, mn = int(key[1:3]), int(key[3:5]), int(key[6:8]), int(key[9:11])
     if not (1 <= month <= 12 and 1 <= day <= 31 and h <= 23 and mn <= 59):
         raise KlogParseError(_IMPOSSIBLE)
-    if len(_WHEN) >= _CACHE_MAX:
-        _WHEN.clear()
-    when = _WHEN[key] = (lv, month, day, (h * 60 + mn) * 60)
-    return when
+    return key[0], month, day, (h * 60 + mn) * 60
 
 
-def _where(key: str, pid: str, file: str, src: str) -> tuple[int, str, int]:
+@functools.lru_cache(maxsize=4096)
+def _where(key: str) -> tuple[int, str, int]:
+    """``pid file:line] `` (as the header matched) -> (pid, file, line)."""
+    pid, loc = key.split(" ", 1)
+    file, src = loc[:-2].rsplit(":", 1)
     try:
-        where = (int(pid), file, int(src))
+        return int(pid), file, int(src)
     except ValueError:  # more digits than int() converts (sys.get_int_max_str_digits)
         raise KlogParseError("klog header with a number too long") from None
-    if len(_WHERE) >= _CACHE_MAX:
-        _WHERE.clear()
-    _WHERE[key] = where
-    return where
 
 
 def _raw_value(s: str, j: int) -> tuple[str, int]:
@@ -662,31 +652,16 @@ def _first_corrupt(block: bytes, pos: int, end: int) -> int:
 def _cut_find(find: Find) -> Find:
     """``find`` that also finds the lines :func:`cut_line` or :func:`corrupt_bytes` may
     accept (searched before the prefilter, which is only asked up to such a line: it
-    remembers what it passed).  Each search's next hit in a block is remembered, so a
-    block is searched by each once (a false candidate, a value ending in ``]``, costs a
-    line, not a new search)."""
-    searches: list[Callable[[bytes, int, int], int]] = [
-        _first_corrupt,
-        *(_line_end_of(rx, back) for rx, back in zip(_CUT_IN_BLOCK, (0, 1), strict=True)),
-    ]
-    memo: list[list[Any]] = [[None, -1, 0] for _ in searches]  # block, searched from, hit end (0: none)
-    #: the same for the nearest of the three: the one test of a line the search found
-    nearest: list[Any] = [None, -1, 0]
-
-    def next_cut(block: bytes, pos: int, end: int) -> int:
-        if nearest[0] is block and nearest[1] <= pos and (nearest[2] == 0 or nearest[2] > pos):
-            return nearest[2]
-        cut = 0
-        for search, m in zip(searches, memo, strict=True):
-            if not (m[0] is block and m[1] <= pos and (m[2] == 0 or m[2] > pos)):
-                m[:] = [block, pos, search(block, pos, end)]
-            if m[2] and (not cut or m[2] < cut):
-                cut = m[2]
-        nearest[:] = [block, pos, cut]
-        return cut
+    remembers what it passed).  The ends of such lines are found once per block (they are
+    rare: a false candidate, a value ending in ``]``, costs a line, not a new search)."""
+    memo: list[Any] = [None, []]  # the block, the ends of its candidate lines in order
 
     def both(block: bytes, pos: int, end: int) -> tuple[int, int] | None:
-        cut = next_cut(block, pos, end)
+        if memo[0] is not block:
+            memo[:] = [block, _cut_ends(block, pos, end)]
+        ends = memo[1]
+        i = bisect.bisect_right(ends, pos)
+        cut = ends[i] if i < len(ends) else 0
         if not cut or cut > end:
             return find(block, pos, end)
         start = block.rfind(b"\n", pos, cut - 1) + 1 or pos
@@ -694,6 +669,17 @@ def _cut_find(find: Find) -> Find:
         return hit if hit is not None else (start, cut)
 
     return both
+
+
+def _cut_ends(block: bytes, pos: int, end: int) -> list[int]:
+    """The ends of the lines of ``block[pos:end]`` that a cut or corrupt search finds, in order."""
+    ends: set[int] = set()
+    for search in _CUT_SEARCHES:
+        at = search(block, pos, end)
+        while at:
+            ends.add(at)
+            at = search(block, at, end)
+    return sorted(ends)
 
 
 def _line_end_of(rx: re.Pattern[bytes], back: int) -> Callable[[bytes, int, int], int]:
@@ -712,6 +698,14 @@ def _line_end_of(rx: re.Pattern[bytes], back: int) -> Callable[[bytes, int, int]
         return m.end() if m is not None else 0
 
     return search
+
+
+#: the searches for lines :func:`cut_line` or :func:`corrupt_bytes` may accept: each gives
+#: the end of the first such line from a position on, or 0
+_CUT_SEARCHES: tuple[Callable[[bytes, int, int], int], ...] = (
+    _first_corrupt,
+    *(_line_end_of(rx, back) for rx, back in zip(_CUT_IN_BLOCK, (0, 1), strict=True)),
+)
 
 
 def _header_offset_b(b: bytes) -> int:
