@@ -60,8 +60,7 @@ TARGET_CREATE_EXTRA_NS = 1_000_000  # issue 7: create latency within 1 ms of unw
 class Run:
     """One finished subprocess: wall seconds, peak RSS in MiB, CPU seconds, exit code, stderr tail.
 
-    RSS and CPU come from ``os.wait4``: the process itself plus the children it waited for
-    (the bridge's forked DPC-log workers), so CPU time shows what parallelism does not hide.
+    RSS and CPU come from ``os.wait4``: the process itself plus any children it waited for.
     """
 
     wall_s: float

@@ -1,6 +1,6 @@
 """``benchmarks/phases.py``: every phase of the bridge is timed, on the same traces.
 
-Why: benchmarks/README.md's "where the time goes" table is made by it; a phase left out
+Why: the "by phase" rows of benchmarks/README.md's table are made by it; a phase left out
 (or one source read into the correlator twice) would make that table lie.
 """
 
