@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import re
 import sys
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from functools import lru_cache
 from sys import intern
@@ -294,7 +295,7 @@ def _pod_reason(pod: Any) -> str | None:
 # --------------------------------------------------------------------------- objects
 
 
-class Sink:
+class Sink(ABC):
     """Counts the objects of one input and hands each to :meth:`take`: what a reader of one
     kind of object (:class:`PodSink`, the Events') makes its own.
 
@@ -307,10 +308,10 @@ class Sink:
     def __init__(self, stats: Any) -> None:
         self.stats = stats
 
+    @abstractmethod
     def take(self, etype: str, doc: Any, line: int) -> Any:
         """The record of one object (``etype``: its watch type, or ``LISTED``), or ``None``
         when it is a counted skip."""
-        raise NotImplementedError
 
     def skipped(self, line: int, why: str) -> None:
         """An object already counted in ``read`` is skipped."""
