@@ -333,11 +333,10 @@ def test_non_finite_floats_round_trip_as_strict_json(tmp_path: Path) -> None:
 
 def test_jaeger_v1_trace_with_bad_fields_is_dropped_whole() -> None:
     from fma_otel.query.harvest import Harvest
-    from fma_otel.query.sources import _add_v1_trace
 
     h = Harvest()
-    _add_v1_trace(
-        h, {"spans": [{"traceID": "ab", "spanID": "cd", "operationName": "fma.request", "startTime": "x"}]}
+    h.add_otlp(
+        {"spans": [{"traceID": "ab", "spanID": "cd", "operationName": "fma.request", "startTime": "x"}]}
     )
-    _add_v1_trace(h, {"spans": [{"tags": [{"value": 1}]}]})  # a tag without a key
+    h.add_otlp({"spans": [{"tags": [{"value": 1}]}]})  # a tag without a key
     assert h.malformed == 2

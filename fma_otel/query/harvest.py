@@ -33,6 +33,7 @@ from ..model import (
 )
 from ..sinks.otlp_json import MALFORMED, decode_request
 from ..span_records import SpanRecord
+from .readers import requests_of
 from .window import Window, to_ns
 
 if TYPE_CHECKING:
@@ -96,21 +97,26 @@ class Harvest:
         self._spans: dict[tuple[str, str], _Kept] = {}
         self._requests: dict[str, RequestObs] = {}
         self.traces_seen: set[str] = set()
-        #: requests :meth:`add_otlp` refused as malformed OTLP (each added nothing)
+        #: values :meth:`add_otlp` refused as malformed or not trace data (each added nothing)
         self.malformed = 0
 
     # ------------------------------------------------------------------ input
 
-    def add_otlp(self, req: Mapping[str, Any]) -> bool:
-        """One ``ExportTraceServiceRequest``/``TracesData`` in JSON form (hex or base64 ids).
+    def add_otlp(self, value: Any) -> bool:
+        """One JSON value of trace data as the one reader of trace files takes it
+        (:func:`.readers.requests_of`: an OTLP JSON request, hex or base64 ids; a Jaeger
+        trace; a Tempo or Jaeger answer holding them).
 
-        All or nothing, as every reader of OTLP JSON: a request malformed anywhere (a time
-        outside OTLP's ``fixed64``, an attribute without ``key`` ...) adds nothing, is
-        counted in :attr:`malformed` and gives ``False``.
+        All or nothing, as every reader of OTLP JSON: a value malformed anywhere (a time
+        outside OTLP's ``fixed64``, an attribute without ``key`` ...) or holding no trace
+        data adds nothing, is counted in :attr:`malformed` and gives ``False``.
         """
         try:
-            spans = decode_request(req)
+            reqs = requests_of(value)
+            spans = [s for req in reqs or () for s in decode_request(req)]
         except MALFORMED:
+            reqs = None
+        if reqs is None:
             self.malformed += 1
             return False
         for s in spans:

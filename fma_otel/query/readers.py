@@ -153,7 +153,7 @@ def requests_of(value: Any) -> list[dict[str, Any]] | None:
         return [value]
     if isinstance(value.get("batches"), list):  # Tempo's older by-id answer
         return [{"resourceSpans": value["batches"]}]
-    if isinstance(value.get("spans"), list) and ("traceID" in value or "processes" in value):
+    if value.get("spans"):  # Jaeger: a trace's id may be on its spans alone
         return [jaeger_trace_to_otlp(value)]
     for key in ("result", "trace", "data"):  # Jaeger api/v3, Tempo by-id, Jaeger v1 / UI
         if key in value:

@@ -27,7 +27,7 @@ from ..model import ROOT
 from ..sinks.otlp_json import MALFORMED, OtlpJsonError
 from . import QueryError
 from .harvest import METRIC_OF_SPAN, Harvest
-from .readers import jaeger_trace_to_otlp, read_spans
+from .readers import read_spans
 from .window import Window, rfc3339, to_ns
 
 #: remote stores need explicit bounds; without --since, look back this far
@@ -291,10 +291,7 @@ class JaegerSource(_Remote):
             for r in self._split_search(
                 functools.partial(find, svc, op), start, end, self._halves, _span_text, warn
             ):
-                if isinstance(r, dict) and "v1" in r:
-                    _add_v1_trace(harvest, r["v1"])
-                else:
-                    harvest.add_otlp(r)  # OTLP, or malformed: add_otlp counts it
+                harvest.add_otlp(r)  # OTLP JSON (v3) or a Jaeger trace (v1); malformed: counted
 
     def _targets(self, services: list[str], operations: Callable[[str], list[str]]) -> list[tuple[str, str]]:
         ops = {svc: set(operations(svc)) for svc in services}
@@ -347,7 +344,7 @@ class JaegerSource(_Remote):
         traces = body.get("data")
         if not isinstance(traces, list):
             return 0, []
-        return len(traces), [{"v1": t} for t in traces]
+        return len(traces), traces
 
     def _halves(self, a: datetime, b: datetime) -> tuple[tuple[datetime, datetime], ...] | None:
         mid = a + (b - a) / 2
@@ -356,17 +353,6 @@ class JaegerSource(_Remote):
 
 def _span_text(a: datetime, b: datetime) -> str:
     return f"{rfc3339(a)}..{rfc3339(b)}"
-
-
-def _add_v1_trace(harvest: Harvest, trace: Any) -> None:
-    """Jaeger's v1 JSON, converted as a file of it is; all or nothing, like the OTLP path
-    (a trace malformed anywhere is counted in ``harvest.malformed`` and adds nothing)."""
-    try:
-        req = jaeger_trace_to_otlp(trace)
-    except MALFORMED:
-        harvest.malformed += 1
-        return
-    harvest.add_otlp(req)
 
 
 def _trace_ids(results: list[Any]) -> set[Any]:
@@ -416,9 +402,9 @@ class TempoSource(_Remote):
             return
         first = self._trace(ids[0])  # settles which by-id endpoint this Tempo has
         with ThreadPoolExecutor(max_workers=self.WORKERS) as pool:
-            for req in itertools.chain([first], pool.map(self._trace, ids[1:])):
-                if req is not None:
-                    harvest.add_otlp(req)
+            for answer in itertools.chain([first], pool.map(self._trace, ids[1:])):
+                if answer is not None:
+                    harvest.add_otlp(answer)
 
     def _search_ids(self, start: int, end: int, warn: Warn) -> Iterator[str]:
         def find(a: int, b: int, limit: int) -> tuple[int, list[dict[str, Any]]]:
@@ -438,7 +424,8 @@ class TempoSource(_Remote):
                 yield tid
 
     def _trace(self, trace_id: str) -> dict[str, Any] | None:
-        """A trace by id: ``/api/v2/traces`` (Tempo >= 2.5), else ``/api/traces``."""
+        """A trace by id: ``/api/v2/traces`` (Tempo >= 2.5), else ``/api/traces``; the
+        answer as it came (``{"trace": ...}``, or ``{"batches": ...}`` before 2.5)."""
         paths = [self._by_id_path] if self._by_id_path else ["/api/v2/traces/", "/api/traces/"]
         for p in paths:
             status, body = self.http.get(p + trace_id)
@@ -446,10 +433,7 @@ class TempoSource(_Remote):
                 continue
             if self._by_id_path is None:
                 self._by_id_path = p
-            inner = body.get("trace", body)
-            if isinstance(inner, dict) and isinstance(inner.get("batches"), list):  # Tempo < 2.5
-                inner = {"resourceSpans": inner["batches"]}
-            return inner if isinstance(inner, dict) else None
+            return body
         return None
 
 
