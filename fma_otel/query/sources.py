@@ -85,8 +85,9 @@ class FileSource:
 # --------------------------------------------------------------------------- http
 
 
-class _Http:
-    """A tiny JSON-over-HTTP client whose errors are one line each.
+class _Remote:
+    """A trace store over HTTP: its URL, the search page size (``limit``, else the store's
+    ``LIMIT``), and JSON requests whose errors are one line each.
 
     Each request has an overall deadline (``deadline_s``, monotonic): the per-read timeout
     alone never ends a server that trickles its answer a byte at a time.  The answer is
@@ -94,24 +95,24 @@ class _Http:
     time left when the request starts; a body bigger than ``max_body`` bytes is refused.
     """
 
+    what = ""
+    LIMIT = 0
+
     def __init__(
         self,
         base: str,
-        what: str,
-        client: httpx.Client | None = None,
-        timeout: float = 30.0,
+        limit: int | None = None,
         deadline_s: float | None = None,
         max_body: int | None = None,
     ) -> None:
         if not base.startswith(("http://", "https://")):
-            raise QueryError(f"--{what} {base}: not an http(s) URL")
+            raise QueryError(f"--{self.what} {base}: not an http(s) URL")
         self.base = base.rstrip("/")
-        self.what = what
-        self.client = client or httpx.Client(timeout=timeout, headers={"Accept": "application/json"})
+        self.client = httpx.Client(timeout=30.0, headers={"Accept": "application/json"})
         # read at construction, not import: a test may set the module's defaults
         self.deadline_s = DEFAULT_DEADLINE_S if deadline_s is None else deadline_s
         self.max_body = DEFAULT_MAX_BODY if max_body is None else max_body
-        self.requests = 0
+        self.limit = limit or self.LIMIT
 
     def _timeout(self, left: float) -> httpx.Timeout:
         left = max(left, 0.001)
@@ -155,7 +156,6 @@ class _Http:
         """``(404, None)``, or ``(200, the answer)``: always a JSON object, as every endpoint
         we call answers one, so callers may ``.get`` it (anything else is a QueryError)."""
         url = self.base + path
-        self.requests += 1
         status, raw = self._fetch(url, params)
         if status == 404:
             return 404, None
@@ -173,6 +173,37 @@ class _Http:
         if not isinstance(body, dict):
             raise QueryError(f"--{self.what} {url}: the answer is not a JSON object")
         return 200, body
+
+    def _split_search(
+        self,
+        find: Callable[[Any, Any, int], tuple[int, list[Any]]],
+        start: Any,
+        end: Any,
+        halves: Callable[[Any, Any], tuple[tuple[Any, Any], tuple[Any, Any]] | None],
+        where: Callable[[Any, Any], str],
+        warn: Warn,
+    ) -> Iterator[Any]:
+        """The results of ``find`` over ``[start, end]``; a window that fills the limit is
+        split in ``halves`` (``None``: too small to split).
+
+        Neither store pages its search, and many requesters can share one creation second,
+        so a window too small to split that still fills the limit is asked again with a
+        doubled limit (up to 64 times it).
+        """
+        stack = [(start, end, self.limit)]
+        while stack:
+            a, b, limit = stack.pop()
+            n, results = find(a, b, limit)
+            if n >= limit:
+                parts = halves(a, b)
+                if parts is not None:
+                    stack.extend((x, y, limit) for x, y in parts)
+                    continue
+                if limit < 64 * self.limit:
+                    stack.append((a, b, limit * 2))
+                    continue
+                warn(f"{self.base}: {n} traces in {where(a, b)}; some may be missing")
+            yield from results
 
 
 def _too_big(what: str, url: str, cap: int) -> QueryError:
@@ -205,58 +236,6 @@ def _error_message(body: Any) -> str:
 # --------------------------------------------------------------------------- Jaeger
 
 
-class _Remote:
-    """A trace store over HTTP: its URL, the search page size (``limit``, else the store's
-    ``LIMIT``) and lookback, and the bounds of each request (:class:`_Http`)."""
-
-    what = ""
-    LIMIT = 0
-
-    def __init__(
-        self,
-        base: str,
-        client: httpx.Client | None = None,
-        limit: int | None = None,
-        lookback_s: float = DEFAULT_LOOKBACK_S,
-        deadline_s: float | None = None,
-        max_body: int | None = None,
-    ) -> None:
-        self.http = _Http(base, self.what, client, deadline_s=deadline_s, max_body=max_body)
-        self.limit = limit or self.LIMIT
-        self.lookback_s = lookback_s
-
-    def _split_search(
-        self,
-        find: Callable[[Any, Any, int], tuple[int, list[Any]]],
-        start: Any,
-        end: Any,
-        halves: Callable[[Any, Any], tuple[tuple[Any, Any], tuple[Any, Any]] | None],
-        where: Callable[[Any, Any], str],
-        warn: Warn,
-    ) -> Iterator[Any]:
-        """The results of ``find`` over ``[start, end]``; a window that fills the limit is
-        split in ``halves`` (``None``: too small to split).
-
-        Neither store pages its search, and many requesters can share one creation second,
-        so a window too small to split that still fills the limit is asked again with a
-        doubled limit (up to 64 times it).
-        """
-        stack = [(start, end, self.limit)]
-        while stack:
-            a, b, limit = stack.pop()
-            n, results = find(a, b, limit)
-            if n >= limit:
-                parts = halves(a, b)
-                if parts is not None:
-                    stack.extend((x, y, limit) for x, y in parts)
-                    continue
-                if limit < 64 * self.limit:
-                    stack.append((a, b, limit * 2))
-                    continue
-                warn(f"{self.http.base}: {n} traces in {where(a, b)}; some may be missing")
-            yield from results
-
-
 class JaegerSource(_Remote):
     """Jaeger's query service: api/v3 (OTLP JSON), falling back to the v1 ``/api/traces``.
 
@@ -272,18 +251,16 @@ class JaegerSource(_Remote):
 
     @property
     def description(self) -> str:
-        return f"jaeger:{self.http.base} (api/{self.api})"
+        return f"jaeger:{self.base} (api/{self.api})"
 
     def fill(self, harvest: Harvest, window: Window, warn: Warn = _stderr) -> None:
-        start, end = window.closed(self.lookback_s)
-        status, body = self.http.get("/api/v3/services")
+        start, end = window.closed(DEFAULT_LOOKBACK_S)
+        status, body = self.get("/api/v3/services")
         if status == 404:
             self.api = "v1"
-            status, body = self.http.get("/api/services")
+            status, body = self.get("/api/services")
             if status == 404:
-                raise QueryError(
-                    f"--jaeger {self.http.base}: neither /api/v3/services nor /api/services answers"
-                )
+                raise QueryError(f"--jaeger {self.base}: neither /api/v3/services nor /api/services answers")
         v3 = self.api == "v3"
         services = [s for s in _items(body, "services" if v3 else "data", str) if s]
         find = self._find_v3 if v3 else self._find_v1
@@ -301,7 +278,7 @@ class JaegerSource(_Remote):
         return [(svc, name) for svc in services for name in sorted(ops[svc] & set(METRIC_OF_SPAN))]
 
     def _v3_operations(self, service: str) -> list[str]:
-        status, body = self.http.get("/api/v3/operations", {"service": service})
+        status, body = self.get("/api/v3/operations", {"service": service})
         if status == 404 or not body:
             return []
         return [o["name"] for o in _items(body, "operations", dict) if isinstance(o.get("name"), str)]
@@ -317,7 +294,7 @@ class JaegerSource(_Remote):
             "query.search_depth": limit,
             "query.num_traces": limit,
         }
-        status, body = self.http.get("/api/v3/traces", params)
+        status, body = self.get("/api/v3/traces", params)
         if status == 404 or not body:  # Jaeger answers 404 "No traces found"
             return 0, []
         result = body.get("result", body)
@@ -325,7 +302,7 @@ class JaegerSource(_Remote):
         return len(_trace_ids(results)), results
 
     def _v1_operations(self, service: str) -> list[str]:
-        status, body = self.http.get(f"/api/services/{service}/operations")
+        status, body = self.get(f"/api/services/{service}/operations")
         return [] if status == 404 or not body else _items(body, "data", str)
 
     def _find_v1(
@@ -338,7 +315,7 @@ class JaegerSource(_Remote):
             "end": to_ns(end) // 1000,
             "limit": limit,
         }
-        status, body = self.http.get("/api/traces", params)
+        status, body = self.get("/api/traces", params)
         if status == 404 or not body:
             return 0, []
         traces = body.get("data")
@@ -391,10 +368,10 @@ class TempoSource(_Remote):
 
     @property
     def description(self) -> str:
-        return f"tempo:{self.http.base}"
+        return f"tempo:{self.base}"
 
     def fill(self, harvest: Harvest, window: Window, warn: Warn = _stderr) -> None:
-        start, end = window.closed(self.lookback_s)
+        start, end = window.closed(DEFAULT_LOOKBACK_S)
         ids = list(
             self._search_ids(int(to_ns(start) // 1_000_000_000), -(-to_ns(end) // 1_000_000_000), warn)
         )
@@ -409,7 +386,7 @@ class TempoSource(_Remote):
     def _search_ids(self, start: int, end: int, warn: Warn) -> Iterator[str]:
         def find(a: int, b: int, limit: int) -> tuple[int, list[dict[str, Any]]]:
             params = {"q": self.QUERY, "start": a, "end": b, "limit": limit, "spss": 1}
-            traces = _items(self.http.get("/api/search", params)[1], "traces", dict)
+            traces = _items(self.get("/api/search", params)[1], "traces", dict)
             return len(traces), traces
 
         def halves(a: int, b: int) -> tuple[tuple[int, int], tuple[int, int]] | None:
@@ -428,7 +405,7 @@ class TempoSource(_Remote):
         answer as it came (``{"trace": ...}``, or ``{"batches": ...}`` before 2.5)."""
         paths = [self._by_id_path] if self._by_id_path else ["/api/v2/traces/", "/api/traces/"]
         for p in paths:
-            status, body = self.http.get(p + trace_id)
+            status, body = self.get(p + trace_id)
             if status == 404:
                 continue
             if self._by_id_path is None:
