@@ -141,7 +141,7 @@ class Harvest:
             str(path) if path else None,
             s.start_ns,
             s.end_ns,
-            _truthy(attrs.get(A_COMPLETE), default=True),
+            opt_bool(attrs.get(A_COMPLETE)) is not False,
             number_or_none(attrs.get(A_MIN)),
             number_or_none(attrs.get(A_MAX)),
         )
@@ -191,9 +191,9 @@ def _request_obs(start_ns: int, attrs: Mapping[str, Any]) -> RequestObs:
     dpc = attrs.get(A_DPC_SECS)
     return RequestObs(
         path=str(path) if path else UNKNOWN,
-        complete=_truthy(attrs.get(A_COMPLETE), default=True),
-        hot_hit=_opt_bool(attrs.get(A_HOT_HIT)),
-        warm_hit=_opt_bool(attrs.get(A_WARM_HIT)),
+        complete=opt_bool(attrs.get(A_COMPLETE)) is not False,
+        hot_hit=opt_bool(attrs.get(A_HOT_HIT)),
+        warm_hit=opt_bool(attrs.get(A_WARM_HIT)),
         start_ns=start_ns,
         # NaN would poison the bucket counts (``nan <= le`` is false), an int beyond float
         # range raise OverflowError: neither is a value the DPC logged, nor a reason to
@@ -203,13 +203,8 @@ def _request_obs(start_ns: int, attrs: Mapping[str, Any]) -> RequestObs:
     )
 
 
-def _truthy(v: Any, default: bool) -> bool:
+def opt_bool(v: Any) -> bool | None:
     """Attribute booleans may arrive as bool (OTLP) or as text (Jaeger v1 tags, Tempo)."""
-    b = _opt_bool(v)
-    return default if b is None else b
-
-
-def _opt_bool(v: Any) -> bool | None:
     if isinstance(v, bool):
         return v
     if isinstance(v, str) and v.lower() in ("true", "false"):

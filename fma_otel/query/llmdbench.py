@@ -115,10 +115,6 @@ def launcher_info(spans: Mapping[str, SpanRecord]) -> dict[str, Any] | None:
     }
 
 
-def _rate(infos: list[dict[str, Any]], condition: str) -> float | None:
-    return sum(i["actuation_condition"] == condition for i in infos) / len(infos) if infos else None
-
-
 def fma_block(spans: Iterable[SpanRecord]) -> dict[str, Any]:
     """The ``extra_metrics`` entry named ``fma``: one iteration per FMA actuation."""
     traces = _by_trace(spans)
@@ -132,14 +128,14 @@ def fma_block(spans: Iterable[SpanRecord]) -> dict[str, Any]:
         info = launcher_info(trace)
         if info is None:
             continue
-        infos = [info]
+        cond = info["actuation_condition"]  # one actuation an iteration: each rate is 0 or 1
         iterations.append(
             {
                 "iteration": len(iterations) + 1,
-                "launcher_infos": infos,
-                "hot_hit_rate": _rate(infos, "T_hot"),
-                "warm_hit_rate": _rate(infos, "T_warm"),
-                "cold_launcher_hit_rate": _rate(infos, "T_cold_launcher"),
+                "launcher_infos": [info],
+                "hot_hit_rate": float(cond == "T_hot"),
+                "warm_hit_rate": float(cond == "T_warm"),
+                "cold_launcher_hit_rate": float(cond == "T_cold_launcher"),
             }
         )
     return {"name": "fma", "iterations": iterations, "fma_otel_definitions": dict(DEFINITIONS)}

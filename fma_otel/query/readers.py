@@ -54,16 +54,6 @@ _SPECIAL_TAGS = frozenset(
 )
 
 
-@contextlib.contextmanager
-def open_input(path: str) -> Iterator[IO[bytes]]:
-    """``path`` opened for binary reading; ``-`` is standard input (not closed)."""
-    if path == "-":
-        yield sys.stdin.buffer
-        return
-    with open(path, "rb") as fh:
-        yield fh
-
-
 def _values(fh: IO[bytes], advance: Advance | None) -> Iterator[Any]:
     """The JSON values of the input: one per line, or the whole-file documents.
 
@@ -245,7 +235,7 @@ def read_spans(
     st.setdefault("lines", 0)
     st.setdefault("skipped", 0)
     units = decoded = 0
-    with open_input(path) as fh:
+    with contextlib.nullcontext(sys.stdin.buffer) if path == "-" else open(path, "rb") as fh:
         for value in _values(fh, advance):
             st["lines"] += 1
             try:

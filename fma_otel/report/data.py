@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..jsonsafe import float_or_none
 from ..model import (
@@ -33,7 +32,7 @@ from ..model import (
     S,
 )
 from ..query.breakdown import ActuationSplit, PathBreakdown, TreeCollector, summarize_paths
-from ..query.harvest import Harvest
+from ..query.harvest import Harvest, opt_bool
 from ..query.slo_spec import Check, Verdict, evaluate
 from ..query.stats import Report, build_report, metric_order, path_order
 from ..span_records import SpanRecord
@@ -92,10 +91,6 @@ class TraceSummary:
         return f"{self.requester} / {self.trace_id}"
 
 
-def _is_false(v: Any) -> bool:
-    return v is False or (isinstance(v, str) and v.lower() == "false")
-
-
 class Summaries:
     """Streams spans into one :class:`TraceSummary` per trace (spans in any order), and into
     the ``slo`` engine's harvest, which keeps every span's place in its tree for the
@@ -122,7 +117,7 @@ class Summaries:
         if t.end_ns is None or s.end_ns > t.end_ns:
             t.end_ns = s.end_ns
         metric = a.get(A_METRIC)
-        done = s.status_code != STATUS_ERROR and not _is_false(a.get(A_COMPLETE))
+        done = s.status_code != STATUS_ERROR and opt_bool(a.get(A_COMPLETE)) is not False
         if metric and str(metric) not in t.metrics:
             t.metrics[str(metric)] = max(0, s.end_ns - s.start_ns) / S
             lo, hi = float_or_none(a.get(A_MIN)), float_or_none(a.get(A_MAX))

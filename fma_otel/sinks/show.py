@@ -343,7 +343,9 @@ def _header_fit(pieces: list[tuple[str, str]], width: int) -> list[tuple[str, st
     before anything else is cut."""
     if sum(len(t) for t, _ in pieces) + 2 * (len(pieces) - 1) > width:
         pieces = [(t[:14] + "…", st) if t.startswith("trace ") else (t, st) for t, st in pieces]
-    return fit_row(_join(pieces, "  "), width)
+    return fit_row(
+        [p for i, piece in enumerate(pieces) for p in ([("  ", "")] if i else []) + [piece]], width
+    )
 
 
 def _trace_rows(trace: Sequence[SpanRecord], width: int) -> list[list[tuple[str, str]]]:
@@ -388,15 +390,6 @@ def _trace_rows(trace: Sequence[SpanRecord], width: int) -> list[list[tuple[str,
         row += _fit_details(dets, width - sum(len(t) for t, _ in row))
         rows.append(fit_row(row, width))
     return rows
-
-
-def _join(pieces: list[tuple[str, str]], sep: str) -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
-    for i, p in enumerate(pieces):
-        if i:
-            out.append((sep, ""))
-        out.append(p)
-    return out
 
 
 def render_waterfall(spans: list[SpanRecord], width: int, color: bool) -> str:
