@@ -22,6 +22,7 @@ from ..model import METRICS, S
 from ..query.breakdown import UNCOVERED, PathBreakdown, Row
 from ..query.formats import secs_interval, table_sections
 from ..query.slo_spec import FAIL, PASS
+from ..sinks.show import outward
 from .data import ReportData, TraceSummary
 from .svg import Hover, save_png, to_inline_svg
 from .words import humanize, missing_text
@@ -209,7 +210,7 @@ def _secs_cell(v: float | None, lower_bound: bool = False, bounds: tuple[float, 
     if bounds is None:
         return f'<td data-v="{v:.3f}">{v:.2f}s</td>'
     lo, hi = bounds
-    iv = f"[{math.floor(lo * 100 + 1e-6) / 100:.2f}, {math.ceil(hi * 100 - 1e-6) / 100:.2f}]"
+    iv = f"[{outward(lo, 2, math.floor)}, {outward(hi, 2, math.ceil)}]"
     return (
         f'<td data-v="{v:.3f}" title="the duration is in {iv} s (boundary precision)">{v:.2f}s'
         f'<span class="iv">{iv}</span></td>'

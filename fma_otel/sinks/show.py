@@ -162,8 +162,8 @@ def interval_forms(lo: float | None, hi: float | None) -> list[str]:
     """
     out: list[str] = []
     for digits, sep in ((3, ", "), (3, ","), (2, ","), (1, ","), (0, ",")):
-        a = "?" if lo is None else _outward(lo, digits, math.floor)
-        b = "?" if hi is None else _outward(hi, digits, math.ceil)
+        a = "?" if lo is None else outward(lo, digits, math.floor)
+        b = "?" if hi is None else outward(hi, digits, math.ceil)
         text = f"[{a}{sep}{b}]"
         if text not in out:
             out.append(text)
@@ -171,7 +171,7 @@ def interval_forms(lo: float | None, hi: float | None) -> list[str]:
     return out
 
 
-def _outward(v: float, digits: int, rnd: Any) -> str:
+def outward(v: float, digits: int, rnd: Any) -> str:
     unit = 10.0**digits
     # a hair of tolerance: 1.5 stored as 1.4999999 must not print as 1.4 when floored
     x = rnd(v * unit + (1e-6 if rnd is math.floor else -1e-6)) / unit
