@@ -302,9 +302,8 @@ SHORT_HEADERS: Mapping[str, str] = {
 DROP_ORDER: tuple[str, ...] = ("mean", "min", "p90", "p95", "threshold", "p99 [..]", "p90 [..]", "p50 [..]")
 
 
-def _table_width(header: Sequence[str], rows: Sequence[Sequence[str]], gap: int) -> int:
-    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=True)]
-    return sum(widths) + gap * (len(widths) - 1)
+def _widths(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[int]:
+    return [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=True)]
 
 
 def fit_sections(sections: list[Section], width: int | None, gap: int = 2) -> list[Section]:
@@ -316,7 +315,7 @@ def fit_sections(sections: list[Section], width: int | None, gap: int = 2) -> li
         header = [SHORT_HEADERS.get(h, h) for h in header]
         dropped: list[str] = []
         for name in DROP_ORDER:
-            if width is None or _table_width(header, rows, gap) <= width:
+            if width is None or sum(_widths(header, rows)) + gap * (len(header) - 1) <= width:
                 break
             col, _, what = name.partition(" ")
             if col not in header:
@@ -340,7 +339,7 @@ def fit_sections(sections: list[Section], width: int | None, gap: int = 2) -> li
 def render_plain(sections: list[Section]) -> str:
     out: list[str] = []
     for title, header, rows in sections:
-        widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=True)]
+        widths = _widths(header, rows)
         out.append(title)
         out.append("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip())
         out.append("  ".join("-" * w for w in widths))

@@ -88,23 +88,24 @@ def summarize(
     v = sorted(values)
     if not v:
         return MetricRow(metric, path, 0, None, None, None, None, None, None, None, incomplete)
-    p = {q: nearest_rank(v, q) for q in PERCENTILES}
-    iv = percentile_intervals([(x, x) for x in v] if bounds is None else list(bounds), PERCENTILES)
+    pq = percentiles(v, [(x, x) for x in v] if bounds is None else list(bounds), PERCENTILES)
     return MetricRow(
-        metric, path, len(v), p[50], p[90], p[95], p[99], v[0], v[-1], sum(v) / len(v), incomplete, **iv
+        metric, path, len(v), min=v[0], max=v[-1], mean=sum(v) / len(v), incomplete=incomplete, **pq
     )
 
 
-def percentile_intervals(
-    bounds: Sequence[tuple[float, float]], percentiles: Iterable[int]
+def percentiles(
+    values: Sequence[float], bounds: Sequence[tuple[float, float]], qs: Iterable[int]
 ) -> dict[str, float]:
-    """``{"p50_lo": .., "p50_hi": ..}``: each percentile of the lower and of the upper bounds."""
+    """``{"p50": .., "p50_lo": .., "p50_hi": .., ...}``: each percentile of the sorted
+    ``values`` and, given their ``bounds``, of the lower and of the upper bounds."""
     lo = sorted(a for a, _ in bounds)
     hi = sorted(b for _, b in bounds)
     out: dict[str, float] = {}
-    for q in percentiles:
-        out[f"p{q}_lo"] = nearest_rank(lo, q)
-        out[f"p{q}_hi"] = nearest_rank(hi, q)
+    for q in qs:
+        out[f"p{q}"] = nearest_rank(values, q)
+        if bounds:
+            out[f"p{q}_lo"], out[f"p{q}_hi"] = nearest_rank(lo, q), nearest_rank(hi, q)
     return out
 
 
