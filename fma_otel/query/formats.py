@@ -16,6 +16,7 @@ import io
 import json
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from .slo_spec import FAIL, HIT_RATES, PASS, Verdict
@@ -61,7 +62,7 @@ def to_json(
             "actuations": h.actuations,
             "per_actuation": {"hot": h.act_hot, "warm": h.act_warm, "cold_launcher": h.act_cold_launcher},
         },
-        "slo": [v.as_json() for v in verdicts],
+        "slo": [asdict(v) for v in verdicts],
     }
     if dpc is not None:
         out["dpc_metrics"] = dpc

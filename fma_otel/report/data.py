@@ -139,9 +139,6 @@ class Summaries:
             t.actuation = (s.start_ns, max(s.start_ns, s.end_ns))
             t.actuation_complete = done
 
-    def values(self) -> list[TraceSummary]:
-        return list(self.by_trace.values())
-
 
 # --------------------------------------------------------------------------- where did the time go
 

@@ -212,17 +212,19 @@ def details(s: SpanRecord) -> list[Detail]:
     return out
 
 
+def trace_attr(trace: Sequence[SpanRecord], key: str) -> Any:
+    """``key`` as the trace's root (:func:`_root`) says it, else as its first span that does."""
+    root = _root(trace)
+    if key in root.attributes:
+        return root.attributes[key]
+    return next((s.attributes[key] for s in trace if key in s.attributes), None)
+
+
 def header(trace: Sequence[SpanRecord]) -> list[tuple[str, str]]:
     """Requester, path, trace id, complete/INCOMPLETE and total duration."""
     root = _root(trace)
-
-    def first_attr(key: str) -> Any:
-        if key in root.attributes:
-            return root.attributes[key]
-        return next((s.attributes[key] for s in trace if key in s.attributes), None)
-
-    requester = first_attr(A_REQ_NAME) or "?"
-    path = first_attr(A_PATH) or "?"
+    requester = trace_attr(trace, A_REQ_NAME) or "?"
+    path = trace_attr(trace, A_PATH) or "?"
     has_root = root.name == ROOT and not root.parent_span_id
     complete = has_root and root.attributes.get(A_COMPLETE, True) is not False
     t0 = min(s.start_ns for s in trace)

@@ -120,8 +120,8 @@ def test_unfinished_is_not_broken_down_and_the_baseline_is_beside():
         True,
         (("uncovered in fma.actuation", 8.0),),
     )
-    assert [t.requester for t in unfinished(sm.values(), 5)] == ["r4"]
-    assert [t.trace_id for t in slowest(sm.values(), 5)] == ["3" * 32]
+    assert [t.requester for t in unfinished(sm.by_trace.values(), 5)] == ["r4"]
+    assert [t.trace_id for t in slowest(sm.by_trace.values(), 5)] == ["3" * 32]
 
 
 def test_breakdown_percentiles_per_leaf_are_nearest_rank_and_new_leaves_appear():
@@ -148,8 +148,8 @@ def test_breakdown_percentiles_per_leaf_are_nearest_rank_and_new_leaves_appear()
 
 def test_slowest_orders_by_t_actuation_and_limits():
     sm = summaries_of(*(hot_trace(str(i) * 32, f"r{i}", float(i)) for i in range(1, 6)))
-    assert [t.requester for t in slowest(sm.values(), 3)] == ["r5", "r4", "r3"]
-    assert slowest(sm.values(), 0) == []
+    assert [t.requester for t in slowest(sm.by_trace.values(), 3)] == ["r5", "r4", "r3"]
+    assert slowest(sm.by_trace.values(), 0) == []
 
 
 def test_distributions_are_the_slo_engines_samples():
@@ -186,7 +186,7 @@ def test_summary_keeps_metrics_missing_and_the_time_range():
     assert t.metrics == {"T_actuation": 6.0, "T_wake": 5.0}
     assert t.open_metrics == ("T_wake",)
     assert t.actuation_start_ns == T0 + S
-    assert time_range(sm.values()) == (T0, T0 + 7 * S)
+    assert time_range(sm.by_trace.values()) == (T0, T0 + 7 * S)
     assert time_range([]) is None
 
 
@@ -197,7 +197,7 @@ def test_trends_are_finished_values_at_the_actuation_start():
         for s in hot_trace("7" * 32, "r7", 2.0)
     ]  # fmt: skip
     sm = summaries_of(hot_trace("8" * 32, "r8", 4.0), late, hot_trace("9" * 32, "r9", 9.0, complete=False))
-    by_metric = {t.metric: t for t in trends(sm.values())}
+    by_metric = {t.metric: t for t in trends(sm.by_trace.values())}
     assert list(by_metric) == ["T_actuation", "T_wake"]
     ((path, pts, n),) = by_metric["T_actuation"].per_path
     assert (path, n) == (HOT, 2)  # r9 never finished: not a point
