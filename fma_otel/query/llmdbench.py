@@ -104,8 +104,9 @@ def launcher_info(trace: Sequence[SpanRecord]) -> dict[str, Any] | None:
     }
 
 
-def fma_block(spans: Iterable[SpanRecord]) -> dict[str, Any]:
-    """The ``extra_metrics`` entry named ``fma``: one iteration per FMA actuation."""
+def to_llmd_benchmark(spans: Iterable[SpanRecord]) -> str:
+    """``{"extra_metrics": [the entry named fma]}`` as indented JSON (YAML readers take it
+    too): one iteration per FMA actuation."""
     iterations = []
     for trace in group_traces(spans):  # in the order the requesters were created
         info = launcher_info(trace)
@@ -121,9 +122,5 @@ def fma_block(spans: Iterable[SpanRecord]) -> dict[str, Any]:
                 "cold_launcher_hit_rate": float(cond == "T_cold_launcher"),
             }
         )
-    return {"name": "fma", "iterations": iterations, "fma_otel_definitions": dict(DEFINITIONS)}
-
-
-def to_llmd_benchmark(spans: Iterable[SpanRecord]) -> str:
-    """``{"extra_metrics": [fma block]}`` as indented JSON (YAML readers take it too)."""
-    return json.dumps({"extra_metrics": [fma_block(spans)]}, indent=2) + "\n"
+    block = {"name": "fma", "iterations": iterations, "fma_otel_definitions": dict(DEFINITIONS)}
+    return json.dumps({"extra_metrics": [block]}, indent=2) + "\n"

@@ -221,7 +221,3 @@ def evaluate(checks: list[Check], report: Report) -> list[Verdict]:
 
 def _holds(op: str, value: float, threshold: float) -> bool:
     return value <= threshold if op == "<=" else value >= threshold
-
-
-def violated(verdicts: list[Verdict]) -> bool:
-    return any(v.status == FAIL for v in verdicts)

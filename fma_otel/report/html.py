@@ -24,7 +24,7 @@ from ..query.formats import secs_interval, table_sections
 from ..query.slo_spec import FAIL, PASS
 from ..sinks.show import outward
 from .data import ReportData, TraceSummary
-from .svg import Hover, save_png, to_inline_svg
+from .svg import PNG_DPI, Hover, to_inline_svg
 from .words import humanize, missing_text
 
 if TYPE_CHECKING:
@@ -98,7 +98,8 @@ class _Figures:
         svg = to_inline_svg(fig, hover, f"f{self.count}")
         if self.png_dir is not None:
             self.pngs.append(os.path.join(self.png_dir, f"{name}.png"))
-            save_png(fig, self.pngs[-1])
+            # at PNG_DPI, never cropped: svg.size_in gave the figure its size in px
+            fig.savefig(self.pngs[-1], format="png", dpi=PNG_DPI, metadata={"Software": None})
         return f'<figure class="plot {css}"{attrs}>{svg}</figure>'
 
 

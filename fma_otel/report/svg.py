@@ -136,8 +136,3 @@ def _prefix_ids(text: str, prefix: str) -> str:
         r'(id="|#)(' + "|".join(re.escape(i) for i in sorted(refs, key=len, reverse=True)) + r")\b"
     )
     return pattern.sub(lambda m: f"{m.group(1)}{prefix}-{m.group(2)}", text)
-
-
-def save_png(fig: Figure, path: str) -> None:
-    """Write ``fig`` as PNG at PNG_DPI (never cropped: :func:`size_in` gave its size)."""
-    fig.savefig(path, format="png", dpi=PNG_DPI, metadata={"Software": None})
