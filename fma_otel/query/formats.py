@@ -16,31 +16,19 @@ import io
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from dataclasses import asdict, astuple, fields
+from typing import Any
 
+from .breakdown import PathBreakdown, Row
+from .breakdown import to_json as breakdown_json
 from .slo_spec import FAIL, HIT_RATES, PASS, Verdict
-from .stats import Report
-
-if TYPE_CHECKING:
-    from .breakdown import PathBreakdown
+from .stats import MetricRow, Report
 
 FORMATS: tuple[str, ...] = ("table", "json", "csv", "perfdata", "llm-d-benchmark")
-ROW_KEYS: tuple[str, ...] = (
-    "metric",
-    "path",
-    "n",
-    "p50",
-    "p90",
-    "p95",
-    "p99",
-    "min",
-    "max",
-    "mean",
-    "incomplete",
-)
-#: the interval of each percentile, after the original keys (json and csv)
-INTERVAL_KEYS: tuple[str, ...] = tuple(f"p{q}_{end}" for q in (50, 90, 95, 99) for end in ("lo", "hi"))
+#: the json and csv keys of a metric row: :class:`.stats.MetricRow`'s fields, whose
+#: percentile intervals come after the original keys; the table shows those original keys
+KEYS: tuple[str, ...] = tuple(f.name for f in fields(MetricRow))
+ROW_KEYS: tuple[str, ...] = KEYS[: KEYS.index("p50_lo")]
 
 
 def to_json(
@@ -53,7 +41,7 @@ def to_json(
     h = report.hit_rates
     out: dict[str, Any] = {
         "window": dict(window),
-        "metrics": [{k: getattr(r, k) for k in (*ROW_KEYS, *INTERVAL_KEYS)} for r in report.rows],
+        "metrics": [asdict(r) for r in report.rows],
         "hit_rates": {
             "hot": h.hot,
             "warm": h.warm,
@@ -67,32 +55,17 @@ def to_json(
     if dpc is not None:
         out["dpc_metrics"] = dpc
     if breakdown is not None:
-        from .breakdown import to_json as breakdown_json
-
         out["breakdown"] = breakdown_json(breakdown)
     return json.dumps(out, indent=2) + "\n"
 
 
-BREAKDOWN_KEYS: tuple[str, ...] = (
-    "path",
-    "n",
-    "kind",
-    "name",
-    "seen",
-    "p50",
-    "p90",
-    "p99",
-    "mean",
-    "share",
-    *(f"p{q}_{end}" for q in (50, 90, 99) for end in ("lo", "hi")),
-)
+#: a breakdown row's csv keys: its path and ``n``, then the fields of ``-o json``'s rows
+BREAKDOWN_KEYS: tuple[str, ...] = ("path", "n", *(f.name for f in fields(Row) if f.name != "part_s"))
 
 
 def breakdown_csv(bds: Sequence[PathBreakdown]) -> str:
     """``slo --breakdown -o csv``: one row per path and breakdown row, the fields of
     ``-o json``'s rows (:func:`.breakdown.to_json`) after the path and its ``n``."""
-    from .breakdown import to_json as breakdown_json
-
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(BREAKDOWN_KEYS)
@@ -131,12 +104,11 @@ def to_csv(report: Report) -> str:
     """
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    keys = (*ROW_KEYS, *INTERVAL_KEYS)
-    w.writerow(keys)
+    w.writerow(KEYS)
     for r in report.rows:
-        w.writerow(["" if v is None else _num(v) for v in (getattr(r, k) for k in keys)])
+        w.writerow(["" if v is None else _num(v) for v in astuple(r)])
     h = report.hit_rates
-    pad = [""] * len(INTERVAL_KEYS)
+    pad = [""] * (len(KEYS) - len(ROW_KEYS))
     for path, name in HIT_RATES.items():
         rate = getattr(h, path)
         w.writerow(
