@@ -173,11 +173,13 @@ def unfinished(summaries: Iterable[TraceSummary], n: int) -> list[TraceSummary]:
 
 @dataclass(frozen=True)
 class Point:
-    """One finished actuation's value of a metric, with what the hover names it by."""
+    """One finished actuation's value of a metric, with what the hover names it by; over
+    time, at ``x_ns``, when its actuation began."""
 
     seconds: float
     trace_id: str
     label: str
+    x_ns: int = 0
 
 
 @dataclass(frozen=True)
@@ -247,21 +249,11 @@ def _evenly(n: int, k: int) -> set[int]:
 
 
 @dataclass(frozen=True)
-class TrendPoint:
-    """One finished actuation's value of a metric at the time its actuation began."""
-
-    x_ns: int
-    seconds: float
-    trace_id: str
-    label: str
-
-
-@dataclass(frozen=True)
 class Trend:
     """One metric over time: per path, points in time order and how many there were."""
 
     metric: str
-    per_path: tuple[tuple[str, tuple[TrendPoint, ...], int], ...]
+    per_path: tuple[tuple[str, tuple[Point, ...], int], ...]
 
 
 #: points drawn per path and metric over time (beyond it: evenly by time, plus the slowest)
@@ -275,14 +267,14 @@ def trends(summaries: Iterable[TraceSummary], limit: int = MAX_TREND_POINTS) -> 
     ``slo``: an unfinished duration is only a lower bound.  x is the actuation's start
     (``R.started``) for every metric, so one actuation sits at one x in every panel.
     """
-    vals: dict[str, dict[str, list[TrendPoint]]] = defaultdict(lambda: defaultdict(list))
+    vals: dict[str, dict[str, list[Point]]] = defaultdict(lambda: defaultdict(list))
     for t in summaries:
         x = t.actuation_start_ns
         if not t.finished or x is None:
             continue
         for metric, secs in t.metrics.items():
             if metric not in t.open_metrics:
-                vals[metric][t.path].append(TrendPoint(x, secs, t.trace_id, t.label))
+                vals[metric][t.path].append(Point(secs, t.trace_id, t.label, x))
     out: list[Trend] = []
     for metric in sorted(vals, key=metric_order):
         per_path = []
@@ -293,7 +285,7 @@ def trends(summaries: Iterable[TraceSummary], limit: int = MAX_TREND_POINTS) -> 
     return out
 
 
-def thin_series(points: Sequence[TrendPoint], limit: int) -> list[TrendPoint]:
+def thin_series(points: Sequence[Point], limit: int) -> list[Point]:
     """At most ``limit`` of the time-ordered ``points``: evenly by time, plus the slowest.
 
     Why both: every k-th point keeps the shape of the cloud (a per-slice min and max would

@@ -10,7 +10,6 @@ from fma_otel.query.stats import build_report
 from fma_otel.report.data import (
     Point,
     Summaries,
-    TrendPoint,
     actuation_splits,
     distributions,
     slowest,
@@ -208,7 +207,7 @@ def test_trends_are_finished_values_at_the_actuation_start():
 
 
 def test_thin_series_keeps_the_shape_and_the_spikes():
-    pts = [TrendPoint(i, 1.0 + (50.0 if i == 537 else 0.0) + (i % 7) * 0.01, str(i), "") for i in range(1000)]
+    pts = [Point(1.0 + (50.0 if i == 537 else 0.0) + (i % 7) * 0.01, str(i), "", i) for i in range(1000)]
     out = thin_series(pts, 40)
     assert len(out) <= 40
     assert any(p.trace_id == "537" for p in out)  # the spike survives
