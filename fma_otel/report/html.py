@@ -13,7 +13,6 @@ import math
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
@@ -76,16 +75,9 @@ var f=document.createDocumentFragment();rows.forEach(function(r){f.appendChild(r
 """
 
 
-@dataclass
-class Output:
-    html: str
-    #: the PNG files written (``--png``)
-    pngs: list[str] = field(default_factory=list)
-    figures: int = 0
-
-
-class _Figures:
-    """Renders each figure to inline SVG (and PNG when asked) exactly once, then closes it."""
+class Figures:
+    """Renders each figure to inline SVG (and PNG when asked) exactly once; counts them and
+    keeps the PNG files written."""
 
     def __init__(self, png_dir: str | None) -> None:
         self.png_dir = png_dir
@@ -326,8 +318,8 @@ def render_report(
     png_dir: str | None = None,
     title: str = "FMA actuation report",
     trace_url: str | None = None,
-) -> Output:
-    """The whole report as HTML text (and PNG files in ``png_dir`` when given).
+) -> tuple[str, Figures]:
+    """The whole report as HTML text, and the figures drawn (PNG files in ``png_dir`` when given).
 
     ``trace_url`` is a URL template holding ``{trace_id}`` (Jaeger's or Tempo's trace
     page; the command checks that it does); each actuation then links to its trace there.
@@ -337,7 +329,7 @@ def render_report(
     from . import figures as F
     from .svg import RC
 
-    figs = _Figures(png_dir)
+    figs = Figures(png_dir)
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     parts: list[str] = [
         "<!DOCTYPE html>",
@@ -356,7 +348,7 @@ def render_report(
         parts.append(f'<div class="meta">skipped {data.skipped_lines} line(s) that are not OTLP JSON</div>')
     if data.empty:
         parts.append('<p class="empty" id="empty">No actuations in this file.</p></body></html>')
-        return Output("\n".join(parts))
+        return "\n".join(parts), figs
 
     anchors = {t.trace_id: f"#trace-{t.trace_id}" for t in (*data.slowest, *data.unfinished)}
     parts.append(
@@ -451,10 +443,10 @@ def render_report(
             for t in data.unfinished:
                 parts.append(_waterfall(figs, data, t, None, trace_url))
     parts.append(f"<script>{SORT_JS}</script></body></html>")
-    return Output("\n".join(parts), figs.pngs, figs.count)
+    return "\n".join(parts), figs
 
 
-def _waterfall(figs: _Figures, data: ReportData, t: TraceSummary, rank: int | None, url: str | None) -> str:
+def _waterfall(figs: Figures, data: ReportData, t: TraceSummary, rank: int | None, url: str | None) -> str:
     from .figures import waterfall_figure
 
     spans = data.spans.get(t.trace_id, [])
