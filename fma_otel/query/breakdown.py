@@ -249,12 +249,6 @@ class PathBreakdown:
         """In reading order: the whole, its leaves, what they leave uncovered, the union."""
         return (self.total, *self.leaves, *self.uncovered, self.covered)
 
-    @property
-    def parts(self) -> tuple[tuple[str, float], ...]:
-        """``(label, mean seconds)`` of the leaves and uncovered rows: a stacked bar that
-        adds up to the mean ``T_actuation``."""
-        return tuple((r.label, r.part_s) for r in (*self.leaves, *self.uncovered))
-
 
 def _row(
     kind: str,
