@@ -97,6 +97,7 @@ class _Remote:
 
     what = ""
     LIMIT = 0
+    TIMEOUT_S = 30.0  # of each phase (connect, read, write, pool); never past the deadline
 
     def __init__(
         self,
@@ -108,16 +109,11 @@ class _Remote:
         if not base.startswith(("http://", "https://")):
             raise QueryError(f"--{self.what} {base}: not an http(s) URL")
         self.base = base.rstrip("/")
-        self.client = httpx.Client(timeout=30.0, headers={"Accept": "application/json"})
+        self.client = httpx.Client(headers={"Accept": "application/json"})
         # read at construction, not import: a test may set the module's defaults
         self.deadline_s = DEFAULT_DEADLINE_S if deadline_s is None else deadline_s
         self.max_body = DEFAULT_MAX_BODY if max_body is None else max_body
         self.limit = limit or self.LIMIT
-
-    def _timeout(self, left: float) -> httpx.Timeout:
-        left = max(left, 0.001)
-        phases = ("connect", "read", "write", "pool")
-        return httpx.Timeout(**{p: min(getattr(self.client.timeout, p) or left, left) for p in phases})
 
     def _late(self, url: str) -> QueryError:
         return QueryError(
@@ -130,7 +126,7 @@ class _Remote:
         cap = self.max_body
         try:
             with self.client.stream(
-                "GET", url, params=params, timeout=self._timeout(self.deadline_s)
+                "GET", url, params=params, timeout=min(self.TIMEOUT_S, max(self.deadline_s, 0.001))
             ) as resp:
                 declared = resp.headers.get("Content-Length", "")
                 if declared.isdigit() and int(declared) > cap:
