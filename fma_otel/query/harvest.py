@@ -96,7 +96,6 @@ class Harvest:
         self.tree = tree
         self._spans: dict[tuple[str, str], _Kept] = {}
         self._requests: dict[str, RequestObs] = {}
-        self.traces_seen: set[str] = set()
         #: values :meth:`add_otlp` refused as malformed or not trace data (each added nothing)
         self.malformed = 0
 
@@ -131,7 +130,6 @@ class Harvest:
             self.tree.add(s)
         if s.name not in WANTED_NAMES:
             return
-        self.traces_seen.add(s.trace_id)
         if s.name == ROOT:
             self._requests[s.trace_id] = _request_obs(s.start_ns, attrs)
             return

@@ -137,7 +137,7 @@ def test_slo_and_show_drop_the_same_malformed_request(tmp_path):
     spans, stats = _read(tmp_path, text)
     assert [s.name for s in spans] == ["fma.request"] and stats == {"lines": 2, "skipped": 1}
     h = Harvest()
-    assert h.add_otlp(bad) is False and h.malformed == 1 and not h.traces_seen
+    assert h.add_otlp(bad) is False and h.malformed == 1 and not h.dataset().requests
     src = FileSource(str(tmp_path / "in.json"))
     h = Harvest()
     warnings: list[str] = []
@@ -159,4 +159,4 @@ def test_a_jaeger_trace_whose_ids_are_on_its_spans_alone_is_read_and_a_harvest_t
     assert h.add_otlp({"spans": [sp]}) and h.add_otlp({"trace": _req("a", "fma.request")})
     assert h.add_otlp({"batches": _req("c", "fma.request")["resourceSpans"]})  # Tempo < 2.5
     assert not h.add_otlp({"spans": []}) and not h.add_otlp([1]) and h.malformed == 2
-    assert h.traces_seen == {TID}
+    assert set(h.dataset().requests) == {TID}
