@@ -358,13 +358,8 @@ def prepare(
         breakdowns=summarize_paths(splits),
         slowest=slowest(by_trace.values(), top),
         unfinished=unfinished(by_trace.values(), top),
-        actuations=sorted(by_trace.values(), key=_start_key),
+        actuations=sorted(by_trace.values(), key=lambda t: (t.actuation_start_ns or 0, t.trace_id)),
         time_range=time_range(by_trace.values()),
         trends=trends(by_trace.values()),
         covered={sp.trace_id: sp.covered_share for _path, sp in splits},
     )
-
-
-def _start_key(t: TraceSummary) -> tuple[int, str]:
-    x = t.actuation_start_ns
-    return (x if x is not None else 0, t.trace_id)
