@@ -282,24 +282,22 @@ def fit_row(row: list[tuple[str, str]], width: int) -> list[tuple[str, str]]:
     return out
 
 
+#: the kinds of detail that may be cut (with an ellipsis), and to how few characters
+_CUT_TO = {"flag": len("!ERROR"), "sources": MIN_SOURCES}
+
+
 def _shortest(piece: Detail) -> int:
     """The fewest characters that still say something of ``piece``."""
     if piece.kind == "interval":
         return min(len(f) for f in piece.forms)
-    if piece.kind == "flag":
-        return min(len(piece.text), len("!ERROR"))
-    if piece.kind == "sources":
-        return min(len(piece.text), MIN_SOURCES)
-    return len(piece.text)
+    return min(len(piece.text), _CUT_TO.get(piece.kind, len(piece.text)))
 
 
 def _fit_piece(piece: Detail, room: int) -> str | None:
     """``piece`` in at most ``room`` characters, or ``None`` when it says nothing there."""
-    if len(piece.text) <= room:
-        return piece.text
     if piece.kind == "interval":
         return next((f for f in piece.forms if len(f) <= room), None)
-    if piece.kind in ("flag", "sources") and room >= _shortest(piece):
+    if len(piece.text) <= room or (piece.kind in _CUT_TO and room >= _shortest(piece)):
         return _clip(piece.text, room)
     return None
 
