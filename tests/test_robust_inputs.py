@@ -145,9 +145,9 @@ def test_a_malformed_line_is_skipped_whole_never_in_part(tmp_path: Path) -> None
     h = Harvest()
     assert h.add_otlp(json.loads(line)) is False
     assert h.malformed == 1
-    assert h.dataset().samples == [] and not h.traces_seen
+    assert h.dataset().samples == [] and not h.dataset().requests
     assert h.add_otlp(json.loads(good_line())) is True
-    assert h.traces_seen == {GOOD_TRACE}
+    assert set(h.dataset().requests) == {GOOD_TRACE}
 
 
 def test_null_fields_are_defaults_not_errors(tmp_path: Path) -> None:
@@ -180,7 +180,7 @@ def test_slo_lean_reader_refuses_the_malformed_request(name: str) -> None:
     h = Harvest()
     assert h.add_otlp(json.loads(bad)) is False
     assert h.malformed == 1
-    assert not h.traces_seen and not h.dataset().samples
+    assert not h.dataset().requests and not h.dataset().samples
 
 
 @pytest.mark.parametrize("name", list(MALFORMED))
@@ -333,11 +333,10 @@ def test_non_finite_floats_round_trip_as_strict_json(tmp_path: Path) -> None:
 
 def test_jaeger_v1_trace_with_bad_fields_is_dropped_whole() -> None:
     from fma_otel.query.harvest import Harvest
-    from fma_otel.query.sources import _add_v1_trace
 
     h = Harvest()
-    _add_v1_trace(
-        h, {"spans": [{"traceID": "ab", "spanID": "cd", "operationName": "fma.request", "startTime": "x"}]}
+    h.add_otlp(
+        {"spans": [{"traceID": "ab", "spanID": "cd", "operationName": "fma.request", "startTime": "x"}]}
     )
-    _add_v1_trace(h, {"spans": [{"tags": [{"value": 1}]}]})  # a tag without a key
+    h.add_otlp({"spans": [{"tags": [{"value": 1}]}]})  # a tag without a key
     assert h.malformed == 2

@@ -101,15 +101,15 @@ def command(
     try:
         if png_dir:
             os.makedirs(png_dir, exist_ok=True)
-        result = render_report(data, png_dir, trace_url=trace_url)
+        text, figs = render_report(data, png_dir, trace_url=trace_url)
     except OSError as exc:  # the folder, or a PNG in it, cannot be written
         fail(f"--png {png_dir}: {exc.strerror or exc}", 1)
     with open_out(out) as fh:
-        fh.write(result.html)
+        fh.write(text)
     if not quiet and out != "-":
-        size = len(result.html.encode())
-        pngs = f", {len(result.pngs)} PNG in {png_dir}" if png_dir else ""
-        what = "no actuations" if data.empty else f"{data.traces} actuation(s), {result.figures} figure(s)"
+        size = len(text.encode())
+        pngs = f", {len(figs.pngs)} PNG in {png_dir}" if png_dir else ""
+        what = "no actuations" if data.empty else f"{data.traces} actuation(s), {figs.count} figure(s)"
         click.echo(f"fma-otel report: wrote {out} ({size / 1024:.0f} KiB; {what}{pngs})", err=True)
 
 

@@ -38,7 +38,7 @@ from typing import Any, NamedTuple
 from ..jsonsafe import number_or_none
 from ..model import A_MAX, A_MIN, COLD_NO_FMA, SPANS, S
 from ..span_records import SpanRecord
-from .stats import Intervals, nearest_rank, path_order, percentile_intervals
+from .stats import Intervals, path_order, percentiles
 
 ACTUATION = "fma.actuation"
 #: spans made once per DPC call: they never turn their parent into a non-leaf
@@ -249,12 +249,6 @@ class PathBreakdown:
         """In reading order: the whole, its leaves, what they leave uncovered, the union."""
         return (self.total, *self.leaves, *self.uncovered, self.covered)
 
-    @property
-    def parts(self) -> tuple[tuple[str, float], ...]:
-        """``(label, mean seconds)`` of the leaves and uncovered rows: a stacked bar that
-        adds up to the mean ``T_actuation``."""
-        return tuple((r.label, r.part_s) for r in (*self.leaves, *self.uncovered))
-
 
 def _row(
     kind: str,
@@ -266,11 +260,10 @@ def _row(
     bounds: Sequence[tuple[float, float]] | None = None,
 ) -> Row:
     v = sorted(values)
-    p50, p90, p99 = (nearest_rank(v, q) for q in BREAKDOWN_PERCENTILES)
     part = part_sum / n if n else 0.0
-    iv = percentile_intervals(bounds, BREAKDOWN_PERCENTILES) if bounds else {}
     share = part / mean_total if mean_total else 0.0
-    return Row(kind, name, len(v), p50, p90, p99, sum(v) / len(v), share, part, **iv)
+    pq = percentiles(v, bounds or (), BREAKDOWN_PERCENTILES)
+    return Row(kind, name, len(v), mean=sum(v) / len(v), share=share, part_s=part, **pq)
 
 
 def summarize_paths(splits: Iterable[tuple[str, ActuationSplit]]) -> list[PathBreakdown]:

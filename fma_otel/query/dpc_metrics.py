@@ -158,7 +158,7 @@ def compare(h: DpcHistogram, ds: Dataset) -> list[dict[str, Any]]:
                 "trace_count": len(trace_vals.get(path, ())),
                 "logged_count": len(logged.get(path, ())),
                 "buckets": [
-                    {"le": _le_json(b), "dpc": d, "traces": t, "logged": g}
+                    {"le": "+Inf" if math.isinf(b) else b, "dpc": d, "traces": t, "logged": g}
                     for b, d, t, g in zip(bounds, dpc_cum, tr_cum, lg_cum, strict=True)
                 ],
                 "agreement": _agreement(dpc_cum, tr_cum),
@@ -166,10 +166,6 @@ def compare(h: DpcHistogram, ds: Dataset) -> list[dict[str, Any]]:
             }
         )
     return out
-
-
-def _le_json(b: float) -> float | str:
-    return "+Inf" if math.isinf(b) else b
 
 
 def _agreement(a: list[float], b: list[int]) -> float | None:

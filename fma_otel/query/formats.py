@@ -16,30 +16,19 @@ import io
 import json
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import asdict, astuple, fields
+from typing import Any
 
+from .breakdown import PathBreakdown, Row
+from .breakdown import to_json as breakdown_json
 from .slo_spec import FAIL, HIT_RATES, PASS, Verdict
-from .stats import Report
-
-if TYPE_CHECKING:
-    from .breakdown import PathBreakdown
+from .stats import MetricRow, Report
 
 FORMATS: tuple[str, ...] = ("table", "json", "csv", "perfdata", "llm-d-benchmark")
-ROW_KEYS: tuple[str, ...] = (
-    "metric",
-    "path",
-    "n",
-    "p50",
-    "p90",
-    "p95",
-    "p99",
-    "min",
-    "max",
-    "mean",
-    "incomplete",
-)
-#: the interval of each percentile, after the original keys (json and csv)
-INTERVAL_KEYS: tuple[str, ...] = tuple(f"p{q}_{end}" for q in (50, 90, 95, 99) for end in ("lo", "hi"))
+#: the json and csv keys of a metric row: :class:`.stats.MetricRow`'s fields, whose
+#: percentile intervals come after the original keys; the table shows those original keys
+KEYS: tuple[str, ...] = tuple(f.name for f in fields(MetricRow))
+ROW_KEYS: tuple[str, ...] = KEYS[: KEYS.index("p50_lo")]
 
 
 def to_json(
@@ -52,7 +41,7 @@ def to_json(
     h = report.hit_rates
     out: dict[str, Any] = {
         "window": dict(window),
-        "metrics": [{k: getattr(r, k) for k in (*ROW_KEYS, *INTERVAL_KEYS)} for r in report.rows],
+        "metrics": [asdict(r) for r in report.rows],
         "hit_rates": {
             "hot": h.hot,
             "warm": h.warm,
@@ -61,37 +50,22 @@ def to_json(
             "actuations": h.actuations,
             "per_actuation": {"hot": h.act_hot, "warm": h.act_warm, "cold_launcher": h.act_cold_launcher},
         },
-        "slo": [v.as_json() for v in verdicts],
+        "slo": [asdict(v) for v in verdicts],
     }
     if dpc is not None:
         out["dpc_metrics"] = dpc
     if breakdown is not None:
-        from .breakdown import to_json as breakdown_json
-
         out["breakdown"] = breakdown_json(breakdown)
     return json.dumps(out, indent=2) + "\n"
 
 
-BREAKDOWN_KEYS: tuple[str, ...] = (
-    "path",
-    "n",
-    "kind",
-    "name",
-    "seen",
-    "p50",
-    "p90",
-    "p99",
-    "mean",
-    "share",
-    *(f"p{q}_{end}" for q in (50, 90, 99) for end in ("lo", "hi")),
-)
+#: a breakdown row's csv keys: its path and ``n``, then the fields of ``-o json``'s rows
+BREAKDOWN_KEYS: tuple[str, ...] = ("path", "n", *(f.name for f in fields(Row) if f.name != "part_s"))
 
 
 def breakdown_csv(bds: Sequence[PathBreakdown]) -> str:
     """``slo --breakdown -o csv``: one row per path and breakdown row, the fields of
     ``-o json``'s rows (:func:`.breakdown.to_json`) after the path and its ``n``."""
-    from .breakdown import to_json as breakdown_json
-
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(BREAKDOWN_KEYS)
@@ -130,12 +104,11 @@ def to_csv(report: Report) -> str:
     """
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    keys = (*ROW_KEYS, *INTERVAL_KEYS)
-    w.writerow(keys)
+    w.writerow(KEYS)
     for r in report.rows:
-        w.writerow(["" if v is None else _num(v) for v in (getattr(r, k) for k in keys)])
+        w.writerow(["" if v is None else _num(v) for v in astuple(r)])
     h = report.hit_rates
-    pad = [""] * len(INTERVAL_KEYS)
+    pad = [""] * (len(KEYS) - len(ROW_KEYS))
     for path, name in HIT_RATES.items():
         rate = getattr(h, path)
         w.writerow(
@@ -302,9 +275,8 @@ SHORT_HEADERS: Mapping[str, str] = {
 DROP_ORDER: tuple[str, ...] = ("mean", "min", "p90", "p95", "threshold", "p99 [..]", "p90 [..]", "p50 [..]")
 
 
-def _table_width(header: Sequence[str], rows: Sequence[Sequence[str]], gap: int) -> int:
-    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=True)]
-    return sum(widths) + gap * (len(widths) - 1)
+def _widths(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[int]:
+    return [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=True)]
 
 
 def fit_sections(sections: list[Section], width: int | None, gap: int = 2) -> list[Section]:
@@ -316,7 +288,7 @@ def fit_sections(sections: list[Section], width: int | None, gap: int = 2) -> li
         header = [SHORT_HEADERS.get(h, h) for h in header]
         dropped: list[str] = []
         for name in DROP_ORDER:
-            if width is None or _table_width(header, rows, gap) <= width:
+            if width is None or sum(_widths(header, rows)) + gap * (len(header) - 1) <= width:
                 break
             col, _, what = name.partition(" ")
             if col not in header:
@@ -340,7 +312,7 @@ def fit_sections(sections: list[Section], width: int | None, gap: int = 2) -> li
 def render_plain(sections: list[Section]) -> str:
     out: list[str] = []
     for title, header, rows in sections:
-        widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=True)]
+        widths = _widths(header, rows)
         out.append(title)
         out.append("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip())
         out.append("  ".join("-" * w for w in widths))

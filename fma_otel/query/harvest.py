@@ -33,6 +33,7 @@ from ..model import (
 )
 from ..sinks.otlp_json import MALFORMED, decode_request
 from ..span_records import SpanRecord
+from .readers import requests_of
 from .window import Window, to_ns
 
 if TYPE_CHECKING:
@@ -95,22 +96,26 @@ class Harvest:
         self.tree = tree
         self._spans: dict[tuple[str, str], _Kept] = {}
         self._requests: dict[str, RequestObs] = {}
-        self.traces_seen: set[str] = set()
-        #: requests :meth:`add_otlp` refused as malformed OTLP (each added nothing)
+        #: values :meth:`add_otlp` refused as malformed or not trace data (each added nothing)
         self.malformed = 0
 
     # ------------------------------------------------------------------ input
 
-    def add_otlp(self, req: Mapping[str, Any]) -> bool:
-        """One ``ExportTraceServiceRequest``/``TracesData`` in JSON form (hex or base64 ids).
+    def add_otlp(self, value: Any) -> bool:
+        """One JSON value of trace data as the one reader of trace files takes it
+        (:func:`.readers.requests_of`: an OTLP JSON request, hex or base64 ids; a Jaeger
+        trace; a Tempo or Jaeger answer holding them).
 
-        All or nothing, as every reader of OTLP JSON: a request malformed anywhere (a time
-        outside OTLP's ``fixed64``, an attribute without ``key`` ...) adds nothing, is
-        counted in :attr:`malformed` and gives ``False``.
+        All or nothing, as every reader of OTLP JSON: a value malformed anywhere (a time
+        outside OTLP's ``fixed64``, an attribute without ``key`` ...) or holding no trace
+        data adds nothing, is counted in :attr:`malformed` and gives ``False``.
         """
         try:
-            spans = decode_request(req)
+            reqs = requests_of(value)
+            spans = [s for req in reqs or () for s in decode_request(req)]
         except MALFORMED:
+            reqs = None
+        if reqs is None:
             self.malformed += 1
             return False
         for s in spans:
@@ -125,7 +130,6 @@ class Harvest:
             self.tree.add(s)
         if s.name not in WANTED_NAMES:
             return
-        self.traces_seen.add(s.trace_id)
         if s.name == ROOT:
             self._requests[s.trace_id] = _request_obs(s.start_ns, attrs)
             return
@@ -135,7 +139,7 @@ class Harvest:
             str(path) if path else None,
             s.start_ns,
             s.end_ns,
-            _truthy(attrs.get(A_COMPLETE), default=True),
+            opt_bool(attrs.get(A_COMPLETE)) is not False,
             number_or_none(attrs.get(A_MIN)),
             number_or_none(attrs.get(A_MAX)),
         )
@@ -185,9 +189,9 @@ def _request_obs(start_ns: int, attrs: Mapping[str, Any]) -> RequestObs:
     dpc = attrs.get(A_DPC_SECS)
     return RequestObs(
         path=str(path) if path else UNKNOWN,
-        complete=_truthy(attrs.get(A_COMPLETE), default=True),
-        hot_hit=_opt_bool(attrs.get(A_HOT_HIT)),
-        warm_hit=_opt_bool(attrs.get(A_WARM_HIT)),
+        complete=opt_bool(attrs.get(A_COMPLETE)) is not False,
+        hot_hit=opt_bool(attrs.get(A_HOT_HIT)),
+        warm_hit=opt_bool(attrs.get(A_WARM_HIT)),
         start_ns=start_ns,
         # NaN would poison the bucket counts (``nan <= le`` is false), an int beyond float
         # range raise OverflowError: neither is a value the DPC logged, nor a reason to
@@ -197,13 +201,8 @@ def _request_obs(start_ns: int, attrs: Mapping[str, Any]) -> RequestObs:
     )
 
 
-def _truthy(v: Any, default: bool) -> bool:
+def opt_bool(v: Any) -> bool | None:
     """Attribute booleans may arrive as bool (OTLP) or as text (Jaeger v1 tags, Tempo)."""
-    b = _opt_bool(v)
-    return default if b is None else b
-
-
-def _opt_bool(v: Any) -> bool | None:
     if isinstance(v, bool):
         return v
     if isinstance(v, str) and v.lower() in ("true", "false"):

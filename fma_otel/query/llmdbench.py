@@ -16,7 +16,7 @@ one iteration, numbered from 1 in the order the requesters were created.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..model import (
@@ -32,6 +32,7 @@ from ..model import (
     WARM,
     S,
 )
+from ..sinks.show import group_traces, trace_attr
 from ..span_records import SpanRecord
 
 #: our path -> the harness's ``actuation_condition``
@@ -56,21 +57,6 @@ DEFINITIONS: Mapping[str, str] = {
 }
 
 
-def _by_trace(spans: Iterable[SpanRecord]) -> dict[str, dict[str, SpanRecord]]:
-    """Spans per trace, the first of each name (a trace has one of each metric span)."""
-    out: dict[str, dict[str, SpanRecord]] = {}
-    for s in spans:
-        out.setdefault(s.trace_id, {}).setdefault(s.name, s)
-    return out
-
-
-def _attr(spans: Mapping[str, SpanRecord], key: str) -> Any:
-    root = spans.get(ROOT)
-    if root is not None and key in root.attributes:
-        return root.attributes[key]
-    return next((s.attributes[key] for s in spans.values() if key in s.attributes), None)
-
-
 def _secs(ns: int | None) -> float:
     return 0.0 if ns is None else ns / S
 
@@ -79,72 +65,62 @@ def _dur(span: SpanRecord | None) -> float | None:
     return None if span is None else round(span.duration_s, 6)
 
 
-def launcher_info(spans: Mapping[str, SpanRecord]) -> dict[str, Any] | None:
+def launcher_info(trace: Sequence[SpanRecord]) -> dict[str, Any] | None:
     """One actuation as the harness's ``launcher_info``; ``None`` for a non-FMA one."""
-    path = _attr(spans, A_PATH)
+    path = trace_attr(trace, A_PATH)
     if path not in CONDITION:
         return None
+    spans: dict[str, SpanRecord] = {}  # the first of each name (a trace has one of each)
+    for s in trace:
+        spans.setdefault(s.name, s)
     root = spans.get(ROOT)
     act = spans.get("fma.actuation")
     bind = spans.get("fma.dpc.bind")
     cold = spans.get("fma.launcher.cold_start")
-    launcher = str(_attr(spans, A_LAUNCHER) or "")
+    launcher = str(trace_attr(trace, A_LAUNCHER) or "")
     complete = root is not None and root.attributes.get("fma.complete", True) is not False
     return {
-        "namespace": str(_attr(spans, A_NAMESPACE) or ""),
+        "namespace": str(trace_attr(trace, A_NAMESPACE) or ""),
         "pod_name": launcher,
         "name": launcher,
         "requester_info": {
-            "name": str(_attr(spans, A_REQ_NAME) or ""),
+            "name": str(trace_attr(trace, A_REQ_NAME) or ""),
             "creation_timestamp": _secs(root.start_ns if root else None),
             "ready_timestamp": _secs(root.end_ns) if root is not None and complete else 0.0,
             "dual_label_timestamp": _secs(bind.end_ns if bind else None),
             "container_start_timestamp": _secs(act.start_ns if act else None),
         },
-        "vllm_instance_id": _attr(spans, A_INSTANCE),
+        "vllm_instance_id": trace_attr(trace, A_INSTANCE),
         "actuation_condition": CONDITION[path],
         "launcher_creation_timestamp": _secs(cold.start_ns if cold else None),
-        "launcher_node": str(_attr(spans, A_NODE) or ""),
+        "launcher_node": str(trace_attr(trace, A_NODE) or ""),
         "t_wake": _dur(spans.get("fma.vllm.wake")) if complete else None,
         "t_instance_create": _dur(spans.get("fma.instance.create")) if complete else None,
         "t_cold_launcher": _dur(cold) if complete else None,
         "timing_source": TIMING_SOURCE,
         "dpc_timing_available": False,
-        "fma_otel_trace_id": root.trace_id if root else next(iter(spans.values())).trace_id,
+        "fma_otel_trace_id": trace[0].trace_id,
         "fma_otel_complete": complete,
     }
 
 
-def _rate(infos: list[dict[str, Any]], condition: str) -> float | None:
-    return sum(i["actuation_condition"] == condition for i in infos) / len(infos) if infos else None
-
-
-def fma_block(spans: Iterable[SpanRecord]) -> dict[str, Any]:
-    """The ``extra_metrics`` entry named ``fma``: one iteration per FMA actuation."""
-    traces = _by_trace(spans)
-
-    def created(item: tuple[str, dict[str, SpanRecord]]) -> tuple[int, str]:
-        root = item[1].get(ROOT)
-        return (root.start_ns if root else min(s.start_ns for s in item[1].values()), item[0])
-
+def to_llmd_benchmark(spans: Iterable[SpanRecord]) -> str:
+    """``{"extra_metrics": [the entry named fma]}`` as indented JSON (YAML readers take it
+    too): one iteration per FMA actuation."""
     iterations = []
-    for _tid, trace in sorted(traces.items(), key=created):
+    for trace in group_traces(spans):  # in the order the requesters were created
         info = launcher_info(trace)
         if info is None:
             continue
-        infos = [info]
+        cond = info["actuation_condition"]  # one actuation an iteration: each rate is 0 or 1
         iterations.append(
             {
                 "iteration": len(iterations) + 1,
-                "launcher_infos": infos,
-                "hot_hit_rate": _rate(infos, "T_hot"),
-                "warm_hit_rate": _rate(infos, "T_warm"),
-                "cold_launcher_hit_rate": _rate(infos, "T_cold_launcher"),
+                "launcher_infos": [info],
+                "hot_hit_rate": float(cond == "T_hot"),
+                "warm_hit_rate": float(cond == "T_warm"),
+                "cold_launcher_hit_rate": float(cond == "T_cold_launcher"),
             }
         )
-    return {"name": "fma", "iterations": iterations, "fma_otel_definitions": dict(DEFINITIONS)}
-
-
-def to_llmd_benchmark(spans: Iterable[SpanRecord]) -> str:
-    """``{"extra_metrics": [fma block]}`` as indented JSON (YAML readers take it too)."""
-    return json.dumps({"extra_metrics": [fma_block(spans)]}, indent=2) + "\n"
+    block = {"name": "fma", "iterations": iterations, "fma_otel_definitions": dict(DEFINITIONS)}
+    return json.dumps({"extra_metrics": [block]}, indent=2) + "\n"

@@ -54,16 +54,6 @@ _SPECIAL_TAGS = frozenset(
 )
 
 
-@contextlib.contextmanager
-def open_input(path: str) -> Iterator[IO[bytes]]:
-    """``path`` opened for binary reading; ``-`` is standard input (not closed)."""
-    if path == "-":
-        yield sys.stdin.buffer
-        return
-    with open(path, "rb") as fh:
-        yield fh
-
-
 def _values(fh: IO[bytes], advance: Advance | None) -> Iterator[Any]:
     """The JSON values of the input: one per line, or the whole-file documents.
 
@@ -153,7 +143,7 @@ def requests_of(value: Any) -> list[dict[str, Any]] | None:
         return [value]
     if isinstance(value.get("batches"), list):  # Tempo's older by-id answer
         return [{"resourceSpans": value["batches"]}]
-    if isinstance(value.get("spans"), list) and ("traceID" in value or "processes" in value):
+    if value.get("spans"):  # Jaeger: a trace's id may be on its spans alone
         return [jaeger_trace_to_otlp(value)]
     for key in ("result", "trace", "data"):  # Jaeger api/v3, Tempo by-id, Jaeger v1 / UI
         if key in value:
@@ -245,7 +235,7 @@ def read_spans(
     st.setdefault("lines", 0)
     st.setdefault("skipped", 0)
     units = decoded = 0
-    with open_input(path) as fh:
+    with contextlib.nullcontext(sys.stdin.buffer) if path == "-" else open(path, "rb") as fh:
         for value in _values(fh, advance):
             st["lines"] += 1
             try:

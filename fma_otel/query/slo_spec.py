@@ -15,7 +15,7 @@ A metric with no data is ``no_data``, not a violation, unless the item asks for 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -62,9 +62,6 @@ class Verdict(Check):
     value_lo: float | None = None
     value_hi: float | None = None
     certain: bool | None = None
-
-    def as_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def load_spec(path: str) -> list[Check]:
@@ -224,7 +221,3 @@ def evaluate(checks: list[Check], report: Report) -> list[Verdict]:
 
 def _holds(op: str, value: float, threshold: float) -> bool:
     return value <= threshold if op == "<=" else value >= threshold
-
-
-def violated(verdicts: list[Verdict]) -> bool:
-    return any(v.status == FAIL for v in verdicts)

@@ -27,7 +27,7 @@ from ..model import ROOT
 from ..sinks.otlp_json import MALFORMED, OtlpJsonError
 from . import QueryError
 from .harvest import METRIC_OF_SPAN, Harvest
-from .readers import jaeger_trace_to_otlp, read_spans
+from .readers import read_spans
 from .window import Window, rfc3339, to_ns
 
 #: remote stores need explicit bounds; without --since, look back this far
@@ -85,8 +85,9 @@ class FileSource:
 # --------------------------------------------------------------------------- http
 
 
-class _Http:
-    """A tiny JSON-over-HTTP client whose errors are one line each.
+class _Remote:
+    """A trace store over HTTP: its URL, the search page size (``limit``, else the store's
+    ``LIMIT``), and JSON requests whose errors are one line each.
 
     Each request has an overall deadline (``deadline_s``, monotonic): the per-read timeout
     alone never ends a server that trickles its answer a byte at a time.  The answer is
@@ -94,29 +95,25 @@ class _Http:
     time left when the request starts; a body bigger than ``max_body`` bytes is refused.
     """
 
+    what = ""
+    LIMIT = 0
+    TIMEOUT_S = 30.0  # of each phase (connect, read, write, pool); never past the deadline
+
     def __init__(
         self,
         base: str,
-        what: str,
-        client: httpx.Client | None = None,
-        timeout: float = 30.0,
+        limit: int | None = None,
         deadline_s: float | None = None,
         max_body: int | None = None,
     ) -> None:
         if not base.startswith(("http://", "https://")):
-            raise QueryError(f"--{what} {base}: not an http(s) URL")
+            raise QueryError(f"--{self.what} {base}: not an http(s) URL")
         self.base = base.rstrip("/")
-        self.what = what
-        self.client = client or httpx.Client(timeout=timeout, headers={"Accept": "application/json"})
+        self.client = httpx.Client(headers={"Accept": "application/json"})
         # read at construction, not import: a test may set the module's defaults
         self.deadline_s = DEFAULT_DEADLINE_S if deadline_s is None else deadline_s
         self.max_body = DEFAULT_MAX_BODY if max_body is None else max_body
-        self.requests = 0
-
-    def _timeout(self, left: float) -> httpx.Timeout:
-        left = max(left, 0.001)
-        phases = ("connect", "read", "write", "pool")
-        return httpx.Timeout(**{p: min(getattr(self.client.timeout, p) or left, left) for p in phases})
+        self.limit = limit or self.LIMIT
 
     def _late(self, url: str) -> QueryError:
         return QueryError(
@@ -129,7 +126,7 @@ class _Http:
         cap = self.max_body
         try:
             with self.client.stream(
-                "GET", url, params=params, timeout=self._timeout(self.deadline_s)
+                "GET", url, params=params, timeout=min(self.TIMEOUT_S, max(self.deadline_s, 0.001))
             ) as resp:
                 declared = resp.headers.get("Content-Length", "")
                 if declared.isdigit() and int(declared) > cap:
@@ -155,7 +152,6 @@ class _Http:
         """``(404, None)``, or ``(200, the answer)``: always a JSON object, as every endpoint
         we call answers one, so callers may ``.get`` it (anything else is a QueryError)."""
         url = self.base + path
-        self.requests += 1
         status, raw = self._fetch(url, params)
         if status == 404:
             return 404, None
@@ -173,6 +169,37 @@ class _Http:
         if not isinstance(body, dict):
             raise QueryError(f"--{self.what} {url}: the answer is not a JSON object")
         return 200, body
+
+    def _split_search(
+        self,
+        find: Callable[[Any, Any, int], tuple[int, list[Any]]],
+        start: Any,
+        end: Any,
+        halves: Callable[[Any, Any], tuple[tuple[Any, Any], tuple[Any, Any]] | None],
+        where: Callable[[Any, Any], str],
+        warn: Warn,
+    ) -> Iterator[Any]:
+        """The results of ``find`` over ``[start, end]``; a window that fills the limit is
+        split in ``halves`` (``None``: too small to split).
+
+        Neither store pages its search, and many requesters can share one creation second,
+        so a window too small to split that still fills the limit is asked again with a
+        doubled limit (up to 64 times it).
+        """
+        stack = [(start, end, self.limit)]
+        while stack:
+            a, b, limit = stack.pop()
+            n, results = find(a, b, limit)
+            if n >= limit:
+                parts = halves(a, b)
+                if parts is not None:
+                    stack.extend((x, y, limit) for x, y in parts)
+                    continue
+                if limit < 64 * self.limit:
+                    stack.append((a, b, limit * 2))
+                    continue
+                warn(f"{self.base}: {n} traces in {where(a, b)}; some may be missing")
+            yield from results
 
 
 def _too_big(what: str, url: str, cap: int) -> QueryError:
@@ -205,58 +232,6 @@ def _error_message(body: Any) -> str:
 # --------------------------------------------------------------------------- Jaeger
 
 
-class _Remote:
-    """A trace store over HTTP: its URL, the search page size (``limit``, else the store's
-    ``LIMIT``) and lookback, and the bounds of each request (:class:`_Http`)."""
-
-    what = ""
-    LIMIT = 0
-
-    def __init__(
-        self,
-        base: str,
-        client: httpx.Client | None = None,
-        limit: int | None = None,
-        lookback_s: float = DEFAULT_LOOKBACK_S,
-        deadline_s: float | None = None,
-        max_body: int | None = None,
-    ) -> None:
-        self.http = _Http(base, self.what, client, deadline_s=deadline_s, max_body=max_body)
-        self.limit = limit or self.LIMIT
-        self.lookback_s = lookback_s
-
-    def _split_search(
-        self,
-        find: Callable[[Any, Any, int], tuple[int, list[Any]]],
-        start: Any,
-        end: Any,
-        halves: Callable[[Any, Any], tuple[tuple[Any, Any], tuple[Any, Any]] | None],
-        where: Callable[[Any, Any], str],
-        warn: Warn,
-    ) -> Iterator[Any]:
-        """The results of ``find`` over ``[start, end]``; a window that fills the limit is
-        split in ``halves`` (``None``: too small to split).
-
-        Neither store pages its search, and many requesters can share one creation second,
-        so a window too small to split that still fills the limit is asked again with a
-        doubled limit (up to 64 times it).
-        """
-        stack = [(start, end, self.limit)]
-        while stack:
-            a, b, limit = stack.pop()
-            n, results = find(a, b, limit)
-            if n >= limit:
-                parts = halves(a, b)
-                if parts is not None:
-                    stack.extend((x, y, limit) for x, y in parts)
-                    continue
-                if limit < 64 * self.limit:
-                    stack.append((a, b, limit * 2))
-                    continue
-                warn(f"{self.http.base}: {n} traces in {where(a, b)}; some may be missing")
-            yield from results
-
-
 class JaegerSource(_Remote):
     """Jaeger's query service: api/v3 (OTLP JSON), falling back to the v1 ``/api/traces``.
 
@@ -272,18 +247,16 @@ class JaegerSource(_Remote):
 
     @property
     def description(self) -> str:
-        return f"jaeger:{self.http.base} (api/{self.api})"
+        return f"jaeger:{self.base} (api/{self.api})"
 
     def fill(self, harvest: Harvest, window: Window, warn: Warn = _stderr) -> None:
-        start, end = window.closed(self.lookback_s)
-        status, body = self.http.get("/api/v3/services")
+        start, end = window.closed(DEFAULT_LOOKBACK_S)
+        status, body = self.get("/api/v3/services")
         if status == 404:
             self.api = "v1"
-            status, body = self.http.get("/api/services")
+            status, body = self.get("/api/services")
             if status == 404:
-                raise QueryError(
-                    f"--jaeger {self.http.base}: neither /api/v3/services nor /api/services answers"
-                )
+                raise QueryError(f"--jaeger {self.base}: neither /api/v3/services nor /api/services answers")
         v3 = self.api == "v3"
         services = [s for s in _items(body, "services" if v3 else "data", str) if s]
         find = self._find_v3 if v3 else self._find_v1
@@ -291,10 +264,7 @@ class JaegerSource(_Remote):
             for r in self._split_search(
                 functools.partial(find, svc, op), start, end, self._halves, _span_text, warn
             ):
-                if isinstance(r, dict) and "v1" in r:
-                    _add_v1_trace(harvest, r["v1"])
-                else:
-                    harvest.add_otlp(r)  # OTLP, or malformed: add_otlp counts it
+                harvest.add_otlp(r)  # OTLP JSON (v3) or a Jaeger trace (v1); malformed: counted
 
     def _targets(self, services: list[str], operations: Callable[[str], list[str]]) -> list[tuple[str, str]]:
         ops = {svc: set(operations(svc)) for svc in services}
@@ -304,7 +274,7 @@ class JaegerSource(_Remote):
         return [(svc, name) for svc in services for name in sorted(ops[svc] & set(METRIC_OF_SPAN))]
 
     def _v3_operations(self, service: str) -> list[str]:
-        status, body = self.http.get("/api/v3/operations", {"service": service})
+        status, body = self.get("/api/v3/operations", {"service": service})
         if status == 404 or not body:
             return []
         return [o["name"] for o in _items(body, "operations", dict) if isinstance(o.get("name"), str)]
@@ -320,7 +290,7 @@ class JaegerSource(_Remote):
             "query.search_depth": limit,
             "query.num_traces": limit,
         }
-        status, body = self.http.get("/api/v3/traces", params)
+        status, body = self.get("/api/v3/traces", params)
         if status == 404 or not body:  # Jaeger answers 404 "No traces found"
             return 0, []
         result = body.get("result", body)
@@ -328,7 +298,7 @@ class JaegerSource(_Remote):
         return len(_trace_ids(results)), results
 
     def _v1_operations(self, service: str) -> list[str]:
-        status, body = self.http.get(f"/api/services/{service}/operations")
+        status, body = self.get(f"/api/services/{service}/operations")
         return [] if status == 404 or not body else _items(body, "data", str)
 
     def _find_v1(
@@ -341,13 +311,13 @@ class JaegerSource(_Remote):
             "end": to_ns(end) // 1000,
             "limit": limit,
         }
-        status, body = self.http.get("/api/traces", params)
+        status, body = self.get("/api/traces", params)
         if status == 404 or not body:
             return 0, []
         traces = body.get("data")
         if not isinstance(traces, list):
             return 0, []
-        return len(traces), [{"v1": t} for t in traces]
+        return len(traces), traces
 
     def _halves(self, a: datetime, b: datetime) -> tuple[tuple[datetime, datetime], ...] | None:
         mid = a + (b - a) / 2
@@ -356,17 +326,6 @@ class JaegerSource(_Remote):
 
 def _span_text(a: datetime, b: datetime) -> str:
     return f"{rfc3339(a)}..{rfc3339(b)}"
-
-
-def _add_v1_trace(harvest: Harvest, trace: Any) -> None:
-    """Jaeger's v1 JSON, converted as a file of it is; all or nothing, like the OTLP path
-    (a trace malformed anywhere is counted in ``harvest.malformed`` and adds nothing)."""
-    try:
-        req = jaeger_trace_to_otlp(trace)
-    except MALFORMED:
-        harvest.malformed += 1
-        return
-    harvest.add_otlp(req)
 
 
 def _trace_ids(results: list[Any]) -> set[Any]:
@@ -405,10 +364,10 @@ class TempoSource(_Remote):
 
     @property
     def description(self) -> str:
-        return f"tempo:{self.http.base}"
+        return f"tempo:{self.base}"
 
     def fill(self, harvest: Harvest, window: Window, warn: Warn = _stderr) -> None:
-        start, end = window.closed(self.lookback_s)
+        start, end = window.closed(DEFAULT_LOOKBACK_S)
         ids = list(
             self._search_ids(int(to_ns(start) // 1_000_000_000), -(-to_ns(end) // 1_000_000_000), warn)
         )
@@ -416,14 +375,14 @@ class TempoSource(_Remote):
             return
         first = self._trace(ids[0])  # settles which by-id endpoint this Tempo has
         with ThreadPoolExecutor(max_workers=self.WORKERS) as pool:
-            for req in itertools.chain([first], pool.map(self._trace, ids[1:])):
-                if req is not None:
-                    harvest.add_otlp(req)
+            for answer in itertools.chain([first], pool.map(self._trace, ids[1:])):
+                if answer is not None:
+                    harvest.add_otlp(answer)
 
     def _search_ids(self, start: int, end: int, warn: Warn) -> Iterator[str]:
         def find(a: int, b: int, limit: int) -> tuple[int, list[dict[str, Any]]]:
             params = {"q": self.QUERY, "start": a, "end": b, "limit": limit, "spss": 1}
-            traces = _items(self.http.get("/api/search", params)[1], "traces", dict)
+            traces = _items(self.get("/api/search", params)[1], "traces", dict)
             return len(traces), traces
 
         def halves(a: int, b: int) -> tuple[tuple[int, int], tuple[int, int]] | None:
@@ -438,18 +397,16 @@ class TempoSource(_Remote):
                 yield tid
 
     def _trace(self, trace_id: str) -> dict[str, Any] | None:
-        """A trace by id: ``/api/v2/traces`` (Tempo >= 2.5), else ``/api/traces``."""
+        """A trace by id: ``/api/v2/traces`` (Tempo >= 2.5), else ``/api/traces``; the
+        answer as it came (``{"trace": ...}``, or ``{"batches": ...}`` before 2.5)."""
         paths = [self._by_id_path] if self._by_id_path else ["/api/v2/traces/", "/api/traces/"]
         for p in paths:
-            status, body = self.http.get(p + trace_id)
+            status, body = self.get(p + trace_id)
             if status == 404:
                 continue
             if self._by_id_path is None:
                 self._by_id_path = p
-            inner = body.get("trace", body)
-            if isinstance(inner, dict) and isinstance(inner.get("batches"), list):  # Tempo < 2.5
-                inner = {"resourceSpans": inner["batches"]}
-            return inner if isinstance(inner, dict) else None
+            return body
         return None
 
 

@@ -88,23 +88,24 @@ def summarize(
     v = sorted(values)
     if not v:
         return MetricRow(metric, path, 0, None, None, None, None, None, None, None, incomplete)
-    p = {q: nearest_rank(v, q) for q in PERCENTILES}
-    iv = percentile_intervals([(x, x) for x in v] if bounds is None else list(bounds), PERCENTILES)
+    pq = percentiles(v, [(x, x) for x in v] if bounds is None else list(bounds), PERCENTILES)
     return MetricRow(
-        metric, path, len(v), p[50], p[90], p[95], p[99], v[0], v[-1], sum(v) / len(v), incomplete, **iv
+        metric, path, len(v), min=v[0], max=v[-1], mean=sum(v) / len(v), incomplete=incomplete, **pq
     )
 
 
-def percentile_intervals(
-    bounds: Sequence[tuple[float, float]], percentiles: Iterable[int]
+def percentiles(
+    values: Sequence[float], bounds: Sequence[tuple[float, float]], qs: Iterable[int]
 ) -> dict[str, float]:
-    """``{"p50_lo": .., "p50_hi": ..}``: each percentile of the lower and of the upper bounds."""
+    """``{"p50": .., "p50_lo": .., "p50_hi": .., ...}``: each percentile of the sorted
+    ``values`` and, given their ``bounds``, of the lower and of the upper bounds."""
     lo = sorted(a for a, _ in bounds)
     hi = sorted(b for _, b in bounds)
     out: dict[str, float] = {}
-    for q in percentiles:
-        out[f"p{q}_lo"] = nearest_rank(lo, q)
-        out[f"p{q}_hi"] = nearest_rank(hi, q)
+    for q in qs:
+        out[f"p{q}"] = nearest_rank(values, q)
+        if bounds:
+            out[f"p{q}_lo"], out[f"p{q}_hi"] = nearest_rank(lo, q), nearest_rank(hi, q)
     return out
 
 
@@ -150,10 +151,9 @@ def _shares(reqs: Iterable[RequestObs]) -> tuple[float | None, float | None, flo
 class Report:
     rows: list[MetricRow]
     hit_rates: HitRates
-    #: all complete durations per (metric, path), sorted, kept for SLO items over all paths
-    values: dict[tuple[str, str], list[float]]
-    #: their ``(lo, hi)`` intervals per (metric, path), in no particular order
-    bounds: dict[tuple[str, str], list[tuple[float, float]]] = field(default_factory=dict)
+    #: every complete duration per (metric, path) with the ``(lo, hi)`` it lies in, kept for
+    #: SLO items over all paths
+    durations: dict[tuple[str, str], list[tuple[float, float, float]]] = field(default_factory=dict)
 
 
 def hit_rates(ds: Dataset) -> HitRates:
@@ -178,23 +178,25 @@ path_order = functools.partial(_known_first, PATH_ORDER)
 
 def build_report(ds: Dataset) -> Report:
     """Rows for every metric x path that has a complete or an incomplete actuation."""
-    values: dict[tuple[str, str], list[float]] = defaultdict(list)
-    bounds: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
+    done: dict[tuple[str, str], list[tuple[float, float, float]]] = defaultdict(list)
     incomplete: dict[tuple[str, str], int] = defaultdict(int)
     for s in ds.samples:
         key = (s.metric, s.path)
         if s.complete:
-            values[key].append(s.duration_s)
-            bounds[key].append((s.lo_s, s.hi_s))
+            done[key].append((s.duration_s, s.lo_s, s.hi_s))
         else:
             incomplete[key] += 1
-    keys = sorted(set(values) | set(incomplete), key=lambda k: (metric_order(k[0]), path_order(k[1])))
-    rows = [
-        summarize(m, p, values.get((m, p), ()), incomplete.get((m, p), 0), bounds.get((m, p), ()))
-        for m, p in keys
-    ]
-    sorted_values = {k: sorted(v) for k, v in values.items()}
-    return Report(rows=rows, hit_rates=hit_rates(ds), values=sorted_values, bounds=dict(bounds))
+    keys = sorted(set(done) | set(incomplete), key=lambda k: (metric_order(k[0]), path_order(k[1])))
+    rows = [_summary(m, p, done.get((m, p), []), incomplete.get((m, p), 0)) for m, p in keys]
+    return Report(rows=rows, hit_rates=hit_rates(ds), durations=dict(done))
+
+
+def _summary(
+    metric: str, path: str, durations: list[tuple[float, float, float]], incomplete: int
+) -> MetricRow:
+    return summarize(
+        metric, path, [d for d, _, _ in durations], incomplete, [(a, b) for _, a, b in durations]
+    )
 
 
 def merged(report: Report, metric: str, path: str | None) -> MetricRow:
@@ -204,12 +206,6 @@ def merged(report: Report, metric: str, path: str | None) -> MetricRow:
             if r.metric == metric and r.path == path:
                 return r
         return summarize(metric, path, ())
-    vals: list[float] = []
-    bounds: list[tuple[float, float]] = []
-    inc = 0
-    for r in report.rows:
-        if r.metric == metric:
-            vals.extend(report.values.get((metric, r.path), ()))
-            bounds.extend(report.bounds.get((metric, r.path), ()))
-            inc += r.incomplete
-    return summarize(metric, "*", vals, inc, bounds if len(bounds) == len(vals) else None)
+    rows = [r for r in report.rows if r.metric == metric]
+    durations = [d for r in rows for d in report.durations.get((metric, r.path), ())]
+    return _summary(metric, "*", durations, sum(r.incomplete for r in rows))

@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..jsonsafe import float_or_none
 from ..model import (
@@ -33,7 +32,7 @@ from ..model import (
     S,
 )
 from ..query.breakdown import ActuationSplit, PathBreakdown, TreeCollector, summarize_paths
-from ..query.harvest import Harvest
+from ..query.harvest import Harvest, opt_bool
 from ..query.slo_spec import Check, Verdict, evaluate
 from ..query.stats import Report, build_report, metric_order, path_order
 from ..span_records import SpanRecord
@@ -92,10 +91,6 @@ class TraceSummary:
         return f"{self.requester} / {self.trace_id}"
 
 
-def _is_false(v: Any) -> bool:
-    return v is False or (isinstance(v, str) and v.lower() == "false")
-
-
 class Summaries:
     """Streams spans into one :class:`TraceSummary` per trace (spans in any order), and into
     the ``slo`` engine's harvest, which keeps every span's place in its tree for the
@@ -122,7 +117,7 @@ class Summaries:
         if t.end_ns is None or s.end_ns > t.end_ns:
             t.end_ns = s.end_ns
         metric = a.get(A_METRIC)
-        done = s.status_code != STATUS_ERROR and not _is_false(a.get(A_COMPLETE))
+        done = s.status_code != STATUS_ERROR and opt_bool(a.get(A_COMPLETE)) is not False
         if metric and str(metric) not in t.metrics:
             t.metrics[str(metric)] = max(0, s.end_ns - s.start_ns) / S
             lo, hi = float_or_none(a.get(A_MIN)), float_or_none(a.get(A_MAX))
@@ -143,9 +138,6 @@ class Summaries:
         elif s.name == ACTUATION:
             t.actuation = (s.start_ns, max(s.start_ns, s.end_ns))
             t.actuation_complete = done
-
-    def values(self) -> list[TraceSummary]:
-        return list(self.by_trace.values())
 
 
 # --------------------------------------------------------------------------- where did the time go
@@ -181,11 +173,13 @@ def unfinished(summaries: Iterable[TraceSummary], n: int) -> list[TraceSummary]:
 
 @dataclass(frozen=True)
 class Point:
-    """One finished actuation's value of a metric, with what the hover names it by."""
+    """One finished actuation's value of a metric, with what the hover names it by; over
+    time, at ``x_ns``, when its actuation began."""
 
     seconds: float
     trace_id: str
     label: str
+    x_ns: int = 0
 
 
 @dataclass(frozen=True)
@@ -255,21 +249,11 @@ def _evenly(n: int, k: int) -> set[int]:
 
 
 @dataclass(frozen=True)
-class TrendPoint:
-    """One finished actuation's value of a metric at the time its actuation began."""
-
-    x_ns: int
-    seconds: float
-    trace_id: str
-    label: str
-
-
-@dataclass(frozen=True)
 class Trend:
     """One metric over time: per path, points in time order and how many there were."""
 
     metric: str
-    per_path: tuple[tuple[str, tuple[TrendPoint, ...], int], ...]
+    per_path: tuple[tuple[str, tuple[Point, ...], int], ...]
 
 
 #: points drawn per path and metric over time (beyond it: evenly by time, plus the slowest)
@@ -283,14 +267,14 @@ def trends(summaries: Iterable[TraceSummary], limit: int = MAX_TREND_POINTS) -> 
     ``slo``: an unfinished duration is only a lower bound.  x is the actuation's start
     (``R.started``) for every metric, so one actuation sits at one x in every panel.
     """
-    vals: dict[str, dict[str, list[TrendPoint]]] = defaultdict(lambda: defaultdict(list))
+    vals: dict[str, dict[str, list[Point]]] = defaultdict(lambda: defaultdict(list))
     for t in summaries:
         x = t.actuation_start_ns
         if not t.finished or x is None:
             continue
         for metric, secs in t.metrics.items():
             if metric not in t.open_metrics:
-                vals[metric][t.path].append(TrendPoint(x, secs, t.trace_id, t.label))
+                vals[metric][t.path].append(Point(secs, t.trace_id, t.label, x))
     out: list[Trend] = []
     for metric in sorted(vals, key=metric_order):
         per_path = []
@@ -301,7 +285,7 @@ def trends(summaries: Iterable[TraceSummary], limit: int = MAX_TREND_POINTS) -> 
     return out
 
 
-def thin_series(points: Sequence[TrendPoint], limit: int) -> list[TrendPoint]:
+def thin_series(points: Sequence[Point], limit: int) -> list[Point]:
     """At most ``limit`` of the time-ordered ``points``: evenly by time, plus the slowest.
 
     Why both: every k-th point keeps the shape of the cloud (a per-slice min and max would
@@ -374,13 +358,8 @@ def prepare(
         breakdowns=summarize_paths(splits),
         slowest=slowest(by_trace.values(), top),
         unfinished=unfinished(by_trace.values(), top),
-        actuations=sorted(by_trace.values(), key=_start_key),
+        actuations=sorted(by_trace.values(), key=lambda t: (t.actuation_start_ns or 0, t.trace_id)),
         time_range=time_range(by_trace.values()),
         trends=trends(by_trace.values()),
         covered={sp.trace_id: sp.covered_share for _path, sp in splits},
     )
-
-
-def _start_key(t: TraceSummary) -> tuple[int, str]:
-    x = t.actuation_start_ns
-    return (x if x is not None else 0, t.trace_id)

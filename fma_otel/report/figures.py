@@ -2,8 +2,8 @@
 
 Each ``*_figure`` function returns a matplotlib ``Figure`` (object API only, no pyplot, so
 no global state and no GUI backend) plus the :class:`~.svg.Hover` texts of its artists.
-Every figure is FIG_WIDTH_PX wide at PNG_DPI; heights are stated by :func:`height_px`
-callers so ``--png`` output has a known size.
+Every figure is FIG_WIDTH_PX wide at PNG_DPI and as high as each ``*_figure`` states (in
+px), so ``--png`` output has a known size.
 """
 
 from __future__ import annotations
@@ -74,9 +74,6 @@ MAX_STRIP_POINTS = 300
 #: vertices per CDF line (values are thinned by rank beyond this)
 MAX_CDF_POINTS = 400
 
-DIST_HEIGHT_PX = 480
-HIT_HEIGHT_PX = 300
-
 
 def color_of_path(path: str) -> str:
     return PATH_COLOR.get(path, PATH_COLOR[UNKNOWN])
@@ -121,11 +118,6 @@ def _metric_slos(verdicts: Sequence[Verdict], metric: str) -> list[Verdict]:
 # --------------------------------------------------------------------------- distribution
 
 
-def dist_height_px(d: Distribution, slo_marks: int = 0) -> int:
-    """480 px, more with over 5 paths, and a legend line per three SLO marks."""
-    return max(DIST_HEIGHT_PX, 180 + 60 * len(d.per_path)) + _slo_legend_px(slo_marks)
-
-
 def dist_figure(
     d: Distribution, verdicts: Sequence[Verdict], anchors: Mapping[str, str]
 ) -> tuple[Figure, Hover]:
@@ -138,7 +130,8 @@ def dist_figure(
     """
     hover = Hover()
     n_slo = len(_metric_slos(verdicts, d.metric))
-    h_px = dist_height_px(d, n_slo)
+    # 480 px, more with over 5 paths, and a legend line per three SLO marks
+    h_px = max(480, 180 + 60 * len(d.per_path)) + _slo_legend_px(n_slo)
     margins = {
         "left": 0.07,
         "right": 0.98,
@@ -280,13 +273,6 @@ def _horizontal() -> dict[str, Any]:
 # --------------------------------------------------------------------------- over time
 
 TREND_COLUMNS = 2
-TREND_ROW_PX = 230
-
-
-def trend_height_px(n_metrics: int, slo_marks: int = 0) -> int:
-    """150 px of title, legends and axis, 230 px per row of panels (two per row)."""
-    rows = max(1, -(-n_metrics // TREND_COLUMNS))
-    return 150 + TREND_ROW_PX * rows + _slo_legend_px(slo_marks)
 
 
 def _slo_legend_px(slo_marks: int) -> int:
@@ -312,8 +298,9 @@ def trend_figure(
 
     hover = Hover()
     slos = [v for t in trends for v in _metric_slos(verdicts, t.metric)]
-    h_px = trend_height_px(len(trends), len(slos))
     rows = max(1, -(-len(trends) // TREND_COLUMNS))
+    # 150 px of title, legends and axis, 230 px per row of panels
+    h_px = 150 + 230 * rows + _slo_legend_px(len(slos))
     margins = {"left": 0.06, "right": 0.98, "top": 1 - 105 / h_px, "hspace": 0.45, "wspace": 0.14}
     margins["bottom"] = (62 + _slo_legend_px(len(slos))) / h_px
     fig, axes = _figure(h_px, margins, rows, TREND_COLUMNS, sharex=True, squeeze=False)
@@ -407,7 +394,7 @@ def hit_figure(h: HitRates, verdicts: Sequence[Verdict]) -> tuple[Figure, Hover]
     actuations.
     """
     hover = Hover()
-    fig, ax = _figure(HIT_HEIGHT_PX, {"left": 0.17, "right": 0.8, "top": 0.82, "bottom": 0.2})
+    fig, ax = _figure(300, {"left": 0.17, "right": 0.8, "top": 0.82, "bottom": 0.2})
     fig.suptitle(
         f"Hit rates over {h.requesters} FMA requesters (their first actuation; {h.actuations} actuations in all)",
         x=0.17,
@@ -449,11 +436,6 @@ def hit_figure(h: HitRates, verdicts: Sequence[Verdict]) -> tuple[Figure, Hover]
 # --------------------------------------------------------------------------- where did the time go
 
 
-def breakdown_height_px(n: int, legend: int = 0) -> int:
-    """Room for ``n`` bars, and for a legend of ``legend`` entries beside them."""
-    return max(150 + 80 * max(n, 2), 90 + 15 * legend)
-
-
 def part_colors(bds: Sequence[PathBreakdown]) -> dict[str, str]:
     """A colour per leaf span name, in order of first appearance, the same on every bar;
     the uncovered parts are grey (and hatched where drawn)."""
@@ -471,7 +453,7 @@ def breakdown_figure(bds: Sequence[PathBreakdown]) -> tuple[Figure, Hover]:
     hover = Hover()
     colors = part_colors(bds)
     n_legend = len(colors) + len({r.name for b in bds for r in b.uncovered})
-    h_px = breakdown_height_px(len(bds), n_legend)
+    h_px = max(150 + 80 * max(len(bds), 2), 90 + 15 * n_legend)  # the bars, or the legend beside them
     fig, ax = _figure(h_px, {"left": 0.12, "right": 0.72, "top": 1 - 45 / h_px, "bottom": 70 / h_px})
     fig.suptitle(
         "Where did the time go: mean T_actuation per path, by leaf span (cold_no_fma: the baseline without FMA)",
@@ -538,10 +520,6 @@ def breakdown_figure(bds: Sequence[PathBreakdown]) -> tuple[Figure, Hover]:
 # --------------------------------------------------------------------------- waterfall
 
 
-def waterfall_height_px(rows: int) -> int:
-    return 90 + 30 * rows
-
-
 def _span_title(s: SpanRecord, t0: int) -> str:
     a = s.attributes
     lines = [f"{s.name}  {fmt_secs(s.duration_s)}  (+{(s.start_ns - t0) / S:.3f} s)"]
@@ -573,7 +551,7 @@ def waterfall_figure(t: TraceSummary, spans: Sequence[SpanRecord]) -> tuple[Figu
     hover = Hover()
     lines = tree_lines(spans)
     n = len(lines)
-    h_px = waterfall_height_px(n)
+    h_px = 90 + 30 * n
     fig, ax = _figure(h_px, {"left": 0.26, "right": 0.9, "top": 1 - 40 / h_px, "bottom": 64 / h_px})
     t0 = min(s.start_ns for s in spans)
     t1 = max(s.end_ns for s in spans)

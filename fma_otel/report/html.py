@@ -13,7 +13,6 @@ import math
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
@@ -22,8 +21,9 @@ from ..model import METRICS, S
 from ..query.breakdown import UNCOVERED, PathBreakdown, Row
 from ..query.formats import secs_interval, table_sections
 from ..query.slo_spec import FAIL, PASS
+from ..sinks.show import outward
 from .data import ReportData, TraceSummary
-from .svg import Hover, save_png, to_inline_svg
+from .svg import PNG_DPI, Hover, to_inline_svg
 from .words import humanize, missing_text
 
 if TYPE_CHECKING:
@@ -75,16 +75,9 @@ var f=document.createDocumentFragment();rows.forEach(function(r){f.appendChild(r
 """
 
 
-@dataclass
-class Output:
-    html: str
-    #: the PNG files written (``--png``)
-    pngs: list[str] = field(default_factory=list)
-    figures: int = 0
-
-
-class _Figures:
-    """Renders each figure to inline SVG (and PNG when asked) exactly once, then closes it."""
+class Figures:
+    """Renders each figure to inline SVG (and PNG when asked) exactly once; counts them and
+    keeps the PNG files written."""
 
     def __init__(self, png_dir: str | None) -> None:
         self.png_dir = png_dir
@@ -97,7 +90,8 @@ class _Figures:
         svg = to_inline_svg(fig, hover, f"f{self.count}")
         if self.png_dir is not None:
             self.pngs.append(os.path.join(self.png_dir, f"{name}.png"))
-            save_png(fig, self.pngs[-1])
+            # at PNG_DPI, never cropped: svg.size_in gave the figure its size in px
+            fig.savefig(self.pngs[-1], format="png", dpi=PNG_DPI, metadata={"Software": None})
         return f'<figure class="plot {css}"{attrs}>{svg}</figure>'
 
 
@@ -209,7 +203,7 @@ def _secs_cell(v: float | None, lower_bound: bool = False, bounds: tuple[float, 
     if bounds is None:
         return f'<td data-v="{v:.3f}">{v:.2f}s</td>'
     lo, hi = bounds
-    iv = f"[{math.floor(lo * 100 + 1e-6) / 100:.2f}, {math.ceil(hi * 100 - 1e-6) / 100:.2f}]"
+    iv = f"[{outward(lo, 2, math.floor)}, {outward(hi, 2, math.ceil)}]"
     return (
         f'<td data-v="{v:.3f}" title="the duration is in {iv} s (boundary precision)">{v:.2f}s'
         f'<span class="iv">{iv}</span></td>'
@@ -324,8 +318,8 @@ def render_report(
     png_dir: str | None = None,
     title: str = "FMA actuation report",
     trace_url: str | None = None,
-) -> Output:
-    """The whole report as HTML text (and PNG files in ``png_dir`` when given).
+) -> tuple[str, Figures]:
+    """The whole report as HTML text, and the figures drawn (PNG files in ``png_dir`` when given).
 
     ``trace_url`` is a URL template holding ``{trace_id}`` (Jaeger's or Tempo's trace
     page; the command checks that it does); each actuation then links to its trace there.
@@ -335,7 +329,7 @@ def render_report(
     from . import figures as F
     from .svg import RC
 
-    figs = _Figures(png_dir)
+    figs = Figures(png_dir)
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     parts: list[str] = [
         "<!DOCTYPE html>",
@@ -354,7 +348,7 @@ def render_report(
         parts.append(f'<div class="meta">skipped {data.skipped_lines} line(s) that are not OTLP JSON</div>')
     if data.empty:
         parts.append('<p class="empty" id="empty">No actuations in this file.</p></body></html>')
-        return Output("\n".join(parts))
+        return "\n".join(parts), figs
 
     anchors = {t.trace_id: f"#trace-{t.trace_id}" for t in (*data.slowest, *data.unfinished)}
     parts.append(
@@ -449,10 +443,10 @@ def render_report(
             for t in data.unfinished:
                 parts.append(_waterfall(figs, data, t, None, trace_url))
     parts.append(f"<script>{SORT_JS}</script></body></html>")
-    return Output("\n".join(parts), figs.pngs, figs.count)
+    return "\n".join(parts), figs
 
 
-def _waterfall(figs: _Figures, data: ReportData, t: TraceSummary, rank: int | None, url: str | None) -> str:
+def _waterfall(figs: Figures, data: ReportData, t: TraceSummary, rank: int | None, url: str | None) -> str:
     from .figures import waterfall_figure
 
     spans = data.spans.get(t.trace_id, [])

@@ -15,11 +15,10 @@ import os
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 
-from ..query.readers import read_spans
+from ..query.readers import Advance, read_spans
 from ..query.slo_spec import Check
 from .data import ReportData, Summaries, prepare
 
-Advance = Callable[[int], None]
 Progress = Callable[[str, int], AbstractContextManager[Advance | None]]
 
 

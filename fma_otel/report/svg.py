@@ -45,22 +45,17 @@ _ID = re.compile(r' id="([^"]+)"')
 _REF = re.compile(r'(?:url\(#|href="#)([^")]+)')
 
 
-@dataclass(frozen=True)
-class HoverItem:
-    title: str
-    css: str
-    href: str | None = None
-
-
 @dataclass
 class Hover:
-    """Hands out URL tokens for artists and remembers what each one's tooltip says."""
+    """Hands out URL tokens for artists, each standing for the ``<a>`` that replaces it: the
+    tooltip (``<title>``), a CSS class, and a link where one is useful."""
 
-    items: list[HoverItem] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)
 
     def token(self, title: str, css: str, href: str | None = None) -> str:
-        self.items.append(HoverItem(title, css, href))
-        return f"{_TOKEN}{len(self.items) - 1}"
+        link = f' href="{html.escape(href)}"' if href else ""
+        self.tags.append(f'<a class="{css}"{link}><title>{html.escape(title)}</title>')
+        return f"{_TOKEN}{len(self.tags) - 1}"
 
 
 def size_in(width_px: int, height_px: int) -> tuple[float, float]:
@@ -78,13 +73,7 @@ def to_inline_svg(fig: Figure, hover: Hover, prefix: str) -> str:
     text = buf.getvalue()
     text = text[text.index("<svg") :]
     text = _prefix_ids(text, prefix)
-
-    def repl(m: re.Match[str]) -> str:
-        item = hover.items[int(m.group(1))]
-        href = f' href="{html.escape(item.href)}"' if item.href else ""
-        return f'<a class="{item.css}"{href}><title>{html.escape(item.title)}</title>'
-
-    text = _A_OPEN.sub(repl, text)
+    text = _A_OPEN.sub(lambda m: hover.tags[int(m.group(1))], text)
     text = _shrink(text)
     # matplotlib fixes width/height in pt; let CSS scale the figure to the page instead
     text = re.sub(r'<svg([^>]*?) width="[^"]*" height="[^"]*"', r"<svg\1", text, count=1)
@@ -136,8 +125,3 @@ def _prefix_ids(text: str, prefix: str) -> str:
         r'(id="|#)(' + "|".join(re.escape(i) for i in sorted(refs, key=len, reverse=True)) + r")\b"
     )
     return pattern.sub(lambda m: f"{m.group(1)}{prefix}-{m.group(2)}", text)
-
-
-def save_png(fig: Figure, path: str) -> None:
-    """Write ``fig`` as PNG at PNG_DPI (never cropped: :func:`size_in` gave its size)."""
-    fig.savefig(path, format="png", dpi=PNG_DPI, metadata={"Software": None})

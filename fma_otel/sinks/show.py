@@ -162,8 +162,8 @@ def interval_forms(lo: float | None, hi: float | None) -> list[str]:
     """
     out: list[str] = []
     for digits, sep in ((3, ", "), (3, ","), (2, ","), (1, ","), (0, ",")):
-        a = "?" if lo is None else _outward(lo, digits, math.floor)
-        b = "?" if hi is None else _outward(hi, digits, math.ceil)
+        a = "?" if lo is None else outward(lo, digits, math.floor)
+        b = "?" if hi is None else outward(hi, digits, math.ceil)
         text = f"[{a}{sep}{b}]"
         if text not in out:
             out.append(text)
@@ -171,7 +171,7 @@ def interval_forms(lo: float | None, hi: float | None) -> list[str]:
     return out
 
 
-def _outward(v: float, digits: int, rnd: Any) -> str:
+def outward(v: float, digits: int, rnd: Any) -> str:
     unit = 10.0**digits
     # a hair of tolerance: 1.5 stored as 1.4999999 must not print as 1.4 when floored
     x = rnd(v * unit + (1e-6 if rnd is math.floor else -1e-6)) / unit
@@ -212,17 +212,19 @@ def details(s: SpanRecord) -> list[Detail]:
     return out
 
 
+def trace_attr(trace: Sequence[SpanRecord], key: str) -> Any:
+    """``key`` as the trace's root (:func:`_root`) says it, else as its first span that does."""
+    root = _root(trace)
+    if key in root.attributes:
+        return root.attributes[key]
+    return next((s.attributes[key] for s in trace if key in s.attributes), None)
+
+
 def header(trace: Sequence[SpanRecord]) -> list[tuple[str, str]]:
     """Requester, path, trace id, complete/INCOMPLETE and total duration."""
     root = _root(trace)
-
-    def first_attr(key: str) -> Any:
-        if key in root.attributes:
-            return root.attributes[key]
-        return next((s.attributes[key] for s in trace if key in s.attributes), None)
-
-    requester = first_attr(A_REQ_NAME) or "?"
-    path = first_attr(A_PATH) or "?"
+    requester = trace_attr(trace, A_REQ_NAME) or "?"
+    path = trace_attr(trace, A_PATH) or "?"
     has_root = root.name == ROOT and not root.parent_span_id
     complete = has_root and root.attributes.get(A_COMPLETE, True) is not False
     t0 = min(s.start_ns for s in trace)
@@ -280,24 +282,22 @@ def fit_row(row: list[tuple[str, str]], width: int) -> list[tuple[str, str]]:
     return out
 
 
+#: the kinds of detail that may be cut (with an ellipsis), and to how few characters
+_CUT_TO = {"flag": len("!ERROR"), "sources": MIN_SOURCES}
+
+
 def _shortest(piece: Detail) -> int:
     """The fewest characters that still say something of ``piece``."""
     if piece.kind == "interval":
         return min(len(f) for f in piece.forms)
-    if piece.kind == "flag":
-        return min(len(piece.text), len("!ERROR"))
-    if piece.kind == "sources":
-        return min(len(piece.text), MIN_SOURCES)
-    return len(piece.text)
+    return min(len(piece.text), _CUT_TO.get(piece.kind, len(piece.text)))
 
 
 def _fit_piece(piece: Detail, room: int) -> str | None:
     """``piece`` in at most ``room`` characters, or ``None`` when it says nothing there."""
-    if len(piece.text) <= room:
-        return piece.text
     if piece.kind == "interval":
         return next((f for f in piece.forms if len(f) <= room), None)
-    if piece.kind in ("flag", "sources") and room >= _shortest(piece):
+    if len(piece.text) <= room or (piece.kind in _CUT_TO and room >= _shortest(piece)):
         return _clip(piece.text, room)
     return None
 
@@ -343,7 +343,9 @@ def _header_fit(pieces: list[tuple[str, str]], width: int) -> list[tuple[str, st
     before anything else is cut."""
     if sum(len(t) for t, _ in pieces) + 2 * (len(pieces) - 1) > width:
         pieces = [(t[:14] + "…", st) if t.startswith("trace ") else (t, st) for t, st in pieces]
-    return fit_row(_join(pieces, "  "), width)
+    return fit_row(
+        [p for i, piece in enumerate(pieces) for p in ([("  ", "")] if i else []) + [piece]], width
+    )
 
 
 def _trace_rows(trace: Sequence[SpanRecord], width: int) -> list[list[tuple[str, str]]]:
@@ -388,15 +390,6 @@ def _trace_rows(trace: Sequence[SpanRecord], width: int) -> list[list[tuple[str,
         row += _fit_details(dets, width - sum(len(t) for t, _ in row))
         rows.append(fit_row(row, width))
     return rows
-
-
-def _join(pieces: list[tuple[str, str]], sep: str) -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
-    for i, p in enumerate(pieces):
-        if i:
-            out.append((sep, ""))
-        out.append(p)
-    return out
 
 
 def render_waterfall(spans: list[SpanRecord], width: int, color: bool) -> str:

@@ -137,7 +137,7 @@ def test_per_path_percentiles_shares_and_baseline_beside():
     assert sum(
         share for _n, share in ((r.label, r.share) for r in (*cold.leaves, *cold.uncovered))
     ) == pytest.approx(1.0)
-    assert sum(p for _n, p in cold.parts) == pytest.approx(cold.total.mean)
+    assert sum(r.part_s for r in (*cold.leaves, *cold.uncovered)) == pytest.approx(cold.total.mean)
     # the worst: weights 1 s (31-32), so 32-40 in vllm.ready and 28-30 in startup uncovered
     assert cold.min_covered_share == pytest.approx(50 / 60)
     assert {r.name: r.p99 for r in cold.uncovered} == {"fma.launcher.startup": 2.0, "fma.vllm.ready": 8.0}

@@ -121,8 +121,8 @@ def test_cli_exits_2_with_one_line(kind, monkeypatch):
 
 def test_default_deadline_is_a_minute():
     assert sources.DEFAULT_DEADLINE_S == 60.0
-    assert JaegerSource("http://localhost:1").http.deadline_s == 60.0
-    assert TempoSource("http://localhost:1", deadline_s=2.5).http.deadline_s == 2.5
+    assert JaegerSource("http://localhost:1").deadline_s == 60.0
+    assert TempoSource("http://localhost:1", deadline_s=2.5).deadline_s == 2.5
 
 
 @pytest.mark.slow

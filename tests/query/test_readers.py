@@ -137,10 +137,26 @@ def test_slo_and_show_drop_the_same_malformed_request(tmp_path):
     spans, stats = _read(tmp_path, text)
     assert [s.name for s in spans] == ["fma.request"] and stats == {"lines": 2, "skipped": 1}
     h = Harvest()
-    assert h.add_otlp(bad) is False and h.malformed == 1 and not h.traces_seen
+    assert h.add_otlp(bad) is False and h.malformed == 1 and not h.dataset().requests
     src = FileSource(str(tmp_path / "in.json"))
     h = Harvest()
     warnings: list[str] = []
     src.fill(h, Window(), warn=warnings.append)
     assert (src.lines, src.skipped) == (2, 1) and len(warnings) == 1
     assert not h.dataset().samples and list(h.dataset().requests) == [TID]
+
+
+def test_a_jaeger_trace_whose_ids_are_on_its_spans_alone_is_read_and_a_harvest_takes_any_form(tmp_path):
+    """A Jaeger trace is told by its ``spans``, not by a trace-level ``traceID`` or
+    ``processes``; the file reader and a remote source's harvest take the same shapes."""
+    from fma_otel.query.harvest import Harvest
+
+    sp = {"traceID": TID, "spanID": "b" * 16, "operationName": "fma.request", "startTime": 1, "duration": 2}
+    spans, stats = _read(tmp_path, json.dumps({"data": [{"spans": [sp]}]}))
+    assert [(s.trace_id, s.name, s.end_ns - s.start_ns) for s in spans] == [(TID, "fma.request", 2000)]
+    assert stats["skipped"] == 0
+    h = Harvest()
+    assert h.add_otlp({"spans": [sp]}) and h.add_otlp({"trace": _req("a", "fma.request")})
+    assert h.add_otlp({"batches": _req("c", "fma.request")["resourceSpans"]})  # Tempo < 2.5
+    assert not h.add_otlp({"spans": []}) and not h.add_otlp([1]) and h.malformed == 2
+    assert set(h.dataset().requests) == {TID}

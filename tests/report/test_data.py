@@ -10,7 +10,6 @@ from fma_otel.query.stats import build_report
 from fma_otel.report.data import (
     Point,
     Summaries,
-    TrendPoint,
     actuation_splits,
     distributions,
     slowest,
@@ -22,6 +21,11 @@ from fma_otel.report.data import (
 )
 
 from .conftest import T0, span
+
+
+def bar_parts(bd: PathBreakdown) -> tuple[tuple[str, float], ...]:
+    """The stacked bar of a path: ``(label, mean seconds)`` of its leaves and uncovered rows."""
+    return tuple((r.label, r.part_s) for r in (*bd.leaves, *bd.uncovered))
 
 
 def breakdowns(sm: Summaries) -> list[PathBreakdown]:
@@ -100,7 +104,7 @@ def test_summaries_and_breakdown_means():
     assert (t.requester, t.path, t.finished, t.actuation_s) == ("r1", HOT, True, 4.0)
     (bd,) = breakdowns(sm)
     assert (bd.path, bd.n, bd.total.mean) == (HOT, 2, 6.0)
-    parts = dict(bd.parts)
+    parts = dict(bar_parts(bd))
     assert list(parts) == ["fma.dpc.bind", "fma.vllm.wake", "uncovered in fma.actuation"]
     assert parts["fma.dpc.bind"] == 1.0
     assert parts["fma.vllm.wake"] == pytest.approx((3.0 + 5.0) / 2)
@@ -114,14 +118,14 @@ def test_unfinished_is_not_broken_down_and_the_baseline_is_beside():
             span("3" * 32, "fma.actuation", 1, 9, "a" * 16, "b" * 16, **{"fma.path": COLD_NO_FMA})]  # fmt: skip
     sm = summaries_of(hot_trace("4" * 32, "r4", 50.0, complete=False), base)
     (bd,) = breakdowns(sm)
-    assert (bd.path, bd.n, bd.baseline, bd.parts) == (
+    assert (bd.path, bd.n, bd.baseline, bar_parts(bd)) == (
         COLD_NO_FMA,
         1,
         True,
         (("uncovered in fma.actuation", 8.0),),
     )
-    assert [t.requester for t in unfinished(sm.values(), 5)] == ["r4"]
-    assert [t.trace_id for t in slowest(sm.values(), 5)] == ["3" * 32]
+    assert [t.requester for t in unfinished(sm.by_trace.values(), 5)] == ["r4"]
+    assert [t.trace_id for t in slowest(sm.by_trace.values(), 5)] == ["3" * 32]
 
 
 def test_breakdown_percentiles_per_leaf_are_nearest_rank_and_new_leaves_appear():
@@ -148,8 +152,8 @@ def test_breakdown_percentiles_per_leaf_are_nearest_rank_and_new_leaves_appear()
 
 def test_slowest_orders_by_t_actuation_and_limits():
     sm = summaries_of(*(hot_trace(str(i) * 32, f"r{i}", float(i)) for i in range(1, 6)))
-    assert [t.requester for t in slowest(sm.values(), 3)] == ["r5", "r4", "r3"]
-    assert slowest(sm.values(), 0) == []
+    assert [t.requester for t in slowest(sm.by_trace.values(), 3)] == ["r5", "r4", "r3"]
+    assert slowest(sm.by_trace.values(), 0) == []
 
 
 def test_distributions_are_the_slo_engines_samples():
@@ -186,7 +190,7 @@ def test_summary_keeps_metrics_missing_and_the_time_range():
     assert t.metrics == {"T_actuation": 6.0, "T_wake": 5.0}
     assert t.open_metrics == ("T_wake",)
     assert t.actuation_start_ns == T0 + S
-    assert time_range(sm.values()) == (T0, T0 + 7 * S)
+    assert time_range(sm.by_trace.values()) == (T0, T0 + 7 * S)
     assert time_range([]) is None
 
 
@@ -197,7 +201,7 @@ def test_trends_are_finished_values_at_the_actuation_start():
         for s in hot_trace("7" * 32, "r7", 2.0)
     ]  # fmt: skip
     sm = summaries_of(hot_trace("8" * 32, "r8", 4.0), late, hot_trace("9" * 32, "r9", 9.0, complete=False))
-    by_metric = {t.metric: t for t in trends(sm.values())}
+    by_metric = {t.metric: t for t in trends(sm.by_trace.values())}
     assert list(by_metric) == ["T_actuation", "T_wake"]
     ((path, pts, n),) = by_metric["T_actuation"].per_path
     assert (path, n) == (HOT, 2)  # r9 never finished: not a point
@@ -208,7 +212,7 @@ def test_trends_are_finished_values_at_the_actuation_start():
 
 
 def test_thin_series_keeps_the_shape_and_the_spikes():
-    pts = [TrendPoint(i, 1.0 + (50.0 if i == 537 else 0.0) + (i % 7) * 0.01, str(i), "") for i in range(1000)]
+    pts = [Point(1.0 + (50.0 if i == 537 else 0.0) + (i % 7) * 0.01, str(i), "", i) for i in range(1000)]
     out = thin_series(pts, 40)
     assert len(out) <= 40
     assert any(p.trace_id == "537" for p in out)  # the spike survives
