@@ -209,14 +209,15 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
         lat = _finite(get("latencySecs"))
         if not isinstance(start_s, str) or lat is None or not 0 <= lat <= MAX_LATENCY_S:
             raise ValueError("HTTP call done without a valid httpCallStartTime/latencySecs")
-        start = _near(parse_rfc3339_ns(start_s), t_ns, "httpCallStartTime", DAY_NS + round(lat * 1e9), DAY_NS)
+        lat_ns = round(lat * 1e9)
+        start = _near(parse_rfc3339_ns(start_s), t_ns, "httpCallStartTime", DAY_NS + lat_ns)
         code = _finite(get("statusCode"))
         status = int(code) if code is not None else 0
         ok = 200 <= status < 300 and get("err") in (None, "", "null")
         return DpcFact(
             *head,
             start,
-            start + round(lat * 1e9),
+            start + lat_ns,
             status,
             ok,
             _str(get("providerName")),

@@ -57,16 +57,11 @@ class Bound(msgspec.Struct, frozen=True):
     value: int | None = None
 
     def __post_init__(self) -> None:
-        if self.lo is not None and self.hi is not None and self.lo > self.hi:
-            raise ValueError(f"{self.source}: bound ends before it starts (lo={self.lo}, hi={self.hi})")
-        if self.value is not None and not _inside(self.value, self.lo, self.hi):
-            raise ValueError(
-                f"{self.source}: value {self.value} outside its own bound [{self.lo}, {self.hi}]"
-            )
-
-
-def _inside(t: int, lo: int | None, hi: int | None) -> bool:
-    return (lo is None or lo <= t) and (hi is None or t <= hi)
+        lo, hi, v = self.lo, self.hi, self.value
+        if lo is not None and hi is not None and lo > hi:
+            raise ValueError(f"{self.source}: bound ends before it starts (lo={lo}, hi={hi})")
+        if v is not None and ((lo is not None and v < lo) or (hi is not None and v > hi)):
+            raise ValueError(f"{self.source}: value {v} outside its own bound [{lo}, {hi}]")
 
 
 # --------------------------------------------------------------------------- constructors
