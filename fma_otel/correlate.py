@@ -491,11 +491,6 @@ class Correlator:
                 continue  # a Pod flapping Ready: later transitions go without (looser, not wrong)
             mine[key] = arrival_ns if old is None else min(old, arrival_ns)
 
-    def _arrival(self, uid: str, change: str, stamp: int | None) -> int | None:
-        """The first arrival of a Pod state that showed ``change`` stamped ``stamp``."""
-        mine = self._arrivals.get(uid) if stamp is not None else None
-        return mine.get((change, stamp)) if mine else None
-
     def forget_pod(self, uid: str) -> None:
         """Drop a deleted Pod whose actuations were all emitted: its Pod, its facts, its track."""
         pod = self.store.get(uid)
@@ -892,7 +887,9 @@ class Correlator:
     def _bound_by_arrival(self, b: Bounds, uid: str, name: str, change: str, stamp: int | None) -> None:
         """Bound ``name`` by the first arrival (live) of the Pod state showing ``change`` with
         ``stamp``, where that narrows it."""
-        b.before_if_narrows(name, self._arrival(uid, change, stamp), WATCH_ARRIVAL, M.CLOCK_WATCHER, M.US)
+        mine = self._arrivals.get(uid) if stamp is not None else None
+        if mine:
+            b.before_if_narrows(name, mine.get((change, stamp)), WATCH_ARRIVAL, M.CLOCK_WATCHER, M.US)
 
     def _launchers(self) -> dict[str, dict[str, Any]]:
         """Launcher name -> its newest Pod (rebuilt after any ``add_pod``).  Why an index: a
