@@ -113,7 +113,6 @@ class DpcFact(msgspec.Struct, frozen=True):
     node: str | None = None
     path_label: str | None = None
     secs: float | None = None
-    error: str | None = None
     #: API writes: ``k8sCallStartTime`` (the change lies in ``[it, t_ns]``); "Successfully
     #: relayed the readiness": ``requesterCreateTime`` (the requester's creationTimestamp);
     #: informer notifications: ``lastWrite.Time`` (whole seconds)
@@ -224,9 +223,6 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
             _victim(get("url")) if kind == DELETE else _str(get("instanceID")),
             None,
             _str(get("node")),
-            None,
-            None,
-            None if ok else _str(get("err")) or f"status {status}",
         )
     if kind == RELAYED:
         if get("readiness") is None:  # always logged: a line without it was cut short
