@@ -261,6 +261,22 @@ def test_year_from_nearest_pod_across_new_year() -> None:
     assert time.gmtime(y.resolve(jan) // M.S).tm_year == 2027
 
 
+def test_feb_29_resolves_to_the_near_leap_year_else_fails_every_line() -> None:
+    """The year is resolved once a day of log; a day no near year has is never cached, so
+    each of its lines is a counted error (not the first one only)."""
+    import time
+
+    feb29 = KlogRecord(1, "I", 2, 29, 3_600_000_000, 1, "f.go", 1, "m", ())
+    near_leap = YearResolver()
+    near_leap.add_reference(parse_rfc3339_ns("2027-03-01T00:00:00Z"))  # 2026..2028: 2028 has it
+    assert time.gmtime(near_leap.resolve(feb29) // M.S)[:4] == (2028, 2, 29, 1)
+    none_near = YearResolver()
+    none_near.add_reference(parse_rfc3339_ns("2030-03-01T00:00:00Z"))  # 2029..2031: none has it
+    for _ in range(2):
+        with pytest.raises(ValueError, match="no 2030-02-29"):
+            none_near.resolve(feb29)
+
+
 def test_forget_pod_drops_all_state() -> None:
     c = correlator(http("14:35:44.100000", "create_instance", "2026-06-29T14:35:44Z", "0.1", 201))
     assert c.actuations()
