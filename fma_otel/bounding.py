@@ -124,6 +124,8 @@ class Bounds:
         """Fuse every instant; the causal order adds a lower bound from each predecessor."""
         tol = self.tolerance_ns
         fused: dict[str, I.Fusing] = {}
+        out: dict[str, M.Instant] = {}
+        partial: dict[str, I.Fused] = {}
         order = [n for n in _FUSE_ORDER if n in self._b]
         order += [n for n in self._b if n not in _FUSE_ORDER]
         for name in order:
@@ -139,9 +141,6 @@ class Bounds:
                 if _narrows(nb.lo, nb.hi, nb.clock, f, tol):
                     f.add(nb)
             fused[name] = f
-        out: dict[str, M.Instant] = {}
-        partial: dict[str, I.Fused] = {}
-        for name, f in fused.items():
             if f.lo is None or f.hi is None:  # two-sided always has a point (the midpoint)
                 partial[name] = f.result()
             else:

@@ -35,7 +35,7 @@ from .facts import DpcFact, LauncherFact
 from .sources.k8s_events import KubeEvent
 from .sources.pods import PodStore
 from .sources.records import KlogRecord, LauncherRecord, PodEvent
-from .timeutil import civil_to_ns, parse_rfc3339_ns, year_of_ns
+from .timeutil import check_ns, civil_to_ns, day_start_ns, parse_rfc3339_ns, year_of_ns
 
 INF = 1 << 62
 #: how far a launcher's log may be from the DPC's clock and still be paired with its call
@@ -81,7 +81,9 @@ class YearResolver:
     def __init__(self) -> None:
         self._refs: list[int] = []
         self._known: set[int] = set()
-        self._cache: dict[tuple[int, int], int] = {}  # (month, day) -> year
+        #: (month, day) -> 00:00 UTC of that day in the year resolved for it (ns): the
+        #: year is resolved once a day of log, not once a line
+        self._cache: dict[tuple[int, int], int] = {}
 
     def add_reference(self, t_ns: int | None) -> None:
         """One reference per distinct time: every event of a Pod repeats its creation time."""
@@ -109,12 +111,10 @@ class YearResolver:
                 year -= 1
             return civil_to_ns(year, month, day, tod_us)
         key = (month, day)
-        year = self._cache.get(key)
-        if year is None:
-            year = self._nearest_year(month, day, tod_us)
-            self._cache[key] = year
-        # civil_to_ns caches each day's start; it raises for a day that year lacks
-        return civil_to_ns(year, month, day, tod_us)
+        day_ns = self._cache.get(key)
+        if day_ns is None:  # raises for a day that year lacks (then nothing is cached)
+            day_ns = self._cache[key] = day_start_ns(self._nearest_year(month, day, tod_us), month, day)
+        return check_ns(day_ns + tod_us * 1_000)
 
     def _nearest_year(self, month: int, day: int, tod_us: int) -> int:
         if not self._refs:
@@ -490,11 +490,6 @@ class Correlator:
             if old is None and len(mine) >= MAX_ARRIVALS:
                 continue  # a Pod flapping Ready: later transitions go without (looser, not wrong)
             mine[key] = arrival_ns if old is None else min(old, arrival_ns)
-
-    def _arrival(self, uid: str, change: str, stamp: int | None) -> int | None:
-        """The first arrival of a Pod state that showed ``change`` stamped ``stamp``."""
-        mine = self._arrivals.get(uid) if stamp is not None else None
-        return mine.get((change, stamp)) if mine else None
 
     def forget_pod(self, uid: str) -> None:
         """Drop a deleted Pod whose actuations were all emitted: its Pod, its facts, its track."""
@@ -892,7 +887,9 @@ class Correlator:
     def _bound_by_arrival(self, b: Bounds, uid: str, name: str, change: str, stamp: int | None) -> None:
         """Bound ``name`` by the first arrival (live) of the Pod state showing ``change`` with
         ``stamp``, where that narrows it."""
-        b.before_if_narrows(name, self._arrival(uid, change, stamp), WATCH_ARRIVAL, M.CLOCK_WATCHER, M.US)
+        mine = self._arrivals.get(uid) if stamp is not None else None
+        if mine:
+            b.before_if_narrows(name, mine.get((change, stamp)), WATCH_ARRIVAL, M.CLOCK_WATCHER, M.US)
 
     def _launchers(self) -> dict[str, dict[str, Any]]:
         """Launcher name -> its newest Pod (rebuilt after any ``add_pod``).  Why an index: a

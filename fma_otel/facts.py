@@ -113,7 +113,6 @@ class DpcFact(msgspec.Struct, frozen=True):
     node: str | None = None
     path_label: str | None = None
     secs: float | None = None
-    error: str | None = None
     #: API writes: ``k8sCallStartTime`` (the change lies in ``[it, t_ns]``); "Successfully
     #: relayed the readiness": ``requesterCreateTime`` (the requester's creationTimestamp);
     #: informer notifications: ``lastWrite.Time`` (whole seconds)
@@ -209,23 +208,21 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
         lat = _finite(get("latencySecs"))
         if not isinstance(start_s, str) or lat is None or not 0 <= lat <= MAX_LATENCY_S:
             raise ValueError("HTTP call done without a valid httpCallStartTime/latencySecs")
-        start = _near(parse_rfc3339_ns(start_s), t_ns, "httpCallStartTime", DAY_NS + round(lat * 1e9), DAY_NS)
+        lat_ns = round(lat * 1e9)
+        start = _near(parse_rfc3339_ns(start_s), t_ns, "httpCallStartTime", DAY_NS + lat_ns)
         code = _finite(get("statusCode"))
         status = int(code) if code is not None else 0
         ok = 200 <= status < 300 and get("err") in (None, "", "null")
         return DpcFact(
             *head,
             start,
-            start + round(lat * 1e9),
+            start + lat_ns,
             status,
             ok,
             _str(get("providerName")),
             _victim(get("url")) if kind == DELETE else _str(get("instanceID")),
             None,
             _str(get("node")),
-            None,
-            None,
-            None if ok else _str(get("err")) or f"status {status}",
         )
     if kind == RELAYED:
         if get("readiness") is None:  # always logged: a line without it was cut short

@@ -57,16 +57,11 @@ class Bound(msgspec.Struct, frozen=True):
     value: int | None = None
 
     def __post_init__(self) -> None:
-        if self.lo is not None and self.hi is not None and self.lo > self.hi:
-            raise ValueError(f"{self.source}: bound ends before it starts (lo={self.lo}, hi={self.hi})")
-        if self.value is not None and not _inside(self.value, self.lo, self.hi):
-            raise ValueError(
-                f"{self.source}: value {self.value} outside its own bound [{self.lo}, {self.hi}]"
-            )
-
-
-def _inside(t: int, lo: int | None, hi: int | None) -> bool:
-    return (lo is None or lo <= t) and (hi is None or t <= hi)
+        lo, hi, v = self.lo, self.hi, self.value
+        if lo is not None and hi is not None and lo > hi:
+            raise ValueError(f"{self.source}: bound ends before it starts (lo={lo}, hi={hi})")
+        if v is not None and ((lo is not None and v < lo) or (hi is not None and v > hi)):
+            raise ValueError(f"{self.source}: value {v} outside its own bound [{lo}, {hi}]")
 
 
 # --------------------------------------------------------------------------- constructors
@@ -353,16 +348,14 @@ class Duration(msgspec.Struct, frozen=True):
     """A span's duration from two fused instants.
 
     ``min_ns``/``max_ns`` bound the true duration (never below 0; ``max_ns`` is None when an
-    end is unbounded); ``point_ns`` is the point duration clamped into them; ``raw_ns`` is
-    ``end.value - start.value`` before clamping; ``inconsistent`` is set when the end's
-    interval lies wholly before the start's beyond the tolerance (clock skew or a bad
-    source), in which case the span is zero-length.
+    end is unbounded); ``point_ns`` is ``end.value - start.value`` clamped into them;
+    ``inconsistent`` is set when the end's interval lies wholly before the start's beyond
+    the tolerance (clock skew or a bad source), in which case the span is zero-length.
     """
 
     min_ns: int
     max_ns: int | None
     point_ns: int | None
-    raw_ns: int | None
     inconsistent: bool
 
 
@@ -381,10 +374,9 @@ def duration(start: Fused, end: Fused, tolerance_ns: int = DEFAULT_TOLERANCE_NS)
     min_ns = 0 if lo_raw is None or lo_raw < 0 else lo_raw
     inconsistent = hi_raw is not None and hi_raw < 0
     max_ns = None if hi_raw is None else max(0, hi_raw)
-    raw = None if start.value is None or end.value is None else end.value - start.value
     point = None
-    if raw is not None:
-        point = max(raw, min_ns)
+    if start.value is not None and end.value is not None:
+        point = max(end.value - start.value, min_ns)
         if max_ns is not None:
             point = min(point, max_ns)
-    return Duration(min_ns, max_ns, point, raw, inconsistent)
+    return Duration(min_ns, max_ns, point, inconsistent)

@@ -193,15 +193,6 @@ def container_started_ns(pod: Mapping[str, Any], container: str | None) -> int |
     return None
 
 
-def requester_link(pod: Mapping[str, Any]) -> tuple[str | None, str | None]:
-    """A launcher's binding record: annotation ``"<requesterUID> <requesterName>"``."""
-    raw = annotations(pod).get(A_REQUESTER)
-    if not raw:
-        return (None, None)
-    parts = str(raw).split(" ", 1)
-    return (parts[0] or None, parts[1] if len(parts) > 1 else None)
-
-
 def resource_version(pod: Mapping[str, Any]) -> str | None:
     v = meta(pod).get("resourceVersion")
     return str(v) if v is not None else None

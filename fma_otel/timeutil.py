@@ -129,7 +129,9 @@ def parse_rfc3339(text: str) -> tuple[int, int]:
             raise ValueError(f"not an RFC3339 time: {text[:40]!r}")
         digits = digits[:9]  # digits past the ninth are dropped
         ns = (minute + int(ss) - offset) * 1_000_000_000 + int(digits) * _FRAC_SCALE[len(digits)]
-    return check_ns(ns), len(digits)
+    if MIN_NS <= ns < END_NS:
+        return ns, len(digits)
+    return check_ns(ns), 0  # raises: outside the window
 
 
 def _zone(text: str, tail: str) -> tuple[int, str]:
@@ -181,7 +183,7 @@ def date_seconds(ymd: str) -> int:
     if len(ymd) != 10 or ymd[4] != "-" or ymd[7] != "-" or not _digits(ymd[:4] + ymd[5:7] + ymd[8:]):
         raise ValueError(f"bad date {ymd!r}")
     try:
-        return _civil_day_ns(int(ymd[:4]), int(ymd[5:7]), int(ymd[8:])) // 1_000_000_000
+        return day_start_ns(int(ymd[:4]), int(ymd[5:7]), int(ymd[8:])) // 1_000_000_000
     except ValueError:
         raise ValueError(f"bad date {ymd!r}") from None
 
@@ -202,12 +204,14 @@ def civil_to_ns(year: int, month: int, day: int, tod_us: int) -> int:
     would silently roll it into March; and :class:`OutOfWindowError` for an instant
     outside the window (a year inferred wrong, a ``--timestamps`` prefix in 9999).
     """
-    return check_ns(_civil_day_ns(year, month, day) + tod_us * 1_000)
+    return check_ns(day_start_ns(year, month, day) + tod_us * 1_000)
 
 
 @functools.lru_cache(maxsize=_CACHE_MAX)
-def _civil_day_ns(year: int, month: int, day: int) -> int:
-    """ns since the epoch at 00:00 UTC of a date the calendar has (cached: a log spans a few days)."""
+def day_start_ns(year: int, month: int, day: int) -> int:
+    """ns since the epoch at 00:00 UTC of a date the calendar has (cached: a log spans a few
+    days); ``ValueError`` for a date that year lacks.  Not checked against the window: a
+    caller adds the time of day, then :func:`check_ns`."""
     if not (1 <= month <= 12 and 1 <= day <= calendar.monthrange(year, month)[1]):
         raise ValueError(f"no {year:04d}-{month:02d}-{day:02d}")
     return calendar.timegm((year, month, day, 0, 0, 0, 0, 0, 0)) * 1_000_000_000

@@ -67,8 +67,8 @@ def correlator(*recs: KlogRecord, ready: str | None = "2026-06-29T14:36:47Z") ->
 
 
 def test_facts_share_the_strings_their_lines_repeat() -> None:
-    """The correlator keeps facts until their actuation is assembled: the uid, name, node
-    and error that a requester's lines repeat are one string each."""
+    """The correlator keeps facts until their actuation is assembled: the uid, name and
+    node that a requester's lines repeat are one string each."""
     from fma_otel.facts import dpc_fact
 
     a = dpc_fact(
@@ -79,8 +79,8 @@ def test_facts_share_the_strings_their_lines_repeat() -> None:
         http("14:36:22.000000", "query_sleeping", "2026-06-29T14:36:22Z", "0.001", 503),
         1_782_743_782_000_000_000,
     )
-    assert a is not None and b is not None and a.uid == UID and a.error == "boom"
-    assert a.uid is b.uid and a.name is b.name and a.node is b.node and a.error is b.error
+    assert a is not None and b is not None and a.uid == UID and not a.ok
+    assert a.uid is b.uid and a.name is b.name and a.node is b.node
 
 
 def test_warm_path_with_reclaim_and_missing_serving_answer() -> None:
@@ -259,6 +259,22 @@ def test_year_from_nearest_pod_across_new_year() -> None:
     jan = KlogRecord(2, "I", 1, 1, 30_000_000, 1, "f.go", 1, "m", ())
     assert time.gmtime(y.resolve(dec) // M.S).tm_year == 2026
     assert time.gmtime(y.resolve(jan) // M.S).tm_year == 2027
+
+
+def test_feb_29_resolves_to_the_near_leap_year_else_fails_every_line() -> None:
+    """The year is resolved once a day of log; a day no near year has is never cached, so
+    each of its lines is a counted error (not the first one only)."""
+    import time
+
+    feb29 = KlogRecord(1, "I", 2, 29, 3_600_000_000, 1, "f.go", 1, "m", ())
+    near_leap = YearResolver()
+    near_leap.add_reference(parse_rfc3339_ns("2027-03-01T00:00:00Z"))  # 2026..2028: 2028 has it
+    assert time.gmtime(near_leap.resolve(feb29) // M.S)[:4] == (2028, 2, 29, 1)
+    none_near = YearResolver()
+    none_near.add_reference(parse_rfc3339_ns("2030-03-01T00:00:00Z"))  # 2029..2031: none has it
+    for _ in range(2):
+        with pytest.raises(ValueError, match="no 2030-02-29"):
+            none_near.resolve(feb29)
 
 
 def test_forget_pod_drops_all_state() -> None:

@@ -105,7 +105,7 @@ def test_a_status_code_beyond_any_float_is_a_failed_call() -> None:
     rec = parse_klog_line(CREATE.replace("statusCode=200", "statusCode=" + "9" * 400), 1)
     fact = F.dpc_fact(rec, _T)
     assert fact is not None and fact.kind == F.CREATE
-    assert fact.ok is False and fact.status == 0 and fact.error == "status 0"
+    assert fact.ok is False and fact.status == 0
     # a latency that no float holds, or that no end time in ns does: a counted skip (1e300
     # once raised OverflowError from round(lat * 1e9))
     for lat in ("9" * 400, "1e300", "1e11", "100000001"):

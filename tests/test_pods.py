@@ -305,7 +305,7 @@ def test_the_kept_fields_are_every_field_podfacts_reads():
     def answers(p):
         return (
             P.uid(p), P.name(p), P.namespace(p), P.node_name(p), dict(P.labels(p)),
-            dict(P.annotations(p)), P.created_ns(p), P.requester_link(p), P.resource_version(p),
+            dict(P.annotations(p)), P.created_ns(p), P.resource_version(p),
             P.is_direct_requester(p), P.role(p, {"app": "vllm"}), P.container_started_ns(p, None),
             P.container_started_ns(p, P.REQUESTER_CONTAINER), P.container_names(p),
             [P.condition_true_ns(p, c) for c in ("PodScheduled", "Initialized", "Ready", "ContainersReady")],
