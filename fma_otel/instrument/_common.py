@@ -22,9 +22,14 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+import wrapt
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
-from opentelemetry.instrumentation.utils import is_http_instrumentation_enabled, is_instrumentation_enabled
+from opentelemetry.instrumentation.utils import (
+    is_http_instrumentation_enabled,
+    is_instrumentation_enabled,
+    unwrap,
+)
 from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, StatusCode, TraceFlags
 
 from fma_otel import __version__
@@ -124,6 +129,8 @@ class Wrappers(ABC):
 
     _instance: Wrappers | None = None
     installed = False
+    #: Recording (installed, and not under ``OTEL_SDK_DISABLED``): read by every wrapper.
+    _on = False
 
     def __new__(cls) -> Any:
         if cls.__dict__.get("_instance") is None:
@@ -135,24 +142,42 @@ class Wrappers(ABC):
         """Requirements on the wrapped library, each a ``name >= X.Y`` (``dependency_met``)."""
 
     def install(self, **kwargs: Any) -> None:
-        """Install the wrappers, once (again only after ``uninstall``)."""
-        if not self.installed:
+        """Install the wrappers, once (again only after ``uninstall``); under
+        ``OTEL_SDK_DISABLED`` nothing is wrapped.  This process is the one that records
+        (fork guard); the tracer is resolved at use (``TracerSource``)."""
+        if self.installed:
+            return
+        self.installed = True
+        self._wrapped: list[tuple[Any, str]] = []
+        self._on = not sdk_disabled()
+        if self._on:
+            set_owner_pid()
+            self._tracers = TracerSource(kwargs.get("tracer_provider"))
             self._install(**kwargs)
-            self.installed = True
 
     def uninstall(self) -> None:
         """Restore every original (and stop what the wrappers started)."""
         if self.installed:
+            self._on = False
+            for owner, attr in reversed(self._wrapped):
+                unwrap(owner, attr)
+            self._wrapped = []
             self._uninstall()
             self.installed = False
 
-    @abstractmethod
-    def _install(self, **kwargs: Any) -> None:
-        """Put the wrappers in place (called once per ``install``)."""
+    def wrap(self, owner: Any, attr: str, wrapper: Callable[..., Any]) -> None:
+        """Wrap ``owner.attr`` (a class or module) with ``wrapt``, unless it already is;
+        ``uninstall`` unwraps it."""
+        if not isinstance(vars(owner).get(attr), wrapt.FunctionWrapper):
+            wrapt.wrap_function_wrapper(owner, attr, wrapper)
+            self._wrapped.append((owner, attr))
 
     @abstractmethod
-    def _uninstall(self) -> None:
-        """Restore the originals (called once per ``uninstall``)."""
+    def _install(self, **kwargs: Any) -> None:
+        """Put the wrappers in place (called once per ``install``, when recording)."""
+
+    def _uninstall(self) -> None:  # noqa: B027 - only the launcher starts anything
+        """Stop what the wrappers started, beyond unwrapping (called once per ``uninstall``)."""
 
 
 def lazy_attribute(module: str, name: str, source: str = "fma_otel.instrument.base_instrumentors") -> Any:
@@ -167,17 +192,6 @@ def lazy_attribute(module: str, name: str, source: str = "fma_otel.instrument.ba
         raise AttributeError(f"module {module!r} has no attribute {attr!r}")
 
     return __getattr__
-
-
-def begin(instrumentor: Any, kwargs: dict[str, Any]) -> bool:
-    """The shared start of every ``_instrument``: off under ``OTEL_SDK_DISABLED``; else
-    remember the owning process (fork guard) and the tracer source.  ``True`` to go on."""
-    instrumentor._on = not sdk_disabled()
-    if not instrumentor._on:
-        return False
-    set_owner_pid()
-    instrumentor._tracers = TracerSource(kwargs.get("tracer_provider"))
-    return True
 
 
 #: ``name >= X.Y``: the one form of requirement the wrappers state (a test holds them to it).
@@ -222,7 +236,7 @@ def dependency_met(instrumentor: Any, name: str) -> bool:
     return True
 
 
-def wrap_when_imported(instrumentor: Any, module: str, targets: dict[str, Any]) -> None:
+def wrap_when_imported(instrumentor: Wrappers, module: str, targets: dict[str, Any]) -> None:
     """Wrap ``module``'s ``targets`` (``"Class.method": wrapper``) now if it is imported,
     else when the host imports it (a ``wrapt`` post-import hook).
 
@@ -231,15 +245,13 @@ def wrap_when_imported(instrumentor: Any, module: str, targets: dict[str, Any]) 
     more the bigger the process is (page tables).
     The hook wraps nothing once the instrumentor is off (``uninstrument``), and never twice.
     """
-    import wrapt
 
     def hook(mod: Any) -> None:
-        if not getattr(instrumentor, "_on", False) or not dependency_met(instrumentor, module.split(".")[0]):
+        if not instrumentor._on or not dependency_met(instrumentor, module.split(".")[0]):
             return
         for target, wrapper in targets.items():
             cls_name, attr = target.split(".")
-            if not isinstance(vars(getattr(mod, cls_name)).get(attr), wrapt.FunctionWrapper):
-                wrapt.wrap_function_wrapper(mod, target, wrapper)
+            instrumentor.wrap(getattr(mod, cls_name), attr, wrapper)
 
     wrapt.register_post_import_hook(hook, module)
 

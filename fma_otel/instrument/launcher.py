@@ -46,7 +46,7 @@ from typing import Any, NamedTuple
 import wrapt
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
-from opentelemetry.instrumentation.utils import suppress_instrumentation, unwrap
+from opentelemetry.instrumentation.utils import suppress_instrumentation
 from opentelemetry.propagators.textmap import DefaultGetter
 from opentelemetry.sdk.trace.sampling import (
     ALWAYS_ON,
@@ -814,17 +814,13 @@ class LauncherWrappers(c.Wrappers):
     # ------------------------------------------------------------------ lifecycle
 
     def _install(self, **kwargs: Any) -> None:
-        self._on = False
-        if c.sdk_disabled():
-            return
         try:
             import fastapi  # noqa: F401 - the launcher's own next import: its version is checked
         except ImportError:  # pragma: no cover - nothing to patch then (_patch_stack_builder)
             pass
         if not c.dependency_met(self, "fastapi"):
+            self._on = False
             return
-        c.set_owner_pid()
-        self._tracers = c.TracerSource(kwargs.get("tracer_provider"))
         self.podinfo: PodInfo = kwargs.get("pod_info") or PodInfo()
         self.ordinals = c.OrdinalCounter()
         self._patched_modules: list[ModuleType] = []
@@ -832,21 +828,14 @@ class LauncherWrappers(c.Wrappers):
         self._native_saved: list[tuple[Any, Any]] = []
         self._watches: weakref.WeakKeyDictionary[Any, StartupWatch] = weakref.WeakKeyDictionary()
         self._excluded = _excluded_urls()
+        self._prefetched = False
         self._patch_stack_builder()
         for mod in kwargs.get("modules") or ():
             self.patch_module(mod)
         for mod in launcher_modules():
             self.patch_module(mod)
-        self._on = True
-        self._prefetched = False
 
     def _uninstall(self) -> None:
-        self._on = False
-        for cls, attr in getattr(self, "_stack_targets", []):
-            unwrap(cls, attr)
-        self._stack_targets = []
-        for mod in getattr(self, "_patched_modules", []):
-            _unpatch_module(mod)
         self._patched_modules = []
         for cfg, old in getattr(self, "_native_saved", []):
             cfg["tracing"] = old
@@ -862,7 +851,7 @@ class LauncherWrappers(c.Wrappers):
     # ------------------------------------------------------------------ helpers
 
     def recording(self) -> bool:
-        return getattr(self, "_on", False) and c.active()
+        return self._on and c.active()
 
     def tracer(self) -> trace.Tracer:
         return self._tracers.get()
@@ -879,7 +868,6 @@ class LauncherWrappers(c.Wrappers):
     # ------------------------------------------------------------------ the app
 
     def _patch_stack_builder(self) -> None:
-        self._stack_targets: list[tuple[type, str]] = []
         try:
             import fastapi
         except ImportError:  # pragma: no cover - dependency check prevents this
@@ -890,7 +878,7 @@ class LauncherWrappers(c.Wrappers):
 
             cls = starlette.applications.Starlette
         wrapt.wrap_function_wrapper(cls, "build_middleware_stack", self._build_stack_wrapper)
-        self._stack_targets.append((cls, "build_middleware_stack"))
+        self._wrapped.append((cls, "build_middleware_stack"))
         # Apps whose stack is already built (instrument() called late) rebuild with us.
         for mod in launcher_modules():
             app = vars(mod).get("app")
@@ -906,7 +894,7 @@ class LauncherWrappers(c.Wrappers):
             return stack
 
     def _wrap_stack(self, app: Any, stack: Any) -> Any:
-        if not getattr(self, "_on", False) or isinstance(stack, FmaLauncherMiddleware):
+        if not self._on or isinstance(stack, FmaLauncherMiddleware):
             return stack
         mods = [m for m in launcher_modules() if vars(m).get("app") is app]
         if not mods:
@@ -942,8 +930,8 @@ class LauncherWrappers(c.Wrappers):
             (mgr_cls, "create_instance", self._create_wrapper),
             (mod, "vllm_kickoff", _kickoff_wrapper),
         ):
-            if callable(vars(owner).get(attr)) and not _is_wrapped(owner, attr):
-                wrapt.wrap_function_wrapper(owner, attr, wrapper)
+            if callable(vars(owner).get(attr)):
+                self.wrap(owner, attr, wrapper)
         self._patched_modules.append(mod)
 
     def _create_wrapper(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
@@ -1310,22 +1298,6 @@ def _has_contrib_asgi(stack: Any) -> bool:
             return True
         stack = getattr(stack, "app", None)
     return False
-
-
-def _is_wrapped(owner: Any, attr: str) -> bool:
-    return isinstance(vars(owner).get(attr), wrapt.FunctionWrapper)
-
-
-def _unpatch_module(mod: ModuleType) -> None:
-    d = vars(mod)
-    for owner, attr in (
-        (d.get("VllmInstance"), "start"),
-        (d.get("VllmInstance"), "stop"),
-        (d.get("VllmMultiProcessManager"), "create_instance"),
-        (mod, "vllm_kickoff"),
-    ):
-        if owner is not None and _is_wrapped(owner, attr):
-            unwrap(owner, attr)
 
 
 #: What ``get_excluded_urls("FMA_LAUNCHER")`` reads first (then ``OTEL_PYTHON_EXCLUDED_URLS``).
