@@ -144,9 +144,6 @@ class _RequestState:
     #: The launcher's config object of this create (its secrets are scrubbed from
     #: exception texts); read only when an exception is recorded.
     config: Any = None
-    #: A deferred create (``_PendingSpan``): ``False`` until its span is opened for real
-    #: (or given up on), then ``True`` (``_mark_resolved``); ``None`` for any other.
-    resolved: bool | None = None
     #: What the manager's ``create_instance`` returned: read after the response.
     result: Any = None
 
@@ -267,7 +264,6 @@ class FmaLauncherMiddleware:
         pending = _PendingSpan(self._owner, {}, t0)
         pending.request = (scope, headers, instance_id)  # its attributes: built at ``end``
         st = _RequestState(pending, True, JOIN_PENDING, instance_id)  # type: ignore[arg-type]
-        st.resolved = False
         pending.state = st
         return st, None
 
@@ -673,10 +669,8 @@ class _Resolver:
                     _resolve(pending)
                 except Exception:  # noqa: BLE001 - do no harm
                     c.logger.debug("fma-otel: resolving a deferred create span failed", exc_info=True)
-                    st = pending.state
-                    if st is not None and st.resolved is not None:
-                        st.join = JOIN_FAILED  # its startup span is then not opened
-                        _mark_resolved(st)
+                    if pending.state is not None:
+                        pending.state.join = JOIN_FAILED  # its startup span is then not opened
 
 
 _RESOLVER = _Resolver()
@@ -693,32 +687,9 @@ def _resolve(pending: _PendingSpan) -> None:
     look = owner.podinfo.wait_for(st.instance_id, max(0.0, pending.deadline - time.monotonic()))
     span, join, trace_hex, _ = _open_create(owner, pending.attrs, pending.t0, None, None, look)
     pending.replay(span, attributes=False)  # its attributes were given at the start
-    st.span, st.join, st.trace_hex = span, join, trace_hex
+    st.span, st.trace_hex = span, trace_hex
+    st.join = join  # last: the poller opens the startup span once it is no longer pending
     span.end(end_time=pending.end_time)
-    if st.resolved is not None:
-        _mark_resolved(st)
-
-
-#: Signalled whenever a deferred create span is resolved: what the poller thread waits on
-#: before it opens that create's ``fma.vllm.startup`` (``_StartupOrder.ids``).  One for
-#: all creates rather than an ``Event`` each: an ``Event`` is a condition, a lock and a
-#: deque, kept per create for as long as its Pod answer is awaited (up to ``join_wait``),
-#: all of it memory the fork of every vLLM instance copies the page tables of.
-_RESOLVED = threading.Condition()
-
-
-def _mark_resolved(st: _RequestState) -> None:
-    with _RESOLVED:
-        st.resolved = True
-        _RESOLVED.notify_all()
-
-
-def _wait_resolved(st: _RequestState, timeout: float) -> None:
-    """Wait (bounded) until ``st``'s deferred create span is resolved."""
-    if st.resolved is not False:
-        return  # resolved, or never deferred: the shared lock is not even taken
-    with _RESOLVED:
-        _RESOLVED.wait_for(lambda: st.resolved is not False, timeout)
 
 
 def _config_secrets(cfg: Any) -> list[str]:
@@ -1193,15 +1164,12 @@ class _StartupOrder:
 
     def ids(self) -> tuple[str, str]:
         """(trace id, span id) of the startup span, as hex.  For a deferred create, only
-        once its span is resolved (the poller waits for that, bounded)."""
+        once its span is resolved (the poller opens it once ``ready``)."""
         ids = self._ids
         if ids is None and self.n < 0:
-            st = self.state
-            if st.resolved is not None:
-                _wait_resolved(st, self.owner.podinfo.join_wait + self.owner.podinfo.timeout + 1.0)
-            if st.join in (JOIN_PENDING, JOIN_FAILED):
+            if self.state.join in (JOIN_PENDING, JOIN_FAILED):
                 raise RuntimeError("create span not resolved")
-            self.n = self.owner._startup_ordinal(st)
+            self.n = self.owner._startup_ordinal(self.state)
         if ids is None:
             trace_hex = self.state.trace_hex or format(self.state.span.get_span_context().trace_id, "032x")
             ids = self._ids = (trace_hex, model.span_id_for(trace_hex, STARTUP_SPAN, self.n))
