@@ -18,8 +18,7 @@ import re
 import sys
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, TypeVar
 
 import wrapt
@@ -65,10 +64,6 @@ def _after_fork_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def in_forked_child() -> bool:
-    return _FORKED
 
 
 def active_http_context() -> otel_context.Context | None:
@@ -201,14 +196,12 @@ _RELEASE = re.compile(r"\d+(?:\.\d+)*")
 
 
 def _release(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in text.split("."))
-
-
-def _at_least(version: str, floor: str) -> bool:
-    """PEP 440's ``>=`` between two releases (the shorter padded with zeros)."""
-    v, f = _release(version), _release(floor)
-    width = max(len(v), len(f))
-    return v + (0,) * (width - len(v)) >= f + (0,) * (width - len(f))
+    """A release as a tuple without trailing zeros (``1.0`` -> ``(1,)``), so that tuple
+    order is PEP 440's ``>=`` between releases (the shorter padded with zeros)."""
+    parts = [int(part) for part in text.split(".")]
+    while parts and parts[-1] == 0:
+        parts.pop()
+    return tuple(parts)
 
 
 def dependency_met(instrumentor: Any, name: str) -> bool:
@@ -230,7 +223,7 @@ def dependency_met(instrumentor: Any, name: str) -> bool:
         plain = _AT_LEAST.match(spec)
         if plain is None:
             raise ValueError(f"not a 'name >= X.Y' requirement: {spec!r}")
-        if plain.group(1) == name and not _at_least(release.group(), plain.group(2)):
+        if plain.group(1) == name and _release(release.group()) < _release(plain.group(2)):
             logger.warning("fma-otel: %s %s does not meet %s: not instrumented", name, version, spec)
             return False
     return True
@@ -399,16 +392,6 @@ class OrdinalCounter:
 
     def __len__(self) -> int:
         return len(self._by_trace)
-
-
-@contextmanager
-def attached(ctx: otel_context.Context | None) -> Iterator[None]:
-    """Attach ``ctx`` for a block, tolerating a failed attach or detach (never raises into the host)."""
-    token = attach_safe(ctx)
-    try:
-        yield
-    finally:
-        detach_safe(token)
 
 
 def env_float(name: str, default: float, env: Mapping[str, str] | None = None) -> float:

@@ -80,12 +80,14 @@ class KubernetesClientWrappers(c.Wrappers):
         span = self._begin(args, kwargs)
         if span is None:
             return wrapped(*args, **kwargs)
+        token = c.attach_safe(trace.set_span_in_context(span))
         try:
-            with c.attached(trace.set_span_in_context(span)):
-                response = wrapped(*args, **kwargs)
+            response = wrapped(*args, **kwargs)
         except BaseException as exc:
             self._end(span, None, exc)
             raise
+        finally:
+            c.detach_safe(token)
         self._end(span, response, None)
         return response
 

@@ -970,20 +970,12 @@ class LauncherWrappers(c.Wrappers):
             try:
                 return wrapped(*args, **kwargs)
             except BaseException as exc:
-                watch = self._watches.get(instance)
-                if watch is not None:
-                    watch.fail(
-                        exc,
-                        f"fork failed: {type(exc).__name__}",
-                        _config_secrets(getattr(instance, "config", None)),
-                    )
+                _fork_failed(self._watches.get(instance), instance, exc)
                 raise
         try:
             result = wrapped(*args, **kwargs)
         except BaseException as exc:
-            plan.watch.fail(
-                exc, f"fork failed: {type(exc).__name__}", _config_secrets(getattr(instance, "config", None))
-            )
+            _fork_failed(plan.watch, instance, exc)
             raise
         finally:
             _PENDING_CHILD_ENV = None
@@ -1114,6 +1106,11 @@ class LauncherWrappers(c.Wrappers):
         except Exception:  # noqa: BLE001
             pass
         return wrapped(*args, **kwargs)
+
+
+def _fork_failed(watch: StartupWatch | None, instance: Any, exc: BaseException) -> None:
+    if watch is not None:
+        watch.fork_failed(exc, _config_secrets(getattr(instance, "config", None)))
 
 
 @c.swallow()

@@ -257,14 +257,14 @@ class StartupWatch:
             return
         self._finish(StatusCode.ERROR, reason, end_ns=self._stopped_at)
 
-    def fail(self, exc: BaseException, message: str, secrets: list[str] | None = None) -> None:
+    def fork_failed(self, exc: BaseException, secrets: list[str]) -> None:
         """The fork itself failed: record the exception (scrubbed of the instance's
         ``secrets``) and end with an error."""
         span = self._claim()
         if span is not None:
             try:
-                redact.record_exception(span, exc, secrets or ())
-                span.set_status(Status(StatusCode.ERROR, redact.scrub_text(message, secrets or ())))
+                redact.record_exception(span, exc, secrets)
+                span.set_status(Status(StatusCode.ERROR, f"fork failed: {type(exc).__name__}"))
                 span.end()
             except Exception:  # noqa: BLE001 - do no harm
                 logger.debug("fma-otel: ending fma.vllm.startup failed", exc_info=True)
