@@ -97,8 +97,9 @@ class _Poller:
     """One daemon thread polls every watched instance and follows every instance's log.
 
     What it steps is anything with ``due``, ``interval``, ``poll()`` and ``ended``: each
-    ``StartupWatch`` (``GET /health``) and each ``vllm_phases.PhaseTail`` (the log).  One
-    thread rather than one each: every thread of the launcher is a stack and a ``malloc``
+    ``StartupWatch`` (``GET /health``), each ``vllm_phases.PhaseTail`` (the log) and each
+    create span awaiting its Pod answer (``launcher._PendingSpan``).  One thread rather
+    than one each: every thread of the launcher is a stack and a ``malloc``
     arena of its own, pages the fork of each vLLM instance copies the page tables of.
 
     Registering is O(1) and never waits on a lock the poller holds: the create path
@@ -119,10 +120,6 @@ class _Poller:
         self._thread: threading.Thread | None = None
         self._idle = True
         self._pid = os.getpid()
-
-    @property
-    def thread(self) -> threading.Thread | None:
-        return self._thread
 
     def add(self, item: Any) -> None:
         if self._pid != os.getpid():  # forked: the old thread is gone
