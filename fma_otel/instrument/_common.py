@@ -343,13 +343,10 @@ def end_span(
     span.end()
 
 
-def remote_context(trace_id: str, span_id: str) -> otel_context.Context:
+def remote_context(trace_id: str, span_id: str, flags: int = TraceFlags.SAMPLED) -> otel_context.Context:
     """A context whose parent is the (possibly never emitted here) span ``span_id``."""
     sc = SpanContext(
-        trace_id=int(trace_id, 16),
-        span_id=int(span_id, 16),
-        is_remote=True,
-        trace_flags=TraceFlags(TraceFlags.SAMPLED),
+        trace_id=int(trace_id, 16), span_id=int(span_id, 16), is_remote=True, trace_flags=TraceFlags(flags)
     )
     return trace.set_span_in_context(NonRecordingSpan(sc), otel_context.Context())
 
@@ -364,12 +361,11 @@ MAX_COUNTED_TRACES = 256
 
 class OrdinalCounter:
     """Counts spans of each name per trace (the ``n`` of the span-id rule), for the
-    ``max_traces`` traces used last: the launcher's create and start-up spans, the vLLM
-    phases' (``vllm_phases``)."""
+    ``MAX_COUNTED_TRACES`` traces used last: the launcher's create and start-up spans,
+    the vLLM phases' (``vllm_phases``)."""
 
-    def __init__(self, max_traces: int = MAX_COUNTED_TRACES) -> None:
+    def __init__(self) -> None:
         self._by_trace: OrderedDict[str, dict[str, int]] = OrderedDict()
-        self._max = max_traces
 
     def get(self, trace_id: str) -> dict[str, int]:
         """How many spans of each name the trace has had so far (a copy)."""
@@ -381,7 +377,7 @@ class OrdinalCounter:
         for name in names:
             seen[name] = seen.get(name, 0) + 1
         self._by_trace[trace_id] = seen
-        while len(self._by_trace) > self._max:
+        while len(self._by_trace) > MAX_COUNTED_TRACES:
             self._by_trace.popitem(last=False)
 
     def next(self, trace_id: str, name: str) -> int:

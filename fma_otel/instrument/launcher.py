@@ -53,7 +53,7 @@ from opentelemetry.sdk.trace.sampling import (
     StaticSampler,
     TraceIdRatioBased,
 )
-from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, TraceFlags
+from opentelemetry.trace import SpanContext, SpanKind, Status, TraceFlags
 
 from fma_otel import model
 from fma_otel.instrument import _common as c
@@ -1212,11 +1212,8 @@ def _parent_based(tracer: Any) -> bool:
 def _child_env_for(trace_hex: str, span_id: str, flags: int) -> dict[str, str]:
     """The trace context as environment variables: what the global propagator injects,
     keys upper-cased (the OpenTelemetry environment-carrier convention, ``TRACEPARENT``)."""
-    sc = SpanContext(
-        trace_id=int(trace_hex, 16), span_id=int(span_id, 16), is_remote=False, trace_flags=TraceFlags(flags)
-    )
     carrier: dict[str, str] = {}
-    propagate.inject(carrier, context=trace.set_span_in_context(NonRecordingSpan(sc), _ROOT))
+    propagate.inject(carrier, context=c.remote_context(trace_hex, span_id, flags))
     env = {k.upper(): v for k, v in carrier.items()}
     if (os.environ.get("OTEL_SERVICE_NAME") or model.SERVICE_LAUNCHER) == model.SERVICE_LAUNCHER:
         env["OTEL_SERVICE_NAME"] = "vllm"  # the launcher's default name is not the child's
