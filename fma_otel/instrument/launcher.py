@@ -631,7 +631,7 @@ class _PendingSpan(_Buffered):
         if not _PENDING_ATEXIT:  # first use: after the SDK's own exit hook, so runs before it
             _PENDING_ATEXIT = True
             atexit.register(resolve_pending)
-        _PENDING.add(self)
+        _PENDING.append(self)
         _POLLER.add(self)
 
     def poll(self) -> None:
@@ -648,7 +648,8 @@ class _PendingSpan(_Buffered):
             if self.ended:
                 return
             self.ended = True
-            _PENDING.discard(self)
+            with contextlib.suppress(ValueError):
+                _PENDING.remove(self)
             st = self.state
             assert st is not None
             try:
@@ -664,8 +665,9 @@ class _PendingSpan(_Buffered):
                 st.join = JOIN_FAILED  # its startup span is then not opened
 
 
-#: Deferred creates not resolved yet (settled at shutdown), and the one lock resolving takes.
-_PENDING: set[_PendingSpan] = set()
+#: Deferred creates not resolved yet, in order (settled at shutdown; a list: it gives its
+#: memory back as they are resolved), and the one lock resolving takes.
+_PENDING: list[_PendingSpan] = []
 _RESOLVING = threading.Lock()
 _PENDING_ATEXIT = False
 
