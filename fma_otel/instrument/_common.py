@@ -361,11 +361,12 @@ MAX_COUNTED_TRACES = 256
 
 class OrdinalCounter:
     """Counts spans of each name per trace (the ``n`` of the span-id rule), for the
-    ``MAX_COUNTED_TRACES`` traces used last: the launcher's create and start-up spans,
-    the vLLM phases' (``vllm_phases``)."""
+    ``max_traces`` traces used last: the launcher's create and start-up spans, the vLLM
+    phases' (``vllm_phases``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_traces: int = MAX_COUNTED_TRACES) -> None:
         self._by_trace: OrderedDict[str, dict[str, int]] = OrderedDict()
+        self._max = max_traces
 
     def get(self, trace_id: str) -> dict[str, int]:
         """How many spans of each name the trace has had so far (a copy)."""
@@ -377,7 +378,7 @@ class OrdinalCounter:
         for name in names:
             seen[name] = seen.get(name, 0) + 1
         self._by_trace[trace_id] = seen
-        while len(self._by_trace) > MAX_COUNTED_TRACES:
+        while len(self._by_trace) > self._max:
             self._by_trace.popitem(last=False)
 
     def next(self, trace_id: str, name: str) -> int:
