@@ -297,10 +297,10 @@ class FmaLauncherMiddleware:
         owner = self._owner
         tracer = owner.tracer()
         if _defer_attributes(tracer) and _forcing(tracer):
-            join_attrs: dict[str, Any] = {}
+            join_attrs: dict[str, Any] = {}  # then what the request records on it
             join, trace_hex, parent, span_id = _decide(owner, join_attrs, parent, psc, look)
-            span = _LateSpan(tracer, parent, trace_hex, span_id, t0)
-            span.request, span.join_attrs = (scope, headers, instance_id), join_attrs
+            span = _LateSpan(join_attrs, tracer, parent, trace_hex, span_id, t0)
+            span.request = (scope, headers, instance_id)
             return _RequestState(span, True, join, instance_id, trace_hex), trace.set_span_in_context(
                 span, parent
             )
@@ -488,11 +488,10 @@ class _Buffered(trace.Span):
             self.events = []
         self.events.append((name, dict(attributes or {}), timestamp or time.time_ns()))
 
-    def request_attributes(self, join: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The create span's attributes from its request, then ``join``'s, then what the
-        request set on it (the order a span given them at its start has)."""
+    def request_attributes(self) -> dict[str, Any]:
+        """The create span's attributes from its request, then those kept here (the join's,
+        then what the request set on it: the order a span given them at its start has)."""
         attrs = _create_attrs(*self.request) if self.request is not None else {}
-        attrs.update(join or {})
         attrs.update(self.attrs)
         return attrs
 
@@ -526,13 +525,14 @@ class _LateSpan(_Buffered):
     ``_defer_attributes``), so the child's flags are the span's.
     """
 
-    __slots__ = ("tracer", "parent", "sc", "own_trace", "join_attrs")
+    __slots__ = ("tracer", "parent", "sc", "own_trace")
 
-    def __init__(self, tracer: Any, parent: Any, trace_hex: str, span_id: str | None, t0: int) -> None:
-        super().__init__({}, t0)
+    def __init__(
+        self, attrs: dict[str, Any], tracer: Any, parent: Any, trace_hex: str, span_id: str | None, t0: int
+    ) -> None:
+        super().__init__(attrs, t0)
         self.tracer = tracer
         self.parent = parent
-        self.join_attrs: dict[str, Any] = {}
         gen = tracer.id_generator
         #: A trace of its own: the random trace id the span must be given.
         self.own_trace = 0 if trace_hex else gen.generate_trace_id()
@@ -588,7 +588,7 @@ def _open_late(st: _RequestState) -> None:
             span_id=format(sc.span_id, "016x"),
             trace_id=late.own_trace or None,
         )
-        span.set_attributes(late.request_attributes(late.join_attrs))
+        span.set_attributes(late.request_attributes())
         late.replay(span, attributes=False)
         st.span = span
     except Exception:  # noqa: BLE001 - do no harm
