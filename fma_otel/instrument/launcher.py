@@ -602,9 +602,7 @@ class _PendingSpan(_Buffered):
     instant, derived ids once the Pod answer is known - and replays it all.  The request
     never waits on the API server."""
 
-    __slots__ = ("owner", "end_time", "state", "deadline", "due")
-    #: How often the poller looks (``None``: its default).
-    interval = None
+    __slots__ = ("owner", "end_time", "state", "deadline", "due", "interval", "ended")
 
     def __init__(self, owner: LauncherWrappers, attrs: dict[str, Any], t0: int) -> None:
         super().__init__(attrs, t0)
@@ -614,12 +612,10 @@ class _PendingSpan(_Buffered):
         #: ``time.monotonic()`` until which its Pod answer is waited for, counted from its
         #: own end (set there): creates deferred together do not wait in turn.
         self.deadline = 0.0
-        self.due = 0.0  # when the poller looks next
-
-    @property
-    def ended(self) -> bool:
-        """Resolved (the poller drops it)."""
-        return self.state is None or self.state.join != JOIN_PENDING
+        #: The poller's: when to look again, how often (its default), and done.
+        self.due = 0.0
+        self.interval: float | None = None
+        self.ended = False
 
     def get_span_context(self) -> SpanContext:
         return trace.INVALID_SPAN_CONTEXT
@@ -649,11 +645,13 @@ class _PendingSpan(_Buffered):
         """Open and end the real create span, once (the poller, or the app's shutdown);
         ``look`` ``None``: the answer is not known, and the span says why."""
         with _RESOLVING:
-            st = self.state
-            if st is None or st.join != JOIN_PENDING:
+            if self.ended:
                 return
+            self.ended = True
             with contextlib.suppress(ValueError):
                 _PENDING.remove(self)
+            st = self.state
+            assert st is not None
             try:
                 if look is None:
                     look = self.owner.podinfo.not_known()
