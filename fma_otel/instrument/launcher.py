@@ -631,7 +631,7 @@ class _PendingSpan(_Buffered):
         if not _PENDING_ATEXIT:  # first use: after the SDK's own exit hook, so runs before it
             _PENDING_ATEXIT = True
             atexit.register(resolve_pending)
-        _PENDING.append(self)
+        _PENDING.add(self)
         _POLLER.add(self)
 
     def poll(self) -> None:
@@ -648,8 +648,7 @@ class _PendingSpan(_Buffered):
             if self.ended:
                 return
             self.ended = True
-            with contextlib.suppress(ValueError):
-                _PENDING.remove(self)
+            _PENDING.discard(self)
             st = self.state
             assert st is not None
             try:
@@ -665,9 +664,8 @@ class _PendingSpan(_Buffered):
                 st.join = JOIN_FAILED  # its startup span is then not opened
 
 
-#: Deferred creates not resolved yet, in order (settled at shutdown; a list: it gives its
-#: memory back as they are resolved), and the one lock resolving takes.
-_PENDING: list[_PendingSpan] = []
+#: Deferred creates not resolved yet (settled at shutdown), and the one lock resolving takes.
+_PENDING: set[_PendingSpan] = set()
 _RESOLVING = threading.Lock()
 _PENDING_ATEXIT = False
 

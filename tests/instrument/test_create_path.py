@@ -230,7 +230,7 @@ def test_a_deferred_create_waits_until_its_own_deadline_then_says_why(tracing: T
             pending.state = L._RequestState(pending, True, L.JOIN_PENDING, iid)  # type: ignore[arg-type]
             pending.end_time = time.time_ns()
             pending.deadline = time.monotonic() + deadline_in
-            L._PENDING.append(pending)
+            L._PENDING.add(pending)
             pending.poll()
             pendings.append(pending)
         late, fresh = pendings
