@@ -32,6 +32,7 @@ import contextlib
 import contextvars
 import json
 import os
+import queue
 import re
 import sys
 import threading
@@ -45,6 +46,7 @@ from typing import Any, NamedTuple
 import wrapt
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
+from opentelemetry.instrumentation.utils import suppress_instrumentation
 from opentelemetry.propagators.textmap import DefaultGetter
 from opentelemetry.sdk.trace.sampling import (
     ALWAYS_ON,
@@ -60,7 +62,7 @@ from fma_otel.instrument import _common as c
 from fma_otel.instrument import redact, vllm_phases
 from fma_otel.instrument.ids import DerivedIdGenerator
 from fma_otel.instrument.podinfo import PodInfo, PodLookup
-from fma_otel.instrument.vllm_watch import _POLLER, A_LAG_HINT, A_PORT, LAG_RULE, StartupWatch, instance_port
+from fma_otel.instrument.vllm_watch import A_LAG_HINT, A_PORT, LAG_RULE, StartupWatch, instance_port
 
 # Span names come from the model, never spelled here.
 CREATE_SPAN = model.SPANS_BY_NAME["fma.launcher.create_instance"].name
@@ -211,7 +213,9 @@ class FmaLauncherMiddleware:
         owner = self._owner
 
         async def lifespan_send(message: dict[str, Any]) -> None:
-            if message.get("type") in ("lifespan.shutdown.complete", "lifespan.shutdown.failed"):
+            if message.get("type") == "lifespan.startup.complete":
+                owner.podinfo.closing = False  # served again (an app restarted in-process)
+            elif message.get("type") in ("lifespan.shutdown.complete", "lifespan.shutdown.failed"):
                 try:
                     await asyncio.to_thread(owner.at_shutdown)
                 except Exception:  # noqa: BLE001 - do no harm
@@ -597,85 +601,95 @@ def _open_late(st: _RequestState) -> None:
 
 class _PendingSpan(_Buffered):
     """Stands in for a deferred create span (``_defer_create``) during the request: keeps
-    what the request records, and on ``end`` hands itself to the startup poller
-    (``vllm_watch._Poller``, no thread of its own), which opens the real span - receipt
-    instant, derived ids once the Pod answer is known - and replays it all.  The request
-    never waits on the API server."""
+    what the request records, and on ``end`` queues itself for the resolver thread, which
+    opens the real span - receipt instant, derived ids once the Pod answer is known - and
+    replays it all.  The request never waits on the API server."""
 
-    __slots__ = ("owner", "end_time", "state", "deadline", "due", "interval", "ended")
+    __slots__ = ("owner", "end_time", "state", "deadline")
 
     def __init__(self, owner: LauncherWrappers, attrs: dict[str, Any], t0: int) -> None:
         super().__init__(attrs, t0)
         self.owner = owner
         self.end_time: int | None = None
         self.state: _RequestState | None = None
-        #: ``time.monotonic()`` until which its Pod answer is waited for, counted from its
-        #: own end (set there): creates deferred together do not wait in turn.
+        #: ``time.monotonic()`` until which its Pod answer is waited for (set at ``end``).
         self.deadline = 0.0
-        #: The poller's: when to look again, how often (its default), and done.
-        self.due = 0.0
-        self.interval: float | None = None
-        self.ended = False
 
     def get_span_context(self) -> SpanContext:
         return trace.INVALID_SPAN_CONTEXT
 
     def end(self, end_time: int | None = None) -> None:
-        global _PENDING_ATEXIT
         self.end_time = end_time or time.time_ns()
-        podinfo = self.owner.podinfo
-        self.deadline = time.monotonic() + podinfo.join_wait
+        self.deadline = time.monotonic() + self.owner.podinfo.join_wait
         if self.request is not None:  # the join's attributes are added when it is opened
             self.attrs, self.request = self.request_attributes(), None
-        podinfo.kick()
-        if not _PENDING_ATEXIT:  # first use: after the SDK's own exit hook, so runs before it
-            _PENDING_ATEXIT = True
-            atexit.register(resolve_pending)
-        _PENDING.add(self)
-        _POLLER.add(self)
-
-    def poll(self) -> None:
-        """The poller's step: open the span once the Pod answer describes this create, or
-        at its deadline without one."""
-        look = self.owner.podinfo.cached(self.state.instance_id if self.state is not None else None)
-        if look is not None or time.monotonic() >= self.deadline:
-            self.resolve(look)
-
-    def resolve(self, look: PodLookup | None) -> None:
-        """Open and end the real create span, once (the poller, or the app's shutdown);
-        ``look`` ``None``: the answer is not known, and the span says why."""
-        with _RESOLVING:
-            if self.ended:
-                return
-            self.ended = True
-            _PENDING.discard(self)
-            st = self.state
-            assert st is not None
-            try:
-                if look is None:
-                    look = self.owner.podinfo.not_known()
-                span, join, trace_hex, _ = _open_create(self.owner, self.attrs, self.t0, None, None, look)
-                self.replay(span, attributes=False)  # its attributes were given at the start
-                st.span, st.trace_hex = span, trace_hex
-                st.join = join  # last: the poller opens the startup span once it is no longer pending
-                span.end(end_time=self.end_time)
-            except Exception:  # noqa: BLE001 - do no harm
-                c.logger.debug("fma-otel: resolving a deferred create span failed", exc_info=True)
-                st.join = JOIN_FAILED  # its startup span is then not opened
+        _RESOLVER.put(self)
 
 
-#: Deferred creates not resolved yet (settled at shutdown), and the one lock resolving takes.
-_PENDING: set[_PendingSpan] = set()
-_RESOLVING = threading.Lock()
-_PENDING_ATEXIT = False
+class _Resolver:
+    """One daemon thread that opens deferred create spans, in order (see ``_PendingSpan``)."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[_PendingSpan | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._podinfos: weakref.WeakSet[PodInfo] = weakref.WeakSet()
+        self._atexit = False
+
+    def put(self, pending: _PendingSpan) -> None:
+        self._queue.put(pending)
+        self._podinfos.add(pending.owner.podinfo)
+        if self._thread is None or not self._thread.is_alive():
+            with self._lock:
+                if self._thread is None or not self._thread.is_alive():
+                    if not self._atexit:  # first use: after the SDK's own exit hook, so runs before it
+                        self._atexit = True
+                        atexit.register(self.close)
+                    self._thread = threading.Thread(target=self._run, name="fma-otel-join", daemon=True)
+                    self._thread.start()
+
+    def close(self, timeout: float = 2.0) -> None:
+        """At exit: stop waiting for Pod answers, and open and end every queued span now
+        (those still unresolved say why in ``fma.join.reason``) before the SDK flushes."""
+        for pi in list(self._podinfos):
+            pi.closing = True
+            pi._notify()
+        thread = self._thread
+        if thread is not None and thread.is_alive():
+            self._queue.put(None)
+            thread.join(timeout)
+
+    def _run(self) -> None:
+        with suppress_instrumentation():
+            while True:
+                pending = self._queue.get()
+                if pending is None:
+                    return
+                try:
+                    _resolve(pending)
+                except Exception:  # noqa: BLE001 - do no harm
+                    c.logger.debug("fma-otel: resolving a deferred create span failed", exc_info=True)
+                    if pending.state is not None:
+                        pending.state.join = JOIN_FAILED  # its startup span is then not opened
 
 
-def resolve_pending() -> None:
-    """At shutdown or exit: open and end every deferred create span now (those whose Pod
-    answer is still unknown say why in ``fma.join.reason``), before the SDK flushes."""
-    for pending in list(_PENDING):
-        st = pending.state
-        pending.resolve(pending.owner.podinfo.cached(st.instance_id if st is not None else None))
+_RESOLVER = _Resolver()
+
+
+def _resolve(pending: _PendingSpan) -> None:
+    """Open and end the real create span of a deferred create (on the resolver thread)."""
+    st = pending.state
+    assert st is not None
+    owner = pending.owner
+    # Its own deadline, counted from its end, not from when the resolver got to it: creates
+    # queued behind one that waited do not wait again in turn (a backlog of spans - each
+    # holding its instance's process and sentinel pipe - would grow with the create rate).
+    look = owner.podinfo.wait_for(st.instance_id, max(0.0, pending.deadline - time.monotonic()))
+    span, join, trace_hex, _ = _open_create(owner, pending.attrs, pending.t0, None, None, look)
+    pending.replay(span, attributes=False)  # its attributes were given at the start
+    st.span, st.trace_hex = span, trace_hex
+    st.join = join  # last: the poller opens the startup span once it is no longer pending
+    span.end(end_time=pending.end_time)
 
 
 def _config_secrets(cfg: Any) -> list[str]:
@@ -816,7 +830,7 @@ class LauncherWrappers(c.Wrappers):
     def at_shutdown(self, timeout_s: float = 2.0) -> None:
         """The app is shutting down: open and end every deferred create span now (those
         still unresolved say why), then flush the provider, each bounded by ``timeout_s``."""
-        resolve_pending()
+        _RESOLVER.close(timeout_s)
         provider = self._tracers.provider or trace.get_tracer_provider()
         flush = getattr(provider, "force_flush", None)
         if callable(flush):

@@ -14,8 +14,7 @@ the Pod at start-up and then *watches* it (a field-selected watch of this one Po
 binding - which the DPC writes before it sends the create - is usually known when the
 create arrives (``cached``, no I/O).  When it is not (the watch is late, the API server
 is hung or down), the launcher answers the create at once and resolves the span after the
-response (the launcher's poller looks at ``cached`` until ``join_wait`` has passed, then
-takes ``not_known``), parenting by the derived ids.
+response (``wait_for``, on its own thread), parenting by the derived ids.
 
 An *unbound* answer (the Pod was read, but has no requester annotation) is never reused
 for a create, nor one whose ``instance-id`` is another create's: the create then waits
@@ -155,10 +154,13 @@ class PodInfo:
         self._watch = watch if watch is not None else (_default_watch if fetch is None else None)
         self.join_wait = env_float(ENV_WAIT, 10.0, e)
         self.refresh = env_float(ENV_REFRESH, 5.0, e)
+        self._changed = threading.Condition()
         self._kick = threading.Event()
         #: Set by ``stop``: the only thing that ends a backoff early.
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        #: Set at exit: ``wait_for`` stops waiting (the process is going away).
+        self.closing = False
         self._stopped = False
         #: True while a watch streams: its answer is current however old it is.
         self._watching = False
@@ -190,15 +192,21 @@ class PodInfo:
 
     def lookup(self, instance_id: str | None = None, *, force: bool = False) -> PodLookup:
         """The cached answer for this create (``cached``), else - or with ``force`` - the
-        Pod read now (blocking, bounded by ``timeout``).  In the launcher only the background
-        thread reads (``_run``); a create only looks at ``cached``."""
+        Pod read now (blocking, bounded by ``timeout``).  In the launcher the background thread
+        reads (``_run``); a create looks at ``cached``, or reads through ``wait_for`` (off the
+        request path) only when that thread is not running."""
         if not self.pod_name or not self.namespace:
             self._last = PodLookup(reason="POD_NAME/NAMESPACE not set (downward API missing)")
             return self._last
         hit = None if force else self.cached(instance_id)
         if hit is None:
             hit = self._last = self._do_fetch()
+            self._notify()
         return hit
+
+    def _notify(self) -> None:
+        with self._changed:
+            self._changed.notify_all()
 
     def _on_pod(self, data: dict[str, Any]) -> None:
         """A watch event: the Pod as it is now (or, for a bookmark, just a newer version)."""
@@ -207,6 +215,7 @@ class PodInfo:
         if data.get("bookmark"):
             return
         self._last = self._answer(data)
+        self._notify()
 
     def _do_fetch(self) -> PodLookup:
         assert self.pod_name and self.namespace
@@ -242,8 +251,26 @@ class PodInfo:
         if not self._kick.is_set():
             self._kick.set()
 
-    def not_known(self) -> PodLookup:
-        """The answer for a create whose binding was not learned within ``join_wait``: why."""
+    def wait_for(self, instance_id: str | None, timeout: float | None = None) -> PodLookup:
+        """The answer for this create, waiting up to ``timeout`` (default ``join_wait``)
+        for the background thread to learn it.  Call only off the request path."""
+        if not self.pod_name or not self.namespace:
+            return self.lookup(instance_id)
+        deadline = time.monotonic() + (self.join_wait if timeout is None else timeout)
+        thread = self._thread
+        if thread is None or not thread.is_alive():
+            hit = self.cached(instance_id)
+            return hit if hit is not None else self.lookup(instance_id)
+        self.kick()
+        with self._changed:
+            while True:
+                hit = self.cached(instance_id)
+                left = deadline - time.monotonic()
+                if hit is not None or left <= 0 or self.closing:
+                    break
+                self._changed.wait(left)
+        if hit is not None:
+            return hit
         last = self._last
         why = last.reason if last is not None and last.reason else "no answer from the API server yet"
         return PodLookup(
@@ -259,7 +286,7 @@ class PodInfo:
             return
         if self._thread is not None and self._thread.is_alive():
             return
-        self._stopped = False
+        self._stopped = self.closing = False
         self._kick.clear()
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="fma-otel-podinfo", daemon=True)
@@ -267,9 +294,10 @@ class PodInfo:
 
     def stop(self) -> None:
         """End the background thread after its current read or watch (``uninstrument``)."""
-        self._stopped = True
+        self._stopped = self.closing = True
         self._stop.set()
         self._kick.set()
+        self._notify()
 
     #: A watch that ends (or is refused as too old) sooner than this after it began counts
     #: as a failure for the backoff: a server or proxy that closes every watch at once must

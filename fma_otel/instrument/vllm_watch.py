@@ -97,9 +97,8 @@ class _Poller:
     """One daemon thread polls every watched instance and follows every instance's log.
 
     What it steps is anything with ``due``, ``interval``, ``poll()`` and ``ended``: each
-    ``StartupWatch`` (``GET /health``), each ``vllm_phases.PhaseTail`` (the log) and each
-    create span awaiting its Pod answer (``launcher._PendingSpan``).  One thread rather
-    than one each: every thread of the launcher is a stack and a ``malloc``
+    ``StartupWatch`` (``GET /health``) and each ``vllm_phases.PhaseTail`` (the log).  One
+    thread rather than one each: every thread of the launcher is a stack and a ``malloc``
     arena of its own, pages the fork of each vLLM instance copies the page tables of.
 
     Registering is O(1) and never waits on a lock the poller holds: the create path
