@@ -63,12 +63,8 @@ class PodLookup:
 
 def parse_requester(value: str | None) -> tuple[str | None, str | None]:
     """``"<uid> <name>"`` -> (uid, name); tolerant of a bare uid."""
-    if not value:
-        return None, None
-    parts = value.split()
-    if not parts:
-        return None, None
-    return parts[0], (parts[1] if len(parts) > 1 else None)
+    parts = (value or "").split()
+    return (parts[0] if parts else None), (parts[1] if len(parts) > 1 else None)
 
 
 _API: Any = None
