@@ -18,13 +18,17 @@ import re
 import sys
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, TypeVar
 
+import wrapt
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
-from opentelemetry.instrumentation.utils import is_http_instrumentation_enabled, is_instrumentation_enabled
+from opentelemetry.instrumentation.utils import (
+    is_http_instrumentation_enabled,
+    is_instrumentation_enabled,
+    unwrap,
+)
 from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, StatusCode, TraceFlags
 
 from fma_otel import __version__
@@ -60,10 +64,6 @@ def _after_fork_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def in_forked_child() -> bool:
-    return _FORKED
 
 
 def active_http_context() -> otel_context.Context | None:
@@ -124,6 +124,8 @@ class Wrappers(ABC):
 
     _instance: Wrappers | None = None
     installed = False
+    #: Recording (installed, and not under ``OTEL_SDK_DISABLED``): read by every wrapper.
+    _on = False
 
     def __new__(cls) -> Any:
         if cls.__dict__.get("_instance") is None:
@@ -135,24 +137,42 @@ class Wrappers(ABC):
         """Requirements on the wrapped library, each a ``name >= X.Y`` (``dependency_met``)."""
 
     def install(self, **kwargs: Any) -> None:
-        """Install the wrappers, once (again only after ``uninstall``)."""
-        if not self.installed:
+        """Install the wrappers, once (again only after ``uninstall``); under
+        ``OTEL_SDK_DISABLED`` nothing is wrapped.  This process is the one that records
+        (fork guard); the tracer is resolved at use (``TracerSource``)."""
+        if self.installed:
+            return
+        self.installed = True
+        self._wrapped: list[tuple[Any, str]] = []
+        self._on = not sdk_disabled()
+        if self._on:
+            set_owner_pid()
+            self._tracers = TracerSource(kwargs.get("tracer_provider"))
             self._install(**kwargs)
-            self.installed = True
 
     def uninstall(self) -> None:
         """Restore every original (and stop what the wrappers started)."""
         if self.installed:
+            self._on = False
+            for owner, attr in reversed(self._wrapped):
+                unwrap(owner, attr)
+            self._wrapped = []
             self._uninstall()
             self.installed = False
 
-    @abstractmethod
-    def _install(self, **kwargs: Any) -> None:
-        """Put the wrappers in place (called once per ``install``)."""
+    def wrap(self, owner: Any, attr: str, wrapper: Callable[..., Any]) -> None:
+        """Wrap ``owner.attr`` (a class or module) with ``wrapt``, unless it already is;
+        ``uninstall`` unwraps it."""
+        if not isinstance(vars(owner).get(attr), wrapt.FunctionWrapper):
+            wrapt.wrap_function_wrapper(owner, attr, wrapper)
+            self._wrapped.append((owner, attr))
 
     @abstractmethod
-    def _uninstall(self) -> None:
-        """Restore the originals (called once per ``uninstall``)."""
+    def _install(self, **kwargs: Any) -> None:
+        """Put the wrappers in place (called once per ``install``, when recording)."""
+
+    def _uninstall(self) -> None:  # noqa: B027 - only the launcher starts anything
+        """Stop what the wrappers started, beyond unwrapping (called once per ``uninstall``)."""
 
 
 def lazy_attribute(module: str, name: str, source: str = "fma_otel.instrument.base_instrumentors") -> Any:
@@ -169,17 +189,6 @@ def lazy_attribute(module: str, name: str, source: str = "fma_otel.instrument.ba
     return __getattr__
 
 
-def begin(instrumentor: Any, kwargs: dict[str, Any]) -> bool:
-    """The shared start of every ``_instrument``: off under ``OTEL_SDK_DISABLED``; else
-    remember the owning process (fork guard) and the tracer source.  ``True`` to go on."""
-    instrumentor._on = not sdk_disabled()
-    if not instrumentor._on:
-        return False
-    set_owner_pid()
-    instrumentor._tracers = TracerSource(kwargs.get("tracer_provider"))
-    return True
-
-
 #: ``name >= X.Y``: the one form of requirement the wrappers state (a test holds them to it).
 _AT_LEAST = re.compile(r"^\s*([A-Za-z0-9_.-]+)\s*>=\s*(\d+(?:\.\d+)*)\s*$")
 #: The release at the start of a ``__version__`` (``1.0.0rc1`` -> ``1.0.0``).
@@ -187,14 +196,12 @@ _RELEASE = re.compile(r"\d+(?:\.\d+)*")
 
 
 def _release(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in text.split("."))
-
-
-def _at_least(version: str, floor: str) -> bool:
-    """PEP 440's ``>=`` between two releases (the shorter padded with zeros)."""
-    v, f = _release(version), _release(floor)
-    width = max(len(v), len(f))
-    return v + (0,) * (width - len(v)) >= f + (0,) * (width - len(f))
+    """A release as a tuple without trailing zeros (``1.0`` -> ``(1,)``), so that tuple
+    order is PEP 440's ``>=`` between releases (the shorter padded with zeros)."""
+    parts = [int(part) for part in text.split(".")]
+    while parts and parts[-1] == 0:
+        parts.pop()
+    return tuple(parts)
 
 
 def dependency_met(instrumentor: Any, name: str) -> bool:
@@ -216,13 +223,13 @@ def dependency_met(instrumentor: Any, name: str) -> bool:
         plain = _AT_LEAST.match(spec)
         if plain is None:
             raise ValueError(f"not a 'name >= X.Y' requirement: {spec!r}")
-        if plain.group(1) == name and not _at_least(release.group(), plain.group(2)):
+        if plain.group(1) == name and _release(release.group()) < _release(plain.group(2)):
             logger.warning("fma-otel: %s %s does not meet %s: not instrumented", name, version, spec)
             return False
     return True
 
 
-def wrap_when_imported(instrumentor: Any, module: str, targets: dict[str, Any]) -> None:
+def wrap_when_imported(instrumentor: Wrappers, module: str, targets: dict[str, Any]) -> None:
     """Wrap ``module``'s ``targets`` (``"Class.method": wrapper``) now if it is imported,
     else when the host imports it (a ``wrapt`` post-import hook).
 
@@ -231,15 +238,13 @@ def wrap_when_imported(instrumentor: Any, module: str, targets: dict[str, Any]) 
     more the bigger the process is (page tables).
     The hook wraps nothing once the instrumentor is off (``uninstrument``), and never twice.
     """
-    import wrapt
 
     def hook(mod: Any) -> None:
-        if not getattr(instrumentor, "_on", False) or not dependency_met(instrumentor, module.split(".")[0]):
+        if not instrumentor._on or not dependency_met(instrumentor, module.split(".")[0]):
             return
         for target, wrapper in targets.items():
             cls_name, attr = target.split(".")
-            if not isinstance(vars(getattr(mod, cls_name)).get(attr), wrapt.FunctionWrapper):
-                wrapt.wrap_function_wrapper(mod, target, wrapper)
+            instrumentor.wrap(getattr(mod, cls_name), attr, wrapper)
 
     wrapt.register_post_import_hook(hook, module)
 
@@ -338,13 +343,10 @@ def end_span(
     span.end()
 
 
-def remote_context(trace_id: str, span_id: str) -> otel_context.Context:
+def remote_context(trace_id: str, span_id: str, flags: int = TraceFlags.SAMPLED) -> otel_context.Context:
     """A context whose parent is the (possibly never emitted here) span ``span_id``."""
     sc = SpanContext(
-        trace_id=int(trace_id, 16),
-        span_id=int(span_id, 16),
-        is_remote=True,
-        trace_flags=TraceFlags(TraceFlags.SAMPLED),
+        trace_id=int(trace_id, 16), span_id=int(span_id, 16), is_remote=True, trace_flags=TraceFlags(flags)
     )
     return trace.set_span_in_context(NonRecordingSpan(sc), otel_context.Context())
 
@@ -387,16 +389,6 @@ class OrdinalCounter:
 
     def __len__(self) -> int:
         return len(self._by_trace)
-
-
-@contextmanager
-def attached(ctx: otel_context.Context | None) -> Iterator[None]:
-    """Attach ``ctx`` for a block, tolerating a failed attach or detach (never raises into the host)."""
-    token = attach_safe(ctx)
-    try:
-        yield
-    finally:
-        detach_safe(token)
 
 
 def env_float(name: str, default: float, env: Mapping[str, str] | None = None) -> float:

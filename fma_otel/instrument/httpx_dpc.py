@@ -18,13 +18,11 @@ layer is always outside contrib's transport layer; it silences that inner layer 
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Collection
 from typing import Any
 
-import wrapt
 from opentelemetry import trace
-from opentelemetry.instrumentation.utils import suppress_http_instrumentation, unwrap
+from opentelemetry.instrumentation.utils import suppress_http_instrumentation
 from opentelemetry.trace import SpanKind
 
 from fma_otel import model
@@ -75,16 +73,7 @@ class HttpxDpcWrappers(c.Wrappers):
         return ("httpx >= 0.23",)
 
     def _install(self, **kwargs: Any) -> None:
-        if not c.begin(self, kwargs):
-            return
         c.wrap_when_imported(self, "httpx", {"Client.send": self._send, "AsyncClient.send": self._async_send})
-
-    def _uninstall(self) -> None:
-        self._on = False
-        httpx = sys.modules.get("httpx")  # never imported: nothing wrapped
-        for cls in (httpx.Client, httpx.AsyncClient) if httpx is not None else ():
-            if isinstance(vars(cls).get("send"), wrapt.FunctionWrapper):
-                unwrap(cls, "send")
 
     # ------------------------------------------------------------------ wrappers
 

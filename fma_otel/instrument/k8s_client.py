@@ -12,14 +12,11 @@ URL, and ``traceparent`` is injected (API servers with ``APIServerTracing`` cont
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Collection
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-import wrapt
 from opentelemetry import trace
-from opentelemetry.instrumentation.utils import unwrap
 from opentelemetry.trace import SpanKind
 
 from fma_otel import model
@@ -77,32 +74,26 @@ class KubernetesClientWrappers(c.Wrappers):
         return ("kubernetes >= 20",)
 
     def _install(self, **kwargs: Any) -> None:
-        if not c.begin(self, kwargs):
-            return
         c.wrap_when_imported(self, "kubernetes.client.rest", {"RESTClientObject.request": self._request})
-
-    def _uninstall(self) -> None:
-        self._on = False
-        rest = sys.modules.get("kubernetes.client.rest")  # never imported: nothing wrapped
-        if rest is not None and isinstance(vars(rest.RESTClientObject).get("request"), wrapt.FunctionWrapper):
-            unwrap(rest.RESTClientObject, "request")
 
     def _request(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         span = self._begin(args, kwargs)
         if span is None:
             return wrapped(*args, **kwargs)
+        token = c.attach_safe(trace.set_span_in_context(span))
         try:
-            with c.attached(trace.set_span_in_context(span)):
-                response = wrapped(*args, **kwargs)
+            response = wrapped(*args, **kwargs)
         except BaseException as exc:
             self._end(span, None, exc)
             raise
+        finally:
+            c.detach_safe(token)
         self._end(span, response, None)
         return response
 
     @c.swallow(default=None)
     def _begin(self, args: Any, kwargs: Any) -> trace.Span | None:
-        if not getattr(self, "_on", False) or not c.active():
+        if not self._on or not c.active():
             return None
         method = args[0] if args else kwargs.get("method")
         url = args[1] if len(args) > 1 else kwargs.get("url")

@@ -46,7 +46,7 @@ from typing import Any, NamedTuple
 import wrapt
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
-from opentelemetry.instrumentation.utils import suppress_instrumentation, unwrap
+from opentelemetry.instrumentation.utils import suppress_instrumentation
 from opentelemetry.propagators.textmap import DefaultGetter
 from opentelemetry.sdk.trace.sampling import (
     ALWAYS_ON,
@@ -55,7 +55,7 @@ from opentelemetry.sdk.trace.sampling import (
     StaticSampler,
     TraceIdRatioBased,
 )
-from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, TraceFlags
+from opentelemetry.trace import SpanContext, SpanKind, Status, TraceFlags
 
 from fma_otel import model
 from fma_otel.instrument import _common as c
@@ -144,9 +144,6 @@ class _RequestState:
     #: The launcher's config object of this create (its secrets are scrubbed from
     #: exception texts); read only when an exception is recorded.
     config: Any = None
-    #: A deferred create (``_PendingSpan``): ``False`` until its span is opened for real
-    #: (or given up on), then ``True`` (``_mark_resolved``); ``None`` for any other.
-    resolved: bool | None = None
     #: What the manager's ``create_instance`` returned: read after the response.
     result: Any = None
 
@@ -267,7 +264,6 @@ class FmaLauncherMiddleware:
         pending = _PendingSpan(self._owner, {}, t0)
         pending.request = (scope, headers, instance_id)  # its attributes: built at ``end``
         st = _RequestState(pending, True, JOIN_PENDING, instance_id)  # type: ignore[arg-type]
-        st.resolved = False
         pending.state = st
         return st, None
 
@@ -305,10 +301,10 @@ class FmaLauncherMiddleware:
         owner = self._owner
         tracer = owner.tracer()
         if _defer_attributes(tracer) and _forcing(tracer):
-            join_attrs: dict[str, Any] = {}
+            join_attrs: dict[str, Any] = {}  # then what the request records on it
             join, trace_hex, parent, span_id = _decide(owner, join_attrs, parent, psc, look)
-            span = _LateSpan(tracer, parent, trace_hex, span_id, t0)
-            span.request, span.join_attrs = (scope, headers, instance_id), join_attrs
+            span = _LateSpan(join_attrs, tracer, parent, trace_hex, span_id, t0)
+            span.request = (scope, headers, instance_id)
             return _RequestState(span, True, join, instance_id, trace_hex), trace.set_span_in_context(
                 span, parent
             )
@@ -496,11 +492,10 @@ class _Buffered(trace.Span):
             self.events = []
         self.events.append((name, dict(attributes or {}), timestamp or time.time_ns()))
 
-    def request_attributes(self, join: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The create span's attributes from its request, then ``join``'s, then what the
-        request set on it (the order a span given them at its start has)."""
+    def request_attributes(self) -> dict[str, Any]:
+        """The create span's attributes from its request, then those kept here (the join's,
+        then what the request set on it: the order a span given them at its start has)."""
         attrs = _create_attrs(*self.request) if self.request is not None else {}
-        attrs.update(join or {})
         attrs.update(self.attrs)
         return attrs
 
@@ -534,13 +529,14 @@ class _LateSpan(_Buffered):
     ``_defer_attributes``), so the child's flags are the span's.
     """
 
-    __slots__ = ("tracer", "parent", "sc", "own_trace", "join_attrs")
+    __slots__ = ("tracer", "parent", "sc", "own_trace")
 
-    def __init__(self, tracer: Any, parent: Any, trace_hex: str, span_id: str | None, t0: int) -> None:
-        super().__init__({}, t0)
+    def __init__(
+        self, attrs: dict[str, Any], tracer: Any, parent: Any, trace_hex: str, span_id: str | None, t0: int
+    ) -> None:
+        super().__init__(attrs, t0)
         self.tracer = tracer
         self.parent = parent
-        self.join_attrs: dict[str, Any] = {}
         gen = tracer.id_generator
         #: A trace of its own: the random trace id the span must be given.
         self.own_trace = 0 if trace_hex else gen.generate_trace_id()
@@ -596,7 +592,7 @@ def _open_late(st: _RequestState) -> None:
             span_id=format(sc.span_id, "016x"),
             trace_id=late.own_trace or None,
         )
-        span.set_attributes(late.request_attributes(late.join_attrs))
+        span.set_attributes(late.request_attributes())
         late.replay(span, attributes=False)
         st.span = span
     except Exception:  # noqa: BLE001 - do no harm
@@ -673,10 +669,8 @@ class _Resolver:
                     _resolve(pending)
                 except Exception:  # noqa: BLE001 - do no harm
                     c.logger.debug("fma-otel: resolving a deferred create span failed", exc_info=True)
-                    st = pending.state
-                    if st is not None and st.resolved is not None:
-                        st.join = JOIN_FAILED  # its startup span is then not opened
-                        _mark_resolved(st)
+                    if pending.state is not None:
+                        pending.state.join = JOIN_FAILED  # its startup span is then not opened
 
 
 _RESOLVER = _Resolver()
@@ -693,32 +687,9 @@ def _resolve(pending: _PendingSpan) -> None:
     look = owner.podinfo.wait_for(st.instance_id, max(0.0, pending.deadline - time.monotonic()))
     span, join, trace_hex, _ = _open_create(owner, pending.attrs, pending.t0, None, None, look)
     pending.replay(span, attributes=False)  # its attributes were given at the start
-    st.span, st.join, st.trace_hex = span, join, trace_hex
+    st.span, st.trace_hex = span, trace_hex
+    st.join = join  # last: the poller opens the startup span once it is no longer pending
     span.end(end_time=pending.end_time)
-    if st.resolved is not None:
-        _mark_resolved(st)
-
-
-#: Signalled whenever a deferred create span is resolved: what the poller thread waits on
-#: before it opens that create's ``fma.vllm.startup`` (``_StartupOrder.ids``).  One for
-#: all creates rather than an ``Event`` each: an ``Event`` is a condition, a lock and a
-#: deque, kept per create for as long as its Pod answer is awaited (up to ``join_wait``),
-#: all of it memory the fork of every vLLM instance copies the page tables of.
-_RESOLVED = threading.Condition()
-
-
-def _mark_resolved(st: _RequestState) -> None:
-    with _RESOLVED:
-        st.resolved = True
-        _RESOLVED.notify_all()
-
-
-def _wait_resolved(st: _RequestState, timeout: float) -> None:
-    """Wait (bounded) until ``st``'s deferred create span is resolved."""
-    if st.resolved is not False:
-        return  # resolved, or never deferred: the shared lock is not even taken
-    with _RESOLVED:
-        _RESOLVED.wait_for(lambda: st.resolved is not False, timeout)
 
 
 def _config_secrets(cfg: Any) -> list[str]:
@@ -814,17 +785,13 @@ class LauncherWrappers(c.Wrappers):
     # ------------------------------------------------------------------ lifecycle
 
     def _install(self, **kwargs: Any) -> None:
-        self._on = False
-        if c.sdk_disabled():
-            return
         try:
             import fastapi  # noqa: F401 - the launcher's own next import: its version is checked
         except ImportError:  # pragma: no cover - nothing to patch then (_patch_stack_builder)
             pass
         if not c.dependency_met(self, "fastapi"):
+            self._on = False
             return
-        c.set_owner_pid()
-        self._tracers = c.TracerSource(kwargs.get("tracer_provider"))
         self.podinfo: PodInfo = kwargs.get("pod_info") or PodInfo()
         self.ordinals = c.OrdinalCounter()
         self._patched_modules: list[ModuleType] = []
@@ -832,21 +799,14 @@ class LauncherWrappers(c.Wrappers):
         self._native_saved: list[tuple[Any, Any]] = []
         self._watches: weakref.WeakKeyDictionary[Any, StartupWatch] = weakref.WeakKeyDictionary()
         self._excluded = _excluded_urls()
+        self._prefetched = False
         self._patch_stack_builder()
         for mod in kwargs.get("modules") or ():
             self.patch_module(mod)
         for mod in launcher_modules():
             self.patch_module(mod)
-        self._on = True
-        self._prefetched = False
 
     def _uninstall(self) -> None:
-        self._on = False
-        for cls, attr in getattr(self, "_stack_targets", []):
-            unwrap(cls, attr)
-        self._stack_targets = []
-        for mod in getattr(self, "_patched_modules", []):
-            _unpatch_module(mod)
         self._patched_modules = []
         for cfg, old in getattr(self, "_native_saved", []):
             cfg["tracing"] = old
@@ -862,7 +822,7 @@ class LauncherWrappers(c.Wrappers):
     # ------------------------------------------------------------------ helpers
 
     def recording(self) -> bool:
-        return getattr(self, "_on", False) and c.active()
+        return self._on and c.active()
 
     def tracer(self) -> trace.Tracer:
         return self._tracers.get()
@@ -879,7 +839,6 @@ class LauncherWrappers(c.Wrappers):
     # ------------------------------------------------------------------ the app
 
     def _patch_stack_builder(self) -> None:
-        self._stack_targets: list[tuple[type, str]] = []
         try:
             import fastapi
         except ImportError:  # pragma: no cover - dependency check prevents this
@@ -890,7 +849,7 @@ class LauncherWrappers(c.Wrappers):
 
             cls = starlette.applications.Starlette
         wrapt.wrap_function_wrapper(cls, "build_middleware_stack", self._build_stack_wrapper)
-        self._stack_targets.append((cls, "build_middleware_stack"))
+        self._wrapped.append((cls, "build_middleware_stack"))
         # Apps whose stack is already built (instrument() called late) rebuild with us.
         for mod in launcher_modules():
             app = vars(mod).get("app")
@@ -906,7 +865,7 @@ class LauncherWrappers(c.Wrappers):
             return stack
 
     def _wrap_stack(self, app: Any, stack: Any) -> Any:
-        if not getattr(self, "_on", False) or isinstance(stack, FmaLauncherMiddleware):
+        if not self._on or isinstance(stack, FmaLauncherMiddleware):
             return stack
         mods = [m for m in launcher_modules() if vars(m).get("app") is app]
         if not mods:
@@ -942,8 +901,8 @@ class LauncherWrappers(c.Wrappers):
             (mgr_cls, "create_instance", self._create_wrapper),
             (mod, "vllm_kickoff", _kickoff_wrapper),
         ):
-            if callable(vars(owner).get(attr)) and not _is_wrapped(owner, attr):
-                wrapt.wrap_function_wrapper(owner, attr, wrapper)
+            if callable(vars(owner).get(attr)):
+                self.wrap(owner, attr, wrapper)
         self._patched_modules.append(mod)
 
     def _create_wrapper(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
@@ -1011,20 +970,12 @@ class LauncherWrappers(c.Wrappers):
             try:
                 return wrapped(*args, **kwargs)
             except BaseException as exc:
-                watch = self._watches.get(instance)
-                if watch is not None:
-                    watch.fail(
-                        exc,
-                        f"fork failed: {type(exc).__name__}",
-                        _config_secrets(getattr(instance, "config", None)),
-                    )
+                _fork_failed(self._watches.get(instance), instance, exc)
                 raise
         try:
             result = wrapped(*args, **kwargs)
         except BaseException as exc:
-            plan.watch.fail(
-                exc, f"fork failed: {type(exc).__name__}", _config_secrets(getattr(instance, "config", None))
-            )
+            _fork_failed(plan.watch, instance, exc)
             raise
         finally:
             _PENDING_CHILD_ENV = None
@@ -1157,6 +1108,11 @@ class LauncherWrappers(c.Wrappers):
         return wrapped(*args, **kwargs)
 
 
+def _fork_failed(watch: StartupWatch | None, instance: Any, exc: BaseException) -> None:
+    if watch is not None:
+        watch.fork_failed(exc, _config_secrets(getattr(instance, "config", None)))
+
+
 @c.swallow()
 def _note_instance_id(span: Any, result: Any, known: str | None = None) -> None:
     """Record the id the manager chose (``POST`` has none in its path), unless it is the
@@ -1205,15 +1161,12 @@ class _StartupOrder:
 
     def ids(self) -> tuple[str, str]:
         """(trace id, span id) of the startup span, as hex.  For a deferred create, only
-        once its span is resolved (the poller waits for that, bounded)."""
+        once its span is resolved (the poller opens it once ``ready``)."""
         ids = self._ids
         if ids is None and self.n < 0:
-            st = self.state
-            if st.resolved is not None:
-                _wait_resolved(st, self.owner.podinfo.join_wait + self.owner.podinfo.timeout + 1.0)
-            if st.join in (JOIN_PENDING, JOIN_FAILED):
+            if self.state.join in (JOIN_PENDING, JOIN_FAILED):
                 raise RuntimeError("create span not resolved")
-            self.n = self.owner._startup_ordinal(st)
+            self.n = self.owner._startup_ordinal(self.state)
         if ids is None:
             trace_hex = self.state.trace_hex or format(self.state.span.get_span_context().trace_id, "032x")
             ids = self._ids = (trace_hex, model.span_id_for(trace_hex, STARTUP_SPAN, self.n))
@@ -1273,11 +1226,8 @@ def _parent_based(tracer: Any) -> bool:
 def _child_env_for(trace_hex: str, span_id: str, flags: int) -> dict[str, str]:
     """The trace context as environment variables: what the global propagator injects,
     keys upper-cased (the OpenTelemetry environment-carrier convention, ``TRACEPARENT``)."""
-    sc = SpanContext(
-        trace_id=int(trace_hex, 16), span_id=int(span_id, 16), is_remote=False, trace_flags=TraceFlags(flags)
-    )
     carrier: dict[str, str] = {}
-    propagate.inject(carrier, context=trace.set_span_in_context(NonRecordingSpan(sc), _ROOT))
+    propagate.inject(carrier, context=c.remote_context(trace_hex, span_id, flags))
     env = {k.upper(): v for k, v in carrier.items()}
     if (os.environ.get("OTEL_SERVICE_NAME") or model.SERVICE_LAUNCHER) == model.SERVICE_LAUNCHER:
         env["OTEL_SERVICE_NAME"] = "vllm"  # the launcher's default name is not the child's
@@ -1310,22 +1260,6 @@ def _has_contrib_asgi(stack: Any) -> bool:
             return True
         stack = getattr(stack, "app", None)
     return False
-
-
-def _is_wrapped(owner: Any, attr: str) -> bool:
-    return isinstance(vars(owner).get(attr), wrapt.FunctionWrapper)
-
-
-def _unpatch_module(mod: ModuleType) -> None:
-    d = vars(mod)
-    for owner, attr in (
-        (d.get("VllmInstance"), "start"),
-        (d.get("VllmInstance"), "stop"),
-        (d.get("VllmMultiProcessManager"), "create_instance"),
-        (mod, "vllm_kickoff"),
-    ):
-        if owner is not None and _is_wrapped(owner, attr):
-            unwrap(owner, attr)
 
 
 #: What ``get_excluded_urls("FMA_LAUNCHER")`` reads first (then ``OTEL_PYTHON_EXCLUDED_URLS``).

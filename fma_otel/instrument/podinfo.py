@@ -63,12 +63,8 @@ class PodLookup:
 
 def parse_requester(value: str | None) -> tuple[str | None, str | None]:
     """``"<uid> <name>"`` -> (uid, name); tolerant of a bare uid."""
-    if not value:
-        return None, None
-    parts = value.split()
-    if not parts:
-        return None, None
-    return parts[0], (parts[1] if len(parts) > 1 else None)
+    parts = (value or "").split()
+    return (parts[0] if parts else None), (parts[1] if len(parts) > 1 else None)
 
 
 _API: Any = None
@@ -169,10 +165,7 @@ class PodInfo:
         self.timeout = timeout if timeout is not None else env_float(ENV_TIMEOUT, 0.5, e)
         self.ttl = ttl if ttl is not None else env_float(ENV_TTL, 60.0, e)
         self.negative_ttl = negative_ttl
-        self._lock = threading.Lock()
         self._last: PodLookup | None = None
-        self._started = 0  # fetches begun (under the lock)
-        self._last_gen = 0  # which of them produced ``_last``
         #: The resourceVersion last seen (a read, a watch event, a bookmark): a watch
         #: resumes from it after a drop, without a re-read.
         self._rv: str | None = None
@@ -194,33 +187,18 @@ class PodInfo:
         return last
 
     def lookup(self, instance_id: str | None = None, *, force: bool = False) -> PodLookup:
-        """The requester bound to this launcher (blocking, bounded by ``timeout``).
-
-        Concurrent misses share one ``GET``: an answer whose ``GET`` began after this call
-        did is as fresh as a fetch of our own would be, so a caller that waited on the lock
-        uses it (one begun earlier - a prefetch in flight - may predate the binding).
-        """
+        """The cached answer for this create (``cached``), else - or with ``force`` - the
+        Pod read now (blocking, bounded by ``timeout``).  In the launcher the background thread
+        reads (``_run``); a create looks at ``cached``, or reads through ``wait_for`` (off the
+        request path) only when that thread is not running."""
         if not self.pod_name or not self.namespace:
             self._last = PodLookup(reason="POD_NAME/NAMESPACE not set (downward API missing)")
             return self._last
-        asked = self._started  # fetches begun so far: one begun later is fresher than our ask
-        if not force:
-            hit = self.cached(instance_id)
-            if hit is not None:
-                return hit
-        with self._lock:
-            if not force:
-                hit = self.cached(instance_id)
-                if hit is not None:
-                    return hit
-                last = self._last
-                if last is not None and self._last_gen > asked:
-                    return last
-            self._started += 1
-            res = self._do_fetch()
-            self._last, self._last_gen = res, self._started
-        self._notify()
-        return res
+        hit = None if force else self.cached(instance_id)
+        if hit is None:
+            hit = self._last = self._do_fetch()
+            self._notify()
+        return hit
 
     def _notify(self) -> None:
         with self._changed:

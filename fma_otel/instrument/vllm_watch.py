@@ -19,7 +19,6 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 from opentelemetry.instrumentation.utils import suppress_instrumentation
@@ -121,10 +120,6 @@ class _Poller:
         self._idle = True
         self._pid = os.getpid()
 
-    @property
-    def thread(self) -> threading.Thread | None:
-        return self._thread
-
     def add(self, item: Any) -> None:
         if self._pid != os.getpid():  # forked: the old thread is gone
             self._pid, self._thread, self._incoming, self._idle = os.getpid(), None, collections.deque(), True
@@ -193,13 +188,12 @@ STOPPED_INTERVAL = 0.5
 class StartupWatch:
     """Watches one instance; ends its span exactly once (healthy, exited, stopped, timeout).
 
-    The span may be given open, or as an ``opener`` that the poller thread calls first
-    (returning the span and the port): that keeps building the span's attributes off the
-    create request's path.  Or as a ``source``: an object with ``open()`` (the opener),
-    ``ready()`` (can it open without waiting?) and ``port()`` (asked while it cannot) -
-    a create whose span waits for its Pod answer.  Whoever ends the
-    watch first (poller, ``stop``) opens it if still needed, so a span is never lost and
-    never ended twice.
+    The span may be given open, or as a ``source`` that the poller thread opens first: an
+    object with ``open()`` (returning the span and the port), ``ready()`` (can it open
+    without waiting?  Not while its create awaits its Pod answer) and ``port()`` (asked
+    while it cannot).  That keeps building the span's attributes off the create request's
+    path.  Whoever ends the watch first (poller, ``stop``) opens it if still needed, so a
+    span is never lost and never ended twice.
     """
 
     def __init__(
@@ -208,17 +202,14 @@ class StartupWatch:
         process: Any,
         port: int | None,
         *,
-        host: str = "127.0.0.1",
         interval: float | None = None,
         timeout: float | None = None,
-        opener: Callable[[], tuple[Span | None, int | None]] | None = None,
         source: Any = None,
     ) -> None:
         self.span = span
         self.process = process
         self.pid: int | None = None
         self.port = port
-        self.host = host
         # Read from the environment on the poller thread, not on the create path.
         self.interval = interval
         self.timeout = timeout
@@ -227,7 +218,7 @@ class StartupWatch:
         self.due = 0.0
         self.polls = 0
         self._source = source
-        self._opener = opener if opener is not None or source is None else source.open
+        self._opener = source.open if source is not None else None
         #: The first healthy answer seen while the span could not be opened yet.
         self._healthy_at: int | None = None
         #: ``stop``'s reason, when it came before the span could be opened.
@@ -262,21 +253,21 @@ class StartupWatch:
             return
         self._finish(StatusCode.ERROR, reason, end_ns=self._stopped_at)
 
-    def fail(self, exc: BaseException, message: str, secrets: list[str] | None = None) -> None:
+    def fork_failed(self, exc: BaseException, secrets: list[str]) -> None:
         """The fork itself failed: record the exception (scrubbed of the instance's
         ``secrets``) and end with an error."""
         span = self._claim()
         if span is not None:
             try:
-                redact.record_exception(span, exc, secrets or ())
-                span.set_status(Status(StatusCode.ERROR, redact.scrub_text(message, secrets or ())))
+                redact.record_exception(span, exc, secrets)
+                span.set_status(Status(StatusCode.ERROR, f"fork failed: {type(exc).__name__}"))
                 span.end()
             except Exception:  # noqa: BLE001 - do no harm
                 logger.debug("fma-otel: ending fma.vllm.startup failed", exc_info=True)
 
     def _can_open(self) -> bool:
         """Can the opener run without waiting (call only while it is still to run)?"""
-        return self._source is None or bool(self._source.ready())
+        return bool(self._source.ready())
 
     def _open(self) -> None:
         """Open the span if it is still pending (call with ``_done`` held)."""
@@ -354,7 +345,7 @@ class StartupWatch:
     def _early_probe(self) -> None:
         if self._healthy_at is not None:
             return
-        if self.port is None and self._source is not None:
+        if self.port is None:
             self.port = self._source.port()
         if self.port is not None and not _exit_status(self.process)[0]:
             self._probe_health()
@@ -363,7 +354,7 @@ class StartupWatch:
         """One (counted) ``GET /health``; the first healthy answer's instant is kept."""
         assert self.interval is not None and self.port is not None
         self.polls += 1
-        if _probe(self.host, self.port, max(0.05, min(0.5, self.interval * 5))) == 200:
+        if _probe("127.0.0.1", self.port, max(0.05, min(0.5, self.interval * 5))) == 200:
             self._healthy_at = time.time_ns()
 
     def _step(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -299,7 +300,7 @@ def test_a_pending_startup_span_is_opened_once_by_whoever_ends_it(tracing: Traci
         opened.append(span)
         return span, None
 
-    watch = StartupWatch(None, None, None, opener=opener)
+    watch = StartupWatch(None, None, None, source=SimpleNamespace(open=opener, ready=lambda: True))
     watch.stop()
     watch.stop()
     watch.poll()

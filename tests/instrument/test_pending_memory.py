@@ -4,8 +4,7 @@ Why: such a create's spans are opened after the response, once the Pod answer is
 (up to the join wait later); every create of a launcher whose API server is slow, hung or
 down is one.  Whatever each of them holds meanwhile is memory that every ``fork()`` of a
 vLLM instance copies the page tables of (issue 23), so a stopped instance's process object
-(its sentinel pipe, its finalizer) is let go at once, and the creates share one condition
-instead of an ``Event`` each.
+(its sentinel pipe, its finalizer) is let go at once.
 """
 
 from __future__ import annotations
@@ -94,26 +93,6 @@ def test_a_stopped_instance_is_let_go_while_its_create_awaits_its_pod_answer(tra
     assert "stopped" in (startup.status.description or "")
     # It ends when the instance was stopped, not when its Pod answer came (nothing invented).
     assert startup.end_time <= deleted
-
-
-def test_deferred_creates_share_one_condition_not_an_event_each(tracing: Tracing) -> None:
-    """A deferred create's state is a flag (``False`` until resolved); the thread that waits
-    for it (the poller, opening its startup span) is woken when it is resolved."""
-    pending = L._PendingSpan.__new__(L._PendingSpan)
-    st = L._RequestState(pending, True, L.JOIN_PENDING, "i")  # type: ignore[arg-type]
-    st.resolved = False
-    woke: list[bool | None] = []
-    waiter = threading.Thread(target=lambda: (L._wait_resolved(st, 10.0), woke.append(st.resolved)))
-    waiter.start()
-    assert not woke
-    L._mark_resolved(st)
-    waiter.join(5)
-    assert woke == [True]
-    # Bounded: one never resolved is waited for no longer than asked.
-    other = L._RequestState(pending, True, L.JOIN_PENDING, "j")  # type: ignore[arg-type]
-    other.resolved = False
-    L._wait_resolved(other, 0.01)
-    assert other.resolved is False
 
 
 class _Stand(L._Buffered):

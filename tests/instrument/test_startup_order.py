@@ -31,14 +31,14 @@ S = TP_PARENT
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_a_forked_child_is_silent_without_asking_getpid() -> None:
     c.set_owner_pid()
-    assert c.active() and not c.in_forked_child()
+    assert c.active() and not c._FORKED
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: report and leave at once
         try:
             os.write(
                 w,
-                f"{int(c.active())}{int(c.active_http_context() is not None)}{int(c.in_forked_child())}".encode(),
+                f"{int(c.active())}{int(c.active_http_context() is not None)}{int(c._FORKED)}".encode(),
             )
         finally:
             os._exit(0)

@@ -349,7 +349,7 @@ def test_the_startup_poller_steps_every_tail_on_its_one_thread(
         assert tail is not None and watch.tail is tail
         tail.fork_ns = FORK_026  # as if forked when the fixture says
         tails.append((watch, log, tail))
-    poller = VW._POLLER.thread
+    poller = VW._POLLER._thread
     assert poller is not None and poller.is_alive()
     assert [t for t in threading.enumerate() if t.name.startswith("fma-otel-")] == [poller]
     for watch, log, _ in tails:
