@@ -17,8 +17,8 @@ Configuration, most specific first:
   ``OTEL_EXPORTER_OTLP_PROTOCOL``, else ``http/protobuf`` (the OpenTelemetry
   specification's default; as for the CLI and the wrappers, never guessed from the port).
   ``http/json`` is not offered by the Python exporters and is refused with a clear message.
-- headers: ``OTEL_EXPORTER_OTLP_TRACES_HEADERS`` or ``OTEL_EXPORTER_OTLP_HEADERS``, with
-  the ``headers`` argument layered on top (keys lowercased, as gRPC metadata requires).
+- headers: ``OTEL_EXPORTER_OTLP_TRACES_HEADERS`` or ``OTEL_EXPORTER_OTLP_HEADERS``, read by
+  the SDK itself (keys lowercased, as gRPC metadata requires).
 - TLS: ``https://`` is secure, ``http://`` is plaintext (also for gRPC); a gRPC endpoint
   without a scheme (``collector:4317``) is secure unless ``OTEL_EXPORTER_OTLP_INSECURE=true``
   (the SDK's rule).  Certificates come from ``OTEL_EXPORTER_OTLP_[TRACES_]CERTIFICATE`` and
@@ -73,8 +73,6 @@ ENV_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
 ENV_TRACES_ENDPOINT = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
 ENV_PROTOCOL = "OTEL_EXPORTER_OTLP_PROTOCOL"
 ENV_TRACES_PROTOCOL = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
-ENV_HEADERS = "OTEL_EXPORTER_OTLP_HEADERS"
-ENV_TRACES_HEADERS = "OTEL_EXPORTER_OTLP_TRACES_HEADERS"
 _CREDENTIAL_PROVIDERS = (
     "OTEL_PYTHON_EXPORTER_OTLP_HTTP_TRACES_CREDENTIAL_PROVIDER",
     "OTEL_PYTHON_EXPORTER_OTLP_HTTP_CREDENTIAL_PROVIDER",
@@ -177,18 +175,6 @@ def resolve_endpoint(endpoint: str | None, protocol: str) -> str:
     if append:
         url = url.rstrip("/") + "/v1/traces"
     return url
-
-
-def resolve_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
-    """Env headers with explicit ones on top; keys lowercased (gRPC rejects capitals)."""
-    from opentelemetry.util.re import parse_env_headers
-
-    out = {
-        k.lower(): v
-        for k, v in parse_env_headers(env_value(ENV_TRACES_HEADERS, ENV_HEADERS) or "", liberal=True).items()
-    }
-    out.update({str(k).lower(): str(v) for k, v in (headers or {}).items()})
-    return out
 
 
 # --------------------------------------------------------------------------- screening
@@ -446,7 +432,6 @@ class OtlpSink:
         self,
         endpoint: str | None = None,
         protocol: str | None = None,
-        headers: dict[str, str] | None = None,
         timeout_s: float = 10,
     ) -> None:
         if timeout_s <= 0:
@@ -454,7 +439,6 @@ class OtlpSink:
         self.protocol = resolve_protocol(protocol)
         self.endpoint = resolve_endpoint(endpoint, self.protocol)
         self.timeout_s = float(timeout_s)
-        self._headers = resolve_headers(headers)
         self._last_answer: tuple[int, str | None] | None = None  # HTTP: status, Retry-After
         self._exporter = self._build_exporter()
         self._closed = False
@@ -510,7 +494,6 @@ class OtlpSink:
             return lambda: GrpcExporter(
                 endpoint=self.endpoint,
                 insecure=insecure,
-                headers=self._headers or None,
                 timeout=self.timeout_s,
             )
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
@@ -525,9 +508,7 @@ class OtlpSink:
 
             session = requests.Session()
             session.hooks["response"].append(self._on_response)
-        return lambda: HttpExporter(
-            endpoint=self.endpoint, headers=self._headers or None, timeout=self.timeout_s, session=session
-        )
+        return lambda: HttpExporter(endpoint=self.endpoint, timeout=self.timeout_s, session=session)
 
     def __repr__(self) -> str:
         return f"OtlpSink({self.endpoint!r}, {self.protocol!r})"
