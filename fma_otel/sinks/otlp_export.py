@@ -345,12 +345,29 @@ class _Capture(logging.Filter):
     Filtering by thread leaves every other exporter in the process untouched.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, thread_id: int | None = None) -> None:
         super().__init__()
-        self.thread_id: int | None = None
+        self.thread_id = thread_id
         self.messages: list[str] = []
         #: the messages at WARNING or above
         self.complaints: list[str] = []
+        self._loggers: list[logging.Logger] = []
+
+    def attach(self) -> _Capture:
+        """Put this filter on every exporter logger, first in line: ahead of the SDK's
+        DuplicateFilter, which would hide a second identical failure (and so its detail)
+        from us within 20 s."""
+        import opentelemetry.exporter.otlp.proto.common  # noqa: F401  (registers the loggers)
+
+        names = [n for n in list(logging.Logger.manager.loggerDict) if n.startswith("opentelemetry.exporter")]
+        self._loggers = [logging.getLogger(n) for n in names]
+        for lg in self._loggers:
+            lg.filters.insert(0, self)
+        return self
+
+    def detach(self) -> None:
+        for lg in self._loggers:
+            lg.removeFilter(self)
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.thread != self.thread_id:
@@ -412,19 +429,6 @@ def _short(text: str) -> str:
     return text
 
 
-def _exporter_loggers() -> list[logging.Logger]:
-    import opentelemetry.exporter.otlp.proto.common  # noqa: F401  (registers the loggers)
-
-    names = [n for n in logging.Logger.manager.loggerDict if n.startswith("opentelemetry.exporter")]
-    return [logging.getLogger(n) for n in names]
-
-
-def _unfilter_after(worker: threading.Thread, loggers: list[logging.Logger], capture: _Capture) -> None:
-    worker.join()
-    for lg in loggers:
-        lg.removeFilter(capture)
-
-
 class OtlpSink:
     """Send SpanRecords to an OTLP receiver (collector, Jaeger, Tempo) and say if it failed."""
 
@@ -462,18 +466,13 @@ class OtlpSink:
             make = self._exporter_factory()
         except Exception as exc:  # noqa: BLE001 - an exporter package missing or broken
             fail(one_line(exc))
-        capture = _Capture()
-        capture.thread_id = threading.get_ident()
-        loggers = _exporter_loggers()
-        for lg in loggers:
-            lg.filters.insert(0, capture)
+        capture = _Capture(threading.get_ident()).attach()
         try:
             exporter = make()
         except Exception as exc:  # noqa: BLE001 - see the docstring
             fail(one_line(exc))
         finally:
-            for lg in loggers:
-                lg.removeFilter(capture)
+            capture.detach()
         if capture.complaints:
             with contextlib.suppress(Exception):  # the setting is the news
                 exporter.shutdown()
@@ -543,7 +542,7 @@ class OtlpSink:
     def _export_batch(self, batch: list[Any]) -> None:
         from opentelemetry.sdk.trace.export import SpanExportResult
 
-        capture = _Capture()
+        capture = _Capture().attach()
         outcome: list[Any] = []
 
         def work() -> None:
@@ -554,11 +553,6 @@ class OtlpSink:
                 outcome.append(exc)
 
         worker = threading.Thread(target=work, name="fma-otel-otlp-export", daemon=True)
-        loggers = _exporter_loggers()
-        for lg in loggers:
-            # First in line, ahead of the SDK's DuplicateFilter, which would hide a second
-            # identical failure (and so its detail) from us within 20 s.
-            lg.filters.insert(0, capture)
         self._last_answer = None
         started = time.monotonic()
         try:
@@ -566,14 +560,13 @@ class OtlpSink:
             worker.join(self.timeout_s + _GRACE_S)
         finally:
             if not worker.is_alive():
-                for lg in loggers:
-                    lg.removeFilter(capture)
+                capture.detach()
         where = f"OTLP export ({self.protocol}) to {self.endpoint}"
         if worker.is_alive():
             # Leave the filter on so the straggler's late log lines stay quiet, and stop
             # the exporter: shutdown wakes its backoff sleep so the thread ends soon.
             self.close()
-            threading.Thread(target=_unfilter_after, args=(worker, loggers, capture), daemon=True).start()
+            threading.Thread(target=lambda: (worker.join(), capture.detach()), daemon=True).start()
             raise ExportError(f"{where} failed: no answer within {self.timeout_s:g} s")
         result = outcome[0] if outcome else None
         if result is SpanExportResult.SUCCESS:
