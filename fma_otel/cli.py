@@ -88,15 +88,8 @@ class LazyGroup(click.Group):
         return list(COMMANDS)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        if name not in COMMANDS:
-            return None
-        module = COMMANDS[name]
-        try:
-            return importlib.import_module(module).command
-        except ModuleNotFoundError as exc:  # a command not shipped in this build
-            if exc.name == module:
-                return None
-            raise
+        module = COMMANDS.get(name)
+        return importlib.import_module(module).command if module else None
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -63,21 +63,14 @@ def finite_float(v: Any) -> float:
 def number_or_none(v: Any) -> float | None:
     """A JSON number (``int`` or ``float``, not ``bool``) as a finite ``float``, else ``None``:
     ``nan``, ``inf`` and ints beyond float range included (their ``float()`` raises
-    :class:`OverflowError`).  The common case, a finite ``float``, comes first: the bridge
-    calls this for every DPC call's latency and status code."""
-    t = type(v)
-    if t is float:
-        return v if _isfinite(v) else None
-    if t is not int and (isinstance(v, bool) or not isinstance(v, (int, float))):
+    :class:`OverflowError`)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
     try:
         f = float(v)
     except OverflowError:
         return None
-    return f if _isfinite(f) else None
-
-
-_isfinite = math.isfinite
+    return f if math.isfinite(f) else None
 
 
 def float_or_none(v: Any) -> float | None:

@@ -95,12 +95,15 @@ def test_spans_arrive_intact(protocol, otlp_grpc_receiver, otlp_http_receiver, c
 @pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
 def test_headers_arrive(protocol, otlp_grpc_receiver, otlp_http_receiver, clean_otlp_env):
     rx = otlp_grpc_receiver if protocol == "grpc" else otlp_http_receiver
-    clean_otlp_env.setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-tenant=env,x-from-env=1")
-    with OtlpSink(rx.endpoint, protocol, headers={"X-Tenant": "flag"}, timeout_s=5) as sink:
+    clean_otlp_env.setenv("OTEL_EXPORTER_OTLP_HEADERS", "X-Tenant=env,x-from-env=1")
+    with OtlpSink(rx.endpoint, protocol, timeout_s=5) as sink:
         sink.export(_spans()[:1])
-    h = rx.headers[0]
-    assert h["x-tenant"] == "flag"  # the explicit header wins over the env one
-    assert h["x-from-env"] == "1"
+    clean_otlp_env.setenv("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "x-tenant=traces")
+    with OtlpSink(rx.endpoint, protocol, timeout_s=5) as sink:
+        sink.export(_spans()[1:2])
+    assert (rx.headers[0]["x-tenant"], rx.headers[0]["x-from-env"]) == ("env", "1")  # keys lowercased
+    assert rx.headers[1]["x-tenant"] == "traces"  # the traces variable wins
+    assert "x-from-env" not in rx.headers[1]
 
 
 def test_env_configuration_grpc(otlp_grpc_receiver, clean_otlp_env):

@@ -17,8 +17,8 @@ Configuration, most specific first:
   ``OTEL_EXPORTER_OTLP_PROTOCOL``, else ``http/protobuf`` (the OpenTelemetry
   specification's default; as for the CLI and the wrappers, never guessed from the port).
   ``http/json`` is not offered by the Python exporters and is refused with a clear message.
-- headers: ``OTEL_EXPORTER_OTLP_TRACES_HEADERS`` or ``OTEL_EXPORTER_OTLP_HEADERS``, with
-  the ``headers`` argument layered on top (keys lowercased, as gRPC metadata requires).
+- headers: ``OTEL_EXPORTER_OTLP_TRACES_HEADERS`` or ``OTEL_EXPORTER_OTLP_HEADERS``, read by
+  the SDK itself (keys lowercased, as gRPC metadata requires).
 - TLS: ``https://`` is secure, ``http://`` is plaintext (also for gRPC); a gRPC endpoint
   without a scheme (``collector:4317``) is secure unless ``OTEL_EXPORTER_OTLP_INSECURE=true``
   (the SDK's rule).  Certificates come from ``OTEL_EXPORTER_OTLP_[TRACES_]CERTIFICATE`` and
@@ -73,8 +73,6 @@ ENV_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
 ENV_TRACES_ENDPOINT = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
 ENV_PROTOCOL = "OTEL_EXPORTER_OTLP_PROTOCOL"
 ENV_TRACES_PROTOCOL = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
-ENV_HEADERS = "OTEL_EXPORTER_OTLP_HEADERS"
-ENV_TRACES_HEADERS = "OTEL_EXPORTER_OTLP_TRACES_HEADERS"
 _CREDENTIAL_PROVIDERS = (
     "OTEL_PYTHON_EXPORTER_OTLP_HTTP_TRACES_CREDENTIAL_PROVIDER",
     "OTEL_PYTHON_EXPORTER_OTLP_HTTP_CREDENTIAL_PROVIDER",
@@ -177,18 +175,6 @@ def resolve_endpoint(endpoint: str | None, protocol: str) -> str:
     if append:
         url = url.rstrip("/") + "/v1/traces"
     return url
-
-
-def resolve_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
-    """Env headers with explicit ones on top; keys lowercased (gRPC rejects capitals)."""
-    from opentelemetry.util.re import parse_env_headers
-
-    out = {
-        k.lower(): v
-        for k, v in parse_env_headers(env_value(ENV_TRACES_HEADERS, ENV_HEADERS) or "", liberal=True).items()
-    }
-    out.update({str(k).lower(): str(v) for k, v in (headers or {}).items()})
-    return out
 
 
 # --------------------------------------------------------------------------- screening
@@ -359,12 +345,29 @@ class _Capture(logging.Filter):
     Filtering by thread leaves every other exporter in the process untouched.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, thread_id: int | None = None) -> None:
         super().__init__()
-        self.thread_id: int | None = None
+        self.thread_id = thread_id
         self.messages: list[str] = []
         #: the messages at WARNING or above
         self.complaints: list[str] = []
+        self._loggers: list[logging.Logger] = []
+
+    def attach(self) -> _Capture:
+        """Put this filter on every exporter logger, first in line: ahead of the SDK's
+        DuplicateFilter, which would hide a second identical failure (and so its detail)
+        from us within 20 s."""
+        import opentelemetry.exporter.otlp.proto.common  # noqa: F401  (registers the loggers)
+
+        names = [n for n in list(logging.Logger.manager.loggerDict) if n.startswith("opentelemetry.exporter")]
+        self._loggers = [logging.getLogger(n) for n in names]
+        for lg in self._loggers:
+            lg.filters.insert(0, self)
+        return self
+
+    def detach(self) -> None:
+        for lg in self._loggers:
+            lg.removeFilter(self)
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.thread != self.thread_id:
@@ -426,19 +429,6 @@ def _short(text: str) -> str:
     return text
 
 
-def _exporter_loggers() -> list[logging.Logger]:
-    import opentelemetry.exporter.otlp.proto.common  # noqa: F401  (registers the loggers)
-
-    names = [n for n in logging.Logger.manager.loggerDict if n.startswith("opentelemetry.exporter")]
-    return [logging.getLogger(n) for n in names]
-
-
-def _unfilter_after(worker: threading.Thread, loggers: list[logging.Logger], capture: _Capture) -> None:
-    worker.join()
-    for lg in loggers:
-        lg.removeFilter(capture)
-
-
 class OtlpSink:
     """Send SpanRecords to an OTLP receiver (collector, Jaeger, Tempo) and say if it failed."""
 
@@ -446,7 +436,6 @@ class OtlpSink:
         self,
         endpoint: str | None = None,
         protocol: str | None = None,
-        headers: dict[str, str] | None = None,
         timeout_s: float = 10,
     ) -> None:
         if timeout_s <= 0:
@@ -454,7 +443,6 @@ class OtlpSink:
         self.protocol = resolve_protocol(protocol)
         self.endpoint = resolve_endpoint(endpoint, self.protocol)
         self.timeout_s = float(timeout_s)
-        self._headers = resolve_headers(headers)
         self._last_answer: tuple[int, str | None] | None = None  # HTTP: status, Retry-After
         self._exporter = self._build_exporter()
         self._closed = False
@@ -478,18 +466,13 @@ class OtlpSink:
             make = self._exporter_factory()
         except Exception as exc:  # noqa: BLE001 - an exporter package missing or broken
             fail(one_line(exc))
-        capture = _Capture()
-        capture.thread_id = threading.get_ident()
-        loggers = _exporter_loggers()
-        for lg in loggers:
-            lg.filters.insert(0, capture)
+        capture = _Capture(threading.get_ident()).attach()
         try:
             exporter = make()
         except Exception as exc:  # noqa: BLE001 - see the docstring
             fail(one_line(exc))
         finally:
-            for lg in loggers:
-                lg.removeFilter(capture)
+            capture.detach()
         if capture.complaints:
             with contextlib.suppress(Exception):  # the setting is the news
                 exporter.shutdown()
@@ -510,7 +493,6 @@ class OtlpSink:
             return lambda: GrpcExporter(
                 endpoint=self.endpoint,
                 insecure=insecure,
-                headers=self._headers or None,
                 timeout=self.timeout_s,
             )
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
@@ -525,9 +507,7 @@ class OtlpSink:
 
             session = requests.Session()
             session.hooks["response"].append(self._on_response)
-        return lambda: HttpExporter(
-            endpoint=self.endpoint, headers=self._headers or None, timeout=self.timeout_s, session=session
-        )
+        return lambda: HttpExporter(endpoint=self.endpoint, timeout=self.timeout_s, session=session)
 
     def __repr__(self) -> str:
         return f"OtlpSink({self.endpoint!r}, {self.protocol!r})"
@@ -562,7 +542,7 @@ class OtlpSink:
     def _export_batch(self, batch: list[Any]) -> None:
         from opentelemetry.sdk.trace.export import SpanExportResult
 
-        capture = _Capture()
+        capture = _Capture().attach()
         outcome: list[Any] = []
 
         def work() -> None:
@@ -573,11 +553,6 @@ class OtlpSink:
                 outcome.append(exc)
 
         worker = threading.Thread(target=work, name="fma-otel-otlp-export", daemon=True)
-        loggers = _exporter_loggers()
-        for lg in loggers:
-            # First in line, ahead of the SDK's DuplicateFilter, which would hide a second
-            # identical failure (and so its detail) from us within 20 s.
-            lg.filters.insert(0, capture)
         self._last_answer = None
         started = time.monotonic()
         try:
@@ -585,14 +560,13 @@ class OtlpSink:
             worker.join(self.timeout_s + _GRACE_S)
         finally:
             if not worker.is_alive():
-                for lg in loggers:
-                    lg.removeFilter(capture)
+                capture.detach()
         where = f"OTLP export ({self.protocol}) to {self.endpoint}"
         if worker.is_alive():
             # Leave the filter on so the straggler's late log lines stay quiet, and stop
             # the exporter: shutdown wakes its backoff sleep so the thread ends soon.
             self.close()
-            threading.Thread(target=_unfilter_after, args=(worker, loggers, capture), daemon=True).start()
+            threading.Thread(target=lambda: (worker.join(), capture.detach()), daemon=True).start()
             raise ExportError(f"{where} failed: no answer within {self.timeout_s:g} s")
         result = outcome[0] if outcome else None
         if result is SpanExportResult.SUCCESS:

@@ -177,33 +177,14 @@ def _may_be_fact(raw: bytes) -> bool:
     return _FACT_BYTES[0] in raw or _FACT_BYTES[1] in raw
 
 
-class _FactFinder:
+def _find_fact(block: bytes, pos: int, end: int) -> tuple[int, int] | None:
     """``find`` for :func:`~fma_otel.lines.read_lines`: the bounds of the first line of
-    ``block[pos:end]`` that may hold a fact (the test of :func:`_may_be_fact`, over a block).
-
-    Each text is looked for with ``bytes.find`` (a regular expression of the two tried
-    them at every byte), and where it occurs next in the block is kept: a block is
-    searched once per text, however many lines hold the other one."""
-
-    __slots__ = ("_block", "_next")
-
-    def __init__(self) -> None:
-        self._block = b""
-        self._next = [-1] * len(_FACT_BYTES)  # -1: not searched yet; ``end``: none left
-
-    def __call__(self, block: bytes, pos: int, end: int) -> tuple[int, int] | None:
-        nxt = self._next
-        if block is not self._block:
-            self._block = block
-            nxt[:] = [-1] * len(nxt)
-        for k, text in enumerate(_FACT_BYTES):
-            if nxt[k] < pos:
-                i = block.find(text, pos, end)
-                nxt[k] = end if i < 0 else i
-        at = min(nxt)
-        if at >= end:
-            return None
-        return block.rfind(b"\n", pos, at) + 1 or pos, block.find(b"\n", at, end) + 1
+    ``block[pos:end]`` that may hold a fact (the test of :func:`_may_be_fact`)."""
+    i, j = block.find(_FACT_BYTES[0], pos, end), block.find(_FACT_BYTES[1], pos, end)
+    at = i if j < 0 or 0 <= i < j else j
+    if at < 0:
+        return None
+    return block.rfind(b"\n", pos, at) + 1 or pos, block.find(b"\n", at, end) + 1
 
 
 def iter_launcher_log(
@@ -224,8 +205,8 @@ def iter_launcher_log(
     more: list[str] = []
     more_bytes = 0
     # lines come one by one while a record may take more of them
-    finder = _FactFinder() if facts_only else None
-    lines = counted_lines(fh_or_lines, stats, finder, lambda: pending is not None)
+    find = _find_fact if facts_only else None
+    lines = counted_lines(fh_or_lines, stats, find, lambda: pending is not None)
     for line_no, raw in lines:
         if raw is None:
             # Not read (too long): it may have begun a record, so the one before ends

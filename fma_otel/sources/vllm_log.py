@@ -439,7 +439,6 @@ class VllmLogParser:
         self._seg = 0  # the \r segment being read (VllmPhase.seq)
         self._anchor_local: datetime | None = None  # previous dated line, naive local time
         self._prev_stamp_ns: int | None = None  # previous stamp (UTC ns), for uvicorn lines
-        self._last_key: tuple[str, ...] | None = None  # its text, to skip resolving it again
         self._seen_once: set[str] = set()
         self._torn: tuple[str, str] | None = None  # (name, pid) torn by another writer (≤0.30)
         self._pid_of_name: dict[str, str] = {}  # first pid seen per rank-less process name
@@ -549,9 +548,6 @@ class VllmLogParser:
         )
 
     def _stamp(self, m: re.Match[str], n: int) -> int | None:
-        key = m.group("mo", "d", "h", "mi", "s")
-        if key == self._last_key:  # lines of one second: the same answer, the same anchor
-            return self._prev_stamp_ns
         local = self._resolve(int(m["mo"]), int(m["d"]), int(m["h"]), int(m["mi"]), int(m["s"]))
         if local is None:
             self.stats.skip(n, f"impossible timestamp {m['mo']}-{m['d']} {m['h']}:{m['mi']}:{m['s']}")
@@ -559,7 +555,6 @@ class VllmLogParser:
         self._anchor_local = local
         ns = self._local_ns(local)
         self._prev_stamp_ns = ns
-        self._last_key = key
         return ns
 
     def _match(self, msg: str) -> tuple[_Message, _Wording | None, re.Match[str] | None] | None:
@@ -593,7 +588,6 @@ class VllmLogParser:
             self._anchor_local = local.replace(microsecond=0)
             lo = self._local_ns(local)
             self._prev_stamp_ns = lo - lo % NS
-            self._last_key = None
             return self._emit(
                 PROCESS_START, lo, lo + 1_000_000, None, 0.0, "fma-launcher", None, str(pid), prefix_ns
             )
