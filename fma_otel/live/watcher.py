@@ -51,7 +51,7 @@ from ..span_records import SpanRecord
 from . import checkpoint as CP
 from .events import EventStore, EventWatcher
 from .kube import Backoff, Kube, make_api_client
-from .logs import FollowerThread, LogFollower, LogPosition, StreamPos
+from .logs import LogFollower, LogPosition, StreamPos
 from .metrics import Metrics, MetricsServer
 from .outfile import OutFile, OutFileError
 from .pods import PodWatcher, rv_number
@@ -132,7 +132,7 @@ class _State:
     pod_rv: str | None = None
     synced: bool = False
     positions: dict[str, StreamPos] = field(default_factory=dict)
-    followers: dict[str, FollowerThread] = field(default_factory=dict)
+    followers: dict[str, LogFollower] = field(default_factory=dict)
     ready_seen: dict[str, float] = field(default_factory=dict)  # requester uid -> wall s of Ready event
     gone_at: dict[str, float] = field(default_factory=dict)  # uid -> wall s the Pod was deleted
     first_rv: dict[str, int] = field(default_factory=dict)  # uid -> oldest resourceVersion seen
@@ -588,9 +588,9 @@ class LiveWatcher:
             return
         key = f"{name}/{container}"
         cur = self.state.followers.get(key)
-        if cur is not None and cur.follower.uid == uid and cur.alive:
+        if cur is not None and cur.uid == uid and cur.alive:
             return
-        if cur is not None and cur.follower.uid == uid and cur.follower.done:
+        if cur is not None and cur.uid == uid and cur.done:
             return  # its Pod is being deleted; the stream has ended
         assert self.kube is not None
         saved = self.cp.logs.get(key) if key not in self.state.positions else None
@@ -622,7 +622,7 @@ class LiveWatcher:
             if kind == "dpc"
             else functools.partial(launcher_parser, on_skip=self._on_launcher_skip)
         )
-        self.state.followers[key] = FollowerThread(follower, parser, kind, self.queue.put).start()
+        self.state.followers[key] = follower.start(parser, kind, self.queue.put)
         log.info("following %s log %s (from ts=%s)", kind, key, position.ts_ns or "start")
 
     def _on_launcher_skip(self) -> None:
@@ -753,7 +753,7 @@ class LiveWatcher:
     def _lagging_logs(self, a: Any, mono: float) -> list[str]:
         """Keys of the log streams ``a`` needs that are not following live past it."""
         st = self.state
-        wanted: list[FollowerThread] = []
+        wanted: list[LogFollower] = []
         if a.path != M.COLD_NO_FMA:
             wanted += [ft for ft in st.followers.values() if ft.kind == "dpc"]
         launcher = a.attributes.get(M.A_LAUNCHER)
@@ -762,9 +762,8 @@ class LiveWatcher:
             if ft is not None:
                 wanted.append(ft)
         lagging = []
-        for ft in wanted:
-            f = ft.follower
-            if f.done or not ft.alive:
+        for f in wanted:
+            if f.done or not f.alive:
                 continue  # its Pod is gone: nothing more will come
             pos = st.positions.get(f.key)
             if pos is not None and pos.uid == f.uid and pos.ts_ns >= a.last_ns:
@@ -1115,7 +1114,7 @@ class LiveWatcher:
             out["fma_otel_pod_watch_connects_total"] = s.watches
             out["fma_otel_pod_watch_errors_total"] = s.errors
             out["fma_otel_pod_watch_odd_lines_total"] = s.odd_lines
-        logs = [ft.follower.stats for ft in list(self.state.followers.values())]
+        logs = [f.stats for f in list(self.state.followers.values())]
         out["fma_otel_log_lines_total"] = sum(fs.lines for fs in logs)
         out["fma_otel_log_duplicate_lines_skipped_total"] = sum(fs.duplicates for fs in logs)
         out["fma_otel_log_connects_total"] = sum(fs.connects for fs in logs)
