@@ -118,7 +118,6 @@ class FollowStats:
     connects: int = 0
     previous_reads: int = 0
     errors: int = 0
-    long_lines: int = 0  # lines past MAX_LINE_BYTES, dropped unread (kube.iter_lines)
 
 
 def prefix_ns(line: bytes) -> int | None:
@@ -170,7 +169,7 @@ class LogFollower:
         restart_count: int | None = None,
         backoff: Backoff | None = None,
         read_timeout_s: float = 60.0,
-        on_gap: Callable[[str], None] | None = None,
+        on_gap: Callable[[], None] | None = None,
     ) -> None:
         self.kube = kube
         self.namespace = namespace
@@ -239,10 +238,9 @@ class LogFollower:
     def _gap(self, why: str) -> None:
         log.warning("log %s: gap: %s", self.key, why)
         if self.on_gap:
-            self.on_gap(f"{self.key}: {why}")
+            self.on_gap()
 
     def _long_line(self, n: int) -> None:
-        self.stats.long_lines += 1
         log.warning("%s: a log line of %d bytes dropped unread (over %d)", self.key, n, MAX_LINE_BYTES)
 
     def _read(self, *, follow: bool, previous: bool) -> Iterator[bytes]:

@@ -40,6 +40,11 @@ class Metrics:
         self.last_tick = 0.0
         self.extra: Callable[[], dict[str, float]] | None = None  # stream counters, read live
 
+    def count(self, name: str) -> None:
+        """One more of counter ``name``, from any thread."""
+        with self.lock:
+            setattr(self, name, getattr(self, name) + 1)
+
     def observe_ready_to_export(self, seconds: float) -> None:
         with self.lock:
             self.ready_to_export_sum += seconds

@@ -615,23 +615,12 @@ class LiveWatcher:
             restart_count=restart_count,
             backoff=self._backoff(),
             read_timeout_s=self.cfg.log_read_timeout_s,
-            on_gap=self._on_gap,
+            on_gap=functools.partial(self.metrics.count, "log_gaps"),
         )
-        parser = (
-            dpc_parser
-            if kind == "dpc"
-            else functools.partial(launcher_parser, on_skip=self._on_launcher_skip)
-        )
+        skipped = functools.partial(self.metrics.count, "launcher_skipped")
+        parser = dpc_parser if kind == "dpc" else functools.partial(launcher_parser, on_skip=skipped)
         self.state.followers[key] = follower.start(parser, kind, self.queue.put)
         log.info("following %s log %s (from ts=%s)", kind, key, position.ts_ns or "start")
-
-    def _on_launcher_skip(self) -> None:
-        with self.metrics.lock:
-            self.metrics.launcher_skipped += 1
-
-    def _on_gap(self, why: str) -> None:
-        with self.metrics.lock:
-            self.metrics.log_gaps += 1
 
     # ------------------------------------------------------------------ output
 
@@ -974,7 +963,7 @@ class LiveWatcher:
         try:
             for a in self.correlator.actuations():
                 if a.key not in self.cp.emitted:
-                    held.add(str(a.attributes.get(M.A_REQ_UID, "")))
+                    held.add(_uid(a))
                     held.add(M.key_uid(a.key))
         except Exception:  # noqa: BLE001 - when in doubt, keep everything
             log.exception("listing open actuations")
@@ -1021,7 +1010,7 @@ class LiveWatcher:
                     continue  # (unacked traces are kept in --out or the checkpoint)
                 n_open += 1
                 log_from.append(min(i.t_ns for i in a.instants.values()) - margin)
-                rv = self.state.first_rv.get(str(a.attributes.get(M.A_REQ_UID, "")))
+                rv = self.state.first_rv.get(_uid(a))
                 if rv is not None:
                     rvs.append(rv - 1)
         except Exception:  # noqa: BLE001 - a checkpoint must still be written
