@@ -821,26 +821,10 @@ class LiveWatcher:
             if fresh:
                 self.out.write(fresh)
                 _fault("after-write")
-        if self.sink is None:
-            done = self.clock()
-            for a, t in todo:
-                self._mark_emitted(
-                    a.key, _Unacked(t, a.complete, _ready_s(a)), done, st.ready_seen.get(_uid(a))
-                )
-            self._save_checkpoint()
-            return
         for a, t in todo:
             st.unacked[a.key] = _Unacked(t, a.complete, _ready_s(a))
-
-    def _mark_emitted(self, key: str, u: _Unacked, done: float, seen: float | None) -> None:
-        self._record_emitted(key, done)
-        with self.metrics.lock:
-            self.metrics.emitted["true" if u.complete else "false"] += 1
-            self.metrics.spans += len(u.spans)
-        if u.complete and u.ready_s is not None:
-            self.metrics.export_lag_s = done - u.ready_s
-            if seen is not None:
-                self.metrics.observe_ready_to_export(done - seen)
+        if self.sink is None:  # written: out for good
+            self._delivered([a.key for a, _ in todo], {})
 
     def _pump_exports(self, wait: bool = False) -> None:
         """Collect a finished OTLP export job; start the next one if traces are waiting.
@@ -930,19 +914,33 @@ class LiveWatcher:
                     log.exception("re-creating the OTLP exporter")
             return
         _fault("after-export")
+        self._delivered(job.keys, job.dropped)
+
+    def _delivered(self, keys: list[str], dropped: dict[str, str]) -> None:
+        """``keys`` went out (through OTLP, or written when OTLP is off): emitted, or
+        dropped where the sink refused their trace (``dropped``: trace id -> why)."""
+        st = self.state
         done = self.clock()
-        for key in job.keys:
+        for key in keys:
             self._suspects.discard(key)
             self._isolated.pop(key, None)
             u = st.unacked.pop(key, None)
             if u is None:
                 continue
             self.cp.pending_traces.pop(key, None)
-            why = job.dropped.get(u.spans[0].trace_id) if u.spans else None
+            why = dropped.get(u.spans[0].trace_id) if u.spans else None
             if why is not None:  # (one read back from --out or the checkpoint after a restart)
                 self._drop(key, why)
                 continue
-            self._mark_emitted(key, u, done, st.ready_seen.get(M.key_uid(key)))
+            self._record_emitted(key, done)
+            with self.metrics.lock:
+                self.metrics.emitted["true" if u.complete else "false"] += 1
+                self.metrics.spans += len(u.spans)
+            if u.complete and u.ready_s is not None:
+                self.metrics.export_lag_s = done - u.ready_s
+                seen = st.ready_seen.get(M.key_uid(key))
+                if seen is not None:
+                    self.metrics.observe_ready_to_export(done - seen)
         self.metrics.export_isolated = len(self._isolated)
         self.cp.pending = list(st.unacked)
         self._save_checkpoint()
