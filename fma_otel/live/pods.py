@@ -188,8 +188,8 @@ class PodWatcher:
         items, rv = self.kube.list_all(self.resource, self.namespace)
         self.stats.relists += self.stats.lists > 0
         self.stats.lists += 1
-        self._listed(items, rv)
         self.connected = True
+        self._listed(items, rv)
 
     def _listed(self, items: list[dict[str, Any]], rv: str) -> None:
         """Hand on a list's items, then say the watch is synced at ``rv``."""
