@@ -283,12 +283,13 @@ class LiveWatcher:
         )
         for uid, (rnd, unbound_ns, begun) in self.cp.rounds.items():
             self.correlator.seed_round(uid, rnd, unbound_ns, begun)
-        if cfg.out:
-            self.out = OutFile(cfg.out, cfg.out_max_bytes, cfg.out_keep)
         from ..sinks import otlp_export
 
+        # first: an OTLP setting the exporter refuses stops the start before --out is touched
         if otlp_export.otlp_configured(cfg.otlp_endpoint):
             self.sink = self._make_sink()
+        if cfg.out:
+            self.out = OutFile(cfg.out, cfg.out_max_bytes, cfg.out_keep)
         self._recover_pending()
         for key in self.cp.emitted:
             self.correlator.evict(key)
