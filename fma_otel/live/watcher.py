@@ -46,7 +46,8 @@ from typing import Any
 from .. import model as M
 from .. import podfacts as P
 from ..phase_inputs import BOOT_LINE  # the launcher's boot, read as the bridge reads it
-from ..sources.records import LauncherRecord, PodEvent, SourceStats
+from ..sources.launcher_log import iter_launcher_log
+from ..sources.records import PodEvent, SourceStats
 from ..span_records import SpanRecord
 from . import checkpoint as CP
 from .events import EventStore, EventWatcher
@@ -149,27 +150,17 @@ def dpc_parser(lines: Iterable[bytes]) -> Iterator[Any]:
     yield from iter_klog(lines, SourceStats("dpc"), messages=WANTED_MESSAGES, contains=WANTED_CONTAINS)
 
 
-def launcher_parser(
-    lines: Iterable[bytes], on_skip: Callable[[], None] | None = None
-) -> Iterator[LauncherRecord]:
-    """Launcher log lines -> records, one per header line.
+class _MeteredStats(SourceStats):
+    """A launcher stream's stats whose every skip is counted in ``/metrics`` as it happens
+    (the stream is parsed on its follower's thread for as long as the stream lasts)."""
 
-    Not ``iter_launcher_log``: it holds each record until the next header line (to attach
-    continuation lines), which live means holding the ``PUT`` access line until the
-    launcher logs again.  The facts we need are single-line, so continuations are dropped.
-    ``on_skip`` is called for each line that starts like a record but is not one (a bad
-    or out-of-window time among them), so the watcher can count it.
-    """
-    from ..lines import read_lines
-    from ..sources.launcher_log import NOT_A_LINE, LauncherParseError, parse_launcher_text
+    def __init__(self, on_skip: Callable[[], None]) -> None:
+        super().__init__("launcher")
+        self.on_skip = on_skip
 
-    # line ends as in every log reader: a carriage return inside a line ends one
-    for n, raw in enumerate(read_lines(lines, SourceStats("launcher")), 1):
-        try:
-            yield parse_launcher_text(raw.decode("utf-8", "replace").rstrip("\r\n"), n)  # type: ignore[union-attr]
-        except LauncherParseError as e:
-            if on_skip is not None and e.reason != NOT_A_LINE:  # (continuation lines are not records)
-                on_skip()
+    def skip(self, line_no: int, reason: str) -> None:
+        super().skip(line_no, reason)
+        self.on_skip()
 
 
 _FAULTS: dict[str, int] = {}
@@ -618,8 +609,10 @@ class LiveWatcher:
             read_timeout_s=self.cfg.log_read_timeout_s,
             on_gap=functools.partial(self.metrics.count, "log_gaps"),
         )
-        skipped = functools.partial(self.metrics.count, "launcher_skipped")
-        parser = dpc_parser if kind == "dpc" else functools.partial(launcher_parser, on_skip=skipped)
+        parser = dpc_parser
+        if kind == "launcher":  # each record as its line arrives, the boot line among them
+            stats = _MeteredStats(functools.partial(self.metrics.count, "launcher_skipped"))
+            parser = functools.partial(iter_launcher_log, stats=stats, at_once=True)
         self.state.followers[key] = follower.start(parser, kind, self.queue.put)
         log.info("following %s log %s (from ts=%s)", kind, key, position.ts_ns or "start")
 
