@@ -37,7 +37,7 @@ from typing import Any
 
 from . import podfacts as P
 from .lines import MAX_LINE_BYTES, bounded_lines
-from .live.kube import TRANSIENT_ERRORS, Kube, KubeError
+from .live.kube import EVENTS, PODS, TRANSIENT_ERRORS, Kube, KubeError
 from .live.logs import restart_count_of
 from .live.outfile import write_atomic
 from .live.vllm_fetch import LAUNCHER_PORT, fetch_instance_log
@@ -45,7 +45,7 @@ from .sources.klog import iter_klog
 from .sources.launcher_log import accepted_create_id, iter_launcher_log, put_instance_id
 from .sources.records import SourceStats
 
-#: The read timeout of each log fetch, as the Pod list's (``Kube.list_pods``).
+#: The read timeout of each log fetch, as the Pod list's (``Kube.list_all``).
 LOG_READ_TIMEOUT_S = 60.0
 #: The most read of one instance's vLLM log (a runaway log must not fill the disk).
 VLLM_LOG_MAX_BYTES = 64 << 20
@@ -228,12 +228,12 @@ def capture_namespace(
         out = prepare_directory(out_dir)
     result = CaptureResult(out)
     warn = result.warnings.append
-    items, rv = kube.list_pods(namespace)
+    items, rv = kube.list_all(PODS, namespace)
     _write_list(out / "pods.json", items, rv)
     result.pods = len(items)
 
     dpc_ns = dpc_namespace or namespace
-    dpc_items = items if dpc_ns == namespace else kube.list_pods(dpc_ns)[0]
+    dpc_items = items if dpc_ns == namespace else kube.list_all(PODS, dpc_ns)[0]
     dpcs = sorted(
         (p for p in dpc_items if P.labels_match(dpc_selector, p)),
         key=lambda p: (P.created_ns(p) or 0, P.name(p) or ""),
@@ -282,7 +282,7 @@ def _capture_events(kube: Kube, namespace: str, out: Path, result: CaptureResult
     prints them.  A refusal (a Role without ``list`` on events) is a warning: the Pods and
     logs are still worth having."""
     try:
-        items, rv = kube.list_events(namespace)
+        items, rv = kube.list_all(EVENTS, namespace)
     except KubeError as exc:
         result.warnings.append(f"events not recorded: {exc} (the Role needs list on events, see deploy/)")
         return

@@ -293,3 +293,61 @@ def test_facts_only_reads_the_same_at_any_block_size(monkeypatch, block: int) ->
                 [rng.choice(pieces) for _ in range(rng.randrange(0, 60))], eol, rng.random() < 0.7
             )
         _facts_only_case([x.rstrip(b"\n") for x in OBSERVED], eol, True)
+
+
+# --------------------------------------------------------------------------- at_once
+
+
+def _at_once_case(lines: list[bytes]) -> None:
+    """``at_once`` gives the records of the joined reading, each without its continuation
+    lines, each before the line after its own is read, with the same stats."""
+    st_all, st_once = SourceStats("x"), SourceStats("x")
+    every = list(iter_launcher_log(lines, st_all))
+    pulled = 0
+
+    def arriving():
+        nonlocal pulled
+        for line in lines:
+            pulled += 1
+            yield line
+
+    once = []
+    for rec in iter_launcher_log(arriving(), st_once, at_once=True):
+        assert pulled == rec.line_no  # out before the next line is asked for
+        once.append(rec)
+    assert once == [r._replace(message=r.message.split("\n", 1)[0]) for r in every]
+    assert st_once == st_all
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_at_once_yields_each_record_as_its_line_arrives(seed: int) -> None:
+    import random
+
+    pieces = [p.encode() + b"\n" for p in _PIECES] + [p + b"\n" for p in _RAW_PIECES]
+    rng = random.Random(seed)
+    for _ in range(40):
+        _at_once_case([rng.choice(pieces) for _ in range(rng.randrange(0, 60))])
+    _at_once_case(pieces)
+    _at_once_case(OBSERVED)
+
+
+def test_at_once_keeps_the_boot_line_and_reads_a_traceback_unjoined() -> None:
+    lines = [
+        b"2026-06-29 14:36:19,000 - uvicorn.error - INFO - Application startup complete.",
+        b"2026-06-29 14:36:20,600 - __main__ - ERROR - Failed to create vLLM instance abc: boom",
+        b"Traceback (most recent call last):",
+        b"RuntimeError: boom",
+        b'INFO:     10.131.6.2:34340 - "GET /health HTTP/1.1" 200 OK',
+        b"  a continuation after a line that ends the record",
+    ]
+    st = SourceStats("launcher")
+    recs = list(iter_launcher_log(lines, st, at_once=True))
+    assert [(r.line_no, r.message) for r in recs] == [
+        (1, "Application startup complete."),
+        (2, "Failed to create vLLM instance abc: boom"),
+    ]
+    assert (st.read, st.understood, st.skipped) == (6, 4, 2)
+    assert [why for _, why in st.skipped_lines] == [
+        "uvicorn CLI line without a time (no asctime)",
+        "continuation line before any launcher record",
+    ]

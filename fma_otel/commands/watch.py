@@ -232,13 +232,6 @@ def command(**kw: object) -> None:
             check_out(str(out))
         except OSError as exc:
             fail(f"--out {_describe_os_error(str(out), exc)}")
-    if otlp_export.otlp_configured(kw["otlp_endpoint"]):  # type: ignore[arg-type]
-        # an endpoint, protocol or OTEL_* setting the exporter cannot use: say so now,
-        # not as a traceback once the watcher has started
-        try:
-            otlp_export.OtlpSink(kw["otlp_endpoint"], kw["otlp_protocol"]).close()  # type: ignore[arg-type]
-        except otlp_export.ExportError as exc:
-            fail(str(exc))
     # each flag is the field of its name, a duration's with "_s"; the rest are spelled out
     fields = {f.name for f in dataclasses.fields(WatchConfig)}
     given = {k if k in fields else f"{k}_s": v for k, v in kw.items() if k in fields or f"{k}_s" in fields}
@@ -259,6 +252,8 @@ def command(**kw: object) -> None:
     try:
         code = watcher.run()
     except (ValueError, otlp_export.ExportError) as exc:
+        # an unusable OTLP setting (an endpoint, protocol or OTEL_* variable the exporter
+        # refuses) or checkpoint, found as the watcher sets up, before it watches anything
         fail(str(exc))
     except OutFileError as exc:  # disk full while running: the file holds whole lines only
         if exc.path == "standard output":

@@ -229,15 +229,11 @@ def save(path: str | None, cp: Checkpoint) -> bool:
     """
     if not path:
         return True
+    cp.saved_at = time.time()
     try:
-        _write(path, cp)
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        write_atomic(path, json.dumps(cp.to_json(), separators=(",", ":"), sort_keys=True).encode())
     except OSError as exc:
         log.error("checkpoint %s: cannot write it (%s); keeping the previous one, retrying", path, exc)
         return False
     return True
-
-
-def _write(path: str, cp: Checkpoint) -> None:
-    cp.saved_at = time.time()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    write_atomic(path, json.dumps(cp.to_json(), separators=(",", ":"), sort_keys=True).encode())

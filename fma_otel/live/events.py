@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..sources.k8s_events import KubeEvent, KubeEventStats, parse_event_item
-from .kube import KubeError
+from .kube import EVENTS, KubeError
 from .pods import PodWatcher
 
 log = logging.getLogger(__name__)
@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 class EventWatcher(PodWatcher):
     """Runs in its own thread; items ``("event", KubeEvent)``, ``("events-synced", n)``."""
 
+    resource = EVENTS
     what = "event watch"
     thread_name = "event-watch"
 
@@ -44,31 +45,24 @@ class EventWatcher(PodWatcher):
 
     def _list(self) -> None:
         try:
-            items, rv = self.kube.list_events(self.namespace)
+            super()._list()
         except KubeError as exc:
             if exc.status == 403:
                 self._forbidden(exc)
             raise
-        self.stats.relists += self.stats.lists > 0
-        self.stats.lists += 1
+        self.forbidden = False
+
+    def _listed(self, items: list[dict[str, Any]], rv: str) -> None:
         for item in items:
             self._emit_item("LISTED", item)
         self.rv = rv
-        self.connected = True
-        self.forbidden = False
         self.emit(("events-synced", len(items)))
-
-    def _open_watch(self, rv: str) -> Any:
-        return self.kube.watch_events(self.namespace, rv, self.watch_timeout_s)
 
     def _object(self, etype: str, obj: dict[str, Any], md: dict[str, Any]) -> None:
         self.stats.events += 1
-        self._emit_item(etype, obj)
+        self._emit_item(etype, self.resource.typed(obj))
 
-    def _emit_item(self, etype: str, item: Any) -> None:
-        if isinstance(item, dict):
-            item.setdefault("kind", "Event")
-            item.setdefault("apiVersion", "events.k8s.io/v1")
+    def _emit_item(self, etype: str, item: dict[str, Any]) -> None:
         self._index += 1
         rec = parse_event_item(item, self.parse_stats, index=self._index, watch_type=etype)
         if rec is None:

@@ -16,6 +16,7 @@ import os
 import random
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from ..errtext import one_line
@@ -174,8 +175,24 @@ def iter_lines(
             scanned = dropped = 0
 
 
-_PODS = "/api/v1/namespaces/{namespace}/pods"
-_EVENTS = "/apis/events.k8s.io/v1/namespaces/{namespace}/events"
+@dataclass(frozen=True)
+class Resource:
+    """A kind the live bridge lists and watches: where, and the ``apiVersion``/``kind``
+    that list and watch items lack."""
+
+    path: str
+    api_version: str
+    kind: str
+
+    def typed(self, item: dict[str, Any]) -> dict[str, Any]:
+        item.setdefault("apiVersion", self.api_version)
+        item.setdefault("kind", self.kind)
+        return item
+
+
+PODS = Resource("/api/v1/namespaces/{namespace}/pods", "v1", "Pod")
+#: through events.k8s.io/v1, the Events API of record (see :mod:`.events`)
+EVENTS = Resource("/apis/events.k8s.io/v1/namespaces/{namespace}/events", "events.k8s.io/v1", "Event")
 
 
 class Kube:
@@ -249,9 +266,7 @@ class Kube:
 
     # ---------------------------------------------------------------- list + watch
 
-    def _list_all(
-        self, path: str, namespace: str, api_version: str, kind: str
-    ) -> tuple[list[dict[str, Any]], str]:
+    def list_all(self, resource: Resource, namespace: str) -> tuple[list[dict[str, Any]], str]:
         """Every item of a paginated list (following ``continue``) and the list's
         resourceVersion; each item with ``apiVersion``/``kind`` set, as list items lack them."""
         items: list[dict[str, Any]] = []
@@ -260,19 +275,18 @@ class Kube:
         while True:
             # 500 items per request (``continue`` asks for the next page)
             query: list[tuple[str, Any]] = [("limit", 500), *([("continue", cont)] if cont else [])]
-            doc = _object(_check(self._get(path, {"namespace": namespace}, query, 60)))
+            doc = _object(_check(self._get(resource.path, {"namespace": namespace}, query, 60)))
             meta = doc.get("metadata") or {}
             rv = rv or str(meta.get("resourceVersion") or "")
             for it in doc.get("items") or []:
                 if isinstance(it, dict):
-                    it.setdefault("apiVersion", api_version)
-                    it.setdefault("kind", kind)
+                    resource.typed(it)
                     items.append(it)
             cont = meta.get("continue")
             if not cont:
                 return items, rv
 
-    def _watch(self, path: str, namespace: str, resource_version: str, timeout_s: int) -> Any:
+    def open_watch(self, resource: Resource, namespace: str, resource_version: str, timeout_s: int) -> Any:
         """Open a watch from ``resource_version``; the caller reads it with :func:`iter_lines`."""
         query = [
             ("watch", True),
@@ -281,32 +295,17 @@ class Kube:
             ("timeoutSeconds", int(timeout_s)),
         ]
         # the read timeout is a safety net a bit longer than the server-side timeout
-        return self._track(_check(self._get(path, {"namespace": namespace}, query, timeout_s + 15)))
-
-    def list_pods(self, namespace: str) -> tuple[list[dict[str, Any]], str]:
-        """All Pods (raw dicts) and the list's resourceVersion."""
-        return self._list_all(_PODS, namespace, "v1", "Pod")
-
-    def watch_pods(self, namespace: str, resource_version: str, timeout_s: int) -> Any:
-        return self._watch(_PODS, namespace, resource_version, timeout_s)
+        return self._track(_check(self._get(resource.path, {"namespace": namespace}, query, timeout_s + 15)))
 
     def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         """One Pod as a raw dict, or ``None`` when it does not exist."""
         try:
-            resp = _check(self._get(_PODS + "/{name}", {"namespace": namespace, "name": name}, [], 30))
+            resp = _check(self._get(PODS.path + "/{name}", {"namespace": namespace, "name": name}, [], 30))
         except KubeError as exc:
             if exc.status == 404:
                 return None
             raise
         return _object(resp)
-
-    def list_events(self, namespace: str) -> tuple[list[dict[str, Any]], str]:
-        """All Events of the namespace through events.k8s.io/v1 (raw dicts) and the list's
-        resourceVersion."""
-        return self._list_all(_EVENTS, namespace, "events.k8s.io/v1", "Event")
-
-    def watch_events(self, namespace: str, resource_version: str, timeout_s: int) -> Any:
-        return self._watch(_EVENTS, namespace, resource_version, timeout_s)
 
     # ---------------------------------------------------------------- logs and pods/proxy
 
@@ -337,7 +336,7 @@ class Kube:
         if limit_bytes:
             query.append(("limitBytes", int(limit_bytes)))
         params = {"namespace": namespace, "name": name}
-        resp = self._get(_PODS + "/{name}/log", params, query, read_timeout_s, {"Accept": "text/plain"})
+        resp = self._get(PODS.path + "/{name}/log", params, query, read_timeout_s, {"Accept": "text/plain"})
         return self._track(_check(resp))
 
     def proxy_get(
@@ -358,7 +357,7 @@ class Kube:
         ``path`` is sent as given: quote its segments first.
         """
         resp = self._get(
-            _PODS + "/{name}/proxy" + path,
+            PODS.path + "/{name}/proxy" + path,
             {"namespace": namespace, "name": f"{pod}:{int(port)}"},
             [],
             read_timeout_s,

@@ -118,7 +118,6 @@ class FollowStats:
     connects: int = 0
     previous_reads: int = 0
     errors: int = 0
-    long_lines: int = 0  # lines past MAX_LINE_BYTES, dropped unread (kube.iter_lines)
 
 
 def prefix_ns(line: bytes) -> int | None:
@@ -141,6 +140,10 @@ def restart_count_of(pod: dict[str, Any] | None, container: str) -> int | None:
             # an int64, as the API server's; anything else would make the checkpoint unusable
             return n if 0 <= n < 1 << 63 else 0
     return None
+
+
+#: a record parser: raw lines in, records out (``iter_klog``, the launcher's)
+Parser = Callable[[Iterable[bytes]], Iterator[Any]]
 
 
 class LogFollower:
@@ -166,7 +169,7 @@ class LogFollower:
         restart_count: int | None = None,
         backoff: Backoff | None = None,
         read_timeout_s: float = 60.0,
-        on_gap: Callable[[str], None] | None = None,
+        on_gap: Callable[[], None] | None = None,
     ) -> None:
         self.kube = kube
         self.namespace = namespace
@@ -184,10 +187,43 @@ class LogFollower:
         #: ``time.monotonic()`` when the current follow stream opened; None while there is
         #: none (connecting, reading ``previous``, backing off after an error)
         self.connected_at: float | None = None
+        self.kind = ""  # "dpc" or "launcher", once started
+        self.thread: threading.Thread | None = None
 
     @property
     def key(self) -> str:
         return f"{self.pod}/{self.container}"
+
+    def start(self, parser: Parser, kind: str, emit: Callable[[tuple[Any, ...]], None]) -> LogFollower:
+        """Follow on a thread of its own, through a record ``parser``, handing each record to
+        ``emit`` as ``(kind, pod, record, position)``; ``("log-ended", kind, key, position)``
+        when the stream ends.
+
+        The parser (``iter_klog`` or the launcher's) sees one continuous stream of lines
+        across reconnects, so a multi-line klog block cut by a reconnect is still joined.
+        Each record goes out with the position of the line that completed it: the
+        checkpoint then never claims a line whose record the correlator has not received.
+        """
+        self.kind = kind
+        self.thread = threading.Thread(
+            target=self._run, args=(parser, emit), name=f"log-{self.key}", daemon=True
+        )
+        self.thread.start()
+        return self
+
+    def _run(self, parser: Parser, emit: Callable[[tuple[Any, ...]], None]) -> None:
+        try:
+            for rec in parser(self.lines()):
+                # the parser has read no line past the one that completed ``rec``
+                emit((self.kind, self.pod, rec, self.snapshot()))
+        except Exception:  # noqa: BLE001 - a parser bug must not kill the watcher silently
+            log.exception("log %s: follower stopped", self.key)
+        finally:
+            emit(("log-ended", self.kind, self.key, self.snapshot()))
+
+    @property
+    def alive(self) -> bool:
+        return self.thread is not None and self.thread.is_alive()
 
     def snapshot(self) -> StreamPos:
         return StreamPos(
@@ -202,10 +238,9 @@ class LogFollower:
     def _gap(self, why: str) -> None:
         log.warning("log %s: gap: %s", self.key, why)
         if self.on_gap:
-            self.on_gap(f"{self.key}: {why}")
+            self.on_gap()
 
     def _long_line(self, n: int) -> None:
-        self.stats.long_lines += 1
         log.warning("%s: a log line of %d bytes dropped unread (over %d)", self.key, n, MAX_LINE_BYTES)
 
     def _read(self, *, follow: bool, previous: bool) -> Iterator[bytes]:
@@ -288,45 +323,3 @@ class LogFollower:
                 self.stop.wait(
                     min(self.backoff.next(), 1.0) if "timed out" in str(exc) else self.backoff.next()
                 )
-
-
-Parser = Callable[[Iterable[bytes]], Iterator[Any]]
-
-
-class FollowerThread:
-    """Runs a :class:`LogFollower` through a record parser and hands records to ``emit``.
-
-    The parser (``iter_klog`` or ``iter_launcher_log``) sees one continuous stream of lines
-    across reconnects, so a multi-line klog block cut by a reconnect is still joined.  Each
-    record goes out with the position of the line that completed it: the checkpoint then
-    never claims a line whose record the correlator has not received.
-    """
-
-    def __init__(
-        self, follower: LogFollower, parser: Parser, kind: str, emit: Callable[[tuple[Any, ...]], None]
-    ):
-        self.follower = follower
-        self.parser = parser
-        self.kind = kind
-        self.emit = emit
-        self.thread: threading.Thread | None = None
-
-    def start(self) -> FollowerThread:
-        self.thread = threading.Thread(target=self.run, name=f"log-{self.follower.key}", daemon=True)
-        self.thread.start()
-        return self
-
-    def run(self) -> None:
-        f = self.follower
-        try:
-            for rec in self.parser(f.lines()):
-                # the parser has read no line past the one that completed ``rec``
-                self.emit((self.kind, f.pod, rec, f.snapshot()))
-        except Exception:  # noqa: BLE001 - a parser bug must not kill the watcher silently
-            log.exception("log %s: follower stopped", self.follower.key)
-        finally:
-            self.emit(("log-ended", self.kind, self.follower.key, self.follower.snapshot()))
-
-    @property
-    def alive(self) -> bool:
-        return self.thread is not None and self.thread.is_alive()

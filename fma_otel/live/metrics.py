@@ -24,7 +24,7 @@ class Metrics:
         self.export_dropped = 0  # traces refused by the sink's screen (cannot be encoded)
         self.export_isolated = 0  # traces whose export failed alone: retried alone
         self.dpc_skipped = 0  # DPC lines the correlator refused (ValueError)
-        self.launcher_skipped = 0  # launcher lines that start like a record but are not one
+        self.launcher_skipped = 0  # launcher lines skipped (iter_launcher_log's skips)
         self.checkpoints = 0
         self.pod_events = 0
         self.odd_pods = 0
@@ -39,6 +39,11 @@ class Metrics:
         self.ready_to_export_max = 0.0
         self.last_tick = 0.0
         self.extra: Callable[[], dict[str, float]] | None = None  # stream counters, read live
+
+    def count(self, name: str) -> None:
+        """One more of counter ``name``, from any thread."""
+        with self.lock:
+            setattr(self, name, getattr(self, name) + 1)
 
     def observe_ready_to_export(self, seconds: float) -> None:
         with self.lock:
@@ -124,7 +129,7 @@ _METRICS: tuple[tuple[str, str, str, Callable[[Metrics], list[tuple[str, float]]
     (
         "fma_otel_launcher_lines_skipped_total",
         "counter",
-        "Launcher log lines that start like a record but are not one (a bad or out-of-window time).",
+        "Launcher log lines skipped as the bridge skips them (a bad or out-of-window time, no time).",
         _one("launcher_skipped"),
     ),
     ("fma_otel_checkpoint_writes_total", "counter", "Checkpoint writes.", _one("checkpoints")),

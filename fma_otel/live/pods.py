@@ -34,7 +34,7 @@ from typing import Any
 
 from ..jsonsafe import loads
 from ..sources.records import PodEvent
-from .kube import TRANSIENT_ERRORS, Backoff, Kube, KubeError, iter_lines
+from .kube import PODS, TRANSIENT_ERRORS, Backoff, Kube, KubeError, iter_lines
 
 log = logging.getLogger(__name__)
 
@@ -90,10 +90,11 @@ class PodWatcher:
     arrived, so every change it shows had happened by then: an upper bound on each, which
     the queue's delay would only loosen).
 
-    The list/watch/410 protocol is the resource's; a subclass watches another resource by
-    overriding :meth:`_list`, :meth:`_open_watch` and :meth:`_object` (the Events watch).
+    The list/watch/410 protocol is the resource's; a subclass watches another
+    :attr:`resource` by overriding :meth:`_listed` and :meth:`_object` (the Events watch).
     """
 
+    resource = PODS
     #: how log lines name this watch
     what = "pod watch"
     thread_name = "pod-watch"
@@ -184,9 +185,14 @@ class PodWatcher:
     # ---------------------------------------------------------------- list
 
     def _list(self) -> None:
-        items, rv = self.kube.list_pods(self.namespace)
+        items, rv = self.kube.list_all(self.resource, self.namespace)
         self.stats.relists += self.stats.lists > 0
         self.stats.lists += 1
+        self.connected = True
+        self._listed(items, rv)
+
+    def _listed(self, items: list[dict[str, Any]], rv: str) -> None:
+        """Hand on a list's items, then say the watch is synced at ``rv``."""
         seen: dict[str, str] = {}
         for pod in items:
             md = pod.get("metadata") if isinstance(pod, dict) else None
@@ -200,7 +206,6 @@ class PodWatcher:
             self.emit(("gone", uid))
         self.known = seen
         self.rv = rv
-        self.connected = True
         # first round after a restart: replay from the checkpoint's older version (and keep
         # checkpointing that older version until the replay has passed the list's)
         if self.resume_rv and rv_older(self.resume_rv, rv):
@@ -216,7 +221,7 @@ class PodWatcher:
         before half its ``timeoutSeconds``, else :data:`_QUIET` (a quiet namespace)."""
         assert self.rv is not None
         started = time.monotonic()
-        resp = self._open_watch(self.rv)
+        resp = self.kube.open_watch(self.resource, self.namespace, self.rv, self.watch_timeout_s)
         self.stats.watches += 1
         self.connected = True
         progress = False
@@ -240,9 +245,6 @@ class PodWatcher:
         if time.monotonic() - started < self.watch_timeout_s / 2:
             return _EARLY
         return _QUIET
-
-    def _open_watch(self, rv: str) -> Any:
-        return self.kube.watch_pods(self.namespace, rv, self.watch_timeout_s)
 
     def _long_line(self, n: int) -> None:
         """A watch line past the line limit: no Pod is that big (etcd holds ~1.5 MiB)."""
@@ -289,8 +291,7 @@ class PodWatcher:
     def _object(self, etype: str, obj: dict[str, Any], md: dict[str, Any]) -> None:
         """One ADDED/MODIFIED/DELETED object with a uid (``self.rv`` is its version)."""
         self.stats.events += 1
-        obj.setdefault("kind", "Pod")
-        obj.setdefault("apiVersion", "v1")
+        self.resource.typed(obj)
         if etype == "DELETED":
             self.known.pop(md["uid"], None)
         else:

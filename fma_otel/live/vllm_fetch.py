@@ -42,7 +42,6 @@ class FetchResult:
     """How one log fetch went.  ``error`` is ``None`` when the whole log was read (else it
     says why not, a byte or time bound that stopped it included)."""
 
-    key: str
     written: int = 0
     requests: int = 0
     status: int | None = None  # the last HTTP status seen
@@ -107,7 +106,7 @@ def fetch_instance_log(
     """
     if not 0 < range_bytes <= MAX_RANGE_BYTES:
         raise ValueError(f"range_bytes must be in 1..{MAX_RANGE_BYTES}: {range_bytes}")
-    res = FetchResult(instance_id)
+    res = FetchResult()
     path = instance_log_path(instance_id)
     end_at = None if deadline_s is None else clock() + deadline_s
     offset = start
@@ -175,7 +174,7 @@ def fetch_pod_log(
 ) -> FetchResult:
     """A baseline Pod's container log with ``timestamps=true`` (the bridge needs the year),
     bounded by ``max_bytes`` (``limitBytes``); errors as :func:`fetch_instance_log`'s."""
-    res = FetchResult(f"pod-{pod}")
+    res = FetchResult()
     try:
         resp = kube.pod_log(
             namespace, pod, container, timestamps=True, read_timeout_s=read_timeout_s, limit_bytes=max_bytes

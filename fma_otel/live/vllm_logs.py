@@ -211,7 +211,7 @@ class VllmLogs:
                 phases, assumed = read_with_clock(act, bytes(data))
             except Exception as exc:  # noqa: BLE001 - a surprise costs this log, never the watcher
                 log.exception("vLLM log of %s: fetch failed", t.key)
-                res, phases, assumed = FetchResult(t.key, len(data), error=str(exc)), [], False
+                res, phases, assumed = FetchResult(len(data), error=str(exc)), [], False
         self.stats.fetches += 1
         self.stats.bytes += res.written
         if res.error and not data:

@@ -46,12 +46,13 @@ from typing import Any
 from .. import model as M
 from .. import podfacts as P
 from ..phase_inputs import BOOT_LINE  # the launcher's boot, read as the bridge reads it
-from ..sources.records import LauncherRecord, PodEvent, SourceStats
+from ..sources.launcher_log import iter_launcher_log
+from ..sources.records import PodEvent, SourceStats
 from ..span_records import SpanRecord
 from . import checkpoint as CP
 from .events import EventStore, EventWatcher
 from .kube import Backoff, Kube, make_api_client
-from .logs import FollowerThread, LogFollower, LogPosition, StreamPos
+from .logs import LogFollower, LogPosition, StreamPos
 from .metrics import Metrics, MetricsServer
 from .outfile import OutFile, OutFileError
 from .pods import PodWatcher, rv_number
@@ -132,7 +133,7 @@ class _State:
     pod_rv: str | None = None
     synced: bool = False
     positions: dict[str, StreamPos] = field(default_factory=dict)
-    followers: dict[str, FollowerThread] = field(default_factory=dict)
+    followers: dict[str, LogFollower] = field(default_factory=dict)
     ready_seen: dict[str, float] = field(default_factory=dict)  # requester uid -> wall s of Ready event
     gone_at: dict[str, float] = field(default_factory=dict)  # uid -> wall s the Pod was deleted
     first_rv: dict[str, int] = field(default_factory=dict)  # uid -> oldest resourceVersion seen
@@ -149,27 +150,17 @@ def dpc_parser(lines: Iterable[bytes]) -> Iterator[Any]:
     yield from iter_klog(lines, SourceStats("dpc"), messages=WANTED_MESSAGES, contains=WANTED_CONTAINS)
 
 
-def launcher_parser(
-    lines: Iterable[bytes], on_skip: Callable[[], None] | None = None
-) -> Iterator[LauncherRecord]:
-    """Launcher log lines -> records, one per header line.
+class _MeteredStats(SourceStats):
+    """A launcher stream's stats whose every skip is counted in ``/metrics`` as it happens
+    (the stream is parsed on its follower's thread for as long as the stream lasts)."""
 
-    Not ``iter_launcher_log``: it holds each record until the next header line (to attach
-    continuation lines), which live means holding the ``PUT`` access line until the
-    launcher logs again.  The facts we need are single-line, so continuations are dropped.
-    ``on_skip`` is called for each line that starts like a record but is not one (a bad
-    or out-of-window time among them), so the watcher can count it.
-    """
-    from ..lines import read_lines
-    from ..sources.launcher_log import NOT_A_LINE, LauncherParseError, parse_launcher_text
+    def __init__(self, on_skip: Callable[[], None]) -> None:
+        super().__init__("launcher")
+        self.on_skip = on_skip
 
-    # line ends as in every log reader: a carriage return inside a line ends one
-    for n, raw in enumerate(read_lines(lines, SourceStats("launcher")), 1):
-        try:
-            yield parse_launcher_text(raw.decode("utf-8", "replace").rstrip("\r\n"), n)  # type: ignore[union-attr]
-        except LauncherParseError as e:
-            if on_skip is not None and e.reason != NOT_A_LINE:  # (continuation lines are not records)
-                on_skip()
+    def skip(self, line_no: int, reason: str) -> None:
+        super().skip(line_no, reason)
+        self.on_skip()
 
 
 _FAULTS: dict[str, int] = {}
@@ -283,12 +274,13 @@ class LiveWatcher:
         )
         for uid, (rnd, unbound_ns, begun) in self.cp.rounds.items():
             self.correlator.seed_round(uid, rnd, unbound_ns, begun)
-        if cfg.out:
-            self.out = OutFile(cfg.out, cfg.out_max_bytes, cfg.out_keep)
         from ..sinks import otlp_export
 
+        # first: an OTLP setting the exporter refuses stops the start before --out is touched
         if otlp_export.otlp_configured(cfg.otlp_endpoint):
             self.sink = self._make_sink()
+        if cfg.out:
+            self.out = OutFile(cfg.out, cfg.out_max_bytes, cfg.out_keep)
         self._recover_pending()
         for key in self.cp.emitted:
             self.correlator.evict(key)
@@ -588,9 +580,9 @@ class LiveWatcher:
             return
         key = f"{name}/{container}"
         cur = self.state.followers.get(key)
-        if cur is not None and cur.follower.uid == uid and cur.alive:
+        if cur is not None and cur.uid == uid and cur.alive:
             return
-        if cur is not None and cur.follower.uid == uid and cur.follower.done:
+        if cur is not None and cur.uid == uid and cur.done:
             return  # its Pod is being deleted; the stream has ended
         assert self.kube is not None
         saved = self.cp.logs.get(key) if key not in self.state.positions else None
@@ -615,23 +607,14 @@ class LiveWatcher:
             restart_count=restart_count,
             backoff=self._backoff(),
             read_timeout_s=self.cfg.log_read_timeout_s,
-            on_gap=self._on_gap,
+            on_gap=functools.partial(self.metrics.count, "log_gaps"),
         )
-        parser = (
-            dpc_parser
-            if kind == "dpc"
-            else functools.partial(launcher_parser, on_skip=self._on_launcher_skip)
-        )
-        self.state.followers[key] = FollowerThread(follower, parser, kind, self.queue.put).start()
+        parser = dpc_parser
+        if kind == "launcher":  # each record as its line arrives, the boot line among them
+            stats = _MeteredStats(functools.partial(self.metrics.count, "launcher_skipped"))
+            parser = functools.partial(iter_launcher_log, stats=stats, at_once=True)
+        self.state.followers[key] = follower.start(parser, kind, self.queue.put)
         log.info("following %s log %s (from ts=%s)", kind, key, position.ts_ns or "start")
-
-    def _on_launcher_skip(self) -> None:
-        with self.metrics.lock:
-            self.metrics.launcher_skipped += 1
-
-    def _on_gap(self, why: str) -> None:
-        with self.metrics.lock:
-            self.metrics.log_gaps += 1
 
     # ------------------------------------------------------------------ output
 
@@ -753,7 +736,7 @@ class LiveWatcher:
     def _lagging_logs(self, a: Any, mono: float) -> list[str]:
         """Keys of the log streams ``a`` needs that are not following live past it."""
         st = self.state
-        wanted: list[FollowerThread] = []
+        wanted: list[LogFollower] = []
         if a.path != M.COLD_NO_FMA:
             wanted += [ft for ft in st.followers.values() if ft.kind == "dpc"]
         launcher = a.attributes.get(M.A_LAUNCHER)
@@ -762,9 +745,8 @@ class LiveWatcher:
             if ft is not None:
                 wanted.append(ft)
         lagging = []
-        for ft in wanted:
-            f = ft.follower
-            if f.done or not ft.alive:
+        for f in wanted:
+            if f.done or not f.alive:
                 continue  # its Pod is gone: nothing more will come
             pos = st.positions.get(f.key)
             if pos is not None and pos.uid == f.uid and pos.ts_ns >= a.last_ns:
@@ -833,26 +815,10 @@ class LiveWatcher:
             if fresh:
                 self.out.write(fresh)
                 _fault("after-write")
-        if self.sink is None:
-            done = self.clock()
-            for a, t in todo:
-                self._mark_emitted(
-                    a.key, _Unacked(t, a.complete, _ready_s(a)), done, st.ready_seen.get(_uid(a))
-                )
-            self._save_checkpoint()
-            return
         for a, t in todo:
             st.unacked[a.key] = _Unacked(t, a.complete, _ready_s(a))
-
-    def _mark_emitted(self, key: str, u: _Unacked, done: float, seen: float | None) -> None:
-        self._record_emitted(key, done)
-        with self.metrics.lock:
-            self.metrics.emitted["true" if u.complete else "false"] += 1
-            self.metrics.spans += len(u.spans)
-        if u.complete and u.ready_s is not None:
-            self.metrics.export_lag_s = done - u.ready_s
-            if seen is not None:
-                self.metrics.observe_ready_to_export(done - seen)
+        if self.sink is None:  # written: out for good
+            self._delivered([a.key for a, _ in todo], {})
 
     def _pump_exports(self, wait: bool = False) -> None:
         """Collect a finished OTLP export job; start the next one if traces are waiting.
@@ -942,19 +908,33 @@ class LiveWatcher:
                     log.exception("re-creating the OTLP exporter")
             return
         _fault("after-export")
+        self._delivered(job.keys, job.dropped)
+
+    def _delivered(self, keys: list[str], dropped: dict[str, str]) -> None:
+        """``keys`` went out (through OTLP, or written when OTLP is off): emitted, or
+        dropped where the sink refused their trace (``dropped``: trace id -> why)."""
+        st = self.state
         done = self.clock()
-        for key in job.keys:
+        for key in keys:
             self._suspects.discard(key)
             self._isolated.pop(key, None)
             u = st.unacked.pop(key, None)
             if u is None:
                 continue
             self.cp.pending_traces.pop(key, None)
-            why = job.dropped.get(u.spans[0].trace_id) if u.spans else None
+            why = dropped.get(u.spans[0].trace_id) if u.spans else None
             if why is not None:  # (one read back from --out or the checkpoint after a restart)
                 self._drop(key, why)
                 continue
-            self._mark_emitted(key, u, done, st.ready_seen.get(M.key_uid(key)))
+            self._record_emitted(key, done)
+            with self.metrics.lock:
+                self.metrics.emitted["true" if u.complete else "false"] += 1
+                self.metrics.spans += len(u.spans)
+            if u.complete and u.ready_s is not None:
+                self.metrics.export_lag_s = done - u.ready_s
+                seen = st.ready_seen.get(M.key_uid(key))
+                if seen is not None:
+                    self.metrics.observe_ready_to_export(done - seen)
         self.metrics.export_isolated = len(self._isolated)
         self.cp.pending = list(st.unacked)
         self._save_checkpoint()
@@ -975,7 +955,7 @@ class LiveWatcher:
         try:
             for a in self.correlator.actuations():
                 if a.key not in self.cp.emitted:
-                    held.add(str(a.attributes.get(M.A_REQ_UID, "")))
+                    held.add(_uid(a))
                     held.add(M.key_uid(a.key))
         except Exception:  # noqa: BLE001 - when in doubt, keep everything
             log.exception("listing open actuations")
@@ -1022,7 +1002,7 @@ class LiveWatcher:
                     continue  # (unacked traces are kept in --out or the checkpoint)
                 n_open += 1
                 log_from.append(min(i.t_ns for i in a.instants.values()) - margin)
-                rv = self.state.first_rv.get(str(a.attributes.get(M.A_REQ_UID, "")))
+                rv = self.state.first_rv.get(_uid(a))
                 if rv is not None:
                     rvs.append(rv - 1)
         except Exception:  # noqa: BLE001 - a checkpoint must still be written
@@ -1115,7 +1095,7 @@ class LiveWatcher:
             out["fma_otel_pod_watch_connects_total"] = s.watches
             out["fma_otel_pod_watch_errors_total"] = s.errors
             out["fma_otel_pod_watch_odd_lines_total"] = s.odd_lines
-        logs = [ft.follower.stats for ft in list(self.state.followers.values())]
+        logs = [f.stats for f in list(self.state.followers.values())]
         out["fma_otel_log_lines_total"] = sum(fs.lines for fs in logs)
         out["fma_otel_log_duplicate_lines_skipped_total"] = sum(fs.duplicates for fs in logs)
         out["fma_otel_log_connects_total"] = sum(fs.connects for fs in logs)

@@ -192,6 +192,7 @@ def iter_launcher_log(
     stats: SourceStats,
     *,
     facts_only: bool = False,
+    at_once: bool = False,
 ) -> Iterator[LauncherRecord]:
     """Stream :class:`LauncherRecord` s from a binary file or any iterable of lines.
 
@@ -200,6 +201,10 @@ def iter_launcher_log(
     subset of the records yielded without it.  Lines that hold neither text, outside such
     a record, are then counted in ``stats.ignored`` unread (most lines of a launcher log);
     a header line that ends such a record is only checked (counted, not built).
+
+    ``at_once=True`` yields each record as soon as its header line is read, its
+    continuation lines then counted but not joined: a live stream's next header line may
+    be minutes away, and the facts are single-line.
     """
     pending: LauncherRecord | None = None
     more: list[str] = []
@@ -211,7 +216,7 @@ def iter_launcher_log(
         if raw is None:
             # Not read (too long): it may have begun a record, so the one before ends
             # here, and continuation lines after it belong to no record.
-            if pending is not None:
+            if pending is not None and not at_once:
                 yield _with_more(pending, more)
             pending, more = None, []
             continue
@@ -226,10 +231,12 @@ def iter_launcher_log(
             continue
         if _DATE.match(body) is None:
             if _UVICORN_CLI.match(body):
-                if pending is not None:
+                if pending is not None and not at_once:
                     yield _with_more(pending, more)
-                    pending, more = None, []
+                pending, more = None, []
                 stats.skip(line_no, "uvicorn CLI line without a time (no asctime)")
+            elif at_once and pending is not None:
+                stats.understood += 1  # its record is out: the line is read, not joined
             elif pending is not None:
                 more_bytes = (more_bytes if more else 0) + len(body) + 1  # joined with "\n"
                 if more_bytes > MAX_VALUE_BYTES:
@@ -242,9 +249,9 @@ def iter_launcher_log(
             else:
                 stats.skip(line_no, "continuation line before any launcher record")
             continue
-        if pending is not None:
+        if pending is not None and not at_once:
             yield _with_more(pending, more)
-            pending, more = None, []
+        pending, more = None, []
         try:
             if facts_only and not _may_be_fact(raw):
                 _split_line(body)  # it ends a kept record; no fact itself
@@ -256,7 +263,9 @@ def iter_launcher_log(
         stats.understood += 1
         if facts_only and pending is not None and not _is_fact(pending):
             pending = None  # its continuation lines are passed over with the other lines
-    if pending is not None:
+        if at_once and pending is not None:
+            yield pending  # (and stays ``pending``: the lines after it may continue it)
+    if pending is not None and not at_once:
         yield _with_more(pending, more)
 
 

@@ -24,13 +24,21 @@ FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCh
 
 def _counted(lines: list[bytes] | list[str]) -> SourceStats:
     st_ = SourceStats("t")
-    for rec in iter_launcher_log(iter(lines), st_):  # type: ignore[arg-type]
+    recs = list(iter_launcher_log(iter(lines), st_))  # type: ignore[arg-type]
+    for rec in recs:
         # what the correlator does with each record must not raise either
         accepted_create_id(rec)
         put_instance_id(rec)
         launcher_fact("launcher-x", rec)
     assert st_.read == len(lines) + sum(st_.notes.values())  # a CR inside a line ends one
     assert st_.read == st_.understood + st_.skipped, (st_.read, st_.understood, st_.skipped)
+    # the watcher's reading: the same records, each without its continuation lines
+    st_once = SourceStats("t")
+    once = list(iter_launcher_log(iter(lines), st_once, at_once=True))  # type: ignore[arg-type]
+    assert [o._replace(message="") for o in once] == [r._replace(message="") for r in recs]
+    for o, r in zip(once, recs, strict=True):  # (an item of lines may hold an LF: one line)
+        assert r.message == o.message or r.message.startswith(o.message + "\n")
+    assert st_once == st_
     return st_
 
 

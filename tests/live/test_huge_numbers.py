@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from fma_otel.cli import main
 from fma_otel.live import checkpoint as CP
-from fma_otel.live.kube import Kube, KubeError
+from fma_otel.live.kube import PODS, Kube, KubeError
 from fma_otel.live.logs import restart_count_of
 from fma_otel.live.pods import PodWatcher, rv_number, rv_older
 
@@ -157,7 +157,7 @@ class _Kube:
     def __init__(self, rv: str) -> None:
         self.rv = rv
 
-    def list_pods(self, namespace: str) -> tuple[list, str]:
+    def list_all(self, resource: object, namespace: str) -> tuple[list, str]:
         return [], self.rv
 
 
@@ -215,14 +215,14 @@ def _kube(data: bytes, status: int = 200) -> Kube:
 )
 def test_an_answer_that_is_no_json_object_is_a_kube_error(body: bytes) -> None:
     with pytest.raises(KubeError):
-        _kube(body).list_pods("ns")
+        _kube(body).list_all(PODS, "ns")
     with pytest.raises(KubeError):
         _kube(body).get_pod("ns", "p")
 
 
 def test_an_error_answer_nested_deep_is_still_a_kube_error() -> None:
     with pytest.raises(KubeError) as exc:
-        _kube(DEEP.encode(), status=500).list_pods("ns")
+        _kube(DEEP.encode(), status=500).list_all(PODS, "ns")
     assert exc.value.status == 500
 
 

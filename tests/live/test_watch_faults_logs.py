@@ -40,7 +40,7 @@ def test_log_404_is_retried_while_the_pod_exists(k8s: FakeCluster, tmp_path: Pat
         assert k8s.wait_for_streams("log", 1, 5), "the DPC log is never followed after a 404"
         play(k8s, timeline(cap))
         assert wait_for(lambda: len(traces_in(out)) >= len(want), 20), (len(traces_in(out)), len(want))
-        follower = w.watcher.state.followers[f"{DPC_POD}/controller"].follower
+        follower = w.watcher.state.followers[f"{DPC_POD}/controller"]
         assert follower.stats.errors >= 1 and not follower.done
     statuses = [r.status for r in k8s.requests_to(f"/pods/{DPC_POD}/log")]
     assert statuses[:2] == [404, 404] and len(statuses) >= 3, statuses
@@ -54,7 +54,7 @@ def test_log_follower_ends_when_the_pod_is_deleted(k8s: FakeCluster, tmp_path: P
         ft = w.watcher.state.followers[f"{DPC_POD}/controller"]
         k8s.delete_pod(DPC_POD, NS)
         assert wait_for(lambda: not ft.alive, 5)
-        assert ft.follower.done
+        assert ft.done
 
 
 def _append_raw(k8s: FakeCluster, ts_ns: int, line: str) -> None:
@@ -80,7 +80,7 @@ def test_node_clock_stepping_back_drops_no_line(k8s: FakeCluster, tmp_path: Path
             else:
                 apply(k8s, s)
         assert wait_for(lambda: len(traces_in(out)) >= len(want), 20), (len(traces_in(out)), len(want))
-        stats = w.watcher.state.followers[f"{DPC_POD}/controller"].follower.stats
+        stats = w.watcher.state.followers[f"{DPC_POD}/controller"].stats
         assert stats.duplicates == 0
         assert stats.lines == len(dpc_at)
     assert_same(traces_in(out), want)
@@ -99,7 +99,7 @@ def test_far_future_stamp_blinds_neither_the_stream_nor_a_resume(k8s: FakeCluste
         _append_raw(k8s, first.t_ns + 365 * 86400 * 10**9, "a line from a clock gone wrong")
         for s in steps[:half]:  # (append_log would stamp every later line a year ahead too)
             _append_raw(k8s, s.t_ns, s.payload) if s.kind == "dpc" else apply(k8s, s)
-        follower = w.watcher.state.followers[f"{DPC_POD}/controller"].follower
+        follower = w.watcher.state.followers[f"{DPC_POD}/controller"]
         n_dpc = sum(1 for s in steps[:half] if s.kind == "dpc")
         assert wait_for(lambda: follower.stats.lines >= 1 + n_dpc, 10), follower.stats
         k8s.drop_connections("log")

@@ -138,29 +138,35 @@ def test_a_trace_the_receiver_refuses_is_retried_alone_and_holds_no_other_back(
 
 
 def test_launcher_lines_out_of_the_window_are_counted_not_used() -> None:
-    from fma_otel.live.watcher import launcher_parser
+    """The watcher's launcher parser: each skip counted in ``/metrics`` as it happens."""
+    from fma_otel.live.metrics import Metrics
+    from fma_otel.live.watcher import _MeteredStats
+    from fma_otel.sources.launcher_log import iter_launcher_log
 
     lines = [
         b"2026-99-29T13:58:50.0Z 2026-06-29 13:58:50,001 - __main__ - INFO - a bad prefix, first\n",
         b"2026-06-29 13:58:51,078 - __main__ - INFO - Accepted request to create vLLM instance with id=a\n",
         b"1969-06-29 13:58:51,078 - __main__ - INFO - Accepted request to create vLLM instance with id=b\n",
         b"2026-06-29T13:58:52.0Z 2600-06-29 13:58:52,001 - __main__ - INFO - Accepted request id=c\n",
-        b"Traceback (most recent call last):\n",  # a continuation line: not a record, not counted
+        b"Traceback (most recent call last):\n",  # continues a refused record: skipped too
     ]
-    skipped: list[int] = []
-    recs = list(launcher_parser(lines, on_skip=lambda: skipped.append(1)))
+    metrics = Metrics()
+    stats = _MeteredStats(lambda: metrics.count("launcher_skipped"))
+    recs = list(iter_launcher_log(lines, stats, at_once=True))
     assert [r.message[-4:] for r in recs] == ["id=a"]
-    assert len(skipped) == 3
+    assert metrics.launcher_skipped == stats.skipped == 4
+    assert "fma_otel_launcher_lines_skipped_total 4\n" in metrics.render()
 
 
 def test_a_carriage_return_inside_a_live_launcher_line_ends_a_record() -> None:
     """Line ends as in the bridge's reader: two records a CR separates are two records
     (the second was glued onto the first's message)."""
-    from fma_otel.live.watcher import launcher_parser
+    from fma_otel.sources.launcher_log import iter_launcher_log
+    from fma_otel.sources.records import SourceStats
 
     a = b"2026-06-29 13:58:51,078 - __main__ - INFO - Accepted request to create vLLM instance with id=a"
     b = b'2026-06-29 13:58:51,090 - uvicorn.access - INFO - 10.0.0.1:5 - "PUT /v2/vllm/instances/a HTTP/1.1" 201'
-    recs = list(launcher_parser([a + b"\r" + b + b"\n"]))
+    recs = list(iter_launcher_log([a + b"\r" + b + b"\n"], SourceStats("launcher"), at_once=True))
     assert [(r.line_no, r.message[-4:]) for r in recs] == [(1, "id=a"), (2, " 201")]
 
 
