@@ -47,7 +47,7 @@ import functools
 import json
 import re
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from fma_otel.lines import MAX_LINE_BYTES, MAX_VALUE_BYTES, Find, counted_lines
@@ -598,15 +598,16 @@ def _quoted_body(s: str) -> bytes:
     return go_quote(s).encode("utf-8")[1:-1]
 
 
-#: A line cut inside its header (a klog severity and date, then no ``]`` before the line
-#: end) or inside its quoted message (``] "`` and no closing quote), in a block of lines.
-#: Each has its own literal start, so the search skips ahead as the prefilter's does.
-_CUT_IN_BLOCK = (
-    # (a value ending in "]" too: cut_line decides)
-    re.compile(rf'\](?: "[^"\n]*{_POSS}| ?)\n'.encode()),
-    # the prefix as a second branch, not an optional group: ``re`` then enters no group
-    # at each line (the two branches begin with different bytes, so they match the same)
-    re.compile(rf"\n(?:[IWEF]|[0-9][0-9T:.Zz+-]*{_POSS} [IWEF])[0-9]{{4}} [^\]\n]*{_POSS}\n".encode()),
+#: A line that may be cut inside its header or its quoted message, in a block of lines: a
+#: klog severity and date at its start (after the line end before it), then no ``]``
+#: before the line end, or the first ``]`` followed by the line end, a space, or an
+#: unclosed ``"`` (that ``]`` may be in a value, not after a header: :func:`cut_line`
+#: decides).  One search finds what the two kinds of cut need.  The prefix is a second
+#: branch, not an optional group, and each way to end is tried only where it can (``re``
+#: then enters no group and backtracks into no scan at each line).
+_CUT_IN_BLOCK = re.compile(
+    rf"\n(?:[IWEF]|[0-9][0-9T:.Zz+-]*{_POSS} [IWEF])[0-9]{{4}} [^\]\n]*{_POSS}"
+    rf'(?:(?=\n)|\](?: "[^"\n]*{_POSS}(?=\n)| ?(?=\n)))'.encode()
 )
 _CUT_LINE = re.compile(
     rb'(?:[0-9][0-9T:.Zz+-]* )?[IWEF][0-9]{4} (?:[^\]\n]*|[0-9:.]+ +[0-9]+ [^ \]\n]*\](?: "[^"\n]*| ?))'
@@ -672,40 +673,18 @@ def _cut_find(find: Find) -> Find:
 
 
 def _cut_ends(block: bytes, pos: int, end: int) -> list[int]:
-    """The ends of the lines of ``block[pos:end]`` that a cut or corrupt search finds, in order."""
-    ends: set[int] = set()
-    for search in _CUT_SEARCHES:
-        at = search(block, pos, end)
-        while at:
-            ends.add(at)
-            at = search(block, at, end)
-    return sorted(ends)
-
-
-def _line_end_of(rx: re.Pattern[bytes], back: int) -> Callable[[bytes, int, int], int]:
-    """A search of ``rx`` from ``pos - back`` (a pattern that begins with the line end
-    before its line), giving the end of the line it found, or 0.  The line at a block's
-    start has no line end before it in the block: it is tested with one put before it
-    (else a file's first line, or a block's, cut inside its header was passed over)."""
-
-    def search(block: bytes, pos: int, end: int) -> int:
-        if pos < back:
-            nl = block.find(b"\n", pos, end) + 1 or end
-            m = rx.match(b"\n" * back + block[pos:nl])
-            if m is not None:
-                return pos + m.end() - back
-        m = rx.search(block, pos - back if pos >= back else pos, end)
-        return m.end() if m is not None else 0
-
-    return search
-
-
-#: the searches for lines :func:`cut_line` or :func:`corrupt_bytes` may accept: each gives
-#: the end of the first such line from a position on, or 0
-_CUT_SEARCHES: tuple[Callable[[bytes, int, int], int], ...] = (
-    _first_corrupt,
-    *(_line_end_of(rx, back) for rx, back in zip(_CUT_IN_BLOCK, (0, 1), strict=True)),
-)
+    """The ends of the lines of ``block[pos:end]`` that :func:`cut_line` or
+    :func:`corrupt_bytes` may accept, in order."""
+    ends = [m.end() + 1 for m in _CUT_IN_BLOCK.finditer(block, pos - 1 if pos else pos, end)]
+    if not pos:  # the block's first line has no line end before it in the block
+        nl = block.find(b"\n", 0, end) + 1 or end
+        if _CUT_IN_BLOCK.match(b"\n" + block[:nl]):
+            ends.append(nl)
+    corrupt = _first_corrupt(block, pos, end)
+    while corrupt:
+        ends.append(corrupt)
+        corrupt = _first_corrupt(block, corrupt, end)
+    return sorted(set(ends))
 
 
 def _header_offset_b(b: bytes) -> int:
