@@ -233,8 +233,9 @@ def _quoted_end(s: str, start: int) -> int:
 
 # --------------------------------------------------------------------------- one line
 
-_HEADER_SRC = r"([IWEF])(\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{6}) +(\d+) ([^ :\]]+):(\d+)\] "
-_HEADER = re.compile(_HEADER_SRC, re.ASCII)
+#: ``Lmmdd hh:mm:ss.uuuuuu`` at fixed places, then (the one part not at a fixed place)
+#: ``pid file:line] ``
+_HEADER = re.compile(r"[IWEF]\d\d\d\d \d\d:\d\d:\d\d\.\d\d\d\d\d\d +(\d+ [^ :\]]+:\d+\] )", re.ASCII)
 
 #: ``+`` after a repeat makes it possessive (Python >= 3.11): ``re`` then keeps no state to
 #: backtrack into it.  Only used where backtracking cannot find another match anyway.
@@ -267,16 +268,15 @@ def _parse_header(s: str) -> tuple[str, int, int, int, int, str, int, int]:
 
     Its two parts that repeat from line to line (``Lmmdd hh:mm:``, and the pid and source
     location) are converted once each and remembered: only the seconds are new in each
-    line."""
+    line (``ss.uuuuuu`` read as one number of microseconds)."""
     m = _HEADER.match(s)
     if m is None:
         raise KlogParseError("not a klog line")
-    end = m.end()
-    sec = int(m.group(6))
-    if sec > 60:
+    us = int(s[12:14] + s[15:21])
+    if us > 60_999_999:
         raise KlogParseError(_IMPOSSIBLE)
-    lv, month, day, minute_s = _when(s[:12])
-    return lv, month, day, (minute_s + sec) * 1_000_000 + int(m.group(7)), *_where(s[m.start(8) : end]), end
+    lv, month, day, minute_us = _when(s[:12])
+    return lv, month, day, minute_us + us, *_where(m.group(1)), m.end()
 
 
 _IMPOSSIBLE = "klog header with an impossible date or time"
@@ -284,12 +284,12 @@ _IMPOSSIBLE = "klog header with an impossible date or time"
 
 @functools.lru_cache(maxsize=4096)
 def _when(key: str) -> tuple[str, int, int, int]:
-    """``Lmmdd hh:mm:`` (as the header matched) -> (level, month, day, first second of the
-    minute in the day)."""
+    """``Lmmdd hh:mm:`` (as the header matched) -> (level, month, day, the minute's first
+    microsecond in the day)."""
     month, day, h, mn = int(key[1:3]), int(key[3:5]), int(key[6:8]), int(key[9:11])
     if not (1 <= month <= 12 and 1 <= day <= 31 and h <= 23 and mn <= 59):
         raise KlogParseError(_IMPOSSIBLE)
-    return key[0], month, day, (h * 60 + mn) * 60
+    return key[0], month, day, (h * 60 + mn) * 60_000_000
 
 
 @functools.lru_cache(maxsize=4096)
