@@ -355,28 +355,16 @@ def _parse_pairs(s: str, i: int, kv: list[tuple[str, Any]]) -> tuple[str | None,
         if j >= n:
             return None, True  # cut right after '='
         c = s[j]
+        # _PAIRS took every value here that is a quoted string or a JSON scalar followed by
+        # a space or the end: what is left is cut, not followed by a space, or JSON text
         if c == '"':
-            end = _quoted_end(s, j)
-            if end < 0:
+            if _quoted_end(s, j) < 0:
                 return None, True  # cut inside a quoted value
-            if end < n and s[end] != " ":
-                val, i = _raw_value(s, j)
-                kv.append((key, val))
-                continue
-            try:
-                kv.append((key, go_unquote(s[j:end])))
-            except ValueError:
-                kv.append((key, s[j:end]))
-            i = end
+            val, i = _raw_value(s, j)  # closed, and text right after it
+            kv.append((key, val))
             continue
         if c == "<" and j + 1 == n:
             return key, False
-        sp = s.find(" ", j)
-        tok = s[j:] if sp < 0 else s[j:sp]
-        if tok in _JSON_CONST:
-            kv.append((key, _JSON_CONST[tok]))
-            i = j + len(tok)
-            continue
         try:
             val, end = _DECODER.raw_decode(s, j)
         except json.JSONDecodeError as e:
