@@ -127,6 +127,7 @@ def test_a_file_with_any_line_ends_and_a_small_limit_is_counted_and_loses_no_wan
     assert pre == [k for k in full if k[1] in WANTED_MESSAGES]
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet='ab\\" n', max_size=12), st.sampled_from(["", " x=1", ' y="z"', "x"]))
 def test_a_quoted_value_ends_at_its_closing_quote_and_keeps_its_escapes(body: str, after: str) -> None:
