@@ -10,6 +10,7 @@ checked to exit 0 before the fix.
 
 from __future__ import annotations
 
+import io
 import shutil
 from pathlib import Path
 
@@ -18,7 +19,8 @@ from click.testing import CliRunner
 
 from fma_otel.bridge import sample_dir
 from fma_otel.cli import main
-from fma_otel.sources.klog import cut_line
+from fma_otel.sources.klog import cut_line, iter_klog
+from fma_otel.sources.records import SourceStats
 
 CASES = [
     # (the line's message, where to cut: "header" | "message" | "after")
@@ -96,3 +98,20 @@ def test_a_corrupted_byte_in_a_wanted_message_fails_strict_naming_it(tmp_path: P
 
     assert res.exit_code == 1, res.output
     assert f"dpc.log:{i + 1}: skipped: NUL byte or invalid UTF-8" in res.output
+
+
+def test_cut_lines_one_after_another_are_each_skipped_with_their_number() -> None:
+    """Cut lines next to each other, the file's first among them: the search for them in
+    a block must find each (a search that consumed a line's end missed the next line)."""
+    header = b"I0629 14:30:43.807052       1 inference-server.go:1460"
+    message = b'I0629 14:30:43.807052       1 x.go:1] "Bound server-prov'
+    chatter = b'I0629 14:30:43.807052       1 x.go:1] "Popped workqueue item" worker=0'
+    log = b"\n".join([header, message, header, chatter, message[: message.index(b"]") + 2], b""])
+    stats = SourceStats("dpc.log")
+
+    records = list(iter_klog(io.BytesIO(log), stats, messages={"Bound server-providing Pod"}))
+
+    assert records == []
+    reason = "line cut inside its header or message"
+    assert stats.skipped_lines == [(1, reason), (2, reason), (3, reason), (5, reason)]
+    assert (stats.read, stats.ignored, stats.skipped) == (5, 1, 4)

@@ -255,6 +255,7 @@ def test_unstructured_infof_line_is_understood():
         ("I0629 14:35:43.131877 x.go:1] no pid", "not a klog line"),
         ('I1329 14:35:43.131877       1 x.go:1] "bad month"', "impossible"),
         ('I0629 25:35:43.131877       1 x.go:1] "bad hour"', "impossible"),
+        ('I0629 14:35:61.000000       1 x.go:1] "bad second"', "impossible"),
         ('I0629 14:35:43.131877       1 x.go:1] "cut in the mess', "cut inside the message"),
         ('2026-13-03T19:49:03.7972878Z I0903 19:38:46.319013       1 x.go:1] "m"', "bad timestamp prefix"),
     ],
@@ -263,6 +264,11 @@ def test_not_klog_raises_with_reason(line, reason):
     with pytest.raises(KlogParseError) as ei:
         parse_klog_line(line)
     assert reason in ei.value.reason
+
+
+def test_a_leap_second_and_the_microseconds_are_read() -> None:
+    r = parse_klog_line('I0629 23:59:60.000042       1 x.go:1] "leap"')
+    assert r is not None and r.tod_us == ((23 * 60 + 59) * 60 + 60) * 1_000_000 + 42
 
 
 def test_blank_line_is_none():

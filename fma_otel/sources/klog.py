@@ -47,7 +47,7 @@ import functools
 import json
 import re
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from fma_otel.lines import MAX_LINE_BYTES, MAX_VALUE_BYTES, Find, counted_lines
@@ -233,8 +233,9 @@ def _quoted_end(s: str, start: int) -> int:
 
 # --------------------------------------------------------------------------- one line
 
-_HEADER_SRC = r"([IWEF])(\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{6}) +(\d+) ([^ :\]]+):(\d+)\] "
-_HEADER = re.compile(_HEADER_SRC, re.ASCII)
+#: ``Lmmdd hh:mm:ss.uuuuuu`` at fixed places, then (the one part not at a fixed place)
+#: ``pid file:line] ``
+_HEADER = re.compile(r"[IWEF]\d\d\d\d \d\d:\d\d:\d\d\.\d\d\d\d\d\d +(\d+ [^ :\]]+:\d+\] )", re.ASCII)
 
 #: ``+`` after a repeat makes it possessive (Python >= 3.11): ``re`` then keeps no state to
 #: backtrack into it.  Only used where backtracking cannot find another match anyway.
@@ -249,10 +250,14 @@ _NOT_KEY_END = r'[^ ="]'
 #: Each pair whose value is a Go-quoted string or a JSON scalar, followed by a space or the
 #: end, from a position on: (key, quoted body, token, "") each; else, from where the next
 #: pair is not one, the rest of the text once, in the fourth group (so its length says where
-#: it begins).  ``findall`` cuts out a line's pairs in one C call.
+#: it begins).  ``findall`` cuts out a line's pairs in one C call.  A quoted body is first
+#: taken up to the next ``"`` when no ``\`` is just before it (``re`` scans for one
+#: character far faster than for a class, and most values have no escape), else with each
+#: escape taken whole (a quote after an odd run of backslashes is escaped): both ways end at
+#: the same quote wherever the first applies.
 _PAIRS = re.compile(
     rf" ({_NOT_KEY_END}+{_POSS})="
-    rf'(?:"({_NOT_QUOTE_OR_BS}*{_POSS}(?:\\.{_NOT_QUOTE_OR_BS}*{_POSS})*{_POSS})"'
+    rf'(?:"([^"]*{_POSS}(?<!\\)|{_NOT_QUOTE_OR_BS}*{_POSS}(?:\\.{_NOT_QUOTE_OR_BS}*{_POSS})*{_POSS})"'
     rf"|(-?\d+{_POSS}(?:\.\d+{_POSS})?{_POSS}(?:[eE][-+]?\d+{_POSS})?{_POSS}|true|false|null))(?= |$)"
     r"|((?s:.+))",
     re.ASCII,
@@ -267,16 +272,15 @@ def _parse_header(s: str) -> tuple[str, int, int, int, int, str, int, int]:
 
     Its two parts that repeat from line to line (``Lmmdd hh:mm:``, and the pid and source
     location) are converted once each and remembered: only the seconds are new in each
-    line."""
+    line (``ss.uuuuuu`` read as one number of microseconds)."""
     m = _HEADER.match(s)
     if m is None:
         raise KlogParseError("not a klog line")
-    end = m.end()
-    sec = int(m.group(6))
-    if sec > 60:
+    us = int(s[12:14] + s[15:21])
+    if us > 60_999_999:
         raise KlogParseError(_IMPOSSIBLE)
-    lv, month, day, minute_s = _when(s[:12])
-    return lv, month, day, (minute_s + sec) * 1_000_000 + int(m.group(7)), *_where(s[m.start(8) : end]), end
+    lv, month, day, minute_us = _when(s[:12])
+    return lv, month, day, minute_us + us, *_where(m.group(1)), m.end()
 
 
 _IMPOSSIBLE = "klog header with an impossible date or time"
@@ -284,12 +288,12 @@ _IMPOSSIBLE = "klog header with an impossible date or time"
 
 @functools.lru_cache(maxsize=4096)
 def _when(key: str) -> tuple[str, int, int, int]:
-    """``Lmmdd hh:mm:`` (as the header matched) -> (level, month, day, first second of the
-    minute in the day)."""
+    """``Lmmdd hh:mm:`` (as the header matched) -> (level, month, day, the minute's first
+    microsecond in the day)."""
     month, day, h, mn = int(key[1:3]), int(key[3:5]), int(key[6:8]), int(key[9:11])
     if not (1 <= month <= 12 and 1 <= day <= 31 and h <= 23 and mn <= 59):
         raise KlogParseError(_IMPOSSIBLE)
-    return key[0], month, day, (h * 60 + mn) * 60
+    return key[0], month, day, (h * 60 + mn) * 60_000_000
 
 
 @functools.lru_cache(maxsize=4096)
@@ -351,28 +355,16 @@ def _parse_pairs(s: str, i: int, kv: list[tuple[str, Any]]) -> tuple[str | None,
         if j >= n:
             return None, True  # cut right after '='
         c = s[j]
+        # _PAIRS took every value here that is a quoted string or a JSON scalar followed by
+        # a space or the end: what is left is cut, not followed by a space, or JSON text
         if c == '"':
-            end = _quoted_end(s, j)
-            if end < 0:
+            if _quoted_end(s, j) < 0:
                 return None, True  # cut inside a quoted value
-            if end < n and s[end] != " ":
-                val, i = _raw_value(s, j)
-                kv.append((key, val))
-                continue
-            try:
-                kv.append((key, go_unquote(s[j:end])))
-            except ValueError:
-                kv.append((key, s[j:end]))
-            i = end
+            val, i = _raw_value(s, j)  # closed, and text right after it
+            kv.append((key, val))
             continue
         if c == "<" and j + 1 == n:
             return key, False
-        sp = s.find(" ", j)
-        tok = s[j:] if sp < 0 else s[j:sp]
-        if tok in _JSON_CONST:
-            kv.append((key, _JSON_CONST[tok]))
-            i = j + len(tok)
-            continue
         try:
             val, end = _DECODER.raw_decode(s, j)
         except json.JSONDecodeError as e:
@@ -598,15 +590,16 @@ def _quoted_body(s: str) -> bytes:
     return go_quote(s).encode("utf-8")[1:-1]
 
 
-#: A line cut inside its header (a klog severity and date, then no ``]`` before the line
-#: end) or inside its quoted message (``] "`` and no closing quote), in a block of lines.
-#: Each has its own literal start, so the search skips ahead as the prefilter's does.
-_CUT_IN_BLOCK = (
-    # (a value ending in "]" too: cut_line decides)
-    re.compile(rf'\](?: "[^"\n]*{_POSS}| ?)\n'.encode()),
-    # the prefix as a second branch, not an optional group: ``re`` then enters no group
-    # at each line (the two branches begin with different bytes, so they match the same)
-    re.compile(rf"\n(?:[IWEF]|[0-9][0-9T:.Zz+-]*{_POSS} [IWEF])[0-9]{{4}} [^\]\n]*{_POSS}\n".encode()),
+#: A line that may be cut inside its header or its quoted message, in a block of lines: a
+#: klog severity and date at its start (after the line end before it), then no ``]``
+#: before the line end, or the first ``]`` followed by the line end, a space, or an
+#: unclosed ``"`` (that ``]`` may be in a value, not after a header: :func:`cut_line`
+#: decides).  One search finds what the two kinds of cut need.  The prefix is a second
+#: branch, not an optional group, and each way to end is tried only where it can (``re``
+#: then enters no group and backtracks into no scan at each line).
+_CUT_IN_BLOCK = re.compile(
+    rf"\n(?:[IWEF]|[0-9][0-9T:.Zz+-]*{_POSS} [IWEF])[0-9]{{4}} [^\]\n]*{_POSS}"
+    rf'(?:(?=\n)|\](?: "[^"\n]*{_POSS}(?=\n)| ?(?=\n)))'.encode()
 )
 _CUT_LINE = re.compile(
     rb'(?:[0-9][0-9T:.Zz+-]* )?[IWEF][0-9]{4} (?:[^\]\n]*|[0-9:.]+ +[0-9]+ [^ \]\n]*\](?: "[^"\n]*| ?))'
@@ -672,40 +665,18 @@ def _cut_find(find: Find) -> Find:
 
 
 def _cut_ends(block: bytes, pos: int, end: int) -> list[int]:
-    """The ends of the lines of ``block[pos:end]`` that a cut or corrupt search finds, in order."""
-    ends: set[int] = set()
-    for search in _CUT_SEARCHES:
-        at = search(block, pos, end)
-        while at:
-            ends.add(at)
-            at = search(block, at, end)
-    return sorted(ends)
-
-
-def _line_end_of(rx: re.Pattern[bytes], back: int) -> Callable[[bytes, int, int], int]:
-    """A search of ``rx`` from ``pos - back`` (a pattern that begins with the line end
-    before its line), giving the end of the line it found, or 0.  The line at a block's
-    start has no line end before it in the block: it is tested with one put before it
-    (else a file's first line, or a block's, cut inside its header was passed over)."""
-
-    def search(block: bytes, pos: int, end: int) -> int:
-        if pos < back:
-            nl = block.find(b"\n", pos, end) + 1 or end
-            m = rx.match(b"\n" * back + block[pos:nl])
-            if m is not None:
-                return pos + m.end() - back
-        m = rx.search(block, pos - back if pos >= back else pos, end)
-        return m.end() if m is not None else 0
-
-    return search
-
-
-#: the searches for lines :func:`cut_line` or :func:`corrupt_bytes` may accept: each gives
-#: the end of the first such line from a position on, or 0
-_CUT_SEARCHES: tuple[Callable[[bytes, int, int], int], ...] = (
-    _first_corrupt,
-    *(_line_end_of(rx, back) for rx, back in zip(_CUT_IN_BLOCK, (0, 1), strict=True)),
-)
+    """The ends of the lines of ``block[pos:end]`` that :func:`cut_line` or
+    :func:`corrupt_bytes` may accept, in order."""
+    ends = [m.end() + 1 for m in _CUT_IN_BLOCK.finditer(block, pos - 1 if pos else pos, end)]
+    if not pos:  # the block's first line has no line end before it in the block
+        nl = block.find(b"\n", 0, end) + 1 or end
+        if _CUT_IN_BLOCK.match(b"\n" + block[:nl]):
+            ends.append(nl)
+    corrupt = _first_corrupt(block, pos, end)
+    while corrupt:
+        ends.append(corrupt)
+        corrupt = _first_corrupt(block, corrupt, end)
+    return sorted(set(ends))
 
 
 def _header_offset_b(b: bytes) -> int:

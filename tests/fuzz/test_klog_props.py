@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fma_otel.facts import WANTED_MESSAGES
-from fma_otel.sources.klog import KlogParseError, iter_klog, parse_klog_line
+from fma_otel.sources.klog import KlogParseError, go_unquote, iter_klog, parse_klog_line
 from fma_otel.sources.records import SourceStats
 
 from ._mutate import mutated_file, mutated_line, sample_lines
@@ -125,3 +125,34 @@ def test_a_file_with_any_line_ends_and_a_small_limit_is_counted_and_loses_no_wan
     (read_full, full), (read_pre, pre) = runs
     assert read_full == read_pre
     assert pre == [k for k in full if k[1] in WANTED_MESSAGES]
+
+
+@pytest.mark.slow
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet='ab\\" n', max_size=12), st.sampled_from(["", " x=1", ' y="z"', "x"]))
+def test_a_quoted_value_ends_at_its_closing_quote_and_keeps_its_escapes(body: str, after: str) -> None:
+    """Whatever backslashes and quotes a value holds, the pair reads what Go wrote: the
+    value ends at the first quote after an even run of backslashes (escape by escape, as
+    written here), and is decoded, or kept as written when not a valid Go literal."""
+    line = f'I0629 14:30:00.000000       1 x.go:1] "m" k="{body}"{after}'
+    rec = parse_klog_line(line)
+    assert rec is not None
+    i, end = line.index('k="') + 2, None
+    j = i + 1
+    while j < len(line):  # the closing quote: one after an even run of backslashes
+        if line[j] == "\\":
+            j += 2
+            continue
+        if line[j] == '"':
+            end = j + 1
+            break
+        j += 1
+    kv = dict(rec.kv)
+    if end is None or (end < len(line) and line[end] != " "):
+        return  # cut, or not a value the pairs regex takes whole: the other ways are tested elsewhere
+    written = line[i:end]
+    try:
+        want = go_unquote(written)
+    except ValueError:
+        want = written
+    assert kv.get("k") == want
