@@ -24,7 +24,7 @@ from .phase_spans import (
     vllm_key,
     with_fma_events,
 )
-from .sources.k8s_events import KubeEvent, parse_events
+from .sources.k8s_events import KubeEvent, parse_events, skip_item
 from .sources.launcher_log import LauncherParseError, parse_launcher_text
 from .sources.records import SourceStats
 from .sources.vllm_log import VllmPhase, parse_vllm_log
@@ -85,9 +85,7 @@ def read_events(
             for r in recs:
                 off = [abs(d) for d in (days_off(r.first_ns, center_ns), days_off(r.last_ns, center_ns)) if d]
                 if off:
-                    st.skip(
-                        r.index, f"Event item {r.index}: time {max(off):.0f} days from the capture's Pods"
-                    )
+                    skip_item(st, r.index, f"time {max(off):.0f} days from the capture's Pods")
                     st.understood -= 1
                 else:
                     kept.append(r)

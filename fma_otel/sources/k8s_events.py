@@ -52,6 +52,7 @@ __all__ = [
     "parse_events",
     "parse_go_duration",
     "rfc3339_time",
+    "skip_item",
 ]
 
 NS = 1_000_000_000
@@ -226,7 +227,7 @@ class _Reader(Sink):
     decode_doc = doc_decoder("_EventDoc", {f.encode_name: Any for f in msgspec.structs.fields(_Event)})
 
     def skipped(self, line: int, why: str) -> None:
-        _skip(self.stats, self.stats.read - 1, f"{why} (line {line})")
+        skip_item(self.stats, self.stats.read - 1, f"{why} (line {line})")
 
     def bookmark(self) -> None:
         super().bookmark()
@@ -261,16 +262,17 @@ def _take(item: Any, stats: SourceStats, index: int, watch_type: str, where: str
     try:
         rec = _record(index, watch_type, msgspec.convert(item, type=_Event), stats)
     except msgspec.ValidationError as e:
-        _skip(stats, index, f"not an Event: {e}{where}")
+        skip_item(stats, index, f"not an Event: {e}{where}")
         return None
     except ValueError as e:
-        _skip(stats, index, f"{e}{where}")
+        skip_item(stats, index, f"{e}{where}")
         return None
     stats.understood += 1
     return rec
 
 
-def _skip(stats: SourceStats, index: int, why: str) -> None:
+def skip_item(stats: SourceStats, index: int, why: str) -> None:
+    """A skipped item, named by its index in the input as every Event skip is."""
     stats.skip(index, f"Event item {index}: {why}")
 
 
