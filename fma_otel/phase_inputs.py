@@ -24,10 +24,10 @@ from .phase_spans import (
     vllm_key,
     with_fma_events,
 )
-from .sources.k8s_events import KubeEvent, parse_events
+from .sources.k8s_events import KubeEvent, parse_events, skip_item
 from .sources.launcher_log import LauncherParseError, parse_launcher_text
 from .sources.records import SourceStats
-from .sources.vllm_log import VllmLogStats, VllmPhase, parse_vllm_log
+from .sources.vllm_log import VllmPhase, parse_vllm_log
 from .span_records import SpanRecord
 from .timeutil import days_off
 
@@ -77,27 +77,19 @@ def read_events(
     events: list[KubeEvent] = []
     stats: list[SourceStats] = []
     for path in paths:
-        recs, es = parse_events(read(path))
-        if es.read and not recs and es.skipped == es.read:
-            raise ValueError(f"{path}: not Kubernetes Events (none of its {es.read} items is an Event)")
-        st = SourceStats(path, read=es.read, understood=es.read - es.skipped, skipped=0, ignored=es.ignored)
-        for index, why in es.skipped_items:
-            st.skip(index, f"Event item {index}: {why}")
-        st.skipped = es.skipped  # all counted, the first 100 itemised
+        recs, st = parse_events(read(path), path)
+        if st.read and not recs and st.skipped == st.read:
+            raise ValueError(f"{path}: not Kubernetes Events (none of its {st.read} items is an Event)")
         if center_ns is not None:
             kept = []
             for r in recs:
                 off = [abs(d) for d in (days_off(r.first_ns, center_ns), days_off(r.last_ns, center_ns)) if d]
                 if off:
-                    st.skip(
-                        r.index, f"Event item {r.index}: time {max(off):.0f} days from the capture's Pods"
-                    )
+                    skip_item(st, r.index, f"time {max(off):.0f} days from the capture's Pods")
                     st.understood -= 1
                 else:
                     kept.append(r)
             recs = kept
-        if es.unparsed_messages:
-            st.note("Events whose message gave no duration", es.unparsed_messages)
         events.extend(recs)
         stats.append(st)
     return events, stats
@@ -135,8 +127,7 @@ class PhaseSources:
         self.stats: list[SourceStats] = []
         for path in self._paths.values():
             too_long: list[int] = []
-            _, vs = parse_vllm_log(self._lines(path, too_long), year=year)
-            st = _vllm_stats(path, vs)
+            _, st = parse_vllm_log(self._lines(path, too_long), year=year, name=path)
             for n in too_long:
                 st.skip(n, f"line longer than {MAX_LINE_BYTES} bytes")
             self.stats.append(st)
@@ -235,13 +226,3 @@ class PhaseSources:
             for e in group:
                 found[id(e)] = e
         return list(found.values())  # extra_spans orders them by content
-
-
-def _vllm_stats(path: str, vs: VllmLogStats) -> SourceStats:
-    st = SourceStats(path, read=vs.read, understood=vs.read - vs.skipped, ignored=vs.unknown)
-    for line_no, why in vs.skipped_lines:
-        st.skip(line_no, why)
-    st.skipped = vs.skipped
-    if vs.duplicates:
-        st.note("vLLM lines of other ranks (rank 0 kept)", vs.duplicates)
-    return st

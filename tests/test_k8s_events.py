@@ -13,12 +13,13 @@ from hypothesis import strategies as st
 from fma_otel import timeutil
 from fma_otel.sources.k8s_events import (
     KNOWN,
-    KubeEventStats,
+    UNPARSED,
     parse_event_item,
     parse_events,
     parse_go_duration,
     rfc3339_time,
 )
+from fma_otel.sources.records import SourceStats
 
 FIX = Path(__file__).parent / "fixtures" / "events"
 NS = 1_000_000_000
@@ -49,7 +50,7 @@ def test_core_v1_list_launcher_startup():
         (7, "LauncherStuck"),
         (8, "other"),
     ]
-    assert (st.read, st.records, st.skipped) == (13, 9, 4)
+    assert (st.read, len(recs), st.understood, st.skipped) == (13, 9, 9, 4)
     sched, pulling, pulled, created, started, unhealthy, present, stuck, other = recs
     assert all(r.api == "v1" and r.watch_type == "LISTED" for r in recs)
     # the scheduler's eventTime: microseconds, an upper bound for L.scheduled
@@ -90,9 +91,10 @@ def test_core_v1_bad_items_are_counted_skips_with_their_index():
     """Each skip keeps its item's index and says the line where the item starts (the
     reader is pod_json's, which knows lines)."""
     _, st = load("core-v1-list.json")
-    idx = [i for i, _ in st.skipped_items]
+    idx = [i for i, _ in st.skipped_lines]
     assert idx == [9, 10, 11, 12]
-    reasons = dict(st.skipped_items)
+    reasons = {i: why.removeprefix(f"Event item {i}: ") for i, why in st.skipped_lines}
+    assert all(why.startswith(f"Event item {i}: ") for i, why in st.skipped_lines)
     lines = (FIX / "core-v1-list.json").read_text().splitlines()
     assert reasons[9] == "Event without involvedObject/regarding (line 203)"
     assert lines[202] == "        {" and '"name": "broken.1"' in lines[209]
@@ -129,9 +131,9 @@ def test_events_k8s_io_v1_list():
     assert outdated.component == "dual-pods-controller" and outdated.type == "Warning"
     assert outdated.message.startswith("Deleting server-requesting Pod because bound launcher")
     assert killing.container == "inference-server"
-    # a Pulled in no known form: kept, no duration invented, counted with its index
-    assert weird.pull_s is None and not weird.image_present
-    assert st.unparsed_messages == 1 and st.unparsed_items[0][0] == 5
+    # a Pulled in no known form: kept, no duration invented, counted in a note
+    assert weird.pull_s is None and not weird.image_present and weird.index == 5
+    assert st.notes == {UNPARSED: 1}
     assert st.skipped == 0
 
 
@@ -145,9 +147,13 @@ def test_watch_stream_ndjson():
     ]
     assert recs[2].pull_s == pytest.approx(0.177) and recs[2].pull_waiting_s is None
     assert (st.read, st.ignored, st.skipped) == (7, 1, 2)
-    assert st.skipped_items[0][0] == 4 and "line 5" in st.skipped_items[0][1]
+    assert st.skipped_lines[0][0] == 4 and st.skipped_lines[0][1].startswith("Event item 4: ")
+    assert "line 5" in st.skipped_lines[0][1]
     # the reader's message for a watch ERROR (the same as for Pods), with its line
-    assert st.skipped_items[1] == (5, "watch ERROR event: too old resource version: 1 (90000) (line 6)")
+    assert st.skipped_lines[1] == (
+        5,
+        "Event item 5: watch ERROR event: too old resource version: 1 (90000) (line 6)",
+    )
 
 
 def test_kubectl_watch_pretty_json_values_one_after_another():
@@ -158,8 +164,11 @@ def test_kubectl_watch_pretty_json_values_one_after_another():
     recs, st = parse_events(text)
     assert [r.reason for r in recs] == ["Scheduled", "Pulling", "Pulled", "Created", "Started", "Unhealthy"]
     # the reader's message for a value that is no JSON (the same as for Pods), with its line
-    assert st.skipped_items == [
-        (5, "malformed JSON object: JSON is malformed: object keys must be strings (byte 2) (line 144)")
+    assert st.skipped_lines == [
+        (
+            5,
+            "Event item 5: malformed JSON object: JSON is malformed: object keys must be strings (byte 2) (line 144)",
+        )
     ]
 
 
@@ -197,7 +206,7 @@ def test_single_event_object_and_list_of_events():
 )
 def test_malformed_items_never_raise(item):
     recs, st = parse_events(json.dumps({"kind": "List", "items": [item]}))
-    assert recs == [] and st.skipped == 1 and st.skipped_items[0][0] == 0
+    assert recs == [] and st.skipped == 1 and st.skipped_lines[0][0] == 0
 
 
 def test_count_zero_means_unset():
@@ -283,15 +292,15 @@ def test_arbitrary_json_never_raises(items, shape):
     else:
         text = "\n".join(json.dumps({"type": "ADDED", "object": i}) for i in items)
     recs, st_ = parse_events(text)
-    assert st_.records == len(recs)
-    assert st_.read == st_.records + st_.skipped + st_.ignored
+    assert st_.understood == len(recs) + st_.ignored  # a bookmark is understood and ignored
+    assert st_.read == st_.understood + st_.skipped
     assert all(r.reason in KNOWN or r.reason == "other" for r in recs)
 
 
 def test_live_items_one_at_a_time_equal_the_stream():
     lines = (FIX / "watch-events-v1.ndjson").read_text().splitlines()
     stream, _ = load("watch-events-v1.ndjson")
-    stats = KubeEventStats()
+    stats = SourceStats("events")
     live = []
     for i, line in enumerate(lines):
         try:
@@ -306,7 +315,7 @@ def test_live_items_one_at_a_time_equal_the_stream():
         if rec is not None:
             live.append(rec)
     assert live == stream
-    assert (stats.read, stats.records, stats.skipped) == (7, 4, 0)
+    assert (stats.read, stats.understood, stats.skipped) == (7, 4, 0)
 
 
 @pytest.mark.parametrize(
@@ -343,10 +352,10 @@ def test_a_list_with_a_broken_item_keeps_the_good_ones():
     recs, st = parse_events(text)
     assert [r.reason for r in recs] == ["Scheduled", "Pulled"]
     assert [r.index for r in recs] == [0, 2]
-    assert (st.read, st.records, st.skipped) == (3, 2, 1)
-    index, why = st.skipped_items[0]
+    assert (st.read, st.understood, st.skipped) == (3, 2, 1)
+    index, why = st.skipped_lines[0]
     line = int(why.rpartition("(line ")[2].rstrip(")"))
-    assert index == 1 and why.startswith("malformed JSON object: ")
+    assert index == 1 and why.startswith("Event item 1: malformed JSON object: ")
     assert text.splitlines()[line - 1] == "        {" and '"Pulling" "oops"' in "\n".join(
         text.splitlines()[line:]
     )
@@ -357,7 +366,7 @@ def test_an_unknown_watch_type_is_a_skip_as_for_pods():
     as the record's watch_type)."""
     doc = json.loads((FIX / "core-v1-list.json").read_text())
     recs, st = parse_events(json.dumps({"type": "FOO", "object": doc["items"][0]}))
-    assert recs == [] and st.skipped_items == [(0, "unknown watch event type 'FOO' (line 1)")]
+    assert recs == [] and st.skipped_lines == [(0, "Event item 0: unknown watch event type 'FOO' (line 1)")]
 
 
 def test_values_run_together_on_a_line_are_each_read():
@@ -369,7 +378,11 @@ def test_values_run_together_on_a_line_are_each_read():
     assert [r.reason for r in recs] == ["Scheduled", "Pulling", "Pulled"] and st.skipped == 0
     recs, st = parse_events(text + ' {"reason": \n')
     assert [r.reason for r in recs] == ["Scheduled", "Pulling", "Pulled"]
-    assert st.skipped_items[0][0] == 3 and st.skipped_items[0][1].startswith("malformed JSON object")
+    assert st.skipped_lines[0][0] == 3 and st.skipped_lines[0][1].startswith(
+        "Event item 3: malformed JSON object"
+    )
     last = text.count("\n") + 1
     recs, st = parse_events(text + "  junk\n")
-    assert len(recs) == 3 and st.skipped_items == [(3, f"garbage between JSON objects (line {last})")]
+    assert len(recs) == 3 and st.skipped_lines == [
+        (3, f"Event item 3: garbage between JSON objects (line {last})")
+    ]

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fma_otel.sources.vllm_log import (
+    DUPLICATES,
     PHASES,
     VllmLogParser,
     parse_vllm_log,
@@ -140,8 +141,8 @@ def test_each_family_gives_its_phases_with_the_logged_durations(name, year, offs
     recs, stats = parse(name, year, offset)
     assert table(recs) == expected
     assert stats.skipped == 0
-    assert stats.duplicates == duplicates
-    assert stats.records == len(expected)
+    assert stats.notes.get(DUPLICATES, 0) == duplicates
+    assert len(recs) == len(expected)
     assert all(r.phase in PHASES for r in recs)
 
 
@@ -244,7 +245,7 @@ def test_rank_rule(process, kept):
         f"({process} pid=7) INFO 03-01 10:00:26 [default_loader.py:330] Loading weights took 5.91 seconds"
     )
     assert bool(out) is kept
-    assert p.stats.duplicates == (0 if kept else 1)
+    assert p.stats.notes.get(DUPLICATES, 0) == (0 if kept else 1)
 
 
 def test_ansi_and_carriage_returns_are_stripped():
@@ -342,7 +343,7 @@ def test_bad_parameters_raise():
 def test_unknown_format_yields_no_record():
     recs, stats = parse("unknown-format.log", 2025)
     assert recs == []
-    assert (stats.read, stats.unknown, stats.skipped) == (7, 7, 0)
+    assert (stats.read, stats.ignored, stats.skipped) == (7, 7, 0)
 
 
 @pytest.mark.parametrize(
@@ -363,7 +364,7 @@ def test_malformed_known_message_is_a_counted_skip_with_its_line(msg):
     assert p.stats.skipped == 1
     assert p.stats.skipped_lines[0][0] == 2
     assert "malformed" in p.stats.skipped_lines[0][1]
-    assert p.stats.unknown == 1
+    assert p.stats.ignored == 1
 
 
 def test_logo_rows_without_a_version_are_not_malformed():
@@ -388,7 +389,7 @@ def test_incremental_feed_equals_offline_parse():
 @given(st.lists(st.text(max_size=200), max_size=20))
 def test_arbitrary_text_never_raises(lines):
     recs, stats = parse_vllm_log(lines, year=2026)
-    assert stats.read == len(lines)
+    assert stats.read == len(lines) and stats.understood == stats.read - stats.skipped
     assert all(r.phase in PHASES for r in recs)
 
 
@@ -400,7 +401,7 @@ def test_a_torn_line_goes_back_to_the_rank_that_was_torn():
     b = p.feed("INFO 03-01 10:00:26 [x.py:1] Loading weights took 5.97 seconds")
     c = p.feed("INFO 03-01 10:00:27 [x.py:2] Model loading took 7.52 GiB memory and 7.113408 seconds")
     assert [(r.process, r.duration_s) for r in a] == [("Worker_TP0", 5.91)]
-    assert b == [] and p.stats.duplicates == 1  # TP2's text, not a second weights_load
+    assert b == [] and p.stats.notes == {DUPLICATES: 1}  # TP2's text, not a second weights_load
     assert [r.process for r in c] == [None]  # only the line right after the torn one
 
 
@@ -419,7 +420,7 @@ def test_rankless_worker_names_keep_the_first_pid():
         ("torch_compile", 6.89),
         ("init_engine", 30.10),
     ]
-    assert p.stats.duplicates == 2
+    assert p.stats.notes == {DUPLICATES: 2}
 
 
 @pytest.mark.parametrize(
@@ -470,7 +471,7 @@ def test_real_pasted_lines(line, phase, duration, process):
     p = VllmLogParser(year=2025)
     out = p.feed(line)
     if phase is None:
-        assert out == [] and p.stats.duplicates == 1
+        assert out == [] and p.stats.notes == {DUPLICATES: 1}
         return
     assert [(r.phase, r.duration_s, r.process) for r in out] == [(phase, duration, process)]
 
@@ -486,7 +487,7 @@ def test_years_stay_in_range_whatever_the_stamps():
     recs += p.feed("9999-12-31 23:59:59,999 - __main__ - INFO - VLLM process (PID: 1) started.")
     years = {datetime.fromtimestamp(r.end_lo_ns / NS, timezone.utc).year for r in recs}
     assert min(years) == 1971 and all(r.phase == "sleep" for r in recs)
-    assert p.stats.skipped > 0 and p.stats.records + p.stats.skipped == 16
+    assert p.stats.skipped > 0 and len(recs) + p.stats.skipped == 16
     with pytest.raises(ValueError, match="year out of range"):
         VllmLogParser(year=9999)
 

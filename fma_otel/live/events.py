@@ -24,7 +24,8 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from ..sources.k8s_events import KubeEvent, KubeEventStats, parse_event_item
+from ..sources.k8s_events import KubeEvent, parse_event_item
+from ..sources.records import SourceStats
 from .kube import EVENTS, KubeError
 from .pods import PodWatcher
 
@@ -40,7 +41,7 @@ class EventWatcher(PodWatcher):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.parse_stats = KubeEventStats()
+        self.parse_stats = SourceStats("events")
         self.forbidden = False
 
     def _list(self) -> None:

@@ -29,29 +29,30 @@ any other reason is kept as reason ``"other"`` with the original in ``raw_reason
 report can still list it.  ``Pulled`` messages give ``pull_s`` (the kubelet's pull time) and
 ``pull_waiting_s`` (the same including the wait for the image-pull queue), or
 ``image_present=True`` for "already present on machine"; a ``Pulled`` message in neither
-form keeps its record with ``pull_s=None`` and is counted in ``unparsed_messages``.
+form keeps its record with ``pull_s=None`` and is counted in the note :data:`UNPARSED`.
 """
 
 from __future__ import annotations
 
 import io
 import re
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import msgspec
 
 from ..timeutil import parse_rfc3339
 from .pod_json import Sink, doc_decoder, read_objects
+from .records import SourceStats
 
 __all__ = [
     "KNOWN",
+    "UNPARSED",
     "KubeEvent",
-    "KubeEventStats",
     "parse_event_item",
     "parse_events",
     "parse_go_duration",
     "rfc3339_time",
+    "skip_item",
 ]
 
 NS = 1_000_000_000
@@ -110,31 +111,9 @@ class KubeEvent(NamedTuple):
     image_size: int | None = None
 
 
-@dataclass
-class KubeEventStats:
-    """Items read / made records / ignored (bookmarks) / skipped (with the item's index).
-
-    ``unparsed_messages``: records kept whose message did not give what its reason promises
-    (a ``Pulled`` with no pull duration); they are records too, not skips.
-    """
-
-    read: int = 0
-    records: int = 0
-    ignored: int = 0
-    skipped: int = 0
-    unparsed_messages: int = 0
-    skipped_items: list[tuple[int, str]] = field(default_factory=list)  # first 100
-    unparsed_items: list[tuple[int, str]] = field(default_factory=list)  # first 100; records kept
-
-    def unparsed(self, index: int, reason: str) -> None:
-        self.unparsed_messages += 1
-        if len(self.unparsed_items) < 100:
-            self.unparsed_items.append((index, reason))
-
-    def skip(self, index: int, reason: str) -> None:
-        self.skipped += 1
-        if len(self.skipped_items) < 100:
-            self.skipped_items.append((index, reason))
+#: the note counting the records whose message did not give what its reason promises (a
+#: ``Pulled`` with no pull duration): records kept, not skips
+UNPARSED = "Events whose message gave no duration"
 
 
 # --------------------------------------------------------------------------- msgspec shapes
@@ -248,25 +227,28 @@ class _Reader(Sink):
     decode_doc = doc_decoder("_EventDoc", {f.encode_name: Any for f in msgspec.structs.fields(_Event)})
 
     def skipped(self, line: int, why: str) -> None:
-        self.stats.skip(self.stats.read - 1, f"{why} (line {line})")
+        skip_item(self.stats, self.stats.read - 1, f"{why} (line {line})")
 
     def bookmark(self) -> None:
+        super().bookmark()
         self.stats.ignored += 1
 
     def take(self, etype: str, doc: Any, line: int) -> KubeEvent | None:
         return _take(doc, self.stats, self.stats.read - 1, etype, f" (line {line})")
 
 
-def parse_events(data: bytes | str) -> tuple[list[KubeEvent], KubeEventStats]:
-    """Every Event in ``data`` as a record, in input order, with the counts."""
+def parse_events(data: bytes | str, name: str = "events") -> tuple[list[KubeEvent], SourceStats]:
+    """Every Event in ``data`` as a record, in input order, with the counts (``name``'s): each
+    item is one ``read``; a bookmark is ``ignored``; a skip is reported at the item's index
+    in the input (from 0), as ``Event item N: why``."""
     if isinstance(data, str):
         data = data.encode("utf-8")
-    stats = KubeEventStats()
+    stats = SourceStats(name)
     return list(read_objects(io.BytesIO(data), _Reader(stats))), stats
 
 
 def parse_event_item(
-    item: Any, stats: KubeEventStats, *, index: int = 0, watch_type: str = "LISTED"
+    item: Any, stats: SourceStats, *, index: int = 0, watch_type: str = "LISTED"
 ) -> KubeEvent | None:
     """One already-decoded item (a dict in the API's JSON names, as a live watch gives it
     after ``ApiClient.sanitize_for_serialization``); ``None`` when it is skipped, the reason
@@ -275,21 +257,26 @@ def parse_event_item(
     return _take(item, stats, index, watch_type)
 
 
-def _take(item: Any, stats: KubeEventStats, index: int, watch_type: str, where: str = "") -> KubeEvent | None:
+def _take(item: Any, stats: SourceStats, index: int, watch_type: str, where: str = "") -> KubeEvent | None:
     """The record of one item counted in ``stats.read``, or a counted skip (``where`` said)."""
     try:
         rec = _record(index, watch_type, msgspec.convert(item, type=_Event), stats)
     except msgspec.ValidationError as e:
-        stats.skip(index, f"not an Event: {e}{where}")
+        skip_item(stats, index, f"not an Event: {e}{where}")
         return None
     except ValueError as e:
-        stats.skip(index, f"{e}{where}")
+        skip_item(stats, index, f"{e}{where}")
         return None
-    stats.records += 1
+    stats.understood += 1
     return rec
 
 
-def _record(index: int, wtype: str, ev: _Event, stats: KubeEventStats) -> KubeEvent:
+def skip_item(stats: SourceStats, index: int, why: str) -> None:
+    """A skipped item, named by its index in the input as every Event skip is."""
+    stats.skip(index, f"Event item {index}: {why}")
+
+
+def _record(index: int, wtype: str, ev: _Event, stats: SourceStats) -> KubeEvent:
     new_api = ev.regarding is not None or (ev.api_version or "").startswith("events.k8s.io/")
     ref = ev.regarding if new_api else ev.involved_object
     if ref is None:
@@ -344,16 +331,16 @@ def _record(index: int, wtype: str, ev: _Event, stats: KubeEventStats) -> KubeEv
             try:
                 pull_s = parse_go_duration(pm["d"])
                 pull_waiting_s = parse_go_duration(pm["w"]) if pm["w"] else None
-            except ValueError as e:
+            except ValueError:
                 pull_s = pull_waiting_s = None
-                stats.unparsed(index, f"Pulled message: {e}")
+                stats.note(UNPARSED)
             image = pm["image"]
             size = int(pm["size"]) if pm["size"] else None
         elif qm:
             image = qm["image"]
             present = True
         else:
-            stats.unparsed(index, f"Pulled message in no known form: {message[:200]!r}")
+            stats.note(UNPARSED)
     elif ev.reason == "Pulling":
         gm = _PULLING.match(message)
         image = gm["image"] if gm else None

@@ -28,7 +28,7 @@ What the text gives (``/work/shared/vllm-reference.md``, §0-§2):
   gives no upper bound; another source, such as the first healthy ``GET /health``, must).
 * **Tensor/pipeline/data-parallel ranks repeat lines.**  Only the process whose parallel
   indices are all 0 is kept (``Worker_TP0``, ``VllmWorker rank=0``, ``EngineCore_DP0``); the
-  others are counted in ``duplicates``.  Under a name that tells no rank
+  others are counted in the note :data:`DUPLICATES`.  Under a name that tells no rank
   (``RayWorkerWrapper``, a plain ``Worker``) the first pid that logs a phase is kept.  V0's
   ``VllmWorkerProcess`` lines are the non-driver ranks (the driver runs in the engine
   process) and are dropped the same way.  Rank 0 is the
@@ -59,16 +59,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import NamedTuple
 
 from .klog import split_timestamp_prefix
+from .records import SourceStats
 
 __all__ = [
+    "DUPLICATES",
     "PHASES",
     "VllmLogParser",
-    "VllmLogStats",
     "VllmPhase",
     "parse_vllm_log",
 ]
@@ -152,23 +152,8 @@ class VllmPhase(NamedTuple):
         return self.end_hi_ns - _ns(self.duration_s or 0.0)
 
 
-@dataclass
-class VllmLogStats:
-    """Accounting: every physical line counts in ``read``; each ``\\r`` segment in at most one
-    of ``records``, ``unknown``, ``duplicates``, ``skipped`` (segments that are blank or a bare
-    prefix count nowhere)."""
-
-    read: int = 0
-    records: int = 0
-    unknown: int = 0
-    duplicates: int = 0
-    skipped: int = 0
-    skipped_lines: list[tuple[int, str]] = field(default_factory=list)  # first 100
-
-    def skip(self, line_no: int, reason: str) -> None:
-        self.skipped += 1
-        if len(self.skipped_lines) < 100:
-            self.skipped_lines.append((line_no, reason))
+#: the note counting the lines of non-zero ranks (the same phases again) that were passed over
+DUPLICATES = "vLLM lines of other ranks (rank 0 kept)"
 
 
 def _ns(seconds: float) -> int:
@@ -427,14 +412,14 @@ class VllmLogParser:
     and which once-only messages were seen.
     """
 
-    def __init__(self, *, year: int, utc_offset_s: int = 0) -> None:
+    def __init__(self, *, year: int, utc_offset_s: int = 0, name: str = "vllm") -> None:
         if not _MIN_YEAR <= year <= _MAX_YEAR:
             raise ValueError(f"year out of range {_MIN_YEAR}..{_MAX_YEAR}: {year}")
         if not -86400 < utc_offset_s < 86400:
             raise ValueError(f"utc_offset_s out of range: {utc_offset_s}")
         self.year = year
         self.utc_offset_s = utc_offset_s
-        self.stats = VllmLogStats()
+        self.stats = SourceStats(name)
         self._line_no = 0
         self._seg = 0  # the \r segment being read (VllmPhase.seq)
         self._anchor_local: datetime | None = None  # previous dated line, naive local time
@@ -479,6 +464,7 @@ class VllmLogParser:
         """Parse one physical line (its ``\\n`` optional); return the records it holds."""
         self._line_no += 1
         self.stats.read += 1
+        self.stats.understood += 1  # taken back per skipped segment (:meth:`_skip`)
         if isinstance(line, bytes):
             line = line.decode("utf-8", errors="replace")
         line = line.rstrip("\n")
@@ -498,7 +484,6 @@ class VllmLogParser:
         return out
 
     def _segment(self, seg: str, prefix_ns: int | None) -> VllmPhase | None:
-        n = self._line_no
         st = self.stats
         text = seg.strip()
         if not text or (text[0] == "(" and _PROC.fullmatch(text)):
@@ -518,22 +503,22 @@ class VllmLogParser:
         msg = m["msg"].rstrip()
         found = self._match(msg)
         if found is None:
-            st.unknown += 1
-            self._stamp(m, n)  # an unknown dated line still moves the clock
+            st.ignored += 1
+            self._stamp(m)  # an unknown dated line still moves the clock
             return None
         message, wording, wm = found
         if wm is None:
-            st.skip(n, f"malformed {message.phase!r} message: {msg[:200]!r}")
+            self._skip(f"malformed {message.phase!r} message: {msg[:200]!r}")
             return None
-        stamp = self._stamp(m, n)
+        stamp = self._stamp(m)
         if stamp is None:
             return None
         if not _rank_is_zero(process) or not self._first_pid_of_name(process, pid):
-            st.duplicates += 1
+            st.note(DUPLICATES)
             return None
         if message.once:
             if message.phase in self._seen_once:
-                st.duplicates += 1
+                st.note(DUPLICATES)
                 return None
             self._seen_once.add(message.phase)
         dur: float | None = None
@@ -547,10 +532,10 @@ class VllmLogParser:
             message.phase, stamp, stamp + NS, dur, unc, wording.family, process, detail, prefix_ns
         )
 
-    def _stamp(self, m: re.Match[str], n: int) -> int | None:
+    def _stamp(self, m: re.Match[str]) -> int | None:
         local = self._resolve(int(m["mo"]), int(m["d"]), int(m["h"]), int(m["mi"]), int(m["s"]))
         if local is None:
-            self.stats.skip(n, f"impossible timestamp {m['mo']}-{m['d']} {m['h']}:{m['mi']}:{m['s']}")
+            self._skip(f"impossible timestamp {m['mo']}-{m['d']} {m['h']}:{m['mi']}:{m['s']}")
             return None
         self._anchor_local = local
         ns = self._local_ns(local)
@@ -569,12 +554,10 @@ class VllmLogParser:
 
     def _emit(self, phase: str, *fields: object) -> VllmPhase:
         """The record of this line and segment (``fields``: :class:`VllmPhase`'s from
-        ``end_lo_ns`` to ``prefix_ns``), counted."""
-        self.stats.records += 1
+        ``end_lo_ns`` to ``prefix_ns``)."""
         return VllmPhase(phase, self._line_no, *fields, self._seg)  # type: ignore[arg-type]
 
     def _undated(self, text: str, prefix_ns: int | None) -> VllmPhase | None:
-        n = self._line_no
         lm = _LAUNCHER_FIRST.match(text)
         if lm:
             y, mo, d, h, mi, s, ms, pid = (int(g) for g in lm.groups())
@@ -583,7 +566,7 @@ class VllmLogParser:
                     raise ValueError(y)
                 local = datetime(y, mo, d, h, mi, s, ms * 1000)
             except ValueError:
-                self.stats.skip(n, "impossible timestamp in the launcher's first line")
+                self._skip("impossible timestamp in the launcher's first line")
                 return None
             self._anchor_local = local.replace(microsecond=0)
             lo = self._local_ns(local)
@@ -594,20 +577,26 @@ class VllmLogParser:
         um = _UVICORN.match(text)
         if um and um[2].rstrip() == "Application startup complete.":
             if self._prev_stamp_ns is None:
-                self.stats.skip(n, "uvicorn 'Application startup complete.' before any dated line")
+                self._skip("uvicorn 'Application startup complete.' before any dated line")
                 return None
             return self._emit(
                 API_SERVER_UP, self._prev_stamp_ns, None, None, 0.0, "uvicorn", um[1], None, prefix_ns
             )
-        self.stats.unknown += 1
+        self.stats.ignored += 1
         return None
+
+    def _skip(self, why: str) -> None:
+        """A skipped segment; ``understood`` stays ``read - skipped`` (a line is read once, but
+        each of its ``\\r`` segments may be skipped)."""
+        self.stats.skip(self._line_no, why)
+        self.stats.understood -= 1
 
 
 def parse_vllm_log(
-    lines: Iterable[str | bytes], *, year: int, utc_offset_s: int = 0
-) -> tuple[list[VllmPhase], VllmLogStats]:
-    """Parse a whole log; records in line order, with the stats."""
-    p = VllmLogParser(year=year, utc_offset_s=utc_offset_s)
+    lines: Iterable[str | bytes], *, year: int, utc_offset_s: int = 0, name: str = "vllm"
+) -> tuple[list[VllmPhase], SourceStats]:
+    """Parse a whole log; records in line order, with the stats (``name``'s)."""
+    p = VllmLogParser(year=year, utc_offset_s=utc_offset_s, name=name)
     out: list[VllmPhase] = []
     for line in lines:
         out.extend(p.feed(line))

@@ -9,7 +9,8 @@ from typing import Any
 from fma_otel import model as M
 from fma_otel.live.events import EventStore
 from fma_otel.live.vllm_logs import HOLD_SLACK_S, Target, VllmLogs
-from fma_otel.sources.k8s_events import KubeEventStats, parse_event_item
+from fma_otel.sources.k8s_events import parse_event_item
+from fma_otel.sources.records import SourceStats
 from tests.support.k8s_server import make_event
 
 
@@ -65,7 +66,7 @@ def test_targets_by_path() -> None:
 def _event(reason: str, name: str, first: int, uid: str):  # noqa: ANN202
     ev = make_event(reason, f"{reason} it", pod_name=name, first=first)
     ev["metadata"]["uid"] = uid
-    rec = parse_event_item(ev, KubeEventStats())
+    rec = parse_event_item(ev, SourceStats("events"))
     assert rec is not None
     return rec
 
