@@ -324,6 +324,16 @@ def test_impossible_stamp_is_a_counted_skip():
     assert p.stats.skipped == 1 and p.stats.skipped_lines[0][0] == 1
 
 
+def test_a_line_whose_two_cr_segments_are_skipped_counts_once_and_lists_both():
+    p = VllmLogParser(year=2025)
+    seg = "INFO 02-30 10:00:0{} [x.py:1] Loading weights took 1.00 seconds"
+    assert p.feed(seg.format(1) + "\r" + seg.format(2)) == []
+    assert (p.stats.read, p.stats.skipped, p.stats.understood) == (1, 1, 0)
+    assert [n for n, _ in p.stats.skipped_lines] == [1, 1]
+    assert p.feed(seg.format(3)) == []
+    assert (p.stats.read, p.stats.skipped, p.stats.understood) == (2, 2, 0)
+
+
 def test_feb_29_takes_the_leap_year_near_the_anchor():
     p = VllmLogParser(year=2024)
     out = p.feed("INFO 02-29 10:00:00 [x.py:1] Loading weights took 1.00 seconds")

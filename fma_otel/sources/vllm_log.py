@@ -422,6 +422,7 @@ class VllmLogParser:
         self.stats = SourceStats(name)
         self._line_no = 0
         self._seg = 0  # the \r segment being read (VllmPhase.seq)
+        self._skipped_line = 0  # the last line counted as skipped
         self._anchor_local: datetime | None = None  # previous dated line, naive local time
         self._prev_stamp_ns: int | None = None  # previous stamp (UTC ns), for uvicorn lines
         self._seen_once: set[str] = set()
@@ -586,10 +587,16 @@ class VllmLogParser:
         return None
 
     def _skip(self, why: str) -> None:
-        """A skipped segment; ``understood`` stays ``read - skipped`` (a line is read once, but
-        each of its ``\\r`` segments may be skipped)."""
-        self.stats.skip(self._line_no, why)
-        self.stats.understood -= 1
+        """A skipped ``\\r`` segment.  Its line is counted as skipped once, at its first
+        skipped segment, so ``understood`` stays ``read - skipped`` and never goes below
+        zero; a further segment's reason is still listed, under the same line number."""
+        st = self.stats
+        if self._skipped_line != self._line_no:
+            self._skipped_line = self._line_no
+            st.skip(self._line_no, why)
+            st.understood -= 1
+        elif len(st.skipped_lines) < 100:
+            st.skipped_lines.append((self._line_no, why))
 
 
 def parse_vllm_log(
