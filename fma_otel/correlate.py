@@ -222,6 +222,8 @@ class Correlator:
             readies.add(ready)
         self._updated[u] = self._clock()
         self.years.add_reference(created)
+        if cur is None and self._evicted:  # keys evicted before the Pod was known (a restart)
+            self._trim_emitted(u)
         return True
 
     def add_dpc(self, rec: KlogRecord) -> DpcFact | None:
@@ -434,7 +436,11 @@ class Correlator:
         self._evicted[key] = None
         while len(self._evicted) > 200_000:
             self._evicted.popitem(last=False)
-        uid = M.key_uid(key)
+        self._trim_emitted(M.key_uid(key))
+
+    def _trim_emitted(self, uid: str) -> None:
+        """Drop the facts of a requester whose every round is out; only once its Pod is known
+        (:meth:`add_pod` calls it then), since the rounds are counted from the Pod's facts."""
         pod = self.store.get(uid)
         if pod is None:
             return

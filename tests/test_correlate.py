@@ -319,6 +319,24 @@ def test_every_round_is_emitted_once_under_eviction() -> None:
     assert emitted == [UID, f"{UID}/2", f"{UID}/3", f"{UID}/4"]
 
 
+def test_eviction_before_the_pod_is_known_applies_when_it_arrives() -> None:
+    """A restarted watcher evicts the checkpoint's keys before any Pod is listed: when the
+    Pod shows up, that round's facts are dropped as if evicted then (only the facts
+    that number the rounds stay) and the next round is still numbered 2."""
+    c = Correlator()
+    c.evict(UID)
+    for r in _hot_round(15):
+        c.add_dpc(r)
+    c.add_dpc(http("15:00:02.000000", "query_sleeping", "2026-06-29T15:00:01.5Z", "0.1"))
+    assert F.SLEEP_QUERY in [f.kind for f in c._dpc[UID]]
+    c.add_pod(PodEvent("LISTED", requester(None)))
+    assert [f.kind for f in c._dpc[UID]] == [F.BOUND, F.WAKE, F.RELAYED, F.UNBOUND]
+    assert c.actuations() == []
+    for r in _hot_round(16):
+        c.add_dpc(r)
+    assert [a.key for a in c.actuations()] == [f"{UID}/2"]
+
+
 def test_deleted_requester_keeps_its_container_start() -> None:
     gone = requester()
     gone["status"]["containerStatuses"] = [

@@ -21,6 +21,8 @@ from typing import Any, TypeVar
 
 import click
 
+from .. import otlp_env
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: where a Pod finds its own namespace (the service account's token volume)
@@ -119,35 +121,25 @@ def default_namespace(kubeconfig: str | None = None, context: str | None = None)
     return "default"
 
 
-#: the OTLP protocol when neither ``--otlp-protocol`` nor the environment names one: the
-#: OpenTelemetry specification's default, as for the wrappers (docs/wrappers.md)
-DEFAULT_OTLP_PROTOCOL = "http/protobuf"
-
-
 def _otlp_protocol(ctx: click.Context, param: click.Parameter, value: str | None) -> str:
     """``--otlp-protocol``, else ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL``, else
-    ``OTEL_EXPORTER_OTLP_PROTOCOL``, else :data:`DEFAULT_OTLP_PROTOCOL`: never guessed from
-    the endpoint's port.  An endpoint on 4317 (the OTLP/gRPC port) that gets the default
+    ``OTEL_EXPORTER_OTLP_PROTOCOL``, else ``http/protobuf`` (:mod:`fma_otel.otlp_env`, the
+    rule the wrappers follow too): never guessed from the endpoint's port.  An endpoint on 4317 (the OTLP/gRPC port) that gets the default
     is warned about once, naming the two fixes; an unknown value from the environment is
     passed on for the exporter set-up to refuse in one line."""
-    from ..sinks import otlp_export as X
-
     if value:
         return value
-    env = X.env_value(X.ENV_TRACES_PROTOCOL, X.ENV_PROTOCOL)
-    if env:
-        return env
-    endpoint = ctx.params.get("otlp_endpoint") or X.env_value(X.ENV_TRACES_ENDPOINT, X.ENV_ENDPOINT)
-    if endpoint and X.endpoint_port(str(endpoint)) == X.GRPC_PORT:
+    endpoint = otlp_env.grpc_port_endpoint(os.environ, ctx.params.get("otlp_endpoint"))
+    if endpoint:
         from ._common import prog_name
 
         click.echo(
             f"{prog_name(ctx)}: warning: OTLP endpoint {endpoint} is on the OTLP/gRPC port but the "
-            f"protocol is {DEFAULT_OTLP_PROTOCOL} (the default): give --otlp-protocol grpc "
+            f"protocol is {otlp_env.DEFAULT_PROTOCOL} (the default): give --otlp-protocol grpc "
             "(or OTEL_EXPORTER_OTLP_PROTOCOL=grpc), or use port 4318",
             err=True,
         )
-    return DEFAULT_OTLP_PROTOCOL
+    return otlp_env.protocol(os.environ)
 
 
 def otlp_options(func: F) -> F:
@@ -155,7 +147,7 @@ def otlp_options(func: F) -> F:
     for bridge and watch."""
     func = click.option(
         "--otlp-protocol",
-        type=click.Choice(["grpc", DEFAULT_OTLP_PROTOCOL]),
+        type=click.Choice([otlp_env.GRPC, otlp_env.HTTP_PROTOBUF]),
         callback=_otlp_protocol,
         help="OTLP protocol (default: OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL, else http/protobuf; "
         "never guessed from the port).",

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 from opentelemetry import trace
 
-from fma_otel import model
+from fma_otel import model, otlp_env
 from fma_otel.instrument._common import logger, sdk_disabled
 from fma_otel.instrument.ids import DerivedIdGenerator
 
@@ -38,17 +38,6 @@ def sdk_configured() -> bool:
     return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 
 
-DEFAULT_PROTOCOL = "http/protobuf"
-GRPC_PORT = 4317
-
-
-def otlp_protocol(env: Mapping[str, str]) -> str:
-    """The OTLP protocol the wrappers export with: the ``OTEL_*`` setting, else HTTP."""
-    return (
-        env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or env.get("OTEL_EXPORTER_OTLP_PROTOCOL") or ""
-    ).strip() or DEFAULT_PROTOCOL
-
-
 def grpc_port_warning(env: Mapping[str, str]) -> str | None:
     """A warning when the endpoint is OTLP/gRPC's port but no protocol was chosen.
 
@@ -56,32 +45,22 @@ def grpc_port_warning(env: Mapping[str, str]) -> str | None:
     common setting; with our HTTP default every export would fail.  We warn rather than
     switch on the port number: the protocol is chosen by the variables, never guessed.
     """
-    if (
-        env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or env.get("OTEL_EXPORTER_OTLP_PROTOCOL") or ""
-    ).strip():
-        return None
-    endpoint = (
-        env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or ""
-    ).strip()
-    try:
-        port = urlsplit(endpoint if "//" in endpoint else "//" + endpoint).port
-    except ValueError:
-        return None
-    if port != GRPC_PORT:
+    endpoint = otlp_env.grpc_port_endpoint(env)
+    if endpoint is None:
         return None
     return (
-        f"fma-otel: OTLP endpoint {endpoint} is on port {GRPC_PORT} (OTLP/gRPC) but no protocol is "
-        f"set, and the wrappers default to {DEFAULT_PROTOCOL}: set OTEL_EXPORTER_OTLP_PROTOCOL=grpc, "
-        "or use the collector's HTTP port 4318"
+        f"fma-otel: OTLP endpoint {endpoint} is on port {otlp_env.GRPC_PORT} (OTLP/gRPC) but no "
+        f"protocol is set, and the wrappers default to {otlp_env.DEFAULT_PROTOCOL}: set "
+        "OTEL_EXPORTER_OTLP_PROTOCOL=grpc, or use the collector's HTTP port 4318"
     )
 
 
 def http_endpoint(env: Mapping[str, str]) -> str:
     """The URL the OTLP/HTTP exporter posts to (its own rule: a signal endpoint as is)."""
-    signal = (env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or "").strip()
+    signal = otlp_env.env_value(env, otlp_env.ENV_TRACES_ENDPOINT)
     if signal:
         return signal
-    base = (env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or "").strip() or "http://localhost:4318"
+    base = otlp_env.env_value(env, otlp_env.ENV_ENDPOINT) or "http://localhost:4318"
     return base.rstrip("/") + "/v1/traces"
 
 
@@ -149,8 +128,7 @@ def _exporter(name: str):  # type: ignore[no-untyped-def]
     warning = grpc_port_warning(os.environ)
     if warning:
         logger.warning(warning)
-    protocol = otlp_protocol(os.environ)
-    if protocol.startswith("http"):
+    if otlp_env.protocol(os.environ).startswith("http"):
         return _http_exporter(os.environ)
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 

@@ -15,7 +15,7 @@ from opentelemetry.instrumentation.distro import BaseDistro
 
 class FmaDistro(BaseDistro):  # type: ignore[misc]
     """The distro ``opentelemetry-instrument`` loads: it sets no defaults of its own (the
-    exporter protocol rule lives in ``_sdk.otlp_protocol``) and loads instrumentors the
+    exporter protocol rule lives in ``fma_otel.otlp_env``) and loads instrumentors the
     standard way."""
 
     def _configure(self, **kwargs: Any) -> None:

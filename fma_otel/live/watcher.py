@@ -284,9 +284,6 @@ class LiveWatcher:
         self._recover_pending()
         for key in self.cp.emitted:
             self.correlator.evict(key)
-        self._emitted_by_uid: dict[str, list[str]] = {}
-        for key in self.cp.emitted:
-            self._emitted_by_uid.setdefault(M.key_uid(key), []).append(key)
         self.state.pod_rv = self.cp.pod_rv
         if cfg.metrics_port is not None:
             self.metrics_server = MetricsServer(
@@ -515,7 +512,6 @@ class LiveWatcher:
         pod = ev.pod
         try:
             uid = P.uid(pod) or ""
-            first_time = uid not in self.correlator.store  # (it holds every Pod seen, till forgotten)
             if not self.correlator.add_pod(ev):
                 # another Pod (name, namespace) already has this uid: one of them is corrupt,
                 # and merging them would make one trace of two requesters
@@ -532,9 +528,6 @@ class LiveWatcher:
             rv = rv_number(P.resource_version(pod))
             if rv is not None:
                 st.first_rv[uid] = min(rv, st.first_rv.get(uid, rv))
-            if first_time and uid in self._emitted_by_uid:
-                for key in self._emitted_by_uid[uid]:
-                    self.correlator.evict(key)
             if ev.event_type == "DELETED":
                 st.gone_at.setdefault(uid, self.clock())
             role = P.role(pod, self._baseline)
@@ -765,11 +758,10 @@ class LiveWatcher:
         self.state.dirty = True
 
     def _record_emitted(self, key: str, at: float) -> None:
-        """``key`` is out for good: in the checkpoint's emitted set, evicted from the
-        correlator, and found by its requester's uid when that Pod shows up again."""
+        """``key`` is out for good: in the checkpoint's emitted set and evicted from the
+        correlator (which also applies it to a Pod it does not know yet)."""
         self.cp.emitted[key] = round(at, 3)
         self.correlator.evict(key)
-        self._emitted_by_uid.setdefault(M.key_uid(key), []).append(key)
 
     def _emit(self, acts: list[Any]) -> None:
         from ..build import build_trace
@@ -970,7 +962,6 @@ class LiveWatcher:
                 self.events.forget(name)
                 self._baseline_containers.pop(name, None)
                 self._launcher_boot.pop(name, None)
-            self._emitted_by_uid.pop(uid, None)
             del st.gone_at[uid]
             st.ready_seen.pop(uid, None)
             st.first_rv.pop(uid, None)
@@ -1065,13 +1056,6 @@ class LiveWatcher:
             uid = M.key_uid(key)
             if uid not in live and now - t > self.cfg.retention_s:
                 del cp.emitted[key]
-                # (keys loaded from the checkpoint whose Pod this run never saw)
-                keys = self._emitted_by_uid.get(uid)
-                if keys is not None:
-                    if key in keys:
-                        keys.remove(key)
-                    if not keys:
-                        del self._emitted_by_uid[uid]
         for key, entry in list(cp.logs.items()):
             if entry.get("uid") not in live:
                 del cp.logs[key]

@@ -54,25 +54,19 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 from urllib.parse import urlparse
 
-from .. import __version__
+from .. import __version__, otlp_env
 from ..errtext import one_line
 from ..model import STATUS_ERROR, STATUS_OK, resource_attributes
+from ..otlp_env import ENV_ENDPOINT, ENV_TRACES_ENDPOINT, GRPC, HTTP_PROTOBUF, env_value
 from ..span_records import SpanRecord
 from .otlp_json import SCOPE_NAME
 
-GRPC = "grpc"
-HTTP_PROTOBUF = "http/protobuf"
 PROTOCOLS = (GRPC, HTTP_PROTOBUF)
-GRPC_PORT = 4317
 #: Spans per request: far below the exporters' 64 MiB request cap even with big attributes.
 BATCH_SIZE = 512
 #: Extra wall time granted to the SDK past ``timeout_s`` before we stop waiting.
 _GRACE_S = 2.0
 
-ENV_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
-ENV_TRACES_ENDPOINT = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
-ENV_PROTOCOL = "OTEL_EXPORTER_OTLP_PROTOCOL"
-ENV_TRACES_PROTOCOL = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
 _CREDENTIAL_PROVIDERS = (
     "OTEL_PYTHON_EXPORTER_OTLP_HTTP_TRACES_CREDENTIAL_PROVIDER",
     "OTEL_PYTHON_EXPORTER_OTLP_HTTP_CREDENTIAL_PROVIDER",
@@ -109,18 +103,9 @@ def otlp_configured(endpoint_flag: str | None) -> bool:
 # --------------------------------------------------------------------------- configuration
 
 
-def env_value(*names: str) -> str | None:
-    """The first of these environment variables that is set to more than blanks, stripped."""
-    for name in names:
-        value = os.environ.get(name, "").strip()
-        if value:
-            return value
-    return None
-
-
 def resolve_protocol(protocol: str | None) -> str:
     """The OTLP protocol to use; see the module docstring for the order of precedence."""
-    chosen = (protocol or env_value(ENV_TRACES_PROTOCOL, ENV_PROTOCOL) or HTTP_PROTOBUF).strip().lower()
+    chosen = (protocol or otlp_env.protocol(os.environ)).strip().lower()
     if chosen == "http":  # a common shorthand
         chosen = HTTP_PROTOBUF
     if chosen not in PROTOCOLS:
@@ -129,14 +114,6 @@ def resolve_protocol(protocol: str | None) -> str:
             + (" (http/json is not offered by the Python exporters)" if chosen == "http/json" else "")
         )
     return chosen
-
-
-def endpoint_port(endpoint: str) -> int | None:
-    """The port of an endpoint URL or ``host:port``; ``None`` when it has none or a bad one."""
-    try:
-        return urlparse(endpoint if "://" in endpoint else f"//{endpoint}").port
-    except ValueError:
-        return None
 
 
 def _parse(url: str) -> Any:
@@ -161,9 +138,9 @@ def resolve_endpoint(endpoint: str | None, protocol: str) -> str:
     if endpoint:
         url = endpoint.strip()
         append = _parse(url).path in ("", "/")  # a bare host means the base URL
-    elif traces := env_value(ENV_TRACES_ENDPOINT):
+    elif traces := env_value(os.environ, ENV_TRACES_ENDPOINT):
         url, append = traces, False  # the signal-specific variable is the full URL
-    elif generic := env_value(ENV_ENDPOINT):
+    elif generic := env_value(os.environ, ENV_ENDPOINT):
         url, append = generic, True  # the generic variable is always a base URL
     else:
         url, append = ("http://localhost:4317" if protocol == GRPC else "http://localhost:4318"), True
@@ -502,7 +479,7 @@ class OtlpSink:
         # to say what it was.  Not when a credential provider is set: its session is the
         # one to use (the SDK loads it), and that detail is then not said.
         session = None
-        if not env_value(*_CREDENTIAL_PROVIDERS):
+        if not env_value(os.environ, *_CREDENTIAL_PROVIDERS):
             import requests
 
             session = requests.Session()

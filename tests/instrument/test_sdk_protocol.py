@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from fma_otel import otlp_env
 from fma_otel.instrument import _sdk
 
 
@@ -26,10 +27,11 @@ from fma_otel.instrument import _sdk
             "http/protobuf",
         ),
         ({"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "grpc"}, "grpc"),
+        ({"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": " ", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, "grpc"),
     ],
 )
 def test_protocol_default_is_http_and_the_variables_win(env: dict[str, str], want: str) -> None:
-    assert _sdk.otlp_protocol(env) == want
+    assert otlp_env.protocol(env) == want
 
 
 @pytest.mark.parametrize(
@@ -64,6 +66,42 @@ def test_grpc_port_without_protocol_is_named(env: dict[str, str]) -> None:
 )
 def test_no_warning_when_the_choice_is_explicit_or_not_grpcs_port(env: dict[str, str]) -> None:
     assert _sdk.grpc_port_warning(env) is None
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {},
+        {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317"},
+        {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "c:4317", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"},
+        {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"},
+        {"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": " ", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"},
+        {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf"},
+    ],
+)
+def test_cli_sink_and_wrappers_follow_one_rule(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> None:
+    """The bridge's CLI, its OTLP sink and the wrappers pick the same protocol from the same
+    variables, and warn about port 4317 in the same cases."""
+    import click
+    from click.testing import CliRunner
+
+    from fma_otel.commands import params
+    from fma_otel.sinks import otlp_export
+
+    _clear(monkeypatch)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+
+    @click.command("probe")
+    @params.otlp_options
+    def probe(otlp_endpoint: str | None, otlp_protocol: str) -> None:
+        click.echo(otlp_protocol)
+
+    r = CliRunner().invoke(probe, [], prog_name="fma-otel probe")
+    assert r.exit_code == 0, r.output
+    wrappers = "http/protobuf" if otlp_env.protocol(env).startswith("http") else "grpc"
+    assert r.stdout.strip() == otlp_export.resolve_protocol(None) == wrappers
+    assert ("4317" in r.stderr) == (_sdk.grpc_port_warning(env) is not None)
 
 
 def _clear(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -171,10 +209,11 @@ def test_wrapped_process_never_imports_requests(tmp_path: Path) -> None:
         "from opentelemetry import trace\n"
         "trace.get_tracer('t').start_span('x').end()\n"
         "trace.get_tracer_provider().force_flush(2000)\n"
-        "print('requests' in sys.modules, 'urllib3' in sys.modules, 'urllib.request' in sys.modules)\n"
+        "print('requests' in sys.modules, 'urllib3' in sys.modules, 'urllib.request' in sys.modules,\n"
+        "      'click' in sys.modules, 'fma_otel.sinks' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
-    assert out.stdout.split() == ["False", "True", "False"], out.stderr
+    assert out.stdout.split() == ["False", "True", "False", "False", "False"], out.stderr
 
 
 @pytest.mark.parametrize("name", ["HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"])

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from fma_otel import podfacts as P
 from tests.live.replay import (
     DPC_POD,
     NS,
@@ -111,7 +112,8 @@ def test_far_future_stamp_blinds_neither_the_stream_nor_a_resume(k8s: FakeCluste
 
 
 def test_forgotten_pods_leave_no_emitted_keys_in_memory(k8s: FakeCluster, tmp_path: Path) -> None:
-    """Requesters emitted, deleted and forgotten: the per-uid index of emitted keys shrinks too.
+    """Requesters emitted, deleted and forgotten: their Pods and, past the retention, their
+    emitted keys (and a checkpoint's key whose Pod never showed up) leave memory.
 
     The watcher's clock is moved past the forget horizon (``--incomplete-after`` plus a
     minute) instead of waiting for it.
@@ -138,16 +140,16 @@ def test_forgotten_pods_leave_no_emitted_keys_in_memory(k8s: FakeCluster, tmp_pa
             pod["metadata"].update(name=name, uid=str(uuid.uuid4()))
             k8s.add_pod(pod)
         assert wait_for(lambda: len(w.cp.emitted) >= 1 + len(names), 10), len(w.cp.emitted)
-        assert len(w._emitted_by_uid) == 1 + len(names)
         for name in names:
             k8s.delete_pod(name, NS)
         assert wait_for(lambda: len(w.state.gone_at) == len(names), 10)
         shift[0] = 120.0
         k8s.add_pod(make_pod("poke", NS))  # an event, so a checkpoint (and its pruning) follows
-        assert wait_for(lambda: not w.state.gone_at and not w._emitted_by_uid, 10), (
+        assert wait_for(lambda: not w.state.gone_at and not w.cp.emitted, 10), (
             len(w.state.gone_at),
-            len(w._emitted_by_uid),
+            len(w.cp.emitted),
         )
+        assert not any(P.name(p) in names for p in w.correlator.store.pods())
         assert wait_for(lambda: not w.cp.emitted, 10), w.cp.emitted
 
 
