@@ -334,6 +334,12 @@ def test_a_line_whose_two_cr_segments_are_skipped_counts_once_and_lists_both():
     assert (p.stats.read, p.stats.skipped, p.stats.understood) == (2, 2, 0)
 
 
+def test_a_line_of_two_unknown_dated_segments_is_ignored_once():
+    p = VllmLogParser(year=2025)
+    assert p.feed("INFO 03-01 10:00:00 [x.py:1] one\rINFO 03-01 10:00:01 [x.py:1] two") == []
+    assert (p.stats.read, p.stats.understood, p.stats.ignored) == (1, 1, 1)
+
+
 def test_feb_29_takes_the_leap_year_near_the_anchor():
     p = VllmLogParser(year=2024)
     out = p.feed("INFO 02-29 10:00:00 [x.py:1] Loading weights took 1.00 seconds")

@@ -423,6 +423,7 @@ class VllmLogParser:
         self._line_no = 0
         self._seg = 0  # the \r segment being read (VllmPhase.seq)
         self._skipped_line = 0  # the last line counted as skipped
+        self._ignored_line = 0  # the last line counted as ignored
         self._anchor_local: datetime | None = None  # previous dated line, naive local time
         self._prev_stamp_ns: int | None = None  # previous stamp (UTC ns), for uvicorn lines
         self._seen_once: set[str] = set()
@@ -504,7 +505,9 @@ class VllmLogParser:
         msg = m["msg"].rstrip()
         found = self._match(msg)
         if found is None:
-            st.ignored += 1
+            if self._ignored_line != self._line_no:  # a line once, however many such segments
+                self._ignored_line = self._line_no
+                st.ignored += 1
             self._stamp(m)  # an unknown dated line still moves the clock
             return None
         message, wording, wm = found
