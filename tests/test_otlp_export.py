@@ -157,6 +157,45 @@ def test_resolution_rules(clean_otlp_env):
     assert otlp_configured(None)
 
 
+@pytest.mark.parametrize("blank", [" ", "\t "])
+@pytest.mark.parametrize("name", ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"])
+def test_a_blank_endpoint_variable_is_unset(name: str, blank: str, clean_otlp_env) -> None:
+    """Blank is unset for turning export on, as it is for choosing the endpoint: a variable
+    of blanks used to turn export on, to the default localhost the resolution then fell to."""
+    clean_otlp_env.setenv(name, blank)
+    assert not otlp_configured(None)
+    assert otlp_export.resolve_endpoint(None, "http/protobuf") == "http://localhost:4318/v1/traces"
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {},
+        {"OTEL_EXPORTER_OTLP_ENDPOINT": " http://c:4318// "},
+        {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318/otlp"},  # a base URL even with a path
+        {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://t/x/"},
+        {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": " "},
+    ],
+)
+def test_sink_and_wrappers_pick_the_same_http_endpoint(env: dict[str, str], clean_otlp_env) -> None:
+    """One rule (``fma_otel.otlp_env``) for the bridge's sink and the wrappers' exporter."""
+    import os
+
+    from fma_otel.instrument import _sdk
+
+    for name, value in env.items():
+        clean_otlp_env.setenv(name, value)
+    assert otlp_export.resolve_endpoint(None, "http/protobuf") == _sdk.http_endpoint(os.environ)
+
+
+def test_grpc_endpoint_from_the_environment_is_used_as_is(clean_otlp_env) -> None:
+    assert otlp_export.resolve_endpoint(None, "grpc") == "http://localhost:4317"
+    clean_otlp_env.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4317/")
+    assert otlp_export.resolve_endpoint(None, "grpc") == "http://c:4317/"  # no path for gRPC
+    clean_otlp_env.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "c:4317")
+    assert otlp_export.resolve_endpoint(None, "grpc") == "c:4317"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
 def test_receiver_down_fails_promptly(protocol, clean_otlp_env):
