@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import NamedTuple
-from urllib.parse import urlsplit
+from urllib.parse import ParseResult, urlparse
 
 GRPC = "grpc"
 HTTP_PROTOBUF = "http/protobuf"
@@ -94,10 +94,22 @@ def endpoint_or_default(env: Mapping[str, str], protocol: str) -> Endpoint:
     return env_endpoint(env) or Endpoint(default, base=True)
 
 
+def split_endpoint(endpoint: str) -> ParseResult:
+    """An endpoint URL in parts, a ``host:port`` without a scheme read as the host and port
+    (``urlparse`` alone would make ``collector`` the scheme and ``4317`` the path).
+
+    Raises ``ValueError`` for a port that is not a number from 0 to 65535 or an unclosed
+    IPv6 bracket, which ``urlparse`` leaves for ``.port`` to find.
+    """
+    parts = urlparse(endpoint if "://" in endpoint else f"//{endpoint}")
+    parts.port  # noqa: B018  (raises for a bad port)
+    return parts
+
+
 def endpoint_port(endpoint: str) -> int | None:
     """The port of an endpoint URL or ``host:port``; ``None`` when it has none or a bad one."""
     try:
-        return urlsplit(endpoint if "://" in endpoint else f"//{endpoint}").port
+        return split_endpoint(endpoint).port
     except ValueError:
         return None
 

@@ -7,6 +7,7 @@ import time
 import msgspec
 import pytest
 
+from fma_otel import otlp_env
 from fma_otel.model import resource_attributes
 from fma_otel.sinks import otlp_export
 from fma_otel.sinks.otlp_export import ExportError, OtlpSink, otlp_configured
@@ -186,6 +187,34 @@ def test_sink_and_wrappers_pick_the_same_http_endpoint(env: dict[str, str], clea
     for name, value in env.items():
         clean_otlp_env.setenv(name, value)
     assert otlp_export.resolve_endpoint(None, "http/protobuf") == _sdk.http_endpoint(os.environ)
+
+
+@pytest.mark.parametrize(
+    ("url", "port", "scheme"),
+    [
+        ("collector:4317", 4317, ""),  # host:port, not scheme "collector" and path "4317"
+        ("[::1]:4317", 4317, ""),
+        ("http://c:4317", 4317, "http"),
+        ("https://c:4318/otlp", 4318, "https"),
+        ("c", None, ""),
+    ],
+)
+def test_the_warning_and_the_sink_read_an_endpoint_alike(url: str, port: int | None, scheme: str) -> None:
+    """One reading (``otlp_env.split_endpoint``) for the 4317 warning's port, the sink's
+    check and the gRPC exporter's TLS choice (from the scheme)."""
+    assert otlp_env.endpoint_port(url) == port
+    assert otlp_env.split_endpoint(url).scheme == scheme
+    assert otlp_export.resolve_endpoint(url, "grpc") == url
+
+
+@pytest.mark.parametrize("url", ["http://[::1", "c:99999", "c:abc", "http://h:70000", "c:-1"])
+def test_a_bad_port_is_no_port_for_the_warning_and_an_error_for_the_sink(url: str) -> None:
+    assert otlp_env.endpoint_port(url) is None
+    with pytest.raises(ValueError):
+        otlp_env.split_endpoint(url)
+    for protocol in ("grpc", "http/protobuf"):
+        with pytest.raises(ExportError, match="not a valid URL"):
+            otlp_export.resolve_endpoint(url, protocol)
 
 
 def test_grpc_endpoint_from_the_environment_is_used_as_is(clean_otlp_env) -> None:

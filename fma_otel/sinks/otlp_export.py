@@ -52,7 +52,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
-from urllib.parse import urlparse
+from urllib.parse import ParseResult
 
 from .. import __version__, otlp_env
 from ..errtext import one_line
@@ -118,15 +118,14 @@ def resolve_protocol(protocol: str | None) -> str:
     return chosen
 
 
-def _parse(url: str) -> Any:
-    """``urlparse`` that also checks the port, as :class:`ExportError` with a clear message.
+def _parse(url: str) -> ParseResult:
+    """:func:`fma_otel.otlp_env.split_endpoint`, its ``ValueError`` as :class:`ExportError`.
 
     ``urlparse`` raises a bare ``ValueError`` for ``http://[::1`` (unclosed bracket) and
     ``.port`` for ``host:99999`` or ``host:abc``; the CLI turns ExportError into one line.
     """
     try:
-        urlparse(url if "://" in url else f"//{url}").port  # noqa: B018  (validates the port)
-        return urlparse(url)
+        return otlp_env.split_endpoint(url)
     except ValueError as exc:
         raise ExportError(f"OTLP endpoint {url!r} is not a valid URL: {exc}") from None
 
@@ -462,7 +461,7 @@ class OtlpSink:
         if self.protocol == GRPC:
             from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 
-            scheme = urlparse(self.endpoint).scheme if "://" in self.endpoint else ""
+            scheme = otlp_env.split_endpoint(self.endpoint).scheme  # validated by resolve_endpoint
             insecure = {"http": True, "https": False}.get(scheme)  # no scheme: the SDK's env rules
             return lambda: GrpcExporter(
                 endpoint=self.endpoint,
