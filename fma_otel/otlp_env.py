@@ -1,10 +1,17 @@
-"""The OTLP protocol rule, one copy for the bridge's commands, its sink and the wrappers.
+"""The OTLP protocol and endpoint rules, one copy for the bridge's commands, its sink and
+the wrappers.
 
 The protocol is the traces-specific ``OTEL_*`` variable, else the generic one, else
 ``http/protobuf`` (the OpenTelemetry specification's default): never guessed from the
 endpoint's port.  Because the Python SDK's own default is gRPC, an endpoint on 4317 with
 no protocol chosen is a common mistake, so callers warn about it (each in its own words:
 the CLI names its flag, the wrappers only the variable).
+
+The endpoint is the traces-specific variable, used as is (a full URL), else the generic
+one, always a base URL to which OTLP/HTTP appends ``/v1/traces``, else the default for
+the protocol (``localhost`` on 4317 for gRPC, 4318 for HTTP).  A variable set to blanks
+counts as unset, here as for the protocol.  Validating the URL is each caller's business
+(the sink raises its own error; the wrappers leave it to the SDK's exporter).
 
 Why a module of its own: the wrappers run inside the launcher, where every import is
 copied into each forked vLLM instance, so this rule must not pull in the bridge's sinks
@@ -14,7 +21,8 @@ or ``click``.  Standard library only.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from urllib.parse import urlsplit
+from typing import NamedTuple
+from urllib.parse import ParseResult, urlparse
 
 GRPC = "grpc"
 HTTP_PROTOBUF = "http/protobuf"
@@ -25,6 +33,10 @@ ENV_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
 ENV_TRACES_ENDPOINT = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
 ENV_PROTOCOL = "OTEL_EXPORTER_OTLP_PROTOCOL"
 ENV_TRACES_PROTOCOL = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+
+TRACES_PATH = "/v1/traces"
+DEFAULT_GRPC_ENDPOINT = "http://localhost:4317"
+DEFAULT_HTTP_ENDPOINT = "http://localhost:4318"
 
 
 def env_value(env: Mapping[str, str], *names: str) -> str | None:
@@ -46,10 +58,58 @@ def protocol(env: Mapping[str, str]) -> str:
     return env_protocol(env) or DEFAULT_PROTOCOL
 
 
+class Endpoint(NamedTuple):
+    """An endpoint as chosen, and whether it is a base URL (OTLP/HTTP appends the path)."""
+
+    url: str
+    base: bool
+
+    def http_url(self) -> str:
+        """The URL OTLP/HTTP posts to: ``/v1/traces`` appended to a base URL, else as is."""
+        return traces_url(self.url) if self.base else self.url
+
+
+def traces_url(base: str) -> str:
+    """A base URL with the traces path appended (its trailing slashes dropped first)."""
+    return base.rstrip("/") + TRACES_PATH
+
+
+def env_endpoint(env: Mapping[str, str]) -> Endpoint | None:
+    """The endpoint the variables set, or ``None`` when they set none (blank is unset).
+
+    The traces variable is the full URL (the specification's rule for a signal-specific
+    endpoint); the generic one is always a base URL, even when it has a path.
+    """
+    if traces := env_value(env, ENV_TRACES_ENDPOINT):
+        return Endpoint(traces, base=False)
+    if generic := env_value(env, ENV_ENDPOINT):
+        return Endpoint(generic, base=True)
+    return None
+
+
+def endpoint_or_default(env: Mapping[str, str], protocol: str) -> Endpoint:
+    """The endpoint when no flag or argument chose one: the variables', else the default
+    for ``protocol`` (HTTP's for anything but gRPC; not validated)."""
+    default = DEFAULT_GRPC_ENDPOINT if protocol == GRPC else DEFAULT_HTTP_ENDPOINT
+    return env_endpoint(env) or Endpoint(default, base=True)
+
+
+def split_endpoint(endpoint: str) -> ParseResult:
+    """An endpoint URL in parts, a ``host:port`` without a scheme read as the host and port
+    (``urlparse`` alone would make ``collector`` the scheme and ``4317`` the path).
+
+    Raises ``ValueError`` for a port that is not a number from 0 to 65535 or an unclosed
+    IPv6 bracket, which ``urlparse`` leaves for ``.port`` to find.
+    """
+    parts = urlparse(endpoint if "://" in endpoint else f"//{endpoint}")
+    parts.port  # noqa: B018  (raises for a bad port)
+    return parts
+
+
 def endpoint_port(endpoint: str) -> int | None:
     """The port of an endpoint URL or ``host:port``; ``None`` when it has none or a bad one."""
     try:
-        return urlsplit(endpoint if "://" in endpoint else f"//{endpoint}").port
+        return split_endpoint(endpoint).port
     except ValueError:
         return None
 
@@ -59,5 +119,7 @@ def grpc_port_endpoint(env: Mapping[str, str], endpoint: str | None = None) -> s
     no protocol is chosen, so the default HTTP would fail: the one case worth a warning."""
     if env_protocol(env):
         return None
-    endpoint = endpoint or env_value(env, ENV_TRACES_ENDPOINT, ENV_ENDPOINT)
+    if not endpoint:
+        chosen = env_endpoint(env)
+        endpoint = chosen.url if chosen else None
     return endpoint if endpoint and endpoint_port(endpoint) == GRPC_PORT else None

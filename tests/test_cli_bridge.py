@@ -192,6 +192,14 @@ def test_export_by_environment_only(otlp_http_receiver, clean_otlp_env) -> None:
     assert len({s.trace_id for s in otlp_http_receiver.spans()}) == 6  # the sample implies app=vllm
 
 
+def test_a_blank_endpoint_variable_does_not_turn_export_on(short_otlp_timeout) -> None:
+    """``OTEL_EXPORTER_OTLP_ENDPOINT=" "`` is unset, as everywhere else: the traces go to
+    stdout (it used to turn export on, to the default localhost, and write nothing)."""
+    r = run(str(SAMPLE), "-q", env={"OTEL_EXPORTER_OTLP_ENDPOINT": " "})
+    assert r.exit_code == 0, r.stderr
+    assert len(r.stdout.splitlines()) == 6  # one line per actuation
+
+
 @pytest.mark.slow
 def test_export_without_out_prints_the_summary(otlp_http_receiver, clean_otlp_env) -> None:
     """Exporting only (no ``--out``), with the summary on: it counts what was exported

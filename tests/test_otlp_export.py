@@ -7,6 +7,7 @@ import time
 import msgspec
 import pytest
 
+from fma_otel import otlp_env
 from fma_otel.model import resource_attributes
 from fma_otel.sinks import otlp_export
 from fma_otel.sinks.otlp_export import ExportError, OtlpSink, otlp_configured
@@ -155,6 +156,73 @@ def test_resolution_rules(clean_otlp_env):
     assert not otlp_configured(None)  # a protocol alone does not turn export on
     clean_otlp_env.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://x:4318/v1/traces")
     assert otlp_configured(None)
+
+
+@pytest.mark.parametrize("blank", [" ", "\t "])
+@pytest.mark.parametrize("name", ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"])
+def test_a_blank_endpoint_variable_is_unset(name: str, blank: str, clean_otlp_env) -> None:
+    """Blank is unset for turning export on, as it is for choosing the endpoint: a variable
+    of blanks used to turn export on, to the default localhost the resolution then fell to."""
+    clean_otlp_env.setenv(name, blank)
+    assert not otlp_configured(None)
+    assert otlp_export.resolve_endpoint(None, "http/protobuf") == "http://localhost:4318/v1/traces"
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {},
+        {"OTEL_EXPORTER_OTLP_ENDPOINT": " http://c:4318// "},
+        {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318/otlp"},  # a base URL even with a path
+        {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://t/x/"},
+        {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": " "},
+    ],
+)
+def test_sink_and_wrappers_pick_the_same_http_endpoint(env: dict[str, str], clean_otlp_env) -> None:
+    """One rule (``fma_otel.otlp_env``) for the bridge's sink and the wrappers' exporter."""
+    import os
+
+    from fma_otel.instrument import _sdk
+
+    for name, value in env.items():
+        clean_otlp_env.setenv(name, value)
+    assert otlp_export.resolve_endpoint(None, "http/protobuf") == _sdk.http_endpoint(os.environ)
+
+
+@pytest.mark.parametrize(
+    ("url", "port", "scheme"),
+    [
+        ("collector:4317", 4317, ""),  # host:port, not scheme "collector" and path "4317"
+        ("[::1]:4317", 4317, ""),
+        ("http://c:4317", 4317, "http"),
+        ("https://c:4318/otlp", 4318, "https"),
+        ("c", None, ""),
+    ],
+)
+def test_the_warning_and_the_sink_read_an_endpoint_alike(url: str, port: int | None, scheme: str) -> None:
+    """One reading (``otlp_env.split_endpoint``) for the 4317 warning's port, the sink's
+    check and the gRPC exporter's TLS choice (from the scheme)."""
+    assert otlp_env.endpoint_port(url) == port
+    assert otlp_env.split_endpoint(url).scheme == scheme
+    assert otlp_export.resolve_endpoint(url, "grpc") == url
+
+
+@pytest.mark.parametrize("url", ["http://[::1", "c:99999", "c:abc", "http://h:70000", "c:-1"])
+def test_a_bad_port_is_no_port_for_the_warning_and_an_error_for_the_sink(url: str) -> None:
+    assert otlp_env.endpoint_port(url) is None
+    with pytest.raises(ValueError):
+        otlp_env.split_endpoint(url)
+    for protocol in ("grpc", "http/protobuf"):
+        with pytest.raises(ExportError, match="not a valid URL"):
+            otlp_export.resolve_endpoint(url, protocol)
+
+
+def test_grpc_endpoint_from_the_environment_is_used_as_is(clean_otlp_env) -> None:
+    assert otlp_export.resolve_endpoint(None, "grpc") == "http://localhost:4317"
+    clean_otlp_env.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4317/")
+    assert otlp_export.resolve_endpoint(None, "grpc") == "http://c:4317/"  # no path for gRPC
+    clean_otlp_env.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "c:4317")
+    assert otlp_export.resolve_endpoint(None, "grpc") == "c:4317"
 
 
 @pytest.mark.slow

@@ -14,7 +14,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
-from typing import IO, NoReturn
+from typing import IO, Any, NoReturn
 
 import click
 
@@ -38,6 +38,18 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     default: unusable arguments or input; 1 for a failure while working)."""
     click.echo(f"{prog_name()}: error: {message}", err=True)
     sys.exit(code)
+
+
+def kube_api_client(kubeconfig: str | None, context: str | None) -> Any:
+    """The Kubernetes API client for ``--kubeconfig`` and ``--context``
+    (:func:`fma_otel.commands.params.kube_options`); an unusable configuration is one line
+    and exit 2, in every command that connects."""
+    from ..live.kube import KubeConfigError, make_api_client
+
+    try:
+        return make_api_client(kubeconfig, context)
+    except KubeConfigError as exc:
+        fail(str(exc))
 
 
 def terminal_width(tty: bool, default: int = 120) -> int | None:

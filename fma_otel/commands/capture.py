@@ -14,8 +14,8 @@ from typing import Any
 import click
 
 from .. import podfacts as P
-from ._common import byte_progress, fail
-from .params import default_namespace
+from ._common import byte_progress, fail, kube_api_client
+from .params import default_namespace, kube_options
 from .watch import Duration, Size, selector_arg
 
 
@@ -32,10 +32,7 @@ from .watch import Duration, Size, selector_arg
     type=click.Path(file_okay=False),
     help="Capture directory (default: capture-<ns>-<time>); its parent folder must exist.",
 )
-@click.option(
-    "--kubeconfig", type=click.Path(), help="Kubeconfig file (default: in-cluster, then ~/.kube/config)."
-)
-@click.option("--context", help="Kubeconfig context.")
+@kube_options
 @click.option(
     "--dpc-selector",
     default=P.DPC_SELECTOR,
@@ -90,7 +87,7 @@ def command(
 ) -> None:
     """Record Pods and logs of a live namespace into a capture directory."""
     from ..capture import CaptureWriteError, capture_namespace, prepare_directory
-    from ..live.kube import TRANSIENT_ERRORS, Kube, KubeConfigError, KubeError, make_api_client
+    from ..live.kube import TRANSIENT_ERRORS, Kube, KubeError
 
     selector = selector_arg("--dpc-selector", dpc_selector) or {}
     baseline = selector_arg("--baseline-selector", baseline_selector)
@@ -98,10 +95,7 @@ def command(
         fail("--vllm-log-max-bytes: must be more than 0")
     namespace = namespace or default_namespace(kubeconfig, context)
     directory = out or f"capture-{namespace}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
-    try:
-        kube = Kube(make_api_client(kubeconfig, context))
-    except KubeConfigError as exc:
-        fail(str(exc))
+    kube = Kube(kube_api_client(kubeconfig, context))
     try:
         prepare_directory(directory)
     except OSError as exc:

@@ -93,6 +93,15 @@ def pick(kind: str, given: Iterable[str], valid: Sequence[str]) -> list[str]:
     return out
 
 
+def kube_options(func: F) -> F:
+    """``--kubeconfig`` and ``--context``: one definition for capture and watch, which
+    connect alike (:func:`fma_otel.commands._common.kube_api_client`)."""
+    func = click.option("--context", help="Kubeconfig context.")(func)
+    return click.option(
+        "--kubeconfig", type=click.Path(), help="Kubeconfig file (default: in-cluster, then ~/.kube/config)."
+    )(func)
+
+
 def default_namespace(kubeconfig: str | None = None, context: str | None = None) -> str:
     """The namespace kubectl would use without ``-n``: the kubeconfig's (current or named)
     context's, else in a cluster the service account's, else ``default``.

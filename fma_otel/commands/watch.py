@@ -25,7 +25,7 @@ import click
 from .. import podfacts as P
 from ..jsonsafe import brief
 from . import params
-from ._common import _describe_os_error, fail
+from ._common import _describe_os_error, fail, kube_api_client
 from .params import default_namespace
 
 #: The longest duration the watcher takes: its clocks are int64 nanoseconds (about 292
@@ -115,10 +115,7 @@ MIN_TICK_S = 0.05
     help="Namespace to watch (default: POD_NAMESPACE, else the kubeconfig context's, else in a cluster "
     "the Pod's own, else default).",
 )
-@click.option(
-    "--kubeconfig", type=click.Path(), help="Kubeconfig file (default: in-cluster, then ~/.kube/config)."
-)
-@click.option("--context", help="Kubeconfig context.")
+@params.kube_options
 @click.option("--launcher-logs", is_flag=True, help="Also follow each launcher's inference-server log.")
 @click.option(
     "--vllm-logs",
@@ -194,7 +191,6 @@ MIN_TICK_S = 0.05
 def command(**kw: object) -> None:
     """Live bridge: watch a namespace and export each actuation's trace once."""
     from ..live.checkpoint import check_writable, load
-    from ..live.kube import KubeConfigError, make_api_client
     from ..live.outfile import OutFileError, check_out
     from ..live.watcher import LiveWatcher, WatchConfig
 
@@ -223,10 +219,7 @@ def command(**kw: object) -> None:
     out = kw["out"]
     if out is None and not otlp_export.otlp_configured(kw["otlp_endpoint"]):  # type: ignore[arg-type]
         out = "-"
-    try:
-        api_client = make_api_client(kw["kubeconfig"], kw["context"])  # type: ignore[arg-type]
-    except KubeConfigError as exc:
-        fail(str(exc))
+    api_client = kube_api_client(kw["kubeconfig"], kw["context"])  # type: ignore[arg-type]
     if out is not None and out != "-":
         try:
             check_out(str(out))

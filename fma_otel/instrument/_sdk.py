@@ -56,12 +56,8 @@ def grpc_port_warning(env: Mapping[str, str]) -> str | None:
 
 
 def http_endpoint(env: Mapping[str, str]) -> str:
-    """The URL the OTLP/HTTP exporter posts to (its own rule: a signal endpoint as is)."""
-    signal = otlp_env.env_value(env, otlp_env.ENV_TRACES_ENDPOINT)
-    if signal:
-        return signal
-    base = otlp_env.env_value(env, otlp_env.ENV_ENDPOINT) or "http://localhost:4318"
-    return base.rstrip("/") + "/v1/traces"
+    """The URL the OTLP/HTTP exporter posts to (the rule of :mod:`fma_otel.otlp_env`)."""
+    return otlp_env.endpoint_or_default(env, otlp_env.HTTP_PROTOBUF).http_url()
 
 
 def proxy_applies(url: str) -> bool:

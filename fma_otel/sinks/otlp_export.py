@@ -52,12 +52,12 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
-from urllib.parse import urlparse
+from urllib.parse import ParseResult
 
 from .. import __version__, otlp_env
 from ..errtext import one_line
 from ..model import STATUS_ERROR, STATUS_OK, resource_attributes
-from ..otlp_env import ENV_ENDPOINT, ENV_TRACES_ENDPOINT, GRPC, HTTP_PROTOBUF, env_value
+from ..otlp_env import GRPC, HTTP_PROTOBUF, env_value
 from ..span_records import SpanRecord
 from .otlp_json import SCOPE_NAME
 
@@ -94,10 +94,12 @@ def otlp_configured(endpoint_flag: str | None) -> bool:
 
     Only the endpoint variables count: a protocol or headers variable alone (common in
     shells that also run instrumented apps) must not make the bridge start exporting.
+    A variable set to blanks is unset (:func:`fma_otel.otlp_env.env_endpoint`), as when
+    the endpoint is resolved: counting it here would export to the default localhost.
     """
     if endpoint_flag:
         return True
-    return bool(os.environ.get(ENV_TRACES_ENDPOINT) or os.environ.get(ENV_ENDPOINT))
+    return otlp_env.env_endpoint(os.environ) is not None
 
 
 # --------------------------------------------------------------------------- configuration
@@ -116,15 +118,14 @@ def resolve_protocol(protocol: str | None) -> str:
     return chosen
 
 
-def _parse(url: str) -> Any:
-    """``urlparse`` that also checks the port, as :class:`ExportError` with a clear message.
+def _parse(url: str) -> ParseResult:
+    """:func:`fma_otel.otlp_env.split_endpoint`, its ``ValueError`` as :class:`ExportError`.
 
     ``urlparse`` raises a bare ``ValueError`` for ``http://[::1`` (unclosed bracket) and
     ``.port`` for ``host:99999`` or ``host:abc``; the CLI turns ExportError into one line.
     """
     try:
-        urlparse(url if "://" in url else f"//{url}").port  # noqa: B018  (validates the port)
-        return urlparse(url)
+        return otlp_env.split_endpoint(url)
     except ValueError as exc:
         raise ExportError(f"OTLP endpoint {url!r} is not a valid URL: {exc}") from None
 
@@ -137,21 +138,16 @@ def resolve_endpoint(endpoint: str | None, protocol: str) -> str:
     """
     if endpoint:
         url = endpoint.strip()
-        append = _parse(url).path in ("", "/")  # a bare host means the base URL
-    elif traces := env_value(os.environ, ENV_TRACES_ENDPOINT):
-        url, append = traces, False  # the signal-specific variable is the full URL
-    elif generic := env_value(os.environ, ENV_ENDPOINT):
-        url, append = generic, True  # the generic variable is always a base URL
+        chosen = otlp_env.Endpoint(url, base=_parse(url).path in ("", "/"))  # a bare host: the base URL
     else:
-        url, append = ("http://localhost:4317" if protocol == GRPC else "http://localhost:4318"), True
+        chosen = otlp_env.endpoint_or_default(os.environ, protocol)  # the variables', else the default
+        url = chosen.url
     parsed = _parse(url)
     if protocol == GRPC:
         return url
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
         raise ExportError(f"OTLP/HTTP endpoint {url!r} is not an http:// or https:// URL")
-    if append:
-        url = url.rstrip("/") + "/v1/traces"
-    return url
+    return chosen.http_url()
 
 
 # --------------------------------------------------------------------------- screening
@@ -465,7 +461,7 @@ class OtlpSink:
         if self.protocol == GRPC:
             from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 
-            scheme = urlparse(self.endpoint).scheme if "://" in self.endpoint else ""
+            scheme = otlp_env.split_endpoint(self.endpoint).scheme  # validated by resolve_endpoint
             insecure = {"http": True, "https": False}.get(scheme)  # no scheme: the SDK's env rules
             return lambda: GrpcExporter(
                 endpoint=self.endpoint,

@@ -86,6 +86,26 @@ def test_capture_shares_the_kubeconfig_message(tmp_path: Path) -> None:
     assert line.startswith(f"fma-otel capture: error: --kubeconfig {p}: not valid YAML ("), line
 
 
+@pytest.mark.parametrize("cmd", ["watch", "capture"])
+def test_both_commands_take_the_same_kubeconfig_options(tmp_path: Path, cmd: str) -> None:
+    """One ``--kubeconfig``/``--context`` (``params.kube_options``) and one way to refuse
+    an unusable configuration (``_common.kube_api_client``) for both commands."""
+    import importlib
+
+    command = importlib.import_module(f"fma_otel.commands.{cmd}").command
+    kube = {p.name: p.to_info_dict() for p in command.params}
+    assert kube["kubeconfig"]["help"] == "Kubeconfig file (default: in-cluster, then ~/.kube/config)."
+    assert kube["context"]["help"] == "Kubeconfig context."
+    missing = tmp_path / "none"
+    r = CliRunner().invoke(
+        main,
+        [cmd, "-n", NS, "--kubeconfig", str(missing), "--out", str(tmp_path / "o")],
+        prog_name="fma-otel",
+    )
+    assert one_line_exit_2(r) == f"fma-otel {cmd}: error: --kubeconfig {missing}: no such file"
+    assert not (tmp_path / "o").exists()  # refused before anything was opened
+
+
 @pytest.mark.parametrize("flag", ["--dpc-selector", "--baseline-selector"])
 @pytest.mark.parametrize("cmd", ["watch", "capture"])
 def test_a_bad_selector_is_one_line_exit_2_in_both_commands(tmp_path: Path, cmd: str, flag: str) -> None:
