@@ -354,8 +354,7 @@ def remote_context(trace_id: str, span_id: str, flags: int = TraceFlags.SAMPLED)
 #: Traces whose span counts the launcher keeps (``OrdinalCounter``, the vLLM phases' counts).
 #: Why this few: a count is needed only while its actuation can still start a span of that
 #: name in the launcher (seconds to minutes), when a launcher hosts a few instances; every
-#: trace kept is about 0.7 KiB more launcher for each ``fork()`` to copy the page tables of
-#: (4096 traces were 2.8 MiB, reached after a few thousand actuations).
+#: trace kept is more launcher memory for each ``fork()`` to copy the page tables of.
 MAX_COUNTED_TRACES = 256
 
 
