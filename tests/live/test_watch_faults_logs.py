@@ -217,9 +217,9 @@ def test_trace_waits_for_a_reconnected_launcher_log_whose_backlog_is_slow(
 def test_trace_waits_for_the_dpc_log_past_the_relay_wait(k8s: FakeCluster, tmp_path: Path) -> None:
     """The DPC log is down longer than the 30 s relay wait: the traces still wait for it.
 
-    The watcher's clock is moved 31 s ahead instead of waiting.  ``--grace`` 2 s: once the
-    log is back, its backlog must be read before the traces go (under load it can take longer
-    than the replay's usual 0.3 s, and a trace would then miss the DPC's later lines).
+    The watcher's clock is moved 31 s ahead instead of waiting.  Once the log is back, the
+    traces go only after its backlog is read to its end (however long that takes under
+    load), so the replay's usual 0.3 s ``--grace`` does.
     """
     import time
 
@@ -228,7 +228,7 @@ def test_trace_waits_for_the_dpc_log_past_the_relay_wait(k8s: FakeCluster, tmp_p
     want = _complete(offline_traces(cap, tmp_path))
     out = tmp_path / "out.jsonl"
     shift = [0.0]
-    iw = InProcessWatcher(k8s, tmp_path, grace_s=2.0)
+    iw = InProcessWatcher(k8s, tmp_path)
     iw.watcher.clock = lambda: time.time() + shift[0]
     with iw:
         k8s.inject_error("GET", f"/pods/{DPC_POD}/log$", 503, count=10**6)
