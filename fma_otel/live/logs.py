@@ -16,8 +16,17 @@ dropped, so otherwise this is one short request).  Then we follow the current in
 Timestamps grow across instances, so one position serves both.  Two restarts between looks
 (``restartCount`` up by two or more), or a Pod replaced while we were down, lose the
 instance in the middle: counted as a gap, not silently skipped.  One window remains: a
-restart between our ``previous`` read and the follow request loses the lines the old
-instance wrote in that window (milliseconds).
+restart after our ``previous`` read and before the follow request (below) loses the lines
+the old instance wrote in that window (milliseconds).
+
+Every (re)connect then reads the current instance from the position *without* ``follow``
+(the backlog: that request ends once the API server has sent every line written so far),
+and only then opens the follow stream from the position.  The end of that response is the
+one signal that a stream has caught up which does not depend on timing: a follow stream
+carries no mark where its backlog ends, so "open for a while" was all one could go by, and
+under load a backlog can take longer than any such while.  The follower says it has caught
+up through its record channel (see :meth:`LogFollower.caught_up`), so whoever reads that
+channel has every record of the backlog before it sees the stream as caught up.
 """
 
 from __future__ import annotations
@@ -184,9 +193,15 @@ class LogFollower:
         self.on_gap = on_gap
         self.stats = FollowStats()
         self.done = False
-        #: ``time.monotonic()`` when the current follow stream opened; None while there is
-        #: none (connecting, reading ``previous``, backing off after an error)
-        self.connected_at: float | None = None
+        #: the number of the connect whose backlog has been read to its end, while its
+        #: follow stream is being opened or is open; None otherwise (connecting, reading
+        #: ``previous`` or the backlog, backing off).  Written by the follower's thread only.
+        self._caught_up: int | None = None
+        #: the last connect whose "caught up" the reader of the records has taken (see
+        #: :meth:`acknowledge`).  Written by that reader only.
+        self._acknowledged = 0
+        self._connect_no = 0
+        self._emit: Callable[[tuple[Any, ...]], None] | None = None
         self.kind = ""  # "dpc" or "launcher", once started
         self.thread: threading.Thread | None = None
 
@@ -197,7 +212,8 @@ class LogFollower:
     def start(self, parser: Parser, kind: str, emit: Callable[[tuple[Any, ...]], None]) -> LogFollower:
         """Follow on a thread of its own, through a record ``parser``, handing each record to
         ``emit`` as ``(kind, pod, record, position)``; ``("log-ended", kind, key, position)``
-        when the stream ends.
+        when the stream ends, and ``("log-caught-up", follower, n)`` once the backlog of its
+        ``n``-th connect has been read to its end (hand ``n`` to :meth:`acknowledge`).
 
         The parser (``iter_klog`` or the launcher's) sees one continuous stream of lines
         across reconnects, so a multi-line klog block cut by a reconnect is still joined.
@@ -205,6 +221,7 @@ class LogFollower:
         checkpoint then never claims a line whose record the correlator has not received.
         """
         self.kind = kind
+        self._emit = emit
         self.thread = threading.Thread(
             target=self._run, args=(parser, emit), name=f"log-{self.key}", daemon=True
         )
@@ -230,10 +247,25 @@ class LogFollower:
             self.pod, self.container, self.uid, self.restart_count or 0, self.pos.ts_ns, self.pos.n
         )
 
-    def following_for(self, now_mono: float) -> float:
-        """How long the current follow stream has been open (-1 when there is none)."""
-        at = self.connected_at
-        return -1.0 if at is None else now_mono - at
+    @property
+    def caught_up(self) -> bool:
+        """Whether the stream is live: the current connect's backlog has been read to its
+        end, its records have been taken by their reader, and the follow stream after it is
+        being opened or is open.  Anything written since comes over that stream as it is
+        written, like any live line.
+
+        Two writers, one each, so no lock: the follower's thread sets ``_caught_up`` after
+        the backlog (and clears it when the follow stream ends); the reader of the records
+        sets ``_acknowledged`` when it takes the "log-caught-up" item that follows them.
+        A flag set by the follower alone could be seen before the records put ahead of it
+        were taken (a reader between draining its queue and looking at the flag).
+        """
+        n = self._caught_up
+        return n is not None and n == self._acknowledged
+
+    def acknowledge(self, n: int) -> None:
+        """The reader of the records has taken everything before "caught up" of connect ``n``."""
+        self._acknowledged = n
 
     def _gap(self, why: str) -> None:
         log.warning("log %s: gap: %s", self.key, why)
@@ -256,8 +288,6 @@ class LogFollower:
         )
         self.stats.connects += 1
         self.pos.new_connection()
-        if follow:
-            self.connected_at = time.monotonic()
         try:
             for line in iter_lines(resp, on_long=self._long_line):
                 ts = prefix_ns(line)
@@ -270,8 +300,16 @@ class LogFollower:
                 if self.stop.is_set():
                     return
         finally:
-            self.connected_at = None
             self.kube.release(resp)
+
+    def _mark_caught_up(self) -> None:
+        """The backlog is in: say so behind its records (or at once, without a reader)."""
+        self._connect_no += 1
+        n = self._caught_up = self._connect_no
+        if self._emit is None:
+            self._acknowledged = n
+        else:
+            self._emit(("log-caught-up", self, n))
 
     def lines(self) -> Iterator[bytes]:
         while not self.stop.is_set():
@@ -305,7 +343,20 @@ class LogFollower:
                             self._gap(f"previous log unavailable ({exc.message})")
                 self.restart_count = rc
                 got = self.stats.lines
-                yield from self._read(follow=True, previous=False)
+                if self.stop.is_set():
+                    return
+                # The backlog, to its end (the whole log at a first connect), then the
+                # follow stream from where it ended: lines the backlog read already
+                # handed on (those of the last second, sinceTime being whole seconds) are
+                # dropped by the position, and the parser sees one stream through both.
+                yield from self._read(follow=False, previous=False)
+                if self.stop.is_set():
+                    return
+                self._mark_caught_up()
+                try:
+                    yield from self._read(follow=True, previous=False)
+                finally:
+                    self._caught_up = None
                 if self.stats.lines == got:
                     # a stream that ended with nothing new: do not spin against a dead container
                     self.stop.wait(self.backoff.next())

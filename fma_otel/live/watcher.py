@@ -473,6 +473,10 @@ class LiveWatcher:
             except Exception:  # noqa: BLE001 - one bad record never stops the watcher
                 log.exception("launcher record skipped")
             self._position(pos)
+        elif kind == "log-caught-up":
+            # every record of that connect's backlog was ahead of this in the queue: taken
+            _, follower, n = item
+            follower.acknowledge(n)
         elif kind == "log-ended":
             _, _kind, key, snap = item
             ft = st.followers.get(key)
@@ -634,19 +638,16 @@ class LiveWatcher:
         """Hold back (for at most :data:`LOG_WAIT_S`) what a lagging log stream may still add to.
 
         The correlator calls an actuation finished from what has arrived; a DPC or launcher
-        log stream that is reconnecting (or reconnected less than ``--grace`` ago, its
-        backlog still coming) may hold facts of it, and an actuation emitted without them
-        is never emitted again.
+        log stream that is reconnecting (or has reconnected and not read its backlog to its
+        end yet) may hold facts of it, and an actuation emitted without them is never
+        emitted again.
         """
         held = self._held_for_logs
         out: list[Any] = []
         keys = set()
-        mono = time.monotonic()
         for a in acts:
             keys.add(a.key)
-            lagging = (
-                [] if a.key in self.cp.emitted or a.key in self.state.unacked else self._lagging_logs(a, mono)
-            )
+            lagging = [] if a.key in self.cp.emitted or a.key in self.state.unacked else self._lagging_logs(a)
             if not lagging:
                 held.pop(a.key, None)
                 out.append(a)
@@ -726,8 +727,14 @@ class LiveWatcher:
             log.exception("the vLLM/Kubernetes phase spans of %s failed; built without them", a.key)
             return trace
 
-    def _lagging_logs(self, a: Any, mono: float) -> list[str]:
-        """Keys of the log streams ``a`` needs that are not following live past it."""
+    def _lagging_logs(self, a: Any) -> list[str]:
+        """Keys of the log streams ``a`` needs that are not following live past it.
+
+        Live means caught up (:attr:`LogFollower.caught_up`): its backlog read to its end
+        and every record of it taken here.  No time enters that (a backlog under load can
+        take longer than any fixed wait); what is written after it comes as it is
+        written, which the correlator's ``--grace`` already waits for.
+        """
         st = self.state
         wanted: list[LogFollower] = []
         if a.path != M.COLD_NO_FMA:
@@ -744,8 +751,8 @@ class LiveWatcher:
             pos = st.positions.get(f.key)
             if pos is not None and pos.uid == f.uid and pos.ts_ns >= a.last_ns:
                 continue  # its records have arrived past the actuation's last instant
-            if f.following_for(mono) >= self.cfg.grace_s:
-                continue  # live (and its backlog, if it reconnected, is in)
+            if f.caught_up:
+                continue  # live: its backlog is in
             lagging.append(f.key)
         return lagging
 

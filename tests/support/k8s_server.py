@@ -497,6 +497,7 @@ class FakeCluster:
         self.streams: list[_Stream] = []
         self.requests: list[RequestRecord] = []
         self._errors: list[tuple[str, re.Pattern[str], int, int]] = []  # method, path re, code, remaining
+        self._log_delays: list[tuple[re.Pattern[str], float, int]] = []  # path re, seconds, remaining
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._stopping = False
@@ -672,6 +673,23 @@ class FakeCluster:
         """Answer the next ``count`` matching requests with ``code`` (a Status body)."""
         with self.cond:
             self._errors.append((method.upper(), re.compile(path_regex), code, count))
+
+    def delay_log_body(self, path_regex: str, seconds: float, count: int = 1) -> None:
+        """Send the body of the next ``count`` matching ``pods/log`` answers ``seconds`` after
+        their headers (a loaded kubelet or link): the client has its response, and no line yet."""
+        with self.cond:
+            self._log_delays.append((re.compile(path_regex), seconds, count))
+
+    def _take_log_delay(self, path: str) -> float:
+        with self.cond:
+            for i, (rx, seconds, left) in enumerate(self._log_delays):
+                if rx.search(path):
+                    if left <= 1:
+                        self._log_delays.pop(i)
+                    else:
+                        self._log_delays[i] = (rx, seconds, left - 1)
+                    return seconds
+        return 0.0
 
     def open_streams(self, kind: str | None = None) -> int:
         with self.cond:
@@ -1240,6 +1258,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._start_chunked("text/plain")
         stream = self._register("log") if follow else None
         try:
+            delay = c._take_log_delay(urlsplit(self.path).path)
+            if delay:
+                self.wfile.flush()
+                time.sleep(delay)
             more = emit(lines)
             while follow and more:
                 with c.cond:
