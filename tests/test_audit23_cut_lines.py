@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from fma_otel.bridge import sample_dir
 from fma_otel.cli import main
-from fma_otel.sources.klog import cut_line, iter_klog
+from fma_otel.sources.klog import Prefilter, cut_line, iter_klog
 from fma_otel.sources.records import SourceStats
 
 CASES = [
@@ -115,3 +115,44 @@ def test_cut_lines_one_after_another_are_each_skipped_with_their_number() -> Non
     reason = "line cut inside its header or message"
     assert stats.skipped_lines == [(1, reason), (2, reason), (3, reason), (5, reason)]
     assert (stats.read, stats.ignored, stats.skipped) == (5, 1, 4)
+
+
+#: characters a line may hold that are neither a line end nor corruption: control bytes,
+#: DEL, and UTF-8 sequences of two, three and four bytes (each byte past ``\x7f``)
+ODD = ["\x01", "\t", "\x0b", "\x0c", "\x1f", "\x7f", "\u00e9", "\u20ac", "\U0001f600"]
+
+
+@pytest.mark.parametrize("odd", ODD)
+def test_a_cut_line_holding_any_byte_is_skipped_when_read_in_blocks(odd: str) -> None:
+    """The block search for cut lines runs a class of every byte but ``]`` (or ``"``) and
+    the line end over each header (and message): a byte the class left out would hide the
+    cut line behind it, which would then be ignored, not skipped."""
+    o = odd.encode()
+    header = b"I0629 14:30:43.807052       1 x" + o + b".go:1460"
+    message = b'I0629 14:30:43.807052       1 x.go:1] "Bound ' + o + b"server-prov"
+    chatter = b'I0629 14:30:43.807052       1 x.go:1] "Popped ' + o + b' item" a="' + o + b'"'
+    stats = SourceStats("dpc.log")
+
+    records = list(
+        iter_klog(
+            io.BytesIO(b"\n".join([chatter, header, message, chatter, b""])),
+            stats,
+            {"Bound server-providing Pod"},
+        )
+    )
+
+    assert records == []
+    reason = "line cut inside its header or message"
+    assert stats.skipped_lines == [(2, reason), (3, reason)]
+    assert (stats.read, stats.ignored, stats.skipped) == (4, 2, 2)
+
+
+@pytest.mark.parametrize("odd", ODD)
+def test_a_narrowed_field_holding_any_byte_is_passed_over_only_when_whole(odd: str) -> None:
+    """The prefilter passes over a line whose narrowing field holds a whole value that is
+    not wanted, whatever bytes it holds, and finds one cut inside that value."""
+    prefilter = Prefilter({"HTTP call done"}, {"HTTP call done": ("purpose", ("wake",))})
+    line = b'I0629 14:30:43.807052       1 x.go:1] "HTTP call done" purpose="sl' + odd.encode() + b'eep" a=1'
+
+    assert not prefilter.wanted(line)
+    assert prefilter.wanted(line[: line.index(b"eep")])

@@ -573,6 +573,26 @@ class Prefilter:
         return True
 
 
+def _byte_but(excluded: str) -> str:
+    """A class of every byte but those of ``excluded``, written as ranges of ``\\xNN``.
+
+    Why not ``[^...]``: ``re`` compiles a negated class of a few bytes to a list it walks
+    at each byte tested, a class of ranges to a table it looks each byte up in once; the
+    block searches below run such a class over most bytes of a log (the headers and
+    messages of the lines not wanted)."""
+    ranges, lo = [], 0
+    for c in [*sorted(map(ord, excluded)), 256]:
+        if c > lo:
+            ranges.append(f"\\x{lo:02x}-\\x{c - 1:02x}")
+        lo = c + 1
+    return f"[{''.join(ranges)}]"
+
+
+#: Any byte but ``"`` and ``\n``; any byte but ``]`` and ``\n``
+_BYTE_BUT_QUOTE_NL = _byte_but('"\n')
+_BYTE_BUT_BRACKET_NL = _byte_but("]\n")
+
+
 def _guard(key: bytes, values: list[bytes]) -> bytes:
     """The search's condition on a message's field: the lines whose field holds a whole
     value none of the wanted ones are not found at all (most of the DPC's chatter is such
@@ -582,7 +602,8 @@ def _guard(key: bytes, values: list[bytes]) -> bytes:
     line's end, and the narrowing fields are near it."""
     k = re.escape(key)
     alternatives = b"|".join(re.escape(v) for v in values)
-    return b"(?=[^\\n]*" + k + b"(?:" + alternatives + b')"|(?![^\\n]*' + k + b'[^"\\n]*"))'
+    not_whole = k + _BYTE_BUT_QUOTE_NL.encode() + b'*"'
+    return b"(?=[^\\n]*" + k + b"(?:" + alternatives + b')"|(?![^\\n]*' + not_whole + b"))"
 
 
 def _quoted_body(s: str) -> bytes:
@@ -598,8 +619,8 @@ def _quoted_body(s: str) -> bytes:
 #: branch, not an optional group, and each way to end is tried only where it can (``re``
 #: then enters no group and backtracks into no scan at each line).
 _CUT_IN_BLOCK = re.compile(
-    rf"\n(?:[IWEF]|[0-9][0-9T:.Zz+-]*{_POSS} [IWEF])[0-9]{{4}} [^\]\n]*{_POSS}"
-    rf'(?:(?=\n)|\](?: "[^"\n]*{_POSS}(?=\n)| ?(?=\n)))'.encode()
+    rf"\n(?:[IWEF]|[0-9][0-9T:.Zz+-]*{_POSS} [IWEF])[0-9]{{4}} {_BYTE_BUT_BRACKET_NL}*{_POSS}"
+    rf'(?:(?=\n)|\](?: "{_BYTE_BUT_QUOTE_NL}*{_POSS}(?=\n)| ?(?=\n)))'.encode()
 )
 _CUT_LINE = re.compile(
     rb'(?:[0-9][0-9T:.Zz+-]* )?[IWEF][0-9]{4} (?:[^\]\n]*|[0-9:.]+ +[0-9]+ [^ \]\n]*\](?: "[^"\n]*| ?))'
