@@ -26,6 +26,8 @@ import sys
 from collections.abc import Callable, Iterator, Mapping
 from typing import IO, Any
 
+import msgspec
+
 from ..jsonsafe import ns
 from ..lines import MAX_TRACE_LINE_BYTES, TooLong, bounded_lines
 from ..sinks.otlp_json import MALFORMED, OtlpJsonError, decode_request, key_values
@@ -35,6 +37,7 @@ Advance = Callable[[int], None]
 
 #: a unit that is not JSON at all
 _BAD = object()
+_DECODE = msgspec.json.Decoder().decode
 
 #: Jaeger's ``span.kind`` tag -> OTLP's SpanKind number
 _KINDS = {"internal": 1, "server": 2, "client": 3, "producer": 4, "consumer": 5}
@@ -99,6 +102,14 @@ def _units(fh: IO[bytes], advance: Advance | None) -> Iterator[Any]:
 
 
 def _loads(raw: bytes) -> Any:
+    """One unit's JSON value, or ``_BAD``.  ``msgspec`` first (reading a big file is mostly
+    this call); it keeps integers past 64 bits whole, and what it refuses that the standard
+    library takes (a bare ``NaN``, ``1e400``, a lone surrogate escape, a byte-order mark,
+    deep nesting) goes to ``json``: the values read are the standard library's."""
+    try:
+        return _DECODE(raw)
+    except (msgspec.DecodeError, RecursionError):
+        pass
     try:
         return json.loads(raw)
     except (ValueError, RecursionError):  # RecursionError: nesting too deep

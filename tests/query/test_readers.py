@@ -160,3 +160,30 @@ def test_a_jaeger_trace_whose_ids_are_on_its_spans_alone_is_read_and_a_harvest_t
     assert h.add_otlp({"batches": _req("c", "fma.request")["resourceSpans"]})  # Tempo < 2.5
     assert not h.add_otlp({"spans": []}) and not h.add_otlp([1]) and h.malformed == 2
     assert set(h.dataset().requests) == {TID}
+
+
+@pytest.mark.parametrize(
+    "value",
+    [float("nan"), float("inf"), 2**70, -(2**64) - 1, "\ud800", 1.7976931348623157e308, 5e-324],
+    ids=["nan", "inf", "int-71-bit", "int-below-int64", "lone-surrogate", "max-float", "min-subnormal"],
+)
+def test_values_past_the_fast_decoder_are_read_as_the_standard_library_reads_them(tmp_path, value):
+    """Lines are decoded with msgspec first, with ``json`` for what msgspec refuses: either
+    way a value is what ``json.loads`` makes of it (an integer past 64 bits stays an
+    integer, not a float; a NaN, an infinity and a lone surrogate are read, not skipped)."""
+    req = _req("a", "fma.request")
+    attrs = req["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["attributes"]
+    kind = (
+        "intValue" if isinstance(value, int) else "doubleValue" if isinstance(value, float) else "stringValue"
+    )
+    attrs.append({"key": "x", "value": {kind: value}})
+    line = json.dumps(req)
+    (span,), stats = _read(tmp_path, line + "\n")
+    assert stats == {"lines": 1, "skipped": 0}
+    got = span.attributes["x"]
+    assert type(got) is type(value) and (got == value or (got != got and value != value))
+
+
+def test_a_line_neither_decoder_takes_is_counted_as_skipped(tmp_path):
+    spans, stats = _read(tmp_path, '{"resourceSpans": [}\n' + json.dumps(_req("a", "fma.request")) + "\n")
+    assert [s.name for s in spans] == ["fma.request"] and stats == {"lines": 2, "skipped": 1}
