@@ -19,14 +19,17 @@ instance in the middle: counted as a gap, not silently skipped.  One window rema
 restart after our ``previous`` read and before the follow request (below) loses the lines
 the old instance wrote in that window (milliseconds).
 
-Every (re)connect then reads the current instance from the position *without* ``follow``
-(the backlog: that request ends once the API server has sent every line written so far),
-and only then opens the follow stream from the position.  The end of that response is the
-one signal that a stream has caught up which does not depend on timing: a follow stream
-carries no mark where its backlog ends, so "open for a while" was all one could go by, and
-under load a backlog can take longer than any such while.  The follower says it has caught
-up through its record channel (see :meth:`LogFollower.caught_up`), so whoever reads that
-channel has every record of the backlog before it sees the stream as caught up.
+Each follow stream says when it has caught up, without any timing: right after opening it,
+a request without ``follow`` from the same position counts the lines the log holds so far
+(its answer ends once they are sent, which a follow stream never marks).  The follow stream
+brings those same lines first, so once it has brought that many it is live.  Under load a
+backlog can take longer than any fixed wait; "open for a while" was all one could go by
+before.  The follower says so through its record channel (see :meth:`LogFollower.caught_up`),
+so whoever reads that channel has every record those lines completed before it sees the
+stream as caught up.  Two exceptions, both narrow: a multi-line klog block still open at
+the count's last line is completed (and handed on) only by a later line; a log rotated
+between the two requests makes the count short, and the stream is taken as caught up early.
+The count reads the backlog a second time (counted, never kept).
 """
 
 from __future__ import annotations
@@ -193,9 +196,9 @@ class LogFollower:
         self.on_gap = on_gap
         self.stats = FollowStats()
         self.done = False
-        #: the number of the connect whose backlog has been read to its end, while its
-        #: follow stream is being opened or is open; None otherwise (connecting, reading
-        #: ``previous`` or the backlog, backing off).  Written by the follower's thread only.
+        #: the number of the connect whose follow stream has brought its backlog, while
+        #: that stream is open; None otherwise (connecting, reading ``previous`` or the
+        #: backlog, backing off).  Written by the follower's thread only.
         self._caught_up: int | None = None
         #: the last connect whose "caught up" the reader of the records has taken (see
         #: :meth:`acknowledge`).  Written by that reader only.
@@ -249,10 +252,10 @@ class LogFollower:
 
     @property
     def caught_up(self) -> bool:
-        """Whether the stream is live: the current connect's backlog has been read to its
-        end, its records have been taken by their reader, and the follow stream after it is
-        being opened or is open.  Anything written since comes over that stream as it is
-        written, like any live line.
+        """Whether the stream is live: the current follow stream has brought its backlog
+        (the lines the log held when it opened, as counted by a request without
+        ``follow``), their records have been taken by their reader, and it is still open.
+        Anything written since comes over it as it is written, like any live line.
 
         Two writers, one each, so no lock: the follower's thread sets ``_caught_up`` after
         the backlog (and clears it when the follow stream ends); the reader of the records
@@ -276,6 +279,7 @@ class LogFollower:
         log.warning("%s: a log line of %d bytes dropped unread (over %d)", self.key, n, MAX_LINE_BYTES)
 
     def _read(self, *, follow: bool, previous: bool) -> Iterator[bytes]:
+        since_ns = self.pos.ts_ns or None
         resp = self.kube.pod_log(
             self.namespace,
             self.pod,
@@ -283,22 +287,72 @@ class LogFollower:
             follow=follow,
             previous=previous,
             timestamps=True,
-            since_ns=self.pos.ts_ns or None,
+            since_ns=since_ns,
             read_timeout_s=self.read_timeout_s if follow else 60.0,
         )
         self.stats.connects += 1
         self.pos.new_connection()
+        seen = 0  # lines the stream has brought (before any is dropped as read before)
+
+        def long_line(n: int) -> None:
+            nonlocal seen
+            seen += 1
+            self._long_line(n)
+
         try:
-            for line in iter_lines(resp, on_long=self._long_line):
+            # the follow stream's first ``backlog`` lines are those written before it opened
+            backlog = self._backlog_lines(since_ns) if follow else -1
+            if backlog == 0:
+                backlog = -1
+                self._mark_caught_up()
+            for line in iter_lines(resp, on_long=long_line):
+                if seen >= backlog >= 0:  # the backlog ended in a line too long to hand on
+                    backlog = -1
+                    self._mark_caught_up()
+                seen += 1
                 ts = prefix_ns(line)
                 if ts is not None and not self.pos.admit(ts, time.time_ns()):
                     self.stats.duplicates += 1
-                    continue
-                self.stats.lines += 1
-                self.backoff.reset()
-                yield line
+                else:
+                    self.stats.lines += 1
+                    self.backoff.reset()
+                    yield line
                 if self.stop.is_set():
                     return
+                if seen >= backlog >= 0:
+                    backlog = -1
+                    self._mark_caught_up()
+        finally:
+            self.kube.release(resp)
+
+    def _backlog_lines(self, since_ns: int | None) -> int:
+        """How many lines the log holds from ``since_ns`` on, by a request without
+        ``follow``: its answer ends once every line written so far is sent, which a follow
+        stream never marks.  The follow stream opened just before it, with the same
+        ``sinceTime``, brings the same lines first (a log is only appended to), so after
+        that many it is live.  The lines are counted, not kept.
+
+        -1 when the count fails (the Pod deleted just now, a cut connection): the follow
+        stream is read all the same (it may carry the Pod's last lines), never taken as
+        caught up; what waits for it waits until the stream ends, at most ``LOG_WAIT_S``."""
+        try:
+            resp = self.kube.pod_log(
+                self.namespace,
+                self.pod,
+                self.container,
+                timestamps=True,
+                since_ns=since_ns,
+                read_timeout_s=60.0,
+            )
+        except (KubeError, *TRANSIENT_ERRORS) as exc:
+            log.debug("log %s: its backlog not counted (%s)", self.key, exc)
+            return -1
+        self.stats.connects += 1
+        try:
+            return sum(chunk.count(b"\n") for chunk in resp.stream(amt=None, decode_content=False))
+        except TRANSIENT_ERRORS as exc:
+            log.debug("log %s: its backlog not counted (%s)", self.key, exc)
+            return -1
         finally:
             self.kube.release(resp)
 
@@ -345,14 +399,6 @@ class LogFollower:
                 got = self.stats.lines
                 if self.stop.is_set():
                     return
-                # The backlog, to its end (the whole log at a first connect), then the
-                # follow stream from where it ended: lines the backlog read already
-                # handed on (those of the last second, sinceTime being whole seconds) are
-                # dropped by the position, and the parser sees one stream through both.
-                yield from self._read(follow=False, previous=False)
-                if self.stop.is_set():
-                    return
-                self._mark_caught_up()
                 try:
                     yield from self._read(follow=True, previous=False)
                 finally:

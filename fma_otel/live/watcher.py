@@ -730,7 +730,7 @@ class LiveWatcher:
     def _lagging_logs(self, a: Any) -> list[str]:
         """Keys of the log streams ``a`` needs that are not following live past it.
 
-        Live means caught up (:attr:`LogFollower.caught_up`): its backlog read to its end
+        Live means caught up (:attr:`LogFollower.caught_up`): its backlog brought in full
         and every record of it taken here.  No time enters that (a backlog under load can
         take longer than any fixed wait); what is written after it comes as it is
         written, which the correlator's ``--grace`` already waits for.
