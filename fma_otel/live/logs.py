@@ -278,8 +278,8 @@ class LogFollower:
     def _long_line(self, n: int) -> None:
         log.warning("%s: a log line of %d bytes dropped unread (over %d)", self.key, n, MAX_LINE_BYTES)
 
-    def _read(self, *, follow: bool, previous: bool) -> Iterator[bytes]:
-        since_ns = self.pos.ts_ns or None
+    def _request(self, since_ns: int | None, *, follow: bool = False, previous: bool = False) -> Any:
+        """One ``pods/log`` request of this container from ``since_ns`` (counted)."""
         resp = self.kube.pod_log(
             self.namespace,
             self.pod,
@@ -291,25 +291,31 @@ class LogFollower:
             read_timeout_s=self.read_timeout_s if follow else 60.0,
         )
         self.stats.connects += 1
+        return resp
+
+    def _read(self, *, follow: bool, previous: bool) -> Iterator[bytes]:
+        since_ns = self.pos.ts_ns or None
+        resp = self._request(since_ns, follow=follow, previous=previous)
         self.pos.new_connection()
         seen = 0  # lines the stream has brought (before any is dropped as read before)
+        backlog = -1  # the follow stream's first that many lines: those written before it opened
 
-        def long_line(n: int) -> None:
+        def brought() -> None:
             nonlocal seen
             seen += 1
+            if seen == backlog:
+                self._mark_caught_up()
+
+        def long_line(n: int) -> None:
+            brought()
             self._long_line(n)
 
         try:
-            # the follow stream's first ``backlog`` lines are those written before it opened
-            backlog = self._backlog_lines(since_ns) if follow else -1
-            if backlog == 0:
-                backlog = -1
-                self._mark_caught_up()
-            for line in iter_lines(resp, on_long=long_line):
-                if seen >= backlog >= 0:  # the backlog ended in a line too long to hand on
-                    backlog = -1
+            if follow:
+                backlog = self._backlog_lines(since_ns)
+                if backlog == 0:
                     self._mark_caught_up()
-                seen += 1
+            for line in iter_lines(resp, on_long=long_line):
                 ts = prefix_ns(line)
                 if ts is not None and not self.pos.admit(ts, time.time_ns()):
                     self.stats.duplicates += 1
@@ -317,11 +323,9 @@ class LogFollower:
                     self.stats.lines += 1
                     self.backoff.reset()
                     yield line
+                brought()
                 if self.stop.is_set():
                     return
-                if seen >= backlog >= 0:
-                    backlog = -1
-                    self._mark_caught_up()
         finally:
             self.kube.release(resp)
 
@@ -336,18 +340,10 @@ class LogFollower:
         stream is read all the same (it may carry the Pod's last lines), never taken as
         caught up; what waits for it waits until the stream ends, at most ``LOG_WAIT_S``."""
         try:
-            resp = self.kube.pod_log(
-                self.namespace,
-                self.pod,
-                self.container,
-                timestamps=True,
-                since_ns=since_ns,
-                read_timeout_s=60.0,
-            )
+            resp = self._request(since_ns)
         except (KubeError, *TRANSIENT_ERRORS) as exc:
             log.debug("log %s: its backlog not counted (%s)", self.key, exc)
             return -1
-        self.stats.connects += 1
         try:
             return sum(chunk.count(b"\n") for chunk in resp.stream(amt=None, decode_content=False))
         except TRANSIENT_ERRORS as exc:

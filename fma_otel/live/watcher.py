@@ -638,8 +638,8 @@ class LiveWatcher:
         """Hold back (for at most :data:`LOG_WAIT_S`) what a lagging log stream may still add to.
 
         The correlator calls an actuation finished from what has arrived; a DPC or launcher
-        log stream that is reconnecting (or has reconnected and not read its backlog to its
-        end yet) may hold facts of it, and an actuation emitted without them is never
+        log stream that is reconnecting (or has reconnected and not brought its backlog
+        yet) may hold facts of it, and an actuation emitted without them is never
         emitted again.
         """
         held = self._held_for_logs
