@@ -200,6 +200,22 @@ def test_a_blank_endpoint_variable_does_not_turn_export_on(short_otlp_timeout) -
     assert len(r.stdout.splitlines()) == 6  # one line per actuation
 
 
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+@pytest.mark.parametrize("blank", ["", " ", "\t"])
+def test_a_blank_endpoint_flag_is_a_usage_error(
+    tmp_path: Path, blank: str, protocol: str, clean_otlp_env
+) -> None:
+    """``--otlp-endpoint " "`` names no collector: exit 2 naming the option, and nothing
+    written (with gRPC it used to send to the exporter's default localhost and fail with
+    "to  failed"; an empty one silently turned export off)."""
+    out = tmp_path / "t.jsonl"
+    r = run(str(SAMPLE), "-q", "--out", str(out), "--otlp-endpoint", blank, "--otlp-protocol", protocol)
+    assert r.exit_code == 2, r.stderr
+    assert "Invalid value for '--otlp-endpoint': is blank" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not out.exists()
+
+
 @pytest.mark.slow
 def test_export_without_out_prints_the_summary(otlp_http_receiver, clean_otlp_env) -> None:
     """Exporting only (no ``--out``), with the summary on: it counts what was exported

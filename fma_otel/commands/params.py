@@ -151,6 +151,15 @@ def _otlp_protocol(ctx: click.Context, param: click.Parameter, value: str | None
     return otlp_env.protocol(os.environ)
 
 
+def _otlp_endpoint(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--otlp-endpoint`` as given, refused when blank: a blank endpoint names no collector,
+    and taking it as "export on" would send to whatever default the protocol's exporter picks
+    (gRPC's is localhost) while ``--out`` would be skipped."""
+    if value is not None and not value.strip():
+        raise click.BadParameter("is blank: give the collector's URL, or leave the option out", ctx, param)
+    return value
+
+
 def otlp_options(func: F) -> F:
     """``--otlp-endpoint`` and ``--otlp-protocol`` (the one rule of :func:`_otlp_protocol`),
     for bridge and watch."""
@@ -162,7 +171,10 @@ def otlp_options(func: F) -> F:
         "never guessed from the port).",
     )(func)
     return click.option(
-        "--otlp-endpoint", metavar="URL", help="Export over OTLP (else OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT)."
+        "--otlp-endpoint",
+        metavar="URL",
+        callback=_otlp_endpoint,
+        help="Export over OTLP (else OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT).",
     )(func)
 
 
