@@ -138,11 +138,12 @@ def resolve_endpoint(endpoint: str | None, protocol: str) -> str:
     """
     if endpoint:
         url = endpoint.strip()
-        chosen = otlp_env.Endpoint(url, base=_parse(url).path in ("", "/"))  # a bare host: the base URL
+        parsed = _parse(url)
+        chosen = otlp_env.Endpoint(url, base=parsed.path in ("", "/"))  # a bare host: the base URL
     else:
         chosen = otlp_env.endpoint_or_default(os.environ, protocol)  # the variables', else the default
         url = chosen.url
-    parsed = _parse(url)
+        parsed = _parse(url)
     if protocol == GRPC:
         return url
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
