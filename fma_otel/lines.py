@@ -35,6 +35,24 @@ MAX_TRACE_LINE_BYTES = 64 << 20
 MAX_VALUE_BYTES = 16 << 20
 
 
+#: Why a log line that :func:`text_of` refuses is skipped.
+CORRUPT_REASON = "NUL byte or invalid UTF-8 (neither log writes them raw): a corrupted line"
+
+
+def text_of(line: bytes) -> str | None:
+    """A DPC or launcher log line as text, or ``None`` when it holds a NUL byte or is not
+    UTF-8.  Why: klog quotes both away (``\\x00``, ``\\xff``) and Python's logging writes
+    UTF-8, so such bytes are corruption; read with replacement characters, a field the
+    bridge uses would be misread (a key that no longer matches, an id with U+FFFD in it)
+    and its instant lost or wrong without a word."""
+    if b"\x00" in line:
+        return None
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
 def too_long_reason(n: int) -> str:
     return f"line longer than {MAX_LINE_BYTES >> 20} MiB ({n} bytes): not read"
 

@@ -100,6 +100,35 @@ def test_a_corrupted_byte_in_a_wanted_message_fails_strict_naming_it(tmp_path: P
     assert f"dpc.log:{i + 1}: skipped: NUL byte or invalid UTF-8" in res.output
 
 
+@pytest.mark.parametrize(
+    ("log", "needle", "junk_at"),
+    [
+        ("dpc.log", b'purpose="get_gpu_uuids"', b"purpos"),  # inside a key the bridge reads
+        ("launcher-launcher-example-4lgw5.log", b"Accepted request to create", b"INF"),
+    ],
+)
+@pytest.mark.parametrize("junk", [b"\x00", b"\xff"])
+def test_a_corrupted_byte_in_a_line_the_prefilter_wants_fails_strict_naming_it(
+    tmp_path: Path, log: str, needle: bytes, junk_at: bytes, junk: bytes
+) -> None:
+    """The prefilter found the wanted message, so the line was parsed with U+FFFD for the
+    byte: a NUL inside ``purpose=`` lost the get_gpu_uuids bound (the actuation's start
+    went from 0.135 s to 1 s precise), "skipped 0", exit 0 under ``--strict``."""
+    cap = tmp_path / "cap"
+    shutil.copytree(sample_dir(), cap)
+    path = cap / log
+    lines = path.read_bytes().split(b"\n")
+    i = next(i for i, s in enumerate(lines) if needle in s)
+    at = lines[i].index(junk_at) + len(junk_at)
+    lines[i] = lines[i][:at] + junk + lines[i][at:]
+    path.write_bytes(b"\n".join(lines))
+
+    res = CliRunner().invoke(main, ["bridge", str(cap), "--out", str(tmp_path / "t.jsonl"), "--strict"])
+
+    assert res.exit_code == 1, res.output
+    assert f"{log}:{i + 1}: skipped: NUL byte or invalid UTF-8" in res.output
+
+
 def test_cut_lines_one_after_another_are_each_skipped_with_their_number() -> None:
     """Cut lines next to each other, the file's first among them: the search for them in
     a block must find each (a search that consumed a line's end missed the next line)."""

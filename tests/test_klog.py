@@ -386,12 +386,17 @@ def test_truncated_inside_json_value_drops_it():
     assert r.msg == "Created launcher-based server-providing pod"
 
 
-def test_non_utf8_bytes_are_replaced_and_line_still_parsed():
-    bad = b'I0629 14:00:00.000000       1 a.go:1] "m" raw={"a":"\xff\xfe"} b="ok"\n'
-    recs, st = run([bad])
-    assert recs[0].get("raw") == {"a": "\ufffd\ufffd"}
-    assert recs[0].get("b") == "ok"
-    assert (st.understood, st.skipped) == (1, 0)
+@pytest.mark.parametrize("junk", [b"\xff\xfe", b"\x00", b"\xed\xa0\x80"])
+def test_a_parsed_line_with_a_nul_or_non_utf8_byte_is_skipped_naming_it(junk: bytes):
+    """klog quotes such bytes away, so they are corruption: read with replacement
+    characters, a key or value the bridge uses was misread without a word (a NUL inside
+    ``purpose=`` lost the get_gpu_uuids bound).  The lines around it are still read."""
+    good = b'I0629 14:00:00.000000       1 a.go:1] "m" b="ok"\n'
+    bad = b'I0629 14:00:00.000000       1 a.go:1] "m" raw={"a":"' + junk + b'"} b="ok"\n'
+    recs, st = run([good, bad, good])
+    assert [r.line_no for r in recs] == [1, 3]
+    assert (st.understood, st.skipped) == (2, 1)
+    assert st.skipped_lines == [(2, "NUL byte or invalid UTF-8 (neither log writes them raw): a corrupted line")]
 
 
 def test_crlf_line_endings():

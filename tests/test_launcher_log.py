@@ -14,6 +14,7 @@ from fma_otel.sources.launcher_log import (
     parse_launcher_text,
     put_instance_id,
 )
+from fma_otel.lines import CORRUPT_REASON
 from fma_otel.sources.records import SourceStats
 from fma_otel.timeutil import parse_rfc3339_ns
 
@@ -150,10 +151,16 @@ def test_bad_lines_and_reasons():
         "2026-13-29 14:36:20,501 - __main__ - INFO - bad month",
         "2026-06-29T99:00:00Z 2026-06-29 14:36:20,501 - __main__ - INFO - bad prefix",
         b"2026-06-29 14:36:20,502 - __main__ - INFO - caf\xe9\n",
+        b"  its continuation: no record to join\n",
+        b"2026-06-29 14:36:20,503 - __main__ - INFO - Accepted request to create vLLM instance with id=a\x00b\n",
     ]
     recs, st = run(lines)
-    assert [r.message for r in recs] == ["ok", "caf\ufffd"]
-    assert (st.read, st.understood, st.skipped) == (7, 2, 5)
+    # a line that is not UTF-8 or holds a NUL is corrupt: skipped, never read with U+FFFD
+    # (an id misread that way matches nothing, and its instant was lost without a word)
+    assert [r.message for r in recs] == ["ok"]
+    assert (st.read, st.understood, st.skipped) == (9, 1, 8)
+    assert dict(st.skipped_lines)[7] == dict(st.skipped_lines)[9] == CORRUPT_REASON
+    assert dict(st.skipped_lines)[8] == "continuation line before any launcher record"
     reasons = dict(st.skipped_lines)
     assert reasons[1] == "continuation line before any launcher record"
     assert reasons[2] == reasons[4] == "timestamped line not in the launcher format"

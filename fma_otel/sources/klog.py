@@ -50,7 +50,7 @@ import sys
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from fma_otel.lines import MAX_LINE_BYTES, MAX_VALUE_BYTES, Find, counted_lines
+from fma_otel.lines import CORRUPT_REASON, MAX_LINE_BYTES, MAX_VALUE_BYTES, Find, counted_lines, text_of
 from fma_otel.sources.records import KlogRecord, SourceStats
 from fma_otel.timeutil import parse_rfc3339_ns
 
@@ -638,16 +638,10 @@ def cut_line(line: bytes) -> bool:
 
 
 def corrupt_bytes(line: bytes) -> bool:
-    """Whether ``line`` holds a NUL byte or is not UTF-8: klog quotes both away (``\\x00``,
-    ``\\xff``), so such bytes are corruption, which may have hidden a wanted message
-    from the prefilter (a line it passes over is still counted, as skipped)."""
-    if b"\x00" in line:
-        return True
-    try:
-        line.decode("utf-8")
-    except UnicodeDecodeError:
-        return True
-    return False
+    """Whether :func:`fma_otel.lines.text_of` refuses ``line``: such bytes may have hidden
+    a wanted message from the prefilter (a line it passes over is still counted, as
+    skipped)."""
+    return text_of(line) is None
 
 
 def _first_corrupt(block: bytes, pos: int, end: int) -> int:
@@ -744,7 +738,7 @@ def iter_klog(
             if pending is None and not found and not prefilter.wanted(b):
                 body = b.rstrip(b"\r\n")
                 if corrupt_bytes(body):
-                    stats.skip(line_no, "NUL byte or invalid UTF-8 (klog writes neither): a corrupted line")
+                    stats.skip(line_no, CORRUPT_REASON)
                     continue
                 if cut_line(body):
                     stats.skip(line_no, "line cut inside its header or message")
@@ -781,7 +775,10 @@ def iter_klog(
         if prefilter is not None and b[h : h + 1] in (b"\t", b" "):
             stats.ignored += 1  # a line of an ignored record's block: never a record
             continue
-        s = b.decode("utf-8", "replace")
+        s = text_of(b)
+        if s is None:
+            stats.skip(line_no, CORRUPT_REASON)
+            continue
         if not s or s.isspace():
             stats.skip(line_no, "blank line")
             continue

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from urllib.parse import unquote
 
-from fma_otel.lines import MAX_VALUE_BYTES, counted_lines
+from fma_otel.lines import CORRUPT_REASON, MAX_VALUE_BYTES, counted_lines, text_of
 from fma_otel.sources.klog import split_timestamp_prefix
 from fma_otel.sources.records import LauncherRecord, SourceStats
 from fma_otel.timeutil import check_ns
@@ -223,7 +223,14 @@ def iter_launcher_log(
         if facts_only and pending is None and not _may_be_fact(raw):
             stats.ignored += 1  # neither a fact nor part of one
             continue
-        s = raw.decode("utf-8", "replace").rstrip("\r\n")
+        s = text_of(raw)
+        if s is None:  # it may have begun a record: as a line too long to read
+            if pending is not None and not at_once:
+                yield _with_more(pending, more)
+            pending, more = None, []
+            stats.skip(line_no, CORRUPT_REASON)
+            continue
+        s = s.rstrip("\r\n")
         try:
             prefix_ns, body = _split_prefix(s)
         except LauncherParseError as e:
