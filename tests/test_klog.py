@@ -396,7 +396,9 @@ def test_a_parsed_line_with_a_nul_or_non_utf8_byte_is_skipped_naming_it(junk: by
     recs, st = run([good, bad, good])
     assert [r.line_no for r in recs] == [1, 3]
     assert (st.understood, st.skipped) == (2, 1)
-    assert st.skipped_lines == [(2, "NUL byte or invalid UTF-8 (neither log writes them raw): a corrupted line")]
+    assert st.skipped_lines == [
+        (2, "NUL byte or invalid UTF-8 (neither log writes them raw): a corrupted line")
+    ]
 
 
 def test_crlf_line_endings():

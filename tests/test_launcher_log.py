@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from fma_otel.lines import CORRUPT_REASON
 from fma_otel.sources.launcher_log import (
     NOT_A_LINE,
     LauncherParseError,
@@ -14,7 +15,6 @@ from fma_otel.sources.launcher_log import (
     parse_launcher_text,
     put_instance_id,
 )
-from fma_otel.lines import CORRUPT_REASON
 from fma_otel.sources.records import SourceStats
 from fma_otel.timeutil import parse_rfc3339_ns
 
