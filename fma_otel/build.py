@@ -202,7 +202,10 @@ def build_trace(act: Actuation) -> list[SpanRecord]:
                 # the log cannot see R.ready: the span ends at the last instant seen, an
                 # open interval (no max, no metric), and nothing failed
                 metric = None
-            elif complete:
+            elif complete or act.dpc_only and M.INSTANTS[e_name].service != M.SERVICE_DPC:
+                # complete: the span does not apply.  From a DPC log alone, an end only the
+                # Pods or the launcher show is unknown, not missing: ending it at the last
+                # instant seen would put it past what bounds it (L.scheduled <= D.create)
                 continue
             else:
                 attrs[A_COMPLETE] = False

@@ -237,3 +237,24 @@ def test_a_log_that_ends_before_the_relay_is_incomplete(tmp_path: Path) -> None:
     assert spans["fma.dpc.poll_lag"].status_code == M.STATUS_UNSET
     assert spans["fma.readiness.relay"].status_code == M.STATUS_ERROR  # began at D.serving
     assert "fma.dpc.relay_ready" not in spans
+
+
+def test_an_unfinished_cold_actuation_leaves_out_what_only_pods_show(tmp_path: Path) -> None:
+    """Cut before the relay, a cold actuation is unfinished, yet the log never shows
+    L.scheduled: ``fma.launcher.schedule`` is left out, as for a finished one, not ended at
+    the last instant seen (it was, with "incomplete: L.scheduled not seen", 25 s long on
+    the sample where the Pods give 0.015 s, and past the CreateNamedInstance that bounds
+    L.scheduled from above).  What the log would show (D.relayed) is still incomplete."""
+    lines = (FIXTURES / "cold_launcher.log").read_text().splitlines(keepends=True)
+    cut = next(i for i, x in enumerate(lines) if '"Successfully relayed the readiness"' in x)
+    log = tmp_path / "dpc.log"
+    log.write_text("".join(lines[:cut]))
+    res = run_bridge(BridgeInputs([], str(log)))
+    [(act, trace)] = list(res.iter_traces())
+    spans = {s.name: s for s in trace}
+    assert not act.complete and act.dpc_only
+    assert {"fma.launcher.schedule", "fma.launcher.startup", "fma.dpc.react"}.isdisjoint(spans)
+    cold = spans["fma.launcher.cold_start"]
+    assert cold.status_code == M.STATUS_ERROR
+    assert cold.status_message == "incomplete: D.relayed not seen"
+    assert cold.attributes[M.A_END_SRC].startswith("last-seen:")
