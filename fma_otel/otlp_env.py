@@ -20,6 +20,8 @@ or ``click``.  Standard library only.
 
 from __future__ import annotations
 
+import re
+import string
 from collections.abc import Mapping
 from typing import NamedTuple
 from urllib.parse import ParseResult, urlparse
@@ -33,6 +35,8 @@ ENV_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
 ENV_TRACES_ENDPOINT = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
 ENV_PROTOCOL = "OTEL_EXPORTER_OTLP_PROTOCOL"
 ENV_TRACES_PROTOCOL = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+ENV_HEADERS = "OTEL_EXPORTER_OTLP_HEADERS"
+ENV_TRACES_HEADERS = "OTEL_EXPORTER_OTLP_TRACES_HEADERS"
 
 TRACES_PATH = "/v1/traces"
 DEFAULT_GRPC_ENDPOINT = "http://localhost:4317"
@@ -123,3 +127,76 @@ def grpc_port_endpoint(env: Mapping[str, str], endpoint: str | None = None) -> s
         chosen = env_endpoint(env)
         endpoint = chosen.url if chosen else None
     return endpoint if endpoint and endpoint_port(endpoint) == GRPC_PORT else None
+
+
+# --------------------------------------------------------------------------- headers
+#
+# The exporters read the header list themselves and, for an entry they cannot parse, log a
+# warning that quotes the entry (an ``authorization=Bearer ...`` token) and send without
+# it.  So the list is checked here first, by the rule the Python exporters apply (the
+# OTLP exporter specification's ``name=value`` list, values URL-encoded, read liberally:
+# a space is allowed inside a value), and a problem is said naming the variable only.
+
+#: an RFC 7230 token: what a header name may be made of
+_NAME_CHARS = frozenset("!#$%&'*+-.^_`|~" + string.digits + string.ascii_letters)
+#: printable US-ASCII and the space, but not the list's delimiters or a quote or backslash
+_VALUE_CHARS = frozenset(map(chr, range(0x20, 0x7F))) - frozenset('",;\\')
+_OWS = " \t"
+_ENTRY_SPLIT = re.compile(r"[ \t]*,[ \t]*").split
+
+
+def headers_variable(env: Mapping[str, str]) -> str | None:
+    """The variable the exporters take the header list from: the traces one when it is
+    set and not empty, else the generic one when that is (the SDK's rule: blanks count)."""
+    for name in (ENV_TRACES_HEADERS, ENV_HEADERS):
+        if env.get(name):
+            return name
+    return None
+
+
+def _header_entry_ok(entry: str) -> bool:
+    name, eq, value = entry.strip().partition("=")
+    name, value = name.rstrip(_OWS), value.strip(_OWS)
+    return bool(eq and name) and set(name) <= _NAME_CHARS and set(value) <= _VALUE_CHARS
+
+
+def _header_entries(value: str) -> list[str]:
+    return [e for e in _ENTRY_SPLIT(value) if e]
+
+
+def invalid_header_entries(env: Mapping[str, str]) -> list[str]:
+    """The entries of the header list in use that the exporters would drop, stripped
+    (what their warning quotes); empty when there is none."""
+    name = headers_variable(env)
+    if name is None:
+        return []
+    return [e.strip() for e in _header_entries(env[name]) if not _header_entry_ok(e)]
+
+
+def header_list_problem(env: Mapping[str, str]) -> str | None:
+    """One line naming the header variable, never its value, when an entry of it would be
+    dropped by the exporters; ``None`` when every entry is sent."""
+    name = headers_variable(env)
+    if name is None:
+        return None
+    entries = _header_entries(env[name])
+    bad = [i for i, e in enumerate(entries, 1) if not _header_entry_ok(e)]
+    if not bad:
+        return None
+    which = f"entry {bad[0]}" if len(bad) == 1 else f"entries {', '.join(map(str, bad))}"
+    return (
+        f"{name} is not a valid header list: {which} of {len(entries)} not name=value "
+        "with a URL-encoded value (the value is not shown)"
+    )
+
+
+def header_secrets(env: Mapping[str, str]) -> list[str]:
+    """The texts of the header variables an error message must not show: each entry and
+    each value, longest first (so an entry is replaced whole before its value)."""
+    out: set[str] = set()
+    for name in (ENV_TRACES_HEADERS, ENV_HEADERS):
+        for entry in _header_entries(env.get(name) or ""):
+            entry = entry.strip()
+            value = entry.partition("=")[2].strip()
+            out.update(t for t in (entry, value) if len(t) >= 3)
+    return sorted(out, key=len, reverse=True)

@@ -18,7 +18,10 @@ Configuration, most specific first:
   specification's default; as for the CLI and the wrappers, never guessed from the port).
   ``http/json`` is not offered by the Python exporters and is refused with a clear message.
 - headers: ``OTEL_EXPORTER_OTLP_TRACES_HEADERS`` or ``OTEL_EXPORTER_OTLP_HEADERS``, read by
-  the SDK itself (keys lowercased, as gRPC metadata requires).
+  the SDK itself (keys lowercased, as gRPC metadata requires).  The list is checked first
+  (:func:`fma_otel.otlp_env.header_list_problem`): the SDK would log an entry it cannot
+  parse, token and all, and send without it, so an invalid list is an error naming the
+  variable, never showing its value.
 - TLS: ``https://`` is secure, ``http://`` is plaintext (also for gRPC); a gRPC endpoint
   without a scheme (``collector:4317``) is secure unless ``OTEL_EXPORTER_OTLP_INSECURE=true``
   (the SDK's rule).  Certificates come from ``OTEL_EXPORTER_OTLP_[TRACES_]CERTIFICATE`` and
@@ -38,6 +41,10 @@ backoff, up to their ``timeout``; we give them ``timeout_s`` per batch and also 
 batch in a worker thread that we stop waiting for shortly after, so a receiver that is
 down, refusing or hanging turns into one :class:`ExportError` within about ``timeout_s``,
 never a silent drop and never a hang.
+
+No error or log line shows a credential: the endpoint is shown by
+:func:`fma_otel.errtext.safe_url` (no user part, no query), and what the SDK says is
+cleared of the endpoint's user part and query and of the header variables' entries.
 """
 
 from __future__ import annotations
@@ -52,10 +59,10 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
-from urllib.parse import ParseResult
+from urllib.parse import ParseResult, parse_qsl
 
 from .. import __version__, otlp_env
-from ..errtext import one_line
+from ..errtext import one_line, safe_url
 from ..model import STATUS_ERROR, STATUS_OK, resource_attributes
 from ..otlp_env import GRPC, HTTP_PROTOBUF, env_value
 from ..span_records import SpanRecord
@@ -127,7 +134,9 @@ def _parse(url: str) -> ParseResult:
     try:
         return otlp_env.split_endpoint(url)
     except ValueError as exc:
-        raise ExportError(f"OTLP endpoint {url!r} is not a valid URL: {exc}") from None
+        raise ExportError(
+            f"OTLP endpoint {safe_url(url)!r} is not a valid URL: {redact(str(exc), url)}"
+        ) from None
 
 
 def resolve_endpoint(endpoint: str | None, protocol: str) -> str:
@@ -147,8 +156,26 @@ def resolve_endpoint(endpoint: str | None, protocol: str) -> str:
     if protocol == GRPC:
         return url
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise ExportError(f"OTLP/HTTP endpoint {url!r} is not an http:// or https:// URL")
+        raise ExportError(f"OTLP/HTTP endpoint {safe_url(url)!r} is not an http:// or https:// URL")
     return chosen.http_url()
+
+
+def redact(text: str, url: str) -> str:
+    """``text`` (an error detail, the SDK's words) without the credentials it may quote:
+    ``url`` becomes its :func:`~fma_otel.errtext.safe_url` form, and its user part, its
+    query and the query's values, and each entry and value of the header variables, are
+    ``<redacted>`` wherever they appear (gRPC's resolver quotes ``user:pw@host``)."""
+    text = text.replace(url, safe_url(url))
+    authority = url.partition("://")[2] if "://" in url else url
+    authority = authority.partition("/")[0].partition("?")[0]
+    user = authority.rpartition("@")[0]
+    query = url.partition("?")[2].partition("#")[0]
+    secrets = {user, user.partition(":")[2], query}
+    secrets.update(v for _k, v in parse_qsl(query, keep_blank_values=True))
+    secrets.update(otlp_env.header_secrets(os.environ))
+    for secret in sorted((t for t in secrets if len(t) >= 3), key=len, reverse=True):
+        text = text.replace(secret, "<redacted>")
+    return text
 
 
 # --------------------------------------------------------------------------- screening
@@ -357,11 +384,14 @@ class _Capture(logging.Filter):
 
 
 def _name_setting(detail: str) -> str:
-    """``detail`` with the ``OTEL_*`` variable whose value it quotes, when it names none."""
+    """``detail`` with the ``OTEL_*`` variable whose value it quotes, when it names none
+    (not a header variable: its value is a credential, see :func:`redact`)."""
     if "OTEL_" in detail:
         return detail
     for name, value in sorted(os.environ.items()):
         value = value.strip()
+        if name.endswith("_HEADERS"):
+            continue
         if name.startswith("OTEL_") and len(value) >= 2 and value in detail:
             return f"{name}={value}: {detail}"
     return detail
@@ -416,6 +446,10 @@ class OtlpSink:
             raise ExportError(f"OTLP timeout must be positive, got {timeout_s}")
         self.protocol = resolve_protocol(protocol)
         self.endpoint = resolve_endpoint(endpoint, self.protocol)
+        #: the endpoint as a message may show it
+        self.shown = safe_url(self.endpoint)
+        if problem := otlp_env.header_list_problem(os.environ):  # before the SDK logs the value
+            raise ExportError(problem)
         self.timeout_s = float(timeout_s)
         self._last_answer: tuple[int, str | None] | None = None  # HTTP: status, Retry-After
         self._exporter = self._build_exporter()
@@ -434,7 +468,8 @@ class OtlpSink:
         """
 
         def fail(detail: str) -> NoReturn:
-            raise ExportError(f"cannot set up OTLP export to {self.endpoint}: {_name_setting(detail)}")
+            detail = redact(_name_setting(detail), self.endpoint)
+            raise ExportError(f"cannot set up OTLP export to {self.shown}: {detail}")
 
         try:
             make = self._exporter_factory()
@@ -484,7 +519,7 @@ class OtlpSink:
         return lambda: HttpExporter(endpoint=self.endpoint, timeout=self.timeout_s, session=session)
 
     def __repr__(self) -> str:
-        return f"OtlpSink({self.endpoint!r}, {self.protocol!r})"
+        return f"OtlpSink({self.shown!r}, {self.protocol!r})"
 
     def export(self, spans: Sequence[SpanRecord]) -> list[Dropped]:
         """Deliver ``spans`` (in batches of :data:`BATCH_SIZE`) or raise :class:`ExportError`.
@@ -496,7 +531,7 @@ class OtlpSink:
         and the caller wants to know now.
         """
         if self._closed:
-            raise ExportError(f"OTLP export to {self.endpoint}: sink already closed")
+            raise ExportError(f"OTLP export to {self.shown}: sink already closed")
         if not spans:
             return []
         good, dropped = screen(spans)
@@ -508,7 +543,7 @@ class OtlpSink:
         try:
             readable = to_readable_spans(good)
         except (ValueError, TypeError) as exc:  # screen() should have caught it: say which
-            raise ExportError(f"cannot convert spans for OTLP export to {self.endpoint}: {exc}") from exc
+            raise ExportError(f"cannot convert spans for OTLP export to {self.shown}: {exc}") from exc
         for i in range(0, len(readable), BATCH_SIZE):
             self._export_batch(readable[i : i + BATCH_SIZE])
         return dropped
@@ -535,7 +570,7 @@ class OtlpSink:
         finally:
             if not worker.is_alive():
                 capture.detach()
-        where = f"OTLP export ({self.protocol}) to {self.endpoint}"
+        where = f"OTLP export ({self.protocol}) to {self.shown}"
         if worker.is_alive():
             # Leave the filter on so the straggler's late log lines stay quiet, and stop
             # the exporter: shutdown wakes its backoff sleep so the thread ends soon.
@@ -552,7 +587,7 @@ class OtlpSink:
         retries = sum("retrying in" in m for m in capture.messages)
         if retries:
             detail += f" (gave up after {retries} {'retry' if retries == 1 else 'retries'})"
-        raise ExportError(f"{where} failed: {detail}")
+        raise ExportError(f"{where} failed: {redact(detail, self.endpoint)}")
 
     def _gave_up_detail(self, elapsed_s: float) -> str:
         """Why the SDK gave up when its log says only that it did (no cause, no status)."""
