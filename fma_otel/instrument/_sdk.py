@@ -15,19 +15,28 @@ forks every vLLM instance, and once a gRPC channel exists ``grpcio``'s fork hand
 and restart its threads around each ``fork()``, which makes every create slower
 (``benchmarks/bench_fork.py`` measures it).  ``grpc`` stays one variable away; an endpoint on port 4317 (OTLP/gRPC's) with no protocol set gets a warning instead
 of silently failing exports.
+
+No credential is logged: the endpoint is shown without its user part and query, and an
+``OTEL_EXPORTER_OTLP_[TRACES_]HEADERS`` list the exporter cannot parse is said in one
+line naming the variable, while the exporter's own warning, which quotes the entry (a
+bearer token), is kept out of the log; the exporter then sends without that entry, as
+it would anyway.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from urllib.parse import urlsplit
 
 from opentelemetry import trace
 
 from fma_otel import model, otlp_env
+from fma_otel.errtext import safe_url
 from fma_otel.instrument._common import logger, sdk_disabled
 from fma_otel.instrument.ids import DerivedIdGenerator
 
@@ -49,7 +58,7 @@ def grpc_port_warning(env: Mapping[str, str]) -> str | None:
     if endpoint is None:
         return None
     return (
-        f"fma-otel: OTLP endpoint {endpoint} is on port {otlp_env.GRPC_PORT} (OTLP/gRPC) but no "
+        f"fma-otel: OTLP endpoint {safe_url(endpoint)} is on port {otlp_env.GRPC_PORT} (OTLP/gRPC) but no "
         f"protocol is set, and the wrappers default to {otlp_env.DEFAULT_PROTOCOL}: set "
         "OTEL_EXPORTER_OTLP_PROTOCOL=grpc, or use the collector's HTTP port 4318"
     )
@@ -116,6 +125,38 @@ def _http_exporter(env: Mapping[str, str]):  # type: ignore[no-untyped-def]
     return HttpExporter()
 
 
+@contextmanager
+def _header_values_unlogged(env: Mapping[str, str]) -> Iterator[None]:
+    """While the exporter is built on this thread, drop the OpenTelemetry log records that
+    quote an invalid entry of the header list (the exporter parses the variable itself
+    and logs what it drops).  Only this thread's records, only those quoting such an
+    entry; the exporter's module must be imported first, so that its loggers exist."""
+    bad = otlp_env.invalid_header_entries(env)
+    if not bad:
+        yield
+        return
+    me = threading.get_ident()
+
+    def keep(record: logging.LogRecord) -> bool:
+        if record.thread != me:
+            return True
+        try:
+            text = record.getMessage()
+        except Exception:  # noqa: BLE001 - a record that cannot be formatted quotes nothing
+            return True
+        return not any(entry in text for entry in bad)
+
+    names = [n for n in list(logging.Logger.manager.loggerDict) if n.startswith("opentelemetry")]
+    loggers = [logging.getLogger(n) for n in names]
+    for lg in loggers:
+        lg.addFilter(keep)
+    try:
+        yield
+    finally:
+        for lg in loggers:
+            lg.removeFilter(keep)
+
+
 def _exporter(name: str):  # type: ignore[no-untyped-def]
     if name == "console":
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter
@@ -124,11 +165,18 @@ def _exporter(name: str):  # type: ignore[no-untyped-def]
     warning = grpc_port_warning(os.environ)
     if warning:
         logger.warning(warning)
+    problem = otlp_env.header_list_problem(os.environ)
+    if problem:
+        logger.warning("fma-otel: %s; exporting without the invalid entries", problem)
     if otlp_env.protocol(os.environ).startswith("http"):
-        return _http_exporter(os.environ)
+        import opentelemetry.exporter.otlp.proto.http.trace_exporter  # noqa: F401  (its loggers)
+
+        with _header_values_unlogged(os.environ):
+            return _http_exporter(os.environ)
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 
-    return GrpcExporter()
+    with _header_values_unlogged(os.environ):
+        return GrpcExporter()
 
 
 def ensure_sdk(default_service: str = model.SERVICE_LAUNCHER) -> bool:
