@@ -28,7 +28,7 @@ from ..model import ROOT
 from ..sinks.otlp_json import MALFORMED, OtlpJsonError
 from . import QueryError
 from .harvest import METRIC_OF_SPAN, Harvest
-from .readers import read_spans
+from .readers import read_spans, skipped_note
 from .window import Window, rfc3339, to_ns
 
 #: remote stores need explicit bounds; without --since, look back this far
@@ -77,10 +77,9 @@ class FileSource:
             raise QueryError(f"{self.path}: {exc.strerror or exc}") from None
         self.lines = stats.get("lines", 0)
         self.skipped = stats.get("skipped", 0)
-        if self.skipped:
-            warn(
-                f"{self.path}: skipped {self.skipped} of {self.lines} lines that are not (well-formed) OTLP JSON or Jaeger JSON"
-            )
+        note = skipped_note(self.path, stats)
+        if note:
+            warn(note)
 
 
 # --------------------------------------------------------------------------- http

@@ -327,6 +327,8 @@ class ReportData:
     #: trace id -> its full spans, only for the actuations drawn as waterfalls
     spans: dict[str, list[SpanRecord]] = field(default_factory=dict)
     skipped_lines: int = 0
+    #: the units (lines, or documents) read, of which ``skipped_lines`` were skipped
+    lines: int = 0
     #: every actuation, earliest first: the report's table of all of them
     actuations: list[TraceSummary] = field(default_factory=list)
     time_range: tuple[int, int] | None = None
