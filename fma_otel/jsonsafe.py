@@ -30,6 +30,11 @@ from typing import Any
 #: OTLP's ``startTimeUnixNano``/``endTimeUnixNano`` are ``fixed64``: a time is in
 #: ``[0, NS_LIMIT)``.  Anything else is malformed, not a time a writer could mean.
 NS_LIMIT = 1 << 64
+#: the longest a span can last in seconds (``NS_LIMIT`` ns, some 584 years): a duration
+#: (``fma.duration.min_s``/``max_s``) past it is no duration a writer could mean, and a
+#: finite one as big as ``1e308`` overflows to ``inf`` once scaled for display (``OverflowError``
+#: in ``math.floor``), so :func:`seconds_or_none` refuses it as it refuses ``inf``
+MAX_SECONDS = NS_LIMIT / 1e9
 
 
 class JsonError(ValueError):
@@ -82,6 +87,14 @@ def float_or_none(v: Any) -> float | None:
         return finite_float(v)
     except ValueError:
         return None
+
+
+def seconds_or_none(v: Any, strings: bool = True) -> float | None:
+    """A duration in seconds (:func:`float_or_none`; with ``strings=False``
+    :func:`number_or_none`, JSON numbers only) within ``[-MAX_SECONDS, MAX_SECONDS]``, else
+    ``None``: read like ``inf`` and ``nan``, a value no span can mean is left out."""
+    f = float_or_none(v) if strings else number_or_none(v)
+    return f if f is not None and -MAX_SECONDS <= f <= MAX_SECONDS else None
 
 
 def ns(v: Any) -> int:

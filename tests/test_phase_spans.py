@@ -303,7 +303,7 @@ def _act(path, instants, **attrs):
 def _trace_with(act, *names):
     tid = act.trace_id
     return [
-        SpanRecord(tid, M.span_id_for(tid, n, 0), None, n, M.INTERNAL, 0, 1, M.SERVICE_K8S, {}) for n in names
+        SpanRecord(tid, M.span_id_for(tid, n, 0), None, n, M.INTERNAL, 1, 2, M.SERVICE_K8S, {}) for n in names
     ]
 
 

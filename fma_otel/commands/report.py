@@ -90,6 +90,7 @@ def command(
         if exc.name and exc.name.split(".")[0] == "matplotlib":
             fail("matplotlib is not installed; pip install 'fma-otel[report]'")
         raise
+    from ..query.readers import skipped_note
     from ..report.load import load
 
     try:
@@ -104,6 +105,10 @@ def command(
         text, figs = render_report(data, png_dir, trace_url=trace_url)
     except OSError as exc:  # the folder, or a PNG in it, cannot be written
         fail(f"--png {png_dir}: {exc.strerror or exc}", 1)
+    # as show and slo say it, also with --quiet: a line lost is no summary
+    note = skipped_note(traces, {"skipped": data.skipped_lines, "lines": data.lines})
+    if note:
+        click.echo(f"fma-otel report: warning: {note}", err=True)
     with open_out(out) as fh:
         fh.write(text)
     if not quiet and out != "-":

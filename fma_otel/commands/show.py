@@ -16,7 +16,7 @@ import sys
 import click
 
 from ..model import A_REQ_NAME
-from ..query.readers import read_spans
+from ..query.readers import read_spans, skipped_note
 from ..sinks.show import group_traces, render_waterfall
 from ..span_records import SpanRecord
 from ._common import fail, prog_name, reading_traces, terminal_width
@@ -37,8 +37,9 @@ def _load(path: str) -> list[SpanRecord]:
     stats: dict[str, int] = {}
     with reading_traces(path):
         spans = list(read_spans(path, stats))
-    if stats.get("skipped"):
-        _warn(f"{path}: skipped {stats['skipped']} line(s) that are not OTLP JSON or Jaeger JSON")
+    note = skipped_note(path, stats)
+    if note:  # as slo and report say it
+        _warn(f"warning: {note}")
     return spans
 
 

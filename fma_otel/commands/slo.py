@@ -210,15 +210,14 @@ def run(
 
 def _llmd_benchmark(traces: str, out: IO[str]) -> int:
     from ..query.llmdbench import to_llmd_benchmark
-    from ..query.readers import read_spans
+    from ..query.readers import read_spans, skipped_note
 
     stats: dict[str, int] = {}
     with reading_traces(traces):  # (as show and report read a trace file)
         spans = list(read_spans(traces, stats))
-    if stats.get("skipped"):
-        click.echo(
-            f"fma-otel slo: warning: {traces}: skipped {stats['skipped']} of {stats['lines']} lines", err=True
-        )
+    note = skipped_note(traces, stats)
+    if note:
+        click.echo(f"fma-otel slo: warning: {note}", err=True)
     out.write(to_llmd_benchmark(spans))
     out.flush()
     return 0

@@ -35,7 +35,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
-from ..jsonsafe import number_or_none
+from ..jsonsafe import seconds_or_none
 from ..model import A_MAX, A_MIN, COLD_NO_FMA, SPANS, S
 from ..span_records import SpanRecord
 from .stats import Intervals, path_order, percentiles
@@ -339,8 +339,8 @@ class TreeCollector:
                 sys.intern(s.name),
                 s.start_ns,
                 s.end_ns,
-                number_or_none(a.get(A_MIN)),
-                number_or_none(a.get(A_MAX)),
+                seconds_or_none(a.get(A_MIN), strings=False),
+                seconds_or_none(a.get(A_MAX), strings=False),
             )
         )
 

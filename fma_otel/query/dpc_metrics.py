@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errtext import one_line, safe_url
 from ..jsonsafe import brief, finite_float
 from ..model import DPC_PATH_LABELS
 from . import QueryError
@@ -94,16 +95,22 @@ def parse_exposition(text: str) -> DpcHistogram:
 
 
 def load(source: str, timeout: float = 10.0) -> DpcHistogram:
-    """From a URL (``http://dpc:8002/metrics``) or a file holding a scrape."""
+    """From a URL (``http://dpc:8002/metrics``) or a file holding a scrape.
+
+    Every error names the source as :func:`~fma_otel.errtext.safe_url` shows it: a URL
+    may carry credentials, and the one-line error goes to logs and CI output."""
+    shown = safe_url(source)
     if source.startswith(("http://", "https://")):
         import httpx
 
         try:
             resp = httpx.get(source, timeout=timeout)
         except httpx.HTTPError as exc:
-            raise QueryError(f"--dpc-metrics {source}: {exc}") from None
+            raise QueryError(f"--dpc-metrics {shown}: {exc}") from None
+        except (httpx.InvalidURL, ValueError) as exc:  # ``http://[::1``: no httpx.HTTPError
+            raise QueryError(f"--dpc-metrics {shown}: not a valid URL: {one_line(exc)}") from None
         if resp.status_code != 200:
-            raise QueryError(f"--dpc-metrics {source}: HTTP {resp.status_code}")
+            raise QueryError(f"--dpc-metrics {shown}: HTTP {resp.status_code}")
         text = resp.text
     else:
         try:
@@ -111,10 +118,14 @@ def load(source: str, timeout: float = 10.0) -> DpcHistogram:
                 text = fh.read()
         except OSError as exc:
             raise QueryError(f"--dpc-metrics {source}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError:  # a binary file: a scrape is text
+            raise QueryError(
+                f"--dpc-metrics {source}: not UTF-8 text (a Prometheus /metrics scrape is)"
+            ) from None
     try:
         return parse_exposition(text)
     except QueryError as exc:
-        raise QueryError(f"--dpc-metrics {source}: {exc}") from None
+        raise QueryError(f"--dpc-metrics {shown}: {exc}") from None
 
 
 def _cumulative(values: Iterable[float], bounds: list[float]) -> list[int]:

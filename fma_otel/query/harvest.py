@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..jsonsafe import number_or_none
+from ..jsonsafe import number_or_none, seconds_or_none
 from ..model import (
     A_COMPLETE,
     A_DPC_SECS,
@@ -140,8 +140,8 @@ class Harvest:
             s.start_ns,
             s.end_ns,
             opt_bool(attrs.get(A_COMPLETE)) is not False,
-            number_or_none(attrs.get(A_MIN)),
-            number_or_none(attrs.get(A_MAX)),
+            seconds_or_none(attrs.get(A_MIN), strings=False),
+            seconds_or_none(attrs.get(A_MAX), strings=False),
         )
 
     # ------------------------------------------------------------------ output

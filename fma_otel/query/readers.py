@@ -232,6 +232,19 @@ def _jaeger_span(sp: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def skipped_note(path: str, stats: Mapping[str, int]) -> str | None:
+    """The warning ``show``, ``slo`` and ``report`` give on stderr when :func:`read_spans`
+    skipped units of ``path`` (``None`` when it skipped none): one wording, so a script or a
+    person reading any of them sees the same thing."""
+    skipped = stats.get("skipped", 0)
+    if not skipped:
+        return None
+    return (
+        f"{path}: skipped {skipped} of {stats.get('lines', 0)} lines that are not (well-formed) "
+        "OTLP JSON or Jaeger JSON"
+    )
+
+
 def read_spans(
     path: str, stats: dict[str, int] | None = None, advance: Advance | None = None
 ) -> Iterator[SpanRecord]:

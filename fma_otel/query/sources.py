@@ -23,11 +23,12 @@ from typing import Any
 import httpx
 
 from .. import jsonsafe
+from ..errtext import one_line, safe_url
 from ..model import ROOT
 from ..sinks.otlp_json import MALFORMED, OtlpJsonError
 from . import QueryError
 from .harvest import METRIC_OF_SPAN, Harvest
-from .readers import read_spans
+from .readers import read_spans, skipped_note
 from .window import Window, rfc3339, to_ns
 
 #: remote stores need explicit bounds; without --since, look back this far
@@ -76,10 +77,9 @@ class FileSource:
             raise QueryError(f"{self.path}: {exc.strerror or exc}") from None
         self.lines = stats.get("lines", 0)
         self.skipped = stats.get("skipped", 0)
-        if self.skipped:
-            warn(
-                f"{self.path}: skipped {self.skipped} of {self.lines} lines that are not (well-formed) OTLP JSON or Jaeger JSON"
-            )
+        note = skipped_note(self.path, stats)
+        if note:
+            warn(note)
 
 
 # --------------------------------------------------------------------------- http
@@ -106,8 +106,16 @@ class _Remote:
         deadline_s: float | None = None,
         max_body: int | None = None,
     ) -> None:
+        #: the URL as errors and the report's ``source`` show it (errtext.safe_url): a
+        #: Jaeger's or Tempo's URL may carry credentials, and the one-line errors go to
+        #: logs and CI output
+        self.shown = safe_url(base.rstrip("/"))
         if not base.startswith(("http://", "https://")):
-            raise QueryError(f"--{self.what} {base}: not an http(s) URL")
+            raise QueryError(f"--{self.what} {self.shown}: not an http(s) URL")
+        try:  # httpx.InvalidURL (``http://[::1``) is no httpx.HTTPError: checked up front
+            httpx.URL(base)
+        except (httpx.InvalidURL, ValueError) as exc:
+            raise QueryError(f"--{self.what} {self.shown}: not a valid URL: {one_line(exc)}") from None
         self.base = base.rstrip("/")
         self.client = httpx.Client(headers={"Accept": "application/json"})
         # read at construction, not import: a test may set the module's defaults
@@ -117,7 +125,7 @@ class _Remote:
 
     def _late(self, url: str) -> QueryError:
         return QueryError(
-            f"--{self.what} {url}: no complete answer within the {self.deadline_s:g} s deadline"
+            f"--{self.what} {safe_url(url)}: no complete answer within the {self.deadline_s:g} s deadline"
         )
 
     def _fetch(self, url: str, params: dict[str, Any] | None) -> tuple[int, bytes]:
@@ -144,9 +152,9 @@ class _Remote:
         except httpx.TimeoutException as exc:
             if time.monotonic() >= deadline - 0.01:  # a phase's timeout was the time left
                 raise self._late(url) from None
-            raise QueryError(f"--{self.what} {self.base}: {type(exc).__name__}: {exc}") from None
-        except httpx.HTTPError as exc:
-            raise QueryError(f"--{self.what} {self.base}: {type(exc).__name__}: {exc}") from None
+            raise QueryError(f"--{self.what} {self.shown}: {type(exc).__name__}: {exc}") from None
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:  # InvalidURL: a path a server named
+            raise QueryError(f"--{self.what} {self.shown}: {type(exc).__name__}: {exc}") from None
 
     def get(self, path: str, params: dict[str, Any] | None = None) -> tuple[int, Any]:
         """``(404, None)``, or ``(200, the answer)``: always a JSON object, as every endpoint
@@ -163,11 +171,11 @@ class _Remote:
         if status != 200:
             text = raw.decode("utf-8", "replace")
             msg = _error_message(body) or next(iter(text.strip().splitlines()), "")[:200]
-            raise QueryError(f"--{self.what} {url}: HTTP {status}: {msg}")
+            raise QueryError(f"--{self.what} {safe_url(url)}: HTTP {status}: {msg}")
         if body is None:
-            raise QueryError(f"--{self.what} {url}: the answer is not JSON")
+            raise QueryError(f"--{self.what} {safe_url(url)}: the answer is not JSON")
         if not isinstance(body, dict):
-            raise QueryError(f"--{self.what} {url}: the answer is not a JSON object")
+            raise QueryError(f"--{self.what} {safe_url(url)}: the answer is not a JSON object")
         return 200, body
 
     def _split_search(
@@ -198,13 +206,13 @@ class _Remote:
                 if limit < 64 * self.limit:
                     stack.append((a, b, limit * 2))
                     continue
-                warn(f"{self.base}: {n} traces in {where(a, b)}; some may be missing")
+                warn(f"{self.shown}: {n} traces in {where(a, b)}; some may be missing")
             yield from results
 
 
 def _too_big(what: str, url: str, cap: int) -> QueryError:
     size = f"{cap // 2**20} MiB" if cap >= 2**20 and cap % 2**20 == 0 else f"{cap} bytes"
-    return QueryError(f"--{what} {url}: the answer is larger than {size}")
+    return QueryError(f"--{what} {safe_url(url)}: the answer is larger than {size}")
 
 
 def _items(body: Any, key: str, kind: type) -> list[Any]:
@@ -247,7 +255,7 @@ class JaegerSource(_Remote):
 
     @property
     def description(self) -> str:
-        return f"jaeger:{self.base} (api/{self.api})"
+        return f"jaeger:{self.shown} (api/{self.api})"
 
     def fill(self, harvest: Harvest, window: Window, warn: Warn = _stderr) -> None:
         start, end = window.closed(DEFAULT_LOOKBACK_S)
@@ -256,7 +264,7 @@ class JaegerSource(_Remote):
             self.api = "v1"
             status, body = self.get("/api/services")
             if status == 404:
-                raise QueryError(f"--jaeger {self.base}: neither /api/v3/services nor /api/services answers")
+                raise QueryError(f"--jaeger {self.shown}: neither /api/v3/services nor /api/services answers")
         v3 = self.api == "v3"
         services = [s for s in _items(body, "services" if v3 else "data", str) if s]
         find = self._find_v3 if v3 else self._find_v1
@@ -364,7 +372,7 @@ class TempoSource(_Remote):
 
     @property
     def description(self) -> str:
-        return f"tempo:{self.base}"
+        return f"tempo:{self.shown}"
 
     def fill(self, harvest: Harvest, window: Window, warn: Warn = _stderr) -> None:
         start, end = window.closed(DEFAULT_LOOKBACK_S)

@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..jsonsafe import float_or_none
+from ..jsonsafe import seconds_or_none
 from ..model import (
     A_COMPLETE,
     A_MAX,
@@ -120,7 +120,7 @@ class Summaries:
         done = s.status_code != STATUS_ERROR and opt_bool(a.get(A_COMPLETE)) is not False
         if metric and str(metric) not in t.metrics:
             t.metrics[str(metric)] = max(0, s.end_ns - s.start_ns) / S
-            lo, hi = float_or_none(a.get(A_MIN)), float_or_none(a.get(A_MAX))
+            lo, hi = seconds_or_none(a.get(A_MIN)), seconds_or_none(a.get(A_MAX))
             if lo is not None and hi is not None:
                 t.metric_bounds[str(metric)] = (lo, hi)
             if not done:
@@ -327,6 +327,8 @@ class ReportData:
     #: trace id -> its full spans, only for the actuations drawn as waterfalls
     spans: dict[str, list[SpanRecord]] = field(default_factory=dict)
     skipped_lines: int = 0
+    #: the units (lines, or documents) read, of which ``skipped_lines`` were skipped
+    lines: int = 0
     #: every actuation, earliest first: the report's table of all of them
     actuations: list[TraceSummary] = field(default_factory=list)
     time_range: tuple[int, int] | None = None

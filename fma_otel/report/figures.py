@@ -16,7 +16,7 @@ from typing import Any
 from matplotlib.figure import Figure
 from matplotlib.transforms import blended_transform_factory
 
-from ..jsonsafe import float_or_none
+from ..jsonsafe import seconds_or_none
 from ..model import (
     A_END_SRC,
     A_INCONSISTENT,
@@ -524,7 +524,7 @@ def _span_title(s: SpanRecord, t0: int) -> str:
     a = s.attributes
     lines = [f"{s.name}  {fmt_secs(s.duration_s)}  (+{(s.start_ns - t0) / S:.3f} s)"]
     lo, hi = a.get(A_MIN), a.get(A_MAX)
-    lo_n, hi_n = float_or_none(lo), float_or_none(hi)
+    lo_n, hi_n = seconds_or_none(lo), seconds_or_none(hi)
     if lo_n is not None and hi_n is not None:
         lines.append(f"duration between {lo_n:.3f} s and {hi_n:.3f} s (boundary precision)")
     lines.append(f"start: {a.get(A_START_SRC, '?')}")
@@ -592,7 +592,7 @@ def waterfall_figure(t: TraceSummary, spans: Sequence[SpanRecord]) -> tuple[Figu
             fontsize=8,
             fontweight="bold" if a.get(A_METRIC) else "normal",
         )
-        lo, hi = float_or_none(a.get(A_MIN)), float_or_none(a.get(A_MAX))
+        lo, hi = seconds_or_none(a.get(A_MIN)), seconds_or_none(a.get(A_MAX))
         note = fmt_secs(dur)
         if incomplete:
             note += "  unfinished"

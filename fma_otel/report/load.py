@@ -42,6 +42,7 @@ def load(
             summaries.add(s)
     data = prepare(path, summaries, checks, top)
     data.skipped_lines = stats.get("skipped", 0)
+    data.lines = stats.get("lines", 0)
     wanted = {t.trace_id for t in (*data.slowest, *data.unfinished)}
     if wanted:
         with progress("waterfalls", size) as advance:

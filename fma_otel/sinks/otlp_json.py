@@ -225,6 +225,17 @@ def _text(v: Any) -> str:
     return v
 
 
+def span_time(v: Any) -> int:
+    """A span's ``startTimeUnixNano`` or ``endTimeUnixNano`` (:func:`~fma_otel.jsonsafe.ns`),
+    :class:`ValueError` when unset: absent, ``null``, ``""`` and ``0`` are all protobuf's
+    default, which OTLP says no span has.  Read as 0 it was 1970, and the span lasted
+    56 years (a ``T_actuation`` of 29712391.2 minutes beside its ``[0.8, 0.9]`` s interval)."""
+    t = ns(v)
+    if t == 0:
+        raise ValueError("a span without its start or end time")
+    return t
+
+
 def decode_request(req: Mapping[str, Any]) -> list[SpanRecord]:
     """All spans of one request, or one of :data:`MALFORMED` if any part of it is malformed.
 
@@ -253,8 +264,9 @@ def spans_from_request(req: Mapping[str, Any]) -> Iterator[SpanRecord]:
                     parent_span_id=normalize_id(sp.get("parentSpanId"), 8),
                     name=_text(sp.get("name")),
                     kind=OTLP_TO_KIND.get(kind, "INTERNAL"),
-                    start_ns=ns(sp.get("startTimeUnixNano")),  # fixed64: else the line is bad
-                    end_ns=ns(sp.get("endTimeUnixNano")),
+                    # fixed64 and set: else the line is bad
+                    start_ns=span_time(sp.get("startTimeUnixNano")),
+                    end_ns=span_time(sp.get("endTimeUnixNano")),
                     service=service,
                     attributes=attrs_of(sp.get("attributes")),
                     status_code=OTLP_TO_STATUS.get(code, STATUS_UNSET),

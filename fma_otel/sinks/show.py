@@ -27,7 +27,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from ..jsonsafe import float_or_none
+from ..jsonsafe import float_or_none, seconds_or_none
 from ..model import (
     A_COMPLETE,
     A_END_SRC,
@@ -195,7 +195,7 @@ def details(s: SpanRecord) -> list[Detail]:
     clock flags."""
     a = s.attributes
     out: list[Detail] = []
-    lo, hi = float_or_none(a.get(A_MIN)), float_or_none(a.get(A_MAX))
+    lo, hi = seconds_or_none(a.get(A_MIN)), seconds_or_none(a.get(A_MAX))
     if lo is not None or hi is not None:
         forms = tuple(interval_forms(lo, hi))
         out.append(Detail(forms[0], INTERVAL_STYLE, "interval", forms))
@@ -207,7 +207,7 @@ def details(s: SpanRecord) -> list[Detail]:
     if s.status_code == STATUS_ERROR:
         out.append(Detail(f"!ERROR{': ' + s.status_message if s.status_message else ''}", "bold red", "flag"))
     if a.get(A_INCONSISTENT) is True:
-        raw = float_or_none(a.get(A_RAW))
+        raw = seconds_or_none(a.get(A_RAW))
         out.append(Detail(f"!CLOCK{' raw=' + fmt_s(raw) if raw is not None else ''}", "bold yellow", "flag"))
     return out
 

@@ -300,3 +300,21 @@ def test_no_trace_file_is_a_usage_error(tmp_path):
     r = run("--out", str(tmp_path / "r.html"))
     assert r.exit_code == 2
     assert "give the trace file" in r.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("quiet", [[], ["--quiet"]], ids=["", "quiet"])
+def test_skipped_lines_are_said_on_stderr_as_slo_and_show_say_them(tmp_path, quiet):
+    """``show`` and ``slo`` warned on stderr; ``report`` said it only on the page."""
+    from ..query.gen import hot, write
+
+    traces = write(str(tmp_path / "t.jsonl"), [hot("ok", 2.0)])
+    with open(traces, "a", encoding="utf-8") as fh:
+        fh.write("not json\n")
+    r = run(traces, "--out", str(tmp_path / "r.html"), *quiet)
+    assert r.exit_code == 0, r.output
+    note = f"{traces}: skipped 1 of 2 lines that are not (well-formed) OTLP JSON or Jaeger JSON"
+    assert f"fma-otel report: warning: {note}" in r.stderr.splitlines()
+    for cmd in ("show", "slo"):
+        other = CliRunner().invoke(main, [cmd, traces], prog_name="fma-otel")
+        assert f"fma-otel {cmd}: warning: {note}" in other.stderr.splitlines(), other.stderr
