@@ -85,6 +85,16 @@ def command(
     strict: bool,
     quiet: bool,
 ) -> None:
+    # an empty path is an unset variable (``bridge "$CAPTURE"``), not "not given": taken as
+    # absent it would run the embedded sample, or drop the DPC log, and exit 0
+    for name, given in (
+        ("CAPTURE", (capture,)),
+        ("--pods", pods),
+        ("--dpc-log", (dpc_log,)),
+        ("--events", events),
+    ):
+        if "" in given:
+            fail(f"{name} is empty: give a path (an unset variable?)")
     try:
         selector = parse_selector(baseline_selector)
     except ValueError as exc:

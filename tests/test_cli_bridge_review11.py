@@ -1,0 +1,66 @@
+"""``fma-otel bridge`` on inputs a reviewer found lost or invented silently (session 11):
+empty paths, non-finite tolerances, Pods files cut short, DPC lines cut between fields or
+repeated, and logs that pair with nothing."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fma_otel.bridge import sample_dir
+from fma_otel.cli import main
+
+SAMPLE = sample_dir()
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, ["bridge", *args], catch_exceptions=False)
+
+
+def _sample_copy(tmp_path: Path) -> Path:
+    d = tmp_path / "cap"
+    shutil.copytree(SAMPLE, d)
+    return d
+
+
+def _one_line_error(r, exit_code: int = 2) -> str:
+    assert r.exit_code == exit_code, (r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr
+    err = r.stderr.strip()
+    assert len(err.splitlines()) == 1, err
+    return err
+
+
+# --------------------------------------------------------------------------- arguments
+
+
+@pytest.mark.parametrize(
+    ("args", "name"),
+    [
+        (("",), "CAPTURE"),
+        (("--dpc-log", ""), "--dpc-log"),
+        (("--pods", "", "--dpc-log", str(SAMPLE / "dpc.log")), "--pods"),
+        (("--events", ""), "--events"),
+    ],
+)
+def test_an_empty_path_is_a_usage_error_naming_it(tmp_path: Path, clean_otlp_env, args, name: str) -> None:
+    """An unset ``$CAPTURE`` ran the embedded sample and exited 0; an empty ``--dpc-log``
+    was taken as not given."""
+    out = tmp_path / "t.jsonl"
+    err = _one_line_error(run(*args, "-q", "--out", str(out)))
+    assert f"error: {name} is empty" in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "NaN", "1e308"])
+def test_a_non_finite_clock_tolerance_is_a_usage_error(tmp_path: Path, clean_otlp_env, value: str) -> None:
+    err = _one_line_error(run("-q", "--out", str(tmp_path / "t.jsonl"), "--clock-tolerance-ms", value))
+    assert "--clock-tolerance-ms" in err and "must be a finite number" in err
+
+
+def test_an_empty_out_is_a_usage_error(clean_otlp_env) -> None:
+    err = _one_line_error(run("-q", "--out", ""))
+    assert "--out" in err and "is empty" in err
