@@ -26,6 +26,8 @@ from operator import attrgetter
 from pathlib import Path
 from typing import IO, NamedTuple
 
+import msgspec
+
 from . import podfacts as P
 from .build import build_trace
 from .correlate import Actuation, Correlator
@@ -289,6 +291,8 @@ def run_bridge(
                 n += 1
         if n == 0 and st.read and not st.understood:
             raise InputError(f"{path}: not Kubernetes Pod JSON (no Pod object found)")
+        if n == 0 and not st.read:
+            _check_no_pods(path, st)
         stats.append(st)
     center = c.years.center_ns()
     for launcher, path in inputs.launcher_logs.items():
@@ -327,6 +331,41 @@ def run_bridge(
     if phases is not None:
         c.add_kube_events(phases.kube_events)
     return BridgeResult(c, stats, c.orphan_requesters(), lost, counts, phases)
+
+
+#: how much of a Pods file that held no JSON object is judged whole (more is a cut value)
+_NO_PODS_TEXT = 1 << 16
+_JSON_SPACE = b" \t\r\n"
+
+
+def _check_no_pods(path: str, st: SourceStats) -> None:
+    """A Pods file that gave no Pod and no object at all: whitespace, an empty List, or a
+    value cut before its first item (``[``, ``{"kind":"List","items":[``), which the reader
+    passes over unsaid.  All but a whole empty value are a counted skip (``--strict`` fails):
+    the capture's Pods were lost, and every DPC line then names a requester no Pod has."""
+    text = bytearray()
+    line, seen = 1, False
+    with _reading(path) as fh:
+        while len(text) <= _NO_PODS_TEXT and (block := fh.read(1 << 20)):
+            kept = block.translate(None, _JSON_SPACE)
+            if not seen:
+                lead = len(block) - len(block.lstrip(_JSON_SPACE))
+                line += block.count(b"\n", 0, lead)
+                seen = bool(kept)
+            text += kept
+    text = text.removeprefix(b"\xef\xbb\xbf")
+    if not text:
+        line, why = 1, "no Pod JSON at all (an empty file: cut short?)"
+    else:
+        why = "the file ends inside its JSON value, before its first Pod (cut short?)"
+        if len(text) <= _NO_PODS_TEXT:
+            try:
+                msgspec.json.decode(text)
+                return  # a whole value with no object in it: an empty List
+            except msgspec.DecodeError:
+                pass
+    st.read += 1
+    st.skip(line, why)
 
 
 def _read_bytes(path: str) -> bytes:

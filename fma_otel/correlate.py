@@ -395,8 +395,10 @@ class Correlator:
 
         Why: such a line changes no trace, whether its requester was deleted before the
         capture or its uid was corrupted; the bridge says how many there were and where.
-        Empty when no Pod was given at all (then nothing could be matched)."""
-        if not len(self.store):
+        Empty when the log is traced alone (no Pods given: each requester is its own trace),
+        as :meth:`orphan_requesters` counts; Pods given but none read (an empty or cut
+        ``pods.json``) leave every line here."""
+        if self.dpc_only and not len(self.store):
             return []
         return sorted((f.line_no, key) for key in self._unknown_keys() for f in self._dpc[key])
 

@@ -64,3 +64,37 @@ def test_a_non_finite_clock_tolerance_is_a_usage_error(tmp_path: Path, clean_otl
 def test_an_empty_out_is_a_usage_error(clean_otlp_env) -> None:
     err = _one_line_error(run("-q", "--out", ""))
     assert "--out" in err and "is empty" in err
+
+
+# --------------------------------------------------------------------------- a Pods file with no Pod
+
+
+@pytest.mark.parametrize(
+    ("text", "cut"),
+    [
+        ("", True),
+        ("  \n\t\n", True),
+        ("[", True),
+        ('{"kind":"List","items":[', True),
+        ('{"kind": "List",\n "items": [\n', True),
+        ("[]", False),
+        ('{"kind":"List","items":[]}\n', False),
+    ],
+)
+def test_a_pods_file_with_no_pod_fails_strict(tmp_path: Path, clean_otlp_env, text: str, cut: bool) -> None:
+    """An empty or cut ``pods.json`` passed ``--strict`` with 0 traces, the summary saying
+    "(0 DPC line(s) name them)": the DPC lines naming the lost requesters are counted and
+    fail ``--strict``, and a file cut before its first Pod (or empty) is a skipped line."""
+    d = _sample_copy(tmp_path)
+    pods = d / "pods.json"
+    pods.write_text(text)
+    r = run(str(d), "--out", str(tmp_path / "o.jsonl"))
+    assert r.exit_code == 0, r.stderr
+    assert "not traced: 4 requester(s) in the DPC log have no Pod in the capture (0 " not in r.stderr
+    assert "not traced: 4 requester(s) in the DPC log have no Pod in the capture (81 DPC line(s)" in r.stderr
+    assert f"source {pods}: read {int(cut)}, understood 0, skipped {int(cut)}\n" in r.stderr
+    r = run(str(d), "--strict", "-q", "--out", str(tmp_path / "o.jsonl"))
+    assert r.exit_code == 1
+    assert f"{d / 'dpc.log'}:10: not traced: names a requester: uid " in r.stderr
+    assert (f"{pods}:1: skipped: " in r.stderr) is cut
+    assert r.stderr.strip().endswith(("1 line(s) skipped, " if cut else "") + "81 read but not traced")
