@@ -98,3 +98,27 @@ def test_a_pods_file_with_no_pod_fails_strict(tmp_path: Path, clean_otlp_env, te
     assert f"{d / 'dpc.log'}:10: not traced: names a requester: uid " in r.stderr
     assert (f"{pods}:1: skipped: " in r.stderr) is cut
     assert r.stderr.strip().endswith(("1 line(s) skipped, " if cut else "") + "81 read but not traced")
+
+
+# --------------------------------------------------------------------------- a DPC line cut between fields
+
+WAKE_LINE = 96  # the sample's "HTTP call done" purpose="wake" line
+
+
+def test_a_call_line_cut_before_its_status_is_a_skip_not_a_failed_call(
+    tmp_path: Path, clean_otlp_env
+) -> None:
+    """Cut right after ``latencySecs=...``: read as statusCode 0 it was a failed wake (the
+    trace listed D.wake.start/D.wake.end as missing), exit 0 under ``--strict``."""
+    d = _sample_copy(tmp_path)
+    lines = (d / "dpc.log").read_bytes().splitlines(keepends=True)
+    line = lines[WAKE_LINE - 1]
+    assert b'purpose="wake"' in line
+    lines[WAKE_LINE - 1] = line[: line.index(b" statusCode=")] + b"\n"
+    (d / "dpc.log").write_bytes(b"".join(lines))
+    r = run(str(d), "--out", str(tmp_path / "o.jsonl"))
+    assert r.exit_code == 0
+    assert f"source {d / 'dpc.log'}: read 209, understood 88, ignored 120, skipped 1\n" in r.stderr
+    r = run(str(d), "--strict", "-q", "--out", str(tmp_path / "o.jsonl"))
+    assert r.exit_code == 1
+    assert f"{d / 'dpc.log'}:{WAKE_LINE}: skipped: HTTP call done without its statusCode" in r.stderr
