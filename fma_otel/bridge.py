@@ -73,6 +73,9 @@ class Loss(NamedTuple):
     why: str
 
 
+#: the summary's note of DPC lines that repeat one already taken (each is taken once)
+DUPLICATE_LINES = "duplicate line(s): the same instant, message and fields as an earlier line, taken once"
+
 #: Loss.why prefixes, for the summary's counts
 LOST_UID = "Pod shares its uid"
 LOST_REQUESTER = "names a requester"
@@ -322,6 +325,8 @@ def run_bridge(
                 except ValueError as exc:  # a wanted line without what makes it meaningful
                     st.skip(rec.line_no, str(exc))
                     st.understood -= 1
+        if c.duplicates:
+            st.note(DUPLICATE_LINES, c.duplicates)
         _require_some(st, inputs.dpc_log, "a klog (DPC) log", _is_klog)
         stats.append(st)
         for line_no, key in c.unknown_requester_lines():

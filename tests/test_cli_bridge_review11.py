@@ -122,3 +122,35 @@ def test_a_call_line_cut_before_its_status_is_a_skip_not_a_failed_call(
     r = run(str(d), "--strict", "-q", "--out", str(tmp_path / "o.jsonl"))
     assert r.exit_code == 1
     assert f"{d / 'dpc.log'}:{WAKE_LINE}: skipped: HTTP call done without its statusCode" in r.stderr
+
+
+# --------------------------------------------------------------------------- repeated DPC lines
+
+DELETE_LINE = 36  # the sample's "HTTP call done" purpose="delete_instance" line
+
+
+@pytest.mark.parametrize("how", ["one line", "whole log"])
+def test_repeated_dpc_lines_are_taken_once_and_noted(tmp_path: Path, clean_otlp_env, how: str) -> None:
+    """A repeated delete_instance line made a second identical fma.dpc.delete_instance span
+    (and a log concatenated twice inflated fma.instances_deleted): the traces are those of
+    the log without the repeats, and the summary counts them."""
+    d = _sample_copy(tmp_path)
+    want = run(str(d), "-q", "--out", str(tmp_path / "want.jsonl"))
+    assert want.exit_code == 0
+    raw = (d / "dpc.log").read_bytes()
+    lines = raw.splitlines(keepends=True)
+    assert b'purpose="delete_instance"' in lines[DELETE_LINE - 1]
+    if how == "one line":
+        lines.insert(DELETE_LINE, lines[DELETE_LINE - 1])
+        doubled = b"".join(lines)
+    else:
+        doubled = raw + raw
+    (d / "dpc.log").write_bytes(doubled)
+    r = run(str(d), "--strict", "--out", str(tmp_path / "got.jsonl"))
+    assert r.exit_code == 0, r.stderr
+    assert (tmp_path / "got.jsonl").read_bytes() == (tmp_path / "want.jsonl").read_bytes()
+    assert (
+        "duplicate line(s): the same instant, message and fields as an earlier line, taken once" in r.stderr
+    )
+    if how == "one line":
+        assert "  note: 1 duplicate line(s)" in r.stderr
