@@ -35,6 +35,7 @@ from .facts import WANTED_CONTAINS, WANTED_MESSAGES
 from .instants import DEFAULT_TOLERANCE_NS
 from .lines import MAX_LINE_BYTES, read_lines
 from .phase_inputs import PhaseSources, read_events
+from .phase_spans import vllm_key
 from .sources.klog import KlogParseError, iter_klog, parse_klog_line, split_timestamp_prefix
 from .sources.launcher_log import iter_launcher_log, parse_launcher_line
 from .sources.pods import iter_pod_events
@@ -63,13 +64,17 @@ class BridgeInputs:
     #: instance id (or baseline Pod name) -> vLLM log; Kubernetes Events files
     vllm_logs: dict[str, str] = field(default_factory=dict)
     events: list[str] = field(default_factory=list)
+    #: the keys of ``vllm_logs`` named by the user (``--vllm-log``), each meant for an
+    #: actuation; a capture's ``vllm/`` holds every instance its launchers served, some
+    #: from before the capture's actuations, so its files may pair with none
+    vllm_named: set[str] = field(default_factory=set)
 
 
 class Loss(NamedTuple):
     """Something read that no trace shows, though nothing in it was malformed."""
 
     source: str  # the file
-    where: int  # its line (a Pod: its position among the file's Pod objects, from 0)
+    where: int  # its line (a Pod: its position among the file's Pod objects, from 0); 0: the file
     why: str
 
 
@@ -79,6 +84,8 @@ DUPLICATE_LINES = "duplicate line(s): the same instant, message and fields as an
 #: Loss.why prefixes, for the summary's counts
 LOST_UID = "Pod shares its uid"
 LOST_REQUESTER = "names a requester"
+LOST_LAUNCHER_LOG = "a launcher log"
+LOST_VLLM_LOG = "a vLLM log"
 
 
 @dataclass
@@ -100,11 +107,33 @@ class BridgeResult:
     #: vLLM logs and Events: the spans they add to each trace
     phases: PhaseSources | None = None
 
+    #: the ``--vllm-log`` keys of the actuations built so far (see :meth:`lose_unpaired_logs`)
+    vllm_keys: set[str] = field(default_factory=set)
+    #: the vLLM logs named by the user (key -> file), to say which paired with no actuation
+    vllm_logs: Mapping[str, str] = field(default_factory=dict)
+
     def _build(self, act: Actuation) -> list[SpanRecord]:
         trace = build_trace(act)
         if self.phases is None or self.phases.empty:
             return trace
+        if self.vllm_logs:
+            key = vllm_key(act)
+            if key:
+                self.vllm_keys.add(key)
         return self.phases.add_phases(act, trace, self.iter_actuations)
+
+    def lose_unpaired_logs(self) -> None:
+        """Once every trace is built: count each ``--vllm-log`` whose key no actuation has
+        (its lines reach no trace: a key mistyped), as read but not traced."""
+        for key, path in self.vllm_logs.items():
+            if key not in self.vllm_keys:
+                self.lost_counts[LOST_VLLM_LOG] += 1
+                if len(self.lost) < MAX_LOSSES:
+                    why = (
+                        f"{LOST_VLLM_LOG}: {key} is no actuation's FMA instance id nor a baseline Pod's name"
+                    )
+                    self.lost.append(Loss(path, 0, why))
+        self.vllm_logs = {}  # counted once
 
     def iter_actuations(self) -> Iterator[Actuation]:
         """Every actuation, ordered by requester creation, one requester at a time."""
@@ -332,10 +361,17 @@ def run_bridge(
         for line_no, key in c.unknown_requester_lines():
             who = f"name {key[5:]}" if key.startswith("name:") else f"uid {key}"
             lose(inputs.dpc_log, line_no, LOST_REQUESTER, f"{who}, which no Pod in the capture has")
+    unpaired = c.unpaired_launcher_logs()
+    for launcher, path in inputs.launcher_logs.items():
+        if launcher in unpaired:
+            lose(
+                path, 0, LOST_LAUNCHER_LOG, f"{launcher} is no launcher Pod's name, nor one the DPC log names"
+            )
     phases = _phase_sources(inputs, stats, center)
     if phases is not None:
         c.add_kube_events(phases.kube_events)
-    return BridgeResult(c, stats, c.orphan_requesters(), lost, counts, phases)
+    named = {k: p for k, p in inputs.vllm_logs.items() if k in inputs.vllm_named}
+    return BridgeResult(c, stats, c.orphan_requesters(), lost, counts, phases, vllm_logs=named)
 
 
 #: how much of a Pods file that held no JSON object is judged whole (more is a cut value)
@@ -485,6 +521,13 @@ def summary(result: BridgeResult, tally: Tally) -> str:
             f"({n} DPC line(s) name them; deleted before it was taken, or a corrupted uid? "
             "capture Pods with kubectl get pods -w)"
         )
+    for kind, what in (
+        (LOST_LAUNCHER_LOG, "launcher log(s) match no launcher Pod, nor a launcher the DPC log names"),
+        (LOST_VLLM_LOG, "vLLM log(s) match no actuation's FMA instance id, nor a baseline Pod's name"),
+    ):
+        if result.lost_counts[kind]:
+            first = next((loss.source for loss in result.lost if loss.why.startswith(kind)), "?")
+            lines.append(f"not traced: {result.lost_counts[kind]} {what} (first: {first})")
     if result.lost_counts[LOST_UID]:
         lines.append(
             f"not traced: {result.lost_counts[LOST_UID]} Pod object(s) have the uid of another Pod "

@@ -354,6 +354,16 @@ class Correlator:
 
     # ------------------------------------------------------------------ asking
 
+    def unpaired_launcher_logs(self) -> set[str]:
+        """The launchers given a log that neither a launcher Pod nor any DPC line names: the
+        log is paired by that name (a launcher Pod's, as the DPC logs it), so its lines can
+        reach no trace (a file renamed, a ``--launcher-log`` key mistyped)."""
+        known = set(self._launchers())
+        known.update(self._launcher_notes)
+        for facts in self._dpc.values():
+            known.update(f.launcher for f in facts if f.launcher)
+        return self._launchers_with_logs - known
+
     def requesters(self) -> list[dict[str, Any]]:
         if self.dpc_only and not len(self.store):
             return self._dpc_only_requesters()

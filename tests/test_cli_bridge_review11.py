@@ -154,3 +154,50 @@ def test_repeated_dpc_lines_are_taken_once_and_noted(tmp_path: Path, clean_otlp_
     )
     if how == "one line":
         assert "  note: 1 duplicate line(s)" in r.stderr
+
+
+# --------------------------------------------------------------------------- logs that pair with nothing
+
+LAUNCHER = "launcher-example-4lgw5"
+BASELINE_LOG = SAMPLE / "vllm" / "pod-vllm-baseline-7c9d5b8f6-tx2nj.log"
+
+
+def test_a_launcher_log_whose_name_matches_no_launcher_fails_strict(tmp_path: Path, clean_otlp_env) -> None:
+    """A capture's launcher log renamed (its ``launcher-`` prefix dropped) was "understood"
+    and paired with nothing: two spans lost, exit 0 under ``--strict``."""
+    d = _sample_copy(tmp_path)
+    renamed = d / f"{LAUNCHER}.log"
+    (d / f"launcher-{LAUNCHER}.log").rename(renamed)
+    r = run(str(d), "--out", str(tmp_path / "o.jsonl"))
+    assert r.exit_code == 0
+    assert (
+        f"not traced: 1 launcher log(s) match no launcher Pod, nor a launcher the DPC log names (first: {renamed})"
+        in r.stderr
+    )
+    r = run(str(d), "--strict", "-q", "--out", str(tmp_path / "o.jsonl"))
+    assert r.exit_code == 1
+    assert f"{renamed}: not traced: a launcher log: example-4lgw5 is no launcher Pod's name" in r.stderr
+    assert r.stderr.strip().endswith("--strict: 1 read but not traced")
+
+
+def test_logs_given_under_a_key_that_matches_nothing_fail_strict(tmp_path: Path, clean_otlp_env) -> None:
+    """``--launcher-log nosuchpod=FILE`` and ``--vllm-log nosuch=FILE`` were read and paired
+    with nothing, exit 0 under ``--strict``; under their right keys they pass."""
+    base = ["--pods", str(SAMPLE / "pods.json"), "--dpc-log", str(SAMPLE / "dpc.log")]
+    base += ["--baseline-selector", "app=vllm", "--out", str(tmp_path / "o.jsonl"), "-q", "--strict"]
+    launcher_log = SAMPLE / f"launcher-{LAUNCHER}.log"
+    good = run(
+        *base,
+        f"--launcher-log={LAUNCHER}={launcher_log}",
+        f"--vllm-log=vllm-baseline-7c9d5b8f6-tx2nj={BASELINE_LOG}",
+    )
+    assert good.exit_code == 0, good.stderr
+    r = run(*base, f"--launcher-log=nosuchpod={launcher_log}", f"--vllm-log=nosuch={BASELINE_LOG}")
+    assert r.exit_code == 1
+    assert f"{launcher_log}: not traced: a launcher log: nosuchpod is no launcher Pod's name" in r.stderr
+    assert f"{BASELINE_LOG}: not traced: a vLLM log: nosuch is no actuation's FMA instance id" in r.stderr
+    assert r.stderr.strip().endswith("--strict: 2 read but not traced")
+    # a capture's vllm/ holds every instance its launchers served (the sample's IvGI_... is
+    # in no actuation): only a --vllm-log key is meant for one, and checked
+    assert (SAMPLE / "vllm" / "IvGI_DI05pRp5R4mxq9hJeQPYCk7ZYegdG2ycyVA4WYci.log").is_file()
+    assert run("--strict", "-q", "--out", str(tmp_path / "s.jsonl")).exit_code == 0
