@@ -26,6 +26,8 @@ from operator import attrgetter
 from pathlib import Path
 from typing import IO, NamedTuple
 
+import msgspec
+
 from . import podfacts as P
 from .build import build_trace
 from .correlate import Actuation, Correlator
@@ -33,6 +35,7 @@ from .facts import WANTED_CONTAINS, WANTED_MESSAGES
 from .instants import DEFAULT_TOLERANCE_NS
 from .lines import MAX_LINE_BYTES, read_lines
 from .phase_inputs import PhaseSources, read_events
+from .phase_spans import vllm_key
 from .sources.klog import KlogParseError, iter_klog, parse_klog_line, split_timestamp_prefix
 from .sources.launcher_log import iter_launcher_log, parse_launcher_line
 from .sources.pods import iter_pod_events
@@ -61,19 +64,28 @@ class BridgeInputs:
     #: instance id (or baseline Pod name) -> vLLM log; Kubernetes Events files
     vllm_logs: dict[str, str] = field(default_factory=dict)
     events: list[str] = field(default_factory=list)
+    #: the keys of ``vllm_logs`` named by the user (``--vllm-log``), each meant for an
+    #: actuation; a capture's ``vllm/`` holds every instance its launchers served, some
+    #: from before the capture's actuations, so its files may pair with none
+    vllm_named: set[str] = field(default_factory=set)
 
 
 class Loss(NamedTuple):
     """Something read that no trace shows, though nothing in it was malformed."""
 
     source: str  # the file
-    where: int  # its line (a Pod: its position among the file's Pod objects, from 0)
+    where: int  # its line (a Pod: its position among the file's Pod objects, from 0); 0: the file
     why: str
 
+
+#: the summary's note of DPC lines that repeat one already taken (each is taken once)
+DUPLICATE_LINES = "duplicate line(s): the same instant, message and fields as an earlier line, taken once"
 
 #: Loss.why prefixes, for the summary's counts
 LOST_UID = "Pod shares its uid"
 LOST_REQUESTER = "names a requester"
+LOST_LAUNCHER_LOG = "a launcher log"
+LOST_VLLM_LOG = "a vLLM log"
 
 
 @dataclass
@@ -95,11 +107,33 @@ class BridgeResult:
     #: vLLM logs and Events: the spans they add to each trace
     phases: PhaseSources | None = None
 
+    #: the ``--vllm-log`` keys of the actuations built so far (see :meth:`lose_unpaired_logs`)
+    vllm_keys: set[str] = field(default_factory=set)
+    #: the vLLM logs named by the user (key -> file), to say which paired with no actuation
+    vllm_logs: Mapping[str, str] = field(default_factory=dict)
+
     def _build(self, act: Actuation) -> list[SpanRecord]:
         trace = build_trace(act)
         if self.phases is None or self.phases.empty:
             return trace
+        if self.vllm_logs:
+            key = vllm_key(act)
+            if key:
+                self.vllm_keys.add(key)
         return self.phases.add_phases(act, trace, self.iter_actuations)
+
+    def lose_unpaired_logs(self) -> None:
+        """Once every trace is built: count each ``--vllm-log`` whose key no actuation has
+        (its lines reach no trace: a key mistyped), as read but not traced."""
+        for key, path in self.vllm_logs.items():
+            if key not in self.vllm_keys:
+                self.lost_counts[LOST_VLLM_LOG] += 1
+                if len(self.lost) < MAX_LOSSES:
+                    why = (
+                        f"{LOST_VLLM_LOG}: {key} is no actuation's FMA instance id nor a baseline Pod's name"
+                    )
+                    self.lost.append(Loss(path, 0, why))
+        self.vllm_logs = {}  # counted once
 
     def iter_actuations(self) -> Iterator[Actuation]:
         """Every actuation, ordered by requester creation, one requester at a time."""
@@ -289,6 +323,8 @@ def run_bridge(
                 n += 1
         if n == 0 and st.read and not st.understood:
             raise InputError(f"{path}: not Kubernetes Pod JSON (no Pod object found)")
+        if n == 0 and not st.read:
+            _check_no_pods(path, st)
         stats.append(st)
     center = c.years.center_ns()
     for launcher, path in inputs.launcher_logs.items():
@@ -318,15 +354,59 @@ def run_bridge(
                 except ValueError as exc:  # a wanted line without what makes it meaningful
                     st.skip(rec.line_no, str(exc))
                     st.understood -= 1
+        if c.duplicates:
+            st.note(DUPLICATE_LINES, c.duplicates)
         _require_some(st, inputs.dpc_log, "a klog (DPC) log", _is_klog)
         stats.append(st)
         for line_no, key in c.unknown_requester_lines():
             who = f"name {key[5:]}" if key.startswith("name:") else f"uid {key}"
             lose(inputs.dpc_log, line_no, LOST_REQUESTER, f"{who}, which no Pod in the capture has")
+    unpaired = c.unpaired_launcher_logs()
+    for launcher, path in inputs.launcher_logs.items():
+        if launcher in unpaired:
+            lose(
+                path, 0, LOST_LAUNCHER_LOG, f"{launcher} is no launcher Pod's name, nor one the DPC log names"
+            )
     phases = _phase_sources(inputs, stats, center)
     if phases is not None:
         c.add_kube_events(phases.kube_events)
-    return BridgeResult(c, stats, c.orphan_requesters(), lost, counts, phases)
+    named = {k: p for k, p in inputs.vllm_logs.items() if k in inputs.vllm_named}
+    return BridgeResult(c, stats, c.orphan_requesters(), lost, counts, phases, vllm_logs=named)
+
+
+#: how much of a Pods file that held no JSON object is judged whole (more is a cut value)
+_NO_PODS_TEXT = 1 << 16
+_JSON_SPACE = b" \t\r\n"
+
+
+def _check_no_pods(path: str, st: SourceStats) -> None:
+    """A Pods file that gave no Pod and no object at all: whitespace, an empty List, or a
+    value cut before its first item (``[``, ``{"kind":"List","items":[``), which the reader
+    passes over unsaid.  All but a whole empty value are a counted skip (``--strict`` fails):
+    the capture's Pods were lost, and every DPC line then names a requester no Pod has."""
+    text = bytearray()
+    line, seen = 1, False
+    with _reading(path) as fh:
+        while len(text) <= _NO_PODS_TEXT and (block := fh.read(1 << 20)):
+            kept = block.translate(None, _JSON_SPACE)
+            if not seen:
+                lead = len(block) - len(block.lstrip(_JSON_SPACE))
+                line += block.count(b"\n", 0, lead)
+                seen = bool(kept)
+            text += kept
+    text = text.removeprefix(b"\xef\xbb\xbf")
+    if not text:
+        line, why = 1, "no Pod JSON at all (an empty file: cut short?)"
+    else:
+        why = "the file ends inside its JSON value, before its first Pod (cut short?)"
+        if len(text) <= _NO_PODS_TEXT:
+            try:
+                msgspec.json.decode(text)
+                return  # a whole value with no object in it: an empty List
+            except msgspec.DecodeError:
+                pass
+    st.read += 1
+    st.skip(line, why)
 
 
 def _read_bytes(path: str) -> bytes:
@@ -441,6 +521,13 @@ def summary(result: BridgeResult, tally: Tally) -> str:
             f"({n} DPC line(s) name them; deleted before it was taken, or a corrupted uid? "
             "capture Pods with kubectl get pods -w)"
         )
+    for kind, what in (
+        (LOST_LAUNCHER_LOG, "launcher log(s) match no launcher Pod, nor a launcher the DPC log names"),
+        (LOST_VLLM_LOG, "vLLM log(s) match no actuation's FMA instance id, nor a baseline Pod's name"),
+    ):
+        if result.lost_counts[kind]:
+            first = next((loss.source for loss in result.lost if loss.why.startswith(kind)), "?")
+            lines.append(f"not traced: {result.lost_counts[kind]} {what} (first: {first})")
     if result.lost_counts[LOST_UID]:
         lines.append(
             f"not traced: {result.lost_counts[LOST_UID]} Pod object(s) have the uid of another Pod "

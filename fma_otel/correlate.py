@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
+import msgspec
+
 from . import facts as F
 from . import instants as I
 from . import model as M
@@ -162,6 +164,11 @@ class Correlator:
         #: Pod uid -> every Ready=True transition seen across its versions
         self._ready: dict[str, set[int]] = {}
         self._dpc: dict[str, list[DpcFact]] = {}
+        #: per key of ``_dpc``: the hashes of its facts taken so far, line numbers zeroed
+        #: (a repeated line is dropped, see ``_add_fact``)
+        self._seen: dict[str, set[int]] = {}
+        #: DPC lines dropped as repeats of one taken (the same fact on another line)
+        self.duplicates = 0
         self._launcher: dict[tuple[str, str], list[LauncherFact]] = {}
         self._launchers_with_logs: set[str] = set()
         #: launcher name -> the DPC's notifications of kube-scheduler writes to it
@@ -246,6 +253,26 @@ class Correlator:
             return fact
         if kind == F.NOTIFIED and fact.manager != "kubelet":
             return fact  # only the kubelet's writes bound an instant (R.ready)
+        # a line repeated (a log concatenated twice, a re-read after a reconnect) states
+        # nothing new: taken twice it would make a second identical span and inflate counts
+        # (fma.instances_deleted).  The same fact but for its line: the same instant to the
+        # µs, message and every field read.  One set lookup per fact: the set holds the
+        # hashes of the requester's facts (not copies of them), and a hash seen before is
+        # checked against the facts kept, so a fact is never dropped for a mere collision
+        same = msgspec.structs.replace(fact, line_no=0)
+        h = hash(same)
+        seen = self._seen.get(key)
+        if seen is None:
+            self._seen[key] = {h}
+        elif h in seen:
+            t = fact.t_ns
+            if any(
+                f.t_ns == t and msgspec.structs.replace(f, line_no=0) == same for f in self._dpc.get(key, ())
+            ):
+                self.duplicates += 1
+                return fact
+        else:
+            seen.add(h)
         facts = self._dpc.get(key)
         if facts is None:
             self._dpc[key] = [fact]
@@ -327,6 +354,16 @@ class Correlator:
 
     # ------------------------------------------------------------------ asking
 
+    def unpaired_launcher_logs(self) -> set[str]:
+        """The launchers given a log that neither a launcher Pod nor any DPC line names: the
+        log is paired by that name (a launcher Pod's, as the DPC logs it), so its lines can
+        reach no trace (a file renamed, a ``--launcher-log`` key mistyped)."""
+        known = set(self._launchers())
+        known.update(self._launcher_notes)
+        for facts in self._dpc.values():
+            known.update(f.launcher for f in facts if f.launcher)
+        return self._launchers_with_logs - known
+
     def requesters(self) -> list[dict[str, Any]]:
         if self.dpc_only and not len(self.store):
             return self._dpc_only_requesters()
@@ -395,8 +432,10 @@ class Correlator:
 
         Why: such a line changes no trace, whether its requester was deleted before the
         capture or its uid was corrupted; the bridge says how many there were and where.
-        Empty when no Pod was given at all (then nothing could be matched)."""
-        if not len(self.store):
+        Empty when the log is traced alone (no Pods given: each requester is its own trace),
+        as :meth:`orphan_requesters` counts; Pods given but none read (an empty or cut
+        ``pods.json``) leave every line here."""
+        if self.dpc_only and not len(self.store):
             return []
         return sorted((f.line_no, key) for key in self._unknown_keys() for f in self._dpc[key])
 
@@ -503,6 +542,7 @@ class Correlator:
         if pod is not None:
             name = P.name(pod)
             self._dpc.pop(f"name:{name}", None)
+            self._seen.pop(f"name:{name}", None)
             self._updated.pop(f"name:{name}", None)
             if P.role(pod, None) == P.ROLE_LAUNCHER:  # a launcher's log facts go with it
                 for k in [k for k in self._launcher if k[0] == name]:
@@ -512,6 +552,7 @@ class Correlator:
         self.store.remove(uid)
         self._launcher_index = self._name_index = None
         self._dpc.pop(uid, None)
+        self._seen.pop(uid, None)
         self._ready.pop(uid, None)
         self._updated.pop(uid, None)
         self._seeds.pop(uid, None)

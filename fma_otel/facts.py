@@ -210,7 +210,12 @@ def dpc_fact(rec: KlogRecord, t_ns: int) -> DpcFact | None:
             raise ValueError("HTTP call done without a valid httpCallStartTime/latencySecs")
         lat_ns = round(lat * 1e9)
         start = _near(parse_rfc3339_ns(start_s), t_ns, "httpCallStartTime", DAY_NS + lat_ns)
-        code = _finite(get("statusCode"))
+        # the DPC logs statusCode on every call (0 when none came back, with err said): a
+        # line without it was cut between fields, and read as 0 it would be a failed call
+        raw_code = get("statusCode")
+        if raw_code is None:
+            raise ValueError("HTTP call done without its statusCode: cut short?")
+        code = _finite(raw_code)  # one no float holds: a failed call, as before
         status = int(code) if code is not None else 0
         ok = 200 <= status < 300 and get("err") in (None, "", "null")
         return DpcFact(

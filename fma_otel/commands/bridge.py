@@ -85,6 +85,16 @@ def command(
     strict: bool,
     quiet: bool,
 ) -> None:
+    # an empty path is an unset variable (``bridge "$CAPTURE"``), not "not given": taken as
+    # absent it would run the embedded sample, or drop the DPC log, and exit 0
+    for name, given in (
+        ("CAPTURE", (capture,)),
+        ("--pods", pods),
+        ("--dpc-log", (dpc_log,)),
+        ("--events", events),
+    ):
+        if "" in given:
+            fail(f"{name} is empty: give a path (an unset variable?)")
     try:
         selector = parse_selector(baseline_selector)
     except ValueError as exc:
@@ -118,6 +128,7 @@ def command(
             fail(str(exc))
         with open_out(out) if out is not None else contextlib.nullcontext(None) as fh:
             failed = _write(result, tally, fh, sink)
+        result.lose_unpaired_logs()
     finally:
         if sink is not None:
             sink.close()
@@ -128,7 +139,8 @@ def command(
         for name, ln, why in skipped[:20]:
             click.echo(f"{name}:{ln}: skipped: {why}", err=True)
         for loss in result.lost[:20]:
-            click.echo(f"{loss.source}:{loss.where}: not traced: {loss.why}", err=True)
+            at = f"{loss.source}:{loss.where}" if loss.where else loss.source  # 0: the whole file
+            click.echo(f"{at}: not traced: {loss.why}", err=True)
         total = sum(st.skipped for st in result.stats)
         lost = sum(result.lost_counts.values())
         said = [f"{total} line(s) skipped"] if total else []
@@ -233,4 +245,5 @@ def _phase_inputs(inputs: B.BridgeInputs, vllm_logs: tuple[str, ...], events: tu
         if not sep or not key or not path:
             raise B.InputError(f"--vllm-log {spec!r}: expected INSTANCE_ID_OR_POD=PATH")
         inputs.vllm_logs[key] = path
+        inputs.vllm_named.add(key)
     inputs.events.extend(e for e in events if e not in inputs.events)

@@ -15,6 +15,7 @@ and namespace a little differently.  Here, once:
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
@@ -65,6 +66,8 @@ def check_out(ctx: click.Context | None, param: click.Parameter | None, value: s
     if value is None or value == "-":
         return value
     name = param.opts[0] if param is not None and param.opts else "--out"
+    if not value:  # an unset variable (``--out "$OUT"``): no file to write, said as usage
+        raise click.BadParameter("is empty: give a file path, or '-' for stdout", ctx, param, name)
     folder = os.path.dirname(os.path.abspath(value))
     if not os.path.isdir(folder):
         why = "is not a folder" if os.path.exists(folder) else "does not exist"
@@ -178,11 +181,20 @@ def otlp_options(func: F) -> F:
     )(func)
 
 
+def _finite_ms(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    """``nan`` and ``inf`` pass ``FloatRange(min=0)`` (float() reads them), and a value so
+    large its nanoseconds overflow is no better: the tolerance is used in ns, as an int."""
+    if not math.isfinite(value * 1e6):
+        raise click.BadParameter(f"{value}: must be a finite number", ctx, param)
+    return value
+
+
 def clock_tolerance_option(func: F) -> F:
     """``--clock-tolerance-ms``: one definition for bridge and watch, which fuse instants alike."""
     return click.option(
         "--clock-tolerance-ms",
         type=click.FloatRange(min=0),
+        callback=_finite_ms,
         default=1.0,
         show_default=True,
         help="How far two hosts' clocks may differ: bounds from different clocks are widened by it.",
