@@ -184,6 +184,9 @@ def test_otlp_protocol_is_the_environments_or_the_default_never_the_ports(
     assert proto == "http/protobuf"
     assert err.startswith("fma-otel probe: warning: OTLP endpoint http://c:4317 is on the OTLP/gRPC port")
     assert len(err.splitlines()) == 1
+    _, err = run("--otlp-endpoint", "http://u:s3cretPW@c:4317/?api_key=k3y")  # no credential echoed
+    assert "OTLP endpoint http://<redacted>@c:4317/?<redacted> is on" in err
+    assert "s3cretPW" not in err and "k3y" not in err
     assert run("--otlp-endpoint", "http://c:4317", "--otlp-protocol", "grpc") == ("grpc", "")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
     assert run("--otlp-endpoint", "http://c:4317") == ("grpc", "")

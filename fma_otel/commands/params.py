@@ -143,10 +143,11 @@ def _otlp_protocol(ctx: click.Context, param: click.Parameter, value: str | None
         return value
     endpoint = otlp_env.grpc_port_endpoint(os.environ, ctx.params.get("otlp_endpoint"))
     if endpoint:
+        from ..errtext import safe_url
         from ._common import prog_name
 
         click.echo(
-            f"{prog_name(ctx)}: warning: OTLP endpoint {endpoint} is on the OTLP/gRPC port but the "
+            f"{prog_name(ctx)}: warning: OTLP endpoint {safe_url(endpoint)} is on the OTLP/gRPC port but the "
             f"protocol is {otlp_env.DEFAULT_PROTOCOL} (the default): give --otlp-protocol grpc "
             "(or OTEL_EXPORTER_OTLP_PROTOCOL=grpc), or use port 4318",
             err=True,
