@@ -88,13 +88,17 @@ def test_core_v1_list_launcher_startup():
 
 
 def test_core_v1_bad_items_are_counted_skips_with_their_index():
-    """Each skip keeps its item's index and says the line where the item starts (the
-    reader is pod_json's, which knows lines)."""
+    """Each skip names its item's index and is reported at the line where the item starts
+    (the reader is pod_json's, which knows lines): ``--strict`` says ``events.json:LINE``,
+    as for Pods, not the index as if it were a line."""
     _, st = load("core-v1-list.json")
-    idx = [i for i, _ in st.skipped_lines]
-    assert idx == [9, 10, 11, 12]
-    reasons = {i: why.removeprefix(f"Event item {i}: ") for i, why in st.skipped_lines}
-    assert all(why.startswith(f"Event item {i}: ") for i, why in st.skipped_lines)
+    at = [line for line, _ in st.skipped_lines]
+    assert at == [203, 214, 224, 232]
+    assert [why.split(":")[0] for _, why in st.skipped_lines] == [f"Event item {i}" for i in (9, 10, 11, 12)]
+    assert all(why.endswith(f"(line {line})") for line, why in st.skipped_lines)
+    reasons = {
+        i: why.partition(": ")[2] for i, (_, why) in zip((9, 10, 11, 12), st.skipped_lines, strict=True)
+    }
     lines = (FIX / "core-v1-list.json").read_text().splitlines()
     assert reasons[9] == "Event without involvedObject/regarding (line 203)"
     assert lines[202] == "        {" and '"name": "broken.1"' in lines[209]
@@ -147,11 +151,11 @@ def test_watch_stream_ndjson():
     ]
     assert recs[2].pull_s == pytest.approx(0.177) and recs[2].pull_waiting_s is None
     assert (st.read, st.ignored, st.skipped) == (7, 1, 2)
-    assert st.skipped_lines[0][0] == 4 and st.skipped_lines[0][1].startswith("Event item 4: ")
+    assert st.skipped_lines[0][0] == 5 and st.skipped_lines[0][1].startswith("Event item 4: ")
     assert "line 5" in st.skipped_lines[0][1]
-    # the reader's message for a watch ERROR (the same as for Pods), with its line
+    # the reader's message for a watch ERROR (the same as for Pods), at its line
     assert st.skipped_lines[1] == (
-        5,
+        6,
         "Event item 5: watch ERROR event: too old resource version: 1 (90000) (line 6)",
     )
 
@@ -166,7 +170,7 @@ def test_kubectl_watch_pretty_json_values_one_after_another():
     # the reader's message for a value that is no JSON (the same as for Pods), with its line
     assert st.skipped_lines == [
         (
-            5,
+            144,
             "Event item 5: malformed JSON object: JSON is malformed: object keys must be strings (byte 2) (line 144)",
         )
     ]
@@ -206,7 +210,7 @@ def test_single_event_object_and_list_of_events():
 )
 def test_malformed_items_never_raise(item):
     recs, st = parse_events(json.dumps({"kind": "List", "items": [item]}))
-    assert recs == [] and st.skipped == 1 and st.skipped_lines[0][0] == 0
+    assert recs == [] and st.skipped == 1 and st.skipped_lines[0][0] == 1  # the file's line 1
 
 
 def test_count_zero_means_unset():
@@ -353,9 +357,9 @@ def test_a_list_with_a_broken_item_keeps_the_good_ones():
     assert [r.reason for r in recs] == ["Scheduled", "Pulled"]
     assert [r.index for r in recs] == [0, 2]
     assert (st.read, st.understood, st.skipped) == (3, 2, 1)
-    index, why = st.skipped_lines[0]
+    at, why = st.skipped_lines[0]
     line = int(why.rpartition("(line ")[2].rstrip(")"))
-    assert index == 1 and why.startswith("Event item 1: malformed JSON object: ")
+    assert at == line and why.startswith("Event item 1: malformed JSON object: ")
     assert text.splitlines()[line - 1] == "        {" and '"Pulling" "oops"' in "\n".join(
         text.splitlines()[line:]
     )
@@ -366,7 +370,7 @@ def test_an_unknown_watch_type_is_a_skip_as_for_pods():
     as the record's watch_type)."""
     doc = json.loads((FIX / "core-v1-list.json").read_text())
     recs, st = parse_events(json.dumps({"type": "FOO", "object": doc["items"][0]}))
-    assert recs == [] and st.skipped_lines == [(0, "Event item 0: unknown watch event type 'FOO' (line 1)")]
+    assert recs == [] and st.skipped_lines == [(1, "Event item 0: unknown watch event type 'FOO' (line 1)")]
 
 
 def test_values_run_together_on_a_line_are_each_read():
@@ -378,11 +382,34 @@ def test_values_run_together_on_a_line_are_each_read():
     assert [r.reason for r in recs] == ["Scheduled", "Pulling", "Pulled"] and st.skipped == 0
     recs, st = parse_events(text + ' {"reason": \n')
     assert [r.reason for r in recs] == ["Scheduled", "Pulling", "Pulled"]
-    assert st.skipped_lines[0][0] == 3 and st.skipped_lines[0][1].startswith(
+    assert st.skipped_lines[0][0] == text.count("\n") + 1 and st.skipped_lines[0][1].startswith(
         "Event item 3: malformed JSON object"
     )
     last = text.count("\n") + 1
     recs, st = parse_events(text + "  junk\n")
     assert len(recs) == 3 and st.skipped_lines == [
-        (3, f"Event item 3: garbage between JSON objects (line {last})")
+        (last, f"Event item 3: garbage between JSON objects (line {last})")
     ]
+
+
+def test_strict_names_a_bad_event_by_its_file_line(tmp_path: Path, clean_otlp_env) -> None:
+    """``bridge --strict`` names a skipped Event as ``events.json:LINE``, the line where
+    its item starts (as for pods.json), not its index in the List read as a line."""
+    import shutil
+
+    from click.testing import CliRunner
+
+    from fma_otel.bridge import sample_dir
+    from fma_otel.cli import main
+
+    d = tmp_path / "cap"
+    shutil.copytree(sample_dir(), d)
+    doc = json.loads((d / "events.json").read_text())
+    doc["items"][0]["lastTimestamp"] = 12
+    text = json.dumps(doc, indent=4)
+    (d / "events.json").write_text(text)
+    assert text.splitlines()[3] == "        {"  # item 0 starts on line 4
+    r = CliRunner().invoke(main, ["bridge", str(d), "--strict", "--out", str(tmp_path / "o.jsonl")])
+    assert r.exit_code == 1
+    assert f"{d / 'events.json'}:4: skipped: Event item 0: not an Event: " in r.stderr
+    assert "(line 4)" in r.stderr

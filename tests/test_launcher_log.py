@@ -6,6 +6,10 @@ import pytest
 
 from fma_otel.lines import CORRUPT_REASON
 from fma_otel.sources.launcher_log import (
+    BAD_PUT,
+    CUT_ACCEPTED,
+    CUT_AT_END,
+    NO_ID,
     NOT_A_LINE,
     LauncherParseError,
     accepted_create_id,
@@ -226,6 +230,14 @@ _PIECES = [
     "2026-06-29 15:26:21,676 - x - INFO - caf\xe9 \u2603",
     "2026-06-29 15:26:21,676 - \xe9\u2603 - INFO - unicode logger",
     "2026-06-29 15:26:21,676 - x - INFO - " + "long " * 40,
+    # facts cut short: skipped in every mode (a cut at the file's end is the file's)
+    "2026-06-29 15:26:24,768 - __main__ - INFO - Accepted request",
+    "2026-06-29 15:26:24,768 - launcher - INFO -",
+    f'2026-06-29 15:26:24,780 - uvicorn.access - INFO - 10.244.0.12:45710 - "PUT /v2/vllm/instances/{IID[:9]}',
+    f"2026-06-29 15:26:24,768 - __main__ - INFO - Accepted request to create vLLM instance with id={IID[:9]}",
+    "2026-06-29 15:26:24,780 - uvicorn.access - INFO - 10.244.0.1",
+    '2026-06-29 15:26:24,780 - uvicorn.access - INFO - 10.244.0.1:1 - "GET /v2/vllm/ins',
+    "2026-06-29 15:26:24,7",
 ]
 _RAW_PIECES = [
     b"2026-06-29 15:26:21,676 - x - INFO - bad \xff\xfe utf-8",
@@ -244,17 +256,26 @@ def _facts_only_case(lines: list[bytes], eol: bytes, final_eol: bool) -> None:
     from fma_otel.facts import launcher_fact
     from fma_otel.sources.launcher_log import _is_fact
 
+    # a file's last line without its end was cut: the lines cannot tell
+    cut = [n for n, why in st_few.skipped_lines if why == CUT_AT_END]
+    assert cut in ([], [st_few.read]) and not (cut and final_eol)
+    every = [r for r in every if r.line_no not in cut]
     assert few == [r for r in every if _is_fact(r)]
     assert [r for r in every if launcher_fact("l", r) is not None] == [
         r for r in few if launcher_fact("l", r) is not None
     ]
     assert st_few.read == st_all.read
     assert st_few.read == st_few.understood + st_few.ignored + st_few.skipped
-    assert st_few.skipped <= st_all.skipped  # lines passed over are not checked
+    # lines passed over are not checked (but for the cut one)
+    assert st_few.skipped <= st_all.skipped + len(cut)
     assert st_all.read == st_all.understood + st_all.skipped
-    # given as lines, the same
+    # given as lines, the same, but for the last line when the file says it was cut
     st_lines = SourceStats("x")
-    assert list(iter_launcher_log(io.BytesIO(data).readlines(), st_lines, facts_only=True)) == few
+    given = io.BytesIO(data).readlines()
+    assert list(iter_launcher_log(given[: len(given) - len(cut)], st_lines, facts_only=True)) == few
+    for n in cut:
+        st_lines.read += 1
+        st_lines.skip(n, CUT_AT_END)
     assert st_lines == st_few
 
 
@@ -358,3 +379,121 @@ def test_at_once_keeps_the_boot_line_and_reads_a_traceback_unjoined() -> None:
         "uvicorn CLI line without a time (no asctime)",
         "continuation line before any launcher record",
     ]
+
+
+# --------------------------------------------------------------------------- facts cut or hidden
+
+_SAMPLE_LOG = "launcher-launcher-example-4lgw5.log"
+_ACC, _PUT = 29, 32  # the create receipt's and the PUT's line numbers in that log
+
+
+def _mutated(line_no: int, change, *, end: bool = False) -> bytes:
+    """The sample launcher log with one line changed; ``end``: the file ends inside it."""
+    from fma_otel.bridge import sample_dir
+
+    lines = (sample_dir() / _SAMPLE_LOG).read_bytes().split(b"\n")
+    assert b"Accepted request" in lines[_ACC - 1] and b'"PUT ' in lines[_PUT - 1]
+    lines[line_no - 1] = change(lines[line_no - 1])
+    return b"\n".join(lines[:line_no] if end else lines)
+
+
+def _cut(n: int):
+    return lambda line: line[:n]
+
+
+def _insert(at: int, junk: bytes):
+    return lambda line: line[:at] + junk + line[at:]
+
+
+@pytest.mark.parametrize(
+    ("line_no", "change", "end", "why"),
+    [
+        # (c) a create receipt cut inside its text (60 characters), or with no id
+        (_ACC, _cut(60), False, CUT_ACCEPTED),
+        (_ACC, _cut(44 + 49), False, NO_ID),
+        # (c) a PUT access line cut inside its request
+        (_PUT, _cut(110), False, BAD_PUT),
+        (_PUT, _cut(-8), False, BAD_PUT),  # inside its status
+        # (b) the file ends inside the line: mid-id, in the text, in the header
+        (_ACC, _cut(100), True, CUT_AT_END),
+        (_ACC, _cut(60), True, CUT_ACCEPTED),
+        (_ACC, _cut(20), True, CUT_AT_END),
+        (_PUT, _cut(60), True, CUT_AT_END),  # cut before its method: a PUT as well as any
+        (_PUT, _cut(110), True, BAD_PUT),
+        # (a) a NUL or invalid UTF-8 that hides the fact's text from the search
+        (_ACC, _insert(47, b"\x00"), False, CORRUPT_REASON),
+        (_PUT, lambda line: line.replace(b'"PUT', b'"P\xffUT'), False, CORRUPT_REASON),
+        (_PUT, lambda line: line.replace(b'"PUT', b'"PUT\x00'), True, CORRUPT_REASON),
+        (11, _insert(47, b"\x00"), False, CORRUPT_REASON),  # no fact there: still corrupt
+    ],
+)
+def test_a_fact_cut_or_hidden_is_skipped_not_passed_over(line_no, change, end, why) -> None:
+    """Cut or corrupted, the create receipt and the PUT line were passed over unsaid
+    ("skipped 0", exit 0 under ``--strict``: fma.launcher.create_instance and
+    fma.instance.create gone): each is skipped, at its line, with why, and read the same
+    way in full and facts-only reading."""
+    import io
+
+    data = _mutated(line_no, change, end=end)
+    for facts_only in (True, False):
+        st = SourceStats("x")
+        recs = list(iter_launcher_log(io.BytesIO(data), st, facts_only=facts_only))
+        # (reading every line, a cut header is skipped for its own reason: as any such line)
+        assert st.skipped_lines[0][0] == line_no and len(st.skipped_lines) == 1
+        assert st.skipped_lines[0][1] == why or (not facts_only and why == CUT_AT_END)
+        assert line_no not in [r.line_no for r in recs]
+        assert st.read == st.understood + st.ignored + st.skipped
+
+
+@pytest.mark.parametrize(
+    ("line_no", "change"),
+    [
+        (_ACC, _cut(None)),  # the whole line, only its line end missing
+        (_PUT, _cut(None)),
+        (_ACC + 1, _cut(60)),  # a line that is no fact, cut in its text
+        (_ACC + 2, _cut(60)),
+        (_PUT + 1, _cut(90)),  # an access line of a GET, cut
+    ],
+)
+def test_the_last_line_without_its_end_is_read_when_whole_or_no_fact(line_no, change) -> None:
+    import io
+
+    data = _mutated(line_no, change, end=True)
+    st = SourceStats("x")
+    recs = list(iter_launcher_log(io.BytesIO(data), st, facts_only=True))
+    assert st.skipped == 0 and st.read == line_no
+    assert (recs[-1].line_no == line_no) == (line_no in (_ACC, _PUT))
+
+
+def test_cuts_that_cannot_be_told_from_a_good_line_are_read_as_they_are() -> None:
+    """Documented limits: an id cut mid-way on a line that still ends (the launcher takes
+    any id), and an access line cut inside its client address (any access line may be
+    cut so; facts-only reading reads none of them)."""
+    import io
+
+    from fma_otel.sources.launcher_log import accepted_create_id
+
+    st = SourceStats("x")
+    recs = list(iter_launcher_log(io.BytesIO(_mutated(_ACC, _cut(100))), st, facts_only=True))
+    assert st.skipped == 0
+    assert [accepted_create_id(r) for r in recs if r.line_no == _ACC] == ["IHQql8-"]
+    st = SourceStats("x")
+    list(iter_launcher_log(io.BytesIO(_mutated(_PUT, _cut(60))), st, facts_only=True))
+    assert st.skipped == 0
+
+
+def test_strict_fails_naming_a_cut_create_receipt(tmp_path, clean_otlp_env) -> None:
+    """The reviewers' case end to end: line 29 cut to 60 characters, ``bridge --strict``."""
+    import shutil
+
+    from click.testing import CliRunner
+
+    from fma_otel.bridge import sample_dir
+    from fma_otel.cli import main
+
+    cap = tmp_path / "cap"
+    shutil.copytree(sample_dir(), cap)
+    (cap / _SAMPLE_LOG).write_bytes(_mutated(_ACC, _cut(60)))
+    r = CliRunner().invoke(main, ["bridge", str(cap), "--strict", "--out", str(tmp_path / "o.jsonl")])
+    assert r.exit_code == 1
+    assert f"{_SAMPLE_LOG}:{_ACC}: skipped: {CUT_ACCEPTED}" in r.stderr

@@ -337,7 +337,24 @@ def test_a_line_whose_two_cr_segments_are_skipped_counts_once_and_lists_both():
 def test_a_line_of_two_unknown_dated_segments_is_ignored_once():
     p = VllmLogParser(year=2025)
     assert p.feed("INFO 03-01 10:00:00 [x.py:1] one\rINFO 03-01 10:00:01 [x.py:1] two") == []
-    assert (p.stats.read, p.stats.understood, p.stats.ignored) == (1, 1, 1)
+    assert (p.stats.read, p.stats.understood, p.stats.ignored) == (1, 0, 1)
+
+
+def test_each_line_counts_once_understood_ignored_or_skipped():
+    """read = understood + ignored + skipped, as for the DPC and launcher logs (an ignored
+    line was counted as understood too: "read 37, understood 37, ignored 17")."""
+    p = VllmLogParser(year=2026)
+    phase = "INFO 03-01 10:00:26 [x.py:1] Loading weights took 5.91 seconds"
+    unknown = "INFO 03-01 10:00:27 [x.py:2] something else"
+    undated = "an undated line"
+    malformed = "INFO 03-01 10:00:28 [x.py:3] Loading weights took many seconds"
+    for line in (phase, unknown, undated, "", "(APIServer pid=1) ", malformed):
+        p.feed(line)
+    p.feed(unknown + "\r" + phase.replace("03-01", "03-02"))  # a phase in it: understood
+    p.feed(unknown + "\r" + undated)  # only unknown segments: ignored once
+    p.feed(unknown + "\r" + malformed)  # a skipped segment: skipped
+    st = p.stats
+    assert (st.read, st.understood, st.ignored, st.skipped) == (9, 4, 3, 2)
 
 
 def test_feb_29_takes_the_leap_year_near_the_anchor():
@@ -359,7 +376,7 @@ def test_bad_parameters_raise():
 def test_unknown_format_yields_no_record():
     recs, stats = parse("unknown-format.log", 2025)
     assert recs == []
-    assert (stats.read, stats.ignored, stats.skipped) == (7, 7, 0)
+    assert (stats.read, stats.understood, stats.ignored, stats.skipped) == (7, 0, 7, 0)
 
 
 @pytest.mark.parametrize(
@@ -405,7 +422,8 @@ def test_incremental_feed_equals_offline_parse():
 @given(st.lists(st.text(max_size=200), max_size=20))
 def test_arbitrary_text_never_raises(lines):
     recs, stats = parse_vllm_log(lines, year=2026)
-    assert stats.read == len(lines) and stats.understood == stats.read - stats.skipped
+    assert stats.read == len(lines) and stats.understood == stats.read - stats.skipped - stats.ignored
+    assert min(stats.understood, stats.ignored, stats.skipped) >= 0
     assert all(r.phase in PHASES for r in recs)
 
 

@@ -8,8 +8,10 @@ annotation, ``--hf-overrides {"token": ...}``, userinfo in ``--model https://u:p
   valueless flags; numbers, sizes and ``true``/``false``/``auto``; and the values of a
   few flags that name things (``--model``, ``--served-model-name``, ``--tokenizer``,
   ``--host``, ``--dtype``), kept with any URL userinfo removed and query values redacted
-  (``--dtype`` only when it is one of the few type names).  A flag whose *name* says
-  key/token/secret/password/credential/auth is always redacted.  A token is a flag only
+  (``--dtype`` only when it is one of the few type names).  Any other flag whose *name*
+  says key/token/secret/password/credential/auth is always redacted: the allowlist is
+  exact names and wins (``--tokenizer`` names a model repo, not a token), while
+  ``--tokenizer-secret`` or ``--hf-token`` are no names on it.  A token is a flag only
   when it starts with ``--`` or is a short ``-xyz``: a long ``-token`` is a value that
   begins with a dash, redacted like any other.
 * **Config structures** (``model_dump()`` of the launcher's config): every ``env_vars``
@@ -161,7 +163,7 @@ def redact_options(options: str) -> tuple[str, list[str]]:
         if name == "--dtype" and value.lower() not in DTYPES:
             kept = REDACTED
             secrets.append(value)
-        elif _SECRET_NAME.search(name) is None and name in NAMING_FLAGS:
+        elif name in NAMING_FLAGS:  # exact names, so the secret-name rule cannot catch them
             kept = " ".join(redact_url(v) for v in values)
             secrets += [s for v in values for s in _userinfo(v)]
         elif _SECRET_NAME.search(name) is None and harmless(value):

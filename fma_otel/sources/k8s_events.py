@@ -221,26 +221,28 @@ _FIELD_PATH = re.compile(r"^spec\.(?:initContainers|containers|ephemeralContaine
 
 class _Reader(Sink):
     """Events through the reader of Pod JSON (its framing, Lists, watch streams, recovery);
-    each skip keeps its item's index, and says the line where the item starts."""
+    each skip is reported at the line where its item starts (``--strict`` says
+    ``file:line``, as for Pods) and names the item's index."""
 
     # every field an Event may carry, any JSON: :func:`_take` checks them as an _Event
     decode_doc = doc_decoder("_EventDoc", {f.encode_name: Any for f in msgspec.structs.fields(_Event)})
 
     def skipped(self, line: int, why: str) -> None:
-        skip_item(self.stats, self.stats.read - 1, f"{why} (line {line})")
+        skip_item(self.stats, self.stats.read - 1, f"{why} (line {line})", line)
 
     def bookmark(self) -> None:
         super().bookmark()
         self.stats.ignored += 1
 
     def take(self, etype: str, doc: Any, line: int) -> KubeEvent | None:
-        return _take(doc, self.stats, self.stats.read - 1, etype, f" (line {line})")
+        return _take(doc, self.stats, self.stats.read - 1, etype, f" (line {line})", line)
 
 
 def parse_events(data: bytes | str, name: str = "events") -> tuple[list[KubeEvent], SourceStats]:
     """Every Event in ``data`` as a record, in input order, with the counts (``name``'s): each
     item is one ``read``; a bookmark is ``ignored``; a skip is reported at the item's index
-    in the input (from 0), as ``Event item N: why``."""
+    in the input (from 0), as ``Event item N: why (line L)``, at the line ``L`` where the
+    item starts."""
     if isinstance(data, str):
         data = data.encode("utf-8")
     stats = SourceStats(name)
@@ -257,23 +259,28 @@ def parse_event_item(
     return _take(item, stats, index, watch_type)
 
 
-def _take(item: Any, stats: SourceStats, index: int, watch_type: str, where: str = "") -> KubeEvent | None:
-    """The record of one item counted in ``stats.read``, or a counted skip (``where`` said)."""
+def _take(
+    item: Any, stats: SourceStats, index: int, watch_type: str, where: str = "", line: int | None = None
+) -> KubeEvent | None:
+    """The record of one item counted in ``stats.read``, or a counted skip (``where`` said,
+    at ``line`` when the item has one)."""
     try:
         rec = _record(index, watch_type, msgspec.convert(item, type=_Event), stats)
     except msgspec.ValidationError as e:
-        skip_item(stats, index, f"not an Event: {e}{where}")
+        skip_item(stats, index, f"not an Event: {e}{where}", line)
         return None
     except ValueError as e:
-        skip_item(stats, index, f"{e}{where}")
+        skip_item(stats, index, f"{e}{where}", line)
         return None
     stats.understood += 1
     return rec
 
 
-def skip_item(stats: SourceStats, index: int, why: str) -> None:
-    """A skipped item, named by its index in the input as every Event skip is."""
-    stats.skip(index, f"Event item {index}: {why}")
+def skip_item(stats: SourceStats, index: int, why: str, line: int | None = None) -> None:
+    """A skipped item, named by its index in the input as every Event skip is, and
+    reported at ``line``, the file line where it starts (``--strict``'s ``file:line``);
+    at its index when there is no line (an item of a live watch)."""
+    stats.skip(index if line is None else line, f"Event item {index}: {why}")
 
 
 def _record(index: int, wtype: str, ev: _Event, stats: SourceStats) -> KubeEvent:

@@ -19,21 +19,37 @@ Decisions (the tests pin them):
 * A line that starts with a date but not in the launcher layout (for example the notifier
   sidecar's ``2026-06-29 14:35:47,250 INFO launcher_pod_notifier: ...`` when containers are
   concatenated) is skipped and ends the previous record, rather than glued onto it.
-* Non-UTF-8 bytes are replaced (U+FFFD), as in :mod:`fma_otel.sources.klog`.
+* A line with a NUL or non-UTF-8 byte is corrupt (:func:`fma_otel.lines.text_of`):
+  skipped, never read with U+FFFD (an id so misread matches nothing).
 * Line ends as in :mod:`fma_otel.sources.klog` (:func:`fma_otel.lines.read_lines`):
   ``\\n``, ``\\r\\n`` or a carriage return alone.
-* Accounting: every physical line counts in ``read`` and in exactly one of ``understood``
-  or ``skipped``.
+* Accounting: every physical line counts in ``read`` and in exactly one of ``understood``,
+  ``ignored`` (``facts_only``: passed over unread) or ``skipped``.
+* **A fact that is no whole one** is skipped, never read as a fact nor passed over, where
+  the formats tell it soundly: a ``uvicorn.access`` message with a ``"PUT `` that is not in
+  uvicorn's access format (cut inside it); ``Accepted request ... id=`` with no id; a
+  message of the launcher's own logger (``__main__``, ``launcher``) that is a proper
+  prefix of ``Accepted request to create vLLM instance with id=`` (cut inside it: the
+  launcher writes no such message).  The last line of a *file* with no line end after it
+  was cut (Python's logging ends each record with one): it is skipped as cut when it may
+  have been a fact and is not a whole one (an id that is not a whole DPC instance id, a
+  header cut short, an access line cut before its method).  A line the ``facts_only``
+  search passes over is still checked for these and for corrupt bytes (a NUL or invalid
+  UTF-8 may have hidden a fact's text from the search).  What cannot be told from a good
+  line is read as it is: an id cut mid-way on a line that still ends (any id is valid to
+  the launcher), and a line cut inside its header or inside the client address of its
+  access message (any line may have been cut so; ``facts_only`` reads none of them).
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from urllib.parse import unquote
 
-from fma_otel.lines import CORRUPT_REASON, MAX_VALUE_BYTES, counted_lines, text_of
+from fma_otel.lines import CORRUPT_REASON, MAX_VALUE_BYTES, Find, counted_lines, text_of
 from fma_otel.sources.klog import split_timestamp_prefix
 from fma_otel.sources.records import LauncherRecord, SourceStats
 from fma_otel.timeutil import check_ns
@@ -56,6 +72,23 @@ ACCESS_LOGGER = "uvicorn.access"
 
 #: the reason of a line that does not start like a record (no date): a continuation line
 NOT_A_LINE = "not a launcher log line"
+
+#: the loggers that write :data:`ACCEPTED_PREFIX` (``__main__`` when run as a script)
+OWN_LOGGERS = ("__main__", "launcher")
+#: a DPC instance id: ``"I" + base64.RawURLEncoding(sha256(...)) + "i"`` (45 characters)
+_DPC_ID = re.compile(r"I[A-Za-z0-9_-]{43}i", re.ASCII)
+#: why the file's last line, with no line end, is skipped
+CUT_AT_END = "the file ends inside this line (no line end): cut where it may hold a create or a PUT"
+#: why a launcher message cut inside the create receipt's text is skipped
+CUT_ACCEPTED = (
+    "launcher message cut short of 'Accepted request to create vLLM instance with id=': a create may be lost"
+)
+#: why a PUT access line not in uvicorn's format is skipped
+BAD_PUT = (
+    "uvicorn access line with a PUT not in uvicorn's access format (cut?): a create's response may be lost"
+)
+#: why a create receipt without an id is skipped
+NO_ID = "create receipt without an instance id"
 
 
 class LauncherParseError(ValueError):
@@ -154,6 +187,50 @@ def parse_launcher_text(text: str, line_no: int = 0) -> LauncherRecord:
     return parse_launcher_line(body, line_no, prefix_ns)
 
 
+#: uvicorn's access message up to its method: a method shown whole that is no ``PUT``
+#: tells an access line cut after it from a cut ``PUT``
+_METHOD = re.compile(r'\S* - "([A-Z]+) ')
+
+
+def _not_whole(logger: str, message: str, access: object, at_end: bool) -> str | None:
+    """Why a record (a parsed header) may have been a fact and is not a whole one, else
+    ``None``.  ``at_end``: the file's last line, with no line end (so cut somewhere)."""
+    if logger == ACCESS_LOGGER:
+        if access is not None:
+            return None  # uvicorn wrote it whole: its status is its last field
+        if '"PUT ' in message:
+            return BAD_PUT
+        if at_end:
+            m = _METHOD.match(message)
+            return CUT_AT_END if m is None or m[1] == "PUT" else None
+        return None
+    if message.startswith(ACCEPTED_PREFIX):
+        ident = message[len(ACCEPTED_PREFIX) :].split(None, 1)
+        if not ident:
+            return NO_ID
+        # cut mid-id or not? Whole when it is a whole DPC id (the bridge reads no other)
+        return CUT_AT_END if at_end and _DPC_ID.fullmatch(ident[0]) is None else None
+    if logger in OWN_LOGGERS and ACCEPTED_PREFIX.startswith(message):
+        return CUT_ACCEPTED  # (a proper prefix: the whole one started the message)
+    return None
+
+
+def _hidden_fact(raw: bytes, at_end: bool) -> str | None:
+    """Why a line the ``facts_only`` search passed over (no fact's text in it) is skipped:
+    it may have hidden a fact (corrupt bytes, a cut), else ``None`` (ignored)."""
+    s = text_of(raw)
+    if s is None:
+        return CORRUPT_REASON
+    s = s.rstrip("\r\n")
+    try:
+        _, body = _split_prefix(s)
+        _, logger, _, message = _split_line(body)
+    except LauncherParseError:
+        # cut inside its header (it starts with a digit, as a date does): any line, a fact too
+        return CUT_AT_END if at_end and s[:1].isascii() and s[:1].isdigit() else None
+    return _not_whole(logger, message, None, at_end)
+
+
 def _with_more(rec: LauncherRecord, more: list[str]) -> LauncherRecord:
     if not more:
         return rec
@@ -175,6 +252,73 @@ def _may_be_fact(raw: bytes) -> bool:
     """Whether a line may hold a fact the bridge reads: a literal search, nothing checked
     (a record without either text is no fact, :func:`_is_fact`)."""
     return _FACT_BYTES[0] in raw or _FACT_BYTES[1] in raw
+
+
+#: The line ends of a message that is empty (its trailing space stripped or not), and the
+#: start of one that may be a proper prefix of :data:`ACCEPTED_PREFIX` (then tested)
+_EMPTY_MESSAGE_ENDS = (b" -\n", b" - \n", b" -\r\n", b" - \r\n")
+_ACCEPTED_START = b" - A"
+_ACCEPTED_BYTES = ACCEPTED_PREFIX.encode()
+
+
+def _cut_accepted_ends(block: bytes, pos: int, end: int) -> list[int]:
+    """The ends of the lines of ``block[pos:end]`` that :func:`_not_whole` may find cut
+    inside the create receipt's text (a superset: the logger is not looked at).  Plain
+    searches: a regex over every line of the log cost more than the search for facts."""
+    ends = []
+    for needle in _EMPTY_MESSAGE_ENDS:
+        at = block.find(needle, pos, end)
+        while at >= 0:
+            ends.append(at + len(needle))
+            at = block.find(needle, at + len(needle), end)
+    at = block.find(_ACCEPTED_START, pos, end)
+    while at >= 0:
+        nl = block.find(b"\n", at, end) + 1 or end
+        if _ACCEPTED_BYTES.startswith(block[at + 3 : nl].rstrip(b"\r\n")):
+            ends.append(nl)
+        at = block.find(_ACCEPTED_START, at + 1, end)
+    return ends
+
+
+def _suspect_ends(block: bytes, pos: int, end: int) -> list[int]:
+    """The ends of the lines of ``block[pos:end]`` (whole lines) that :func:`_hidden_fact`
+    may skip: a message cut inside the create receipt's text, corrupt bytes; in order."""
+    ends = _cut_accepted_ends(block, pos, end)
+    ascii_only = block.isascii()  # a cheap first test: ASCII is UTF-8 (most logs are ASCII)
+    at = pos
+    while at < end:
+        bad = block.find(b"\x00", at, end)
+        if not ascii_only:
+            try:
+                block[at:end].decode("utf-8")
+            except UnicodeDecodeError as exc:
+                bad = at + exc.start if bad < 0 else min(bad, at + exc.start)
+        if bad < 0:
+            break
+        at = block.find(b"\n", bad, end) + 1 or end
+        ends.append(at)
+    return sorted(set(ends))
+
+
+def _fact_find() -> Find:
+    """:func:`_find_fact` that also finds the lines :func:`_suspect_ends` gives (searched
+    once per block: they are rare), so that a fact hidden by a cut or corrupt bytes is
+    counted as skipped, not passed over as ignored."""
+    memo: list[object] = [None, []]  # the block, the ends of its suspect lines in order
+
+    def find(block: bytes, pos: int, end: int) -> tuple[int, int] | None:
+        if memo[0] is not block:
+            memo[:] = [block, _suspect_ends(block, pos, end)]
+        ends: list[int] = memo[1]  # type: ignore[assignment]
+        i = bisect.bisect_right(ends, pos)
+        cut = ends[i] if i < len(ends) else 0
+        if not cut or cut > end:
+            return _find_fact(block, pos, end)
+        start = block.rfind(b"\n", pos, cut - 1) + 1 or pos
+        hit = _find_fact(block, pos, start)
+        return hit if hit is not None else (start, cut)
+
+    return find
 
 
 def _find_fact(block: bytes, pos: int, end: int) -> tuple[int, int] | None:
@@ -210,8 +354,10 @@ def iter_launcher_log(
     more: list[str] = []
     more_bytes = 0
     # lines come one by one while a record may take more of them
-    find = _find_fact if facts_only else None
+    find = _fact_find() if facts_only else None
     lines = counted_lines(fh_or_lines, stats, find, lambda: pending is not None)
+    # only a file's last line can lack its line end (the items of an iterable have none)
+    is_file = callable(getattr(fh_or_lines, "read", None))
     for line_no, raw in lines:
         if raw is None:
             # Not read (too long): it may have begun a record, so the one before ends
@@ -220,8 +366,13 @@ def iter_launcher_log(
                 yield _with_more(pending, more)
             pending, more = None, []
             continue
+        at_end = is_file and not raw.endswith(b"\n")
         if facts_only and pending is None and not _may_be_fact(raw):
-            stats.ignored += 1  # neither a fact nor part of one
+            why = _hidden_fact(raw, at_end)
+            if why is None:
+                stats.ignored += 1  # neither a fact nor part of one
+            else:
+                stats.skip(line_no, why)
             continue
         s = text_of(raw)
         if s is None:  # it may have begun a record: as a line too long to read
@@ -261,11 +412,18 @@ def iter_launcher_log(
         pending, more = None, []
         try:
             if facts_only and not _may_be_fact(raw):
-                _split_line(body)  # it ends a kept record; no fact itself
+                _, logger, _, message = _split_line(body)  # it ends a kept record; no fact itself
+                access = None
             else:
                 pending = parse_launcher_line(body, line_no, prefix_ns)
+                logger, message, access = pending.logger, pending.message, pending.access
         except LauncherParseError as e:
             stats.skip(line_no, e.reason)
+            continue
+        why = _not_whole(logger, message, access, at_end)
+        if why is not None:
+            pending = None
+            stats.skip(line_no, why)
             continue
         stats.understood += 1
         if facts_only and pending is not None and not _is_fact(pending):

@@ -404,6 +404,12 @@ def _unc(number: str) -> float:
 # --------------------------------------------------------------------------- the parser
 
 
+def _blank(seg: str) -> bool:
+    """A segment with nothing to read: blank, or only a process prefix."""
+    text = seg.strip()
+    return not text or (text[0] == "(" and _PROC.fullmatch(text) is not None)
+
+
 class VllmLogParser:
     """Incremental parser: :meth:`feed` one physical line at a time, in file order.
 
@@ -423,7 +429,7 @@ class VllmLogParser:
         self._line_no = 0
         self._seg = 0  # the \r segment being read (VllmPhase.seq)
         self._skipped_line = 0  # the last line counted as skipped
-        self._ignored_line = 0  # the last line counted as ignored
+        self._kind = ""  # what the segment being read is: "" (read), "ignored" or "skipped"
         self._anchor_local: datetime | None = None  # previous dated line, naive local time
         self._prev_stamp_ns: int | None = None  # previous stamp (UTC ns), for uvicorn lines
         self._seen_once: set[str] = set()
@@ -465,8 +471,9 @@ class VllmLogParser:
     def feed(self, line: str | bytes) -> list[VllmPhase]:
         """Parse one physical line (its ``\\n`` optional); return the records it holds."""
         self._line_no += 1
-        self.stats.read += 1
-        self.stats.understood += 1  # taken back per skipped segment (:meth:`_skip`)
+        st = self.stats
+        st.read += 1
+        st.understood += 1  # taken back per skipped segment (:meth:`_skip`), or when ignored
         if isinstance(line, bytes):
             line = line.decode("utf-8", errors="replace")
         line = line.rstrip("\n")
@@ -478,18 +485,28 @@ class VllmLogParser:
         if "\x1b" in line:
             line = _ANSI.sub("", line)
         self._seg = 0
+        # A line is counted once: skipped if a segment is, else ignored if a segment is
+        # unknown and none is read (blank ones aside), else understood, so that read =
+        # understood + ignored + skipped as for the DPC and launcher logs.
+        ignored = read = False
         for seg in line.split("\r") if "\r" in line else (line,):
+            self._kind = ""
             rec = self._segment(seg, prefix_ns)
             self._seg += 1
             if rec is not None:
                 out.append(rec)
+            ignored = ignored or self._kind == "ignored"
+            read = read or (not self._kind and not _blank(seg))
+        if ignored and not read and self._skipped_line != self._line_no:
+            st.understood -= 1
+            st.ignored += 1
         return out
 
     def _segment(self, seg: str, prefix_ns: int | None) -> VllmPhase | None:
         st = self.stats
-        text = seg.strip()
-        if not text or (text[0] == "(" and _PROC.fullmatch(text)):
+        if _blank(seg):
             return None
+        text = seg.strip()
         m = _HEADER.match(text)
         if m is None:
             return self._undated(text, prefix_ns)
@@ -505,9 +522,7 @@ class VllmLogParser:
         msg = m["msg"].rstrip()
         found = self._match(msg)
         if found is None:
-            if self._ignored_line != self._line_no:  # a line once, however many such segments
-                self._ignored_line = self._line_no
-                st.ignored += 1
+            self._kind = "ignored"  # counted by its line (:meth:`feed`)
             self._stamp(m)  # an unknown dated line still moves the clock
             return None
         message, wording, wm = found
@@ -586,14 +601,15 @@ class VllmLogParser:
             return self._emit(
                 API_SERVER_UP, self._prev_stamp_ns, None, None, 0.0, "uvicorn", um[1], None, prefix_ns
             )
-        self.stats.ignored += 1
+        self._kind = "ignored"  # counted by its line (:meth:`feed`)
         return None
 
     def _skip(self, why: str) -> None:
         """A skipped ``\\r`` segment.  Its line is counted as skipped once, at its first
-        skipped segment, so ``understood`` stays ``read - skipped`` and never goes below
-        zero; a further segment's reason is still listed, under the same line number."""
+        skipped segment, so ``understood`` stays ``read - ignored - skipped`` and never goes
+        below zero; a further segment's reason is still listed, under the same line number."""
         st = self.stats
+        self._kind = "skipped"
         if self._skipped_line != self._line_no:
             self._skipped_line = self._line_no
             st.skip(self._line_no, why)

@@ -35,6 +35,29 @@ def test_options_keep_only_harmless_values(options: str, expected: str) -> None:
     assert R.redact_options(options)[0] == expected
 
 
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        # the allowlisted flag is kept although its name says "token" (docs/wrappers.md)
+        ("--tokenizer org/tok", "--tokenizer org/tok"),
+        ("--tokenizer=org/tok --port 1", "--tokenizer=org/tok --port 1"),
+        ("--tokenizer https://u:pw@hf.co/t?rev=x", "--tokenizer https://hf.co/t?rev=<redacted>"),
+        # only the exact name: a flag that merely starts or ends like it is not kept
+        ("--tokenizer-secret org/tok", "--tokenizer-secret <redacted>"),
+        ("--tokenizer-mode slow", "--tokenizer-mode <redacted>"),
+        ("--hf-token org/tok", "--hf-token <redacted>"),
+        ("--my-tokenizer org/tok", "--my-tokenizer <redacted>"),
+        ("--Tokenizer org/tok", "--Tokenizer <redacted>"),
+    ],
+)
+def test_the_allowlist_wins_over_the_secret_name_rule_for_its_exact_names(
+    options: str, expected: str
+) -> None:
+    red, found = R.redact_options(options)
+    assert red == expected
+    assert ("org/tok" in found) == ("<redacted>" in red and "org/tok" in options)
+
+
 def test_options_report_what_they_redacted() -> None:
     _, found = R.redact_options('--model https://u:pw1234@h/m --x {"token": "tok5678"}')
     secrets = R.known_secrets(found)
