@@ -480,6 +480,7 @@ def test_an_over_long_vllm_line_is_a_counted_skip_and_the_rest_is_read(tmp_path,
     got = run_bridge(inputs_from_capture(d), baseline_selector=SELECTOR)
     st = next(s for s in got.stats if s.name == str(log))
     assert st.skipped == 1 and st.skipped_lines[0][0] == 6 and "longer than" in st.skipped_lines[0][1]
+    assert st.read == st.understood + st.ignored + st.skipped == len(lines)  # counted once
     # the spans are those of the log without it (their line numbers shift by one)
     keys = ("fma.path", "fma.start.source", "fma.end.source")
     assert dump_traces((s for t in got.traces for s in t), keys) == dump_traces(

@@ -86,9 +86,9 @@ class PodEvent:
 class SourceStats:
     """Lines read/understood/skipped per source, for the summary and ``--strict``.
 
-    ``read`` is ``understood + skipped``; ``ignored`` is the part of ``understood`` that a
-    parser's prefilter passed over without validating it (lines the bridge has no use for),
-    said apart so that the summary does not claim to have checked them.
+    ``read`` is ``understood + ignored + skipped``: ``ignored`` counts the lines a parser
+    passed over without validating them (lines the bridge has no use for), said apart so
+    that the summary does not claim to have checked them.
     """
 
     name: str
