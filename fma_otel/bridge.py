@@ -26,7 +26,6 @@ from operator import attrgetter
 from pathlib import Path
 from typing import IO, NamedTuple
 
-import msgspec
 
 from . import podfacts as P
 from .build import build_trace
@@ -322,7 +321,8 @@ def run_bridge(
                     )
                 n += 1
         if n == 0 and st.read and not st.understood:
-            raise InputError(f"{path}: not Kubernetes Pod JSON (no Pod object found)")
+            first = f"; line {st.skipped_lines[0][0]}: {st.skipped_lines[0][1]}" if st.skipped_lines else ""
+            raise InputError(f"{path}: not Kubernetes Pod JSON (no Pod object found{first})")
         if n == 0 and not st.read:
             _check_no_pods(path, st)
         stats.append(st)
@@ -374,39 +374,23 @@ def run_bridge(
     return BridgeResult(c, stats, c.orphan_requesters(), lost, counts, phases, vllm_logs=named)
 
 
-#: how much of a Pods file that held no JSON object is judged whole (more is a cut value)
-_NO_PODS_TEXT = 1 << 16
 _JSON_SPACE = b" \t\r\n"
 
 
 def _check_no_pods(path: str, st: SourceStats) -> None:
-    """A Pods file that gave no Pod and no object at all: whitespace, an empty List, or a
-    value cut before its first item (``[``, ``{"kind":"List","items":[``), which the reader
-    passes over unsaid.  All but a whole empty value are a counted skip (``--strict`` fails):
-    the capture's Pods were lost, and every DPC line then names a requester no Pod has."""
-    text = bytearray()
-    line, seen = 1, False
+    """A Pods file that gave nothing at all: empty, or only whitespace, is a counted skip
+    (``--strict`` fails): the capture's Pods were lost, and every DPC line then names a
+    requester no Pod has.  (A whole empty List is read as one; a value cut before its first
+    item is the reader's own counted skip.)"""
     with _reading(path) as fh:
-        while len(text) <= _NO_PODS_TEXT and (block := fh.read(1 << 20)):
-            kept = block.translate(None, _JSON_SPACE)
-            if not seen:
-                lead = len(block) - len(block.lstrip(_JSON_SPACE))
-                line += block.count(b"\n", 0, lead)
-                seen = bool(kept)
-            text += kept
-    text = text.removeprefix(b"\xef\xbb\xbf")
-    if not text:
-        line, why = 1, "no Pod JSON at all (an empty file: cut short?)"
-    else:
-        why = "the file ends inside its JSON value, before its first Pod (cut short?)"
-        if len(text) <= _NO_PODS_TEXT:
-            try:
-                msgspec.json.decode(text)
-                return  # a whole value with no object in it: an empty List
-            except msgspec.DecodeError:
-                pass
+        first = True
+        while block := fh.read(1 << 20):
+            if first:
+                block, first = block.removeprefix(b"\xef\xbb\xbf"), False
+            if block.strip(_JSON_SPACE):
+                return
     st.read += 1
-    st.skip(line, why)
+    st.skip(1, "no Pod JSON at all (an empty file: cut short?)")
 
 
 def _read_bytes(path: str) -> bytes:

@@ -74,17 +74,14 @@ def test_an_empty_out_is_a_usage_error(clean_otlp_env) -> None:
     [
         ("", True),
         ("  \n\t\n", True),
-        ("[", True),
-        ('{"kind":"List","items":[', True),
-        ('{"kind": "List",\n "items": [\n', True),
         ("[]", False),
         ('{"kind":"List","items":[]}\n', False),
     ],
 )
 def test_a_pods_file_with_no_pod_fails_strict(tmp_path: Path, clean_otlp_env, text: str, cut: bool) -> None:
-    """An empty or cut ``pods.json`` passed ``--strict`` with 0 traces, the summary saying
+    """An empty ``pods.json`` passed ``--strict`` with 0 traces, the summary saying
     "(0 DPC line(s) name them)": the DPC lines naming the lost requesters are counted and
-    fail ``--strict``, and a file cut before its first Pod (or empty) is a skipped line."""
+    fail ``--strict``, and an empty file is a skipped line."""
     d = _sample_copy(tmp_path)
     pods = d / "pods.json"
     pods.write_text(text)
@@ -98,6 +95,17 @@ def test_a_pods_file_with_no_pod_fails_strict(tmp_path: Path, clean_otlp_env, te
     assert f"{d / 'dpc.log'}:10: not traced: names a requester: uid " in r.stderr
     assert (f"{pods}:1: skipped: " in r.stderr) is cut
     assert r.stderr.strip().endswith(("1 line(s) skipped, " if cut else "") + "81 read but not traced")
+
+
+@pytest.mark.parametrize("text", ["[", '{"kind":"List","items":[', '{"kind": "List",\n "items": [\n'])
+def test_a_pods_file_cut_before_its_first_pod_is_unusable(tmp_path: Path, clean_otlp_env, text: str) -> None:
+    """Cut before its first Pod, the file holds none: exit 2 saying why (it was exit 0)."""
+    d = _sample_copy(tmp_path)
+    (d / "pods.json").write_text(text)
+    r = run(str(d), "-q", "--out", str(tmp_path / "o.jsonl"))
+    assert r.exit_code == 2
+    assert "not Kubernetes Pod JSON (no Pod object found; line " in r.stderr
+    assert "cut: the List or array ends without its closing ]" in r.stderr
 
 
 # --------------------------------------------------------------------------- a DPC line cut between fields

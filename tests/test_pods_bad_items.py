@@ -98,6 +98,26 @@ def test_list_cut_inside_a_bad_item_ends_cleanly(chunk):
 
 
 @pytest.mark.parametrize("chunk", CHUNKS)
+@pytest.mark.parametrize("shape", ["list", "array"])
+@pytest.mark.parametrize("indent", [4, None], ids=["pretty", "compact"])
+def test_a_list_cut_after_a_whole_item_is_a_counted_skip(chunk, shape, indent):
+    """Cut right after an item, before the next one or the closing ``]``: the whole items
+    are read, and the cut is a counted skip at the file's last line, since what followed
+    is lost (compact, it passed unsaid: read 3, skipped 0)."""
+    value = _as_list(_pods(3), indent) if shape == "list" else json.dumps(_pods(3), indent=indent)
+    text = value[: value.rindex("]")]
+    uids, st = _read(text, chunk)
+    assert uids == ["uid-00", "uid-01", "uid-02"]
+    assert (st.read, st.understood, st.skipped) == (4, 3, 1)
+    [(line, why)] = st.skipped_lines
+    assert line >= text.count("\n")  # at the end (a pretty List's reader names the last item's end)
+    assert why in (
+        "cut: the List or array ends without its closing ]",
+        "malformed JSON object: a List item is followed by neither , nor ]",
+    )
+
+
+@pytest.mark.parametrize("chunk", CHUNKS)
 def test_array_never_closed_falls_back_to_the_next_top_level_object(chunk):
     """A stray ``}`` where the bad item's array should close: the reader goes on to the
     next object at the start of a line, as between top-level objects."""

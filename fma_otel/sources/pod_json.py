@@ -602,7 +602,8 @@ def _recover(sink: Sink, text: bytes, line: int) -> Iterator[Any]:
     start = _elements_start(text)
     if start is None:
         raise _Malformed(_error_of(text))
-    for s, e in _elements(text, start):
+    spans, closed = _elements(text, start)
+    for s, e in spans:
         item = text[s:e].strip(_WS)
         s += text[s:e].index(item[:1]) if item else 0  # where the element itself starts
         at = line + text.count(b"\n", 0, s)
@@ -610,6 +611,8 @@ def _recover(sink: Sink, text: bytes, line: int) -> Iterator[Any]:
             yield from sink.value(item, at)
         except _Malformed as err:
             sink.skip(at, f"malformed JSON object: {err}")
+    if not closed:  # cut after a whole item: what followed it is lost, so say so
+        sink.skip(line + text.count(b"\n"), "cut: the List or array ends without its closing ]")
 
 
 def _error_of(text: bytes) -> str:
@@ -639,13 +642,15 @@ def _elements_start(text: bytes) -> int | None:
     return None
 
 
-def _elements(text: bytes, pos: int) -> Iterator[tuple[int, int]]:
-    """The spans of the elements of the array whose ``[`` ends before ``pos``.
+def _elements(text: bytes, pos: int) -> tuple[list[tuple[int, int]], bool]:
+    """The spans of the elements of the array whose ``[`` ends before ``pos``, and whether
+    the text closes the array (with ``]``, or a ``}`` that closes nothing).
 
     Brackets are counted outside strings; a string is taken to end at its line's end if
     its closing quote is missing.  Ends at the ``]`` that closes the array, at a ``}`` that
-    closes nothing (the array was never closed), or at the end of the text.
+    closes nothing (the array was never closed), or at the end of the text (cut).
     """
+    spans: list[tuple[int, int]] = []
     depth = 0
     start = pos
     n = len(text)
@@ -653,8 +658,8 @@ def _elements(text: bytes, pos: int) -> Iterator[tuple[int, int]]:
         m = _TOKEN.search(text, pos)
         if m is None:
             if text[start:].strip():
-                yield start, n
-            return
+                spans.append((start, n))
+            return spans, False
         tok = m.group()
         if tok == b'"':  # a quote whose string does not close on its line
             nl = text.find(b"\n", m.end())
@@ -665,10 +670,10 @@ def _elements(text: bytes, pos: int) -> Iterator[tuple[int, int]]:
         elif tok in (b"}", b"]"):
             if depth == 0:
                 if text[start : m.start()].strip():
-                    yield start, m.start()
-                return
+                    spans.append((start, m.start()))
+                return spans, True
             depth -= 1
         elif tok == b"," and depth == 0:
-            yield start, m.start()
+            spans.append((start, m.start()))
             start = m.end()
         pos = m.end()
