@@ -26,7 +26,6 @@ from operator import attrgetter
 from pathlib import Path
 from typing import IO, NamedTuple
 
-
 from . import podfacts as P
 from .build import build_trace
 from .correlate import Actuation, Correlator
