@@ -10,6 +10,7 @@ ends a line there (``\n``, ``\r\n``, or a carriage return alone).
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -53,6 +54,27 @@ def text_of(line: bytes) -> str | None:
         return None
 
 
+def corrupt_line_ends(block: bytes, pos: int, end: int) -> list[int]:
+    """The ends of the lines of ``block[pos:end]`` (whole lines) that :func:`text_of`
+    refuses, in order: a prefilter that looks for a wanted text passes over a line whose
+    corrupt bytes hid it, so a reader searches for these lines too (:func:`also_finding`)."""
+    ends: list[int] = []
+    ascii_only = block.isascii()  # a cheap first test: ASCII is UTF-8 (most logs are ASCII)
+    at = pos
+    while at < end:
+        bad = block.find(b"\x00", at, end)
+        if not ascii_only:
+            try:
+                block[at:end].decode("utf-8")
+            except UnicodeDecodeError as exc:
+                bad = at + exc.start if bad < 0 else min(bad, at + exc.start)
+        if bad < 0:
+            break
+        at = block.find(b"\n", bad, end) + 1 or end
+        ends.append(at)
+    return ends
+
+
 def too_long_reason(n: int) -> str:
     return f"line longer than {MAX_LINE_BYTES >> 20} MiB ({n} bytes): not read"
 
@@ -92,6 +114,29 @@ BLOCK_BYTES = 1 << 20
 #: ``find(block, pos, end)``: the bounds ``(start, stop)`` of the first line of
 #: ``block[pos:end]`` (whole lines) that a reader may want, or ``None``
 Find = Callable[[bytes, int, int], "tuple[int, int] | None"]
+
+
+def also_finding(find: Find, suspect_ends: Callable[[bytes, int, int], list[int]]) -> Find:
+    """``find`` that also finds the lines ``suspect_ends`` gives (their ends, in order): a
+    line a prefilter passes over, yet which may be a wanted one cut short or with corrupt
+    bytes, must reach the parser to be counted as skipped, not ignored.  They are rare, so
+    they are searched for once per block, and ``find`` is asked only up to the next one."""
+    memo: list[Any] = [None, []]  # the block, the ends of its suspect lines
+
+    def both(block: bytes, pos: int, end: int) -> tuple[int, int] | None:
+        if memo[0] is not block:
+            memo[:] = [block, suspect_ends(block, pos, end)]
+        ends = memo[1]
+        i = bisect.bisect_right(ends, pos)
+        cut = ends[i] if i < len(ends) else 0
+        if not cut or cut > end:
+            return find(block, pos, end)
+        start = block.rfind(b"\n", pos, cut - 1) + 1 or pos
+        hit = find(block, pos, start)
+        return hit if hit is not None else (start, cut)
+
+    return both
+
 
 #: Said in ``stats.notes`` for each carriage return read as a line end
 CR_NOTE = "carriage return(s) inside a line, read as line ends"

@@ -217,14 +217,19 @@ def test_watch_takes_the_clock_tolerance_flag() -> None:
     assert r.exit_code == 2 and "clock-tolerance-ms" in r.output
 
 
-def test_a_log_that_ends_before_the_relay_is_incomplete(tmp_path: Path) -> None:
-    lines = (FIXTURES / "warm.log").read_text().splitlines(keepends=True)
-    cut = next(i for i, x in enumerate(lines) if '"Reconciled bound launcher Pod labels' in x)
+def _cut_before(tmp_path: Path, fixture: str, marker: str):
+    """The bridge on ``fixture`` cut just before its first line holding ``marker``: the
+    actuation and its spans by name."""
+    lines = (FIXTURES / fixture).read_text().splitlines(keepends=True)
+    cut = next(i for i, x in enumerate(lines) if marker in x)
     log = tmp_path / "dpc.log"
     log.write_text("".join(lines[:cut]))
-    res = run_bridge(BridgeInputs([], str(log)))
-    [(act, trace)] = list(res.iter_traces())
-    spans = {s.name: s for s in trace}
+    [(act, trace)] = list(run_bridge(BridgeInputs([], str(log))).iter_traces())
+    return act, {s.name: s for s in trace}
+
+
+def test_a_log_that_ends_before_the_relay_is_incomplete(tmp_path: Path) -> None:
+    act, spans = _cut_before(tmp_path, "warm.log", '"Reconciled bound launcher Pod labels')
     assert not act.complete and act.dpc_only
     # requesterCreateTime and actuationSecs come with the relay: no R.created, no root span;
     # the spans whose start is known hang from the nearest ancestor present (none here)
@@ -245,13 +250,7 @@ def test_an_unfinished_cold_actuation_leaves_out_what_only_pods_show(tmp_path: P
     the last instant seen (it was, with "incomplete: L.scheduled not seen", 25 s long on
     the sample where the Pods give 0.015 s, and past the CreateNamedInstance that bounds
     L.scheduled from above).  What the log would show (D.relayed) is still incomplete."""
-    lines = (FIXTURES / "cold_launcher.log").read_text().splitlines(keepends=True)
-    cut = next(i for i, x in enumerate(lines) if '"Successfully relayed the readiness"' in x)
-    log = tmp_path / "dpc.log"
-    log.write_text("".join(lines[:cut]))
-    res = run_bridge(BridgeInputs([], str(log)))
-    [(act, trace)] = list(res.iter_traces())
-    spans = {s.name: s for s in trace}
+    act, spans = _cut_before(tmp_path, "cold_launcher.log", '"Successfully relayed the readiness"')
     assert not act.complete and act.dpc_only
     assert {"fma.launcher.schedule", "fma.launcher.startup", "fma.dpc.react"}.isdisjoint(spans)
     cold = spans["fma.launcher.cold_start"]

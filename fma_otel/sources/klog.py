@@ -42,7 +42,6 @@ Decisions (the tests pin them):
 
 from __future__ import annotations
 
-import bisect
 import functools
 import json
 import re
@@ -50,7 +49,15 @@ import sys
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from fma_otel.lines import CORRUPT_REASON, MAX_LINE_BYTES, MAX_VALUE_BYTES, Find, counted_lines, text_of
+from fma_otel.lines import (
+    CORRUPT_REASON,
+    MAX_LINE_BYTES,
+    MAX_VALUE_BYTES,
+    also_finding,
+    corrupt_line_ends,
+    counted_lines,
+    text_of,
+)
 from fma_otel.sources.records import KlogRecord, SourceStats
 from fma_otel.timeutil import parse_rfc3339_ns
 
@@ -644,53 +651,17 @@ def corrupt_bytes(line: bytes) -> bool:
     return text_of(line) is None
 
 
-def _first_corrupt(block: bytes, pos: int, end: int) -> int:
-    """End of the first line of ``block[pos:end]`` that :func:`corrupt_bytes` accepts, or 0."""
-    bad = block.find(b"\x00", pos, end)
-    if not block.isascii():  # a cheap first test: ASCII is UTF-8 (most logs are ASCII)
-        try:
-            block[pos:end].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            bad = pos + exc.start if bad < 0 else min(bad, pos + exc.start)
-    if bad < 0:
-        return 0
-    return block.find(b"\n", bad, end) + 1 or end
-
-
-def _cut_find(find: Find) -> Find:
-    """``find`` that also finds the lines :func:`cut_line` or :func:`corrupt_bytes` may
-    accept (searched before the prefilter, which is only asked up to such a line: it
-    remembers what it passed).  The ends of such lines are found once per block (they are
-    rare: a false candidate, a value ending in ``]``, costs a line, not a new search)."""
-    memo: list[Any] = [None, []]  # the block, the ends of its candidate lines in order
-
-    def both(block: bytes, pos: int, end: int) -> tuple[int, int] | None:
-        if memo[0] is not block:
-            memo[:] = [block, _cut_ends(block, pos, end)]
-        ends = memo[1]
-        i = bisect.bisect_right(ends, pos)
-        cut = ends[i] if i < len(ends) else 0
-        if not cut or cut > end:
-            return find(block, pos, end)
-        start = block.rfind(b"\n", pos, cut - 1) + 1 or pos
-        hit = find(block, pos, start)
-        return hit if hit is not None else (start, cut)
-
-    return both
-
-
 def _cut_ends(block: bytes, pos: int, end: int) -> list[int]:
     """The ends of the lines of ``block[pos:end]`` that :func:`cut_line` or
-    :func:`corrupt_bytes` may accept, in order."""
+    :func:`corrupt_bytes` may accept, in order (the prefilter is asked only up to such a
+    line, through :func:`fma_otel.lines.also_finding`: a false candidate, a value ending
+    in ``]``, costs a line, not a new search)."""
     ends = [m.end() + 1 for m in _CUT_IN_BLOCK.finditer(block, pos - 1 if pos else pos, end)]
     if not pos:  # the block's first line has no line end before it in the block
         nl = block.find(b"\n", 0, end) + 1 or end
         if _CUT_IN_BLOCK.match(b"\n" + block[:nl]):
             ends.append(nl)
-    corrupt = _first_corrupt(block, pos, end)
-    while corrupt:
-        ends.append(corrupt)
-        corrupt = _first_corrupt(block, corrupt, end)
+    ends += corrupt_line_ends(block, pos, end)
     return sorted(set(ends))
 
 
@@ -720,7 +691,7 @@ def iter_klog(
     # (an unquoted message that quotes a wanted one further on) is ignored, as without it
     wanted_msgs = frozenset(messages) if messages is not None else None
     prefilter = Prefilter(wanted_msgs, contains) if wanted_msgs is not None else None
-    find = _cut_find(prefilter.find) if prefilter is not None else None
+    find = also_finding(prefilter.find, _cut_ends) if prefilter is not None else None
     pending: _Open | None = None  # a record whose multi-line block is still open
 
     def held() -> bool:  # lines are read one by one while a multi-line value is open

@@ -43,13 +43,19 @@ Decisions (the tests pin them):
 
 from __future__ import annotations
 
-import bisect
 import re
 from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from urllib.parse import unquote
 
-from fma_otel.lines import CORRUPT_REASON, MAX_VALUE_BYTES, Find, counted_lines, text_of
+from fma_otel.lines import (
+    CORRUPT_REASON,
+    MAX_VALUE_BYTES,
+    also_finding,
+    corrupt_line_ends,
+    counted_lines,
+    text_of,
+)
 from fma_otel.sources.klog import split_timestamp_prefix
 from fma_otel.sources.records import LauncherRecord, SourceStats
 from fma_otel.timeutil import check_ns
@@ -283,42 +289,7 @@ def _cut_accepted_ends(block: bytes, pos: int, end: int) -> list[int]:
 def _suspect_ends(block: bytes, pos: int, end: int) -> list[int]:
     """The ends of the lines of ``block[pos:end]`` (whole lines) that :func:`_hidden_fact`
     may skip: a message cut inside the create receipt's text, corrupt bytes; in order."""
-    ends = _cut_accepted_ends(block, pos, end)
-    ascii_only = block.isascii()  # a cheap first test: ASCII is UTF-8 (most logs are ASCII)
-    at = pos
-    while at < end:
-        bad = block.find(b"\x00", at, end)
-        if not ascii_only:
-            try:
-                block[at:end].decode("utf-8")
-            except UnicodeDecodeError as exc:
-                bad = at + exc.start if bad < 0 else min(bad, at + exc.start)
-        if bad < 0:
-            break
-        at = block.find(b"\n", bad, end) + 1 or end
-        ends.append(at)
-    return sorted(set(ends))
-
-
-def _fact_find() -> Find:
-    """:func:`_find_fact` that also finds the lines :func:`_suspect_ends` gives (searched
-    once per block: they are rare), so that a fact hidden by a cut or corrupt bytes is
-    counted as skipped, not passed over as ignored."""
-    memo: list[object] = [None, []]  # the block, the ends of its suspect lines in order
-
-    def find(block: bytes, pos: int, end: int) -> tuple[int, int] | None:
-        if memo[0] is not block:
-            memo[:] = [block, _suspect_ends(block, pos, end)]
-        ends: list[int] = memo[1]  # type: ignore[assignment]
-        i = bisect.bisect_right(ends, pos)
-        cut = ends[i] if i < len(ends) else 0
-        if not cut or cut > end:
-            return _find_fact(block, pos, end)
-        start = block.rfind(b"\n", pos, cut - 1) + 1 or pos
-        hit = _find_fact(block, pos, start)
-        return hit if hit is not None else (start, cut)
-
-    return find
+    return sorted(set(_cut_accepted_ends(block, pos, end) + corrupt_line_ends(block, pos, end)))
 
 
 def _find_fact(block: bytes, pos: int, end: int) -> tuple[int, int] | None:
@@ -354,7 +325,7 @@ def iter_launcher_log(
     more: list[str] = []
     more_bytes = 0
     # lines come one by one while a record may take more of them
-    find = _fact_find() if facts_only else None
+    find = also_finding(_find_fact, _suspect_ends) if facts_only else None
     lines = counted_lines(fh_or_lines, stats, find, lambda: pending is not None)
     # only a file's last line can lack its line end (the items of an iterable have none)
     is_file = callable(getattr(fh_or_lines, "read", None))
