@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errtext import one_line, safe_url
+from ..errtext import hide_credentials, one_line, safe_url
 from ..jsonsafe import brief, finite_float
 from ..model import DPC_PATH_LABELS
 from . import QueryError
@@ -106,9 +106,11 @@ def load(source: str, timeout: float = 10.0) -> DpcHistogram:
         try:
             resp = httpx.get(source, timeout=timeout)
         except httpx.HTTPError as exc:
-            raise QueryError(f"--dpc-metrics {shown}: {exc}") from None
+            raise QueryError(f"--dpc-metrics {shown}: {hide_credentials(str(exc), source)}") from None
         except (httpx.InvalidURL, ValueError) as exc:  # ``http://[::1``: no httpx.HTTPError
-            raise QueryError(f"--dpc-metrics {shown}: not a valid URL: {one_line(exc)}") from None
+            raise QueryError(
+                f"--dpc-metrics {shown}: not a valid URL: {hide_credentials(one_line(exc), source)}"
+            ) from None
         if resp.status_code != 200:
             raise QueryError(f"--dpc-metrics {shown}: HTTP {resp.status_code}")
         text = resp.text
@@ -125,7 +127,7 @@ def load(source: str, timeout: float = 10.0) -> DpcHistogram:
     try:
         return parse_exposition(text)
     except QueryError as exc:
-        raise QueryError(f"--dpc-metrics {shown}: {exc}") from None
+        raise QueryError(f"--dpc-metrics {shown}: {hide_credentials(str(exc), source)}") from None
 
 
 def _cumulative(values: Iterable[float], bounds: list[float]) -> list[int]:

@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 
 from .. import jsonsafe
-from ..errtext import one_line, safe_url
+from ..errtext import hide_credentials, one_line, safe_url
 from ..model import ROOT
 from ..sinks.otlp_json import MALFORMED, OtlpJsonError
 from . import QueryError
@@ -115,7 +115,9 @@ class _Remote:
         try:  # httpx.InvalidURL (``http://[::1``) is no httpx.HTTPError: checked up front
             httpx.URL(base)
         except (httpx.InvalidURL, ValueError) as exc:
-            raise QueryError(f"--{self.what} {self.shown}: not a valid URL: {one_line(exc)}") from None
+            raise QueryError(
+                f"--{self.what} {self.shown}: not a valid URL: {hide_credentials(one_line(exc), base)}"
+            ) from None
         self.base = base.rstrip("/")
         self.client = httpx.Client(headers={"Accept": "application/json"})
         # read at construction, not import: a test may set the module's defaults
@@ -152,9 +154,13 @@ class _Remote:
         except httpx.TimeoutException as exc:
             if time.monotonic() >= deadline - 0.01:  # a phase's timeout was the time left
                 raise self._late(url) from None
-            raise QueryError(f"--{self.what} {self.shown}: {type(exc).__name__}: {exc}") from None
+            raise QueryError(
+                f"--{self.what} {self.shown}: {type(exc).__name__}: {hide_credentials(str(exc), url)}"
+            ) from None
         except (httpx.HTTPError, httpx.InvalidURL) as exc:  # InvalidURL: a path a server named
-            raise QueryError(f"--{self.what} {self.shown}: {type(exc).__name__}: {exc}") from None
+            raise QueryError(
+                f"--{self.what} {self.shown}: {type(exc).__name__}: {hide_credentials(str(exc), url)}"
+            ) from None
 
     def get(self, path: str, params: dict[str, Any] | None = None) -> tuple[int, Any]:
         """``(404, None)``, or ``(200, the answer)``: always a JSON object, as every endpoint

@@ -59,10 +59,10 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
-from urllib.parse import ParseResult, parse_qsl
+from urllib.parse import ParseResult
 
 from .. import __version__, otlp_env
-from ..errtext import one_line, safe_url
+from ..errtext import hide_credentials, one_line, safe_url
 from ..model import STATUS_ERROR, STATUS_OK, resource_attributes
 from ..otlp_env import GRPC, HTTP_PROTOBUF, env_value
 from ..span_records import SpanRecord
@@ -161,21 +161,9 @@ def resolve_endpoint(endpoint: str | None, protocol: str) -> str:
 
 
 def redact(text: str, url: str) -> str:
-    """``text`` (an error detail, the SDK's words) without the credentials it may quote:
-    ``url`` becomes its :func:`~fma_otel.errtext.safe_url` form, and its user part, its
-    query and the query's values, and each entry and value of the header variables, are
-    ``<redacted>`` wherever they appear (gRPC's resolver quotes ``user:pw@host``)."""
-    text = text.replace(url, safe_url(url))
-    authority = url.partition("://")[2] if "://" in url else url
-    authority = authority.partition("/")[0].partition("?")[0]
-    user = authority.rpartition("@")[0]
-    query = url.partition("?")[2].partition("#")[0]
-    secrets = {user, user.partition(":")[2], query}
-    secrets.update(v for _k, v in parse_qsl(query, keep_blank_values=True))
-    secrets.update(otlp_env.header_secrets(os.environ))
-    for secret in sorted((t for t in secrets if len(t) >= 3), key=len, reverse=True):
-        text = text.replace(secret, "<redacted>")
-    return text
+    """:func:`~fma_otel.errtext.hide_credentials`, the header variables' entries and values
+    hidden too (the SDK's words may quote them)."""
+    return hide_credentials(text, url, otlp_env.header_secrets(os.environ))
 
 
 # --------------------------------------------------------------------------- screening
