@@ -54,24 +54,36 @@ def text_of(line: bytes) -> str | None:
         return None
 
 
+#: a NUL, or a byte that is not UTF-8 as ``surrogateescape`` decodes it (U+DC80..U+DCFF)
+_BAD_CHAR = re.compile("[\x00\udc80-\udcff]")
+
+
 def corrupt_line_ends(block: bytes, pos: int, end: int) -> list[int]:
     """The ends of the lines of ``block[pos:end]`` (whole lines) that :func:`text_of`
     refuses, in order: a prefilter that looks for a wanted text passes over a line whose
-    corrupt bytes hid it, so a reader searches for these lines too (:func:`also_finding`)."""
+    corrupt bytes hid it, so a reader searches for these lines too (:func:`also_finding`).
+
+    One decode of the block (``surrogateescape`` turns each byte that is not UTF-8 into
+    one character, so no error stops it) and one search: decoding again after each bad
+    line would cost the rest of the block per line, the square of a bad log's size."""
     ends: list[int] = []
-    ascii_only = block.isascii()  # a cheap first test: ASCII is UTF-8 (most logs are ASCII)
-    at = pos
-    while at < end:
-        bad = block.find(b"\x00", at, end)
-        if not ascii_only:
-            try:
-                block[at:end].decode("utf-8")
-            except UnicodeDecodeError as exc:
-                bad = at + exc.start if bad < 0 else min(bad, at + exc.start)
-        if bad < 0:
-            break
-        at = block.find(b"\n", bad, end) + 1 or end
-        ends.append(at)
+    if block.isascii():  # a cheap first test: ASCII is UTF-8 (most logs are ASCII)
+        at = block.find(b"\x00", pos, end)
+        while at >= 0:
+            at = block.find(b"\n", at, end) + 1 or end
+            ends.append(at)
+            at = block.find(b"\x00", at, end)
+        return ends
+    text = block[pos:end].decode("utf-8", "surrogateescape")
+    s_at, b_at = 0, pos  # a character of ``text`` and the byte it starts at
+    m = _BAD_CHAR.search(text)
+    while m:
+        nl = text.find("\n", m.start())
+        j = len(text) if nl < 0 else nl + 1
+        b_at += len(text[s_at:j].encode("utf-8", "surrogateescape"))
+        s_at = j
+        ends.append(b_at)
+        m = _BAD_CHAR.search(text, j)
     return ends
 
 

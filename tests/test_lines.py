@@ -200,3 +200,23 @@ def test_the_docstrings_about_line_ends_hold_no_line_end_characters() -> None:
     for obj in objs:
         doc = obj.__doc__ or ""
         assert "\r" not in doc and "``\n``" not in doc, obj
+
+
+_PIECES = [b"a", b"\n", b"\x00", b"\xe9", b"\xc3\xa9", b"\xed\xa0\x80", b"\xf0\x9f\x98\x80", b"\xff", b"z"]
+
+
+@given(st.lists(st.sampled_from(_PIECES), max_size=40), st.integers(min_value=0, max_value=40))
+@settings(max_examples=400, deadline=None)
+def test_corrupt_line_ends_are_the_lines_text_of_refuses(pieces: list[bytes], start: int) -> None:
+    """One decode of the block finds exactly the lines a per-line :func:`lines.text_of`
+    refuses (it decoded the rest of the block again after each bad line: the square of a
+    bad log's size)."""
+    block = b"".join(pieces)
+    pos = block.rfind(b"\n", 0, min(start, len(block))) + 1  # a line's start
+    want, at = [], pos
+    while at < len(block):
+        e = block.find(b"\n", at) + 1 or len(block)
+        if lines.text_of(block[at:e].rstrip(b"\n")) is None:
+            want.append(e)
+        at = e
+    assert lines.corrupt_line_ends(block, pos, len(block)) == want
