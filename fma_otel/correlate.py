@@ -259,16 +259,14 @@ class Correlator:
         # µs, message and every field read.  One set lookup per fact: the set holds the
         # hashes of the requester's facts (not copies of them), and a hash seen before is
         # checked against the facts kept, so a fact is never dropped for a mere collision
-        same = msgspec.structs.replace(fact, line_no=0)
+        same = _lineless(fact)
         h = hash(same)
         seen = self._seen.get(key)
         if seen is None:
             self._seen[key] = {h}
         elif h in seen:
             t = fact.t_ns
-            if any(
-                f.t_ns == t and msgspec.structs.replace(f, line_no=0) == same for f in self._dpc.get(key, ())
-            ):
+            if any(f.t_ns == t and _lineless(f) == same for f in self._dpc.get(key, ())):
                 self.duplicates += 1
                 return fact
         else:
@@ -491,7 +489,8 @@ class Correlator:
         if all(M.actuation_key(uid, r[0]) in self._evicted for r in rounds):
             for k in (uid, f"name:{name}"):
                 if k in self._dpc:
-                    self._dpc[k] = [f for f in self._dpc[k] if f.kind in _ROUND_MARKERS]
+                    kept = self._dpc[k] = [f for f in self._dpc[k] if f.kind in _ROUND_MARKERS]
+                    self._seen[k] = {hash(_lineless(f)) for f in kept}  # bounded as the facts are
 
     def add_kube_events(self, events: Iterable[KubeEvent]) -> None:
         """Kubernetes Events: the scheduler's ``Scheduled`` ones with a µs ``eventTime``
@@ -998,6 +997,13 @@ class Correlator:
 
 #: the key of a stand-in Pod made from the DPC log alone (its value: the first line's time)
 _DPC_ONLY = "_fma_dpc_only"
+
+
+def _lineless(fact: DpcFact) -> DpcFact:
+    """``fact`` but for its line number: what a repeated DPC line shares with the first."""
+    return msgspec.structs.replace(fact, line_no=0)
+
+
 _YEAR_FIELDS = ("httpCallStartTime", "k8sCallStartTime", "requesterCreateTime")
 
 

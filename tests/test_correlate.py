@@ -319,6 +319,22 @@ def test_every_round_is_emitted_once_under_eviction() -> None:
     assert emitted == [UID, f"{UID}/2", f"{UID}/3", f"{UID}/4"]
 
 
+def test_eviction_trims_the_repeated_line_hashes_with_the_facts() -> None:
+    """Once a requester's rounds are out, only the facts that number them are kept; the
+    hashes that tell a repeated line are trimmed with them (they grew with every fact of a
+    live requester until its Pod was deleted)."""
+    c = Correlator()
+    c.evict(UID)
+    for r in _hot_round(15):
+        c.add_dpc(r)
+    c.add_dpc(http("15:00:02.000000", "query_sleeping", "2026-06-29T15:00:01.5Z", "0.1"))
+    assert len(c._seen[UID]) == 5
+    c.add_pod(PodEvent("LISTED", requester(None)))  # the eviction applies: trimmed
+    kinds = [f.kind for f in c._dpc[UID]]
+    assert F.SLEEP_QUERY not in kinds
+    assert len(c._seen[UID]) == len(kinds)
+
+
 def test_eviction_before_the_pod_is_known_applies_when_it_arrives() -> None:
     """A restarted watcher evicts the checkpoint's keys before any Pod is listed: when the
     Pod shows up, that round's facts are dropped as if evicted then (only the facts
