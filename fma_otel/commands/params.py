@@ -43,6 +43,9 @@ def one_trace_file(file: str | None, alias: str | None) -> str | None:
     """The trace file given either way; both, and different, is a usage error (exit 2)."""
     if file and alias and file != alias:
         raise click.UsageError(f"give the trace file once (FILE {file} and --traces {alias})")
+    given = file if file is not None else alias
+    if given is not None and not given.strip():  # an unset variable, not "no file": say so
+        raise click.UsageError("the trace file is empty: give a path, or - for stdin (an unset variable?)")
     return file or alias
 
 
@@ -183,18 +186,23 @@ def otlp_options(func: F) -> F:
 
 
 def _finite_ms(ctx: click.Context, param: click.Parameter, value: float) -> float:
-    """``nan`` and ``inf`` pass ``FloatRange(min=0)`` (float() reads them), and a value so
-    large its nanoseconds overflow is no better: the tolerance is used in ns, as an int."""
+    """``nan`` passes ``FloatRange`` (float() reads it, and no comparison holds for it): the
+    tolerance is used in ns, as an int."""
     if not math.isfinite(value * 1e6):
         raise click.BadParameter(f"{value}: must be a finite number", ctx, param)
     return value
+
+
+#: an hour: clocks further apart make every cross-clock duration meaningless, and a value
+#: such as 1e300 made durations and precisions of 1e297 s that the trace readers refuse
+MAX_CLOCK_TOLERANCE_MS = 3_600_000.0
 
 
 def clock_tolerance_option(func: F) -> F:
     """``--clock-tolerance-ms``: one definition for bridge and watch, which fuse instants alike."""
     return click.option(
         "--clock-tolerance-ms",
-        type=click.FloatRange(min=0),
+        type=click.FloatRange(min=0, max=MAX_CLOCK_TOLERANCE_MS),
         callback=_finite_ms,
         default=1.0,
         show_default=True,

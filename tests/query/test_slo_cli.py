@@ -208,3 +208,26 @@ def test_cli_against_tempo_and_jaeger():
         b = json.loads(run("--jaeger", j.url, *win).stdout)
     assert a["metrics"] == b["metrics"] and a["hit_rates"] == b["hit_rates"]
     assert a["hit_rates"]["requesters"] == 20
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--slo", ""], "--slo is empty"),
+        (["--dpc-metrics", " "], "--dpc-metrics is empty"),
+        (["--traces", ""], "the trace file is empty"),
+    ],
+)
+def test_an_empty_value_is_a_usage_error_not_an_absent_one(tmp_path, args, said) -> None:
+    """``--slo "$SPEC"`` with SPEC unset skipped the SLO gate and exited 0; an empty
+    ``--dpc-metrics`` was dropped unsaid."""
+    from click.testing import CliRunner
+
+    from fma_otel.cli import main
+
+    traces = tmp_path / "t.jsonl"
+    traces.write_text("")
+    argv = ["slo", *(args if args[0] == "--traces" else [str(traces), *args])]
+    r = CliRunner().invoke(main, argv)
+    assert r.exit_code == 2, r.output
+    assert said in r.output
