@@ -16,11 +16,13 @@ and restart its threads around each ``fork()``, which makes every create slower
 (``benchmarks/bench_fork.py`` measures it).  ``grpc`` stays one variable away; an endpoint on port 4317 (OTLP/gRPC's) with no protocol set gets a warning instead
 of silently failing exports.
 
-No credential is logged: the endpoint is shown without its user part and query, and an
-``OTEL_EXPORTER_OTLP_[TRACES_]HEADERS`` list the exporter cannot parse is said in one
-line naming the variable, while the exporter's own warning, which quotes the entry (a
-bearer token), is kept out of the log; the exporter then sends without that entry, as
-it would anyway.
+What the wrappers log shows no credential: the endpoint without its user part and query,
+and an ``OTEL_EXPORTER_OTLP_[TRACES_]HEADERS`` list the exporter cannot parse in one line
+naming the variable, while the exporter's own warning at set-up, which quotes the entry (a
+bearer token), is kept out of the log; the exporter then sends without that entry, as it
+would anyway.  The exporter's own lines about a failed export are left as they are (they
+may show the endpoint as configured): filtering every SDK log line of the host process is
+not the wrappers' business, so the README says to keep credentials out of the URL.
 """
 
 from __future__ import annotations
