@@ -164,8 +164,8 @@ class Correlator:
         #: Pod uid -> every Ready=True transition seen across its versions
         self._ready: dict[str, set[int]] = {}
         self._dpc: dict[str, list[DpcFact]] = {}
-        #: per key of ``_dpc``: the hashes of its facts taken so far, line numbers zeroed
-        #: (a repeated line is dropped, see ``_add_fact``)
+        #: per key of ``_dpc``: the instants of its facts taken so far (a repeated line is
+        #: dropped, see ``_add_fact``)
         self._seen: dict[str, set[int]] = {}
         #: DPC lines dropped as repeats of one taken (the same fact on another line)
         self.duplicates = 0
@@ -257,20 +257,19 @@ class Correlator:
         # nothing new: taken twice it would make a second identical span and inflate counts
         # (fma.instances_deleted).  The same fact but for its line: the same instant to the
         # µs, message and every field read.  One set lookup per fact: the set holds the
-        # hashes of the requester's facts (not copies of them), and a hash seen before is
-        # checked against the facts kept, so a fact is never dropped for a mere collision
-        same = _lineless(fact)
-        h = hash(same)
+        # instants of the requester's facts (two lines rarely share a µs), and only a fact
+        # whose instant was seen is compared with the kept facts of that instant
+        t = fact.t_ns
         seen = self._seen.get(key)
         if seen is None:
-            self._seen[key] = {h}
-        elif h in seen:
-            t = fact.t_ns
+            self._seen[key] = {t}
+        elif t in seen:
+            same = _lineless(fact)
             if any(f.t_ns == t and _lineless(f) == same for f in self._dpc.get(key, ())):
                 self.duplicates += 1
                 return fact
         else:
-            seen.add(h)
+            seen.add(t)
         facts = self._dpc.get(key)
         if facts is None:
             self._dpc[key] = [fact]
@@ -490,7 +489,7 @@ class Correlator:
             for k in (uid, f"name:{name}"):
                 if k in self._dpc:
                     kept = self._dpc[k] = [f for f in self._dpc[k] if f.kind in _ROUND_MARKERS]
-                    self._seen[k] = {hash(_lineless(f)) for f in kept}  # bounded as the facts are
+                    self._seen[k] = {f.t_ns for f in kept}  # bounded as the facts are
 
     def add_kube_events(self, events: Iterable[KubeEvent]) -> None:
         """Kubernetes Events: the scheduler's ``Scheduled`` ones with a µs ``eventTime``

@@ -319,9 +319,9 @@ def test_every_round_is_emitted_once_under_eviction() -> None:
     assert emitted == [UID, f"{UID}/2", f"{UID}/3", f"{UID}/4"]
 
 
-def test_eviction_trims_the_repeated_line_hashes_with_the_facts() -> None:
+def test_eviction_trims_the_repeated_line_instants_with_the_facts() -> None:
     """Once a requester's rounds are out, only the facts that number them are kept; the
-    hashes that tell a repeated line are trimmed with them (they grew with every fact of a
+    instants that tell a repeated line are trimmed with them (they grew with every fact of a
     live requester until its Pod was deleted)."""
     c = Correlator()
     c.evict(UID)
@@ -477,3 +477,15 @@ def test_only_the_first_answered_poll_after_each_create_is_kept() -> None:
         call(kind, t)
     assert _kept(c, F.SLEEP_QUERY) == [12, 22]
     assert _kept(c, F.CREATE) == [10, 20]
+
+
+def test_a_repeated_line_is_taken_once_and_another_fact_of_its_instant_is_kept() -> None:
+    """A line read twice (a log concatenated, a re-read) is one fact; two different facts
+    of the same µs are both kept: only the whole fact, its line aside, makes a repeat."""
+    c = Correlator()
+    bound, wake, relayed, _unbound = _hot_round(15)
+    twin = line("15:00:03.000000", "Successfully relayed the readiness", f'{CTX} readiness="ready" url="u"')
+    for rec in (bound, wake, twin, wake, relayed, relayed._replace(line_no=99)):
+        c.add_dpc(rec)
+    assert [f.kind for f in c._dpc[UID]] == [F.BOUND, F.WAKE, F.RELAYED, F.RELAYED]
+    assert c.duplicates == 2
