@@ -122,7 +122,10 @@ class _Trace:
         attrs[A_END_PRECISION] = seconds(end.precision_ns)
         d = I.duration(start, end, self.tolerance_ns)  # an Instant is a fused instant
         attrs[A_MIN] = seconds(d.min_ns)
-        if d.max_ns is not None and not last_seen:  # a span that never ended has no greatest duration
+        # from a DPC log alone a span ending at the last instant seen is open (the log
+        # cannot see its end); with Pods, min/max bound the time up to that instant, which
+        # the ERROR status and the ``last-seen:`` end source say
+        if d.max_ns is not None and not (last_seen and self.act.dpc_only):
             attrs[A_MAX] = seconds(d.max_ns)
         start_ns = start.t_ns
         end_ns = start_ns + (d.point_ns or 0)

@@ -220,11 +220,6 @@ def test_incomplete_actuation(sample_result, truth) -> None:
     vready = spans["fma.vllm.ready"]
     assert vready.end_ns == last and vready.status_code == M.STATUS_ERROR
     assert "V.ready" in vready.status_message
-    # a span that never ended has a least duration and no honest greatest one (it had a
-    # max_s up to the last instant seen, which show printed as [27,29] for an open span)
-    for open_span in (root, vready):
-        assert M.A_MIN in open_span.attributes and M.A_MAX not in open_span.attributes
-    assert M.A_MAX in spans["fma.dpc.create_instance"].attributes
     # nothing after the data ends is invented
     assert "fma.readiness.relay" not in spans and "fma.kubelet.probe" not in spans
     assert "fma.dpc.poll_lag" not in spans and "fma.dpc.relay_ready" not in spans
