@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from . import podfacts as P
+from .errtext import one_line
 from .lines import MAX_LINE_BYTES, bounded_lines
 from .live.kube import EVENTS, PODS, TRANSIENT_ERRORS, Kube, KubeError
 from .live.logs import restart_count_of
@@ -166,12 +167,16 @@ def _write_log(
                 whole, tail = _whole_lines(tail + chunk)
                 written += write(whole)
         except TRANSIENT_ERRORS as exc:
-            if not _is_read_timeout(exc):
-                raise
+            # the server answered: a stream that stalls or breaks off costs that log's rest,
+            # not the capture (the requests after it say if the server itself is gone)
+            why = (
+                f"nothing for {read_timeout_s:g}s"
+                if _is_read_timeout(exc)
+                else f"the stream broke ({one_line(exc)})"
+            )
             cut = f", an unfinished line of {len(tail)} bytes dropped" if tail else ""
             warn(
-                f"{what}: log cut short: nothing for {read_timeout_s:g}s after "
-                f"{written} bytes{cut}; the capture goes on without the rest"
+                f"{what}: log cut short: {why} after {written} bytes{cut}; the capture goes on without the rest"
             )
             tail = b""
         finally:

@@ -158,7 +158,9 @@ def condition_true_ns(pod: Mapping[str, Any], ctype: str) -> int | None:
 
 def container_names(pod: Mapping[str, Any]) -> list[Any]:
     """The names in ``spec.containers``, in order (what the log followers pick from)."""
-    return [c.get("name") for c in (pod.get("spec") or {}).get("containers") or () if isinstance(c, dict)]
+    spec = pod.get("spec")
+    containers = spec.get("containers") if isinstance(spec, dict) else None
+    return [c.get("name") for c in containers if isinstance(c, dict)] if isinstance(containers, list) else []
 
 
 def container_started_ns(pod: Mapping[str, Any], container: str | None) -> int | None:

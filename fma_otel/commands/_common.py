@@ -68,7 +68,10 @@ def _describe_os_error(path: str, exc: OSError) -> str:
         return f"{path}: read-only file system"
     if exc.errno in (errno.EACCES, errno.EPERM):
         return f"{path}: permission denied"
-    if exc.errno == errno.ENOENT:
+    if exc.errno == errno.ENOENT:  # a folder missing, or one that takes no new files (/proc)
+        target = exc.filename if isinstance(exc.filename, str) else None
+        if target and os.path.isdir(os.path.dirname(os.path.abspath(target))):
+            return f"{path}: cannot be created in that folder"
         return f"{path}: directory does not exist"
     if exc.errno == errno.EISDIR:
         return f"{path}: is a directory"

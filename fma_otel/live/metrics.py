@@ -23,7 +23,7 @@ class Metrics:
         self.export_errors = 0
         self.export_dropped = 0  # traces refused by the sink's screen (cannot be encoded)
         self.export_isolated = 0  # traces whose export failed alone: retried alone
-        self.dpc_skipped = 0  # DPC lines the correlator refused (ValueError)
+        self.dpc_skipped = 0  # DPC lines skipped: by the parser, or refused by the correlator
         self.launcher_skipped = 0  # launcher lines skipped (iter_launcher_log's skips)
         self.checkpoints = 0
         self.pod_events = 0
@@ -123,7 +123,7 @@ _METRICS: tuple[tuple[str, str, str, Callable[[Metrics], list[tuple[str, float]]
     (
         "fma_otel_dpc_lines_skipped_total",
         "counter",
-        "DPC log records the correlator refused (a bad or out-of-window time, a bad field).",
+        "DPC log lines skipped: corrupt or cut lines, and records the correlator refused (a bad or out-of-window time, a bad field).",
         _one("dpc_skipped"),
     ),
     (

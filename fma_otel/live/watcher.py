@@ -142,25 +142,37 @@ class _State:
     dirty: bool = False
 
 
-def dpc_parser(lines: Iterable[bytes]) -> Iterator[Any]:
-    """DPC log lines -> :class:`KlogRecord` s of the messages the correlator uses."""
+def dpc_parser(lines: Iterable[bytes], stats: SourceStats | None = None) -> Iterator[Any]:
+    """DPC log lines -> :class:`KlogRecord` s of the messages the correlator uses; the lines
+    the parser skips (corrupt, cut) are counted in ``stats``."""
     from ..facts import WANTED_CONTAINS, WANTED_MESSAGES
     from ..sources.klog import iter_klog
 
-    yield from iter_klog(lines, SourceStats("dpc"), messages=WANTED_MESSAGES, contains=WANTED_CONTAINS)
+    stats = stats if stats is not None else SourceStats("dpc")
+    yield from iter_klog(lines, stats, messages=WANTED_MESSAGES, contains=WANTED_CONTAINS)
 
 
 class _MeteredStats(SourceStats):
-    """A launcher stream's stats whose every skip is counted in ``/metrics`` as it happens
+    """A log stream's stats whose every skip is counted in ``/metrics`` as it happens
     (the stream is parsed on its follower's thread for as long as the stream lasts)."""
 
-    def __init__(self, on_skip: Callable[[], None]) -> None:
-        super().__init__("launcher")
+    def __init__(self, name: str, on_skip: Callable[[], None]) -> None:
+        super().__init__(name)
         self.on_skip = on_skip
 
     def skip(self, line_no: int, reason: str) -> None:
         super().skip(line_no, reason)
         self.on_skip()
+
+
+def log_parser(kind: str, metrics: Metrics) -> Callable[[Iterable[bytes]], Iterator[Any]]:
+    """The parser of a followed log of ``kind`` (``dpc`` or ``launcher``), its skips counted
+    in ``/metrics`` as they happen (``fma_otel_{kind}_lines_skipped_total``; the DPC's also
+    counts the records the correlator refuses)."""
+    stats = _MeteredStats(kind, functools.partial(metrics.count, f"{kind}_skipped"))
+    if kind == "launcher":  # each record as its line arrives, the boot line among them
+        return functools.partial(iter_launcher_log, stats=stats, at_once=True)
+    return functools.partial(dpc_parser, stats=stats)
 
 
 _FAULTS: dict[str, int] = {}
@@ -606,11 +618,7 @@ class LiveWatcher:
             read_timeout_s=self.cfg.log_read_timeout_s,
             on_gap=functools.partial(self.metrics.count, "log_gaps"),
         )
-        parser = dpc_parser
-        if kind == "launcher":  # each record as its line arrives, the boot line among them
-            stats = _MeteredStats(functools.partial(self.metrics.count, "launcher_skipped"))
-            parser = functools.partial(iter_launcher_log, stats=stats, at_once=True)
-        self.state.followers[key] = follower.start(parser, kind, self.queue.put)
+        self.state.followers[key] = follower.start(log_parser(kind, self.metrics), kind, self.queue.put)
         log.info("following %s log %s (from ts=%s)", kind, key, position.ts_ns or "start")
 
     # ------------------------------------------------------------------ output

@@ -189,6 +189,46 @@ def test_capture_without_n_takes_the_kubeconfig_contexts_namespace(k8s: FakeClus
     assert not k8s.requests_to("/namespaces/default/pods")
 
 
+@pytest.mark.slow
+def test_capture_log_whose_stream_breaks_is_a_warning_and_the_capture_goes_on(
+    k8s: FakeCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pods/log answer cut off mid-body (a kubelet restarting, a load balancer) aborted
+    the whole capture, exit 1, "cannot reach the API server", its files half-written."""
+    import socket
+
+    from tests.support import k8s_server
+
+    k8s.add_pod(dpc_pod())
+    play(k8s, timeline(recent_capture(seed=23)))
+    name = dpc_pod()["metadata"]["name"]
+    original = k8s_server._Handler._pod_log
+
+    def broken(self, ns: str, pod: str, query: dict[str, str]) -> int:  # noqa: ANN001
+        if pod != name:
+            return original(self, ns, pod, query)
+        self._start_chunked("text/plain")
+        self._chunk(b"2026-12-03T18:00:00.000000000Z first line\n2026-12-03T18:00:01.0")
+        self.wfile.flush()
+        self.connection.shutdown(socket.SHUT_RDWR)  # the chunked body never ends
+        return 200
+
+    monkeypatch.setattr(k8s_server._Handler, "_pod_log", broken)
+    kubeconfig = k8s.write_kubeconfig(str(tmp_path / "kubeconfig"), NS)
+    out = tmp_path / "cap"
+    r = _capture("--kubeconfig", kubeconfig, "--out", str(out), "--log-read-timeout", "5s")
+    assert r.exit_code == 0, r.output
+    [warning] = [line for line in r.stderr.splitlines() if "warning" in line]
+    assert warning.startswith(
+        f"fma-otel capture: warning: {name}/controller: log cut short: the stream broke ("
+    )
+    assert warning.endswith(
+        "after 42 bytes, an unfinished line of 21 bytes dropped; the capture goes on without the rest"
+    )
+    assert (out / "dpc.log").read_bytes() == b"2026-12-03T18:00:00.000000000Z first line\n"
+    assert all(p.stat().st_size > 0 for p in out.glob("launcher-*.log"))  # recorded after it
+
+
 def test_default_namespace_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import yaml
 

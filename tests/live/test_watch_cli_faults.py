@@ -357,3 +357,18 @@ def test_watches_that_end_at_once_without_events_back_off() -> None:
         # the floor)
         assert 2 <= _watches(k8s) <= 5, _watches(k8s)
         assert _lists(k8s) == 1
+
+
+def test_an_out_file_a_folder_refuses_is_not_called_a_missing_directory(tmp_path: Path) -> None:
+    """``--out /proc/1/o.jsonl``: the folder exists but takes no new file (ENOENT all the
+    same); "directory does not exist" sent the user looking for the wrong fault."""
+    import errno
+
+    from fma_otel.commands._common import _describe_os_error
+
+    there = str(tmp_path / "o.jsonl")
+    exc = FileNotFoundError(errno.ENOENT, "No such file or directory", there)
+    assert _describe_os_error(there, exc) == f"{there}: cannot be created in that folder"
+    gone = str(tmp_path / "no-such-dir" / "o.jsonl")
+    exc = FileNotFoundError(errno.ENOENT, "No such file or directory", gone)
+    assert _describe_os_error(gone, exc) == f"{gone}: directory does not exist"

@@ -151,7 +151,7 @@ def test_launcher_lines_out_of_the_window_are_counted_not_used() -> None:
         b"Traceback (most recent call last):\n",  # continues a refused record: skipped too
     ]
     metrics = Metrics()
-    stats = _MeteredStats(lambda: metrics.count("launcher_skipped"))
+    stats = _MeteredStats("launcher", lambda: metrics.count("launcher_skipped"))
     recs = list(iter_launcher_log(lines, stats, at_once=True))
     assert [r.message[-4:] for r in recs] == ["id=a"]
     assert metrics.launcher_skipped == stats.skipped == 4
@@ -213,3 +213,32 @@ def test_a_trace_the_sink_leaves_out_is_recorded_and_counted(
     assert set(want) - {sink.victim} <= {s.trace_id for s in rx.spans()}
     assert sink.victim not in {s.trace_id for s in rx.spans()}
     assert checkpoint(cp)["pending"] == []
+
+
+def test_corrupt_and_cut_dpc_lines_are_counted_in_metrics() -> None:
+    """The followed DPC log's parser counts its skips in ``/metrics``, as the launcher's
+    does (it parsed with stats nobody read: 0 while the bridge reported 3 on the same lines)."""
+    from fma_otel.live.metrics import Metrics
+    from fma_otel.live.watcher import log_parser
+
+    good = b'I0629 14:30:23.134293       1 x.go:1] "Successfully relayed the readiness" serverUID="u" readiness="ready"\n'
+    lines = [
+        good.replace(b"relayed", b"rel\x00ayed"),  # a NUL that hides it from the prefilter
+        good.replace(b"readiness=", b"readiness\xff="),  # not UTF-8
+        good[: good.index(b"the readiness")] + b"\n",  # cut inside its message
+        good,
+    ]
+    metrics = Metrics()
+    recs = list(log_parser("dpc", metrics)(lines))
+    assert [r.line_no for r in recs] == [4]
+    assert metrics.dpc_skipped == 3
+    assert "fma_otel_dpc_lines_skipped_total 3\n" in metrics.render()
+
+
+@pytest.mark.parametrize("spec", ["a string", 7, [], {"containers": "x"}, {"containers": [1, {"name": "c"}]}])
+def test_a_pod_spec_of_the_wrong_type_has_no_container_names(spec) -> None:
+    """``spec`` as a string crashed ``capture`` and logged a traceback in ``watch``."""
+    from fma_otel import podfacts
+
+    want = ["c"] if isinstance(spec, dict) and isinstance(spec.get("containers"), list) else []
+    assert podfacts.container_names({"spec": spec}) == want
