@@ -20,7 +20,7 @@ from ..podfacts import parse_selector
 from ..sinks.otlp_json import write_trace_line
 from . import params
 from ._common import fail, open_out
-from .params import check_out
+from .params import check_out, empty_option
 
 SAMPLE_BASELINE_SELECTOR = "app=vllm"
 
@@ -85,16 +85,16 @@ def command(
     strict: bool,
     quiet: bool,
 ) -> None:
-    # an empty path is an unset variable (``bridge "$CAPTURE"``), not "not given": taken as
-    # absent it would run the embedded sample, or drop the DPC log, and exit 0
-    for name, given in (
-        ("CAPTURE", (capture,)),
-        ("--pods", pods),
-        ("--dpc-log", (dpc_log,)),
-        ("--events", events),
-    ):
-        if "" in given:
-            fail(f"{name} is empty: give a path (an unset variable?)")
+    empty = empty_option(
+        [
+            ("CAPTURE", capture),
+            ("--dpc-log", dpc_log),
+            *(("--pods", p) for p in pods),
+            *(("--events", e) for e in events),
+        ]
+    )
+    if empty:
+        fail(f"{empty} is empty: give a path (an unset variable?)")
     try:
         selector = parse_selector(baseline_selector)
     except ValueError as exc:

@@ -39,12 +39,18 @@ def traces_input(func: F) -> F:
     return click.argument("traces_file", required=False, metavar="[FILE]")(func)
 
 
+def empty_option(given: Iterable[tuple[str, str | None]]) -> str | None:
+    """The name of the first option (or argument) given an empty or blank value, else
+    ``None``.  Why: such a value is an unset variable (``--slo "$SPEC"``), and taken as "not
+    given" it silently changed what ran (the embedded sample, no SLO gate, exit 0)."""
+    return next((name for name, value in given if value is not None and not value.strip()), None)
+
+
 def one_trace_file(file: str | None, alias: str | None) -> str | None:
     """The trace file given either way; both, and different, is a usage error (exit 2)."""
     if file and alias and file != alias:
         raise click.UsageError(f"give the trace file once (FILE {file} and --traces {alias})")
-    given = file if file is not None else alias
-    if given is not None and not given.strip():  # an unset variable, not "no file": say so
+    if empty_option([("FILE", file), ("--traces", alias)]):
         raise click.UsageError("the trace file is empty: give a path, or - for stdin (an unset variable?)")
     return file or alias
 

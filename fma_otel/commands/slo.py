@@ -127,17 +127,17 @@ def run(
     from ..query.window import make_window
 
     out = out or sys.stdout
-    # an empty value is an unset variable (``--slo "$SPEC"``), not "not given": taken as
-    # absent, the SLO gate was skipped and the command exited 0
-    for name, value in (
-        ("FILE", traces),
-        ("--jaeger", jaeger),
-        ("--tempo", tempo),
-        ("--slo", slo_file),
-        ("--dpc-metrics", dpc_metrics),
-    ):
-        if value is not None and not value.strip():
-            raise QueryError(f"{name} is empty: give a path or URL (an unset variable?)")
+    empty = params.empty_option(
+        [
+            ("FILE", traces),
+            ("--jaeger", jaeger),
+            ("--tempo", tempo),
+            ("--slo", slo_file),
+            ("--dpc-metrics", dpc_metrics),
+        ]
+    )
+    if empty:
+        raise QueryError(f"{empty} is empty: give a path or URL (an unset variable?)")
     window = make_window(since, until)
     if print_queries:
         from ..query.queries import render
